@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The README's two commands:
+#   bash cmake/quickstart.sh run   [precis run options]   install, build, run the default evaluation
+#   bash cmake/quickstart.sh test  [ctest options]        install, build, run the whole test suite
+# Environment: BUILD_DIR (default build), PRECIS_CMAKE_ARGS (extra configure arguments).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+mode=${1:-}
+case "$mode" in
+  run|test|build) shift ;;
+  *) echo "usage: bash cmake/quickstart.sh run|test|build [ARGS...]" >&2; exit 2 ;;
+esac
+
+# Install what is missing (Debian 12). Without root, say what to install instead of failing later.
+mapfile -t packages < <(grep -v -e '^#' -e '^$' cmake/debian-packages.txt)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "quickstart: installing ${missing[*]}" >&2
+  if [ "$(id -u)" = 0 ]; then
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq && apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+  elif command -v sudo >/dev/null; then
+    sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+  else
+    echo "quickstart: please install: ${missing[*]}" >&2
+    exit 1
+  fi
+fi
+
+build=${BUILD_DIR:-build}
+jobs=$(nproc 2>/dev/null || echo 2)
+# shellcheck disable=SC2086
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release ${PRECIS_CMAKE_ARGS:-} >&2
+cmake --build "$build" -j "$jobs" >&2
+
+case "$mode" in
+  run) exec "$build/precis" run "$@" ;;
+  test) cd "$build" && exec ctest --output-on-failure -j "$jobs" "$@" ;;
+  build) ;;
+esac

@@ -1,0 +1,77 @@
+/* The backend interface: a struct of function pointers (DESIGN §1-2). The `cpu` backend is always
+ * built; the `cuda` backend (kernels/) when CUDA is found. The runner owns metrics, criteria,
+ * journaling and reports; a backend only executes one (workload, recipe) case and measures it. */
+#ifndef PRECIS_BACKEND_H
+#define PRECIS_BACKEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "dataset.h"
+#include "quant.h"
+#include "recipe.h"
+#include "results.h"
+#include "status.h"
+
+typedef enum precis_act_scale {
+  PRECIS_ACT_SCALE_ROW,        /* dynamic, per row of the evaluated input (default) */
+  PRECIS_ACT_SCALE_ABSMAX,     /* static per tensor from the calibration split */
+  PRECIS_ACT_SCALE_PERCENTILE,
+  PRECIS_ACT_SCALE_MSE,
+} precis_act_scale;
+
+typedef struct precis_case_options {
+  precis_act_scale int8_act_scale;
+  double percentile;          /* for PRECIS_ACT_SCALE_PERCENTILE, default 99.99 */
+  /* Timing (DESIGN §6): warm-up of >= warmup_calls and >= warmup_ms; then samples until
+   * min_samples are kept and the relative spread (stdev/median... see timing.h) is under
+   * target_rel_spread, or max_time_ms passes (at least min_samples are always kept unless even
+   * that exceeds max_time_ms*4, in which case at least 1). */
+  int warmup_calls;
+  double warmup_ms;
+  int min_samples;
+  int max_samples;
+  double target_rel_spread;
+  double max_time_ms;
+  bool cold;                  /* flush the cache between samples */
+  int autotune;               /* cuda: time the top N heuristic candidates (0/1: take the first) */
+} precis_case_options;
+
+void precis_case_options_default(precis_case_options *o);
+
+/* What a backend hands back for one case. The runner frees c and the timing samples. */
+typedef struct precis_case_output {
+  precis_row_status status;   /* ok, unsupported, does-not-fit, failed */
+  char reason[512];           /* when status != ok */
+  float *c;                   /* [batch, m, n], the recipe's output widened to float32 (malloc) */
+  double clipped_fraction;    /* quantized recipes: fraction of A and B inputs that saturated; else NaN */
+  precis_timing time;
+  precis_memory memory;
+  precis_kv_list details;     /* scales granularity, calibration method, algorithm, padding, ... */
+} precis_case_output;
+
+void precis_case_output_init(precis_case_output *out);
+void precis_case_output_free(precis_case_output *out);
+
+typedef struct precis_backend {
+  const char *name;  /* "cpu", "cuda" */
+  const char *label; /* how reports mark its figures: "cpu-emulation", "cuda" */
+  /* Fails with PRECIS_E_NO_DEVICE (and a message with the real CUDA error) when unusable. */
+  precis_status (*open)(void **ctx, const precis_case_options *options);
+  void (*close)(void *ctx);
+  /* Adds the backend's part of the environment block (device, versions, clocks, ...). */
+  void (*environment)(void *ctx, precis_kv_list *env);
+  /* false with a reason when this recipe cannot run here (row status `unsupported`). */
+  bool (*supports)(void *ctx, const precis_recipe *recipe, char *reason, size_t reason_len);
+  /* Runs one case. A returned error status means the backend itself broke; anything that concerns
+   * only this case is reported through out->status and out->reason with PRECIS_OK. */
+  precis_status (*run_case)(void *ctx, const precis_recipe *recipe, const precis_workload_info *workload,
+                            const precis_workload_data *data, const precis_case_options *options,
+                            precis_case_output *out);
+} precis_backend;
+
+const precis_backend *precis_backend_cpu(void);
+/* NULL when this binary was built without CUDA. */
+const precis_backend *precis_backend_cuda(void);
+
+#endif

@@ -1,0 +1,45 @@
+/* Accuracy criteria: expressions over metric keys ("rel_fro<=1e-2", "nonfinite==0",
+ * "sqnr_db>=40"), applied to each row's worst-over-samples value. */
+#ifndef PRECIS_CRITERIA_H
+#define PRECIS_CRITERIA_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "metrics.h"
+#include "recipe.h"
+#include "status.h"
+
+typedef enum precis_cmp { PRECIS_CMP_LE, PRECIS_CMP_LT, PRECIS_CMP_GE, PRECIS_CMP_GT, PRECIS_CMP_EQ } precis_cmp;
+
+typedef struct precis_criterion {
+  precis_metric_id metric;
+  precis_cmp op;
+  double value;
+} precis_criterion;
+
+#define PRECIS_MAX_CRITERIA 32
+
+typedef struct precis_criteria {
+  size_t count;
+  precis_criterion items[PRECIS_MAX_CRITERIA];
+} precis_criteria;
+
+/* Parses one expression; the message names the expression and what was expected. */
+precis_status precis_criterion_parse(const char *text, precis_criterion *out);
+/* "rel_fro<=0.01" (shortest round-trip number form). */
+void precis_criterion_format(const precis_criterion *c, char *buf, size_t len);
+const char *precis_cmp_str(precis_cmp op);
+
+/* The default gate of a recipe for a reduction length k (docs/criteria.md says where each comes
+ * from). */
+void precis_default_criteria(const precis_recipe *recipe, long long k, precis_criteria *out);
+
+/* Evaluates every criterion on the worst values. A criterion on a null metric: sqnr_db null means
+ * exact (passes any lower bound); other nulls fail. Returns true when all pass. When one fails,
+ * `failed_index` receives the first failing criterion and `margin` how far it missed, as a
+ * ratio >= 1 (value/limit for upper bounds, limit/value for lower bounds; inf when the limit is 0). */
+bool precis_criteria_check(const precis_criteria *criteria, const precis_metric_value values[PRECIS_METRIC_COUNT],
+                           size_t *failed_index, double *margin);
+
+#endif

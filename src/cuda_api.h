@@ -1,0 +1,39 @@
+/* What src/ may ask of the CUDA side without including a CUDA header. Implemented in kernels/
+ * when CUDA is built, and by cuda_stub.c otherwise. */
+#ifndef PRECIS_CUDA_API_H
+#define PRECIS_CUDA_API_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "recipe.h"
+#include "status.h"
+
+typedef struct precis_device_info {
+  int index;
+  char name[256];
+  int cc_major, cc_minor;
+  int sm_count;
+  long long mem_total_bytes, mem_free_bytes;
+  long long l2_bytes;
+  bool recipe_supported[PRECIS_RECIPE_COUNT];
+  char recipe_reason[PRECIS_RECIPE_COUNT][192]; /* why not, when unsupported */
+} precis_device_info;
+
+typedef struct precis_cuda_inventory {
+  bool built;             /* false: this binary has no CUDA backend */
+  int driver_version;     /* cudaDriverGetVersion, e.g. 13000; 0 when unknown */
+  int runtime_version;    /* cudaRuntimeGetVersion */
+  int cublas_version;     /* cublasGetVersion (needs no device); 0 when unknown */
+  long long cublaslt_version; /* cublasLtGetVersion */
+  char error[256];        /* when no device is usable: the CUDA error name and string */
+  int device_count;
+  precis_device_info *devices; /* malloc'ed, device_count entries */
+} precis_cuda_inventory;
+
+precis_status precis_cuda_inventory_get(precis_cuda_inventory *out);
+void precis_cuda_inventory_free(precis_cuda_inventory *inv);
+/* Capability rule for one recipe on a compute capability (shared by info and the backend). */
+bool precis_cuda_recipe_supported(const precis_recipe *recipe, int cc_major, int cc_minor, char *reason, size_t len);
+
+#endif

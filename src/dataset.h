@@ -1,0 +1,64 @@
+/* Datasets: HDF5 format_version 1 (DESIGN §4, docs/dataset-format.md). Opening validates every
+ * attribute, type, rank and shape and reports the first mismatch by path; data are read one
+ * workload at a time (Fletcher32 checksums are verified by HDF5 on every read). */
+#ifndef PRECIS_DATASET_H
+#define PRECIS_DATASET_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "status.h"
+
+#define PRECIS_DATASET_FORMAT "precis-dataset"
+#define PRECIS_DATASET_FORMAT_VERSION 1
+
+typedef struct precis_workload_info {
+  char *name;
+  char *kind;        /* "gemm" */
+  char *description; /* may be empty, never NULL */
+  char *a_dist;
+  char *b_dist;
+  int64_t m, n, k, batch;
+  bool b_batched;        /* b is [batch, k, n] (else [k, n], shared across the batch) */
+  int64_t calib_samples; /* rows of /calib/a's first dimension; 0 when absent */
+} precis_workload_info;
+
+typedef struct precis_workload_data {
+  float *a;       /* [batch, m, k] */
+  float *b;       /* [k, n] or [batch, k, n] */
+  double *c_ref;  /* [batch, m, n] */
+  double *ab_abs; /* [batch, m, n] */
+  float *calib_a; /* [calib_samples, m, k] or NULL */
+} precis_workload_data;
+
+typedef struct precis_dataset {
+  char *path;
+  char *dataset_id;
+  char *generator;
+  char *created_utc;
+  uint64_t seed;
+  char *suite;   /* the YAML text it was made from (may be empty) */
+  size_t n_workloads;
+  precis_workload_info *workloads;
+  int64_t file_handle; /* hid_t, kept opaque here */
+} precis_dataset;
+
+/* Opens and validates the whole structure (not the data: see precis_dataset_verify_data). */
+precis_status precis_dataset_open(const char *path, precis_dataset **out);
+/* Reads every dataset in full so that each chunk's checksum is verified (precis inspect). */
+precis_status precis_dataset_verify_data(precis_dataset *ds);
+precis_status precis_dataset_load(precis_dataset *ds, size_t index, precis_workload_data *out);
+void precis_workload_data_free(precis_workload_data *d);
+void precis_dataset_close(precis_dataset *ds);
+
+/* Writer for evaluated outputs (--save-outputs): /workloads/<name>/<recipe>/c as float32
+ * [batch, m, n], written to a temporary file and renamed by close when ok. */
+typedef struct precis_outputs_writer precis_outputs_writer;
+precis_status precis_outputs_open(const char *path, bool force, const char *dataset_id, precis_outputs_writer **out);
+precis_status precis_outputs_write(precis_outputs_writer *w, const char *workload, const char *recipe, const float *c,
+                                   int64_t batch, int64_t m, int64_t n);
+/* commit: rename into place (true) or discard the temporary file (false). */
+precis_status precis_outputs_close(precis_outputs_writer *w, bool commit);
+
+#endif

@@ -1,0 +1,83 @@
+/* Number formats: one table drives every per-format decision (DESIGN §2). Adding a format is one
+ * table row plus its conversions. */
+#ifndef PRECIS_FORMAT_H
+#define PRECIS_FORMAT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum precis_format_id {
+  PRECIS_FMT_F64,
+  PRECIS_FMT_F32,
+  PRECIS_FMT_TF32,
+  PRECIS_FMT_F16,
+  PRECIS_FMT_BF16,
+  PRECIS_FMT_E4M3,
+  PRECIS_FMT_E5M2,
+  PRECIS_FMT_I8,
+  PRECIS_FMT_I32,
+  PRECIS_FMT_COUNT
+} precis_format_id;
+
+/* cudaDataType_t values, as plain integers so that src/ needs no CUDA header. */
+enum {
+  PRECIS_CUDA_R_32F = 0,
+  PRECIS_CUDA_R_64F = 1,
+  PRECIS_CUDA_R_16F = 2,
+  PRECIS_CUDA_R_8I = 3,
+  PRECIS_CUDA_R_32I = 10,
+  PRECIS_CUDA_R_16BF = 14,
+  PRECIS_CUDA_R_8F_E4M3 = 28,
+  PRECIS_CUDA_R_8F_E5M2 = 29,
+};
+
+typedef struct precis_format {
+  precis_format_id id;
+  const char *name;        /* "fp16", "bf16", "e4m3", ... */
+  const char *long_name;   /* "IEEE 754 binary16" */
+  int storage_bits;        /* bits in memory (tf32 is stored in 32) */
+  int significand_bits;    /* precision p, implicit bit included; 0 for integers */
+  double unit_roundoff;    /* u = 2^-p for RNE; 0 for integers (exact) */
+  double max_finite;
+  double min_normal;       /* 0 for integers */
+  double min_subnormal;    /* 0 for integers */
+  bool has_inf;
+  bool is_float;
+  int cuda_data_type;      /* PRECIS_CUDA_R_*; tf32 is carried as 32F */
+  /* fp32 -> this format -> fp32, round to nearest even, exactly as the GPU path rounds. NULL for
+   * formats that are not a rounding of fp32 (fp64, integers). */
+  float (*round_f32)(float x);
+  void (*round_array)(const float *in, float *out, size_t n);
+} precis_format;
+
+const precis_format *precis_format_get(precis_format_id id);
+const precis_format *precis_format_by_name(const char *name); /* NULL when unknown */
+
+/* Bit-level conversions (the CPU twins of kernels/convert.cu). RNE, subnormals kept, signed zero
+ * kept, NaN stays NaN. Overflow: fp16 -> ±inf from |x| >= 65520; bf16 -> ±inf; e4m3 saturates to
+ * ±448 (no inf; NaN -> 0x7f/0xff); e5m2 -> ±inf unless satfinite (then ±57344). */
+uint16_t precis_f32_to_f16_bits(float x);
+float precis_f16_bits_to_f32(uint16_t h);
+uint16_t precis_f32_to_bf16_bits(float x);
+float precis_bf16_bits_to_f32(uint16_t h);
+uint8_t precis_f32_to_e4m3_bits(float x);
+float precis_e4m3_bits_to_f32(uint8_t v);
+uint8_t precis_f32_to_e5m2_bits(float x, bool satfinite);
+float precis_e5m2_bits_to_f32(uint8_t v);
+float precis_round_tf32(float x);
+
+float precis_round_f16(float x);
+float precis_round_bf16(float x);
+float precis_round_e4m3(float x);
+float precis_round_e5m2(float x);
+
+/* Array versions, at a good fraction of memory bandwidth. */
+void precis_f32_to_f16_array(const float *in, uint16_t *out, size_t n);
+void precis_f16_to_f32_array(const uint16_t *in, float *out, size_t n);
+void precis_f32_to_bf16_array(const float *in, uint16_t *out, size_t n);
+void precis_bf16_to_f32_array(const uint16_t *in, float *out, size_t n);
+void precis_f32_to_e4m3_array(const float *in, uint8_t *out, size_t n);
+void precis_e4m3_to_f32_array(const uint8_t *in, float *out, size_t n);
+
+#endif

@@ -1,0 +1,54 @@
+/* precis: precision and quantization trade-off evaluator. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "precis_version.h"
+
+typedef struct command {
+  const char *name;
+  int (*run)(int argc, char **argv);
+  const char *summary;
+} command;
+
+static const command commands[] = {
+    {"info", precis_cmd_info, "versions, devices, and which recipes each device supports"},
+    {"gen", precis_cmd_gen, "build a dataset with FP64 references from a YAML suite or a preset"},
+    {"inspect", precis_cmd_inspect, "validate and describe a dataset"},
+    {"import", precis_cmd_import, "make a dataset from existing HDF5 or safetensors matrices"},
+    {"run", precis_cmd_run, "evaluate recipes on a dataset and write reports"},
+    {"recommend", precis_cmd_recommend, "the cheapest recipe that meets the accuracy criteria"},
+    {"compare", precis_cmd_compare, "accuracy and speed differences between two reports, with a verdict"},
+    {"accept", precis_cmd_accept, "acceptance test: batch/concurrency sweep, memory headroom, latency target"},
+};
+
+static void usage(FILE *out) {
+  fprintf(out,
+          "precis %s - precision and quantization trade-off evaluator\n\n"
+          "usage: precis COMMAND [OPTIONS]\n       precis COMMAND --help\n\ncommands:\n",
+          PRECIS_VERSION);
+  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+    fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
+  fprintf(out, "\noptions:\n  -h, --help     this help\n  -V, --version  version and git commit\n\n"
+               "exit codes: 0 ok, 1 runtime failure, 2 bad usage or bad input, 3 criteria not met or regression,\n"
+               "            130/143 interrupted\n");
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    usage(stderr);
+    return 2;
+  }
+  if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "help") == 0) {
+    usage(stdout);
+    return 0;
+  }
+  if (strcmp(argv[1], "-V") == 0 || strcmp(argv[1], "--version") == 0) {
+    printf("precis %s (commit %s)\n", PRECIS_VERSION, PRECIS_COMMIT);
+    return 0;
+  }
+  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+    if (strcmp(argv[1], commands[i].name) == 0) return commands[i].run(argc - 1, argv + 1);
+  fprintf(stderr, "precis: unknown command \"%s\" (try precis --help)\n", argv[1]);
+  return 2;
+}

@@ -1,0 +1,61 @@
+/* Error metrics of DESIGN §5, computed per held-out sample in float64, reported as the worst and
+ * the mean over samples. */
+#ifndef PRECIS_METRICS_H
+#define PRECIS_METRICS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum precis_metric_id {
+  PRECIS_METRIC_MAX_ABS,
+  PRECIS_METRIC_MAX_REL,
+  PRECIS_METRIC_REL_FRO,
+  PRECIS_METRIC_RMSE,
+  PRECIS_METRIC_SQNR_DB,
+  PRECIS_METRIC_COSINE,
+  PRECIS_METRIC_MEAN_ERR,
+  PRECIS_METRIC_MAX_CW,
+  PRECIS_METRIC_NONFINITE,
+  PRECIS_METRIC_CLIPPED,
+  PRECIS_METRIC_COUNT
+} precis_metric_id;
+
+typedef enum precis_metric_sense {
+  PRECIS_LOWER_IS_BETTER,  /* worst = max */
+  PRECIS_HIGHER_IS_BETTER, /* worst = min (sqnr_db, cosine) */
+  PRECIS_NEARER_ZERO,      /* worst = largest magnitude, sign kept (mean_err) */
+} precis_metric_sense;
+
+typedef struct precis_metric_def {
+  precis_metric_id id;
+  const char *key; /* the JSON key and the name used in criteria */
+  precis_metric_sense sense;
+  const char *definition;
+} precis_metric_def;
+
+const precis_metric_def *precis_metric_get(precis_metric_id id);
+const precis_metric_def *precis_metric_by_key(const char *key); /* NULL when unknown */
+
+/* present == false is JSON null (e.g. sqnr_db when the output is exact, cosine of a zero vector). */
+typedef struct precis_metric_value {
+  double worst;
+  double mean;
+  bool present;
+} precis_metric_value;
+
+/* Metrics of one sample. c: evaluated output (m*n, float32 as widened from the recipe's output);
+ * r: c_ref; ab: |a|·|b|. `present` flags follow the definitions (sqnr null when exact). */
+typedef struct precis_sample_metrics {
+  double v[PRECIS_METRIC_COUNT];
+  bool present[PRECIS_METRIC_COUNT];
+} precis_sample_metrics;
+
+void precis_metrics_sample(const float *c, const double *r, const double *ab, size_t count,
+                           precis_sample_metrics *out);
+/* Worst and mean over samples; `clipped` (a property of the quantized inputs, not of one sample) is
+ * set by the caller afterwards. */
+void precis_metrics_aggregate(const precis_sample_metrics *samples, size_t n_samples,
+                              precis_metric_value out[PRECIS_METRIC_COUNT]);
+
+#endif

@@ -1,0 +1,113 @@
+/* The results model: one in-memory structure for a run; every report format is a printer over it
+ * (report_*.c), and report.json can be read back into it (recommend, compare). */
+#ifndef PRECIS_RESULTS_H
+#define PRECIS_RESULTS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "criteria.h"
+#include "metrics.h"
+#include "status.h"
+
+#define PRECIS_REPORT_FORMAT "precis-report"
+#define PRECIS_REPORT_FORMAT_VERSION 1
+
+/* An ordered key/value pair. value NULL prints as JSON null; is_number prints the value bare. */
+typedef struct precis_kv {
+  char *key;
+  char *value;
+  bool is_number;
+} precis_kv;
+
+typedef struct precis_kv_list {
+  size_t count, capacity;
+  precis_kv *items;
+} precis_kv_list;
+
+void precis_kv_set(precis_kv_list *list, const char *key, const char *value);     /* value may be NULL */
+void precis_kv_set_number(precis_kv_list *list, const char *key, double value);  /* NaN -> null */
+void precis_kv_set_int(precis_kv_list *list, const char *key, long long value);
+const char *precis_kv_get(const precis_kv_list *list, const char *key);          /* NULL when absent or null */
+void precis_kv_free(precis_kv_list *list);
+
+typedef enum precis_row_status {
+  PRECIS_ROW_OK,
+  PRECIS_ROW_UNSUPPORTED,
+  PRECIS_ROW_DOES_NOT_FIT,
+  PRECIS_ROW_FAILED,
+} precis_row_status;
+const char *precis_row_status_str(precis_row_status s); /* "ok", "unsupported", "does-not-fit", "failed" */
+bool precis_row_status_parse(const char *s, precis_row_status *out);
+
+typedef enum precis_verdict { PRECIS_VERDICT_NONE, PRECIS_VERDICT_PASS, PRECIS_VERDICT_FAIL } precis_verdict;
+const char *precis_verdict_str(precis_verdict v); /* null (NONE), "pass", "fail" */
+
+/* Latency statistics; every field NaN when absent (a row that did not run). */
+typedef struct precis_timing {
+  double min_ms, median_ms, mean_ms, p95_ms, p99_ms, stdev_ms;
+  long samples;          /* timed samples kept */
+  long calls_per_sample; /* GEMM calls per timed sample (the figures are per call) */
+  double convert_ms;     /* converting/quantizing the inputs into the recipe's formats */
+  double e2e_median_ms;  /* int8/fp8: quantize + GEMM + dequantize; else NaN */
+  double *samples_ms;    /* every kept sample (per call), for latency distributions */
+  size_t n_samples_ms;
+} precis_timing;
+
+/* Bytes; -1 when a view does not exist on the backend. */
+typedef struct precis_memory {
+  long long tensor_bytes;       /* analytic: inputs, outputs and scales in the recipe's formats */
+  long long tracked_peak_bytes; /* the evaluator's own allocations at their peak (incl. workspace) */
+  long long device_baseline_bytes;
+  long long device_peak_bytes;
+  long long untracked_bytes;    /* device_peak - device_baseline - tracked_peak */
+  long long host_peak_rss_bytes;
+} precis_memory;
+
+typedef struct precis_row {
+  char *workload;
+  char *description;
+  char *recipe;
+  char *recipe_description; /* precis_recipe.description plus what this run chose */
+  long long m, n, k, batch;
+  precis_row_status status;
+  char *reason;             /* NULL when status is ok */
+  precis_verdict verdict;
+  char *verdict_detail;     /* e.g. "rel_fro=0.031 > 0.01 (3.1x over)"; NULL when passing */
+  precis_criteria criteria; /* the criteria this row was judged against */
+  precis_metric_value error[PRECIS_METRIC_COUNT];
+  precis_timing time;
+  double tflops;            /* 2*m*n*k*batch / median; NaN when absent */
+  precis_memory memory;
+  precis_kv_list details;   /* recipe details: scales granularity, calibration, algorithm, padding */
+} precis_row;
+
+typedef struct precis_report {
+  int format_version;
+  bool complete;            /* false when interrupted or when a run ended early */
+  char *tool_version;
+  char *tool_commit;
+  precis_kv_list environment; /* DESIGN §6: backend, device, versions, cpu, utc time, command line */
+  char *dataset_path;
+  char *dataset_id;
+  precis_kv_list settings;    /* scalar settings (backend, timing targets, int8 activation scales) */
+  char **recipes; size_t n_recipes;
+  char **criteria; size_t n_criteria; /* --require expressions as given (empty: recipe defaults) */
+  precis_row *rows;
+  size_t n_rows, cap_rows;
+} precis_report;
+
+void precis_row_init(precis_row *row);   /* every number NaN / -1, strings NULL, status failed */
+void precis_row_free(precis_row *row);
+void precis_report_init(precis_report *report);
+void precis_report_free(precis_report *report);
+/* Moves *row into the report (row is reset). */
+precis_status precis_report_add_row(precis_report *report, precis_row *row);
+const precis_row *precis_report_find_row(const precis_report *report, const char *workload, const char *recipe);
+
+/* Utilities shared by the printers. */
+char *precis_strdup(const char *s);        /* NULL-safe */
+char *precis_asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif

@@ -1,0 +1,29 @@
+/* Smoke test of the CUDA inventory: skipped (77) without a usable device. */
+#include "cuda_api.h"
+#include "harness.h"
+
+static precis_cuda_inventory inv;
+
+TEST(inventory_lists_devices_with_recipes) {
+  CHECK(inv.built);
+  CHECK(inv.device_count > 0);
+  CHECK(inv.runtime_version > 0);
+  CHECK(inv.cublaslt_version > 0);
+  for (int d = 0; d < inv.device_count; d++) {
+    CHECK(inv.devices[d].name[0] != '\0');
+    CHECK(inv.devices[d].sm_count > 0);
+    CHECK(inv.devices[d].mem_total_bytes > 0);
+    CHECK(inv.devices[d].recipe_supported[PRECIS_RECIPE_FP32]);
+  }
+}
+
+int main(void) {
+  if (precis_cuda_inventory_get(&inv) != PRECIS_OK || inv.device_count == 0) {
+    printf("SKIP: no usable CUDA device: %s\n", inv.error);
+    return PRECIS_TEST_SKIP;
+  }
+  static const harness_test tests[] = {T(inventory_lists_devices_with_recipes)};
+  int rc = harness_run(tests, 1);
+  precis_cuda_inventory_free(&inv);
+  return rc;
+}
