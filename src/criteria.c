@@ -1,0 +1,143 @@
+#include "criteria.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *precis_cmp_str(precis_cmp op) {
+  switch (op) {
+  case PRECIS_CMP_LE: return "<=";
+  case PRECIS_CMP_LT: return "<";
+  case PRECIS_CMP_GE: return ">=";
+  case PRECIS_CMP_GT: return ">";
+  case PRECIS_CMP_EQ: return "==";
+  }
+  return "?";
+}
+
+precis_status precis_criterion_parse(const char *text, precis_criterion *out) {
+  const char *p = text;
+  while (isspace((unsigned char)*p)) p++;
+  const char *key_start = p;
+  while (isalnum((unsigned char)*p) || *p == '_') p++;
+  size_t key_len = (size_t)(p - key_start);
+  char key[32];
+  if (key_len == 0 || key_len >= sizeof key)
+    return precis_fail(PRECIS_E_USAGE, "criterion \"%s\": expected METRIC OP NUMBER, e.g. rel_fro<=1e-2", text);
+  memcpy(key, key_start, key_len);
+  key[key_len] = '\0';
+  const precis_metric_def *def = precis_metric_by_key(key);
+  if (!def)
+    return precis_fail(PRECIS_E_USAGE,
+                       "criterion \"%s\": unknown metric \"%s\" (expected max_abs, max_rel, rel_fro, rmse, sqnr_db, "
+                       "cosine, mean_err, max_cw, nonfinite or clipped)",
+                       text, key);
+  while (isspace((unsigned char)*p)) p++;
+  precis_cmp op;
+  if (strncmp(p, "<=", 2) == 0) op = PRECIS_CMP_LE, p += 2;
+  else if (strncmp(p, ">=", 2) == 0) op = PRECIS_CMP_GE, p += 2;
+  else if (strncmp(p, "==", 2) == 0) op = PRECIS_CMP_EQ, p += 2;
+  else if (*p == '<') op = PRECIS_CMP_LT, p += 1;
+  else if (*p == '>') op = PRECIS_CMP_GT, p += 1;
+  else
+    return precis_fail(PRECIS_E_USAGE, "criterion \"%s\": expected one of <=, <, >=, >, == after \"%s\"", text, key);
+  while (isspace((unsigned char)*p)) p++;
+  if (*p == '\0') return precis_fail(PRECIS_E_USAGE, "criterion \"%s\": expected a number after the operator", text);
+  char *end = NULL;
+  errno = 0;
+  double value = strtod(p, &end);
+  if (end == p || errno == ERANGE || !isfinite(value))
+    return precis_fail(PRECIS_E_USAGE, "criterion \"%s\": \"%s\" is not a finite number", text, p);
+  while (isspace((unsigned char)*end)) end++;
+  if (*end != '\0') return precis_fail(PRECIS_E_USAGE, "criterion \"%s\": unexpected \"%s\" after the number", text, end);
+  out->metric = def->id;
+  out->op = op;
+  out->value = value;
+  return PRECIS_OK;
+}
+
+static void shortest_double(double v, char *buf, size_t len) {
+  for (int prec = 1; prec <= 17; prec++) {
+    snprintf(buf, len, "%.*g", prec, v);
+    if (strtod(buf, NULL) == v) return;
+  }
+}
+
+void precis_criterion_format(const precis_criterion *c, char *buf, size_t len) {
+  char num[40];
+  shortest_double(c->value, num, sizeof num);
+  snprintf(buf, len, "%s%s%s", precis_metric_get(c->metric)->key, precis_cmp_str(c->op), num);
+}
+
+/* Rounds a bound up to 3 significant digits, so that the printed gate is the gate applied. */
+static double round_up_3(double v) {
+  if (!(v > 0) || !isfinite(v)) return v;
+  double scale = pow(10.0, floor(log10(v)) - 2);
+  double r = ceil(v / scale - 1e-9) * scale;
+  char buf[40];
+  snprintf(buf, sizeof buf, "%.3g", r);
+  double printed = strtod(buf, NULL);
+  return printed >= v ? printed : r;
+}
+
+void precis_default_criteria(const precis_recipe *recipe, long long k, precis_criteria *out) {
+  memset(out, 0, sizeof *out);
+  out->items[out->count++] = (precis_criterion){PRECIS_METRIC_NONFINITE, PRECIS_CMP_EQ, 0};
+  if (recipe->scaling == PRECIS_SCALING_INT8_SYMMETRIC) {
+    /* Quantization noise is relative to each row's/column's amax, not to each element, so no
+     * componentwise bound exists; 2^-5 (about 30 dB SQNR) leaves 3 of int8's 8 bits as headroom
+     * for ordinary activations and rejects outlier-dominated rows (docs/criteria.md). */
+    out->items[out->count++] = (precis_criterion){PRECIS_METRIC_REL_FRO, PRECIS_CMP_LE, 0.03125};
+    return;
+  }
+  /* Componentwise bound for a dot product of length K (Higham, Accuracy and Stability, §3.1):
+   * inputs rounded to the input format (2u_in + u_in^2), K sums in the accumulation format
+   * (gamma_K ~ K*u_acc, doubled because tensor cores may truncate instead of rounding), the output
+   * rounded once (u_out). Holds for any summation order. */
+  const precis_format *in = precis_format_get(recipe->input_format);
+  const precis_format *acc = precis_format_get(recipe->compute_format);
+  const precis_format *outf = precis_format_get(recipe->output_format);
+  double u_in = recipe->input_format == PRECIS_FMT_F32 ? 0.0 : in->unit_roundoff;
+  double bound = 2 * u_in + u_in * u_in + 2.0 * (double)k * acc->unit_roundoff + outf->unit_roundoff;
+  out->items[out->count++] = (precis_criterion){PRECIS_METRIC_MAX_CW, PRECIS_CMP_LE, round_up_3(bound)};
+}
+
+static bool compare(double v, precis_cmp op, double limit) {
+  switch (op) {
+  case PRECIS_CMP_LE: return v <= limit;
+  case PRECIS_CMP_LT: return v < limit;
+  case PRECIS_CMP_GE: return v >= limit;
+  case PRECIS_CMP_GT: return v > limit;
+  case PRECIS_CMP_EQ: return v == limit;
+  }
+  return false;
+}
+
+bool precis_criteria_check(const precis_criteria *criteria, const precis_metric_value values[PRECIS_METRIC_COUNT],
+                           size_t *failed_index, double *margin) {
+  for (size_t i = 0; i < criteria->count; i++) {
+    const precis_criterion *c = &criteria->items[i];
+    const precis_metric_value *mv = &values[c->metric];
+    double v;
+    if (mv->present) v = mv->worst;
+    else if (c->metric == PRECIS_METRIC_SQNR_DB) v = INFINITY; /* exact output */
+    else if (c->metric == PRECIS_METRIC_CLIPPED) v = 0.0;      /* nothing was quantized */
+    else v = NAN;                                              /* unknown: cannot pass */
+    if (!isnan(v) && compare(v, c->op, c->value)) continue;
+    if (failed_index) *failed_index = i;
+    if (margin) {
+      double lim = c->value, m;
+      if (isnan(v)) m = INFINITY;
+      else if (c->op == PRECIS_CMP_LE || c->op == PRECIS_CMP_LT || c->op == PRECIS_CMP_EQ)
+        m = lim > 0 ? v / lim : INFINITY;
+      else
+        m = (v > 0 && lim > 0) ? lim / v : INFINITY;
+      *margin = m;
+    }
+    return false;
+  }
+  return true;
+}
