@@ -81,3 +81,20 @@ precis_status precis_recipe_parse_list(const char *list, precis_recipe_id *ids, 
   if (*count == 0) return precis_fail(PRECIS_E_USAGE, "--recipes: no recipe given");
   return PRECIS_OK;
 }
+
+long long precis_recipe_tensor_bytes(const precis_recipe *recipe, long long m, long long n, long long k,
+                                     long long batch, bool b_batched) {
+  long long in_bytes = precis_format_get(recipe->input_format)->storage_bits / 8;
+  long long out_bytes = precis_format_get(recipe->output_format)->storage_bits / 8;
+  long long a = batch * m * k, b = k * n * (b_batched ? batch : 1), c = batch * m * n;
+  long long total = (a + b) * in_bytes + c * out_bytes;
+  switch (recipe->scaling) {
+  case PRECIS_SCALING_INT8_SYMMETRIC:
+    total += c * 4;                                   /* int32 accumulators before dequantization */
+    total += (batch * m + n * (b_batched ? batch : 1)) * 4; /* row and column scales */
+    break;
+  case PRECIS_SCALING_FP8_TENSOR: total += 2 * 4; break;
+  case PRECIS_SCALING_NONE: break;
+  }
+  return total;
+}

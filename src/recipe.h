@@ -45,4 +45,10 @@ const precis_recipe *precis_recipe_by_name(const char *name); /* NULL when unkno
 /* Parses "fp32,bf16,int8" (or "all") into ids, in the order given; duplicates rejected. */
 precis_status precis_recipe_parse_list(const char *list, precis_recipe_id *ids, size_t *count);
 
+/* Bytes of the tensors a recipe holds for one workload (DESIGN §6 tensor_bytes): A and B in the
+ * input format, the GEMM output (int8: the int32 accumulators and the float32 dequantized output),
+ * and the scales. Padding added by a backend is not included. */
+long long precis_recipe_tensor_bytes(const precis_recipe *recipe, long long m, long long n, long long k,
+                                     long long batch, bool b_batched);
+
 #endif

@@ -1,0 +1,21 @@
+/* Host-side memory views for the cpu backend: the bytes precis itself allocated for a case (tracked,
+ * with its peak) and the process's peak resident set, reset per case where Linux allows it. */
+#ifndef PRECIS_HOST_MEMORY_H
+#define PRECIS_HOST_MEMORY_H
+
+#include <stddef.h>
+
+typedef struct precis_host_tracker {
+  long long current;
+  long long peak;
+} precis_host_tracker;
+
+void *precis_tracked_alloc(precis_host_tracker *t, size_t bytes); /* 64-byte aligned; NULL on failure */
+void precis_tracked_free(precis_host_tracker *t, void *p, size_t bytes);
+
+/* Resets the kernel's peak-RSS counter (VmHWM) when possible; returns 0 on success. */
+int precis_peak_rss_reset(void);
+/* Peak RSS in bytes since the last reset (VmHWM), or since process start; -1 when unknown. */
+long long precis_peak_rss_bytes(void);
+
+#endif
