@@ -1,11 +1,355 @@
+/* precis run: evaluate recipes on a dataset and write the reports. */
+#include <getopt.h>
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
+#include "backend.h"
 #include "cli.h"
+#include "default_dataset.h"
+#include "fileio.h"
+#include "report.h"
+#include "runner.h"
+#include "precis_version.h"
+#include "sysinfo.h"
+
+static void usage(FILE *out) {
+  fprintf(out,
+          "usage: precis run [FILE.h5] [options]\n\n"
+          "Evaluates each recipe on each workload of the dataset against its held-out FP64 references and\n"
+          "writes report.json, report.csv, report.md and report.html. Without FILE.h5 it runs the built-in\n"
+          "`default` preset (generated once into a cache directory and reused).\n\n"
+          "options:\n"
+          "  --recipes LIST        comma-separated: fp32,tf32,fp16,fp16acc16,bf16,int8,fp8 or all (default all)\n"
+          "  --workloads LIST      only these workloads\n"
+          "  --backend B           auto (cuda when a device is usable, else cpu), cuda, cpu (default auto)\n"
+          "  --require EXPR        accuracy criterion on the worst sample, repeatable: KEY OP NUMBER with KEY one of\n"
+          "                        max_abs max_rel rel_fro rmse sqnr_db cosine mean_err max_cw nonfinite clipped\n"
+          "                        and OP one of <= < >= > ==; replaces the per-recipe defaults, and gates the exit code\n"
+          "  --gate                exit 3 when a row fails the default criteria too (without --require the\n"
+          "                        defaults only inform)\n"
+          "  -o, --output DIR      report directory (default reports/latest, replaced on every run)\n"
+          "  --force               overwrite existing reports in DIR and an existing --save-outputs file\n"
+          "  --save-outputs FILE   write every evaluated output to FILE.h5 (/workloads/<name>/<recipe>/c)\n"
+          "  --int8-act-scale S    row (dynamic per row, default) | absmax | percentile | mse (static, from calib/a)\n"
+          "  --percentile P        for --int8-act-scale percentile (default 99.99)\n"
+          "  --min-samples N       timed samples at least (default 10)\n"
+          "  --max-samples N       timed samples at most (default 2000)\n"
+          "  --max-time-ms T       sampling budget per case (default 1000)\n"
+          "  --target-spread F     stop once stdev/mean <= F (default 0.02)\n"
+          "  --cold                flush caches between samples\n"
+          "  --autotune N          cuda: time the top N cuBLASLt candidates and keep the fastest\n"
+          "  --quiet               no progress lines and no table on stdout\n\n"
+          "exit codes: 0 ok, 1 runtime failure (incl. a failed row), 2 bad usage or input, 3 criteria not met\n"
+          "(with --require or --gate), 130/143 interrupted (a report marked incomplete is still written)\n");
+}
+
+enum {
+  OPT_RECIPES = 1000, OPT_WORKLOADS, OPT_BACKEND, OPT_REQUIRE, OPT_GATE, OPT_FORCE, OPT_SAVE, OPT_ACT_SCALE,
+  OPT_PERCENTILE, OPT_MIN_SAMPLES, OPT_MAX_SAMPLES, OPT_MAX_TIME, OPT_SPREAD, OPT_COLD, OPT_AUTOTUNE, OPT_QUIET,
+};
+
+static bool parse_number(const char *opt, const char *text, double lo, double hi, double *out) {
+  char *end = NULL;
+  double v = strtod(text, &end);
+  if (!end || end == text || *end || !(v >= lo && v <= hi)) {
+    fprintf(stderr, "precis run: %s: expected a number in [%g, %g], got \"%s\"\n", opt, lo, hi, text);
+    return false;
+  }
+  *out = v;
+  return true;
+}
+
+static char **split_list(const char *text, size_t *count) {
+  size_t n = 1;
+  for (const char *p = text; *p; p++) n += *p == ',';
+  char **items = calloc(n, sizeof *items);
+  char *copy = precis_strdup(text);
+  *count = 0;
+  if (!items || !copy) {
+    free(items);
+    free(copy);
+    return NULL;
+  }
+  char *save = NULL;
+  for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) items[(*count)++] = precis_strdup(tok);
+  free(copy);
+  return items;
+}
+
+static void free_list(char **items, size_t count) {
+  for (size_t i = 0; i < count; i++) free(items[i]);
+  free(items);
+}
+
+static char *join_command_line(int argc, char **argv) {
+  size_t len = 16;
+  for (int i = 0; i < argc; i++) len += strlen(argv[i]) + 3;
+  char *s = malloc(len);
+  if (!s) return NULL;
+  strcpy(s, "precis");
+  for (int i = 0; i < argc; i++) {
+    strcat(s, " ");
+    strcat(s, argv[i]);
+  }
+  return s;
+}
 
 int precis_cmd_run(int argc, char **argv) {
-  if (precis_cli_wants_help(argc, argv)) {
-    printf("usage: precis run [FILE.h5] [--recipes LIST] [--backend auto|cuda|cpu] [--require EXPR]... [-o DIR] [--save-outputs FILE.h5]\n\n(not built yet in this version)\n");
-    return 0;
+  static const struct option long_options[] = {
+      {"recipes", required_argument, 0, OPT_RECIPES}, {"workloads", required_argument, 0, OPT_WORKLOADS},
+      {"backend", required_argument, 0, OPT_BACKEND}, {"require", required_argument, 0, OPT_REQUIRE},
+      {"gate", no_argument, 0, OPT_GATE}, {"output", required_argument, 0, 'o'}, {"force", no_argument, 0, OPT_FORCE},
+      {"save-outputs", required_argument, 0, OPT_SAVE}, {"int8-act-scale", required_argument, 0, OPT_ACT_SCALE},
+      {"percentile", required_argument, 0, OPT_PERCENTILE}, {"min-samples", required_argument, 0, OPT_MIN_SAMPLES},
+      {"max-samples", required_argument, 0, OPT_MAX_SAMPLES}, {"max-time-ms", required_argument, 0, OPT_MAX_TIME},
+      {"target-spread", required_argument, 0, OPT_SPREAD}, {"cold", no_argument, 0, OPT_COLD},
+      {"autotune", required_argument, 0, OPT_AUTOTUNE}, {"quiet", no_argument, 0, OPT_QUIET},
+      {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+  precis_run_config cfg;
+  memset(&cfg, 0, sizeof cfg);
+  precis_case_options_default(&cfg.case_options);
+  precis_criteria require = {0};
+  char **require_text = NULL, **workloads = NULL;
+  size_t n_require = 0, n_workloads = 0;
+  const char *recipes_arg = "all", *backend_arg = "auto", *out_dir = NULL;
+  bool gate = false, quiet = false;
+  char *dataset_path = NULL, *journal_path = NULL, *command_line = join_command_line(argc, argv);
+  precis_report report;
+  precis_report_init(&report);
+  void *backend_ctx = NULL;
+  const precis_backend *backend = NULL;
+  int rc = 2;
+  double v;
+
+  optind = 1;
+  opterr = 0;
+  int opt;
+  while ((opt = getopt_long(argc, argv, ":ho:", long_options, NULL)) != -1) {
+    switch (opt) {
+    case 'h': usage(stdout); rc = 0; goto done;
+    case 'o': out_dir = optarg; break;
+    case OPT_RECIPES: recipes_arg = optarg; break;
+    case OPT_WORKLOADS:
+      free_list(workloads, n_workloads);
+      workloads = split_list(optarg, &n_workloads);
+      break;
+    case OPT_BACKEND: backend_arg = optarg; break;
+    case OPT_REQUIRE: {
+      if (require.count == PRECIS_MAX_CRITERIA) {
+        fprintf(stderr, "precis run: at most %d --require criteria\n", PRECIS_MAX_CRITERIA);
+        goto done;
+      }
+      precis_status st = precis_criterion_parse(optarg, &require.items[require.count]);
+      if (st != PRECIS_OK) {
+        rc = precis_cli_report_error("run", st);
+        goto done;
+      }
+      require.count++;
+      char **grown = realloc(require_text, (n_require + 1) * sizeof *grown);
+      if (!grown) goto done;
+      require_text = grown;
+      require_text[n_require++] = precis_strdup(optarg);
+      break;
+    }
+    case OPT_GATE: gate = true; break;
+    case OPT_FORCE: cfg.force = true; break;
+    case OPT_SAVE: cfg.save_outputs = optarg; break;
+    case OPT_ACT_SCALE:
+      if (strcmp(optarg, "row") == 0) cfg.case_options.int8_act_scale = PRECIS_ACT_SCALE_ROW;
+      else if (strcmp(optarg, "absmax") == 0) cfg.case_options.int8_act_scale = PRECIS_ACT_SCALE_ABSMAX;
+      else if (strcmp(optarg, "percentile") == 0) cfg.case_options.int8_act_scale = PRECIS_ACT_SCALE_PERCENTILE;
+      else if (strcmp(optarg, "mse") == 0) cfg.case_options.int8_act_scale = PRECIS_ACT_SCALE_MSE;
+      else {
+        fprintf(stderr, "precis run: --int8-act-scale: expected row, absmax, percentile or mse, got \"%s\"\n", optarg);
+        goto done;
+      }
+      break;
+    case OPT_PERCENTILE:
+      if (!parse_number("--percentile", optarg, 50, 100, &cfg.case_options.percentile)) goto done;
+      break;
+    case OPT_MIN_SAMPLES:
+      if (!parse_number("--min-samples", optarg, 1, 1e6, &v)) goto done;
+      cfg.case_options.min_samples = (int)v;
+      break;
+    case OPT_MAX_SAMPLES:
+      if (!parse_number("--max-samples", optarg, 1, 1e7, &v)) goto done;
+      cfg.case_options.max_samples = (int)v;
+      break;
+    case OPT_MAX_TIME:
+      if (!parse_number("--max-time-ms", optarg, 0, 1e9, &cfg.case_options.max_time_ms)) goto done;
+      break;
+    case OPT_SPREAD:
+      if (!parse_number("--target-spread", optarg, 0, 10, &cfg.case_options.target_rel_spread)) goto done;
+      break;
+    case OPT_COLD: cfg.case_options.cold = true; break;
+    case OPT_AUTOTUNE:
+      if (!parse_number("--autotune", optarg, 0, 64, &v)) goto done;
+      cfg.case_options.autotune = (int)v;
+      break;
+    case OPT_QUIET: quiet = true; break;
+    case ':': fprintf(stderr, "precis run: %s needs a value\n", argv[optind - 1]); goto done;
+    default: fprintf(stderr, "precis run: unknown option \"%s\" (see precis run --help)\n", argv[optind - 1]); goto done;
+    }
   }
-  return precis_cli_not_built("run", "evaluate recipes (issue 5)");
+  if (cfg.case_options.max_samples < cfg.case_options.min_samples) {
+    fprintf(stderr, "precis run: --max-samples must be at least --min-samples\n");
+    goto done;
+  }
+  if (optind < argc - 1) {
+    fprintf(stderr, "precis run: expected at most one dataset, got \"%s\" and \"%s\"\n", argv[optind], argv[optind + 1]);
+    goto done;
+  }
+  precis_status st = precis_recipe_parse_list(recipes_arg, cfg.recipes, &cfg.n_recipes);
+  if (st != PRECIS_OK) {
+    rc = precis_cli_report_error("run", st);
+    goto done;
+  }
+
+  /* The report directory is checked before any work, so that a refusal costs nothing. */
+  bool default_out = out_dir == NULL;
+  if (default_out) out_dir = "reports/latest";
+  if (!default_out && !cfg.force) {
+    static const char *names[] = {"report.json", "report.csv", "report.md", "report.html"};
+    for (size_t i = 0; i < 4; i++) {
+      char *p = precis_asprintf("%s/%s", out_dir, names[i]);
+      bool exists = p && precis_path_exists(p);
+      if (exists) fprintf(stderr, "precis run: %s already exists (use --force to overwrite, or another -o)\n", p);
+      free(p);
+      if (exists) goto done;
+    }
+  }
+  if (cfg.save_outputs && !cfg.force && precis_path_exists(cfg.save_outputs)) {
+    fprintf(stderr, "precis run: %s already exists (use --force to overwrite)\n", cfg.save_outputs);
+    goto done;
+  }
+
+  if (optind < argc) dataset_path = precis_strdup(argv[optind]);
+  else {
+    st = precis_default_dataset_path(&dataset_path);
+    if (st != PRECIS_OK) {
+      rc = precis_cli_report_error("run", st);
+      goto done;
+    }
+  }
+
+  /* Backend: auto picks cuda when a device is usable, else cpu, and says so. */
+  if (strcmp(backend_arg, "cpu") != 0 && strcmp(backend_arg, "cuda") != 0 && strcmp(backend_arg, "auto") != 0) {
+    fprintf(stderr, "precis run: --backend: expected auto, cuda or cpu, got \"%s\"\n", backend_arg);
+    goto done;
+  }
+  if (strcmp(backend_arg, "cpu") != 0) {
+    const precis_backend *cuda = precis_backend_cuda();
+    if (!cuda) st = precis_fail(PRECIS_E_NOT_BUILT, "this precis was built without the CUDA backend");
+    else st = cuda->open(&backend_ctx, &cfg.case_options);
+    if (st == PRECIS_OK) backend = cuda;
+    else if (strcmp(backend_arg, "cuda") == 0) {
+      fprintf(stderr, "precis run: --backend cuda: %s\n", precis_last_error());
+      rc = 1;
+      goto done;
+    } else {
+      fprintf(stderr, "precis: no usable CUDA device (%s); using the cpu backend (emulation)\n", precis_last_error());
+    }
+  }
+  if (!backend) {
+    backend = precis_backend_cpu();
+    st = backend->open(&backend_ctx, &cfg.case_options);
+    if (st != PRECIS_OK) {
+      rc = precis_cli_report_error("run", st);
+      goto done;
+    }
+  }
+
+  st = precis_mkdirs(out_dir);
+  if (st != PRECIS_OK) {
+    rc = precis_cli_report_error("run", st);
+    goto done;
+  }
+  journal_path = precis_asprintf("%s/journal.jsonl", out_dir);
+
+  report.tool_version = precis_strdup(PRECIS_VERSION);
+  precis_sysinfo_collect(&report.environment);
+  report.tool_commit = precis_strdup(precis_kv_get(&report.environment, "precis_commit"));
+  backend->environment(backend_ctx, &report.environment);
+  precis_kv_set(&report.environment, "command_line", command_line);
+  report.n_recipes = cfg.n_recipes;
+  report.recipes = calloc(cfg.n_recipes, sizeof *report.recipes);
+  for (size_t i = 0; report.recipes && i < cfg.n_recipes; i++)
+    report.recipes[i] = precis_strdup(precis_recipe_get(cfg.recipes[i])->name);
+  report.criteria = require_text;
+  report.n_criteria = n_require;
+  require_text = NULL;
+  precis_kv_set(&report.settings, "backend", backend->name);
+  static const char *act_names[] = {"row", "absmax", "percentile", "mse"};
+  precis_kv_set(&report.settings, "int8_act_scale", act_names[cfg.case_options.int8_act_scale]);
+  precis_kv_set_number(&report.settings, "percentile", cfg.case_options.percentile);
+  precis_kv_set_int(&report.settings, "warmup_calls", cfg.case_options.warmup_calls);
+  precis_kv_set_number(&report.settings, "warmup_ms", cfg.case_options.warmup_ms);
+  precis_kv_set_int(&report.settings, "min_samples", cfg.case_options.min_samples);
+  precis_kv_set_int(&report.settings, "max_samples", cfg.case_options.max_samples);
+  precis_kv_set_number(&report.settings, "max_time_ms", cfg.case_options.max_time_ms);
+  precis_kv_set_number(&report.settings, "target_rel_spread", cfg.case_options.target_rel_spread);
+  precis_kv_set(&report.settings, "cold", cfg.case_options.cold ? "true" : "false");
+  precis_kv_set(&report.settings, "criteria_source", n_require ? "--require" : "per-recipe defaults (docs/criteria.md)");
+  precis_kv_set(&report.settings, "gate", (n_require || gate) ? "true" : "false");
+
+  cfg.dataset_path = dataset_path;
+  cfg.workloads = workloads;
+  cfg.n_workloads = n_workloads;
+  cfg.backend = backend;
+  cfg.backend_ctx = backend_ctx;
+  cfg.require = require.count ? &require : NULL;
+  cfg.journal_path = journal_path;
+  cfg.progress_live = !quiet && isatty(STDERR_FILENO);
+  cfg.fault_inject = getenv("PRECIS_FAULT_INJECT");
+  if (quiet) cfg.progress_live = false;
+
+  precis_install_signal_handlers();
+  precis_status run_st = precis_run_workloads(&cfg, &report);
+  if (run_st != PRECIS_OK && run_st != PRECIS_E_INTERRUPTED && report.n_rows == 0) {
+    rc = precis_cli_report_error("run", run_st);
+    goto done;
+  }
+  char run_error[2048];
+  snprintf(run_error, sizeof run_error, "%s", precis_last_error());
+
+  /* Every completed row is written, also after an interrupt or a whole-run failure. */
+  st = precis_report_write_all(&report, out_dir, true);
+  if (st != PRECIS_OK) {
+    rc = precis_cli_report_error("run", st);
+    goto done;
+  }
+  if (!quiet) precis_report_print_table(&report, stdout);
+  fprintf(stderr, "precis: reports written to %s/ (report.json, report.csv, report.md, report.html)%s\n", out_dir,
+          report.complete ? "" : "; the report is marked incomplete");
+  if (run_st != PRECIS_OK) {
+    fprintf(stderr, "precis run: %s\n", run_error);
+    rc = precis_status_exit_code(run_st);
+    goto done;
+  }
+  bool any_failed = false, any_fail_verdict = false;
+  for (size_t i = 0; i < report.n_rows; i++) {
+    any_failed = any_failed || report.rows[i].status == PRECIS_ROW_FAILED;
+    any_fail_verdict = any_fail_verdict || report.rows[i].verdict == PRECIS_VERDICT_FAIL;
+  }
+  if (any_failed) {
+    fprintf(stderr, "precis run: some cases failed (status failed in the report)\n");
+    rc = 1;
+  } else if (any_fail_verdict && (n_require || gate)) {
+    fprintf(stderr, "precis run: criteria not met (see verdicts)\n");
+    rc = 3;
+  } else rc = 0;
+
+done:
+  if (backend) backend->close(backend_ctx);
+  precis_report_free(&report);
+  for (size_t i = 0; require_text && i < n_require; i++) free(require_text[i]);
+  free(require_text);
+  free_list(workloads, n_workloads);
+  free(dataset_path);
+  free(journal_path);
+  free(command_line);
+  return rc;
 }

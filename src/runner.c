@@ -1,0 +1,253 @@
+#include "runner.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "dataset.h"
+#include "metrics.h"
+#include "report.h"
+
+void precis_row_judge(precis_row *row, const precis_criteria *criteria) {
+  row->criteria = *criteria;
+  free(row->verdict_detail);
+  row->verdict_detail = NULL;
+  if (row->status != PRECIS_ROW_OK) {
+    row->verdict = PRECIS_VERDICT_NONE;
+    return;
+  }
+  size_t failed = 0;
+  double margin = 0;
+  if (precis_criteria_check(criteria, row->error, &failed, &margin)) {
+    row->verdict = PRECIS_VERDICT_PASS;
+    return;
+  }
+  row->verdict = PRECIS_VERDICT_FAIL;
+  const precis_criterion *c = &criteria->items[failed];
+  char crit[96];
+  precis_criterion_format(c, crit, sizeof crit);
+  const precis_metric_value *v = &row->error[c->metric];
+  if (v->present)
+    row->verdict_detail = precis_asprintf("%s=%.4g fails %s (%.3gx the limit)", precis_metric_get(c->metric)->key,
+                                          v->worst, crit, margin);
+  else
+    row->verdict_detail = precis_asprintf("%s is null, fails %s", precis_metric_get(c->metric)->key, crit);
+}
+
+static void compute_error_metrics(precis_row *row, const precis_workload_info *w, const precis_workload_data *d,
+                                  const float *c, double clipped_fraction) {
+  size_t per_sample = (size_t)(w->m * w->n);
+  precis_sample_metrics *samples = calloc((size_t)w->batch, sizeof *samples);
+  if (!samples) {
+    row->status = PRECIS_ROW_FAILED;
+    row->reason = precis_strdup("out of memory computing metrics");
+    return;
+  }
+  for (size_t b = 0; b < (size_t)w->batch; b++)
+    precis_metrics_sample(c + b * per_sample, d->c_ref + b * per_sample, d->ab_abs + b * per_sample, per_sample,
+                          &samples[b]);
+  precis_metrics_aggregate(samples, (size_t)w->batch, row->error);
+  free(samples);
+  if (!isnan(clipped_fraction)) {
+    row->error[PRECIS_METRIC_CLIPPED] = (precis_metric_value){clipped_fraction, clipped_fraction, true};
+  }
+}
+
+static bool workload_selected(const precis_run_config *cfg, const char *name) {
+  if (!cfg->workloads) return true;
+  for (size_t i = 0; i < cfg->n_workloads; i++)
+    if (strcmp(cfg->workloads[i], name) == 0) return true;
+  return false;
+}
+
+static bool fault_injected(const precis_run_config *cfg, const char *workload, const char *recipe) {
+  if (!cfg->fault_inject) return false;
+  size_t wl = strlen(workload);
+  return strncmp(cfg->fault_inject, workload, wl) == 0 && cfg->fault_inject[wl] == ':' &&
+         strcmp(cfg->fault_inject + wl + 1, recipe) == 0;
+}
+
+static void progress(const precis_run_config *cfg, size_t done, size_t total, const precis_row *row) {
+  char what[256];
+  if (row->status != PRECIS_ROW_OK)
+    snprintf(what, sizeof what, "%s: %s", precis_row_status_str(row->status), row->reason ? row->reason : "");
+  else
+    snprintf(what, sizeof what, "%s, rel_fro %.3g, median %.4g ms", row->verdict == PRECIS_VERDICT_PASS ? "pass" : "FAIL",
+             row->error[PRECIS_METRIC_REL_FRO].worst, row->time.median_ms);
+  if (cfg->progress_live)
+    fprintf(stderr, "\r\033[K[%zu/%zu] %s %s: %.150s%s", done, total, row->workload, row->recipe, what,
+            done == total ? "\n" : "");
+  else
+    fprintf(stderr, "[%zu/%zu] %s %s: %s\n", done, total, row->workload, row->recipe, what);
+  fflush(stderr);
+}
+
+static precis_status journal_append(FILE *journal, const char *path, const precis_row *row) {
+  char *line = precis_row_to_json_line(row);
+  if (!line) return precis_fail(PRECIS_E_NOMEM, "out of memory writing the journal");
+  int ok = fputs(line, journal) >= 0 && fputc('\n', journal) != EOF && fflush(journal) == 0;
+  free(line);
+  if (!ok) return precis_fail(PRECIS_E_IO, "%s: cannot append to the journal", path);
+  fsync(fileno(journal));
+  return PRECIS_OK;
+}
+
+/* Runs one (workload, recipe) case into *row. Only whole-run problems are returned as errors. */
+static void run_one_case(const precis_run_config *cfg, const precis_recipe *recipe, const precis_workload_info *w,
+                         const precis_workload_data *d, precis_row *row, float **output) {
+  precis_case_output out;
+  precis_case_output_init(&out);
+  char reason[512] = "";
+  *output = NULL;
+  if (fault_injected(cfg, w->name, recipe->name)) {
+    row->status = PRECIS_ROW_FAILED;
+    row->reason = precis_strdup("fault injected by PRECIS_FAULT_INJECT (test of case isolation)");
+    goto done;
+  }
+  if (!cfg->backend->supports(cfg->backend_ctx, recipe, reason, sizeof reason)) {
+    row->status = PRECIS_ROW_UNSUPPORTED;
+    row->reason = precis_strdup(reason);
+    goto done;
+  }
+  precis_clear_error();
+  precis_status st = cfg->backend->run_case(cfg->backend_ctx, recipe, w, d, &cfg->case_options, &out);
+  if (st != PRECIS_OK && out.status == PRECIS_ROW_OK) {
+    out.status = PRECIS_ROW_FAILED;
+    snprintf(out.reason, sizeof out.reason, "%s", precis_last_error()[0] ? precis_last_error() : precis_status_str(st));
+  }
+  row->status = out.status;
+  if (out.status != PRECIS_ROW_OK) row->reason = precis_strdup(out.reason[0] ? out.reason : "unknown failure");
+  else if (!out.c) {
+    row->status = PRECIS_ROW_FAILED;
+    row->reason = precis_strdup("the backend returned no output");
+  }
+  row->memory = out.memory;
+  row->details = out.details;
+  memset(&out.details, 0, sizeof out.details);
+  if (row->status == PRECIS_ROW_OK) {
+    row->time = out.time;
+    memset(&out.time, 0, sizeof out.time);
+    if (row->time.median_ms > 0)
+      row->tflops = 2.0 * (double)w->m * (double)w->n * (double)w->k * (double)w->batch / (row->time.median_ms * 1e-3) / 1e12;
+    compute_error_metrics(row, w, d, out.c, out.clipped_fraction);
+    *output = out.c;
+    out.c = NULL;
+  } else {
+    row->time.convert_ms = out.time.convert_ms;
+  }
+done:
+  precis_case_output_free(&out);
+}
+
+precis_status precis_run_workloads(const precis_run_config *cfg, precis_report *report) {
+  precis_dataset *ds = NULL;
+  FILE *journal = NULL;
+  precis_outputs_writer *saved = NULL;
+  precis_status st = precis_dataset_open(cfg->dataset_path, &ds);
+  if (st != PRECIS_OK) return st;
+  report->dataset_path = precis_strdup(cfg->dataset_path);
+  report->dataset_id = precis_strdup(ds->dataset_id);
+  report->complete = false;
+
+  if (cfg->journal_path) {
+    journal = fopen(cfg->journal_path, "w");
+    if (!journal) {
+      st = precis_fail(PRECIS_E_IO, "%s: cannot create the journal", cfg->journal_path);
+      goto done;
+    }
+  }
+  if (cfg->save_outputs) {
+    st = precis_outputs_open(cfg->save_outputs, cfg->force, ds->dataset_id, &saved);
+    if (st != PRECIS_OK) goto done;
+  }
+
+  size_t total = 0, done_rows = 0;
+  for (size_t wi = 0; wi < ds->n_workloads; wi++)
+    if (workload_selected(cfg, ds->workloads[wi].name)) total += cfg->n_recipes;
+  if (cfg->workloads) {
+    for (size_t i = 0; i < cfg->n_workloads; i++) {
+      bool found = false;
+      for (size_t wi = 0; wi < ds->n_workloads; wi++) found = found || strcmp(ds->workloads[wi].name, cfg->workloads[i]) == 0;
+      if (!found) {
+        st = precis_fail(PRECIS_E_USAGE, "%s: no workload named \"%s\"", cfg->dataset_path, cfg->workloads[i]);
+        goto done;
+      }
+    }
+  }
+
+  for (size_t wi = 0; wi < ds->n_workloads && !precis_interrupt_signal; wi++) {
+    const precis_workload_info *w = &ds->workloads[wi];
+    if (!workload_selected(cfg, w->name)) continue;
+    precis_workload_data data;
+    memset(&data, 0, sizeof data);
+    precis_status load = precis_dataset_load(ds, wi, &data);
+    if (load != PRECIS_OK) {
+      /* A corrupt reference must never be used: the whole run stops with the dataset error. */
+      st = load;
+      goto done;
+    }
+    for (size_t ri = 0; ri < cfg->n_recipes && !precis_interrupt_signal; ri++) {
+      const precis_recipe *recipe = precis_recipe_get(cfg->recipes[ri]);
+      precis_row row;
+      precis_row_init(&row);
+      row.workload = precis_strdup(w->name);
+      row.description = precis_strdup(w->description);
+      row.recipe = precis_strdup(recipe->name);
+      row.recipe_description = precis_strdup(recipe->description);
+      row.m = w->m, row.n = w->n, row.k = w->k, row.batch = w->batch;
+      float *output = NULL;
+      run_one_case(cfg, recipe, w, &data, &row, &output);
+      if (precis_interrupt_signal && row.status != PRECIS_ROW_OK) {
+        /* Abandoned mid-case by the interrupt: not a measurement, not journaled. */
+        precis_row_free(&row);
+        free(output);
+        break;
+      }
+      precis_criteria defaults;
+      if (!cfg->require) precis_default_criteria(recipe, w->k, &defaults);
+      precis_row_judge(&row, cfg->require ? cfg->require : &defaults);
+      if (saved && output) {
+        precis_status ws = precis_outputs_write(saved, w->name, recipe->name, output, w->batch, w->m, w->n);
+        if (ws != PRECIS_OK) {
+          free(output);
+          precis_row_free(&row);
+          precis_workload_data_free(&data);
+          st = ws;
+          goto done;
+        }
+      }
+      free(output);
+      if (journal) {
+        st = journal_append(journal, cfg->journal_path, &row);
+        if (st != PRECIS_OK) {
+          precis_row_free(&row);
+          precis_workload_data_free(&data);
+          goto done;
+        }
+      }
+      progress(cfg, ++done_rows, total, &row);
+      st = precis_report_add_row(report, &row);
+      if (st != PRECIS_OK) {
+        precis_row_free(&row);
+        precis_workload_data_free(&data);
+        goto done;
+      }
+    }
+    precis_workload_data_free(&data);
+  }
+  if (precis_interrupt_signal) st = precis_fail(PRECIS_E_INTERRUPTED, "interrupted by signal %d after %zu of %zu rows",
+                                                precis_interrupt_signal, done_rows, total);
+  else report->complete = true;
+
+done:
+  if (saved) {
+    /* Saved outputs are kept for every completed row, also after an interrupt. */
+    precis_status cs = precis_outputs_close(saved, st == PRECIS_OK || st == PRECIS_E_INTERRUPTED);
+    if (st == PRECIS_OK) st = cs;
+  }
+  if (journal) fclose(journal);
+  precis_dataset_close(ds);
+  return st;
+}

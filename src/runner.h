@@ -1,0 +1,40 @@
+/* The runner: workloads × recipes on one backend. It owns everything around a case — loading data,
+ * metrics against the held-out references, criteria and verdicts, the journal, saved outputs —
+ * so that a backend only executes and measures. Each case is isolated: a failure becomes a row
+ * with status `failed` and the run goes on. */
+#ifndef PRECIS_RUNNER_H
+#define PRECIS_RUNNER_H
+
+#include <stdbool.h>
+
+#include "backend.h"
+#include "criteria.h"
+#include "recipe.h"
+#include "results.h"
+
+typedef struct precis_run_config {
+  const char *dataset_path;
+  precis_recipe_id recipes[PRECIS_RECIPE_COUNT];
+  size_t n_recipes;
+  char *const *workloads; /* only these workloads (NULL: all) */
+  size_t n_workloads;
+  const precis_backend *backend;
+  void *backend_ctx;
+  precis_case_options case_options;
+  const precis_criteria *require; /* NULL: each recipe's default criteria */
+  const char *journal_path;       /* rows appended as JSON Lines as they complete (NULL: none) */
+  const char *save_outputs;       /* HDF5 file of every evaluated output (NULL: none) */
+  bool force;
+  bool progress_live;             /* a live \r line (terminal) rather than one line per row */
+  const char *fault_inject;       /* "workload:recipe" made to fail (tests of case isolation) */
+} precis_run_config;
+
+/* Fills report->rows (and dataset path/id); report->complete is false when interrupted. Returns
+ * PRECIS_E_INTERRUPTED after an interrupt (the report holds every completed row), an error for
+ * problems that concern the whole run (unreadable dataset, journal not writable), else PRECIS_OK. */
+precis_status precis_run_workloads(const precis_run_config *config, precis_report *report);
+
+/* Applies criteria to a row with status ok: sets verdict and verdict_detail. */
+void precis_row_judge(precis_row *row, const precis_criteria *criteria);
+
+#endif
