@@ -1,0 +1,175 @@
+/* Metrics of DESIGN §5 on hand-worked cases, and the criteria that judge them. */
+#include "criteria.h"
+#include "harness.h"
+#include "metrics.h"
+#include "recipe.h"
+
+TEST(exact_output_has_zero_error_and_null_sqnr) {
+  float c[4] = {1, -2, 3, 0};
+  double r[4] = {1, -2, 3, 0}, ab[4] = {1, 2, 3, 0};
+  precis_sample_metrics m;
+  precis_metrics_sample(c, r, ab, 4, &m);
+  CHECK_NEAR(m.v[PRECIS_METRIC_MAX_ABS], 0, 0);
+  CHECK_NEAR(m.v[PRECIS_METRIC_REL_FRO], 0, 0);
+  CHECK(!m.present[PRECIS_METRIC_SQNR_DB]);
+  CHECK_NEAR(m.v[PRECIS_METRIC_COSINE], 1.0, 1e-15);
+  CHECK_NEAR(m.v[PRECIS_METRIC_MAX_CW], 0, 0);
+  CHECK_NEAR(m.v[PRECIS_METRIC_NONFINITE], 0, 0);
+}
+
+TEST(hand_worked_errors) {
+  /* c - r = (0.5, 0, -1.5, 0): max_abs 1.5; ||d|| = sqrt(2.5); ||r|| = sqrt(1+4+9+16) = sqrt(30) */
+  float c[4] = {1.5f, 2, 1.5f, 4};
+  double r[4] = {1, 2, 3, 4}, ab[4] = {2, 4, 3, 8};
+  precis_sample_metrics m;
+  precis_metrics_sample(c, r, ab, 4, &m);
+  CHECK_NEAR(m.v[PRECIS_METRIC_MAX_ABS], 1.5, 1e-15);
+  CHECK_NEAR(m.v[PRECIS_METRIC_REL_FRO], sqrt(2.5 / 30.0), 1e-15);
+  CHECK_NEAR(m.v[PRECIS_METRIC_RMSE], sqrt(2.5 / 4), 1e-15);
+  CHECK_NEAR(m.v[PRECIS_METRIC_SQNR_DB], -20 * log10(sqrt(2.5 / 30.0)), 1e-12);
+  CHECK_NEAR(m.v[PRECIS_METRIC_MEAN_ERR], -1.0 / 4, 1e-15);
+  CHECK_NEAR(m.v[PRECIS_METRIC_MAX_REL], 0.5, 1e-15);     /* 0.5/1 vs 1.5/3 */
+  CHECK_NEAR(m.v[PRECIS_METRIC_MAX_CW], 0.5, 1e-15);      /* 0.5/2 vs 1.5/3 */
+  double dot = 1.5 * 1 + 2 * 2 + 1.5 * 3 + 4 * 4, nc = sqrt(1.5 * 1.5 + 4 + 2.25 + 16);
+  CHECK_NEAR(m.v[PRECIS_METRIC_COSINE], dot / (nc * sqrt(30.0)), 1e-15);
+}
+
+TEST(max_rel_uses_the_rms_floor) {
+  /* r = (0, 100): rms = sqrt(5000) = 70.7; floor 0.0707; an error of 0.01 on the zero gives 0.141 */
+  float c[2] = {0.01f, 100};
+  double r[2] = {0, 100}, ab[2] = {1, 100};
+  precis_sample_metrics m;
+  precis_metrics_sample(c, r, ab, 2, &m);
+  CHECK_NEAR(m.v[PRECIS_METRIC_MAX_REL], (double)0.01f / (1e-3 * sqrt(5000.0)), 1e-12);
+}
+
+TEST(zero_scale_elements_must_be_exact) {
+  float c[2] = {1e-30f, 0};
+  double r[2] = {0, 0}, ab[2] = {0, 0};
+  precis_sample_metrics m;
+  precis_metrics_sample(c, r, ab, 2, &m);
+  CHECK(isinf(m.v[PRECIS_METRIC_MAX_CW]));
+}
+
+TEST(nonfinite_outputs_are_counted_and_infinitely_wrong) {
+  float c[3] = {INFINITY, NAN, 1};
+  double r[3] = {1, 1, 1}, ab[3] = {1, 1, 1};
+  precis_sample_metrics m;
+  precis_metrics_sample(c, r, ab, 3, &m);
+  CHECK_NEAR(m.v[PRECIS_METRIC_NONFINITE], 2, 0);
+  CHECK(isinf(m.v[PRECIS_METRIC_MAX_ABS]));
+  CHECK(isinf(m.v[PRECIS_METRIC_REL_FRO]));
+  CHECK(m.present[PRECIS_METRIC_SQNR_DB] && m.v[PRECIS_METRIC_SQNR_DB] < 0 && isinf(m.v[PRECIS_METRIC_SQNR_DB]));
+}
+
+TEST(aggregation_keeps_the_worst_sample) {
+  precis_sample_metrics s[3];
+  memset(s, 0, sizeof s);
+  double rel[3] = {1e-3, 5e-2, 2e-3}, sq[3] = {60, 26, 54}, me[3] = {0.1, -0.3, 0.2};
+  for (int i = 0; i < 3; i++) {
+    for (int k = 0; k < PRECIS_METRIC_COUNT; k++) s[i].present[k] = true;
+    s[i].v[PRECIS_METRIC_REL_FRO] = rel[i];
+    s[i].v[PRECIS_METRIC_SQNR_DB] = sq[i];
+    s[i].v[PRECIS_METRIC_MEAN_ERR] = me[i];
+  }
+  s[0].present[PRECIS_METRIC_CLIPPED] = s[1].present[PRECIS_METRIC_CLIPPED] = s[2].present[PRECIS_METRIC_CLIPPED] = false;
+  precis_metric_value v[PRECIS_METRIC_COUNT];
+  precis_metrics_aggregate(s, 3, v);
+  CHECK_NEAR(v[PRECIS_METRIC_REL_FRO].worst, 5e-2, 0);
+  CHECK_NEAR(v[PRECIS_METRIC_REL_FRO].mean, (1e-3 + 5e-2 + 2e-3) / 3, 1e-15);
+  CHECK_NEAR(v[PRECIS_METRIC_SQNR_DB].worst, 26, 0);
+  CHECK_NEAR(v[PRECIS_METRIC_MEAN_ERR].worst, -0.3, 0);
+  CHECK(!v[PRECIS_METRIC_CLIPPED].present);
+}
+
+TEST(criterion_parsing_and_formatting) {
+  precis_criterion c;
+  CHECK_OK(precis_criterion_parse("rel_fro<=1e-2", &c));
+  CHECK(c.metric == PRECIS_METRIC_REL_FRO && c.op == PRECIS_CMP_LE && c.value == 1e-2);
+  CHECK_OK(precis_criterion_parse(" sqnr_db >= 40 ", &c));
+  CHECK(c.metric == PRECIS_METRIC_SQNR_DB && c.op == PRECIS_CMP_GE && c.value == 40);
+  CHECK_OK(precis_criterion_parse("nonfinite==0", &c));
+  CHECK(c.op == PRECIS_CMP_EQ);
+  CHECK_OK(precis_criterion_parse("cosine>0.999", &c));
+  CHECK(c.op == PRECIS_CMP_GT);
+  char buf[64];
+  precis_criterion_parse("max_cw<0.00125", &c);
+  precis_criterion_format(&c, buf, sizeof buf);
+  CHECK_STR(buf, "max_cw<0.00125");
+  CHECK(precis_criterion_parse("relfro<=1", &c) == PRECIS_E_USAGE);
+  CHECK(strstr(precis_last_error(), "relfro") != NULL);
+  CHECK(precis_criterion_parse("rel_fro=1", &c) == PRECIS_E_USAGE);
+  CHECK(precis_criterion_parse("rel_fro<=", &c) == PRECIS_E_USAGE);
+  CHECK(precis_criterion_parse("rel_fro<=1x", &c) == PRECIS_E_USAGE);
+  CHECK(precis_criterion_parse("rel_fro<=nan", &c) == PRECIS_E_USAGE);
+  CHECK(precis_criterion_parse("", &c) == PRECIS_E_USAGE);
+}
+
+static void fill_ok(precis_metric_value v[PRECIS_METRIC_COUNT]) {
+  for (int i = 0; i < PRECIS_METRIC_COUNT; i++) v[i] = (precis_metric_value){0, 0, true};
+  v[PRECIS_METRIC_SQNR_DB].present = false;
+  v[PRECIS_METRIC_CLIPPED].present = false;
+  v[PRECIS_METRIC_COSINE] = (precis_metric_value){1, 1, true};
+}
+
+TEST(criteria_check_and_margin) {
+  precis_criteria cr = {0};
+  precis_criterion_parse("rel_fro<=1e-2", &cr.items[cr.count++]);
+  precis_criterion_parse("sqnr_db>=40", &cr.items[cr.count++]);
+  precis_metric_value v[PRECIS_METRIC_COUNT];
+  fill_ok(v);
+  size_t failed = 99;
+  double margin = 0;
+  CHECK(precis_criteria_check(&cr, v, &failed, &margin)); /* exact: sqnr null passes */
+  v[PRECIS_METRIC_REL_FRO].worst = 3e-2;
+  CHECK(!precis_criteria_check(&cr, v, &failed, &margin));
+  CHECK_EQ_INT(failed, 0);
+  CHECK_NEAR(margin, 3.0, 1e-12);
+  v[PRECIS_METRIC_REL_FRO].worst = 1e-3;
+  v[PRECIS_METRIC_SQNR_DB] = (precis_metric_value){20, 30, true};
+  CHECK(!precis_criteria_check(&cr, v, &failed, &margin));
+  CHECK_EQ_INT(failed, 1);
+  CHECK_NEAR(margin, 2.0, 1e-12);
+  v[PRECIS_METRIC_REL_FRO].present = false; /* an unknown value cannot pass */
+  v[PRECIS_METRIC_SQNR_DB].worst = 50;
+  CHECK(!precis_criteria_check(&cr, v, &failed, &margin));
+}
+
+/* Every default gate must be able to fail: a perturbed output is rejected by each. */
+TEST(each_default_gate_rejects_a_perturbation) {
+  for (int r = 0; r < PRECIS_RECIPE_COUNT; r++) {
+    const precis_recipe *recipe = precis_recipe_get((precis_recipe_id)r);
+    precis_criteria cr;
+    precis_default_criteria(recipe, 1024, &cr);
+    CHECK(cr.count >= 2);
+    precis_metric_value v[PRECIS_METRIC_COUNT];
+    fill_ok(v);
+    CHECK_MSG(precis_criteria_check(&cr, v, NULL, NULL), "%s: exact output must pass", recipe->name);
+    for (size_t i = 0; i < cr.count; i++) {
+      fill_ok(v);
+      precis_criterion *c = &cr.items[i];
+      /* Perturb just this criterion's metric past its limit. */
+      v[c->metric].worst = c->value > 0 ? c->value * 1.5 : 1.0;
+      size_t failed = 99;
+      CHECK_MSG(!precis_criteria_check(&cr, v, &failed, NULL), "%s: criterion %zu did not reject", recipe->name, i);
+      CHECK_EQ_INT(failed, i);
+    }
+  }
+}
+
+TEST(default_bounds_scale_with_k_and_roundoff) {
+  precis_criteria a, b, f;
+  precis_default_criteria(precis_recipe_get(PRECIS_RECIPE_BF16), 256, &a);
+  precis_default_criteria(precis_recipe_get(PRECIS_RECIPE_BF16), 16384, &b);
+  precis_default_criteria(precis_recipe_get(PRECIS_RECIPE_FP32), 256, &f);
+  CHECK(a.items[1].metric == PRECIS_METRIC_MAX_CW);
+  CHECK(b.items[1].value > a.items[1].value);
+  CHECK(f.items[1].value < a.items[1].value);
+  /* bf16, k=256: 2*2^-8 + 2^-16 + 2*256*2^-24 + 2^-8 = 0.01176... rounded up to 3 digits */
+  CHECK_NEAR(a.items[1].value, 0.0118, 1e-12);
+}
+
+RUN_TESTS(T(exact_output_has_zero_error_and_null_sqnr), T(hand_worked_errors), T(max_rel_uses_the_rms_floor),
+          T(zero_scale_elements_must_be_exact), T(nonfinite_outputs_are_counted_and_infinitely_wrong),
+          T(aggregation_keeps_the_worst_sample), T(criterion_parsing_and_formatting), T(criteria_check_and_margin),
+          T(each_default_gate_rejects_a_perturbation), T(default_bounds_scale_with_k_and_roundoff))
