@@ -273,10 +273,12 @@ static bool finish_output(cpu_case *cc) {
   return true;
 }
 
+/* Evicts the caches by streaming through a buffer larger than any last-level cache. Per thread, so
+ * that concurrent workers (precis accept) do not race on it. */
 static void flush_caches(void) {
-  static unsigned char *scratch;
+  static _Thread_local unsigned char *scratch;
   const size_t bytes = 64u << 20;
-  if (!scratch) scratch = malloc(bytes);
+  if (!scratch) scratch = calloc(bytes, 1);
   if (scratch) {
     for (size_t i = 0; i < bytes; i += 64) scratch[i] = (unsigned char)(scratch[i] + 1);
   }
