@@ -79,5 +79,18 @@ void precis_f32_to_bf16_array(const float *in, uint16_t *out, size_t n);
 void precis_bf16_to_f32_array(const uint16_t *in, float *out, size_t n);
 void precis_f32_to_e4m3_array(const float *in, uint8_t *out, size_t n);
 void precis_e4m3_to_f32_array(const uint8_t *in, float *out, size_t n);
+void precis_f32_to_e5m2_array(const float *in, uint8_t *out, size_t n, bool satfinite);
+void precis_e5m2_to_f32_array(const uint8_t *in, float *out, size_t n);
+/* The F16C-free loop behind precis_f32_to_f16_array, for tests that compare the two paths. */
+void precis_f32_to_f16_array_portable(const float *in, uint16_t *out, size_t n);
+
+/* fp32 -> format -> fp32 over arrays (the formats' round_array; in == out allowed). */
+void precis_round_tf32_array(const float *in, float *out, size_t n);
+void precis_round_f16_array(const float *in, float *out, size_t n);
+void precis_round_bf16_array(const float *in, float *out, size_t n);
+void precis_round_e4m3_array(const float *in, float *out, size_t n);
+void precis_round_e5m2_array(const float *in, float *out, size_t n);
+/* e5m2 with satfinite: overflow (and ±inf) gives ±57344 instead of ±inf. */
+float precis_round_e5m2_satfinite(float x);
 
 #endif

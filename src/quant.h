@@ -36,7 +36,8 @@ void precis_int8_row_scales(const float *x, size_t rows, size_t cols, float *sca
 void precis_int8_col_scales(const float *x, size_t rows, size_t cols, float *scales);
 
 /* Quantize a row-major matrix with per-row, per-column or per-tensor scales. Return the number of
- * inputs that saturated (|x/s| > 127 before clamping, or non-finite). */
+ * inputs that saturated: clamping changed the value (|rne(x/s)| > 127, x/s = ±inf included), x/s is
+ * NaN, or (s == 0) x is non-finite. See docs/formats.md. */
 size_t precis_int8_quantize_rows(const float *x, size_t rows, size_t cols, const float *row_scales, int8_t *q);
 size_t precis_int8_quantize_cols(const float *x, size_t rows, size_t cols, const float *col_scales, int8_t *q);
 size_t precis_int8_quantize_tensor(const float *x, size_t n, float scale, int8_t *q);
