@@ -1,0 +1,209 @@
+/* report.md: the environment, the settings, a table per workload with verdicts, and the failures
+ * explained. Every string from a dataset or a row goes through precis_buf_markdown. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "escape.h"
+#include "fileio.h"
+#include "report.h"
+#include "report_util.h"
+
+static void md_kv_table(precis_buf *b, const precis_kv_list *list) {
+  precis_buf_append(b, "| key | value |\n|---|---|\n");
+  for (size_t i = 0; i < list->count; i++) {
+    precis_buf_append(b, "| ");
+    precis_buf_markdown(b, list->items[i].key);
+    precis_buf_append(b, " | ");
+    precis_buf_markdown(b, list->items[i].value ? list->items[i].value : "null");
+    precis_buf_append(b, " |\n");
+  }
+  precis_buf_append(b, "\n");
+}
+
+static void md_sig(precis_buf *b, double v) {
+  char num[40];
+  precis_fmt_sig(num, sizeof num, v, 3);
+  precis_buf_markdown(b, num);
+}
+
+static void md_metric(precis_buf *b, const precis_row *row, precis_metric_id id) {
+  if (row->status != PRECIS_ROW_OK) precis_buf_append(b, "-");
+  else if (!row->error[id].present) precis_buf_append(b, id == PRECIS_METRIC_SQNR_DB ? "exact" : "null");
+  else md_sig(b, row->error[id].worst);
+}
+
+static void md_criteria(precis_buf *b, const precis_criteria *criteria) {
+  for (size_t i = 0; i < criteria->count; i++) {
+    char text[96];
+    precis_criterion_format(&criteria->items[i], text, sizeof text);
+    if (i) precis_buf_append(b, ", ");
+    precis_buf_markdown(b, text);
+  }
+  if (criteria->count == 0) precis_buf_append(b, "-");
+}
+
+static void md_workload(precis_buf *b, const precis_report *report, const char *workload, bool cpu) {
+  const precis_row *first = NULL;
+  for (size_t i = 0; i < report->n_rows && !first; i++)
+    if (strcmp(report->rows[i].workload, workload) == 0) first = &report->rows[i];
+  precis_buf_append(b, "### ");
+  precis_buf_markdown(b, workload);
+  precis_buf_appendf(b, " (m=%lld, n=%lld, k=%lld, batch=%lld)\n\n", first->m, first->n, first->k, first->batch);
+  if (first->description && first->description[0]) {
+    precis_buf_markdown(b, first->description);
+    precis_buf_append(b, "\n\n");
+  }
+  precis_buf_appendf(b,
+                     "| recipe | status | verdict | rel_fro | max_abs | max_rel | max_cw | sqnr_db | nonfinite | "
+                     "median ms%s | p95 ms | TFLOP/s | tensor | peak | criteria |\n"
+                     "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
+                     cpu ? " (CPU)" : "");
+  for (size_t i = 0; i < report->n_rows; i++) {
+    const precis_row *row = &report->rows[i];
+    if (strcmp(row->workload, workload) != 0) continue;
+    char bytes[32];
+    precis_buf_append(b, "| ");
+    precis_buf_markdown(b, row->recipe);
+    precis_buf_append(b, " | ");
+    precis_buf_markdown(b, precis_row_status_str(row->status));
+    precis_buf_append(b, " | ");
+    const char *verdict = precis_verdict_str(row->verdict);
+    precis_buf_append(b, row->verdict == PRECIS_VERDICT_FAIL ? "**fail**" : verdict ? verdict : "-");
+    static const precis_metric_id shown[] = {PRECIS_METRIC_REL_FRO, PRECIS_METRIC_MAX_ABS, PRECIS_METRIC_MAX_REL,
+                                             PRECIS_METRIC_MAX_CW, PRECIS_METRIC_SQNR_DB, PRECIS_METRIC_NONFINITE};
+    for (size_t j = 0; j < sizeof shown / sizeof shown[0]; j++) {
+      precis_buf_append(b, " | ");
+      md_metric(b, row, shown[j]);
+    }
+    precis_buf_append(b, " | ");
+    md_sig(b, row->time.median_ms);
+    precis_buf_append(b, " | ");
+    md_sig(b, row->time.p95_ms);
+    precis_buf_append(b, " | ");
+    md_sig(b, row->tflops);
+    precis_buf_append(b, " | ");
+    precis_fmt_bytes(bytes, sizeof bytes, row->memory.tensor_bytes);
+    precis_buf_append(b, bytes);
+    precis_buf_append(b, " | ");
+    precis_fmt_bytes(bytes, sizeof bytes, precis_row_peak_bytes(row));
+    precis_buf_append(b, bytes);
+    precis_buf_append(b, " | ");
+    md_criteria(b, &row->criteria);
+    precis_buf_append(b, " |\n");
+  }
+  precis_buf_append(b, "\n");
+}
+
+static void md_failures(precis_buf *b, const precis_report *report) {
+  size_t count = 0;
+  for (size_t i = 0; i < report->n_rows; i++) {
+    const precis_row *row = &report->rows[i];
+    if (row->status == PRECIS_ROW_OK && row->verdict != PRECIS_VERDICT_FAIL) continue;
+    if (count++ == 0) precis_buf_append(b, "## Failures\n\n");
+    precis_buf_append(b, "- **");
+    precis_buf_markdown(b, row->workload);
+    precis_buf_append(b, " / ");
+    precis_buf_markdown(b, row->recipe);
+    precis_buf_append(b, "**: ");
+    if (row->status != PRECIS_ROW_OK) {
+      precis_buf_markdown(b, precis_row_status_str(row->status));
+      precis_buf_append(b, " - ");
+      precis_buf_markdown(b, row->reason ? row->reason : "(no reason recorded)");
+    } else {
+      precis_buf_append(b, "criteria not met: ");
+      precis_buf_markdown(b, row->verdict_detail ? row->verdict_detail : "(no detail recorded)");
+    }
+    precis_buf_append(b, "\n");
+  }
+  if (count) precis_buf_append(b, "\n");
+}
+
+static void md_recipes(precis_buf *b, const precis_report *report) {
+  precis_buf_append(b, "## Recipes\n\n| recipe | what was run |\n|---|---|\n");
+  size_t n;
+  const char **names = precis_report_recipe_names(report, &n);
+  for (size_t i = 0; names && i < n; i++) {
+    const precis_row *row = NULL;
+    for (size_t j = 0; j < report->n_rows && !row; j++)
+      if (strcmp(report->rows[j].recipe, names[i]) == 0 && report->rows[j].recipe_description) row = &report->rows[j];
+    precis_buf_append(b, "| ");
+    precis_buf_markdown(b, names[i]);
+    precis_buf_append(b, " | ");
+    precis_buf_markdown(b, row ? row->recipe_description : "-");
+    precis_buf_append(b, " |\n");
+  }
+  free(names);
+  precis_buf_append(b, "\n");
+}
+
+
+static char *markdown_text(const precis_report *report) {
+  precis_buf b;
+  precis_buf_init(&b);
+  bool cpu = precis_report_is_cpu_emulation(report);
+  precis_buf_append(&b, "# precis report\n\n");
+  if (!report->complete)
+    precis_buf_append(&b, "> **INCOMPLETE REPORT**: the run ended early (interrupted or stopped by an error); only the "
+                          "rows below were measured.\n\n");
+  precis_buf_append(&b, "Backend: **");
+  precis_buf_markdown(&b, precis_report_backend(report));
+  precis_buf_append(&b, "**");
+  if (cpu)
+    precis_buf_append(&b, ". Timings are **CPU timings** of a software emulation of the number formats, not GPU "
+                          "figures; float recipes are emulated with FP32 products and sums (tensor cores round "
+                          "differently), INT8 is exact.");
+  precis_buf_appendf(&b, "\n\nprecis %s", report->tool_version ? report->tool_version : "?");
+  if (report->tool_commit) {
+    precis_buf_append(&b, " (commit ");
+    precis_buf_markdown(&b, report->tool_commit);
+    precis_buf_append(&b, ")");
+  }
+  precis_buf_append(&b, ". Dataset: ");
+  precis_buf_markdown(&b, report->dataset_path ? report->dataset_path : "-");
+  precis_buf_append(&b, ", id ");
+  precis_buf_markdown(&b, report->dataset_id ? report->dataset_id : "-");
+  precis_buf_append(&b, ".\n\n## Settings\n\n- recipes: ");
+  for (size_t i = 0; i < report->n_recipes; i++) {
+    if (i) precis_buf_append(&b, ", ");
+    precis_buf_markdown(&b, report->recipes[i]);
+  }
+  precis_buf_append(&b, "\n- criteria: ");
+  if (report->n_criteria == 0) precis_buf_append(&b, "the recipe defaults (listed per row)");
+  for (size_t i = 0; i < report->n_criteria; i++) {
+    if (i) precis_buf_append(&b, ", ");
+    precis_buf_markdown(&b, report->criteria[i]);
+  }
+  precis_buf_append(&b, "\n");
+  for (size_t i = 0; i < report->settings.count; i++) {
+    precis_buf_append(&b, "- ");
+    precis_buf_markdown(&b, report->settings.items[i].key);
+    precis_buf_append(&b, ": ");
+    precis_buf_markdown(&b, report->settings.items[i].value ? report->settings.items[i].value : "null");
+    precis_buf_append(&b, "\n");
+  }
+  precis_buf_append(&b, "\n## Results\n\nError columns are the worst over held-out samples. ");
+  precis_buf_append(&b, "`peak` is the evaluator's tracked peak allocation (tensor bytes when not tracked).\n\n");
+  size_t n_workloads;
+  const char **workloads = precis_report_workloads(report, &n_workloads);
+  for (size_t i = 0; workloads && i < n_workloads; i++) md_workload(&b, report, workloads[i], cpu);
+  free(workloads);
+  if (report->n_rows == 0) precis_buf_append(&b, "No rows were measured.\n\n");
+  md_failures(&b, report);
+  md_recipes(&b, report);
+  precis_buf_append(&b, "## Environment\n\n");
+  md_kv_table(&b, &report->environment);
+  return precis_buf_take(&b);
+}
+
+precis_status precis_report_write_markdown(const precis_report *report, const char *path, bool force) {
+  char *text = markdown_text(report);
+  if (!text) return precis_fail(PRECIS_E_NOMEM, "%s: out of memory formatting the Markdown report", path);
+  precis_atomic_file f;
+  precis_status st = precis_atomic_open(&f, path, force);
+  if (st == PRECIS_OK) {
+    fputs(text, f.fp);
+    st = precis_atomic_commit(&f);
+  }
+  free(text);
+  return st;
+}
