@@ -1,0 +1,136 @@
+/* The GEMM plan: how a row-major precis workload (C[b] = A[b]·B or A[b]·B[b]) becomes one
+ * column-major cuBLASLt call, in plain C so that it is tested on the CPU (tests/test_gemm_plan.c
+ * executes a plan with a column-major reference GEMM). kernels/ only carries a plan out; every
+ * decision about operand order, transposes, leading dimensions, padding, batching, scales and
+ * read-back is taken here. Derivation: docs/cuda-backend.md.
+ *
+ * In short: a row-major [r, c] matrix with leading dimension ld is, to a column-major library, the
+ * c x r matrix of its transpose with the same ld. So the workload's C^T = B^T·A^T is computed as
+ * cuBLASLt's D = op(A_lt)·op(B_lt) with A_lt holding the workload's B and B_lt the workload's A,
+ * lt_m = n, lt_n = m, lt_k = k, and D (n x m column-major, ld n) is C row-major.
+ * int8 and fp8 kernels need the "TN" form (transa = T, transb = N): the workload's B is then written
+ * transposed, row-major [n, k] (= column-major k x n, read through op T as n x k). */
+#ifndef PRECIS_GEMM_PLAN_H
+#define PRECIS_GEMM_PLAN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "recipe.h"
+#include "results.h"
+#include "status.h"
+
+/* cublasOperation_t and cublasComputeType_t values as plain integers (src/ includes no CUDA
+ * header); kernels/ checks them against the CUDA headers at compile time. */
+enum { PRECIS_LT_OP_N = 0, PRECIS_LT_OP_T = 1 };
+enum {
+  PRECIS_LT_COMPUTE_16F = 64,
+  PRECIS_LT_COMPUTE_32F = 68,
+  PRECIS_LT_COMPUTE_32I = 72,
+  PRECIS_LT_COMPUTE_32F_FAST_TF32 = 77,
+};
+
+typedef enum precis_plan_batch_mode {
+  PRECIS_PLAN_BATCH_NONE,    /* batch == 1 */
+  PRECIS_PLAN_BATCH_FOLDED,  /* b shared across the batch: batch folded into m, one GEMM of batch*m rows */
+  PRECIS_PLAN_BATCH_STRIDED, /* b per batch element: strided batched GEMM, batch_count = batch */
+} precis_plan_batch_mode;
+
+typedef enum precis_plan_operand {
+  PRECIS_PLAN_NONE,
+  PRECIS_PLAN_WORKLOAD_A, /* the workload's a [batch, m, k] (activations) */
+  PRECIS_PLAN_WORKLOAD_B, /* the workload's b [k, n] or [batch, k, n] (weights) */
+} precis_plan_operand;
+
+/* One matrix as cuBLASLt sees it (cublasLtMatrixLayoutCreate + batch attributes): column-major
+ * rows x cols, leading dimension ld, batch_count matrices batch_stride elements apart. */
+typedef struct precis_lt_matrix {
+  int data_type;         /* PRECIS_CUDA_R_* */
+  size_t elem_bytes;
+  int64_t rows, cols, ld;
+  int32_t batch_count;
+  int64_t batch_stride;  /* elements; 0 when batch_count == 1 */
+  int64_t elements;      /* size of the device buffer in elements, padding included */
+  bool zero_fill;        /* holds padding: zero the buffer once before the conversion writes it */
+} precis_lt_matrix;
+
+/* How one workload operand is written into its cuBLASLt buffer: `calls` launches of a
+ * kernels/convert.cuh launcher; call c reads the float32 row-major [rows, cols] at
+ * src + c*src_stride and writes at dst + c*dst_stride, row-major with leading dimension ld_out
+ * ([cols, rows] when transpose_out). int8 scales of call c start at scale + c*scale_stride (row
+ * scales for the workload's A: one per row; column scales for B: one per column). */
+typedef struct precis_plan_write {
+  int64_t calls, rows, cols;
+  int64_t src_stride, dst_stride, scale_stride;
+  int64_t ld_out;
+  bool transpose_out;
+} precis_plan_write;
+
+/* int8: calls of precis_cuda_int8_dequantize: accumulators at acc + c*acc_stride (rows x cols, ld
+ * ld_acc), row scales at c*row_scale_stride, column scales at c*col_scale_stride, float32 output at
+ * out + c*out_stride with leading dimension ld_out. */
+typedef struct precis_plan_dequant {
+  int64_t calls, rows, cols;
+  int64_t acc_stride, ld_acc, row_scale_stride, col_scale_stride, out_stride, ld_out;
+} precis_plan_dequant;
+
+/* Read-back into the host's row-major [batch, m, n]: calls 2-D copies of rows x cols from
+ * src + c*src_stride (leading dimension src_ld) to dst + c*dst_stride (leading dimension dst_ld). */
+typedef struct precis_plan_read {
+  int64_t calls, rows, cols;
+  int64_t src_stride, src_ld, dst_stride, dst_ld;
+} precis_plan_read;
+
+typedef struct precis_gemm_plan {
+  const precis_recipe *recipe;
+  /* The workload. */
+  int64_t m, n, k, batch;
+  bool b_batched;
+  /* Padding (zeros; exact for every recipe): per-GEMM rows of A (folded: batch*m) and their padded
+   * count, the padded n and k. */
+  int64_t rows, rows_pad, n_pad, k_pad;
+  int align_rows, align_n, align_k; /* the multiples the recipe's kernels require */
+  precis_plan_batch_mode batch_mode;
+  bool tn; /* int8/fp8: transa = T, workload B written transposed */
+
+  /* The cuBLASLt call: D = alpha * scale_a*scale_b * op(lt_a)·op(lt_b) + beta*C, column-major. */
+  int transa, transb;
+  int64_t lt_m, lt_n, lt_k;
+  int compute_type; /* PRECIS_LT_COMPUTE_* */
+  int scale_type;   /* PRECIS_CUDA_R_*: the type of alpha and beta (host pointers) */
+  precis_lt_matrix lt_a, lt_b, lt_c, lt_d; /* C is D's buffer with beta = 0 */
+  precis_plan_operand lt_a_holds, lt_b_holds;
+  /* fp8 per-tensor scales: which workload operand's scale goes to CUBLASLT_MATMUL_DESC_A_SCALE_POINTER
+   * and B_SCALE_POINTER (NONE for the other recipes). */
+  precis_plan_operand lt_a_scale, lt_b_scale;
+
+  /* Writing the inputs. */
+  precis_plan_write write_a, write_b;
+  /* int8 scale vectors: one per row of the workload's A (batch*m, index b*m + i) and one per
+   * column of each B (n, or batch*n for a rank-3 b, index b*n + j). */
+  int64_t row_scale_count, col_scale_count;
+  /* int8 dequantization into a float32 buffer of out_elements. */
+  bool dequant;
+  precis_plan_dequant dequant_step;
+  int64_t out_elements;
+  /* D is f16/bf16: widen every element of D to float32 (same layout) before reading back. */
+  bool widen;
+  precis_plan_read read; /* from D, the widened copy of D, or the dequantized buffer */
+} precis_gemm_plan;
+
+/* Plans one case. Fails with PRECIS_E_UNSUPPORTED when a dimension cannot be expressed
+ * (cuBLASLt takes int32 batch counts and, in practice, int32 dimensions) and PRECIS_E_INPUT for
+ * non-positive dimensions. */
+precis_status precis_gemm_plan_make(const precis_recipe *recipe, int64_t m, int64_t n, int64_t k, int64_t batch,
+                                    bool b_batched, precis_gemm_plan *plan);
+
+/* Device bytes of the plan's buffers (A_lt, B_lt, D, scales, dequantized output or widened D). */
+long long precis_gemm_plan_device_bytes(const precis_gemm_plan *plan);
+
+/* Records the mapping in a row's details: lt_op ("TN"/"NN"), lt_m/n/k, ld's, padding, batch mode. */
+void precis_gemm_plan_describe(const precis_gemm_plan *plan, precis_kv_list *details);
+
+const char *precis_plan_batch_mode_str(precis_plan_batch_mode mode);
+
+#endif

@@ -1,0 +1,473 @@
+/* The GEMM plan executed on the CPU: every step kernels/ will take (writing the operands through the
+ * convert.cuh launchers' contract, the column-major cuBLASLt call with its transposes, leading
+ * dimensions, batch strides and scale pointers, the int8 dequantization, the read-back) is emulated
+ * here from the plan's numbers alone, and the result must equal the row-major product exactly.
+ *
+ * Inputs are x = q * s with small integers q and power-of-two scales s, so every product and sum is
+ * exact in double and any misplaced scale, transpose, stride or padding shows as a mismatch (padding
+ * that is not zero-filled holds NaN). The last tests break plans on purpose to show the checker can
+ * fail. */
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "format.h"
+#include "gemm_plan.h"
+#include "harness.h"
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ULL;
+static uint64_t rng_next(void) {
+  rng_state ^= rng_state << 13;
+  rng_state ^= rng_state >> 7;
+  rng_state ^= rng_state << 17;
+  return rng_state;
+}
+static int rng_int(int lo, int hi) { return lo + (int)(rng_next() % (uint64_t)(hi - lo + 1)); }
+static double rng_pow2(void) { return ldexp(1.0, rng_int(-3, 3)); }
+
+/* One workload: x_a = q_a * scale, x_b = q_b * scale, and the exact row-major product. */
+typedef struct workload {
+  int64_t m, n, k, batch;
+  bool b_batched;
+  int64_t b_count; /* distinct b matrices */
+  double *a, *b;   /* float32-valued inputs as the device receives them */
+  double *row_scales, *col_scales; /* int8: per row of a (batch*m), per column of each b */
+  double scale_a, scale_b;         /* fp8: per tensor */
+  double *expected;                /* [batch, m, n] */
+} workload;
+
+static void workload_free(workload *w) {
+  free(w->a);
+  free(w->b);
+  free(w->row_scales);
+  free(w->col_scales);
+  free(w->expected);
+  memset(w, 0, sizeof *w);
+}
+
+static void workload_make(workload *w, const precis_recipe *r, int64_t m, int64_t n, int64_t k, int64_t batch,
+                          bool b_batched) {
+  memset(w, 0, sizeof *w);
+  w->m = m;
+  w->n = n;
+  w->k = k;
+  w->batch = batch;
+  w->b_batched = b_batched && batch > 1;
+  w->b_count = w->b_batched ? batch : 1;
+  w->a = malloc(sizeof(double) * (size_t)(batch * m * k));
+  w->b = malloc(sizeof(double) * (size_t)(w->b_count * k * n));
+  w->row_scales = malloc(sizeof(double) * (size_t)(batch * m));
+  w->col_scales = malloc(sizeof(double) * (size_t)(w->b_count * n));
+  w->expected = malloc(sizeof(double) * (size_t)(batch * m * n));
+  bool int8 = r->scaling == PRECIS_SCALING_INT8_SYMMETRIC, fp8 = r->scaling == PRECIS_SCALING_FP8_TENSOR;
+  for (int64_t i = 0; i < batch * m; i++) w->row_scales[i] = int8 ? rng_pow2() : 1.0;
+  for (int64_t j = 0; j < w->b_count * n; j++) w->col_scales[j] = int8 ? rng_pow2() : 1.0;
+  w->scale_a = fp8 ? rng_pow2() : 1.0;
+  w->scale_b = fp8 ? rng_pow2() : 1.0;
+  for (int64_t row = 0; row < batch * m; row++)
+    for (int64_t p = 0; p < k; p++)
+      w->a[row * k + p] = rng_int(-7, 7) * w->row_scales[row] * w->scale_a;
+  for (int64_t bb = 0; bb < w->b_count; bb++)
+    for (int64_t p = 0; p < k; p++)
+      for (int64_t j = 0; j < n; j++) w->b[(bb * k + p) * n + j] = rng_int(-7, 7) * w->col_scales[bb * n + j] * w->scale_b;
+  for (int64_t b = 0; b < batch; b++) {
+    const double *bm = w->b + (w->b_batched ? b : 0) * k * n;
+    for (int64_t i = 0; i < m; i++)
+      for (int64_t j = 0; j < n; j++) {
+        double s = 0;
+        for (int64_t p = 0; p < k; p++) s += w->a[(b * m + i) * k + p] * bm[p * n + j];
+        w->expected[(b * m + i) * n + j] = s;
+      }
+  }
+}
+
+static double *nan_buffer(int64_t elements) {
+  double *p = malloc(sizeof(double) * (size_t)(elements > 0 ? elements : 1));
+  for (int64_t i = 0; i < elements; i++) p[i] = NAN;
+  return p;
+}
+
+/* The convert.cuh launchers' contract: read row-major [rows, cols], divide by the scale (int8: per
+ * row or column at scale + c*scale_stride; fp8: per tensor), write with ld_out, transposed or not. */
+typedef enum { SCALE_NONE, SCALE_ROW, SCALE_COL, SCALE_TENSOR } scale_axis;
+
+static bool emulate_write(const precis_plan_write *w, const double *src, int64_t src_elements, double *dst,
+                          int64_t dst_elements, scale_axis axis, const double *scales, char *why, size_t why_len) {
+  if (w->ld_out < (w->transpose_out ? w->rows : w->cols)) {
+    snprintf(why, why_len, "write: ld_out %lld is smaller than a row of the output", (long long)w->ld_out);
+    return false;
+  }
+  for (int64_t c = 0; c < w->calls; c++)
+    for (int64_t r = 0; r < w->rows; r++)
+      for (int64_t col = 0; col < w->cols; col++) {
+        int64_t s = c * w->src_stride + r * w->cols + col;
+        int64_t d = c * w->dst_stride + (w->transpose_out ? col * w->ld_out + r : r * w->ld_out + col);
+        if (s < 0 || s >= src_elements || d < 0 || d >= dst_elements) {
+          snprintf(why, why_len, "write: call %lld element (%lld,%lld) out of bounds (src %lld of %lld, dst %lld of %lld)",
+                   (long long)c, (long long)r, (long long)col, (long long)s, (long long)src_elements, (long long)d,
+                   (long long)dst_elements);
+          return false;
+        }
+        double scale = 1.0;
+        if (axis == SCALE_ROW) scale = scales[c * w->scale_stride + r];
+        if (axis == SCALE_COL) scale = scales[c * w->scale_stride + col];
+        if (axis == SCALE_TENSOR) scale = scales[0];
+        dst[d] = src[s] / scale;
+      }
+  return true;
+}
+
+static bool layout_fits(const precis_lt_matrix *mat, const char *name, char *why, size_t why_len) {
+  if (mat->ld < mat->rows) {
+    snprintf(why, why_len, "%s: ld %lld < rows %lld", name, (long long)mat->ld, (long long)mat->rows);
+    return false;
+  }
+  if (mat->batch_count > 1 && mat->batch_stride < mat->ld * mat->cols) {
+    snprintf(why, why_len, "%s: batch stride %lld overlaps matrices of %lld", name, (long long)mat->batch_stride,
+             (long long)(mat->ld * mat->cols));
+    return false;
+  }
+  int64_t last = (mat->batch_count - 1) * mat->batch_stride + mat->ld * (mat->cols - 1) + mat->rows;
+  if (last > mat->elements) {
+    snprintf(why, why_len, "%s: needs %lld elements, buffer has %lld", name, (long long)last, (long long)mat->elements);
+    return false;
+  }
+  return true;
+}
+
+/* cuBLASLt's cublasLtMatmul as documented: D = alpha * op(A)·op(B), column-major, strided batches. */
+static bool emulate_lt_matmul(const precis_gemm_plan *p, const double *A, const double *B, double *D, double alpha,
+                              char *why, size_t why_len) {
+  const precis_lt_matrix *la = &p->lt_a, *lb = &p->lt_b, *ld = &p->lt_d;
+  bool a_ok = p->transa == PRECIS_LT_OP_N ? (la->rows == p->lt_m && la->cols == p->lt_k)
+                                          : (la->rows == p->lt_k && la->cols == p->lt_m);
+  bool b_ok = p->transb == PRECIS_LT_OP_N ? (lb->rows == p->lt_k && lb->cols == p->lt_n)
+                                          : (lb->rows == p->lt_n && lb->cols == p->lt_k);
+  if (!a_ok || !b_ok || ld->rows != p->lt_m || ld->cols != p->lt_n) {
+    snprintf(why, why_len, "matmul: layouts do not match op(A) %lldx%lld, op(B) %lldx%lld, D %lldx%lld",
+             (long long)p->lt_m, (long long)p->lt_k, (long long)p->lt_k, (long long)p->lt_n, (long long)p->lt_m,
+             (long long)p->lt_n);
+    return false;
+  }
+  if (memcmp(&p->lt_c, &p->lt_d, sizeof p->lt_c) != 0) {
+    snprintf(why, why_len, "matmul: C and D layouts differ while C is D's buffer");
+    return false;
+  }
+  if (la->batch_count != ld->batch_count || lb->batch_count != ld->batch_count) {
+    snprintf(why, why_len, "matmul: batch counts differ");
+    return false;
+  }
+  if (!layout_fits(la, "A_lt", why, why_len) || !layout_fits(lb, "B_lt", why, why_len) ||
+      !layout_fits(ld, "D", why, why_len))
+    return false;
+  for (int32_t g = 0; g < ld->batch_count; g++)
+    for (int64_t col = 0; col < p->lt_n; col++)
+      for (int64_t r = 0; r < p->lt_m; r++) {
+        double s = 0;
+        for (int64_t q = 0; q < p->lt_k; q++) {
+          double x = p->transa == PRECIS_LT_OP_N ? A[g * la->batch_stride + r + q * la->ld]
+                                                 : A[g * la->batch_stride + q + r * la->ld];
+          double y = p->transb == PRECIS_LT_OP_N ? B[g * lb->batch_stride + q + col * lb->ld]
+                                                 : B[g * lb->batch_stride + col + q * lb->ld];
+          s += x * y;
+        }
+        D[g * ld->batch_stride + r + col * ld->ld] = alpha * s;
+      }
+  return true;
+}
+
+static bool emulate_dequant(const precis_plan_dequant *q, const double *acc, int64_t acc_elements, const double *rs,
+                            int64_t rs_count, const double *cs, int64_t cs_count, double *out, int64_t out_elements,
+                            char *why, size_t why_len) {
+  for (int64_t c = 0; c < q->calls; c++)
+    for (int64_t i = 0; i < q->rows; i++)
+      for (int64_t j = 0; j < q->cols; j++) {
+        int64_t a = c * q->acc_stride + i * q->ld_acc + j, o = c * q->out_stride + i * q->ld_out + j;
+        int64_t ri = c * q->row_scale_stride + i, ci = c * q->col_scale_stride + j;
+        if (a >= acc_elements || o >= out_elements || ri >= rs_count || ci >= cs_count) {
+          snprintf(why, why_len, "dequant: call %lld (%lld,%lld) out of bounds", (long long)c, (long long)i, (long long)j);
+          return false;
+        }
+        out[o] = rs[ri] * cs[ci] * acc[a];
+      }
+  return true;
+}
+
+static bool emulate_read(const precis_plan_read *rd, const double *src, int64_t src_elements, double *host,
+                         int64_t host_elements, char *why, size_t why_len) {
+  for (int64_t c = 0; c < rd->calls; c++)
+    for (int64_t i = 0; i < rd->rows; i++)
+      for (int64_t j = 0; j < rd->cols; j++) {
+        int64_t s = c * rd->src_stride + i * rd->src_ld + j, d = c * rd->dst_stride + i * rd->dst_ld + j;
+        if (s >= src_elements || d >= host_elements) {
+          snprintf(why, why_len, "read: call %lld (%lld,%lld) out of bounds", (long long)c, (long long)i, (long long)j);
+          return false;
+        }
+        host[d] = src[s];
+      }
+  return true;
+}
+
+/* Executes the plan on workload w; true when the host output equals the exact product. */
+static bool execute_plan(const precis_gemm_plan *p, const workload *w, char *why, size_t why_len) {
+  bool ok = false;
+  bool int8 = p->recipe->scaling == PRECIS_SCALING_INT8_SYMMETRIC, fp8 = p->recipe->scaling == PRECIS_SCALING_FP8_TENSOR;
+  double *lt_a = nan_buffer(p->lt_a.elements), *lt_b = nan_buffer(p->lt_b.elements);
+  double *d = nan_buffer(p->lt_d.elements), *out = nan_buffer(p->out_elements);
+  int64_t host_elements = w->batch * w->m * w->n;
+  double *host = nan_buffer(host_elements);
+  if (p->lt_a.zero_fill) memset(lt_a, 0, sizeof(double) * (size_t)p->lt_a.elements);
+  if (p->lt_b.zero_fill) memset(lt_b, 0, sizeof(double) * (size_t)p->lt_b.elements);
+
+  /* Which workload operand each cuBLASLt slot receives, and with which scales. */
+  const precis_plan_write *writes[2] = {&p->write_a, &p->write_b};
+  precis_plan_operand holds[2] = {p->lt_a_holds, p->lt_b_holds};
+  double *slots[2] = {lt_a, lt_b};
+  int64_t slot_elements[2] = {p->lt_a.elements, p->lt_b.elements};
+  for (int s = 0; s < 2; s++) {
+    bool is_a = holds[s] == PRECIS_PLAN_WORKLOAD_A;
+    if (holds[s] != PRECIS_PLAN_WORKLOAD_A && holds[s] != PRECIS_PLAN_WORKLOAD_B) {
+      snprintf(why, why_len, "cuBLASLt slot %d holds no workload operand", s);
+      goto done;
+    }
+    const precis_plan_write *wr = is_a ? writes[0] : writes[1];
+    scale_axis axis = int8 ? (is_a ? SCALE_ROW : SCALE_COL) : fp8 ? SCALE_TENSOR : SCALE_NONE;
+    const double *scales = int8 ? (is_a ? w->row_scales : w->col_scales) : is_a ? &w->scale_a : &w->scale_b;
+    if (!emulate_write(wr, is_a ? w->a : w->b, is_a ? w->batch * w->m * w->k : w->b_count * w->k * w->n, slots[s],
+                       slot_elements[s], axis, scales, why, why_len))
+      goto done;
+  }
+  double alpha = 1.0;
+  if (fp8) {
+    precis_plan_operand sc[2] = {p->lt_a_scale, p->lt_b_scale};
+    for (int s = 0; s < 2; s++) {
+      if (sc[s] != holds[s]) {
+        snprintf(why, why_len, "fp8: the scale pointer of slot %d is not the scale of the operand it holds", s);
+        goto done;
+      }
+      alpha *= sc[s] == PRECIS_PLAN_WORKLOAD_A ? w->scale_a : w->scale_b;
+    }
+  }
+  if (!emulate_lt_matmul(p, lt_a, lt_b, d, alpha, why, why_len)) goto done;
+  const double *src = d;
+  int64_t src_elements = p->lt_d.elements;
+  if (p->dequant) {
+    if (!emulate_dequant(&p->dequant_step, d, p->lt_d.elements, w->row_scales, p->row_scale_count, w->col_scales,
+                         p->col_scale_count, out, p->out_elements, why, why_len))
+      goto done;
+    src = out;
+    src_elements = p->out_elements;
+  }
+  if (!emulate_read(&p->read, src, src_elements, host, host_elements, why, why_len)) goto done;
+  for (int64_t i = 0; i < host_elements; i++)
+    if (!(host[i] == w->expected[i])) {
+      snprintf(why, why_len, "output element %lld (batch %lld, row %lld, col %lld) = %g, expected %g", (long long)i,
+               (long long)(i / (w->m * w->n)), (long long)(i / w->n % w->m), (long long)(i % w->n), host[i],
+               w->expected[i]);
+      goto done;
+    }
+  ok = true;
+done:
+  free(lt_a);
+  free(lt_b);
+  free(d);
+  free(out);
+  free(host);
+  return ok;
+}
+
+static const char *compute_name(int t) {
+  switch (t) {
+  case PRECIS_LT_COMPUTE_16F: return "CUBLAS_COMPUTE_16F";
+  case PRECIS_LT_COMPUTE_32F: return "CUBLAS_COMPUTE_32F";
+  case PRECIS_LT_COMPUTE_32I: return "CUBLAS_COMPUTE_32I";
+  case PRECIS_LT_COMPUTE_32F_FAST_TF32: return "CUBLAS_COMPUTE_32F_FAST_TF32";
+  }
+  return "?";
+}
+
+/* The documented requirements of the cuBLASLt kernels each recipe needs (DESIGN §3). */
+static void check_requirements(const precis_gemm_plan *p) {
+  const precis_recipe *r = p->recipe;
+  CHECK_STR(compute_name(p->compute_type), r->compute_type);
+  CHECK_EQ_INT(p->lt_a.data_type, precis_format_get(r->input_format)->cuda_data_type);
+  CHECK_EQ_INT(p->lt_b.data_type, precis_format_get(r->input_format)->cuda_data_type);
+  CHECK_EQ_INT(p->lt_a_holds, PRECIS_PLAN_WORKLOAD_B);
+  CHECK_EQ_INT(p->lt_b_holds, PRECIS_PLAN_WORKLOAD_A);
+  CHECK(p->lt_m == p->n_pad && p->lt_n == p->rows_pad && p->lt_k == p->k_pad);
+  switch (r->id) {
+  case PRECIS_RECIPE_INT8:
+    /* IMMA, regular ordering (the only one on sm_90): TN, m and k multiples of 4, lda/ldb/ldc too,
+     * A/B 8I, C/D 32I, compute and scale 32I. */
+    CHECK(p->transa == PRECIS_LT_OP_T && p->transb == PRECIS_LT_OP_N);
+    CHECK(p->lt_m % 4 == 0 && p->lt_k % 4 == 0);
+    CHECK(p->lt_a.ld % 4 == 0 && p->lt_b.ld % 4 == 0 && p->lt_d.ld % 4 == 0);
+    CHECK_EQ_INT(p->lt_a.data_type, PRECIS_CUDA_R_8I);
+    CHECK_EQ_INT(p->lt_d.data_type, PRECIS_CUDA_R_32I);
+    CHECK_EQ_INT(p->scale_type, PRECIS_CUDA_R_32I);
+    CHECK(p->dequant && !p->widen);
+    break;
+  case PRECIS_RECIPE_FP8:
+    /* TN, 16-byte aligned dimensions and leading dimensions, e4m3 in, bf16 C/D, 32F compute and
+     * scale, per-tensor scale pointers. */
+    CHECK(p->transa == PRECIS_LT_OP_T && p->transb == PRECIS_LT_OP_N);
+    CHECK(p->lt_m % 16 == 0 && p->lt_n % 16 == 0 && p->lt_k % 16 == 0);
+    CHECK(p->lt_a.ld % 16 == 0 && p->lt_b.ld % 16 == 0 && (p->lt_d.ld * 2) % 16 == 0);
+    CHECK_EQ_INT(p->lt_a.data_type, PRECIS_CUDA_R_8F_E4M3);
+    CHECK_EQ_INT(p->lt_d.data_type, PRECIS_CUDA_R_16BF);
+    CHECK_EQ_INT(p->scale_type, PRECIS_CUDA_R_32F);
+    CHECK(p->lt_a_scale == PRECIS_PLAN_WORKLOAD_B && p->lt_b_scale == PRECIS_PLAN_WORKLOAD_A);
+    CHECK(p->widen && !p->dequant);
+    break;
+  default:
+    CHECK(p->transa == PRECIS_LT_OP_N && p->transb == PRECIS_LT_OP_N);
+    CHECK_EQ_INT(p->lt_d.data_type, precis_format_get(r->output_format)->cuda_data_type);
+    CHECK_EQ_INT(p->scale_type, r->compute_format == PRECIS_FMT_F16 ? PRECIS_CUDA_R_16F : PRECIS_CUDA_R_32F);
+    /* No padding: the float conversion launchers write contiguous arrays. */
+    CHECK(p->n_pad == p->n && p->k_pad == p->k && p->rows_pad == p->rows);
+    CHECK(!p->lt_a.zero_fill && !p->lt_b.zero_fill);
+    CHECK(p->write_a.ld_out == p->k && p->write_b.ld_out == p->n && !p->write_b.transpose_out);
+    CHECK(p->widen == (p->lt_d.data_type != PRECIS_CUDA_R_32F));
+    CHECK(p->lt_a_scale == PRECIS_PLAN_NONE && p->lt_b_scale == PRECIS_PLAN_NONE);
+    break;
+  }
+}
+
+typedef struct shape {
+  int64_t m, n, k, batch;
+  bool b_batched;
+} shape;
+
+static const shape shapes[] = {
+    {1, 1, 1, 1, false},   {1, 7, 5, 1, false},   {5, 1, 3, 1, false},  {3, 5, 7, 1, false},  {4, 4, 4, 1, false},
+    {16, 16, 16, 1, false}, {17, 15, 33, 1, false}, {1, 9, 18, 1, false}, {3, 17, 33, 2, false}, {3, 17, 33, 2, true},
+    {1, 9, 18, 4, true},   {7, 3, 1, 3, false},   {2, 1, 19, 3, true},  {13, 6, 30, 1, true}, {5, 20, 17, 3, true},
+    {16, 32, 48, 2, true}, {6, 8, 4, 5, false},   {1, 1, 40, 7, true},  {9, 2, 2, 2, false},
+};
+
+TEST(every_recipe_every_shape_equals_the_row_major_product) {
+  for (int r = 0; r < PRECIS_RECIPE_COUNT; r++) {
+    const precis_recipe *recipe = precis_recipe_get((precis_recipe_id)r);
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+      const shape *sh = &shapes[s];
+      precis_gemm_plan plan;
+      CHECK_OK(precis_gemm_plan_make(recipe, sh->m, sh->n, sh->k, sh->batch, sh->b_batched, &plan));
+      check_requirements(&plan);
+      workload w;
+      workload_make(&w, recipe, sh->m, sh->n, sh->k, sh->batch, sh->b_batched);
+      char why[256] = "";
+      bool ok = execute_plan(&plan, &w, why, sizeof why);
+      CHECK_MSG(ok, "%s m=%lld n=%lld k=%lld batch=%lld b_batched=%d: %s", recipe->name, (long long)sh->m,
+                (long long)sh->n, (long long)sh->k, (long long)sh->batch, sh->b_batched, why);
+      workload_free(&w);
+    }
+  }
+}
+
+TEST(random_shapes) {
+  for (int trial = 0; trial < 150; trial++) {
+    const precis_recipe *recipe = precis_recipe_get((precis_recipe_id)(trial % PRECIS_RECIPE_COUNT));
+    int64_t m = rng_int(1, 21), n = rng_int(1, 21), k = rng_int(1, 37), batch = rng_int(1, 4);
+    bool b_batched = rng_int(0, 1);
+    precis_gemm_plan plan;
+    CHECK_OK(precis_gemm_plan_make(recipe, m, n, k, batch, b_batched, &plan));
+    workload w;
+    workload_make(&w, recipe, m, n, k, batch, b_batched);
+    char why[256] = "";
+    CHECK_MSG(execute_plan(&plan, &w, why, sizeof why), "%s m=%lld n=%lld k=%lld batch=%lld b_batched=%d: %s",
+              recipe->name, (long long)m, (long long)n, (long long)k, (long long)batch, b_batched, why);
+    workload_free(&w);
+  }
+}
+
+TEST(padding_and_batching_choices) {
+  precis_gemm_plan p;
+  CHECK_OK(precis_gemm_plan_make(precis_recipe_get(PRECIS_RECIPE_INT8), 3, 5, 7, 2, false, &p));
+  CHECK_EQ_INT(p.batch_mode, PRECIS_PLAN_BATCH_FOLDED);
+  CHECK_EQ_INT(p.rows, 6);
+  CHECK_EQ_INT(p.n_pad, 8);
+  CHECK_EQ_INT(p.k_pad, 8);
+  CHECK_EQ_INT(p.lt_d.batch_count, 1);
+  CHECK(p.lt_a.zero_fill && p.lt_b.zero_fill);
+  CHECK(p.write_b.transpose_out && p.write_b.ld_out == 8);
+  CHECK_OK(precis_gemm_plan_make(precis_recipe_get(PRECIS_RECIPE_FP8), 3, 5, 7, 2, true, &p));
+  CHECK_EQ_INT(p.batch_mode, PRECIS_PLAN_BATCH_STRIDED);
+  CHECK_EQ_INT(p.rows_pad, 16);
+  CHECK_EQ_INT(p.lt_d.batch_count, 2);
+  CHECK_EQ_INT(p.lt_a.batch_stride, 16 * 16);
+  CHECK_EQ_INT(p.write_a.calls, 2);
+  CHECK_OK(precis_gemm_plan_make(precis_recipe_get(PRECIS_RECIPE_BF16), 64, 32, 16, 1, false, &p));
+  CHECK_EQ_INT(p.batch_mode, PRECIS_PLAN_BATCH_NONE);
+  CHECK_EQ_INT(p.lt_m, 32);
+  CHECK_EQ_INT(p.lt_n, 64);
+  CHECK_EQ_INT(p.lt_a.ld, 32);
+  CHECK_EQ_INT(p.lt_b.ld, 16);
+  CHECK_EQ_INT(p.lt_d.ld, 32);
+  precis_kv_list details = {0};
+  precis_gemm_plan_describe(&p, &details);
+  CHECK_STR(precis_kv_get(&details, "lt_op"), "NN");
+  CHECK_STR(precis_kv_get(&details, "lt_m"), "32");
+  precis_kv_free(&details);
+}
+
+TEST(bad_dimensions_are_rejected) {
+  precis_gemm_plan p;
+  CHECK(precis_gemm_plan_make(precis_recipe_get(PRECIS_RECIPE_FP32), 0, 4, 4, 1, false, &p) == PRECIS_E_INPUT);
+  CHECK(precis_gemm_plan_make(precis_recipe_get(PRECIS_RECIPE_FP32), 4, 4, -1, 1, false, &p) == PRECIS_E_INPUT);
+  CHECK(precis_gemm_plan_make(precis_recipe_get(PRECIS_RECIPE_FP32), 1LL << 31, 4, 4, 1, false, &p) ==
+        PRECIS_E_UNSUPPORTED);
+  CHECK(strstr(precis_last_error(), "int32") != NULL);
+}
+
+/* The checker itself must be able to fail: each broken plan must be caught. */
+static bool broken_plan_fails(precis_recipe_id id, shape sh, void (*breakit)(precis_gemm_plan *)) {
+  precis_gemm_plan p;
+  if (precis_gemm_plan_make(precis_recipe_get(id), sh.m, sh.n, sh.k, sh.batch, sh.b_batched, &p) != PRECIS_OK)
+    return false;
+  workload w;
+  workload_make(&w, p.recipe, sh.m, sh.n, sh.k, sh.batch, sh.b_batched);
+  char why[256];
+  bool intact = execute_plan(&p, &w, why, sizeof why);
+  breakit(&p);
+  bool broken = execute_plan(&p, &w, why, sizeof why);
+  workload_free(&w);
+  return intact && !broken;
+}
+static void flip_transa(precis_gemm_plan *p) { p->transa = p->transa == PRECIS_LT_OP_T ? PRECIS_LT_OP_N : PRECIS_LT_OP_T; }
+static void no_zero_fill(precis_gemm_plan *p) { p->lt_a.zero_fill = p->lt_b.zero_fill = false; }
+static void untransposed_b(precis_gemm_plan *p) { p->write_b.transpose_out = false; }
+static void wrong_read_ld(precis_gemm_plan *p) { p->read.src_ld = p->read.cols; }
+static void same_column_scales(precis_gemm_plan *p) { p->dequant_step.col_scale_stride = 0; }
+static void same_col_scales_on_write(precis_gemm_plan *p) { p->write_b.scale_stride = 0; }
+static void swapped_operands(precis_gemm_plan *p) {
+  precis_plan_operand t = p->lt_a_holds;
+  p->lt_a_holds = p->lt_b_holds;
+  p->lt_b_holds = t;
+}
+static void swapped_fp8_scales(precis_gemm_plan *p) {
+  precis_plan_operand t = p->lt_a_scale;
+  p->lt_a_scale = p->lt_b_scale;
+  p->lt_b_scale = t;
+}
+static void batch_stride_zero(precis_gemm_plan *p) { p->lt_a.batch_stride = 0; }
+
+TEST(broken_plans_are_caught) {
+  CHECK(broken_plan_fails(PRECIS_RECIPE_INT8, (shape){3, 5, 7, 1, false}, flip_transa));
+  CHECK(broken_plan_fails(PRECIS_RECIPE_FP32, (shape){3, 5, 7, 1, false}, flip_transa));
+  CHECK(broken_plan_fails(PRECIS_RECIPE_INT8, (shape){3, 5, 7, 1, false}, no_zero_fill));
+  CHECK(broken_plan_fails(PRECIS_RECIPE_FP8, (shape){3, 5, 7, 2, true}, no_zero_fill));
+  CHECK(broken_plan_fails(PRECIS_RECIPE_FP8, (shape){4, 16, 16, 1, false}, untransposed_b));
+  CHECK(broken_plan_fails(PRECIS_RECIPE_INT8, (shape){3, 5, 7, 2, false}, wrong_read_ld) ||
+        broken_plan_fails(PRECIS_RECIPE_FP8, (shape){3, 5, 7, 2, false}, wrong_read_ld));
+  CHECK(broken_plan_fails(PRECIS_RECIPE_INT8, (shape){3, 5, 7, 3, true}, same_column_scales));
+  CHECK(broken_plan_fails(PRECIS_RECIPE_INT8, (shape){3, 5, 7, 3, true}, same_col_scales_on_write));
+  CHECK(broken_plan_fails(PRECIS_RECIPE_BF16, (shape){3, 5, 7, 1, false}, swapped_operands));
+  CHECK(broken_plan_fails(PRECIS_RECIPE_FP8, (shape){3, 5, 7, 1, false}, swapped_fp8_scales));
+  CHECK(broken_plan_fails(PRECIS_RECIPE_FP16, (shape){3, 5, 7, 3, true}, batch_stride_zero));
+}
+
+RUN_TESTS(T(every_recipe_every_shape_equals_the_row_major_product), T(random_shapes), T(padding_and_batching_choices),
+          T(bad_dimensions_are_rejected), T(broken_plans_are_caught))
