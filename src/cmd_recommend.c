@@ -1,11 +1,116 @@
+/* precis recommend REPORT.json: the cheapest recipe that meets the criteria, with the evidence
+ * (recommend.h states the rule). Exit 0 with a recommendation, 3 when none passes, 2 on bad input. */
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "cli.h"
+#include "recommend.h"
+#include "report.h"
+#include "report_util.h"
+
+static const char usage_text[] =
+    "usage: precis recommend REPORT.json [--require EXPR]... [--objective latency|memory] [--per-workload] [--json]\n"
+    "\n"
+    "The cheapest recipe that meets the accuracy criteria on every workload of a report.\n"
+    "\n"
+    "  --require EXPR      criterion on a metric's worst value over samples, e.g. rel_fro<=1e-2,\n"
+    "                      sqnr_db>=40, nonfinite==0 (repeatable; replaces each row's recorded criteria)\n"
+    "  --objective O       latency (default): lowest sum over workloads of the median latency per call;\n"
+    "                      memory: lowest peak (tracked_peak_bytes, largest over workloads)\n"
+    "  --per-workload      answer for each workload separately\n"
+    "  --json              print the decision as JSON\n"
+    "\n"
+    "A recipe passes when each workload has an \"ok\" row for it that meets the criteria. Ties on cost\n"
+    "go to the lower error (rel_fro), then to the earlier recipe in the recipe table. When none passes,\n"
+    "the closest miss is named with its margin.\n"
+    "Exit codes: 0 a recommendation, 3 no recipe passes, 2 bad usage or an unreadable report.\n";
 
 int precis_cmd_recommend(int argc, char **argv) {
   if (precis_cli_wants_help(argc, argv)) {
-    printf("usage: precis recommend REPORT.json [--require EXPR]... [--objective latency|memory] [--per-workload]\n\n(not built yet in this version)\n");
+    fputs(usage_text, stdout);
     return 0;
   }
-  return precis_cli_not_built("recommend", "recommend a recipe (issue 6)");
+  const char *path = NULL;
+  precis_criteria require = {0};
+  precis_recommend_options options = {.objective = PRECIS_OBJECTIVE_LATENCY};
+  bool per_workload = false, json = false;
+  for (int i = 1; i < argc; i++) {
+    const char *arg = argv[i];
+    if (strcmp(arg, "--require") == 0 || strncmp(arg, "--require=", 10) == 0) {
+      const char *expr = arg[9] == '=' ? arg + 10 : (i + 1 < argc ? argv[++i] : NULL);
+      if (!expr) {
+        fprintf(stderr, "precis recommend: --require needs an expression such as rel_fro<=1e-2\n");
+        return 2;
+      }
+      if (require.count == PRECIS_MAX_CRITERIA) {
+        fprintf(stderr, "precis recommend: at most %d --require expressions\n", PRECIS_MAX_CRITERIA);
+        return 2;
+      }
+      precis_status st = precis_criterion_parse(expr, &require.items[require.count]);
+      if (st != PRECIS_OK) return precis_cli_report_error("recommend", st);
+      require.count++;
+    } else if (strcmp(arg, "--objective") == 0 || strncmp(arg, "--objective=", 12) == 0) {
+      const char *value = arg[11] == '=' ? arg + 12 : (i + 1 < argc ? argv[++i] : NULL);
+      if (value && strcmp(value, "latency") == 0) options.objective = PRECIS_OBJECTIVE_LATENCY;
+      else if (value && strcmp(value, "memory") == 0) options.objective = PRECIS_OBJECTIVE_MEMORY;
+      else {
+        fprintf(stderr, "precis recommend: --objective expects latency or memory, found \"%s\"\n", value ? value : "");
+        return 2;
+      }
+    } else if (strcmp(arg, "--per-workload") == 0) {
+      per_workload = true;
+    } else if (strcmp(arg, "--json") == 0) {
+      json = true;
+    } else if (arg[0] == '-' && arg[1] != '\0') {
+      fprintf(stderr, "precis recommend: unknown option \"%s\" (try precis recommend --help)\n", arg);
+      return 2;
+    } else if (!path) {
+      path = arg;
+    } else {
+      fprintf(stderr, "precis recommend: one report expected, found a second: \"%s\"\n", arg);
+      return 2;
+    }
+  }
+  if (!path) {
+    fputs(usage_text, stderr);
+    return 2;
+  }
+  options.require = &require;
+
+  precis_report report;
+  precis_status st = precis_report_read_json(path, &report);
+  if (st != PRECIS_OK) return precis_cli_report_error("recommend", st);
+  size_t n_workloads = 1;
+  const char **workloads = NULL;
+  if (per_workload) {
+    workloads = precis_report_workloads(&report, &n_workloads);
+    if (!workloads) {
+      precis_report_free(&report);
+      return precis_cli_report_error("recommend", precis_fail(PRECIS_E_NOMEM, "out of memory"));
+    }
+  }
+  bool all_recommended = true;
+  if (json && per_workload) printf("{\"per_workload\": [\n");
+  for (size_t w = 0; w < n_workloads && st == PRECIS_OK; w++) {
+    options.workload = per_workload ? workloads[w] : NULL;
+    precis_recommendation rec;
+    st = precis_recommend(&report, &options, &rec);
+    if (st != PRECIS_OK) break;
+    if (rec.chosen < 0) all_recommended = false;
+    if (json) {
+      char *text = precis_recommendation_json(&rec);
+      printf("%s%s\n", text ? text : "null", per_workload && w + 1 < n_workloads ? "," : "");
+      free(text);
+    } else {
+      if (w) printf("\n");
+      precis_recommendation_print(&report, &rec, stdout);
+    }
+    precis_recommendation_free(&rec);
+  }
+  if (json && per_workload && st == PRECIS_OK) printf("]}\n");
+  free(workloads);
+  precis_report_free(&report);
+  if (st != PRECIS_OK) return precis_cli_report_error("recommend", st);
+  return all_recommended ? 0 : 3;
 }
