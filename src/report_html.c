@@ -1,12 +1,431 @@
-/* report.html: one self-contained file (inline CSS and SVG, no script, no network). */
+/* report.html: one self-contained file (inline CSS and SVG; no script, no network, readable
+ * without JavaScript). Per workload: error against throughput with the Pareto front and the
+ * recommended recipe, memory per recipe by view, and the latency distribution per recipe; then
+ * the environment. Every string from a dataset or a row goes through precis_buf_html. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "escape.h"
 #include "fileio.h"
+#include "recommend.h"
 #include "report.h"
 #include "report_util.h"
+
+static const char *recipe_color(const char *recipe) {
+  static const char *const palette[] = {"#1f77b4", "#17becf", "#2ca02c", "#8c8c00", "#ff7f0e", "#d62728", "#9467bd"};
+  int rank = precis_recipe_rank(recipe);
+  return rank >= 0 && rank < (int)(sizeof palette / sizeof palette[0]) ? palette[rank] : "#7f7f7f";
+}
+
+static const char style[] =
+    "<style>\n"
+    "body{font-family:'DejaVu Sans',Verdana,sans-serif;margin:20px auto;max-width:1180px;color:#222;"
+    "background:#fff;font-size:14px;padding:0 12px}\n"
+    "h1{font-size:24px;margin:0 0 8px}h2{font-size:19px;margin:26px 0 6px;border-bottom:2px solid #ddd}"
+    "h3{font-size:15px;margin:12px 0 4px}\n"
+    ".banner{padding:8px 12px;margin:8px 0;border-radius:4px}\n"
+    ".incomplete{background:#fde2e2;border:2px solid #c00;color:#900;font-weight:bold;font-size:16px}\n"
+    ".cpu{background:#fff6d6;border:1px solid #d9b000}\n"
+    ".decision{background:#e7f4e7;border:1px solid #3a3}\n.nodecision{background:#fde2e2;border:1px solid #c33}\n"
+    "table{border-collapse:collapse;margin:6px 0}td,th{border:1px solid #ccc;padding:2px 7px;font-size:12.5px;"
+    "text-align:right}th{background:#f3f3f3}td.t,th.t{text-align:left}\n"
+    ".kv td,.kv th{text-align:left}.pass{color:#070}.fail{color:#b00;font-weight:bold}\n"
+    ".charts{display:flex;flex-wrap:wrap;gap:14px}.chart{border:1px solid #e3e3e3;padding:4px}\n"
+    ".chart p{margin:2px 4px;font-size:12px;color:#555;max-width:540px}\n"
+    "svg text{font-family:'DejaVu Sans',Verdana,sans-serif;font-size:11px;fill:#222}\n"
+    "svg .axis{stroke:#444;stroke-width:1}svg .grid{stroke:#e5e5e5;stroke-width:1}\n"
+    "svg .pareto{fill:none;stroke:#555;stroke-width:1.5;stroke-dasharray:6 4}\n"
+    "svg .recommended-ring{fill:none;stroke:#e0a800;stroke-width:3}\n"
+    "svg .lat-box{fill-opacity:.25;stroke-width:1.2}svg .lat-median{stroke:#000;stroke-width:2}\n"
+    "svg .lat-whisker{stroke:#555;stroke-width:1}svg .lat-sample{fill-opacity:.55}\n"
+    ".muted{color:#666;font-size:12px}\n"
+    "</style>\n";
+
+/* ------------------------------------------------------------ scatter: error vs throughput */
+
+enum { SC_W = 540, SC_H = 350, SC_L = 72, SC_R = 24, SC_T = 18, SC_B = 48 };
+
+typedef struct point {
+  const precis_row *row;
+  double x, y;   /* tflops, error as plotted (exact zeros at the floor) */
+  bool exact, front;
+} point;
+
+static void nice_ticks(double max, double *step) {
+  double raw = max / 5, mag = pow(10, floor(log10(raw)));
+  double norm = raw / mag;
+  *step = (norm <= 1 ? 1 : norm <= 2 ? 2 : norm <= 5 ? 5 : 10) * mag;
+}
+
+static void html_scatter(precis_buf *b, const precis_report *report, const char *workload, const char *recommended,
+                         bool cpu) {
+  point pts[64];
+  size_t n = 0;
+  double min_pos = INFINITY, max_err = 0, max_x = 0;
+  precis_buf skipped;
+  precis_buf_init(&skipped);
+  for (size_t i = 0; i < report->n_rows; i++) {
+    const precis_row *row = &report->rows[i];
+    if (strcmp(row->workload, workload) != 0) continue;
+    const precis_metric_value *rel = &row->error[PRECIS_METRIC_REL_FRO];
+    if (row->status != PRECIS_ROW_OK || !rel->present || isnan(rel->worst) || !(row->tflops > 0) || n == 64) {
+      precis_buf_append(&skipped, skipped.len ? ", " : "");
+      precis_buf_html(&skipped, row->recipe);
+      precis_buf_append(&skipped, " (");
+      precis_buf_html(&skipped, row->status != PRECIS_ROW_OK ? precis_row_status_str(row->status) : "no error or throughput");
+      precis_buf_append(&skipped, ")");
+      continue;
+    }
+    pts[n] = (point){.row = row, .x = row->tflops, .y = rel->worst, .exact = rel->worst <= 0};
+    if (rel->worst > 0 && rel->worst < min_pos) min_pos = rel->worst;
+    if (rel->worst > max_err) max_err = rel->worst;
+    if (row->tflops > max_x) max_x = row->tflops;
+    n++;
+  }
+  double floor_err = isfinite(min_pos) ? min_pos / 10 : 1e-12;
+  if (max_err <= 0) max_err = floor_err * 10;
+  for (size_t i = 0; i < n; i++)
+    if (pts[i].exact) pts[i].y = floor_err;
+  /* Pareto front: no other point is at least as fast and at least as accurate, and better in one. */
+  for (size_t i = 0; i < n; i++) {
+    pts[i].front = true;
+    for (size_t j = 0; j < n && pts[i].front; j++)
+      if (j != i && pts[j].x >= pts[i].x && pts[j].y <= pts[i].y && (pts[j].x > pts[i].x || pts[j].y < pts[i].y))
+        pts[i].front = false;
+  }
+  double lo = floor(log10(floor_err < min_pos ? floor_err : min_pos)), hi = ceil(log10(max_err));
+  if (!isfinite(lo)) lo = -12;
+  if (hi <= lo) hi = lo + 1;
+  double step;
+  if (max_x <= 0) max_x = 1;
+  nice_ticks(max_x * 1.08, &step);
+  double x_max = ceil(max_x * 1.08 / step) * step;
+  double pw = SC_W - SC_L - SC_R, ph = SC_H - SC_T - SC_B;
+#define SX(v) (SC_L + (v) / x_max * pw)
+#define SY(v) (SC_T + (hi - log10(v)) / (hi - lo) * ph)
+  precis_buf_appendf(b, "<div class=\"chart\"><svg class=\"scatter\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
+                        "role=\"img\" aria-label=\"error against throughput\">\n",
+                     SC_W, SC_H, SC_W, SC_H);
+  for (double e = lo; e <= hi + 1e-9; e += 1) {
+    double y = SC_T + (hi - e) / (hi - lo) * ph;
+    precis_buf_appendf(b, "<line class=\"grid\" x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\"/>"
+                          "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">1e%d</text>\n",
+                       SC_L, SC_W - SC_R, y, y, SC_L - 5, y + 4, (int)e);
+  }
+  for (double v = 0; v <= x_max + step / 2; v += step) {
+    double x = SX(v);
+    precis_buf_appendf(b, "<line class=\"grid\" x1=\"%.1f\" x2=\"%.1f\" y1=\"%d\" y2=\"%d\"/>"
+                          "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%.3g</text>\n",
+                       x, x, SC_T, SC_H - SC_B, x, SC_H - SC_B + 15, v);
+  }
+  precis_buf_appendf(b, "<line class=\"axis\" x1=\"%d\" x2=\"%d\" y1=\"%d\" y2=\"%d\"/>"
+                        "<line class=\"axis\" x1=\"%d\" x2=\"%d\" y1=\"%d\" y2=\"%d\"/>\n",
+                     SC_L, SC_W - SC_R, SC_H - SC_B, SC_H - SC_B, SC_L, SC_L, SC_T, SC_H - SC_B);
+  precis_buf_appendf(b, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">throughput, TFLOP/s%s</text>\n",
+                     SC_L + (int)pw / 2, SC_H - 10, cpu ? " (CPU emulation timings)" : "");
+  precis_buf_appendf(b, "<text transform=\"translate(16,%d) rotate(-90)\" text-anchor=\"middle\">rel_fro, worst "
+                        "over samples (log scale)</text>\n",
+                     SC_T + (int)ph / 2);
+  /* The front as a dashed line, from the most accurate to the fastest. */
+  size_t order[64], nf = 0;
+  for (size_t i = 0; i < n; i++)
+    if (pts[i].front) order[nf++] = i;
+  for (size_t i = 1; i < nf; i++)
+    for (size_t j = i; j > 0 && pts[order[j]].x < pts[order[j - 1]].x; j--) {
+      size_t t = order[j];
+      order[j] = order[j - 1];
+      order[j - 1] = t;
+    }
+  precis_buf_append(b, "<path class=\"pareto\" d=\"");
+  for (size_t i = 0; i < nf; i++)
+    precis_buf_appendf(b, "%s%.1f %.1f", i ? " L" : "M", SX(pts[order[i]].x), SY(pts[order[i]].y));
+  precis_buf_append(b, "\"/>\n");
+  for (size_t i = 0; i < n; i++) {
+    const precis_row *row = pts[i].row;
+    bool fail = row->verdict == PRECIS_VERDICT_FAIL;
+    bool rec = recommended && strcmp(recommended, row->recipe) == 0;
+    double cx = SX(pts[i].x), cy = SY(pts[i].y);
+    const char *color = recipe_color(row->recipe);
+    if (rec) precis_buf_appendf(b, "<circle class=\"recommended-ring\" cx=\"%.1f\" cy=\"%.1f\" r=\"10\"/>\n", cx, cy);
+    precis_buf_appendf(b, "<circle class=\"point%s%s%s\" data-recipe=\"", fail ? " fail" : "", pts[i].front ? " front" : "",
+                       rec ? " recommended" : "");
+    precis_buf_html(b, row->recipe);
+    precis_buf_appendf(b, "\" cx=\"%.1f\" cy=\"%.1f\" r=\"6\" fill=\"%s\" stroke=\"%s\" stroke-width=\"2\"><title>",
+                       cx, cy, fail ? "#fff" : color, color);
+    precis_buf_html(b, row->recipe);
+    precis_buf_appendf(b, ": rel_fro %s%.3g, %.3g TFLOP/s%s</title></circle>\n", pts[i].exact ? "0 (exact), drawn at " : "",
+                       pts[i].y, pts[i].x, fail ? ", fails its criteria" : "");
+    precis_buf_appendf(b, "<text x=\"%.1f\" y=\"%.1f\"%s>", cx + (cx > SC_W - 110 ? -10 : 10), cy - 8,
+                       cx > SC_W - 110 ? " text-anchor=\"end\"" : "");
+    precis_buf_html(b, row->recipe);
+    if (pts[i].exact) precis_buf_append(b, " (exact)");
+    if (fail) precis_buf_append(b, " (fail)");
+    if (rec) precis_buf_append(b, " \xe2\x98\x85 recommended");
+    precis_buf_append(b, "</text>\n");
+  }
+#undef SX
+#undef SY
+  precis_buf_append(b, "</svg>\n<p>Error against throughput. Filled: meets its criteria; hollow: fails. Dashed: the "
+                       "Pareto front (no other recipe is both faster and more accurate). Ring: the recommended recipe "
+                       "(lowest total latency among those passing on every workload).");
+  if (skipped.len) {
+    precis_buf_append(b, " Not plotted: ");
+    precis_buf_append(b, skipped.data);
+    precis_buf_append(b, ".");
+  }
+  precis_buf_append(b, "</p></div>\n");
+  precis_buf_free(&skipped);
+}
+
+/* ------------------------------------------------------------ memory by view */
+
+static void html_memory(precis_buf *b, const precis_report *report, const char *workload) {
+  static const char *const view_names[] = {"tensor", "tracked peak", "device peak - baseline", "untracked",
+                                           "host peak RSS (process)"};
+  static const char *const view_keys[] = {"tensor", "tracked", "device", "untracked", "host-rss"};
+  static const char *const view_colors[] = {"#4c78a8", "#f58518", "#54a24b", "#b279a2", "#9d9d9d"};
+  enum { VIEWS = 5, BAR_H = 11, LEFT = 90, WIDTH = 540, RIGHT = 110 };
+  const precis_row *rows[64];
+  size_t n = 0;
+  long long max = 0;
+  bool used[VIEWS] = {false};
+  for (size_t i = 0; i < report->n_rows && n < 64; i++) {
+    const precis_row *row = &report->rows[i];
+    if (strcmp(row->workload, workload) != 0) continue;
+    rows[n++] = row;
+  }
+  long long values[64][VIEWS];
+  for (size_t i = 0; i < n; i++) {
+    const precis_memory *m = &rows[i]->memory;
+    values[i][0] = m->tensor_bytes;
+    values[i][1] = m->tracked_peak_bytes;
+    values[i][2] = m->device_peak_bytes >= 0 && m->device_baseline_bytes >= 0 ? m->device_peak_bytes - m->device_baseline_bytes : -1;
+    values[i][3] = m->untracked_bytes;
+    values[i][4] = m->host_peak_rss_bytes;
+    for (int v = 0; v < VIEWS; v++)
+      if (values[i][v] >= 0) {
+        used[v] = true;
+        if (values[i][v] > max && v != 4) max = values[i][v];
+      }
+  }
+  /* The process's RSS (hundreds of MiB of libraries and buffers) would flatten the per-recipe
+   * views; the scale follows those, and longer RSS bars are cut and marked. */
+  long long rss_max = 0;
+  for (size_t i = 0; i < n; i++)
+    if (values[i][4] > rss_max) rss_max = values[i][4];
+  if (max == 0) max = rss_max;
+  int n_views = 0;
+  for (int v = 0; v < VIEWS; v++) n_views += used[v];
+  int group = n_views * (BAR_H + 2) + 10;
+  int height = 30 + (int)n * group + 20;
+  precis_buf_appendf(b, "<div class=\"chart\"><svg class=\"memory\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
+                        "role=\"img\" aria-label=\"memory by view\">\n",
+                     WIDTH, height, WIDTH, height);
+  int lx = LEFT;
+  for (int v = 0; v < VIEWS; v++) {
+    if (!used[v]) continue;
+    precis_buf_appendf(b, "<rect x=\"%d\" y=\"6\" width=\"10\" height=\"10\" fill=\"%s\"/><text x=\"%d\" y=\"15\">%s</text>\n",
+                       lx, view_colors[v], lx + 13, view_names[v]);
+    lx += 18 + (int)strlen(view_names[v]) * 6;
+  }
+  double scale = max > 0 ? (double)(WIDTH - LEFT - RIGHT) / (double)max : 0;
+  for (size_t i = 0; i < n; i++) {
+    int y0 = 30 + (int)i * group;
+    precis_buf_appendf(b, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">", LEFT - 6, y0 + group / 2);
+    precis_buf_html(b, rows[i]->recipe);
+    precis_buf_append(b, "</text>\n");
+    int k = 0;
+    for (int v = 0; v < VIEWS; v++) {
+      if (!used[v]) continue;
+      int y = y0 + k * (BAR_H + 2);
+      k++;
+      char label[32];
+      precis_fmt_bytes(label, sizeof label, values[i][v]);
+      double w = values[i][v] > 0 ? (double)values[i][v] * scale : 0;
+      bool cut = w > WIDTH - LEFT - RIGHT;
+      if (cut) w = WIDTH - LEFT - RIGHT;
+      if (values[i][v] >= 0) {
+        precis_buf_appendf(b, "<rect class=\"mem-bar\" data-view=\"%s\" data-recipe=\"", view_keys[v]);
+        precis_buf_html(b, rows[i]->recipe);
+        precis_buf_appendf(b, "\" x=\"%d\" y=\"%d\" width=\"%.1f\" height=\"%d\" fill=\"%s\"><title>%s: %lld bytes</title></rect>\n",
+                           LEFT, y, w < 1 && values[i][v] > 0 ? 1.0 : w, BAR_H, view_colors[v], view_names[v],
+                           values[i][v]);
+      }
+      if (cut)
+        precis_buf_appendf(b, "<path d=\"M%.1f %d l-5 %d l5 %d\" fill=\"#fff\" stroke=\"#fff\" stroke-width=\"2\"/>\n",
+                           LEFT + w, y - 1, BAR_H / 2 + 1, BAR_H / 2 + 1);
+      precis_buf_appendf(b, "<text x=\"%.1f\" y=\"%d\" class=\"muted\">%s%s</text>\n", LEFT + w + 4, y + BAR_H - 1,
+                         values[i][v] >= 0 ? label : "n/a", cut ? " (cut)" : "");
+    }
+  }
+  precis_buf_append(b, "</svg>\n<p>Memory per recipe, by view: tensor = analytic bytes of inputs, outputs and scales in "
+                       "the recipe's formats; tracked peak = the evaluator's own allocations at their peak; device "
+                       "peak - baseline and untracked (device peak - baseline - tracked) come from the device; host "
+                       "peak RSS is the whole process's, on the CPU backend.</p></div>\n");
+}
+
+/* ------------------------------------------------------------ latency distribution */
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static double quantile_sorted(const double *v, size_t n, double q) {
+  double idx = q * (double)(n - 1);
+  size_t i = (size_t)floor(idx);
+  if (i + 1 >= n) return v[n - 1];
+  return v[i] + (v[i + 1] - v[i]) * (idx - (double)i);
+}
+
+static void html_latency(precis_buf *b, const precis_report *report, const char *workload, bool cpu) {
+  enum { WIDTH = 540, LEFT = 90, RIGHT = 24, ROW_H = 30, MAX_DOTS = 300 };
+  const precis_row *rows[64];
+  size_t n = 0;
+  double max = 0;
+  for (size_t i = 0; i < report->n_rows && n < 64; i++) {
+    const precis_row *row = &report->rows[i];
+    if (strcmp(row->workload, workload) != 0 || isnan(row->time.median_ms)) continue;
+    rows[n++] = row;
+    double top = isnan(row->time.p99_ms) ? row->time.median_ms : row->time.p99_ms;
+    for (size_t s = 0; s < row->time.n_samples_ms; s++)
+      if (row->time.samples_ms[s] > top) top = row->time.samples_ms[s];
+    if (top > max) max = top;
+  }
+  int height = 20 + (int)n * ROW_H + 40;
+  precis_buf_appendf(b, "<div class=\"chart\"><svg class=\"latency\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
+                        "role=\"img\" aria-label=\"latency distribution\">\n",
+                     WIDTH, height, WIDTH, height);
+  if (n == 0) {
+    precis_buf_append(b, "<text x=\"10\" y=\"30\">no timed rows</text></svg></div>\n");
+    return;
+  }
+  double step;
+  nice_ticks(max * 1.05, &step);
+  double x_max = ceil(max * 1.05 / step) * step;
+  double pw = WIDTH - LEFT - RIGHT;
+  int axis_y = 20 + (int)n * ROW_H;
+#define LX(v) (LEFT + (v) / x_max * pw)
+  for (double v = 0; v <= x_max + step / 2; v += step)
+    precis_buf_appendf(b, "<line class=\"grid\" x1=\"%.1f\" x2=\"%.1f\" y1=\"12\" y2=\"%d\"/><text x=\"%.1f\" y=\"%d\" "
+                          "text-anchor=\"middle\">%.3g</text>\n",
+                       LX(v), LX(v), axis_y, LX(v), axis_y + 15, v);
+  precis_buf_appendf(b, "<line class=\"axis\" x1=\"%d\" x2=\"%d\" y1=\"%d\" y2=\"%d\"/>\n", LEFT, WIDTH - RIGHT, axis_y, axis_y);
+  precis_buf_appendf(b, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">latency per call, ms%s</text>\n",
+                     LEFT + (int)pw / 2, axis_y + 32, cpu ? " (CPU timings, not GPU)" : "");
+  for (size_t i = 0; i < n; i++) {
+    const precis_row *row = rows[i];
+    const precis_timing *t = &row->time;
+    int yc = 20 + (int)i * ROW_H + ROW_H / 2;
+    const char *color = recipe_color(row->recipe);
+    precis_buf_appendf(b, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">", LEFT - 6, yc + 4);
+    precis_buf_html(b, row->recipe);
+    precis_buf_append(b, "</text>\n");
+    double q1 = t->median_ms, q3 = t->median_ms, lo = t->min_ms, hi = t->p99_ms;
+    double *sorted = NULL;
+    if (t->n_samples_ms > 0 && (sorted = malloc(t->n_samples_ms * sizeof *sorted))) {
+      memcpy(sorted, t->samples_ms, t->n_samples_ms * sizeof *sorted);
+      qsort(sorted, t->n_samples_ms, sizeof *sorted, cmp_double);
+      q1 = quantile_sorted(sorted, t->n_samples_ms, 0.25);
+      q3 = quantile_sorted(sorted, t->n_samples_ms, 0.75);
+      if (isnan(lo)) lo = sorted[0];
+      if (isnan(hi)) hi = sorted[t->n_samples_ms - 1];
+    }
+    if (isnan(lo)) lo = t->median_ms;
+    if (isnan(hi)) hi = isnan(t->p95_ms) ? t->median_ms : t->p95_ms;
+    precis_buf_appendf(b, "<line class=\"lat-whisker\" x1=\"%.1f\" x2=\"%.1f\" y1=\"%d\" y2=\"%d\"/>\n", LX(lo), LX(hi), yc, yc);
+    precis_buf_appendf(b, "<rect class=\"lat-box\" data-recipe=\"");
+    precis_buf_html(b, row->recipe);
+    precis_buf_appendf(b, "\" x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"%d\" fill=\"%s\" stroke=\"%s\"><title>",
+                       LX(q1), yc - 9, fmax(LX(q3) - LX(q1), 1.0), 18, color, color);
+    precis_buf_html(b, row->recipe);
+    precis_buf_appendf(b, ": median %.4g ms, p95 %.4g ms, p99 %.4g ms, min %.4g ms, %ld samples</title></rect>\n",
+                       t->median_ms, t->p95_ms, t->p99_ms, t->min_ms, t->samples);
+    /* Samples as a strip, thinned evenly to at most MAX_DOTS, jittered deterministically. */
+    size_t stride = t->n_samples_ms > MAX_DOTS ? (t->n_samples_ms + MAX_DOTS - 1) / MAX_DOTS : 1;
+    for (size_t s = 0; s < t->n_samples_ms; s += stride) {
+      double jitter = fmod((double)s * 0.6180339887, 1.0) * 14 - 7;
+      precis_buf_appendf(b, "<circle class=\"lat-sample\" cx=\"%.1f\" cy=\"%.1f\" r=\"1.8\" fill=\"%s\"/>", LX(t->samples_ms[s]),
+                         yc + jitter, color);
+    }
+    precis_buf_appendf(b, "\n<line class=\"lat-median\" x1=\"%.1f\" x2=\"%.1f\" y1=\"%d\" y2=\"%d\"/>\n", LX(t->median_ms),
+                       LX(t->median_ms), yc - 11, yc + 11);
+    if (!isnan(t->p95_ms))
+      precis_buf_appendf(b, "<line class=\"lat-whisker\" x1=\"%.1f\" x2=\"%.1f\" y1=\"%d\" y2=\"%d\"/>\n", LX(t->p95_ms),
+                         LX(t->p95_ms), yc - 5, yc + 5);
+    free(sorted);
+  }
+#undef LX
+  precis_buf_append(b, "</svg>\n<p>Latency per call: dots are the timed samples, the box spans the 25th to 75th "
+                       "percentile, the black bar is the median, the short tick p95, the line min to p99.</p></div>\n");
+}
+
+/* ------------------------------------------------------------ tables and page */
+
+static void html_sig(precis_buf *b, double v, int digits) {
+  char num[40];
+  precis_fmt_sig(num, sizeof num, v, digits);
+  precis_buf_append(b, num);
+}
+
+static void html_rows_table(precis_buf *b, const precis_report *report, const char *workload, bool cpu) {
+  precis_buf_appendf(b, "<table><tr><th class=\"t\">recipe</th><th class=\"t\">status</th><th class=\"t\">verdict</th>"
+                        "<th>rel_fro</th><th>max_abs</th><th>max_cw</th><th>sqnr_db</th><th>nonfinite</th>"
+                        "<th>median ms%s</th><th>p95 ms</th><th>TFLOP/s</th><th>tensor</th><th>peak</th>"
+                        "<th class=\"t\">criteria / reason</th></tr>\n",
+                     cpu ? " (CPU)" : "");
+  for (size_t i = 0; i < report->n_rows; i++) {
+    const precis_row *row = &report->rows[i];
+    if (strcmp(row->workload, workload) != 0) continue;
+    bool ok = row->status == PRECIS_ROW_OK;
+    precis_buf_append(b, "<tr><td class=\"t\" title=\"");
+    precis_buf_html(b, row->recipe_description);
+    precis_buf_append(b, "\">");
+    precis_buf_html(b, row->recipe);
+    precis_buf_appendf(b, "</td><td class=\"t%s\">%s</td>", ok ? "" : " fail", precis_row_status_str(row->status));
+    const char *verdict = precis_verdict_str(row->verdict);
+    precis_buf_appendf(b, "<td class=\"t %s\">%s</td>", verdict ? verdict : "", verdict ? verdict : "-");
+    static const precis_metric_id shown[] = {PRECIS_METRIC_REL_FRO, PRECIS_METRIC_MAX_ABS, PRECIS_METRIC_MAX_CW,
+                                             PRECIS_METRIC_SQNR_DB, PRECIS_METRIC_NONFINITE};
+    for (size_t j = 0; j < sizeof shown / sizeof shown[0]; j++) {
+      precis_buf_append(b, "<td>");
+      const precis_metric_value *v = &row->error[shown[j]];
+      if (!ok) precis_buf_append(b, "-");
+      else if (!v->present) precis_buf_append(b, shown[j] == PRECIS_METRIC_SQNR_DB ? "exact" : "null");
+      else html_sig(b, v->worst, 3);
+      precis_buf_append(b, "</td>");
+    }
+    char bytes[32];
+    precis_buf_append(b, "<td>");
+    html_sig(b, row->time.median_ms, 4);
+    precis_buf_append(b, "</td><td>");
+    html_sig(b, row->time.p95_ms, 4);
+    precis_buf_append(b, "</td><td>");
+    html_sig(b, row->tflops, 3);
+    precis_fmt_bytes(bytes, sizeof bytes, row->memory.tensor_bytes);
+    precis_buf_appendf(b, "</td><td>%s</td>", bytes);
+    precis_fmt_bytes(bytes, sizeof bytes, precis_row_peak_bytes(row));
+    precis_buf_appendf(b, "<td>%s</td><td class=\"t\">", bytes);
+    if (!ok) {
+      precis_buf_html(b, row->reason ? row->reason : "(no reason recorded)");
+    } else {
+      for (size_t c = 0; c < row->criteria.count; c++) {
+        char text[96];
+        precis_criterion_format(&row->criteria.items[c], text, sizeof text);
+        precis_buf_append(b, c ? ", " : "");
+        precis_buf_html(b, text);
+      }
+      if (row->verdict == PRECIS_VERDICT_FAIL && row->verdict_detail) {
+        precis_buf_append(b, " <span class=\"fail\">");
+        precis_buf_html(b, row->verdict_detail);
+        precis_buf_append(b, "</span>");
+      }
+    }
+    precis_buf_append(b, "</td></tr>\n");
+  }
+  precis_buf_append(b, "</table>\n");
+}
 
 static void html_kv_table(precis_buf *b, const precis_kv_list *list) {
   precis_buf_append(b, "<table class=\"kv\">\n");
@@ -20,15 +439,126 @@ static void html_kv_table(precis_buf *b, const precis_kv_list *list) {
   precis_buf_append(b, "</table>\n");
 }
 
+static void html_decision(precis_buf *b, const precis_report *report, const precis_recommendation *rec, bool have_rec) {
+  if (!have_rec) return;
+  if (rec->chosen >= 0) {
+    const precis_recipe_outcome *w = &rec->outcomes[rec->chosen];
+    precis_buf_append(b, "<p class=\"banner decision\"><b>Recommended: ");
+    precis_buf_html(b, w->recipe);
+    precis_buf_append(b, "</b> &mdash; meets each row's criteria on every workload with the lowest total median latency");
+    if (!isnan(w->speedup_vs_fp32)) precis_buf_appendf(b, " (%.2fx the speed of fp32", w->speedup_vs_fp32);
+    if (!isnan(w->memory_vs_fp32)) precis_buf_appendf(b, ", %.2fx its memory)", w->memory_vs_fp32);
+    else if (!isnan(w->speedup_vs_fp32)) precis_buf_append(b, ")");
+    precis_buf_append(b, ". <span class=\"muted\">precis recommend report.json gives the full evidence.</span></p>\n");
+  } else {
+    precis_buf_append(b, "<p class=\"banner nodecision\"><b>No recipe meets the criteria on every workload.</b>");
+    if (rec->closest_miss >= 0) {
+      const precis_recipe_outcome *c = &rec->outcomes[rec->closest_miss];
+      precis_buf_append(b, " Closest miss: ");
+      precis_buf_html(b, c->recipe);
+      precis_buf_append(b, " on ");
+      precis_buf_html(b, c->failed_workload);
+      precis_buf_append(b, ": ");
+      precis_buf_html(b, c->failed_what);
+      precis_buf_append(b, ".");
+    }
+    precis_buf_append(b, "</p>\n");
+  }
+  (void)report;
+}
+
 static char *html_text(const precis_report *report) {
   precis_buf b;
   precis_buf_init(&b);
-  precis_buf_append(&b, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>precis report</title>"
-                        "</head><body>\n<h1>precis report</h1>\n");
-  if (!report->complete) precis_buf_append(&b, "<p class=\"incomplete\">INCOMPLETE REPORT</p>\n");
+  bool cpu = precis_report_is_cpu_emulation(report);
+  precis_recommendation rec;
+  precis_recommend_options options = {.objective = PRECIS_OBJECTIVE_LATENCY};
+  bool have_rec = report->n_rows > 0 && precis_recommend(report, &options, &rec) == PRECIS_OK;
+  const char *recommended = have_rec && rec.chosen >= 0 ? rec.outcomes[rec.chosen].recipe : NULL;
+
+  precis_buf_append(&b, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
+                        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+                        "<title>precis report</title>\n");
+  precis_buf_append(&b, style);
+  precis_buf_append(&b, "</head><body>\n<h1>precis report</h1>\n");
+  if (!report->complete)
+    precis_buf_append(&b, "<p class=\"banner incomplete\">INCOMPLETE REPORT: the run ended early (interrupted or stopped "
+                          "by an error); only the rows shown were measured.</p>\n");
+  precis_buf_append(&b, "<p class=\"banner cpu\">Backend: <b>");
+  precis_buf_html(&b, precis_report_backend(report));
+  precis_buf_append(&b, "</b>");
+  if (cpu)
+    precis_buf_append(&b, ". <b>All timings and throughputs are CPU timings</b> of a software emulation of the number "
+                          "formats, not GPU figures. Float recipes are emulated with FP32 products and sums (tensor "
+                          "cores round differently); INT8 is exact.");
+  else {
+    const char *device = precis_kv_get(&report->environment, "device");
+    if (device) {
+      precis_buf_append(&b, " on ");
+      precis_buf_html(&b, device);
+    }
+  }
+  precis_buf_append(&b, "</p>\n<p class=\"muted\">precis ");
+  precis_buf_html(&b, report->tool_version ? report->tool_version : "?");
+  if (report->tool_commit) {
+    precis_buf_append(&b, " (commit ");
+    precis_buf_html(&b, report->tool_commit);
+    precis_buf_append(&b, ")");
+  }
+  precis_buf_append(&b, " &middot; dataset ");
+  precis_buf_html(&b, report->dataset_path ? report->dataset_path : "-");
+  precis_buf_append(&b, " &middot; dataset_id ");
+  precis_buf_html(&b, report->dataset_id ? report->dataset_id : "-");
+  const char *when = precis_kv_get(&report->environment, "utc_time");
+  if (when) {
+    precis_buf_append(&b, " &middot; ");
+    precis_buf_html(&b, when);
+  }
+  precis_buf_append(&b, "</p>\n");
+  html_decision(&b, report, &rec, have_rec);
+
+  size_t n_workloads;
+  const char **workloads = precis_report_workloads(report, &n_workloads);
+  for (size_t w = 0; workloads && w < n_workloads; w++) {
+    const precis_row *first = precis_report_find_row(report, workloads[w], report->rows[0].recipe);
+    for (size_t i = 0; !first && i < report->n_rows; i++)
+      if (strcmp(report->rows[i].workload, workloads[w]) == 0) first = &report->rows[i];
+    precis_buf_appendf(&b, "<section class=\"workload\" id=\"workload-%zu\">\n<h2>Workload ", w + 1);
+    precis_buf_html(&b, workloads[w]);
+    precis_buf_appendf(&b, "</h2>\n<p>m=%lld, n=%lld, k=%lld, batch=%lld", first->m, first->n, first->k, first->batch);
+    if (first->description && first->description[0]) {
+      precis_buf_append(&b, " &middot; ");
+      precis_buf_html(&b, first->description);
+    }
+    precis_buf_append(&b, "</p>\n<div class=\"charts\">\n");
+    html_scatter(&b, report, workloads[w], recommended, cpu);
+    html_latency(&b, report, workloads[w], cpu);
+    html_memory(&b, report, workloads[w]);
+    precis_buf_append(&b, "</div>\n");
+    html_rows_table(&b, report, workloads[w], cpu);
+    precis_buf_append(&b, "</section>\n");
+  }
+  free(workloads);
+  if (report->n_rows == 0) precis_buf_append(&b, "<p>No rows were measured.</p>\n");
+
+  precis_buf_append(&b, "<h2>Settings</h2>\n<table class=\"kv\"><tr><th>recipes</th><td>");
+  for (size_t i = 0; i < report->n_recipes; i++) {
+    precis_buf_append(&b, i ? ", " : "");
+    precis_buf_html(&b, report->recipes[i]);
+  }
+  precis_buf_append(&b, "</td></tr><tr><th>criteria</th><td>");
+  if (report->n_criteria == 0) precis_buf_append(&b, "the recipe defaults (listed per row)");
+  for (size_t i = 0; i < report->n_criteria; i++) {
+    precis_buf_append(&b, i ? ", " : "");
+    precis_buf_html(&b, report->criteria[i]);
+  }
+  precis_buf_append(&b, "</td></tr></table>\n");
+  html_kv_table(&b, &report->settings);
   precis_buf_append(&b, "<h2>Environment</h2>\n");
   html_kv_table(&b, &report->environment);
-  precis_buf_append(&b, "</body></html>\n");
+  precis_buf_append(&b, "<p class=\"muted\">report.json next to this file is the source of truth; report.csv has one "
+                        "line per workload and recipe with every metric.</p>\n</body></html>\n");
+  if (have_rec) precis_recommendation_free(&rec);
   return precis_buf_take(&b);
 }
 
