@@ -1,0 +1,176 @@
+#include "lt_matmul.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "cuda_check.h"
+
+/* src/ carries cuBLAS enum values as plain integers: they must be the real ones. */
+#define SAME_VALUE(ours, theirs) ((int)(ours) == (int)(theirs))
+_Static_assert(SAME_VALUE(PRECIS_LT_OP_N, CUBLAS_OP_N) && SAME_VALUE(PRECIS_LT_OP_T, CUBLAS_OP_T),
+               "cublasOperation_t values");
+_Static_assert(SAME_VALUE(PRECIS_LT_COMPUTE_16F, CUBLAS_COMPUTE_16F) && SAME_VALUE(PRECIS_LT_COMPUTE_32F, CUBLAS_COMPUTE_32F) &&
+                   SAME_VALUE(PRECIS_LT_COMPUTE_32I, CUBLAS_COMPUTE_32I) &&
+                   SAME_VALUE(PRECIS_LT_COMPUTE_32F_FAST_TF32, CUBLAS_COMPUTE_32F_FAST_TF32),
+               "cublasComputeType_t values");
+_Static_assert(SAME_VALUE(PRECIS_CUDA_R_32F, CUDA_R_32F) && SAME_VALUE(PRECIS_CUDA_R_64F, CUDA_R_64F) &&
+                   SAME_VALUE(PRECIS_CUDA_R_16F, CUDA_R_16F) && SAME_VALUE(PRECIS_CUDA_R_8I, CUDA_R_8I) &&
+                   SAME_VALUE(PRECIS_CUDA_R_32I, CUDA_R_32I) && SAME_VALUE(PRECIS_CUDA_R_16BF, CUDA_R_16BF) &&
+                   SAME_VALUE(PRECIS_CUDA_R_8F_E4M3, CUDA_R_8F_E4M3) && SAME_VALUE(PRECIS_CUDA_R_8F_E5M2, CUDA_R_8F_E5M2),
+               "cudaDataType_t values");
+
+static precis_status make_layout(cublasLtMatrixLayout_t *out, const precis_lt_matrix *m) {
+  precis_status st = PRECIS_OK;
+  PRECIS_TRY(cublas, cublasLtMatrixLayoutCreate(out, (cudaDataType_t)m->data_type, (uint64_t)m->rows,
+                                                (uint64_t)m->cols, (int64_t)m->ld));
+  if (m->batch_count > 1) {
+    int32_t count = m->batch_count;
+    int64_t stride = m->batch_stride;
+    PRECIS_TRY(cublas, cublasLtMatrixLayoutSetAttribute(*out, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count));
+    PRECIS_TRY(cublas, cublasLtMatrixLayoutSetAttribute(*out, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
+                                                        sizeof stride));
+  }
+done:
+  return st;
+}
+
+precis_status precis_lt_call_init(precis_lt_call *call, const precis_gemm_plan *plan, const void *A_lt, const void *B_lt,
+                                  void *D, const float *d_scale_a_slot, const float *d_scale_b_slot, void *workspace,
+                                  size_t workspace_bytes) {
+  precis_status st = PRECIS_OK;
+  memset(call, 0, sizeof *call);
+  call->plan = plan;
+  call->A = A_lt;
+  call->B = B_lt;
+  call->D = D;
+  call->workspace = workspace;
+  call->workspace_bytes = workspace_bytes;
+  switch (plan->scale_type) {
+  case PRECIS_CUDA_R_16F:
+    call->alpha.f16_bits = 0x3c00; /* 1.0 as binary16 */
+    call->beta.f16_bits = 0x0000;
+    break;
+  case PRECIS_CUDA_R_32I:
+    call->alpha.i32 = 1;
+    call->beta.i32 = 0;
+    break;
+  default:
+    call->alpha.f32 = 1.0f;
+    call->beta.f32 = 0.0f;
+    break;
+  }
+  cublasOperation_t transa = (cublasOperation_t)plan->transa, transb = (cublasOperation_t)plan->transb;
+  PRECIS_TRY(cublas, cublasLtMatmulDescCreate(&call->desc, (cublasComputeType_t)plan->compute_type,
+                                              (cudaDataType_t)plan->scale_type));
+  PRECIS_TRY(cublas, cublasLtMatmulDescSetAttribute(call->desc, CUBLASLT_MATMUL_DESC_TRANSA, &transa, sizeof transa));
+  PRECIS_TRY(cublas, cublasLtMatmulDescSetAttribute(call->desc, CUBLASLT_MATMUL_DESC_TRANSB, &transb, sizeof transb));
+  if (d_scale_a_slot)
+    PRECIS_TRY(cublas, cublasLtMatmulDescSetAttribute(call->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &d_scale_a_slot,
+                                                      sizeof d_scale_a_slot));
+  if (d_scale_b_slot)
+    PRECIS_TRY(cublas, cublasLtMatmulDescSetAttribute(call->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &d_scale_b_slot,
+                                                      sizeof d_scale_b_slot));
+  st = make_layout(&call->a, &plan->lt_a);
+  if (st == PRECIS_OK) st = make_layout(&call->b, &plan->lt_b);
+  if (st == PRECIS_OK) st = make_layout(&call->c, &plan->lt_c);
+  if (st == PRECIS_OK) st = make_layout(&call->d, &plan->lt_d);
+  if (st != PRECIS_OK) goto done;
+  PRECIS_TRY(cublas, cublasLtMatmulPreferenceCreate(&call->preference));
+  uint64_t limit = workspace_bytes;
+  PRECIS_TRY(cublas, cublasLtMatmulPreferenceSetAttribute(call->preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                          &limit, sizeof limit));
+done:
+  if (st != PRECIS_OK) precis_lt_call_destroy(call);
+  return st;
+}
+
+void precis_lt_call_destroy(precis_lt_call *call) {
+  if (call->preference) cublasLtMatmulPreferenceDestroy(call->preference);
+  if (call->d) cublasLtMatrixLayoutDestroy(call->d);
+  if (call->c) cublasLtMatrixLayoutDestroy(call->c);
+  if (call->b) cublasLtMatrixLayoutDestroy(call->b);
+  if (call->a) cublasLtMatrixLayoutDestroy(call->a);
+  if (call->desc) cublasLtMatmulDescDestroy(call->desc);
+  call->preference = NULL;
+  call->a = call->b = call->c = call->d = NULL;
+  call->desc = NULL;
+}
+
+precis_status precis_lt_call_candidates(precis_lt_call *call, cublasLtHandle_t handle, int max,
+                                        cublasLtMatmulHeuristicResult_t *results, int *count) {
+  *count = 0;
+  if (max < 1) max = 1;
+  if (max > PRECIS_LT_MAX_CANDIDATES) max = PRECIS_LT_MAX_CANDIDATES;
+  const precis_gemm_plan *p = call->plan;
+  cublasLtMatmulHeuristicResult_t found[PRECIS_LT_MAX_CANDIDATES];
+  memset(found, 0, sizeof found);
+  int returned = 0;
+  cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(handle, call->desc, call->a, call->b, call->c, call->d,
+                                                         call->preference, max, found, &returned);
+  if (status != CUBLAS_STATUS_SUCCESS || returned == 0)
+    return precis_fail(PRECIS_E_UNSUPPORTED,
+                       "cuBLASLt has no algorithm for %s (%s, m=%lld n=%lld k=%lld batch %d, workspace <= %zu bytes): "
+                       "cublasLtMatmulAlgoGetHeuristic returned %s (%s) with %d candidates",
+                       p->recipe->name, p->tn ? "TN" : "NN", (long long)p->lt_m, (long long)p->lt_n, (long long)p->lt_k,
+                       (int)p->lt_d.batch_count, call->workspace_bytes, cublasLtGetStatusName(status),
+                       cublasLtGetStatusString(status), returned);
+  for (int i = 0; i < returned; i++)
+    if (found[i].state == CUBLAS_STATUS_SUCCESS) results[(*count)++] = found[i];
+  if (*count == 0)
+    return precis_fail(PRECIS_E_UNSUPPORTED, "cuBLASLt returned %d candidates for %s, none usable (first state %s)",
+                       returned, p->recipe->name, cublasLtGetStatusName(found[0].state));
+  return PRECIS_OK;
+}
+
+cublasStatus_t precis_lt_call_run(const precis_lt_call *call, cublasLtHandle_t handle, const cublasLtMatmulAlgo_t *algo,
+                                  cudaStream_t stream) {
+  /* beta = 0 and C is D's buffer: cuBLASLt does not read C. */
+  return cublasLtMatmul(handle, call->desc, &call->alpha, call->A, call->a, call->B, call->b, &call->beta, call->D,
+                        call->c, call->D, call->d, algo, call->workspace, call->workspace_bytes, stream);
+}
+
+static long long algo_attr(const cublasLtMatmulAlgo_t *algo, cublasLtMatmulAlgoConfigAttributes_t attr, bool *ok) {
+  /* Every attribute read here is 4 bytes (int32_t or uint32_t); the size must match exactly. */
+  uint32_t value = 0;
+  size_t written = 0;
+  *ok = cublasLtMatmulAlgoConfigGetAttribute(algo, attr, &value, sizeof value, &written) == CUBLAS_STATUS_SUCCESS &&
+        written == sizeof value;
+  return (long long)(int32_t)value;
+}
+
+void precis_lt_algo_describe(const cublasLtMatmulHeuristicResult_t *result, size_t workspace_limit,
+                             precis_kv_list *details) {
+  static const struct {
+    const char *key;
+    cublasLtMatmulAlgoConfigAttributes_t attr;
+  } attrs[] = {
+      {"algo_id", CUBLASLT_ALGO_CONFIG_ID},
+      {"algo_tile", CUBLASLT_ALGO_CONFIG_TILE_ID},
+      {"algo_stages", CUBLASLT_ALGO_CONFIG_STAGES_ID},
+      {"algo_splitk", CUBLASLT_ALGO_CONFIG_SPLITK_NUM},
+      {"algo_reduction_scheme", CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME},
+      {"algo_swizzle", CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING},
+      {"algo_custom_option", CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION},
+  };
+  for (size_t i = 0; i < sizeof attrs / sizeof attrs[0]; i++) {
+    bool ok = false;
+    long long v = algo_attr(&result->algo, attrs[i].attr, &ok);
+    if (ok)
+      precis_kv_set_int(details, attrs[i].key, v);
+    else
+      precis_kv_set(details, attrs[i].key, NULL);
+  }
+  precis_kv_set_int(details, "workspace_bytes", (long long)result->workspaceSize);
+  precis_kv_set_int(details, "workspace_limit_bytes", (long long)workspace_limit);
+  precis_kv_set_number(details, "algo_waves", result->wavesCount);
+}
+
+void precis_lt_algo_summary(const cublasLtMatmulAlgo_t *algo, char *buf, size_t len) {
+  bool ok[5];
+  long long id = algo_attr(algo, CUBLASLT_ALGO_CONFIG_ID, &ok[0]);
+  long long tile = algo_attr(algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &ok[1]);
+  long long stages = algo_attr(algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, &ok[2]);
+  long long splitk = algo_attr(algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &ok[3]);
+  long long red = algo_attr(algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &ok[4]);
+  snprintf(buf, len, "algo %lld tile %lld stages %lld splitK %lld reduction %lld", id, tile, stages, splitk, red);
+}
