@@ -22,6 +22,11 @@ typedef struct precis_workload_info {
   int64_t m, n, k, batch;
   bool b_batched;        /* b is [batch, k, n] (else [k, n], shared across the batch) */
   int64_t calib_samples; /* rows of /calib/a's first dimension; 0 when absent */
+  /* Optional attribute `reference` (how c_ref was computed); "" when the file does not say. */
+  char *reference;
+  bool checksummed;       /* every dataset of the workload has the Fletcher32 filter */
+  bool compressed;        /* some dataset is gzip-compressed */
+  uint64_t stored_bytes;  /* bytes the workload's datasets occupy in the file */
 } precis_workload_info;
 
 typedef struct precis_workload_data {
@@ -48,9 +53,38 @@ typedef struct precis_dataset {
 precis_status precis_dataset_open(const char *path, precis_dataset **out);
 /* Reads every dataset in full so that each chunk's checksum is verified (precis inspect). */
 precis_status precis_dataset_verify_data(precis_dataset *ds);
+/* The same, and recomputes dataset_id from the contents (dataset_digest.h) into id_hex. */
+precis_status precis_dataset_verify_data_id(precis_dataset *ds, char id_hex[65]);
+/* Bytes the workload's arrays take in memory (a, b, c_ref, ab_abs, calib/a). */
+uint64_t precis_workload_bytes(const precis_workload_info *info);
 precis_status precis_dataset_load(precis_dataset *ds, size_t index, precis_workload_data *out);
 void precis_workload_data_free(precis_workload_data *d);
 void precis_dataset_close(precis_dataset *ds);
+
+/* Writer used by gen and import: the file is created under a temporary name next to path and
+ * renamed into place by precis_dataset_writer_commit; abort (or any failure) removes it. */
+typedef struct precis_dataset_writer precis_dataset_writer;
+typedef struct precis_dataset_write_options {
+  bool force;     /* replace an existing file */
+  int gzip_level; /* 0: no compression; 1..9: deflate */
+} precis_dataset_write_options;
+typedef struct precis_dataset_root_attrs {
+  const char *generator;
+  const char *created_utc;
+  uint64_t seed;
+  const char *suite;
+  const char *dataset_id;
+} precis_dataset_root_attrs;
+precis_status precis_dataset_writer_open(const char *path, const precis_dataset_write_options *options,
+                                         precis_dataset_writer **out);
+/* Writes /workloads/<info->name> (name, kind, m, n, k, batch, b_batched, calib_samples,
+ * description, a_dist, b_dist and reference are used) with data->calib_a when calib_samples > 0. */
+precis_status precis_dataset_writer_add(precis_dataset_writer *w, const precis_workload_info *info,
+                                        const precis_workload_data *data);
+precis_status precis_dataset_writer_commit(precis_dataset_writer *w, const precis_dataset_root_attrs *root);
+void precis_dataset_writer_abort(precis_dataset_writer *w);
+/* Workload names become HDF5 group names: non-empty, no '/', not made of dots only. */
+precis_status precis_dataset_check_name(const char *name);
 
 /* Writer for evaluated outputs (--save-outputs): /workloads/<name>/<recipe>/c as float32
  * [batch, m, n], written to a temporary file and renamed by close when ok. */

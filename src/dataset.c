@@ -1,0 +1,1091 @@
+/* The dataset format of DESIGN §4 (docs/dataset-format.md): reader, validator and writer, and the
+ * writer of evaluated outputs (--save-outputs). HDF5 prints nothing itself: its error stack is
+ * turned into precis messages that name the file and the object. */
+#include "dataset.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <hdf5.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "dataset_digest.h"
+#include "fileio.h"
+#include "results.h"
+
+/* ------------------------------------------------------------------------------------------------
+ * HDF5 errors */
+
+static void hdf5_quiet(void) { H5Eset_auto2(H5E_DEFAULT, NULL, NULL); }
+
+typedef struct hdf5_error_scan {
+  bool checksum;
+  char innermost[256];
+} hdf5_error_scan;
+
+static herr_t scan_error(unsigned n, const H5E_error2_t *err, void *data) {
+  hdf5_error_scan *scan = data;
+  const char *desc = err->desc ? err->desc : "";
+  if (n == 0) snprintf(scan->innermost, sizeof scan->innermost, "%s", desc);
+  if (strcasestr(desc, "checksum") || strcasestr(desc, "fletcher32")) scan->checksum = true;
+  return 0;
+}
+
+/* Reads the current HDF5 error stack (then clears it). */
+static hdf5_error_scan hdf5_last_error(void) {
+  hdf5_error_scan scan = {false, ""};
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, scan_error, &scan);
+  H5Eclear2(H5E_DEFAULT);
+  if (!scan.innermost[0]) snprintf(scan.innermost, sizeof scan.innermost, "HDF5 call failed");
+  return scan;
+}
+
+static void close_id(hid_t *id) {
+  if (*id < 0) return;
+  switch (H5Iget_type(*id)) {
+  case H5I_FILE: H5Fclose(*id); break;
+  case H5I_GROUP: H5Gclose(*id); break;
+  case H5I_DATASET: H5Dclose(*id); break;
+  case H5I_DATASPACE: H5Sclose(*id); break;
+  case H5I_DATATYPE: H5Tclose(*id); break;
+  case H5I_ATTR: H5Aclose(*id); break;
+  case H5I_GENPROP_LST: H5Pclose(*id); break;
+  default: break;
+  }
+  *id = -1;
+}
+
+/* ------------------------------------------------------------------------------------------------
+ * Describing what was found */
+
+static void describe_type(hid_t type, char *buf, size_t len) {
+  H5T_class_t cls = H5Tget_class(type);
+  size_t size = H5Tget_size(type);
+  switch (cls) {
+  case H5T_FLOAT: snprintf(buf, len, "float%zu", size * 8); break;
+  case H5T_INTEGER: snprintf(buf, len, "%sint%zu", H5Tget_sign(type) == H5T_SGN_NONE ? "u" : "", size * 8); break;
+  case H5T_STRING: snprintf(buf, len, "string"); break;
+  case H5T_COMPOUND: snprintf(buf, len, "compound"); break;
+  case H5T_ENUM: snprintf(buf, len, "enum (e.g. bool)"); break;
+  case H5T_ARRAY: snprintf(buf, len, "array"); break;
+  case H5T_VLEN: snprintf(buf, len, "variable-length sequence"); break;
+  case H5T_OPAQUE: snprintf(buf, len, "opaque"); break;
+  case H5T_REFERENCE: snprintf(buf, len, "reference"); break;
+  case H5T_BITFIELD: snprintf(buf, len, "bitfield"); break;
+  default: snprintf(buf, len, "unknown type"); break;
+  }
+}
+
+static void describe_dims(int rank, const int64_t *dims, char *buf, size_t len) {
+  size_t used = (size_t)snprintf(buf, len, "[");
+  for (int i = 0; i < rank && used < len; i++)
+    used += (size_t)snprintf(buf + used, len - used, "%s%" PRId64, i ? "," : "", dims[i]);
+  if (used < len) snprintf(buf + used, len - used, "]");
+}
+
+/* ------------------------------------------------------------------------------------------------
+ * Attributes: strings variable- or fixed-length, integers of any width and sign */
+
+static precis_status open_attr(const char *file, hid_t obj, const char *obj_path, const char *name, const char *expected,
+                               hid_t *attr) {
+  htri_t exists = H5Aexists(obj, name);
+  if (exists <= 0) {
+    H5Eclear2(H5E_DEFAULT);
+    return precis_fail(PRECIS_E_INPUT, "%s: %s: missing attribute %s (expected %s)", file, obj_path, name, expected);
+  }
+  *attr = H5Aopen(obj, name, H5P_DEFAULT);
+  if (*attr < 0)
+    return precis_fail(PRECIS_E_INPUT, "%s: %s: attribute %s cannot be opened: %s", file, obj_path, name,
+                       hdf5_last_error().innermost);
+  return PRECIS_OK;
+}
+
+static precis_status check_single_element(const char *file, hid_t attr, const char *obj_path, const char *name,
+                                          const char *expected) {
+  hid_t space = H5Aget_space(attr);
+  hssize_t points = space >= 0 ? H5Sget_simple_extent_npoints(space) : -1;
+  if (space >= 0) H5Sclose(space);
+  if (points != 1)
+    return precis_fail(PRECIS_E_INPUT, "%s: %s: attribute %s: expected a single %s, found %lld elements", file, obj_path,
+                       name, expected, (long long)points);
+  return PRECIS_OK;
+}
+
+static precis_status read_string_attr(const char *file, hid_t obj, const char *obj_path, const char *name, char **out) {
+  hid_t attr = -1, ftype = -1, mtype = -1;
+  char *raw = NULL;
+  precis_status st = open_attr(file, obj, obj_path, name, "a string", &attr);
+  if (st != PRECIS_OK) goto done;
+  ftype = H5Aget_type(attr);
+  if (H5Tget_class(ftype) != H5T_STRING) {
+    char found[64];
+    describe_type(ftype, found, sizeof found);
+    st = precis_fail(PRECIS_E_INPUT, "%s: %s: attribute %s: expected a string, found %s", file, obj_path, name, found);
+    goto done;
+  }
+  if ((st = check_single_element(file, attr, obj_path, name, "string")) != PRECIS_OK) goto done;
+  mtype = H5Tcopy(H5T_C_S1);
+  H5Tset_cset(mtype, H5Tget_cset(ftype));
+  if (H5Tis_variable_str(ftype) > 0) {
+    H5Tset_size(mtype, H5T_VARIABLE);
+    if (H5Aread(attr, mtype, &raw) < 0) {
+      st = precis_fail(PRECIS_E_INPUT, "%s: %s: attribute %s cannot be read: %s", file, obj_path, name,
+                       hdf5_last_error().innermost);
+      goto done;
+    }
+    *out = precis_strdup(raw ? raw : "");
+    if (raw) H5free_memory(raw);
+    raw = NULL;
+  } else {
+    size_t size = H5Tget_size(ftype);
+    H5Tset_size(mtype, size);
+    H5Tset_strpad(mtype, H5T_STR_NULLPAD);
+    char *buf = calloc(size + 1, 1);
+    if (!buf) {
+      st = precis_fail(PRECIS_E_NOMEM, "out of memory");
+      goto done;
+    }
+    if (H5Aread(attr, mtype, buf) < 0) {
+      free(buf);
+      st = precis_fail(PRECIS_E_INPUT, "%s: %s: attribute %s cannot be read: %s", file, obj_path, name,
+                       hdf5_last_error().innermost);
+      goto done;
+    }
+    if (H5Tget_strpad(ftype) == H5T_STR_SPACEPAD)
+      for (size_t len = strlen(buf); len > 0 && buf[len - 1] == ' '; len--) buf[len - 1] = '\0';
+    *out = buf;
+  }
+  if (!*out) st = precis_fail(PRECIS_E_NOMEM, "out of memory");
+done:
+  close_id(&mtype);
+  close_id(&ftype);
+  close_id(&attr);
+  return st;
+}
+
+/* Any integer type; `value` holds it when it fits in int64 (u64 values above INT64_MAX are refused
+ * except through `u64`). */
+static precis_status read_integer_attr(const char *file, hid_t obj, const char *obj_path, const char *name,
+                                       int64_t *value, uint64_t *u64) {
+  hid_t attr = -1, ftype = -1;
+  precis_status st = open_attr(file, obj, obj_path, name, "an integer", &attr);
+  if (st != PRECIS_OK) goto done;
+  ftype = H5Aget_type(attr);
+  if (H5Tget_class(ftype) != H5T_INTEGER) {
+    char found[64];
+    describe_type(ftype, found, sizeof found);
+    st = precis_fail(PRECIS_E_INPUT, "%s: %s: attribute %s: expected an integer, found %s", file, obj_path, name, found);
+    goto done;
+  }
+  if ((st = check_single_element(file, attr, obj_path, name, "integer")) != PRECIS_OK) goto done;
+  if (H5Tget_sign(ftype) == H5T_SGN_NONE) {
+    uint64_t v = 0;
+    if (H5Aread(attr, H5T_NATIVE_UINT64, &v) < 0) goto read_failed;
+    if (u64) *u64 = v;
+    if (value) {
+      if (v > (uint64_t)INT64_MAX) {
+        st = precis_fail(PRECIS_E_INPUT, "%s: %s: attribute %s: %" PRIu64 " is out of range", file, obj_path, name, v);
+        goto done;
+      }
+      *value = (int64_t)v;
+    }
+  } else {
+    int64_t v = 0;
+    if (H5Aread(attr, H5T_NATIVE_INT64, &v) < 0) goto read_failed;
+    if (value) *value = v;
+    if (u64) {
+      if (v < 0) {
+        st = precis_fail(PRECIS_E_INPUT, "%s: %s: attribute %s: expected a non-negative integer, found %" PRId64, file,
+                         obj_path, name, v);
+        goto done;
+      }
+      *u64 = (uint64_t)v;
+    }
+  }
+  goto done;
+read_failed:
+  st = precis_fail(PRECIS_E_INPUT, "%s: %s: attribute %s cannot be read: %s", file, obj_path, name,
+                   hdf5_last_error().innermost);
+done:
+  close_id(&ftype);
+  close_id(&attr);
+  return st;
+}
+
+static precis_status read_positive_attr(const char *file, hid_t obj, const char *obj_path, const char *name,
+                                        int64_t *value) {
+  precis_status st = read_integer_attr(file, obj, obj_path, name, value, NULL);
+  if (st == PRECIS_OK && *value <= 0)
+    st = precis_fail(PRECIS_E_INPUT, "%s: %s: attribute %s: expected a positive integer, found %" PRId64 "%s", file,
+                     obj_path, name, *value, *value == 0 ? " (zero-sized dimensions are refused)" : "");
+  return st;
+}
+
+/* ------------------------------------------------------------------------------------------------
+ * Datasets: type, rank, shape, filters */
+
+typedef enum element_type { ELEM_F32, ELEM_F64 } element_type;
+
+static const char *element_type_name(element_type t) { return t == ELEM_F32 ? "float32" : "float64"; }
+
+typedef struct dataset_facts {
+  bool fletcher32;
+  bool gzip;
+  uint64_t stored_bytes;
+} dataset_facts;
+
+/* Checks that `path` is a dataset of element type `type` and one of the shapes given (rank_a with
+ * dims_a, or rank_b with dims_b when rank_b > 0); reports the first mismatch as
+ * "FILE: PATH: expected float64 [1,64,32], found float32 [1,64,32]". *which is 0 or 1 (which
+ * shape matched). */
+static precis_status check_dataset(const char *file, hid_t loc, const char *name, const char *path, element_type type, int rank_a,
+                                   const int64_t *dims_a, int rank_b, const int64_t *dims_b, int *which,
+                                   dataset_facts *facts) {
+  hid_t dset = -1, ftype = -1, space = -1, dcpl = -1;
+  precis_status st = PRECIS_OK;
+  char expected[160], found[160], shape_a[96], shape_b[96] = "";
+  describe_dims(rank_a, dims_a, shape_a, sizeof shape_a);
+  if (rank_b > 0) describe_dims(rank_b, dims_b, shape_b, sizeof shape_b);
+  snprintf(expected, sizeof expected, "%s %s%s%s", element_type_name(type), shape_a, rank_b > 0 ? " or " : "", shape_b);
+
+  htri_t exists = H5Lexists(loc, name, H5P_DEFAULT);
+  if (exists <= 0) {
+    H5Eclear2(H5E_DEFAULT);
+    st = precis_fail(PRECIS_E_INPUT, "%s: %s: missing (expected a dataset of %s)", file, path, expected);
+    goto done;
+  }
+  hid_t obj = H5Oopen(loc, name, H5P_DEFAULT);
+  if (obj < 0) {
+    st = precis_fail(PRECIS_E_INPUT, "%s: %s: cannot be opened: %s", file, path, hdf5_last_error().innermost);
+    goto done;
+  }
+  if (H5Iget_type(obj) != H5I_DATASET) {
+    H5Oclose(obj);
+    st = precis_fail(PRECIS_E_INPUT, "%s: %s: expected a dataset of %s, found a group or a named type", file, path,
+                     expected);
+    goto done;
+  }
+  dset = obj;
+  ftype = H5Dget_type(dset);
+  space = H5Dget_space(dset);
+  int rank = H5Sget_simple_extent_ndims(space);
+  hsize_t hdims[H5S_MAX_RANK];
+  int64_t dims[H5S_MAX_RANK];
+  if (rank < 0 || rank > H5S_MAX_RANK) rank = 0;
+  H5Sget_simple_extent_dims(space, hdims, NULL);
+  for (int i = 0; i < rank; i++) dims[i] = hdims[i] > (hsize_t)INT64_MAX ? INT64_MAX : (int64_t)hdims[i];
+  char found_type[64], found_dims[96];
+  describe_type(ftype, found_type, sizeof found_type);
+  if (H5Sget_simple_extent_type(space) == H5S_SCALAR) snprintf(found_dims, sizeof found_dims, "scalar");
+  else describe_dims(rank, dims, found_dims, sizeof found_dims);
+  snprintf(found, sizeof found, "%s %s", found_type, found_dims);
+
+  size_t want_size = type == ELEM_F32 ? 4 : 8;
+  bool type_ok = H5Tget_class(ftype) == H5T_FLOAT && H5Tget_size(ftype) == want_size;
+  int matched = -1;
+  if (rank == rank_a && memcmp(dims, dims_a, (size_t)rank * sizeof *dims) == 0) matched = 0;
+  else if (rank_b > 0 && rank == rank_b && memcmp(dims, dims_b, (size_t)rank * sizeof *dims) == 0) matched = 1;
+  if (!type_ok || matched < 0) {
+    st = precis_fail(PRECIS_E_INPUT, "%s: %s: expected %s, found %s", file, path, expected, found);
+    goto done;
+  }
+  if (which) *which = matched;
+  if (facts) {
+    memset(facts, 0, sizeof *facts);
+    dcpl = H5Dget_create_plist(dset);
+    int nfilters = H5Pget_nfilters(dcpl);
+    for (int i = 0; i < nfilters; i++) {
+      unsigned flags = 0, config = 0;
+      size_t nelmts = 0;
+      char filter_name[64];
+      H5Z_filter_t id = H5Pget_filter2(dcpl, (unsigned)i, &flags, &nelmts, NULL, sizeof filter_name, filter_name, &config);
+      if (id == H5Z_FILTER_FLETCHER32) facts->fletcher32 = true;
+      if (id == H5Z_FILTER_DEFLATE) facts->gzip = true;
+    }
+    facts->stored_bytes = H5Dget_storage_size(dset);
+  }
+done:
+  close_id(&dcpl);
+  close_id(&space);
+  close_id(&ftype);
+  close_id(&dset);
+  return st;
+}
+
+/* ------------------------------------------------------------------------------------------------
+ * Sizes */
+
+static bool mul_ok(uint64_t a, uint64_t b, uint64_t *out) { return !__builtin_mul_overflow(a, b, out); }
+
+/* Element counts of a workload's arrays; false when a product overflows. */
+static bool workload_counts(const precis_workload_info *w, uint64_t *a, uint64_t *b, uint64_t *c, uint64_t *calib) {
+  uint64_t mk, kn, mn;
+  if (!mul_ok((uint64_t)w->m, (uint64_t)w->k, &mk) || !mul_ok((uint64_t)w->k, (uint64_t)w->n, &kn) ||
+      !mul_ok((uint64_t)w->m, (uint64_t)w->n, &mn))
+    return false;
+  if (!mul_ok(mk, (uint64_t)w->batch, a) || !mul_ok(mn, (uint64_t)w->batch, c)) return false;
+  if (!mul_ok(kn, w->b_batched ? (uint64_t)w->batch : 1, b)) return false;
+  if (!mul_ok(mk, (uint64_t)w->calib_samples, calib)) return false;
+  uint64_t total = 0, part;
+  if (!mul_ok(*a, 4, &part) || __builtin_add_overflow(total, part, &total)) return false;
+  if (!mul_ok(*b, 4, &part) || __builtin_add_overflow(total, part, &total)) return false;
+  if (!mul_ok(*c, 16, &part) || __builtin_add_overflow(total, part, &total)) return false;
+  if (!mul_ok(*calib, 4, &part) || __builtin_add_overflow(total, part, &total)) return false;
+  return total <= ((uint64_t)1 << 62);
+}
+
+uint64_t precis_workload_bytes(const precis_workload_info *info) {
+  uint64_t a, b, c, calib;
+  if (!workload_counts(info, &a, &b, &c, &calib)) return UINT64_MAX;
+  return 4 * a + 4 * b + 16 * c + 4 * calib;
+}
+
+static uint64_t host_memory_bytes(void) {
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page <= 0) return UINT64_MAX;
+  return (uint64_t)pages * (uint64_t)page;
+}
+
+/* ------------------------------------------------------------------------------------------------
+ * Open and validate */
+
+static void free_workload_info(precis_workload_info *w) {
+  free(w->name);
+  free(w->kind);
+  free(w->description);
+  free(w->a_dist);
+  free(w->b_dist);
+  free(w->reference);
+  memset(w, 0, sizeof *w);
+}
+
+void precis_dataset_close(precis_dataset *ds) {
+  if (!ds) return;
+  hid_t file = (hid_t)ds->file_handle;
+  close_id(&file);
+  for (size_t i = 0; i < ds->n_workloads; i++) free_workload_info(&ds->workloads[i]);
+  free(ds->workloads);
+  free(ds->path);
+  free(ds->dataset_id);
+  free(ds->generator);
+  free(ds->created_utc);
+  free(ds->suite);
+  free(ds);
+}
+
+static precis_status validate_workload(const char *file, hid_t workloads, const char *name, precis_workload_info *w) {
+  hid_t group = -1;
+  precis_status st = PRECIS_OK;
+  char path[1024];
+  snprintf(path, sizeof path, "/workloads/%s", name);
+  w->name = precis_strdup(name);
+  if (!w->name) return precis_fail(PRECIS_E_NOMEM, "out of memory");
+
+  hid_t obj = H5Oopen(workloads, name, H5P_DEFAULT);
+  if (obj < 0) return precis_fail(PRECIS_E_INPUT, "%s: %s: cannot be opened: %s", file, path, hdf5_last_error().innermost);
+  if (H5Iget_type(obj) != H5I_GROUP) {
+    H5Oclose(obj);
+    return precis_fail(PRECIS_E_INPUT, "%s: %s: expected a group (one workload), found a dataset or a named type", file, path);
+  }
+  group = obj;
+
+  if ((st = read_string_attr(file, group, path, "kind", &w->kind)) != PRECIS_OK) goto done;
+  if (strcmp(w->kind, "gemm") != 0) {
+    st = precis_fail(PRECIS_E_INPUT, "%s: %s: attribute kind: expected \"gemm\", found \"%s\"", file, path, w->kind);
+    goto done;
+  }
+  if ((st = read_positive_attr(file, group, path, "m", &w->m)) != PRECIS_OK) goto done;
+  if ((st = read_positive_attr(file, group, path, "n", &w->n)) != PRECIS_OK) goto done;
+  if ((st = read_positive_attr(file, group, path, "k", &w->k)) != PRECIS_OK) goto done;
+  if ((st = read_positive_attr(file, group, path, "batch", &w->batch)) != PRECIS_OK) goto done;
+  if ((st = read_string_attr(file, group, path, "description", &w->description)) != PRECIS_OK) goto done;
+  if ((st = read_string_attr(file, group, path, "a_dist", &w->a_dist)) != PRECIS_OK) goto done;
+  if ((st = read_string_attr(file, group, path, "b_dist", &w->b_dist)) != PRECIS_OK) goto done;
+  if (H5Aexists(group, "reference") > 0) {
+    if ((st = read_string_attr(file, group, path, "reference", &w->reference)) != PRECIS_OK) goto done;
+  } else {
+    H5Eclear2(H5E_DEFAULT);
+    w->reference = precis_strdup("");
+  }
+
+  /* Overflow before anything is multiplied for a shape (calib is checked once its size is known). */
+  uint64_t a_count, b_count, c_count, calib_count;
+  w->calib_samples = 0;
+  w->b_batched = true;
+  if (!workload_counts(w, &a_count, &b_count, &c_count, &calib_count)) {
+    st = precis_fail(PRECIS_E_INPUT,
+                     "%s: %s: m=%" PRId64 " n=%" PRId64 " k=%" PRId64 " batch=%" PRId64
+                     " give arrays whose sizes overflow 64 bits (refused)",
+                     file, path, w->m, w->n, w->k, w->batch);
+    goto done;
+  }
+
+  int64_t a_dims[3] = {w->batch, w->m, w->k}, b2[2] = {w->k, w->n}, b3[3] = {w->batch, w->k, w->n};
+  int64_t c_dims[3] = {w->batch, w->m, w->n};
+  dataset_facts facts[5];
+  int n_facts = 0, which = 0;
+  char dpath_a[1100], dpath_b[1100], dpath_c_ref[1100], dpath_ab_abs[1100], dpath_calib_a[1100];
+  snprintf(dpath_a, sizeof dpath_a, "%s/a", path);
+  snprintf(dpath_b, sizeof dpath_b, "%s/b", path);
+  snprintf(dpath_c_ref, sizeof dpath_c_ref, "%s/c_ref", path);
+  snprintf(dpath_ab_abs, sizeof dpath_ab_abs, "%s/ab_abs", path);
+  snprintf(dpath_calib_a, sizeof dpath_calib_a, "%s/calib/a", path);
+  if ((st = check_dataset(file, group, "a", dpath_a, ELEM_F32, 3, a_dims, 0, NULL, NULL, &facts[n_facts++])) != PRECIS_OK) goto done;
+  if ((st = check_dataset(file, group, "b", dpath_b, ELEM_F32, 2, b2, 3, b3, &which, &facts[n_facts++])) != PRECIS_OK) goto done;
+  w->b_batched = which == 1;
+  if ((st = check_dataset(file, group, "c_ref", dpath_c_ref, ELEM_F64, 3, c_dims, 0, NULL, NULL, &facts[n_facts++])) != PRECIS_OK)
+    goto done;
+  if ((st = check_dataset(file, group, "ab_abs", dpath_ab_abs, ELEM_F64, 3, c_dims, 0, NULL, NULL, &facts[n_facts++])) != PRECIS_OK)
+    goto done;
+
+  htri_t has_calib = H5Lexists(group, "calib", H5P_DEFAULT);
+  if (has_calib > 0) {
+    hid_t calib = H5Oopen(group, "calib", H5P_DEFAULT);
+    bool is_group = calib >= 0 && H5Iget_type(calib) == H5I_GROUP;
+    int64_t samples = -1;
+    if (is_group && H5Lexists(calib, "a", H5P_DEFAULT) > 0) {
+      hid_t d = H5Dopen2(calib, "a", H5P_DEFAULT);
+      hid_t sp = d >= 0 ? H5Dget_space(d) : -1;
+      hsize_t dims[H5S_MAX_RANK] = {0};
+      if (sp >= 0 && H5Sget_simple_extent_ndims(sp) >= 1) {
+        H5Sget_simple_extent_dims(sp, dims, NULL);
+        samples = (int64_t)dims[0];
+      }
+      close_id(&sp);
+      close_id(&d);
+    }
+    H5Eclear2(H5E_DEFAULT);
+    if (calib >= 0) H5Oclose(calib);
+    if (!is_group) {
+      st = precis_fail(PRECIS_E_INPUT, "%s: %s/calib: expected a group holding the dataset a", file, path);
+      goto done;
+    }
+    if (samples == 0) {
+      st = precis_fail(PRECIS_E_INPUT, "%s: %s/calib/a: zero calibration samples (refused; omit calib instead)", file, path);
+      goto done;
+    }
+    w->calib_samples = samples > 0 ? samples : 1; /* a shape error below when it could not be read */
+    if (!workload_counts(w, &a_count, &b_count, &c_count, &calib_count)) {
+      st = precis_fail(PRECIS_E_INPUT, "%s: %s/calib/a: %" PRId64 " samples give a size that overflows 64 bits (refused)",
+                       file, path, samples);
+      goto done;
+    }
+    int64_t calib_dims[3] = {w->calib_samples, w->m, w->k};
+    if ((st = check_dataset(file, group, "calib/a", dpath_calib_a, ELEM_F32, 3, calib_dims, 0, NULL, NULL, &facts[n_facts++])) != PRECIS_OK)
+      goto done;
+  } else {
+    H5Eclear2(H5E_DEFAULT);
+  }
+  w->checksummed = true;
+  w->compressed = false;
+  w->stored_bytes = 0;
+  for (int i = 0; i < n_facts; i++) {
+    w->checksummed = w->checksummed && facts[i].fletcher32;
+    w->compressed = w->compressed || facts[i].gzip;
+    w->stored_bytes += facts[i].stored_bytes;
+  }
+  goto done;
+done:
+  close_id(&group);
+  return st;
+}
+
+precis_status precis_dataset_open(const char *path, precis_dataset **out) {
+  *out = NULL;
+  hdf5_quiet();
+  precis_status st = PRECIS_OK;
+  hid_t file = -1, workloads = -1, gcpl = -1;
+  precis_dataset *ds = calloc(1, sizeof *ds);
+  if (!ds) return precis_fail(PRECIS_E_NOMEM, "out of memory");
+  ds->file_handle = -1;
+  ds->path = precis_strdup(path);
+  if (!precis_path_exists(path)) {
+    st = precis_fail(PRECIS_E_INPUT, "%s: cannot open: %s", path, strerror(errno ? errno : ENOENT));
+    goto done;
+  }
+  htri_t is_hdf5 = H5Fis_hdf5(path);
+  if (is_hdf5 <= 0) {
+    H5Eclear2(H5E_DEFAULT);
+    st = precis_fail(PRECIS_E_INPUT, "%s: not an HDF5 file (expected a precis dataset, see docs/dataset-format.md)", path);
+    goto done;
+  }
+  file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+  if (file < 0) {
+    st = precis_fail(PRECIS_E_INPUT, "%s: cannot open: %s", path, hdf5_last_error().innermost);
+    goto done;
+  }
+  ds->file_handle = file;
+
+  char *format = NULL;
+  if ((st = read_string_attr(path, file, "/", "format", &format)) != PRECIS_OK) goto done;
+  if (strcmp(format, PRECIS_DATASET_FORMAT) != 0) {
+    st = precis_fail(PRECIS_E_INPUT, "%s: /: attribute format: expected \"%s\", found \"%s\"%s", path,
+                     PRECIS_DATASET_FORMAT, format,
+                     strcmp(format, "precis-outputs") == 0 ? " (this file holds saved outputs, not a dataset)" : "");
+    free(format);
+    goto done;
+  }
+  free(format);
+  int64_t version = 0;
+  if ((st = read_integer_attr(path, file, "/", "format_version", &version, NULL)) != PRECIS_OK) goto done;
+  if (version > PRECIS_DATASET_FORMAT_VERSION) {
+    st = precis_fail(PRECIS_E_INPUT,
+                     "%s: format_version %" PRId64 " is newer than this precis reads (%d); use a newer precis", path,
+                     version, PRECIS_DATASET_FORMAT_VERSION);
+    goto done;
+  }
+  if (version < 1) {
+    st = precis_fail(PRECIS_E_INPUT, "%s: /: attribute format_version: expected 1, found %" PRId64, path, version);
+    goto done;
+  }
+  if ((st = read_string_attr(path, file, "/", "generator", &ds->generator)) != PRECIS_OK) goto done;
+  if ((st = read_string_attr(path, file, "/", "created_utc", &ds->created_utc)) != PRECIS_OK) goto done;
+  if ((st = read_integer_attr(path, file, "/", "seed", NULL, &ds->seed)) != PRECIS_OK) goto done;
+  if ((st = read_string_attr(path, file, "/", "suite", &ds->suite)) != PRECIS_OK) goto done;
+  if ((st = read_string_attr(path, file, "/", "dataset_id", &ds->dataset_id)) != PRECIS_OK) goto done;
+  if (!ds->dataset_id[0]) {
+    st = precis_fail(PRECIS_E_INPUT, "%s: /: attribute dataset_id: expected a non-empty string", path);
+    goto done;
+  }
+
+  if (H5Lexists(file, "workloads", H5P_DEFAULT) <= 0) {
+    H5Eclear2(H5E_DEFAULT);
+    st = precis_fail(PRECIS_E_INPUT, "%s: /workloads: missing (expected a group with one group per workload)", path);
+    goto done;
+  }
+  hid_t obj = H5Oopen(file, "workloads", H5P_DEFAULT);
+  if (obj < 0 || H5Iget_type(obj) != H5I_GROUP) {
+    if (obj >= 0) H5Oclose(obj);
+    H5Eclear2(H5E_DEFAULT);
+    st = precis_fail(PRECIS_E_INPUT, "%s: /workloads: expected a group", path);
+    goto done;
+  }
+  workloads = obj;
+  H5G_info_t ginfo;
+  if (H5Gget_info(workloads, &ginfo) < 0) {
+    st = precis_fail(PRECIS_E_INPUT, "%s: /workloads: cannot be read: %s", path, hdf5_last_error().innermost);
+    goto done;
+  }
+  if (ginfo.nlinks == 0) {
+    st = precis_fail(PRECIS_E_INPUT, "%s: /workloads: empty (expected at least one workload group)", path);
+    goto done;
+  }
+  /* Suite order when the writer tracked creation order (precis does), else name order (h5py's
+   * default). */
+  H5_index_t index = H5_INDEX_NAME;
+  unsigned crt_flags = 0;
+  gcpl = H5Gget_create_plist(workloads);
+  if (gcpl >= 0 && H5Pget_link_creation_order(gcpl, &crt_flags) >= 0 && (crt_flags & H5P_CRT_ORDER_TRACKED))
+    index = H5_INDEX_CRT_ORDER;
+  ds->workloads = calloc(ginfo.nlinks, sizeof *ds->workloads);
+  if (!ds->workloads) {
+    st = precis_fail(PRECIS_E_NOMEM, "out of memory");
+    goto done;
+  }
+  for (hsize_t i = 0; i < ginfo.nlinks; i++) {
+    char name[512];
+    ssize_t len = H5Lget_name_by_idx(workloads, ".", index, H5_ITER_INC, i, name, sizeof name, H5P_DEFAULT);
+    if (len < 0 && index == H5_INDEX_CRT_ORDER) {
+      H5Eclear2(H5E_DEFAULT);
+      index = H5_INDEX_NAME;
+      len = H5Lget_name_by_idx(workloads, ".", index, H5_ITER_INC, i, name, sizeof name, H5P_DEFAULT);
+    }
+    if (len < 0 || (size_t)len >= sizeof name) {
+      st = precis_fail(PRECIS_E_INPUT, "%s: /workloads: link %llu has an unreadable or overlong name", path,
+                       (unsigned long long)i);
+      goto done;
+    }
+    ds->n_workloads = (size_t)i + 1;
+    if ((st = validate_workload(path, workloads, name, &ds->workloads[i])) != PRECIS_OK) goto done;
+  }
+done:
+  close_id(&gcpl);
+  close_id(&workloads);
+  if (st != PRECIS_OK) {
+    precis_dataset_close(ds);
+    return st;
+  }
+  *out = ds;
+  return PRECIS_OK;
+}
+
+/* ------------------------------------------------------------------------------------------------
+ * Reading data */
+
+void precis_workload_data_free(precis_workload_data *d) {
+  if (!d) return;
+  free(d->a);
+  free(d->b);
+  free(d->c_ref);
+  free(d->ab_abs);
+  free(d->calib_a);
+  memset(d, 0, sizeof *d);
+}
+
+static precis_status read_array(const precis_dataset *ds, const precis_workload_info *w, const char *name,
+                                element_type type, void *buf) {
+  char path[1100];
+  snprintf(path, sizeof path, "/workloads/%s/%s", w->name, name);
+  hid_t dset = H5Dopen2((hid_t)ds->file_handle, path, H5P_DEFAULT);
+  if (dset < 0) return precis_fail(PRECIS_E_INPUT, "%s: %s: cannot be opened: %s", ds->path, path, hdf5_last_error().innermost);
+  herr_t rc = H5Dread(dset, type == ELEM_F32 ? H5T_NATIVE_FLOAT : H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf);
+  H5Dclose(dset);
+  if (rc < 0) {
+    hdf5_error_scan scan = hdf5_last_error();
+    if (scan.checksum)
+      return precis_fail(PRECIS_E_INPUT, "%s: %s: checksum failed (Fletcher32): the stored data are corrupt", ds->path, path);
+    return precis_fail(PRECIS_E_INPUT, "%s: %s: read failed: %s", ds->path, path, scan.innermost);
+  }
+  return PRECIS_OK;
+}
+
+static void index_text(uint64_t flat, int64_t d1, int64_t d2, char *buf, size_t len) {
+  uint64_t i2 = flat % (uint64_t)d2, i1 = (flat / (uint64_t)d2) % (uint64_t)d1, i0 = flat / ((uint64_t)d2 * (uint64_t)d1);
+  snprintf(buf, len, "[%" PRIu64 ",%" PRIu64 ",%" PRIu64 "]", i0, i1, i2);
+}
+
+static precis_status check_finite_f32(const precis_dataset *ds, const precis_workload_info *w, const char *name,
+                                      const float *v, uint64_t count, int64_t d1, int64_t d2) {
+  for (uint64_t i = 0; i < count; i++)
+    if (!isfinite(v[i])) {
+      char at[96];
+      index_text(i, d1, d2, at, sizeof at);
+      return precis_fail(PRECIS_E_INPUT, "%s: /workloads/%s/%s: element %s is %s (inputs must be finite)", ds->path,
+                         w->name, name, at, isnan(v[i]) ? "NaN" : "infinite");
+    }
+  return PRECIS_OK;
+}
+
+/* c_ref and ab_abs must be what a float64 accumulation of the stored float32 values gives. A
+ * float32 matmul widened to float64 (a common slip when writing a dataset by hand) is off by about
+ * 1e-7 relative to |a|.|b|, far outside float64's k*2^-53: check a spread of entries against a
+ * compensated dot product (products of two float32 values are exact in float64). */
+static precis_status check_references(const precis_dataset *ds, const precis_workload_info *w,
+                                      const precis_workload_data *d) {
+  uint64_t total = (uint64_t)w->batch * (uint64_t)w->m * (uint64_t)w->n;
+  for (uint64_t i = 0; i < total; i++) {
+    if (!isfinite(d->c_ref[i]) || !isfinite(d->ab_abs[i]) || d->ab_abs[i] < 0) {
+      char at[96];
+      index_text(i, w->m, w->n, at, sizeof at);
+      bool c_bad = !isfinite(d->c_ref[i]);
+      return precis_fail(PRECIS_E_INPUT, "%s: /workloads/%s/%s: element %s is %g (expected a finite%s value)", ds->path,
+                         w->name, c_bad ? "c_ref" : "ab_abs", at, c_bad ? d->c_ref[i] : d->ab_abs[i],
+                         c_bad ? "" : ", non-negative");
+    }
+  }
+  const uint64_t checks = total < 256 ? total : 256;
+  const int64_t m = w->m, n = w->n, k = w->k;
+  const double allowed = ((double)k + 2.0) * 0x1p-52;
+  for (uint64_t t = 0; t < checks; t++) {
+    uint64_t flat = t == checks - 1 ? total - 1 : (uint64_t)(((unsigned __int128)t * 0x9E3779B97F4A7C15ull) % total);
+    uint64_t s = flat / ((uint64_t)m * (uint64_t)n), i = (flat / (uint64_t)n) % (uint64_t)m, j = flat % (uint64_t)n;
+    const float *arow = d->a + (s * (uint64_t)m + i) * (uint64_t)k;
+    const float *bmat = d->b + (w->b_batched ? s * (uint64_t)k * (uint64_t)n : 0);
+    double sum = 0, comp = 0, abs_sum = 0, abs_comp = 0;
+    for (int64_t l = 0; l < k; l++) {
+      double p = (double)arow[l] * (double)bmat[(uint64_t)l * (uint64_t)n + j];
+      double t2 = sum + p; /* Neumaier's compensated summation */
+      comp += fabs(sum) >= fabs(p) ? (sum - t2) + p : (p - t2) + sum;
+      sum = t2;
+      double ap = fabs(p), t3 = abs_sum + ap;
+      abs_comp += (abs_sum - t3) + ap;
+      abs_sum = t3;
+    }
+    sum += comp;
+    abs_sum += abs_comp;
+    double c = d->c_ref[flat], ab = d->ab_abs[flat];
+    double tol = allowed * abs_sum;
+    const char *bad = NULL;
+    double stored = 0, want = 0;
+    if (fabs(c - sum) > tol) bad = "c_ref", stored = c, want = sum;
+    else if (fabs(ab - abs_sum) > tol) bad = "ab_abs", stored = ab, want = abs_sum;
+    if (bad) {
+      char at[96];
+      index_text(flat, m, n, at, sizeof at);
+      return precis_fail(PRECIS_E_INPUT,
+                         "%s: /workloads/%s/%s: element %s = %.17g, but %s accumulated in float64 from the stored float32 "
+                         "a and b gives %.17g (difference %.3g, allowed %.3g): %s must be computed in float64 from the "
+                         "stored float32 values",
+                         ds->path, w->name, bad, at, stored, strcmp(bad, "c_ref") == 0 ? "a.b" : "|a|.|b|", want,
+                         fabs(stored - want), tol, bad);
+    }
+  }
+  return PRECIS_OK;
+}
+
+precis_status precis_dataset_load(precis_dataset *ds, size_t index, precis_workload_data *out) {
+  memset(out, 0, sizeof *out);
+  hdf5_quiet();
+  if (!ds || index >= ds->n_workloads) return precis_fail(PRECIS_E_USAGE, "workload index %zu out of range", index);
+  const precis_workload_info *w = &ds->workloads[index];
+  uint64_t a_count, b_count, c_count, calib_count;
+  if (!workload_counts(w, &a_count, &b_count, &c_count, &calib_count))
+    return precis_fail(PRECIS_E_INPUT, "%s: /workloads/%s: sizes overflow 64 bits", ds->path, w->name);
+  uint64_t need = precis_workload_bytes(w), have = host_memory_bytes();
+  if (need > have)
+    return precis_fail(PRECIS_E_NOMEM,
+                       "%s: /workloads/%s: needs %.3g GiB of host memory to load, more than this machine has (%.3g GiB)",
+                       ds->path, w->name, (double)need / 1073741824.0, (double)have / 1073741824.0);
+  precis_status st = PRECIS_OK;
+  out->a = malloc(a_count * sizeof(float));
+  out->b = malloc(b_count * sizeof(float));
+  out->c_ref = malloc(c_count * sizeof(double));
+  out->ab_abs = malloc(c_count * sizeof(double));
+  if (w->calib_samples > 0) out->calib_a = malloc(calib_count * sizeof(float));
+  if (!out->a || !out->b || !out->c_ref || !out->ab_abs || (w->calib_samples > 0 && !out->calib_a)) {
+    st = precis_fail(PRECIS_E_NOMEM, "%s: /workloads/%s: out of host memory loading %.3g GiB", ds->path, w->name,
+                     (double)need / 1073741824.0);
+    goto done;
+  }
+  if ((st = read_array(ds, w, "a", ELEM_F32, out->a)) != PRECIS_OK) goto done;
+  if ((st = read_array(ds, w, "b", ELEM_F32, out->b)) != PRECIS_OK) goto done;
+  if ((st = read_array(ds, w, "c_ref", ELEM_F64, out->c_ref)) != PRECIS_OK) goto done;
+  if ((st = read_array(ds, w, "ab_abs", ELEM_F64, out->ab_abs)) != PRECIS_OK) goto done;
+  if (out->calib_a && (st = read_array(ds, w, "calib/a", ELEM_F32, out->calib_a)) != PRECIS_OK) goto done;
+  if ((st = check_finite_f32(ds, w, "a", out->a, a_count, w->m, w->k)) != PRECIS_OK) goto done;
+  if ((st = check_finite_f32(ds, w, "b", out->b, b_count, w->k, w->n)) != PRECIS_OK) goto done;
+  if (out->calib_a && (st = check_finite_f32(ds, w, "calib/a", out->calib_a, calib_count, w->m, w->k)) != PRECIS_OK)
+    goto done;
+  st = check_references(ds, w, out);
+done:
+  if (st != PRECIS_OK) precis_workload_data_free(out);
+  return st;
+}
+
+precis_status precis_dataset_verify_data_id(precis_dataset *ds, char id_hex[65]) {
+  precis_sha256 hash;
+  if (id_hex) precis_dataset_id_begin(&hash, ds->seed, ds->n_workloads);
+  for (size_t i = 0; i < ds->n_workloads; i++) {
+    precis_workload_data data;
+    precis_status st = precis_dataset_load(ds, i, &data);
+    if (st != PRECIS_OK) return st;
+    if (id_hex) precis_dataset_id_add(&hash, &ds->workloads[i], &data);
+    precis_workload_data_free(&data);
+  }
+  if (id_hex) precis_dataset_id_finish(&hash, id_hex);
+  return PRECIS_OK;
+}
+
+precis_status precis_dataset_verify_data(precis_dataset *ds) { return precis_dataset_verify_data_id(ds, NULL); }
+
+/* ------------------------------------------------------------------------------------------------
+ * Writing */
+
+precis_status precis_dataset_check_name(const char *name) {
+  if (!name || !name[0]) return precis_fail(PRECIS_E_INPUT, "workload name is empty");
+  if (strchr(name, '/'))
+    return precis_fail(PRECIS_E_INPUT, "workload name \"%s\" contains '/' (names become HDF5 group names)", name);
+  if (strspn(name, ".") == strlen(name))
+    return precis_fail(PRECIS_E_INPUT, "workload name \"%s\" is made of dots only (not a valid HDF5 group name)", name);
+  if (strlen(name) > 255) return precis_fail(PRECIS_E_INPUT, "workload name \"%.40s...\" is longer than 255 bytes", name);
+  return PRECIS_OK;
+}
+
+static herr_t write_string_attr(hid_t obj, const char *name, const char *value) {
+  hid_t type = H5Tcopy(H5T_C_S1), space = H5Screate(H5S_SCALAR), attr = -1;
+  herr_t rc = -1;
+  if (type < 0 || space < 0) goto done;
+  H5Tset_size(type, H5T_VARIABLE);
+  H5Tset_cset(type, H5T_CSET_UTF8);
+  attr = H5Acreate2(obj, name, type, space, H5P_DEFAULT, H5P_DEFAULT);
+  if (attr < 0) goto done;
+  const char *text = value ? value : "";
+  rc = H5Awrite(attr, type, &text);
+done:
+  close_id(&attr);
+  close_id(&space);
+  close_id(&type);
+  return rc;
+}
+
+static herr_t write_int_attr(hid_t obj, const char *name, hid_t file_type, hid_t mem_type, const void *value) {
+  hid_t space = H5Screate(H5S_SCALAR), attr = -1;
+  herr_t rc = -1;
+  if (space < 0) goto done;
+  attr = H5Acreate2(obj, name, file_type, space, H5P_DEFAULT, H5P_DEFAULT);
+  if (attr >= 0) rc = H5Awrite(attr, mem_type, value);
+done:
+  close_id(&attr);
+  close_id(&space);
+  return rc;
+}
+
+static herr_t write_i64_attr(hid_t obj, const char *name, int64_t value) {
+  return write_int_attr(obj, name, H5T_STD_I64LE, H5T_NATIVE_INT64, &value);
+}
+
+/* Chunks of about 2^18 elements (1 MiB of float32), whole rows when a row fits, one sample per
+ * chunk: each chunk carries its own Fletcher32 checksum, so corruption is located to a chunk. */
+static void choose_chunks(int rank, const hsize_t *dims, hsize_t *chunk) {
+  const hsize_t target = (hsize_t)1 << 18;
+  hsize_t last = dims[rank - 1] < target ? dims[rank - 1] : target;
+  chunk[rank - 1] = last;
+  hsize_t rows = target / last;
+  if (rows < 1) rows = 1;
+  chunk[rank - 2] = dims[rank - 2] < rows ? dims[rank - 2] : rows;
+  if (rank == 3) chunk[0] = 1;
+}
+
+static herr_t write_array(hid_t loc, const char *name, int rank, const int64_t *dims, element_type type,
+                          const void *data, int gzip_level) {
+  hsize_t hdims[3], chunk[3];
+  for (int i = 0; i < rank; i++) hdims[i] = (hsize_t)dims[i];
+  choose_chunks(rank, hdims, chunk);
+  hid_t space = H5Screate_simple(rank, hdims, NULL), dcpl = H5Pcreate(H5P_DATASET_CREATE), dset = -1;
+  herr_t rc = -1;
+  if (space < 0 || dcpl < 0) goto done;
+  if (H5Pset_chunk(dcpl, rank, chunk) < 0) goto done;
+  /* Checksum last in the pipeline: it covers the bytes as stored, after compression. */
+  if (gzip_level > 0 && (H5Pset_shuffle(dcpl) < 0 || H5Pset_deflate(dcpl, (unsigned)gzip_level) < 0)) goto done;
+  if (H5Pset_fletcher32(dcpl) < 0) goto done;
+  hid_t ftype = type == ELEM_F32 ? H5T_IEEE_F32LE : H5T_IEEE_F64LE;
+  hid_t mtype = type == ELEM_F32 ? H5T_NATIVE_FLOAT : H5T_NATIVE_DOUBLE;
+  dset = H5Dcreate2(loc, name, ftype, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+  if (dset < 0) goto done;
+  rc = H5Dwrite(dset, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, data);
+done:
+  close_id(&dset);
+  close_id(&dcpl);
+  close_id(&space);
+  return rc;
+}
+
+struct precis_dataset_writer {
+  char *final_path;
+  char *temp_path;
+  hid_t file;
+  hid_t workloads;
+  int gzip_level;
+  bool force;
+};
+
+static void writer_free(precis_dataset_writer *w, bool remove_temp) {
+  close_id(&w->workloads);
+  close_id(&w->file);
+  if (remove_temp && w->temp_path) unlink(w->temp_path);
+  free(w->final_path);
+  free(w->temp_path);
+  free(w);
+}
+
+/* Creates an HDF5 file under a temporary name; shared by the dataset and outputs writers. */
+static precis_status create_temp_hdf5(const char *path, bool force, char **temp_path, hid_t *file) {
+  hdf5_quiet();
+  if (!force && precis_path_exists(path))
+    return precis_fail(PRECIS_E_EXISTS, "%s: already exists (use --force to overwrite)", path);
+  *temp_path = precis_temp_path_for(path);
+  if (!*temp_path) return precis_fail(PRECIS_E_NOMEM, "out of memory");
+  *file = H5Fcreate(*temp_path, H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT);
+  if (*file < 0) {
+    precis_status st = precis_fail(PRECIS_E_IO, "%s: cannot create: %s", *temp_path, hdf5_last_error().innermost);
+    free(*temp_path);
+    *temp_path = NULL;
+    return st;
+  }
+  return PRECIS_OK;
+}
+
+/* Closes the file, syncs it to disk and renames it into place. */
+static precis_status finish_temp_hdf5(hid_t *file, const char *temp_path, const char *final_path) {
+  precis_status st = PRECIS_OK;
+  if (H5Fflush(*file, H5F_SCOPE_GLOBAL) < 0)
+    st = precis_fail(PRECIS_E_IO, "%s: write failed: %s", final_path, hdf5_last_error().innermost);
+  if (H5Fclose(*file) < 0 && st == PRECIS_OK)
+    st = precis_fail(PRECIS_E_IO, "%s: write failed on close: %s", final_path, hdf5_last_error().innermost);
+  *file = -1;
+  if (st != PRECIS_OK) return st;
+  int fd = open(temp_path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0 || fsync(fd) != 0) st = precis_fail(PRECIS_E_IO, "%s: cannot sync to disk: %s", final_path, strerror(errno));
+  if (fd >= 0) close(fd);
+  if (st == PRECIS_OK && rename(temp_path, final_path) != 0)
+    st = precis_fail(PRECIS_E_IO, "%s: cannot rename into place: %s", final_path, strerror(errno));
+  return st;
+}
+
+precis_status precis_dataset_writer_open(const char *path, const precis_dataset_write_options *options,
+                                         precis_dataset_writer **out) {
+  *out = NULL;
+  precis_dataset_writer *w = calloc(1, sizeof *w);
+  if (!w) return precis_fail(PRECIS_E_NOMEM, "out of memory");
+  w->file = w->workloads = -1;
+  w->force = options && options->force;
+  w->gzip_level = options ? options->gzip_level : 0;
+  w->final_path = precis_strdup(path);
+  precis_status st = create_temp_hdf5(path, w->force, &w->temp_path, &w->file);
+  if (st != PRECIS_OK) {
+    writer_free(w, false);
+    return st;
+  }
+  hid_t gcpl = H5Pcreate(H5P_GROUP_CREATE);
+  if (gcpl >= 0) H5Pset_link_creation_order(gcpl, H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED);
+  w->workloads = H5Gcreate2(w->file, "workloads", H5P_DEFAULT, gcpl, H5P_DEFAULT);
+  close_id(&gcpl);
+  if (w->workloads < 0) {
+    st = precis_fail(PRECIS_E_IO, "%s: cannot create /workloads: %s", path, hdf5_last_error().innermost);
+    writer_free(w, true);
+    return st;
+  }
+  *out = w;
+  return PRECIS_OK;
+}
+
+precis_status precis_dataset_writer_add(precis_dataset_writer *w, const precis_workload_info *info,
+                                        const precis_workload_data *data) {
+  precis_status st = precis_dataset_check_name(info->name);
+  if (st != PRECIS_OK) return st;
+  hid_t group = -1, calib = -1;
+  if (H5Lexists(w->workloads, info->name, H5P_DEFAULT) > 0)
+    return precis_fail(PRECIS_E_INPUT, "%s: /workloads/%s: written twice (workload names must be unique)", w->final_path,
+                       info->name);
+  H5Eclear2(H5E_DEFAULT);
+  group = H5Gcreate2(w->workloads, info->name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  if (group < 0) goto failed;
+  if (write_string_attr(group, "kind", "gemm") < 0 || write_i64_attr(group, "m", info->m) < 0 ||
+      write_i64_attr(group, "n", info->n) < 0 || write_i64_attr(group, "k", info->k) < 0 ||
+      write_i64_attr(group, "batch", info->batch) < 0 || write_string_attr(group, "description", info->description) < 0 ||
+      write_string_attr(group, "a_dist", info->a_dist) < 0 || write_string_attr(group, "b_dist", info->b_dist) < 0)
+    goto failed;
+  if (info->reference && info->reference[0] && write_string_attr(group, "reference", info->reference) < 0) goto failed;
+  int64_t a_dims[3] = {info->batch, info->m, info->k}, c_dims[3] = {info->batch, info->m, info->n};
+  int64_t b_dims3[3] = {info->batch, info->k, info->n};
+  if (write_array(group, "a", 3, a_dims, ELEM_F32, data->a, w->gzip_level) < 0) goto failed;
+  if (info->b_batched ? write_array(group, "b", 3, b_dims3, ELEM_F32, data->b, w->gzip_level) < 0
+                      : write_array(group, "b", 2, b_dims3 + 1, ELEM_F32, data->b, w->gzip_level) < 0)
+    goto failed;
+  if (write_array(group, "c_ref", 3, c_dims, ELEM_F64, data->c_ref, w->gzip_level) < 0) goto failed;
+  if (write_array(group, "ab_abs", 3, c_dims, ELEM_F64, data->ab_abs, w->gzip_level) < 0) goto failed;
+  if (info->calib_samples > 0) {
+    int64_t calib_dims[3] = {info->calib_samples, info->m, info->k};
+    calib = H5Gcreate2(group, "calib", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    if (calib < 0 || write_array(calib, "a", 3, calib_dims, ELEM_F32, data->calib_a, w->gzip_level) < 0) goto failed;
+  }
+  close_id(&calib);
+  close_id(&group);
+  return PRECIS_OK;
+failed:
+  st = precis_fail(PRECIS_E_IO, "%s: cannot write /workloads/%s: %s", w->final_path, info->name, hdf5_last_error().innermost);
+  close_id(&calib);
+  close_id(&group);
+  return st;
+}
+
+precis_status precis_dataset_writer_commit(precis_dataset_writer *w, const precis_dataset_root_attrs *root) {
+  precis_status st = PRECIS_OK;
+  int64_t version = PRECIS_DATASET_FORMAT_VERSION;
+  if (write_string_attr(w->file, "format", PRECIS_DATASET_FORMAT) < 0 || write_i64_attr(w->file, "format_version", version) < 0 ||
+      write_string_attr(w->file, "generator", root->generator) < 0 ||
+      write_string_attr(w->file, "created_utc", root->created_utc) < 0 ||
+      write_int_attr(w->file, "seed", H5T_STD_U64LE, H5T_NATIVE_UINT64, &root->seed) < 0 ||
+      write_string_attr(w->file, "suite", root->suite) < 0 || write_string_attr(w->file, "dataset_id", root->dataset_id) < 0) {
+    st = precis_fail(PRECIS_E_IO, "%s: cannot write the root attributes: %s", w->final_path, hdf5_last_error().innermost);
+    writer_free(w, true);
+    return st;
+  }
+  close_id(&w->workloads);
+  st = finish_temp_hdf5(&w->file, w->temp_path, w->final_path);
+  writer_free(w, st != PRECIS_OK);
+  return st;
+}
+
+void precis_dataset_writer_abort(precis_dataset_writer *w) {
+  if (w) writer_free(w, true);
+}
+
+/* ------------------------------------------------------------------------------------------------
+ * Outputs (--save-outputs) */
+
+struct precis_outputs_writer {
+  char *final_path;
+  char *temp_path;
+  hid_t file;
+};
+
+static void outputs_free(precis_outputs_writer *w, bool remove_temp) {
+  close_id(&w->file);
+  if (remove_temp && w->temp_path) unlink(w->temp_path);
+  free(w->final_path);
+  free(w->temp_path);
+  free(w);
+}
+
+precis_status precis_outputs_open(const char *path, bool force, const char *dataset_id, precis_outputs_writer **out) {
+  *out = NULL;
+  precis_outputs_writer *w = calloc(1, sizeof *w);
+  if (!w) return precis_fail(PRECIS_E_NOMEM, "out of memory");
+  w->file = -1;
+  w->final_path = precis_strdup(path);
+  precis_status st = create_temp_hdf5(path, force, &w->temp_path, &w->file);
+  if (st != PRECIS_OK) {
+    outputs_free(w, false);
+    return st;
+  }
+  hid_t gcpl = H5Pcreate(H5P_GROUP_CREATE), group = -1;
+  if (gcpl >= 0) H5Pset_link_creation_order(gcpl, H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED);
+  group = H5Gcreate2(w->file, "workloads", H5P_DEFAULT, gcpl, H5P_DEFAULT);
+  if (group < 0 || write_string_attr(w->file, "format", "precis-outputs") < 0 ||
+      write_i64_attr(w->file, "format_version", 1) < 0 || write_string_attr(w->file, "dataset_id", dataset_id) < 0) {
+    st = precis_fail(PRECIS_E_IO, "%s: cannot write: %s", path, hdf5_last_error().innermost);
+    close_id(&group);
+    close_id(&gcpl);
+    outputs_free(w, true);
+    return st;
+  }
+  close_id(&group);
+  close_id(&gcpl);
+  *out = w;
+  return PRECIS_OK;
+}
+
+precis_status precis_outputs_write(precis_outputs_writer *w, const char *workload, const char *recipe, const float *c,
+                                   int64_t batch, int64_t m, int64_t n) {
+  precis_status st = precis_dataset_check_name(workload);
+  if (st == PRECIS_OK) st = precis_dataset_check_name(recipe);
+  if (st != PRECIS_OK) return st;
+  if (batch <= 0 || m <= 0 || n <= 0)
+    return precis_fail(PRECIS_E_USAGE, "%s: /workloads/%s/%s/c: shape [%" PRId64 ",%" PRId64 ",%" PRId64 "] is empty",
+                       w->final_path, workload, recipe, batch, m, n);
+  char path[600];
+  snprintf(path, sizeof path, "workloads/%s", workload);
+  hid_t group = -1, recipe_group = -1;
+  if (H5Lexists(w->file, path, H5P_DEFAULT) > 0) group = H5Gopen2(w->file, path, H5P_DEFAULT);
+  else {
+    hid_t gcpl = H5Pcreate(H5P_GROUP_CREATE);
+    if (gcpl >= 0) H5Pset_link_creation_order(gcpl, H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED);
+    group = H5Gcreate2(w->file, path, H5P_DEFAULT, gcpl, H5P_DEFAULT);
+    close_id(&gcpl);
+  }
+  if (group < 0) goto failed;
+  if (H5Lexists(group, recipe, H5P_DEFAULT) > 0) {
+    close_id(&group);
+    return precis_fail(PRECIS_E_USAGE, "%s: /workloads/%s/%s: written twice", w->final_path, workload, recipe);
+  }
+  recipe_group = H5Gcreate2(group, recipe, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  if (recipe_group < 0) goto failed;
+  int64_t dims[3] = {batch, m, n};
+  if (write_array(recipe_group, "c", 3, dims, ELEM_F32, c, 0) < 0) goto failed;
+  close_id(&recipe_group);
+  close_id(&group);
+  return PRECIS_OK;
+failed:
+  st = precis_fail(PRECIS_E_IO, "%s: cannot write /workloads/%s/%s/c: %s", w->final_path, workload, recipe,
+                   hdf5_last_error().innermost);
+  close_id(&recipe_group);
+  close_id(&group);
+  return st;
+}
+
+precis_status precis_outputs_close(precis_outputs_writer *w, bool commit) {
+  if (!w) return PRECIS_OK;
+  if (!commit) {
+    outputs_free(w, true);
+    return PRECIS_OK;
+  }
+  precis_status st = finish_temp_hdf5(&w->file, w->temp_path, w->final_path);
+  outputs_free(w, st != PRECIS_OK);
+  return st;
+}

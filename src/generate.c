@@ -1,0 +1,408 @@
+#include "generate.h"
+
+#include <cblas.h>
+#include <hdf5.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "dataset_digest.h"
+#include "precis_version.h"
+#include "results.h"
+#include "rng.h"
+#include "safetensors.h"
+
+/* ------------------------------------------------------------------------------------------------
+ * References */
+
+const char *precis_reference_method(void) {
+  static char text[320];
+  if (!text[0])
+    snprintf(text, sizeof text, "float64 dgemm of the stored float32 values (%s)", openblas_get_config());
+  return text;
+}
+
+static void widen(const float *in, double *out, uint64_t count, bool absolute) {
+  if (absolute)
+    for (uint64_t i = 0; i < count; i++) out[i] = fabs((double)in[i]);
+  else
+    for (uint64_t i = 0; i < count; i++) out[i] = (double)in[i];
+}
+
+precis_status precis_reference_compute(const float *a, const float *b, int64_t batch, int64_t m, int64_t n, int64_t k,
+                                       bool b_batched, double *c_ref, double *ab_abs) {
+  if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX)
+    return precis_fail(PRECIS_E_INPUT, "m, n and k must be below 2^31 (OpenBLAS's int dimensions)");
+  const uint64_t a_count = (uint64_t)batch * (uint64_t)m * (uint64_t)k;
+  const uint64_t b_count = (b_batched ? (uint64_t)batch : 1) * (uint64_t)k * (uint64_t)n;
+  double *a64 = malloc(a_count * sizeof *a64), *b64 = malloc(b_count * sizeof *b64);
+  if (!a64 || !b64) {
+    free(a64);
+    free(b64);
+    return precis_fail(PRECIS_E_NOMEM, "out of host memory for the float64 copies of a and b (%.3g GiB)",
+                       (double)(a_count + b_count) * 8.0 / 1073741824.0);
+  }
+  /* With a shared b, the whole batch is one GEMM of (batch*m) rows when that fits in an int. */
+  const bool one_call = !b_batched && (uint64_t)batch * (uint64_t)m <= (uint64_t)INT32_MAX;
+  for (int pass = 0; pass < (ab_abs ? 2 : 1); pass++) {
+    const bool absolute = pass == 1;
+    double *c = absolute ? ab_abs : c_ref;
+    widen(a, a64, a_count, absolute);
+    widen(b, b64, b_count, absolute);
+    if (one_call) {
+      cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)(batch * m), (int)n, (int)k, 1.0, a64, (int)k, b64,
+                  (int)n, 0.0, c, (int)n);
+    } else {
+      for (int64_t s = 0; s < batch; s++)
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)n, (int)k, 1.0,
+                    a64 + (uint64_t)s * (uint64_t)m * (uint64_t)k, (int)k,
+                    b64 + (b_batched ? (uint64_t)s * (uint64_t)k * (uint64_t)n : 0), (int)n, 0.0,
+                    c + (uint64_t)s * (uint64_t)m * (uint64_t)n, (int)n);
+    }
+  }
+  free(a64);
+  free(b64);
+  return PRECIS_OK;
+}
+
+/* ------------------------------------------------------------------------------------------------
+ * Matrices from files */
+
+static char *resolve_path(const char *base_dir, const char *path) {
+  if (path[0] == '/' || !base_dir || !base_dir[0] || strcmp(base_dir, ".") == 0) return precis_strdup(path);
+  return precis_asprintf("%s/%s", base_dir, path);
+}
+
+static precis_status read_hdf5_matrix(const char *path, const char *object, float **data, int *rank, int64_t shape[3]) {
+  H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+  precis_status st = PRECIS_OK;
+  hid_t file = -1, dset = -1, space = -1, type = -1;
+  if (H5Fis_hdf5(path) <= 0) {
+    H5Eclear2(H5E_DEFAULT);
+    return precis_fail(PRECIS_E_INPUT, "%s: not an HDF5 file (or cannot be read)", path);
+  }
+  file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+  if (file < 0) {
+    H5Eclear2(H5E_DEFAULT);
+    return precis_fail(PRECIS_E_INPUT, "%s: cannot open as HDF5", path);
+  }
+  if (H5Lexists(file, object, H5P_DEFAULT) <= 0 || (dset = H5Dopen2(file, object, H5P_DEFAULT)) < 0) {
+    H5Eclear2(H5E_DEFAULT);
+    st = precis_fail(PRECIS_E_INPUT, "%s: %s: no such dataset", path, object);
+    goto done;
+  }
+  type = H5Dget_type(dset);
+  space = H5Dget_space(dset);
+  H5T_class_t cls = H5Tget_class(type);
+  if (cls != H5T_FLOAT && cls != H5T_INTEGER) {
+    st = precis_fail(PRECIS_E_INPUT, "%s: %s: expected a numeric dataset", path, object);
+    goto done;
+  }
+  int r = H5Sget_simple_extent_ndims(space);
+  if (r != 2 && r != 3) {
+    st = precis_fail(PRECIS_E_INPUT, "%s: %s: expected a matrix (rank 2) or a stack of matrices (rank 3), found rank %d", path,
+                     object, r);
+    goto done;
+  }
+  hsize_t dims[3];
+  H5Sget_simple_extent_dims(space, dims, NULL);
+  uint64_t count = 1;
+  for (int i = 0; i < r; i++) {
+    if (dims[i] == 0 || dims[i] > (hsize_t)INT32_MAX) {
+      st = precis_fail(PRECIS_E_INPUT, "%s: %s: dimension %d is %llu (expected 1 .. 2^31-1)", path, object, i,
+                       (unsigned long long)dims[i]);
+      goto done;
+    }
+    count *= dims[i]; /* three factors below 2^31 each: no overflow in 64 bits... */
+    if (count > ((uint64_t)1 << 40)) {
+      st = precis_fail(PRECIS_E_INPUT, "%s: %s: too large (%" PRIu64 "+ elements)", path, object, count);
+      goto done;
+    }
+    shape[i] = (int64_t)dims[i];
+  }
+  *rank = r;
+  *data = malloc(count * sizeof(float));
+  if (!*data) {
+    st = precis_fail(PRECIS_E_NOMEM, "%s: %s: out of memory", path, object);
+    goto done;
+  }
+  if (H5Dread(dset, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, *data) < 0) {
+    H5Eclear2(H5E_DEFAULT);
+    free(*data);
+    *data = NULL;
+    st = precis_fail(PRECIS_E_INPUT, "%s: %s: read failed (corrupt data or a failed checksum)", path, object);
+  }
+done:
+  if (type >= 0) H5Tclose(type);
+  if (space >= 0) H5Sclose(space);
+  if (dset >= 0) H5Dclose(dset);
+  H5Fclose(file);
+  return st;
+}
+
+precis_status precis_read_matrix_file(const precis_dist *d, const char *base_dir, float **data, int *rank,
+                                      int64_t shape[3]) {
+  *data = NULL;
+  char *path = resolve_path(base_dir, d->path);
+  if (!path) return precis_fail(PRECIS_E_NOMEM, "out of memory");
+  precis_status st;
+  if (d->object[0] == '/') {
+    st = read_hdf5_matrix(path, d->object, data, rank, shape);
+  } else {
+    precis_safetensors sf;
+    st = precis_safetensors_open(path, &sf);
+    if (st == PRECIS_OK) {
+      const precis_st_tensor *t = precis_safetensors_find(&sf, d->object);
+      if (!t) st = precis_fail(PRECIS_E_INPUT, "%s: no tensor named \"%s\"", path, d->object);
+      else if (t->rank != 2 && t->rank != 3)
+        st = precis_fail(PRECIS_E_INPUT, "%s: tensor \"%s\": expected rank 2 or 3, found rank %d", path, d->object, t->rank);
+      else {
+        for (int i = 0; i < t->rank && st == PRECIS_OK; i++)
+          if (t->shape[i] <= 0 || t->shape[i] > INT32_MAX)
+            st = precis_fail(PRECIS_E_INPUT, "%s: tensor \"%s\": dimension %d is %" PRId64 " (expected 1 .. 2^31-1)", path,
+                             d->object, i, t->shape[i]);
+        if (st == PRECIS_OK) {
+          *rank = t->rank;
+          for (int i = 0; i < t->rank; i++) shape[i] = t->shape[i];
+          st = precis_safetensors_read_f32(&sf, t, data);
+        }
+      }
+      precis_safetensors_close(&sf);
+    }
+  }
+  if (st == PRECIS_OK && d->transpose) {
+    /* The file holds each matrix as [cols, rows]; store [rows, cols]. */
+    int64_t samples = *rank == 3 ? shape[0] : 1, r = shape[*rank - 1], c = shape[*rank - 2];
+    float *t = malloc((uint64_t)samples * (uint64_t)r * (uint64_t)c * sizeof *t);
+    if (!t) st = precis_fail(PRECIS_E_NOMEM, "out of memory transposing %s", path);
+    else {
+      for (int64_t s = 0; s < samples; s++) {
+        const float *src = *data + (uint64_t)s * (uint64_t)r * (uint64_t)c;
+        float *dst = t + (uint64_t)s * (uint64_t)r * (uint64_t)c;
+        for (int64_t i = 0; i < c; i++)
+          for (int64_t j = 0; j < r; j++) dst[(uint64_t)j * (uint64_t)c + (uint64_t)i] = src[(uint64_t)i * (uint64_t)r + (uint64_t)j];
+      }
+      free(*data);
+      *data = t;
+      shape[*rank - 2] = r;
+      shape[*rank - 1] = c;
+    }
+  }
+  if (st != PRECIS_OK) {
+    free(*data);
+    *data = NULL;
+  }
+  free(path);
+  return st;
+}
+
+/* ------------------------------------------------------------------------------------------------
+ * Progress: a live line on a terminal, plain lines otherwise (DESIGN §7) */
+
+typedef struct progress {
+  bool enabled, tty;
+  size_t index, count;
+} progress;
+
+static void progress_say(const progress *p, const char *name, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void progress_say(const progress *p, const char *name, const char *fmt, ...) {
+  if (!p->enabled) return;
+  char msg[256];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  if (p->tty) fprintf(stderr, "\r\033[Kprecis gen: [%zu/%zu] %s: %s", p->index + 1, p->count, name, msg);
+  else fprintf(stderr, "precis gen: [%zu/%zu] %s: %s\n", p->index + 1, p->count, name, msg);
+  fflush(stderr);
+}
+
+/* ------------------------------------------------------------------------------------------------
+ * Generation */
+
+static uint64_t host_memory(void) {
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : UINT64_MAX;
+}
+
+/* One operand from a `file` distribution, fitted to [samples, rows, cols]. */
+static precis_status operand_from_file(const precis_suite *suite, const precis_suite_workload *w, const precis_dist *d,
+                                       bool is_a, float *held_out, float *calib) {
+  float *data = NULL;
+  int rank = 0;
+  int64_t shape[3] = {0, 0, 0};
+  precis_status st = precis_read_matrix_file(d, suite->base_dir, &data, &rank, shape);
+  if (st != PRECIS_OK) return st;
+  const int64_t rows = is_a ? w->m : w->k, cols = is_a ? w->k : w->n;
+  const char *what = is_a ? "a" : "b";
+  int64_t file_rows = shape[rank - 2], file_cols = shape[rank - 1], file_samples = rank == 3 ? shape[0] : 1;
+  const uint64_t per = (uint64_t)rows * (uint64_t)cols;
+  if (file_rows != rows || file_cols != cols) {
+    st = precis_fail(PRECIS_E_INPUT, "workload %s: %s from %s:%s is [%" PRId64 ",%" PRId64 "]%s, expected [%" PRId64 ",%" PRId64 "] (%s)",
+                     w->name, what, d->path, d->object, file_rows, file_cols, d->transpose ? " after transposing" : "", rows,
+                     cols, is_a ? "m x k" : "k x n");
+    goto done;
+  }
+  if (is_a) {
+    if (rank == 2) {
+      if (w->calib > 0) {
+        st = precis_fail(PRECIS_E_INPUT,
+                         "workload %s: calib needs a rank-3 file [samples, m, k] for a (held-out samples first, then calibration)",
+                         w->name);
+        goto done;
+      }
+      for (int64_t s = 0; s < w->batch; s++) memcpy(held_out + (uint64_t)s * per, data, per * sizeof(float));
+    } else {
+      if (file_samples < w->batch + w->calib) {
+        st = precis_fail(PRECIS_E_INPUT, "workload %s: a from %s:%s has %" PRId64 " samples, fewer than batch + calib = %" PRId64,
+                         w->name, d->path, d->object, file_samples, w->batch + w->calib);
+        goto done;
+      }
+      memcpy(held_out, data, (uint64_t)w->batch * per * sizeof(float));
+      if (w->calib > 0) memcpy(calib, data + (uint64_t)w->batch * per, (uint64_t)w->calib * per * sizeof(float));
+    }
+  } else {
+    if (rank == 3 && (!w->b_batched || file_samples != w->batch)) {
+      st = precis_fail(PRECIS_E_INPUT, "workload %s: b from %s:%s has rank 3 with %" PRId64 " matrices; that needs b_batched: true and batch: %" PRId64,
+                       w->name, d->path, d->object, file_samples, file_samples);
+      goto done;
+    }
+    if (rank == 2 && w->b_batched) {
+      for (int64_t s = 0; s < w->batch; s++) memcpy(held_out + (uint64_t)s * per, data, per * sizeof(float));
+    } else {
+      memcpy(held_out, data, (w->b_batched ? (uint64_t)w->batch : 1) * per * sizeof(float));
+    }
+  }
+done:
+  free(data);
+  return st;
+}
+
+static precis_status check_finite(const precis_suite_workload *w, const char *what, const float *v, uint64_t count) {
+  for (uint64_t i = 0; i < count; i++)
+    if (!isfinite(v[i]))
+      return precis_fail(PRECIS_E_INPUT,
+                         "workload %s: %s element %" PRIu64 " is %s (the distribution's parameters or the file's values "
+                         "overflow float32)",
+                         w->name, what, i, isnan(v[i]) ? "NaN" : "infinite");
+  return PRECIS_OK;
+}
+
+static precis_status generate_workload(const precis_suite *suite, const precis_suite_workload *w, precis_dataset_writer *writer,
+                                       precis_sha256 *hash, const progress *prog) {
+  precis_status st = PRECIS_OK;
+  precis_workload_info info;
+  memset(&info, 0, sizeof info);
+  info.name = w->name;
+  char kind[] = "gemm";
+  info.kind = kind;
+  info.m = w->m;
+  info.n = w->n;
+  info.k = w->k;
+  info.batch = w->batch;
+  info.b_batched = w->b_batched;
+  info.calib_samples = w->calib;
+  info.description = w->description;
+  info.reference = precis_strdup(precis_reference_method());
+  uint64_t bytes = precis_workload_bytes(&info);
+  uint64_t a_count = (uint64_t)w->batch * (uint64_t)w->m * (uint64_t)w->k;
+  uint64_t b_count = (w->b_batched ? (uint64_t)w->batch : 1) * (uint64_t)w->k * (uint64_t)w->n;
+  uint64_t c_count = (uint64_t)w->batch * (uint64_t)w->m * (uint64_t)w->n;
+  uint64_t calib_count = (uint64_t)w->calib * (uint64_t)w->m * (uint64_t)w->k;
+  uint64_t need = bytes == UINT64_MAX ? UINT64_MAX : bytes + 8 * (a_count + b_count), have = host_memory();
+  if (bytes == UINT64_MAX || need > have) {
+    free(info.reference);
+    return precis_fail(PRECIS_E_INPUT,
+                       "%s:%d: workload %s: needs %.3g GiB of host memory to generate, more than this machine has (%.3g GiB)",
+                       suite->source, w->line, w->name, (double)need / 1073741824.0, (double)have / 1073741824.0);
+  }
+  precis_workload_data data = {0};
+  info.a_dist = precis_dist_describe(&w->a);
+  info.b_dist = precis_dist_describe(&w->b);
+  data.a = malloc(a_count * sizeof(float));
+  data.b = malloc(b_count * sizeof(float));
+  data.c_ref = malloc(c_count * sizeof(double));
+  data.ab_abs = malloc(c_count * sizeof(double));
+  if (w->calib > 0) data.calib_a = malloc(calib_count * sizeof(float));
+  if (!info.reference || !info.a_dist || !info.b_dist || !data.a || !data.b || !data.c_ref || !data.ab_abs || (w->calib > 0 && !data.calib_a)) {
+    st = precis_fail(PRECIS_E_NOMEM, "workload %s: out of host memory (%.3g GiB)", w->name, (double)bytes / 1073741824.0);
+    goto done;
+  }
+  progress_say(prog, w->name, "inputs (%" PRId64 "x%" PRId64 "x%" PRId64 ", batch %" PRId64 ")", w->m, w->n, w->k, w->batch);
+  const precis_rng_key key = precis_rng_key_for(w->has_seed ? w->seed : suite->seed, w->name);
+  if (w->a.kind == PRECIS_DIST_FILE) {
+    if ((st = operand_from_file(suite, w, &w->a, true, data.a, data.calib_a)) != PRECIS_OK) goto done;
+  } else {
+    precis_dist_fill(&w->a, key, PRECIS_STREAM_A, PRECIS_OPERAND_A, w->batch, w->m, w->k, data.a);
+    if (w->calib > 0) precis_dist_fill(&w->a, key, PRECIS_STREAM_CALIB_A, PRECIS_OPERAND_A, w->calib, w->m, w->k, data.calib_a);
+  }
+  if (w->b.kind == PRECIS_DIST_FILE) {
+    if ((st = operand_from_file(suite, w, &w->b, false, data.b, NULL)) != PRECIS_OK) goto done;
+  } else {
+    precis_dist_fill(&w->b, key, PRECIS_STREAM_B, PRECIS_OPERAND_B, w->b_batched ? w->batch : 1, w->k, w->n, data.b);
+  }
+  if ((st = check_finite(w, "a", data.a, a_count)) != PRECIS_OK || (st = check_finite(w, "b", data.b, b_count)) != PRECIS_OK ||
+      (data.calib_a && (st = check_finite(w, "calib/a", data.calib_a, calib_count)) != PRECIS_OK))
+    goto done;
+  progress_say(prog, w->name, "float64 references");
+  if ((st = precis_reference_compute(data.a, data.b, w->batch, w->m, w->n, w->k, w->b_batched, data.c_ref, data.ab_abs)) !=
+      PRECIS_OK) {
+    precis_error_prefix("workload %s", w->name);
+    goto done;
+  }
+  for (uint64_t i = 0; i < c_count; i++)
+    if (!isfinite(data.c_ref[i]) || !isfinite(data.ab_abs[i])) {
+      st = precis_fail(PRECIS_E_INPUT, "workload %s: the reference overflows float64 at element %" PRIu64, w->name, i);
+      goto done;
+    }
+  progress_say(prog, w->name, "writing %.1f MiB", (double)bytes / 1048576.0);
+  if ((st = precis_dataset_writer_add(writer, &info, &data)) != PRECIS_OK) goto done;
+  precis_dataset_id_add(hash, &info, &data);
+done:
+  free(info.reference);
+  free(info.a_dist);
+  free(info.b_dist);
+  precis_workload_data_free(&data);
+  return st;
+}
+
+precis_status precis_generate(const precis_suite *suite, const precis_gen_options *options, char dataset_id[65]) {
+  precis_dataset_write_options wopt = {options->force, options->gzip_level};
+  precis_dataset_writer *writer = NULL;
+  precis_status st = precis_dataset_writer_open(options->output, &wopt, &writer);
+  if (st != PRECIS_OK) return st;
+  progress prog = {options->progress, options->progress && isatty(2), 0, suite->n_workloads};
+  precis_sha256 hash;
+  precis_dataset_id_begin(&hash, suite->seed, suite->n_workloads);
+  for (size_t i = 0; i < suite->n_workloads; i++) {
+    if (precis_interrupt_signal) {
+      st = precis_fail(PRECIS_E_INTERRUPTED, "interrupted; %s was not written", options->output);
+      goto failed;
+    }
+    prog.index = i;
+    if ((st = generate_workload(suite, &suite->workloads[i], writer, &hash, &prog)) != PRECIS_OK) goto failed;
+  }
+  if (prog.tty) fprintf(stderr, "\r\033[K");
+  char id[65];
+  precis_dataset_id_finish(&hash, id);
+  char created[32];
+  time_t now = time(NULL);
+  struct tm tm_utc;
+  gmtime_r(&now, &tm_utc);
+  strftime(created, sizeof created, "%Y-%m-%dT%H:%M:%SZ", &tm_utc);
+  char generator[128];
+  snprintf(generator, sizeof generator, "precis %s (commit %s)", PRECIS_VERSION, PRECIS_COMMIT);
+  precis_dataset_root_attrs root = {generator, created, suite->seed, suite->text, id};
+  st = precis_dataset_writer_commit(writer, &root);
+  if (st == PRECIS_OK && dataset_id) memcpy(dataset_id, id, 65);
+  return st;
+failed:
+  if (prog.tty) fprintf(stderr, "\n");
+  precis_dataset_writer_abort(writer);
+  return st;
+}

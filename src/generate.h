@@ -1,0 +1,38 @@
+/* precis gen / precis import: data from a suite, references in float64, written in the format of
+ * DESIGN §4 through the dataset writer. */
+#ifndef PRECIS_GENERATE_H
+#define PRECIS_GENERATE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "dataset.h"
+#include "status.h"
+#include "suite.h"
+
+typedef struct precis_gen_options {
+  const char *output;
+  bool force;
+  int gzip_level; /* 0: none */
+  bool progress;  /* a progress line on stderr */
+} precis_gen_options;
+
+/* Generates every workload of the suite into options->output; dataset_id (65 bytes) receives the
+ * id written. */
+precis_status precis_generate(const precis_suite *suite, const precis_gen_options *options, char dataset_id[65]);
+
+/* c_ref = a.b and (when ab_abs is not NULL) ab_abs = |a|.|b|, accumulated in float64 by OpenBLAS
+ * dgemm from the float32 values (each product of two float32 values is exact in float64).
+ * a is [batch, m, k]; b is [k, n], or [batch, k, n] when b_batched. */
+precis_status precis_reference_compute(const float *a, const float *b, int64_t batch, int64_t m, int64_t n, int64_t k,
+                                       bool b_batched, double *c_ref, double *ab_abs);
+
+/* The text stored in each workload's `reference` attribute. */
+const char *precis_reference_method(void);
+
+/* Reads a matrix for a `file` distribution: an HDF5 dataset (object starting with '/') or a
+ * safetensors tensor, widened to float32. rank is 2 or 3; relative paths are taken from base_dir. */
+precis_status precis_read_matrix_file(const precis_dist *d, const char *base_dir, float **data, int *rank,
+                                      int64_t shape[3]);
+
+#endif
