@@ -314,5 +314,18 @@ TEST(escapers) {
   CHECK_STR(num, "null");
 }
 
-RUN_TESTS(T(json_round_trip_is_exact), T(journal_line_round_trip), T(reader_names_file_and_key),
+/* Not a check by itself: with PRECIS_RENDER_REPORT=in.json and PRECIS_RENDER_DIR=dir it renders a
+ * crafted report.json into every format, for tests/py/test_html_render.py (which has no other way
+ * to call the printers without `precis run`). */
+TEST(render_report_from_environment) {
+  const char *in = getenv("PRECIS_RENDER_REPORT"), *dir = getenv("PRECIS_RENDER_DIR");
+  if (!in || !dir) return;
+  precis_report report;
+  CHECK_OK(precis_report_read_json(in, &report));
+  CHECK_OK(precis_report_write_all(&report, dir, true));
+  precis_report_print_table(&report, stdout);
+  precis_report_free(&report);
+}
+
+RUN_TESTS(T(render_report_from_environment), T(json_round_trip_is_exact), T(journal_line_round_trip), T(reader_names_file_and_key),
           T(hostile_strings_are_escaped_everywhere), T(incomplete_report_says_so), T(escapers))
