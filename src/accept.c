@@ -1,0 +1,853 @@
+/* The acceptance test: sweeps, the memory budget against measurement, and the verdict (accept.h,
+ * docs/accept.md). */
+#include "accept.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "host_memory.h"
+#include "metrics.h"
+#include "timing.h"
+
+void precis_accept_config_default(precis_accept_config *cfg) {
+  memset(cfg, 0, sizeof *cfg);
+  precis_case_options_default(&cfg->case_options);
+  cfg->batches[0] = 1, cfg->batches[1] = 2, cfg->batches[2] = 4;
+  cfg->n_batches = 3;
+  cfg->concurrency[0] = 1;
+  cfg->n_concurrency = 1;
+  cfg->latency_target_ms = NAN;
+  cfg->headroom = 0.10;
+  cfg->memory_limit_bytes = 0;
+  cfg->memory_limit_source = "";
+  cfg->workspace_bytes = 0;
+  cfg->repeats = 3;
+}
+
+void precis_accept_format_bytes(long long bytes, char *buf, size_t len) {
+  if (bytes < 0) {
+    snprintf(buf, len, "n/a");
+    return;
+  }
+  static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = (double)bytes;
+  size_t u = 0;
+  while (v >= 1024.0 && u + 1 < sizeof units / sizeof units[0]) v /= 1024.0, u++;
+  if (u == 0) snprintf(buf, len, "%lld B", bytes);
+  else snprintf(buf, len, "%.2f %s", v, units[u]);
+}
+
+/* ---- results ---------------------------------------------------------------------------------- */
+
+static void point_init(precis_accept_point *p) {
+  memset(p, 0, sizeof *p);
+  p->status = PRECIS_ROW_FAILED;
+  p->min_ms = p->median_ms = p->mean_ms = p->p95_ms = p->p99_ms = p->max_ms = NAN;
+  p->throughput_tflops = p->wall_ms = p->overlap = NAN;
+  p->tensor_bytes = p->workspace_bytes = p->baseline_bytes = -1;
+  p->predicted_tracked_bytes = p->predicted_peak_bytes = -1;
+  p->tracked_peak_bytes = p->peak_bytes = p->untracked_bytes = -1;
+  p->host_peak_rss_bytes = p->device_baseline_bytes = p->device_peak_bytes = -1;
+  p->peak_view = "host_peak_rss";
+}
+
+void precis_accept_point_free(precis_accept_point *p) {
+  free(p->reason);
+  free(p->samples_ms);
+  point_init(p);
+}
+
+static void recipe_result_init(precis_accept_recipe_result *rr) {
+  memset(rr, 0, sizeof *rr);
+  rr->peak_max_bytes = rr->peak_min_bytes = rr->peak_spread_bytes = -1;
+  rr->allowed_bytes = rr->headroom_bytes = -1;
+  rr->accept_p95_ms = rr->accept_median_ms = rr->accept_p99_ms = NAN;
+  for (int i = 0; i < PRECIS_METRIC_COUNT; i++) rr->error[i] = (precis_metric_value){NAN, NAN, false};
+  for (int i = 0; i < PRECIS_ACCEPT_MAX_SWEEP; i++) rr->largest_batch_meeting_target[i] = -1;
+  rr->verdict = PRECIS_VERDICT_NONE;
+}
+
+static void recipe_result_free(precis_accept_recipe_result *rr) {
+  free(rr->recipe);
+  free(rr->recipe_description);
+  for (size_t i = 0; i < rr->n_points; i++) precis_accept_point_free(&rr->points[i]);
+  free(rr->points);
+  free(rr->accuracy_detail);
+  for (size_t i = 0; i < rr->n_reasons; i++) free(rr->reasons[i]);
+  free(rr->reasons);
+  precis_kv_free(&rr->details);
+  recipe_result_init(rr);
+}
+
+void precis_accept_result_init(precis_accept_result *r) {
+  memset(r, 0, sizeof *r);
+  r->verdict = PRECIS_VERDICT_NONE;
+  r->latency_target_ms = NAN;
+}
+
+void precis_accept_result_free(precis_accept_result *r) {
+  free(r->tool_version);
+  precis_kv_free(&r->environment);
+  free(r->dataset_path);
+  free(r->dataset_id);
+  free(r->workload);
+  precis_kv_free(&r->settings);
+  free(r->memory_limit_source);
+  for (size_t i = 0; i < r->n_criteria_text; i++) free(r->criteria_text[i]);
+  free(r->criteria_text);
+  for (size_t i = 0; i < r->n_recipes; i++) recipe_result_free(&r->recipes[i]);
+  free(r->recipes);
+  precis_accept_result_init(r);
+}
+
+static precis_status add_point(precis_accept_recipe_result *rr, precis_accept_point *p) {
+  if (rr->n_points == rr->cap_points) {
+    size_t cap = rr->cap_points ? rr->cap_points * 2 : 8;
+    precis_accept_point *grown = realloc(rr->points, cap * sizeof *grown);
+    if (!grown) return precis_fail(PRECIS_E_NOMEM, "out of memory recording an acceptance point");
+    rr->points = grown;
+    rr->cap_points = cap;
+  }
+  rr->points[rr->n_points++] = *p;
+  point_init(p);
+  return PRECIS_OK;
+}
+
+static void add_reason(precis_accept_recipe_result *rr, char *reason) {
+  if (!reason) return;
+  char **grown = realloc(rr->reasons, (rr->n_reasons + 1) * sizeof *grown);
+  if (!grown) {
+    free(reason);
+    return;
+  }
+  rr->reasons = grown;
+  rr->reasons[rr->n_reasons++] = reason;
+}
+
+/* ---- scaled inputs ---------------------------------------------------------------------------- */
+
+static float *tile_rows(const float *src, long long samples, long long m, long long k, long long factor) {
+  if (samples <= 0 || m <= 0 || k <= 0 || factor <= 0) return NULL;
+  if ((uint64_t)samples * (uint64_t)m > SIZE_MAX / (uint64_t)k / (uint64_t)factor / sizeof(float)) return NULL;
+  size_t sample_values = (size_t)(m * k);
+  float *out = malloc((size_t)samples * sample_values * (size_t)factor * sizeof *out);
+  if (!out) return NULL;
+  for (size_t s = 0; s < (size_t)samples; s++)
+    for (size_t t = 0; t < (size_t)factor; t++)
+      memcpy(out + (s * (size_t)factor + t) * sample_values, src + s * sample_values, sample_values * sizeof *out);
+  return out;
+}
+
+precis_status precis_accept_input_build(const precis_workload_info *w, const precis_workload_data *d,
+                                        long long factor, bool with_calib, precis_accept_input *out) {
+  memset(out, 0, sizeof *out);
+  if (factor < 1) return precis_fail(PRECIS_E_USAGE, "batch factor %lld: expected an integer >= 1", factor);
+  if (w->m <= 0 || w->n <= 0 || w->k <= 0 || w->batch <= 0 || !d->a || !d->b)
+    return precis_fail(PRECIS_E_INPUT, "workload %s: expected positive m, n, k, batch and loaded a and b",
+                       w->name ? w->name : "?");
+  if (w->m > INT64_MAX / factor)
+    return precis_fail(PRECIS_E_USAGE, "workload %s: m=%lld x batch %lld overflows", w->name, (long long)w->m, factor);
+  out->info = *w;
+  out->info.m = w->m * factor;
+  out->factor = factor;
+  out->data.b = d->b;
+  out->data.a = tile_rows(d->a, w->batch, w->m, w->k, factor);
+  if (!out->data.a)
+    return precis_fail(PRECIS_E_NOMEM, "workload %s: cannot allocate a at %lld x %lld rows (batch %lld)", w->name,
+                       (long long)w->batch, (long long)(w->m * factor), factor);
+  out->info.calib_samples = 0;
+  if (with_calib && d->calib_a && w->calib_samples > 0) {
+    out->data.calib_a = tile_rows(d->calib_a, w->calib_samples, w->m, w->k, factor);
+    if (!out->data.calib_a) {
+      precis_accept_input_free(out);
+      return precis_fail(PRECIS_E_NOMEM, "workload %s: cannot allocate calib/a at batch %lld", w->name, factor);
+    }
+    out->info.calib_samples = w->calib_samples;
+  }
+  return PRECIS_OK;
+}
+
+void precis_accept_input_free(precis_accept_input *in) {
+  free(in->data.a);
+  free(in->data.calib_a);
+  memset(in, 0, sizeof *in);
+}
+
+precis_status precis_accept_tile_metrics(const precis_workload_info *w, const precis_workload_data *d, long long factor,
+                                         const float *c, double clipped_fraction,
+                                         precis_metric_value out[PRECIS_METRIC_COUNT]) {
+  if (!d->c_ref || !d->ab_abs || !c)
+    return precis_fail(PRECIS_E_INPUT, "workload %s: the accuracy check needs c_ref, ab_abs and an output", w->name);
+  size_t tile = (size_t)(w->m * w->n), tiles = (size_t)w->batch * (size_t)factor;
+  precis_sample_metrics *samples = calloc(tiles, sizeof *samples);
+  if (!samples) return precis_fail(PRECIS_E_NOMEM, "out of memory computing the acceptance point's metrics");
+  for (size_t s = 0; s < (size_t)w->batch; s++)
+    for (size_t t = 0; t < (size_t)factor; t++)
+      precis_metrics_sample(c + (s * (size_t)factor + t) * tile, d->c_ref + s * tile, d->ab_abs + s * tile, tile,
+                            &samples[s * (size_t)factor + t]);
+  precis_metrics_aggregate(samples, tiles, out);
+  free(samples);
+  if (!isnan(clipped_fraction)) out[PRECIS_METRIC_CLIPPED] = (precis_metric_value){clipped_fraction, clipped_fraction, true};
+  return PRECIS_OK;
+}
+
+/* ---- host memory ------------------------------------------------------------------------------ */
+
+long long precis_accept_current_rss_bytes(void) {
+  FILE *fp = fopen("/proc/self/statm", "r");
+  if (!fp) return -1;
+  long long size = 0, resident = -1;
+  int got = fscanf(fp, "%lld %lld", &size, &resident);
+  fclose(fp);
+  long page = sysconf(_SC_PAGESIZE);
+  return got == 2 && resident >= 0 && page > 0 ? resident * (long long)page : -1;
+}
+
+precis_status precis_accept_host_memory_limit(long long *bytes) {
+  *bytes = 0;
+  FILE *fp = fopen("/proc/meminfo", "r");
+  if (!fp) return precis_fail(PRECIS_E_RUNTIME, "/proc/meminfo: cannot open (%s); give --memory-limit", strerror(errno));
+  char line[256];
+  long long kib = -1;
+  while (fgets(line, sizeof line, fp))
+    if (strncmp(line, "MemAvailable:", 13) == 0) {
+      kib = atoll(line + 13);
+      break;
+    }
+  fclose(fp);
+  if (kib <= 0) return precis_fail(PRECIS_E_RUNTIME, "/proc/meminfo: no MemAvailable line; give --memory-limit");
+  long long rss = precis_accept_current_rss_bytes();
+  *bytes = kib * 1024 + (rss > 0 ? rss : 0);
+  return PRECIS_OK;
+}
+
+precis_status precis_accept_parse_bytes(const char *text, long long *bytes) {
+  char *end = NULL;
+  errno = 0;
+  double v = text ? strtod(text, &end) : NAN;
+  if (!text || end == text || errno || !(v > 0))
+    return precis_fail(PRECIS_E_USAGE, "memory size \"%s\": expected a positive number of bytes, optionally with K, M, G or T",
+                       text ? text : "");
+  double mult = 1;
+  switch (*end) {
+  case 'k': case 'K': mult = 1024.0, end++; break;
+  case 'm': case 'M': mult = 1024.0 * 1024, end++; break;
+  case 'g': case 'G': mult = 1024.0 * 1024 * 1024, end++; break;
+  case 't': case 'T': mult = 1024.0 * 1024 * 1024 * 1024, end++; break;
+  default: break;
+  }
+  if (mult > 1 && strcmp(end, "iB") == 0) end += 2;
+  else if (strcmp(end, "B") == 0) end += 1;
+  if (*end)
+    return precis_fail(PRECIS_E_USAGE,
+                       "memory size \"%s\": unexpected \"%s\" (expected bytes, or a number with K, M, G, T, KiB, MiB, ...)",
+                       text, end);
+  double total = v * mult;
+  if (!(total >= 1) || total > 9.0e18)
+    return precis_fail(PRECIS_E_USAGE, "memory size \"%s\": out of range", text);
+  *bytes = (long long)total;
+  return PRECIS_OK;
+}
+
+/* Samples the resident set every millisecond while a point runs: VmHWM is process-wide and every
+ * cpu case resets it when it starts, so a worker that starts late could hide a peak reached by
+ * another; the sampler sees it. */
+typedef struct rss_sampler {
+  pthread_t thread;
+  atomic_bool stop;
+  atomic_llong max_bytes;
+  int fd;
+  bool running;
+} rss_sampler;
+
+static long long statm_resident(int fd) {
+  char buf[128];
+  ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+  if (n <= 0) return -1;
+  buf[n] = '\0';
+  long long size = 0, resident = -1;
+  if (sscanf(buf, "%lld %lld", &size, &resident) != 2) return -1;
+  return resident * (long long)sysconf(_SC_PAGESIZE);
+}
+
+static void *rss_sampler_main(void *arg) {
+  rss_sampler *s = arg;
+  const struct timespec period = {0, 1000000};
+  while (!atomic_load(&s->stop)) {
+    long long v = statm_resident(s->fd);
+    if (v > atomic_load(&s->max_bytes)) atomic_store(&s->max_bytes, v);
+    nanosleep(&period, NULL);
+  }
+  return NULL;
+}
+
+static void rss_sampler_start(rss_sampler *s) {
+  memset(s, 0, sizeof *s);
+  atomic_init(&s->stop, false);
+  atomic_init(&s->max_bytes, -1);
+  s->fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+  if (s->fd < 0) return;
+  atomic_store(&s->max_bytes, statm_resident(s->fd));
+  s->running = pthread_create(&s->thread, NULL, rss_sampler_main, s) == 0;
+  if (!s->running) close(s->fd), s->fd = -1;
+}
+
+static long long rss_sampler_stop(rss_sampler *s) {
+  if (s->running) {
+    atomic_store(&s->stop, true);
+    pthread_join(s->thread, NULL);
+    long long last = statm_resident(s->fd);
+    if (last > atomic_load(&s->max_bytes)) atomic_store(&s->max_bytes, last);
+    close(s->fd);
+    s->running = false;
+  }
+  return atomic_load(&s->max_bytes);
+}
+
+/* ---- one point -------------------------------------------------------------------------------- */
+
+/* The start gate: every worker waits on it and is released by one broadcast once all threads exist,
+ * so that the cases really overlap; a failed thread creation opens it with `abort` instead. */
+typedef struct start_gate {
+  pthread_mutex_t mutex;
+  pthread_cond_t cond;
+  int state; /* 0 waiting, 1 go, 2 abort */
+} start_gate;
+
+static void gate_open(start_gate *g, int state) {
+  pthread_mutex_lock(&g->mutex);
+  g->state = state;
+  pthread_cond_broadcast(&g->cond);
+  pthread_mutex_unlock(&g->mutex);
+}
+
+static int gate_wait(start_gate *g) {
+  pthread_mutex_lock(&g->mutex);
+  while (g->state == 0) pthread_cond_wait(&g->cond, &g->mutex);
+  int state = g->state;
+  pthread_mutex_unlock(&g->mutex);
+  return state;
+}
+
+typedef struct accept_worker {
+  const precis_accept_config *cfg;
+  const precis_recipe *recipe;
+  const precis_accept_input *in;
+  start_gate *gate;
+  precis_case_output out;
+  precis_status status;
+  char error[512];
+  double start_ms, end_ms;
+} accept_worker;
+
+static void *worker_main(void *arg) {
+  accept_worker *wk = arg;
+  if (gate_wait(wk->gate) != 1) return NULL;
+  wk->start_ms = precis_now_ms();
+  precis_clear_error();
+  wk->status = wk->cfg->backend->run_case(wk->cfg->backend_ctx, wk->recipe, &wk->in->info, &wk->in->data,
+                                          &wk->cfg->case_options, &wk->out);
+  if (wk->status != PRECIS_OK)
+    snprintf(wk->error, sizeof wk->error, "%s", precis_last_error()[0] ? precis_last_error() : precis_status_str(wk->status));
+  wk->end_ms = precis_now_ms();
+  return NULL;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* min, median, mean, p95, p99, max of values (unsorted, not modified). */
+static bool latency_stats(const double *values, size_t n, double out[6]) {
+  for (int i = 0; i < 6; i++) out[i] = NAN;
+  if (n == 0) return true;
+  double *sorted = malloc(n * sizeof *sorted);
+  if (!sorted) return false;
+  memcpy(sorted, values, n * sizeof *sorted);
+  qsort(sorted, n, sizeof *sorted, cmp_double);
+  double sum = 0;
+  for (size_t i = 0; i < n; i++) sum += sorted[i];
+  out[0] = sorted[0];
+  out[1] = precis_percentile_sorted(sorted, n, 50);
+  out[2] = sum / (double)n;
+  out[3] = precis_percentile_sorted(sorted, n, 95);
+  out[4] = precis_percentile_sorted(sorted, n, 99);
+  out[5] = sorted[n - 1];
+  free(sorted);
+  return true;
+}
+
+static long long workspace_of(const precis_accept_config *cfg, const precis_kv_list *details) {
+  const char *reported = details ? precis_kv_get(details, "workspace_bytes") : NULL;
+  if (reported) {
+    char *end = NULL;
+    long long v = strtoll(reported, &end, 10);
+    if (end != reported && *end == '\0' && v >= 0) return v;
+  }
+  return cfg->workspace_bytes;
+}
+
+precis_status precis_accept_run_point(const precis_accept_config *cfg, const precis_recipe *recipe,
+                                      const precis_accept_input *in, int workers, precis_accept_point *point,
+                                      float **first_output, double *first_clipped, precis_kv_list *first_details) {
+  point_init(point);
+  if (first_output) *first_output = NULL;
+  if (first_clipped) *first_clipped = NAN;
+  point->batch = in->factor;
+  point->workers = workers;
+  point->rows = in->info.m;
+  if (workers < 1) return precis_fail(PRECIS_E_USAGE, "concurrency %d: expected at least 1 worker", workers);
+
+  precis_status st = PRECIS_OK;
+  start_gate gate = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
+  pthread_t *threads = calloc((size_t)workers, sizeof *threads);
+  accept_worker *wk = calloc((size_t)workers, sizeof *wk);
+  int started = 0;
+  rss_sampler sampler;
+  memset(&sampler, 0, sizeof sampler);
+  sampler.fd = -1;
+  if (!threads || !wk) {
+    st = precis_fail(PRECIS_E_NOMEM, "out of memory starting %d workers", workers);
+    goto done;
+  }
+  for (int i = 0; i < workers; i++) {
+    wk[i].cfg = cfg;
+    wk[i].recipe = recipe;
+    wk[i].in = in;
+    wk[i].gate = &gate;
+    precis_case_output_init(&wk[i].out);
+  }
+
+  /* The baseline is what the process holds before any worker allocates: the loaded dataset, the
+   * scaled input, libraries, earlier points' freed-but-kept heap. */
+  point->baseline_bytes = precis_accept_current_rss_bytes();
+  precis_peak_rss_reset();
+  rss_sampler_start(&sampler);
+  for (; started < workers; started++) {
+    if (pthread_create(&threads[started], NULL, worker_main, &wk[started]) != 0) break;
+  }
+  if (started < workers) st = precis_fail(PRECIS_E_RUNTIME, "could not start worker thread %d of %d", started + 1, workers);
+  gate_open(&gate, st == PRECIS_OK ? 1 : 2);
+  for (int i = 0; i < started; i++) pthread_join(threads[i], NULL);
+  long long sampled_peak = rss_sampler_stop(&sampler);
+  long long hwm = precis_peak_rss_bytes();
+  if (st != PRECIS_OK) goto done;
+
+  /* Status: the first worker whose case did not complete names the point's failure. */
+  point->status = PRECIS_ROW_OK;
+  for (int i = 0; i < workers; i++) {
+    precis_row_status ws = wk[i].out.status;
+    const char *why = wk[i].out.reason;
+    if (wk[i].status != PRECIS_OK && ws == PRECIS_ROW_OK) ws = PRECIS_ROW_FAILED, why = wk[i].error;
+    if (ws == PRECIS_ROW_OK && !wk[i].out.c) ws = PRECIS_ROW_FAILED, why = "the backend returned no output";
+    if (ws != PRECIS_ROW_OK) {
+      point->status = ws;
+      point->reason = precis_asprintf("worker %d of %d: %s", i + 1, workers, why && why[0] ? why : "unknown failure");
+      break;
+    }
+  }
+
+  /* Latency: every worker's per-call samples, pooled. */
+  size_t total = 0;
+  for (int i = 0; i < workers; i++) total += wk[i].out.time.n_samples_ms;
+  if (total) {
+    point->samples_ms = malloc(total * sizeof *point->samples_ms);
+    if (!point->samples_ms) {
+      st = precis_fail(PRECIS_E_NOMEM, "out of memory pooling %zu latency samples", total);
+      goto done;
+    }
+    for (int i = 0; i < workers; i++) {
+      memcpy(point->samples_ms + point->n_samples_ms, wk[i].out.time.samples_ms,
+             wk[i].out.time.n_samples_ms * sizeof(double));
+      point->n_samples_ms += wk[i].out.time.n_samples_ms;
+    }
+  }
+  double stats[6];
+  if (!latency_stats(point->samples_ms, point->n_samples_ms, stats)) {
+    st = precis_fail(PRECIS_E_NOMEM, "out of memory sorting latency samples");
+    goto done;
+  }
+  point->samples = (long)point->n_samples_ms;
+  point->min_ms = stats[0], point->median_ms = stats[1], point->mean_ms = stats[2];
+  point->p95_ms = stats[3], point->p99_ms = stats[4], point->max_ms = stats[5];
+  if (point->status == PRECIS_ROW_OK) {
+    const precis_workload_info *w = &in->info;
+    double flops = 2.0 * (double)w->m * (double)w->n * (double)w->k * (double)w->batch;
+    double sum = 0;
+    for (int i = 0; i < workers; i++)
+      if (wk[i].out.time.median_ms > 0) sum += flops / (wk[i].out.time.median_ms * 1e-3) / 1e12;
+    point->throughput_tflops = sum;
+  }
+  double first_start = wk[0].start_ms, last_start = wk[0].start_ms, first_end = wk[0].end_ms, last_end = wk[0].end_ms;
+  for (int i = 1; i < workers; i++) {
+    first_start = fmin(first_start, wk[i].start_ms), last_start = fmax(last_start, wk[i].start_ms);
+    first_end = fmin(first_end, wk[i].end_ms), last_end = fmax(last_end, wk[i].end_ms);
+  }
+  point->wall_ms = last_end - first_start;
+  point->overlap = point->wall_ms > 0 ? fmax(0.0, first_end - last_start) / point->wall_ms : 1.0;
+
+  /* Memory views. */
+  const precis_workload_info *w = &in->info;
+  point->tensor_bytes = precis_recipe_tensor_bytes(recipe, w->m, w->n, w->k, w->batch, w->b_batched);
+  point->workspace_bytes = workspace_of(cfg, &wk[0].out.details);
+  long long tracked = 0;
+  long long device_baseline = -1, device_peak = -1, worker_rss = -1;
+  for (int i = 0; i < workers; i++) {
+    const precis_memory *m = &wk[i].out.memory;
+    if (tracked >= 0) tracked = m->tracked_peak_bytes >= 0 ? tracked + m->tracked_peak_bytes : -1;
+    if (m->device_baseline_bytes >= 0 && (device_baseline < 0 || m->device_baseline_bytes < device_baseline))
+      device_baseline = m->device_baseline_bytes;
+    if (m->device_peak_bytes > device_peak) device_peak = m->device_peak_bytes;
+    if (m->host_peak_rss_bytes > worker_rss) worker_rss = m->host_peak_rss_bytes;
+  }
+  point->tracked_peak_bytes = tracked;
+  long long rss_peak = hwm;
+  if (sampled_peak > rss_peak) rss_peak = sampled_peak;
+  if (worker_rss > rss_peak) rss_peak = worker_rss;
+  point->host_peak_rss_bytes = rss_peak;
+  point->device_baseline_bytes = device_baseline;
+  point->device_peak_bytes = device_peak;
+  if (device_peak >= 0) {
+    /* cuda: device memory is what must fit; the baseline is the context and handles (the
+     * earliest worker's view, before the others allocated, when the start gate did its job). */
+    point->peak_view = "device_peak";
+    point->peak_bytes = device_peak;
+    point->baseline_bytes = device_baseline;
+  } else {
+    point->peak_view = "host_peak_rss";
+    point->peak_bytes = rss_peak;
+  }
+  long long per_worker = point->tensor_bytes + point->workspace_bytes;
+  point->predicted_tracked_bytes = per_worker * workers;
+  point->predicted_peak_bytes = point->baseline_bytes >= 0 ? point->baseline_bytes + point->predicted_tracked_bytes : -1;
+  if (point->peak_bytes >= 0 && point->baseline_bytes >= 0 && tracked >= 0)
+    point->untracked_bytes = point->peak_bytes - point->baseline_bytes - tracked;
+  point->meets_latency = point->status == PRECIS_ROW_OK && !isnan(cfg->latency_target_ms) &&
+                         point->p95_ms <= cfg->latency_target_ms;
+
+  if (point->status == PRECIS_ROW_OK) {
+    if (first_output) {
+      *first_output = wk[0].out.c;
+      wk[0].out.c = NULL;
+    }
+    if (first_clipped) *first_clipped = wk[0].out.clipped_fraction;
+    if (first_details) {
+      precis_kv_free(first_details);
+      *first_details = wk[0].out.details;
+      memset(&wk[0].out.details, 0, sizeof wk[0].out.details);
+    }
+  }
+
+done:
+  if (sampler.running) rss_sampler_stop(&sampler);
+  if (wk)
+    for (int i = 0; i < workers; i++) precis_case_output_free(&wk[i].out);
+  free(threads);
+  free(wk);
+  return st;
+}
+
+/* ---- judgement -------------------------------------------------------------------------------- */
+
+void precis_accept_judge_memory(const long long *peaks, size_t n_peaks, long long limit, double headroom,
+                                precis_accept_recipe_result *rr) {
+  rr->allowed_bytes = (long long)floor((1.0 - headroom) * (double)limit);
+  rr->headroom_bytes = limit - rr->allowed_bytes;
+  rr->peak_max_bytes = rr->peak_min_bytes = rr->peak_spread_bytes = -1;
+  rr->fits = rr->headroom_covers_spread = false;
+  long long hi = -1, lo = -1;
+  for (size_t i = 0; i < n_peaks; i++) {
+    if (peaks[i] < 0) continue;
+    if (hi < 0 || peaks[i] > hi) hi = peaks[i];
+    if (lo < 0 || peaks[i] < lo) lo = peaks[i];
+  }
+  if (hi < 0) return;
+  rr->peak_max_bytes = hi;
+  rr->peak_min_bytes = lo;
+  rr->peak_spread_bytes = hi - lo;
+  rr->fits = hi <= rr->allowed_bytes;
+  rr->headroom_covers_spread = rr->headroom_bytes >= rr->peak_spread_bytes;
+}
+
+static bool is_accept_point(const precis_accept_config *cfg, const precis_accept_point *p) {
+  return p->batch == cfg->batches[cfg->n_batches - 1] && p->workers == cfg->concurrency[cfg->n_concurrency - 1];
+}
+
+static void judge_recipe(const precis_accept_config *cfg, precis_accept_recipe_result *rr) {
+  char a[48], b[48], c[48];
+  rr->accept_batch = cfg->batches[cfg->n_batches - 1];
+  rr->accept_workers = cfg->concurrency[cfg->n_concurrency - 1];
+  if (rr->verdict == PRECIS_VERDICT_FAIL) return; /* unsupported: already has its reason */
+
+  /* Largest batch meeting the latency target, per concurrency (the sweep's runs). */
+  for (size_t ci = 0; ci < cfg->n_concurrency; ci++) {
+    rr->largest_batch_meeting_target[ci] = -1;
+    for (size_t i = 0; i < rr->n_points; i++) {
+      const precis_accept_point *p = &rr->points[i];
+      if (p->repeat == 0 && p->workers == cfg->concurrency[ci] && p->meets_latency &&
+          p->batch > rr->largest_batch_meeting_target[ci])
+        rr->largest_batch_meeting_target[ci] = p->batch;
+    }
+  }
+
+  long long peaks[PRECIS_ACCEPT_MAX_SWEEP * 4];
+  size_t n_peaks = 0, n_samples = 0;
+  const precis_accept_point *failed = NULL;
+  for (size_t i = 0; i < rr->n_points; i++) {
+    const precis_accept_point *p = &rr->points[i];
+    if (!is_accept_point(cfg, p)) continue;
+    if (p->status != PRECIS_ROW_OK) {
+      if (!failed) failed = p;
+      continue;
+    }
+    if (n_peaks < sizeof peaks / sizeof peaks[0]) peaks[n_peaks++] = p->peak_bytes;
+    n_samples += p->n_samples_ms;
+  }
+  rr->runs = (int)n_peaks;
+  precis_accept_judge_memory(peaks, n_peaks, cfg->memory_limit_bytes, cfg->headroom, rr);
+
+  if (failed) {
+    add_reason(rr, precis_asprintf("%s: the acceptance point (batch %lld, %d workers) did not complete: %s",
+                                   failed->status == PRECIS_ROW_DOES_NOT_FIT ? "memory" : "run", rr->accept_batch,
+                                   rr->accept_workers, failed->reason ? failed->reason : "unknown failure"));
+    if (failed->status == PRECIS_ROW_DOES_NOT_FIT) rr->fits = false;
+  }
+  if (n_peaks > 0) {
+    precis_accept_format_bytes(rr->peak_max_bytes, a, sizeof a);
+    precis_accept_format_bytes(rr->allowed_bytes, b, sizeof b);
+    precis_accept_format_bytes(cfg->memory_limit_bytes, c, sizeof c);
+    if (rr->peak_max_bytes < 0)
+      add_reason(rr, precis_asprintf("memory: no peak was measured at the acceptance point (the %s view is unavailable)",
+                                     rr->points[0].peak_view));
+    else if (!rr->fits)
+      add_reason(rr, precis_asprintf("memory: peak %s (%lld B, %s, max of %d runs) exceeds %s = (1 - %.4g%% headroom) x "
+                                     "limit %s (%s)",
+                                     a, rr->peak_max_bytes, rr->points[0].peak_view, rr->runs, b, cfg->headroom * 100,
+                                     c, cfg->memory_limit_source));
+    else if (!rr->headroom_covers_spread) {
+      precis_accept_format_bytes(rr->peak_spread_bytes, a, sizeof a);
+      precis_accept_format_bytes(rr->headroom_bytes, b, sizeof b);
+      add_reason(rr, precis_asprintf("memory: the peak varied by %s across %d runs, more than the headroom of %s: the "
+                                     "margin is within run-to-run noise (raise --headroom)",
+                                     a, rr->runs, b));
+    }
+  }
+
+  /* Latency at the acceptance point, every run pooled. */
+  if (n_samples) {
+    double *pooled = malloc(n_samples * sizeof *pooled);
+    size_t at = 0;
+    for (size_t i = 0; pooled && i < rr->n_points; i++) {
+      const precis_accept_point *p = &rr->points[i];
+      if (!is_accept_point(cfg, p) || p->status != PRECIS_ROW_OK) continue;
+      memcpy(pooled + at, p->samples_ms, p->n_samples_ms * sizeof *pooled);
+      at += p->n_samples_ms;
+    }
+    double stats[6];
+    if (pooled && latency_stats(pooled, at, stats)) {
+      rr->accept_median_ms = stats[1];
+      rr->accept_p95_ms = stats[3];
+      rr->accept_p99_ms = stats[4];
+    }
+    free(pooled);
+  }
+  if (isnan(cfg->latency_target_ms)) rr->meets_latency = n_peaks > 0;
+  else {
+    rr->meets_latency = n_peaks > 0 && rr->accept_p95_ms <= cfg->latency_target_ms;
+    if (n_peaks > 0 && !rr->meets_latency)
+      add_reason(rr, precis_asprintf("latency: p95 %.4g ms per request at batch %lld with %d workers exceeds the target "
+                                     "%.4g ms (largest batch meeting it at this concurrency: %s)",
+                                     rr->accept_p95_ms, rr->accept_batch, rr->accept_workers, cfg->latency_target_ms,
+                                     rr->largest_batch_meeting_target[cfg->n_concurrency - 1] > 0
+                                         ? (snprintf(a, sizeof a, "%lld",
+                                                     rr->largest_batch_meeting_target[cfg->n_concurrency - 1]),
+                                            a)
+                                         : "none in the sweep"));
+  }
+
+  if (!rr->accuracy_ran) {
+    rr->meets_accuracy = false;
+    if (!failed) add_reason(rr, precis_strdup("accuracy: the acceptance point's output could not be checked"));
+  } else {
+    size_t failed_index = 0;
+    double margin = 0;
+    rr->meets_accuracy = precis_criteria_check(&rr->criteria, rr->error, &failed_index, &margin);
+    if (!rr->meets_accuracy) {
+      const precis_criterion *crit = &rr->criteria.items[failed_index];
+      char text[96];
+      precis_criterion_format(crit, text, sizeof text);
+      const precis_metric_value *v = &rr->error[crit->metric];
+      rr->accuracy_detail =
+          v->present ? precis_asprintf("%s=%.4g fails %s (%.3gx the limit)", precis_metric_get(crit->metric)->key,
+                                       v->worst, text, margin)
+                     : precis_asprintf("%s is null, fails %s", precis_metric_get(crit->metric)->key, text);
+      add_reason(rr, precis_asprintf("accuracy: %s (worst over every held-out tile at batch %lld)",
+                                     rr->accuracy_detail ? rr->accuracy_detail : "criteria not met", rr->accept_batch));
+    }
+  }
+  rr->verdict = rr->n_reasons == 0 && rr->fits && rr->headroom_covers_spread && rr->meets_latency && rr->meets_accuracy
+                    ? PRECIS_VERDICT_PASS
+                    : PRECIS_VERDICT_FAIL;
+  if (rr->verdict == PRECIS_VERDICT_FAIL && rr->n_reasons == 0)
+    add_reason(rr, precis_strdup("the acceptance point produced no measurement"));
+}
+
+/* ---- the whole test --------------------------------------------------------------------------- */
+
+static precis_status check_config(const precis_accept_config *cfg) {
+  if (!cfg->backend) return precis_fail(PRECIS_E_USAGE, "accept: no backend");
+  if (cfg->n_recipes == 0) return precis_fail(PRECIS_E_USAGE, "accept: no recipe to evaluate");
+  if (cfg->n_batches == 0 || cfg->n_batches > PRECIS_ACCEPT_MAX_SWEEP)
+    return precis_fail(PRECIS_E_USAGE, "accept: expected 1 to %d batch sizes", PRECIS_ACCEPT_MAX_SWEEP);
+  if (cfg->n_concurrency == 0 || cfg->n_concurrency > PRECIS_ACCEPT_MAX_SWEEP)
+    return precis_fail(PRECIS_E_USAGE, "accept: expected 1 to %d concurrency levels", PRECIS_ACCEPT_MAX_SWEEP);
+  for (size_t i = 0; i < cfg->n_batches; i++)
+    if (cfg->batches[i] < 1 || (i && cfg->batches[i] <= cfg->batches[i - 1]))
+      return precis_fail(PRECIS_E_USAGE, "accept: batch sizes must be >= 1 and strictly ascending (got %lld after %lld)",
+                         cfg->batches[i], i ? cfg->batches[i - 1] : 0);
+  for (size_t i = 0; i < cfg->n_concurrency; i++)
+    if (cfg->concurrency[i] < 1 || cfg->concurrency[i] > 1024 || (i && cfg->concurrency[i] <= cfg->concurrency[i - 1]))
+      return precis_fail(PRECIS_E_USAGE, "accept: concurrency levels must be in [1, 1024] and strictly ascending");
+  if (!(cfg->headroom >= 0 && cfg->headroom < 1))
+    return precis_fail(PRECIS_E_USAGE, "accept: headroom %g: expected a fraction in [0, 1)", cfg->headroom);
+  if (cfg->memory_limit_bytes <= 0) return precis_fail(PRECIS_E_USAGE, "accept: no memory limit to judge against");
+  if (!isnan(cfg->latency_target_ms) && !(cfg->latency_target_ms > 0))
+    return precis_fail(PRECIS_E_USAGE, "accept: latency target %g ms: expected a positive number", cfg->latency_target_ms);
+  if (cfg->repeats < 1 || cfg->repeats > 100) return precis_fail(PRECIS_E_USAGE, "accept: repeats %d: expected 1..100", cfg->repeats);
+  return PRECIS_OK;
+}
+
+static void progress_line(const precis_accept_config *cfg, const precis_accept_recipe_result *rr,
+                          const precis_accept_point *p) {
+  if (!cfg->progress) return;
+  char peak[48];
+  precis_accept_format_bytes(p->peak_bytes, peak, sizeof peak);
+  if (p->status != PRECIS_ROW_OK)
+    fprintf(stderr, "[accept] %s batch %lld x %d workers%s: %s: %s\n", rr->recipe, p->batch, p->workers,
+            p->repeat ? " (repeat)" : "", precis_row_status_str(p->status), p->reason ? p->reason : "");
+  else
+    fprintf(stderr, "[accept] %s batch %lld x %d workers%s: p95 %.4g ms, %.4g TFLOP/s, peak %s (%s)\n", rr->recipe,
+            p->batch, p->workers, p->repeat ? " (repeat)" : "", p->p95_ms, p->throughput_tflops, peak, p->peak_view);
+  fflush(stderr);
+}
+
+/* One point of one recipe; the acceptance point's first run also checks the outputs. */
+static precis_status measure(const precis_accept_config *cfg, const precis_recipe *recipe, const precis_accept_input *in,
+                             int workers, int repeat, bool check_accuracy, const precis_workload_info *w,
+                             const precis_workload_data *d, precis_accept_recipe_result *rr) {
+  precis_accept_point p;
+  float *output = NULL;
+  double clipped = NAN;
+  precis_status st = precis_accept_run_point(cfg, recipe, in, workers, &p, check_accuracy ? &output : NULL,
+                                             check_accuracy ? &clipped : NULL, check_accuracy ? &rr->details : NULL);
+  if (st != PRECIS_OK) {
+    precis_accept_point_free(&p);
+    return st;
+  }
+  p.repeat = repeat;
+  if (check_accuracy && output) {
+    st = precis_accept_tile_metrics(w, d, in->factor, output, clipped, rr->error);
+    free(output);
+    if (st != PRECIS_OK) {
+      precis_accept_point_free(&p);
+      return st;
+    }
+    rr->accuracy_ran = true;
+  }
+  progress_line(cfg, rr, &p);
+  st = add_point(rr, &p);
+  if (st != PRECIS_OK) precis_accept_point_free(&p);
+  return st;
+}
+
+precis_status precis_accept_run(const precis_accept_config *cfg, const precis_workload_info *w,
+                                const precis_workload_data *d, precis_accept_result *result) {
+  precis_status st = check_config(cfg);
+  if (st != PRECIS_OK) return st;
+  if (!d->c_ref || !d->ab_abs)
+    return precis_fail(PRECIS_E_INPUT, "workload %s: c_ref and ab_abs are needed for the accuracy check", w->name);
+  result->workload = precis_strdup(w->name);
+  result->m = w->m, result->n = w->n, result->k = w->k, result->batch = w->batch;
+  result->b_batched = w->b_batched;
+  memcpy(result->batches, cfg->batches, sizeof result->batches);
+  result->n_batches = cfg->n_batches;
+  memcpy(result->concurrency, cfg->concurrency, sizeof result->concurrency);
+  result->n_concurrency = cfg->n_concurrency;
+  result->latency_target_ms = cfg->latency_target_ms;
+  result->headroom = cfg->headroom;
+  result->memory_limit_bytes = cfg->memory_limit_bytes;
+  result->memory_limit_source = precis_strdup(cfg->memory_limit_source);
+  result->repeats = cfg->repeats;
+  result->complete = false;
+  result->recipes = calloc(cfg->n_recipes, sizeof *result->recipes);
+  if (!result->recipes) return precis_fail(PRECIS_E_NOMEM, "out of memory");
+  result->n_recipes = cfg->n_recipes;
+
+  bool runnable[PRECIS_RECIPE_COUNT];
+  for (size_t ri = 0; ri < cfg->n_recipes; ri++) {
+    precis_accept_recipe_result *rr = &result->recipes[ri];
+    recipe_result_init(rr);
+    const precis_recipe *recipe = precis_recipe_get(cfg->recipes[ri]);
+    rr->recipe = precis_strdup(recipe->name);
+    rr->recipe_description = precis_strdup(recipe->description);
+    if (cfg->require) rr->criteria = *cfg->require;
+    else precis_default_criteria(recipe, w->k, &rr->criteria);
+    char reason[512] = "";
+    runnable[ri] = cfg->backend->supports(cfg->backend_ctx, recipe, reason, sizeof reason);
+    if (!runnable[ri]) {
+      rr->verdict = PRECIS_VERDICT_FAIL;
+      add_reason(rr, precis_asprintf("unsupported on the %s backend: %s", cfg->backend->name, reason));
+    }
+  }
+
+  bool static_scales = cfg->case_options.int8_act_scale != PRECIS_ACT_SCALE_ROW;
+  precis_accept_input in;
+  memset(&in, 0, sizeof in);
+  for (size_t bi = 0; bi < cfg->n_batches && !precis_interrupt_signal; bi++) {
+    st = precis_accept_input_build(w, d, cfg->batches[bi], static_scales, &in);
+    if (st != PRECIS_OK) goto done;
+    bool last_batch = bi + 1 == cfg->n_batches;
+    for (size_t ci = 0; ci < cfg->n_concurrency && !precis_interrupt_signal; ci++) {
+      bool accept_point = last_batch && ci + 1 == cfg->n_concurrency;
+      for (size_t ri = 0; ri < cfg->n_recipes && !precis_interrupt_signal; ri++) {
+        if (!runnable[ri]) continue;
+        st = measure(cfg, precis_recipe_get(cfg->recipes[ri]), &in, cfg->concurrency[ci], 0, accept_point, w, d,
+                     &result->recipes[ri]);
+        if (st != PRECIS_OK) goto done;
+      }
+    }
+    /* The extra runs of the acceptance point, for the peak's run-to-run spread. */
+    for (int rep = 1; last_batch && rep < cfg->repeats && !precis_interrupt_signal; rep++)
+      for (size_t ri = 0; ri < cfg->n_recipes && !precis_interrupt_signal; ri++) {
+        if (!runnable[ri]) continue;
+        st = measure(cfg, precis_recipe_get(cfg->recipes[ri]), &in, cfg->concurrency[cfg->n_concurrency - 1], rep,
+                     false, w, d, &result->recipes[ri]);
+        if (st != PRECIS_OK) goto done;
+      }
+    precis_accept_input_free(&in);
+  }
+  if (precis_interrupt_signal) {
+    st = precis_fail(PRECIS_E_INTERRUPTED, "interrupted by signal %d", precis_interrupt_signal);
+    goto done;
+  }
+  result->complete = true;
+  bool all_pass = true;
+  for (size_t ri = 0; ri < cfg->n_recipes; ri++) {
+    judge_recipe(cfg, &result->recipes[ri]);
+    all_pass = all_pass && result->recipes[ri].verdict == PRECIS_VERDICT_PASS;
+  }
+  result->verdict = all_pass ? PRECIS_VERDICT_PASS : PRECIS_VERDICT_FAIL;
+
+done:
+  precis_accept_input_free(&in);
+  return st;
+}
