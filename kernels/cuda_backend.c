@@ -1,5 +1,779 @@
-/* Placeholder until the cuda backend lands (issue 7): the binary links cuBLASLt but has no backend
- * table yet, so --backend cuda reports that it is not built. */
-#include "backend.h"
+/* The `cuda` backend (DESIGN §3, §6): every recipe through cuBLASLt, carrying out the GEMM plan of
+ * src/gemm_plan.c; conversions and quantization on the device (kernels/convert.cuh), timed apart as
+ * convert_ms; GEMM latency with CUDA events under the shared stopping rule (src/timing.h); the two
+ * memory views (tracked allocations, device usage sampled by a background thread).
+ *
+ * Fail soft: whatever the device or cuBLASLt says about one case becomes that row's status
+ * (`unsupported`, `does-not-fit`, `failed` with the reason), never a crash or an abort of the run.
+ * docs/cuda-backend.md describes the choices. */
+#include <cublasLt.h>
+#include <cublas_api.h>
+#include <cuda_runtime_api.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
-const precis_backend *precis_backend_cuda(void) { return NULL; }
+#include "backend.h"
+#include "convert.cuh"
+#include "cuda_api.h"
+#include "cuda_check.h"
+#include "device_memory.h"
+#include "gemm_plan.h"
+#include "lt_matmul.h"
+#include "mem_sampler.h"
+#include "nvml_clock.h"
+#include "quant.h"
+#include "timing.h"
+
+#define MEM_SAMPLER_PERIOD_US 500
+
+typedef struct cuda_ctx {
+  int device;
+  char name[256];
+  int cc_major, cc_minor, sm_count;
+  long long mem_total, l2_bytes;
+  int clock_khz, mem_clock_khz;
+  cublasLtHandle_t lt;
+  cudaStream_t stream;
+  cudaEvent_t start, stop;
+  precis_nvml *nvml;
+  char nvml_why[192];
+  long long baseline_after_open;
+  signed char probed[PRECIS_RECIPE_COUNT]; /* 0 not yet, 1 cuBLASLt has kernels, -1 it has none */
+  char probe_reason[PRECIS_RECIPE_COUNT][384];
+} cuda_ctx;
+
+/* One (workload, recipe) case: every device buffer and the cuBLASLt call. */
+typedef struct cuda_case {
+  cuda_ctx *ctx;
+  const precis_recipe *recipe;
+  const precis_workload_info *w;
+  const precis_case_options *o;
+  precis_gemm_plan plan;
+  precis_dmem mem;
+  bool int8, fp8, static_act;
+  float static_scale;
+  size_t a_count, b_count, c_count;
+  float *a32, *b32;        /* the float32 inputs on the device */
+  void *lt_a, *lt_b, *d;   /* cuBLASLt's A (the workload's B), B (the workload's A), D */
+  float *out;              /* dequantized (int8) or widened (f16/bf16) output; NULL: D is float32 */
+  float *row_scales, *col_scales;
+  float *amax, *fp8_scales; /* fp8: [0] the workload's A, [1] its B */
+  unsigned long long *clipped;
+  void *workspace;
+  void *flush;
+  size_t flush_bytes;
+  unsigned flush_value;
+  precis_lt_call call;
+  bool call_ready;
+  cublasLtMatmulAlgo_t algo;
+} cuda_case;
+
+/* ---------------------------------------------------------------------------------------------
+ * Enqueued steps. Each returns a precis status; PRECIS_TRY records the failing statement. */
+
+static precis_status convert_a(cuda_case *cs) {
+  precis_status st = PRECIS_OK;
+  const precis_plan_write *w = &cs->plan.write_a;
+  cudaStream_t s = cs->ctx->stream;
+  switch (cs->recipe->id) {
+  case PRECIS_RECIPE_FP32: break; /* cuBLASLt reads the float32 input itself */
+  case PRECIS_RECIPE_TF32: PRECIS_TRY(cuda, precis_cuda_f32_to_tf32(cs->a32, cs->lt_b, cs->a_count, s)); break;
+  case PRECIS_RECIPE_FP16:
+  case PRECIS_RECIPE_FP16ACC16: PRECIS_TRY(cuda, precis_cuda_f32_to_f16(cs->a32, cs->lt_b, cs->a_count, s)); break;
+  case PRECIS_RECIPE_BF16: PRECIS_TRY(cuda, precis_cuda_f32_to_bf16(cs->a32, cs->lt_b, cs->a_count, s)); break;
+  case PRECIS_RECIPE_INT8:
+    if (!cs->static_act)
+      PRECIS_TRY(cuda, precis_cuda_int8_row_scales(cs->a32, (size_t)(cs->w->batch * cs->w->m), (size_t)cs->w->k,
+                                                   cs->row_scales, s));
+    for (int64_t c = 0; c < w->calls; c++)
+      PRECIS_TRY(cuda, precis_cuda_int8_quantize(cs->a32 + c * w->src_stride, (size_t)w->rows, (size_t)w->cols,
+                                                 cs->static_act ? PRECIS_CUDA_SCALE_TENSOR : PRECIS_CUDA_SCALE_ROW,
+                                                 cs->row_scales + c * w->scale_stride,
+                                                 (int8_t *)cs->lt_b + c * w->dst_stride, (size_t)w->ld_out, false,
+                                                 cs->clipped, s));
+    break;
+  case PRECIS_RECIPE_FP8:
+    PRECIS_TRY(cuda, precis_cuda_absmax(cs->a32, cs->a_count, cs->amax, s));
+    PRECIS_TRY(cuda, precis_cuda_scale_from_amax(cs->amax, 448.0f, cs->fp8_scales, 1, s));
+    for (int64_t c = 0; c < w->calls; c++)
+      PRECIS_TRY(cuda, precis_cuda_fp8_quantize(cs->a32 + c * w->src_stride, (size_t)w->rows, (size_t)w->cols,
+                                                cs->fp8_scales, (uint8_t *)cs->lt_b + c * w->dst_stride,
+                                                (size_t)w->ld_out, false, cs->clipped, s));
+    break;
+  default: st = precis_fail(PRECIS_E_UNSUPPORTED, "cuda backend: no conversion for recipe %s", cs->recipe->name);
+  }
+done:
+  return st;
+}
+
+static precis_status convert_b(cuda_case *cs) {
+  precis_status st = PRECIS_OK;
+  const precis_plan_write *w = &cs->plan.write_b;
+  cudaStream_t s = cs->ctx->stream;
+  switch (cs->recipe->id) {
+  case PRECIS_RECIPE_FP32: break;
+  case PRECIS_RECIPE_TF32: PRECIS_TRY(cuda, precis_cuda_f32_to_tf32(cs->b32, cs->lt_a, cs->b_count, s)); break;
+  case PRECIS_RECIPE_FP16:
+  case PRECIS_RECIPE_FP16ACC16: PRECIS_TRY(cuda, precis_cuda_f32_to_f16(cs->b32, cs->lt_a, cs->b_count, s)); break;
+  case PRECIS_RECIPE_BF16: PRECIS_TRY(cuda, precis_cuda_f32_to_bf16(cs->b32, cs->lt_a, cs->b_count, s)); break;
+  case PRECIS_RECIPE_INT8:
+    for (int64_t c = 0; c < w->calls; c++) {
+      const float *src = cs->b32 + c * w->src_stride;
+      float *scales = cs->col_scales + c * w->scale_stride;
+      PRECIS_TRY(cuda, precis_cuda_int8_col_scales(src, (size_t)w->rows, (size_t)w->cols, scales, s));
+      PRECIS_TRY(cuda, precis_cuda_int8_quantize(src, (size_t)w->rows, (size_t)w->cols, PRECIS_CUDA_SCALE_COL, scales,
+                                                 (int8_t *)cs->lt_a + c * w->dst_stride, (size_t)w->ld_out,
+                                                 w->transpose_out, cs->clipped, s));
+    }
+    break;
+  case PRECIS_RECIPE_FP8:
+    PRECIS_TRY(cuda, precis_cuda_absmax(cs->b32, cs->b_count, cs->amax + 1, s));
+    PRECIS_TRY(cuda, precis_cuda_scale_from_amax(cs->amax + 1, 448.0f, cs->fp8_scales + 1, 1, s));
+    for (int64_t c = 0; c < w->calls; c++)
+      PRECIS_TRY(cuda, precis_cuda_fp8_quantize(cs->b32 + c * w->src_stride, (size_t)w->rows, (size_t)w->cols,
+                                                cs->fp8_scales + 1, (uint8_t *)cs->lt_a + c * w->dst_stride,
+                                                (size_t)w->ld_out, w->transpose_out, cs->clipped, s));
+    break;
+  default: st = precis_fail(PRECIS_E_UNSUPPORTED, "cuda backend: no conversion for recipe %s", cs->recipe->name);
+  }
+done:
+  return st;
+}
+
+static precis_status gemm(cuda_case *cs, long calls) {
+  precis_status st = PRECIS_OK;
+  for (long i = 0; i < calls; i++)
+    PRECIS_TRY(cublas, precis_lt_call_run(&cs->call, cs->ctx->lt, &cs->algo, cs->ctx->stream));
+done:
+  return st;
+}
+
+/* int8: dequantize the accumulators; f16/bf16 outputs: widen D to float32 for the host. */
+static precis_status finish_output(cuda_case *cs) {
+  precis_status st = PRECIS_OK;
+  const precis_gemm_plan *p = &cs->plan;
+  cudaStream_t s = cs->ctx->stream;
+  if (p->dequant) {
+    const precis_plan_dequant *q = &p->dequant_step;
+    for (int64_t c = 0; c < q->calls; c++)
+      PRECIS_TRY(cuda, precis_cuda_int8_dequantize((const int32_t *)cs->d + c * q->acc_stride, (size_t)q->rows,
+                                                   (size_t)q->cols, (size_t)q->ld_acc,
+                                                   cs->row_scales + c * q->row_scale_stride,
+                                                   cs->col_scales + c * q->col_scale_stride, cs->out + c * q->out_stride,
+                                                   (size_t)q->ld_out, s));
+  } else if (p->widen) {
+    if (p->lt_d.data_type == PRECIS_CUDA_R_16F)
+      PRECIS_TRY(cuda, precis_cuda_widen_f16(cs->d, cs->out, (size_t)p->lt_d.elements, s));
+    else
+      PRECIS_TRY(cuda, precis_cuda_widen_bf16(cs->d, cs->out, (size_t)p->lt_d.elements, s));
+  }
+done:
+  return st;
+}
+
+/* What a deployed quantized layer pays per call: quantize the activations (scales included), the
+ * GEMM, the dequantization. The weights (B) are quantized once, as a deployment does offline. */
+static precis_status end_to_end(cuda_case *cs, long calls) {
+  precis_status st = PRECIS_OK;
+  for (long i = 0; i < calls && st == PRECIS_OK; i++) {
+    st = convert_a(cs);
+    if (st == PRECIS_OK) st = gemm(cs, 1);
+    if (st == PRECIS_OK && cs->plan.dequant) st = finish_output(cs);
+  }
+  return st;
+}
+
+/* Times `calls` of fn between two CUDA events; the L2 flush (cold) is enqueued before the first
+ * event, outside the timed region. */
+static precis_status time_calls(cuda_case *cs, precis_status (*fn)(cuda_case *, long), long calls, bool flush,
+                                double *ms) {
+  precis_status st = PRECIS_OK;
+  cuda_ctx *ctx = cs->ctx;
+  if (flush && cs->flush)
+    PRECIS_TRY(cuda, cudaMemsetAsync(cs->flush, (int)(++cs->flush_value & 0xffu), cs->flush_bytes, ctx->stream));
+  PRECIS_TRY(cuda, cudaEventRecord(ctx->start, ctx->stream));
+  st = fn(cs, calls);
+  if (st != PRECIS_OK) goto done;
+  PRECIS_TRY(cuda, cudaEventRecord(ctx->stop, ctx->stream));
+  PRECIS_TRY(cuda, cudaEventSynchronize(ctx->stop));
+  float elapsed = 0;
+  PRECIS_TRY(cuda, cudaEventElapsedTime(&elapsed, ctx->start, ctx->stop));
+  *ms = elapsed;
+done:
+  return st;
+}
+
+/* DESIGN §6: warm-up (>= warmup_calls and >= warmup_ms), then samples of calls_per_sample calls
+ * until the shared stopping rule is met. */
+static precis_status measure(cuda_case *cs, precis_status (*fn)(cuda_case *, long), precis_timing *timing) {
+  precis_status st = PRECIS_OK;
+  const precis_case_options *o = cs->o;
+  precis_sampler sampler;
+  precis_sampler_init(&sampler, o);
+  double t0 = precis_now_ms(), one_call_ms = INFINITY;
+  long warm = 0;
+  while (!precis_warmup_done(o, warm, precis_now_ms() - t0) && !precis_interrupt_signal && warm < 1000000) {
+    double ms = 0;
+    st = time_calls(cs, fn, 1, false, &ms);
+    if (st != PRECIS_OK) goto done;
+    /* The first call may include lazy loading: it only counts when it is the only one. */
+    one_call_ms = warm <= 1 ? ms : fmin(one_call_ms, ms);
+    warm++;
+  }
+  /* Cold samples are one call each: calls after the first would find the cache warm again. */
+  long calls = o->cold ? 1 : precis_calls_per_sample(one_call_ms);
+  bool more = true;
+  while (more) {
+    double w0 = precis_now_ms(), ms = 0;
+    st = time_calls(cs, fn, calls, o->cold, &ms);
+    if (st != PRECIS_OK) goto done;
+    more = precis_sampler_add(&sampler, ms / (double)calls, precis_now_ms() - w0);
+    if (precis_interrupt_signal) break;
+  }
+  st = precis_sampler_finish(&sampler, calls, timing);
+done:
+  precis_sampler_free(&sampler);
+  return st;
+}
+
+/* --autotune N: time each candidate briefly and keep the fastest. */
+static precis_status autotune(cuda_case *cs, const cublasLtMatmulHeuristicResult_t *cands, int count, int *chosen,
+                              precis_kv_list *details) {
+  precis_status st = PRECIS_OK;
+  char list[1024] = "";
+  size_t used = 0;
+  double best = INFINITY;
+  *chosen = -1;
+  for (int i = 0; i < count; i++) {
+    cs->algo = cands[i].algo;
+    double ms = INFINITY, t = 0;
+    precis_status trial = time_calls(cs, gemm, 1, false, &t); /* first call: loading, not timed */
+    if (trial == PRECIS_OK) {
+      long calls = precis_calls_per_sample(t);
+      for (int r = 0; r < 5 && trial == PRECIS_OK; r++) {
+        trial = time_calls(cs, gemm, calls, false, &t);
+        if (trial == PRECIS_OK) ms = fmin(ms, t / (double)calls);
+      }
+    }
+    if (trial != PRECIS_OK) {
+      precis_clear_error();
+      ms = NAN; /* this candidate cannot run here: skipped */
+    }
+    used += (size_t)snprintf(list + used, used < sizeof list ? sizeof list - used : 0, "%s%.6g", i ? "," : "", ms);
+    if (ms < best) {
+      best = ms;
+      *chosen = i;
+    }
+  }
+  precis_kv_set_int(details, "autotune_candidates", count);
+  precis_kv_set(details, "autotune_ms_per_call", list);
+  if (*chosen < 0) {
+    st = precis_fail(PRECIS_E_RUNTIME, "autotune: none of the %d cuBLASLt candidates for %s ran", count,
+                     cs->recipe->name);
+    goto done;
+  }
+  precis_kv_set_int(details, "autotune_choice", *chosen);
+  cs->algo = cands[*chosen].algo;
+done:
+  return st;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * One case. */
+
+static precis_status alloc(cuda_case *cs, size_t bytes, const char *what, void **out) {
+  return precis_dmem_alloc(&cs->mem, bytes, what, out);
+}
+
+static void set_clock(cuda_ctx *ctx, precis_kv_list *details, const char *key) {
+  unsigned mhz = 0;
+  if (precis_nvml_sm_clock_mhz(ctx->nvml, &mhz))
+    precis_kv_set_int(details, key, mhz);
+  else
+    precis_kv_set(details, key, NULL);
+}
+
+/* The float recipes' launchers write contiguous arrays: the plan must say so. */
+static bool plan_fits_launchers(const precis_gemm_plan *p) {
+  if (p->tn) return true;
+  const precis_plan_write *a = &p->write_a, *b = &p->write_b;
+  return !p->lt_a.zero_fill && !p->lt_b.zero_fill && !b->transpose_out && a->ld_out == a->cols &&
+         b->ld_out == b->cols && (a->calls == 1 || a->dst_stride == a->src_stride) &&
+         (b->calls == 1 || b->dst_stride == b->src_stride);
+}
+
+static precis_status run_case_body(cuda_case *cs, const precis_workload_data *data, precis_case_output *out) {
+  precis_status st = PRECIS_OK;
+  cuda_ctx *ctx = cs->ctx;
+  const precis_workload_info *w = cs->w;
+  const precis_case_options *o = cs->o;
+  precis_kv_list *details = &out->details;
+  cudaStream_t s = ctx->stream;
+  precis_mem_sampler sampler;
+  bool sampling = false;
+  float *host_scales = NULL;
+
+  st = precis_gemm_plan_make(cs->recipe, w->m, w->n, w->k, w->batch, w->b_batched, &cs->plan);
+  if (st != PRECIS_OK) goto done;
+  const precis_gemm_plan *p = &cs->plan;
+  precis_gemm_plan_describe(p, details);
+  if (!plan_fits_launchers(p)) {
+    st = precis_fail(PRECIS_E_RUNTIME, "cuda backend: the plan for %s needs a strided float conversion the kernels lack",
+                     cs->recipe->name);
+    goto done;
+  }
+  cs->a_count = (size_t)(w->batch * w->m * w->k);
+  cs->b_count = (size_t)((p->b_batched ? w->batch : 1) * w->k * w->n);
+  cs->c_count = (size_t)(w->batch * w->m * w->n);
+
+  /* int8 static activation scales: the amax of the calibration split, on the host, as the cpu
+   * backend computes it (precis_calib_amax), so that both backends quantize with the same scale. */
+  if (cs->int8) {
+    if (o->int8_act_scale == PRECIS_ACT_SCALE_ROW) {
+      precis_kv_set(details, "a_scales", "per row, dynamic (amax/127 of each evaluated row, on the device)");
+    } else {
+      if (!data->calib_a || w->calib_samples <= 0) {
+        st = precis_fail(PRECIS_E_INPUT, "static int8 activation scales need the workload's calibration split "
+                                         "(calib/a), which it lacks");
+        goto done;
+      }
+      precis_calib_method method = o->int8_act_scale == PRECIS_ACT_SCALE_ABSMAX       ? PRECIS_CALIB_ABSMAX
+                                   : o->int8_act_scale == PRECIS_ACT_SCALE_PERCENTILE ? PRECIS_CALIB_PERCENTILE
+                                                                                      : PRECIS_CALIB_MSE;
+      float amax = 0;
+      st = precis_calib_amax(data->calib_a, (size_t)(w->calib_samples * w->m * w->k), method, o->percentile, &amax);
+      if (st != PRECIS_OK) goto done;
+      cs->static_act = true;
+      cs->static_scale = precis_int8_scale_from_amax(amax);
+      char buf[160];
+      snprintf(buf, sizeof buf, "per tensor, static from %lld calibration samples (%s)", (long long)w->calib_samples,
+               precis_calib_method_str(method));
+      precis_kv_set(details, "a_scales", buf);
+      precis_kv_set_number(details, "a_amax_static", amax);
+    }
+    precis_kv_set(details, "b_scales", "per column (amax/127, on the device)");
+  } else if (cs->fp8) {
+    precis_kv_set(details, "a_scales", "per tensor (amax/448 over the whole A, on the device)");
+    precis_kv_set(details, "b_scales", "per tensor (amax/448, on the device)");
+  }
+
+  /* Memory views: the baseline now (context, handle, nothing of this case), then the sampler. */
+  out->memory.device_baseline_bytes = precis_device_used_bytes();
+  st = precis_mem_sampler_start(&sampler, ctx->device, MEM_SAMPLER_PERIOD_US);
+  if (st != PRECIS_OK) goto done;
+  sampling = true;
+
+  st = alloc(cs, cs->a_count * sizeof(float), "a (float32 input)", (void **)&cs->a32);
+  if (st == PRECIS_OK) st = alloc(cs, cs->b_count * sizeof(float), "b (float32 input)", (void **)&cs->b32);
+  if (st != PRECIS_OK) goto done;
+  if (cs->recipe->id == PRECIS_RECIPE_FP32) {
+    cs->lt_a = cs->b32; /* no conversion, no padding: the layouts are the inputs' own */
+    cs->lt_b = cs->a32;
+  } else {
+    st = alloc(cs, (size_t)p->lt_a.elements * p->lt_a.elem_bytes, "b converted (cuBLASLt A)", &cs->lt_a);
+    if (st == PRECIS_OK)
+      st = alloc(cs, (size_t)p->lt_b.elements * p->lt_b.elem_bytes, "a converted (cuBLASLt B)", &cs->lt_b);
+    if (st != PRECIS_OK) goto done;
+  }
+  st = alloc(cs, (size_t)p->lt_d.elements * p->lt_d.elem_bytes, "D (GEMM output)", &cs->d);
+  if (st == PRECIS_OK && p->out_elements > 0)
+    st = alloc(cs, (size_t)p->out_elements * sizeof(float), p->dequant ? "dequantized output" : "widened output",
+               (void **)&cs->out);
+  if (st == PRECIS_OK && cs->int8) {
+    st = alloc(cs, (size_t)p->row_scale_count * sizeof(float), "int8 row scales of a", (void **)&cs->row_scales);
+    if (st == PRECIS_OK)
+      st = alloc(cs, (size_t)p->col_scale_count * sizeof(float), "int8 column scales of b", (void **)&cs->col_scales);
+  }
+  if (st == PRECIS_OK && cs->fp8) {
+    st = alloc(cs, 2 * sizeof(float), "fp8 amax", (void **)&cs->amax);
+    if (st == PRECIS_OK) st = alloc(cs, 2 * sizeof(float), "fp8 scales", (void **)&cs->fp8_scales);
+  }
+  if (st == PRECIS_OK && (cs->int8 || cs->fp8))
+    st = alloc(cs, sizeof(unsigned long long), "clipped counter", (void **)&cs->clipped);
+  if (st == PRECIS_OK) st = alloc(cs, PRECIS_LT_WORKSPACE_BYTES, "cuBLASLt workspace", &cs->workspace);
+  if (st == PRECIS_OK && o->cold) {
+    /* At least twice the L2 so that nothing of the GEMM's operands survives the flush. */
+    cs->flush_bytes = (size_t)(ctx->l2_bytes > 0 ? 2 * ctx->l2_bytes : 256LL << 20);
+    st = alloc(cs, cs->flush_bytes, "L2 flush buffer", &cs->flush);
+    if (st == PRECIS_OK) {
+      precis_kv_set(details, "cold", "L2 flushed before every sample (cudaMemsetAsync, outside the timed region)");
+      precis_kv_set_int(details, "l2_flush_bytes", (long long)cs->flush_bytes);
+    }
+  }
+  if (st != PRECIS_OK) goto done;
+
+  /* Inputs, padding, static scales. */
+  PRECIS_TRY(cuda, cudaMemcpyAsync(cs->a32, data->a, cs->a_count * sizeof(float), cudaMemcpyHostToDevice, s));
+  PRECIS_TRY(cuda, cudaMemcpyAsync(cs->b32, data->b, cs->b_count * sizeof(float), cudaMemcpyHostToDevice, s));
+  if (p->lt_a.zero_fill)
+    PRECIS_TRY(cuda, cudaMemsetAsync(cs->lt_a, 0, (size_t)p->lt_a.elements * p->lt_a.elem_bytes, s));
+  if (p->lt_b.zero_fill)
+    PRECIS_TRY(cuda, cudaMemsetAsync(cs->lt_b, 0, (size_t)p->lt_b.elements * p->lt_b.elem_bytes, s));
+  if (cs->clipped) PRECIS_TRY(cuda, cudaMemsetAsync(cs->clipped, 0, sizeof(unsigned long long), s));
+  if (cs->static_act) {
+    host_scales = malloc((size_t)p->row_scale_count * sizeof(float));
+    if (!host_scales) {
+      st = precis_fail(PRECIS_E_DOES_NOT_FIT, "host memory: %lld bytes for the static int8 scales",
+                       (long long)p->row_scale_count * 4);
+      goto done;
+    }
+    for (int64_t i = 0; i < p->row_scale_count; i++) host_scales[i] = cs->static_scale;
+    PRECIS_TRY(cuda, cudaMemcpyAsync(cs->row_scales, host_scales, (size_t)p->row_scale_count * sizeof(float),
+                                     cudaMemcpyHostToDevice, s));
+  }
+  PRECIS_TRY(cuda, cudaStreamSynchronize(s));
+
+  /* Conversion, timed apart. */
+  PRECIS_TRY(cuda, cudaEventRecord(ctx->start, s));
+  st = convert_a(cs);
+  if (st == PRECIS_OK) st = convert_b(cs);
+  if (st != PRECIS_OK) goto done;
+  PRECIS_TRY(cuda, cudaEventRecord(ctx->stop, s));
+  PRECIS_TRY(cuda, cudaEventSynchronize(ctx->stop));
+  float convert_ms = 0;
+  PRECIS_TRY(cuda, cudaEventElapsedTime(&convert_ms, ctx->start, ctx->stop));
+  out->time.convert_ms = cs->recipe->id == PRECIS_RECIPE_FP32 ? 0.0 : convert_ms;
+  if (cs->clipped) {
+    unsigned long long clipped = 0;
+    PRECIS_TRY(cuda, cudaMemcpy(&clipped, cs->clipped, sizeof clipped, cudaMemcpyDeviceToHost));
+    out->clipped_fraction = (double)clipped / (double)(cs->a_count + cs->b_count);
+  }
+  if (cs->fp8) {
+    float scales[2];
+    PRECIS_TRY(cuda, cudaMemcpy(scales, cs->fp8_scales, sizeof scales, cudaMemcpyDeviceToHost));
+    precis_kv_set_number(details, "fp8_scale_a", scales[0]);
+    precis_kv_set_number(details, "fp8_scale_b", scales[1]);
+  }
+
+  /* The cuBLASLt call and its algorithm. The fp8 scale pointers follow the operands: A_lt holds
+   * the workload's B, so A_SCALE_POINTER gets B's scale (the plan says which). */
+  const float *scale_slot_a = NULL, *scale_slot_b = NULL;
+  if (cs->fp8) {
+    scale_slot_a = p->lt_a_scale == PRECIS_PLAN_WORKLOAD_A ? cs->fp8_scales : cs->fp8_scales + 1;
+    scale_slot_b = p->lt_b_scale == PRECIS_PLAN_WORKLOAD_A ? cs->fp8_scales : cs->fp8_scales + 1;
+  }
+  st = precis_lt_call_init(&cs->call, p, cs->lt_a, cs->lt_b, cs->d, scale_slot_a, scale_slot_b, cs->workspace,
+                           PRECIS_LT_WORKSPACE_BYTES);
+  if (st != PRECIS_OK) goto done;
+  cs->call_ready = true;
+  cublasLtMatmulHeuristicResult_t cands[PRECIS_LT_MAX_CANDIDATES];
+  int count = 0, chosen = 0;
+  st = precis_lt_call_candidates(&cs->call, ctx->lt, o->autotune > 1 ? o->autotune : 1, cands, &count);
+  if (st != PRECIS_OK) goto done;
+  cs->algo = cands[0].algo;
+  if (count > 1) {
+    st = autotune(cs, cands, count, &chosen, details);
+    if (st != PRECIS_OK) goto done;
+  }
+  precis_lt_algo_describe(&cands[chosen], PRECIS_LT_WORKSPACE_BYTES, details);
+  precis_kv_set(details, "algo_from", count > 1 ? "autotune over cublasLtMatmulAlgoGetHeuristic candidates"
+                                                : "cublasLtMatmulAlgoGetHeuristic, first candidate");
+
+  /* The evaluated output: one GEMM, then dequantize or widen, then read back. */
+  st = gemm(cs, 1);
+  if (st == PRECIS_OK) st = finish_output(cs);
+  if (st != PRECIS_OK) goto done;
+  out->c = malloc(cs->c_count * sizeof(float));
+  if (!out->c) {
+    st = precis_fail(PRECIS_E_DOES_NOT_FIT, "host memory: %zu bytes for the output", cs->c_count * sizeof(float));
+    goto done;
+  }
+  const float *src = p->dequant || p->widen ? cs->out : (const float *)cs->d;
+  const precis_plan_read *rd = &p->read;
+  for (int64_t c = 0; c < rd->calls; c++)
+    PRECIS_TRY(cuda, cudaMemcpy2DAsync(out->c + c * rd->dst_stride, (size_t)rd->dst_ld * sizeof(float),
+                                       src + c * rd->src_stride, (size_t)rd->src_ld * sizeof(float),
+                                       (size_t)rd->cols * sizeof(float), (size_t)rd->rows, cudaMemcpyDeviceToHost, s));
+  PRECIS_TRY(cuda, cudaStreamSynchronize(s));
+
+  /* Memory views: every buffer is allocated and the GEMM has run. */
+  long long nvml_used = 0;
+  if (precis_nvml_process_used_bytes(ctx->nvml, &nvml_used))
+    precis_kv_set_int(details, "nvml_process_used_bytes", nvml_used);
+  else
+    precis_kv_set(details, "nvml_process_used_bytes", NULL);
+  long long peak = precis_mem_sampler_stop(&sampler);
+  sampling = false;
+  precis_kv_set_int(details, "device_memory_samples", (long long)atomic_load(&sampler.samples));
+  precis_kv_set_int(details, "device_memory_sample_period_us", MEM_SAMPLER_PERIOD_US);
+  out->memory.device_peak_bytes = peak;
+  out->memory.tracked_peak_bytes = cs->mem.peak_bytes;
+  if (peak >= 0 && out->memory.device_baseline_bytes >= 0)
+    out->memory.untracked_bytes = peak - out->memory.device_baseline_bytes - cs->mem.peak_bytes;
+
+  /* Latency: the GEMM alone, then (int8/fp8) end to end. */
+  set_clock(ctx, details, "sm_clock_mhz_before");
+  st = measure(cs, gemm, &out->time);
+  set_clock(ctx, details, "sm_clock_mhz_after");
+  if (st != PRECIS_OK) goto done;
+  precis_kv_set(details, "timing", "CUDA events around calls_per_sample cublasLtMatmul calls on a non-blocking stream");
+  if (cs->int8 || cs->fp8) {
+    precis_timing e2e;
+    memset(&e2e, 0, sizeof e2e);
+    st = measure(cs, end_to_end, &e2e);
+    out->time.e2e_median_ms = e2e.median_ms;
+    free(e2e.samples_ms);
+    if (st != PRECIS_OK) goto done;
+    precis_kv_set(details, "e2e", cs->int8 ? "cuda: quantize A (scales + quantize) + GEMM + dequantize, CUDA events; "
+                                             "B (weights) quantized once"
+                                           : "cuda: quantize A (amax + scale + quantize) + GEMM (scales applied by "
+                                             "cuBLASLt), CUDA events; B (weights) quantized once");
+  }
+
+done:
+  if (sampling) {
+    long long peak_now = precis_mem_sampler_stop(&sampler);
+    if (out->memory.device_peak_bytes < 0) out->memory.device_peak_bytes = peak_now;
+  }
+  if (out->memory.tracked_peak_bytes < 0) out->memory.tracked_peak_bytes = cs->mem.peak_bytes;
+  free(host_scales);
+  return st;
+}
+
+static bool cuda_supports(void *vctx, const precis_recipe *recipe, char *reason, size_t len);
+
+static precis_status cuda_run_case(void *vctx, const precis_recipe *recipe, const precis_workload_info *w,
+                                   const precis_workload_data *data, const precis_case_options *o,
+                                   precis_case_output *out) {
+  cuda_ctx *ctx = vctx;
+  char why[512];
+  out->memory.tensor_bytes = precis_recipe_tensor_bytes(recipe, w->m, w->n, w->k, w->batch, w->b_batched);
+  if (!cuda_supports(ctx, recipe, why, sizeof why)) {
+    out->status = PRECIS_ROW_UNSUPPORTED;
+    snprintf(out->reason, sizeof out->reason, "%s", why);
+    return PRECIS_OK;
+  }
+  cuda_case cs;
+  memset(&cs, 0, sizeof cs);
+  cs.ctx = ctx;
+  cs.recipe = recipe;
+  cs.w = w;
+  cs.o = o;
+  cs.int8 = recipe->scaling == PRECIS_SCALING_INT8_SYMMETRIC;
+  cs.fp8 = recipe->scaling == PRECIS_SCALING_FP8_TENSOR;
+  precis_clear_error();
+  precis_status st = run_case_body(&cs, data, out);
+  if (st != PRECIS_OK) {
+    out->status = st == PRECIS_E_DOES_NOT_FIT    ? PRECIS_ROW_DOES_NOT_FIT
+                  : st == PRECIS_E_UNSUPPORTED ? PRECIS_ROW_UNSUPPORTED
+                                               : PRECIS_ROW_FAILED;
+    snprintf(out->reason, sizeof out->reason, "%s", precis_last_error()[0] ? precis_last_error() : precis_status_str(st));
+    free(out->c);
+    out->c = NULL;
+  }
+  /* Whatever happened, the stream is drained and every buffer freed before the next case. A sticky
+   * error (e.g. an illegal address) leaves the context unusable: say so in the reason. */
+  cudaError_t drained = cudaStreamSynchronize(ctx->stream);
+  if (drained != cudaSuccess) {
+    if (out->status == PRECIS_ROW_OK) out->status = PRECIS_ROW_FAILED;
+    size_t used = strlen(out->reason);
+    snprintf(out->reason + used, sizeof out->reason - used, "%s%s (%s) while finishing the case",
+             used ? "; then " : "", cudaGetErrorName(drained), cudaGetErrorString(drained));
+    (void)cudaGetLastError();
+  }
+  if (cs.call_ready) precis_lt_call_destroy(&cs.call);
+  precis_dmem_destroy(&cs.mem);
+  (void)cudaGetLastError();
+  return PRECIS_OK;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Backend table. */
+
+/* Does cuBLASLt have a kernel for the recipe's types and layout on this device? Asked once per
+ * recipe with a representative 256^3 problem (descriptors only, no device memory). */
+static bool probe_recipe(cuda_ctx *ctx, const precis_recipe *recipe, char *why, size_t len) {
+  precis_gemm_plan plan;
+  precis_lt_call call;
+  bool ok = false;
+  if (precis_gemm_plan_make(recipe, 256, 256, 256, 1, false, &plan) != PRECIS_OK) {
+    snprintf(why, len, "%s", precis_last_error());
+    return false;
+  }
+  if (precis_lt_call_init(&call, &plan, NULL, NULL, NULL, NULL, NULL, NULL, PRECIS_LT_WORKSPACE_BYTES) != PRECIS_OK) {
+    snprintf(why, len, "cuBLASLt rejects the %s descriptors on sm_%d%d: %s", recipe->name, ctx->cc_major, ctx->cc_minor,
+             precis_last_error());
+    return false;
+  }
+  cublasLtMatmulHeuristicResult_t result;
+  int count = 0;
+  if (precis_lt_call_candidates(&call, ctx->lt, 1, &result, &count) == PRECIS_OK)
+    ok = true;
+  else
+    snprintf(why, len, "on sm_%d%d: %s", ctx->cc_major, ctx->cc_minor, precis_last_error());
+  precis_lt_call_destroy(&call);
+  precis_clear_error();
+  return ok;
+}
+
+static bool cuda_supports(void *vctx, const precis_recipe *recipe, char *reason, size_t len) {
+  cuda_ctx *ctx = vctx;
+  if (!precis_cuda_recipe_supported(recipe, ctx->cc_major, ctx->cc_minor, reason, len)) return false;
+  if (recipe->scaling == PRECIS_SCALING_FP8_TENSOR && cublasLtGetVersion() < 110800) {
+    snprintf(reason, len, "FP8 matmul needs cuBLASLt 11.8 or newer; this one is %zu", cublasLtGetVersion());
+    return false;
+  }
+  if (ctx->probed[recipe->id] == 0)
+    ctx->probed[recipe->id] =
+        probe_recipe(ctx, recipe, ctx->probe_reason[recipe->id], sizeof ctx->probe_reason[recipe->id]) ? 1 : -1;
+  if (ctx->probed[recipe->id] < 0) {
+    snprintf(reason, len, "%s", ctx->probe_reason[recipe->id]);
+    return false;
+  }
+  if (reason && len) reason[0] = '\0';
+  return true;
+}
+
+static void cuda_close(void *vctx) {
+  cuda_ctx *ctx = vctx;
+  if (!ctx) return;
+  if (ctx->start) cudaEventDestroy(ctx->start);
+  if (ctx->stop) cudaEventDestroy(ctx->stop);
+  if (ctx->stream) cudaStreamDestroy(ctx->stream);
+  if (ctx->lt) cublasLtDestroy(ctx->lt);
+  precis_nvml_close(ctx->nvml);
+  (void)cudaGetLastError();
+  free(ctx);
+}
+
+static precis_status cuda_open(void **out, const precis_case_options *options) {
+  (void)options;
+  precis_status st = PRECIS_OK;
+  *out = NULL;
+  int count = 0;
+  cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    return precis_fail(PRECIS_E_NO_DEVICE, "no usable CUDA device: cudaGetDeviceCount failed with %s (%s)",
+                       cudaGetErrorName(err), cudaGetErrorString(err));
+  }
+  if (count == 0)
+    return precis_fail(PRECIS_E_NO_DEVICE, "no usable CUDA device: cudaGetDeviceCount found none (cudaErrorNoDevice)");
+  cuda_ctx *ctx = calloc(1, sizeof *ctx);
+  if (!ctx) return precis_fail(PRECIS_E_NOMEM, "out of host memory opening the cuda backend");
+  ctx->device = 0; /* CUDA_VISIBLE_DEVICES chooses which physical device that is */
+  err = cudaSetDevice(ctx->device);
+  if (err == cudaSuccess) err = cudaFree(NULL); /* creates the primary context now, not in the first case */
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    st = precis_fail(PRECIS_E_NO_DEVICE, "no usable CUDA device: creating a context on device %d failed with %s (%s)",
+                     ctx->device, cudaGetErrorName(err), cudaGetErrorString(err));
+    goto done;
+  }
+  struct cudaDeviceProp prop;
+  PRECIS_TRY(cuda, cudaGetDeviceProperties(&prop, ctx->device));
+  snprintf(ctx->name, sizeof ctx->name, "%s", prop.name);
+  ctx->cc_major = prop.major;
+  ctx->cc_minor = prop.minor;
+  ctx->sm_count = prop.multiProcessorCount;
+  ctx->mem_total = (long long)prop.totalGlobalMem;
+  ctx->l2_bytes = prop.l2CacheSize;
+  if (cudaDeviceGetAttribute(&ctx->clock_khz, cudaDevAttrClockRate, ctx->device) != cudaSuccess) ctx->clock_khz = 0;
+  if (cudaDeviceGetAttribute(&ctx->mem_clock_khz, cudaDevAttrMemoryClockRate, ctx->device) != cudaSuccess)
+    ctx->mem_clock_khz = 0;
+  (void)cudaGetLastError();
+  cublasStatus_t lt_status = cublasLtCreate(&ctx->lt);
+  if (lt_status != CUBLAS_STATUS_SUCCESS) {
+    st = precis_fail(PRECIS_E_NO_DEVICE, "cuBLASLt cannot be used on device %d (%s): cublasLtCreate returned %s (%s)",
+                     ctx->device, ctx->name, cublasLtGetStatusName(lt_status), cublasLtGetStatusString(lt_status));
+    ctx->lt = NULL;
+    goto done;
+  }
+  PRECIS_TRY(cuda, cudaStreamCreateWithFlags(&ctx->stream, cudaStreamNonBlocking));
+  PRECIS_TRY(cuda, cudaEventCreate(&ctx->start));
+  PRECIS_TRY(cuda, cudaEventCreate(&ctx->stop));
+  ctx->nvml = precis_nvml_open(ctx->device, ctx->nvml_why, sizeof ctx->nvml_why);
+  ctx->baseline_after_open = precis_device_used_bytes();
+done:
+  if (st != PRECIS_OK) {
+    if (st == PRECIS_E_RUNTIME) st = PRECIS_E_NO_DEVICE; /* the device answered but cannot be used */
+    cuda_close(ctx);
+    return st;
+  }
+  *out = ctx;
+  return PRECIS_OK;
+}
+
+static void set_version(precis_kv_list *env, const char *key, int v) {
+  /* CUDA encodes 13.0 as 13000 (major*1000 + minor*10). */
+  char buf[32];
+  if (v <= 0) {
+    precis_kv_set(env, key, NULL);
+    return;
+  }
+  snprintf(buf, sizeof buf, "%d.%d", v / 1000, (v % 1000) / 10);
+  precis_kv_set(env, key, buf);
+}
+
+static void cuda_environment(void *vctx, precis_kv_list *env) {
+  cuda_ctx *ctx = vctx;
+  char buf[128];
+  precis_kv_set(env, "backend", "cuda");
+  precis_kv_set(env, "device", ctx->name);
+  snprintf(buf, sizeof buf, "%d.%d", ctx->cc_major, ctx->cc_minor);
+  precis_kv_set(env, "compute_capability", buf);
+  precis_kv_set_int(env, "sm_count", ctx->sm_count);
+  precis_kv_set_int(env, "device_memory_bytes", ctx->mem_total);
+  precis_kv_set_int(env, "l2_cache_bytes", ctx->l2_bytes);
+  int v = 0;
+  set_version(env, "cuda_driver", cudaDriverGetVersion(&v) == cudaSuccess ? v : 0);
+  v = 0;
+  set_version(env, "cuda_runtime", cudaRuntimeGetVersion(&v) == cudaSuccess ? v : 0);
+  if (precis_nvml_driver_version(ctx->nvml, buf, sizeof buf))
+    precis_kv_set(env, "driver_version", buf);
+  else
+    precis_kv_set(env, "driver_version", NULL);
+  int major = 0, minor = 0, patch = 0;
+  if (cublasLtGetProperty(MAJOR_VERSION, &major) == CUBLAS_STATUS_SUCCESS &&
+      cublasLtGetProperty(MINOR_VERSION, &minor) == CUBLAS_STATUS_SUCCESS &&
+      cublasLtGetProperty(PATCH_LEVEL, &patch) == CUBLAS_STATUS_SUCCESS) {
+    snprintf(buf, sizeof buf, "%d.%d.%d", major, minor, patch);
+    precis_kv_set(env, "cublaslt_version", buf);
+  } else {
+    precis_kv_set(env, "cublaslt_version", NULL);
+  }
+  if (cublasGetProperty(MAJOR_VERSION, &major) == CUBLAS_STATUS_SUCCESS &&
+      cublasGetProperty(MINOR_VERSION, &minor) == CUBLAS_STATUS_SUCCESS &&
+      cublasGetProperty(PATCH_LEVEL, &patch) == CUBLAS_STATUS_SUCCESS) {
+    snprintf(buf, sizeof buf, "%d.%d.%d", major, minor, patch);
+    precis_kv_set(env, "cublas_version", buf);
+  } else {
+    precis_kv_set(env, "cublas_version", NULL);
+  }
+  if (ctx->clock_khz > 0)
+    precis_kv_set_int(env, "sm_clock_peak_mhz", ctx->clock_khz / 1000);
+  else
+    precis_kv_set(env, "sm_clock_peak_mhz", NULL);
+  if (ctx->mem_clock_khz > 0)
+    precis_kv_set_int(env, "memory_clock_peak_mhz", ctx->mem_clock_khz / 1000);
+  else
+    precis_kv_set(env, "memory_clock_peak_mhz", NULL);
+  unsigned mhz = 0;
+  if (precis_nvml_sm_clock_mhz(ctx->nvml, &mhz))
+    precis_kv_set_int(env, "sm_clock_mhz", mhz);
+  else
+    precis_kv_set(env, "sm_clock_mhz", NULL);
+  if (precis_nvml_max_sm_clock_mhz(ctx->nvml, &mhz))
+    precis_kv_set_int(env, "sm_clock_max_mhz", mhz);
+  else
+    precis_kv_set(env, "sm_clock_max_mhz", NULL);
+  precis_kv_set(env, "nvml", ctx->nvml ? "available" : ctx->nvml_why);
+  if (ctx->baseline_after_open >= 0)
+    precis_kv_set_int(env, "device_baseline_after_open_bytes", ctx->baseline_after_open);
+  precis_kv_set_int(env, "cublaslt_workspace_bytes", (long long)PRECIS_LT_WORKSPACE_BYTES);
+  precis_kv_set(env, "timing", "CUDA events; DESIGN §6 warm-up and stopping rule");
+}
+
+static const precis_backend cuda_backend = {
+    .name = "cuda",
+    .label = "cuda",
+    .open = cuda_open,
+    .close = cuda_close,
+    .environment = cuda_environment,
+    .supports = cuda_supports,
+    .run_case = cuda_run_case,
+};
+
+const precis_backend *precis_backend_cuda(void) { return &cuda_backend; }

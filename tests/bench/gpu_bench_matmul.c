@@ -1,0 +1,258 @@
+/* precis's measurement of a GEMM against a plain cublasLtMatmul loop with the same algorithm, side by
+ * side in one process: fp32, tf32, fp16, bf16, int8 and fp8 at 4096^3 and 8192^3 by default.
+ * The ratio plain/precis says whether precis's timing (CUDA events, warm-up, stopping rule) reports
+ * what the hardware does; the goal is >= 0.99. Prints TFLOPS. Exits 77 without a device.
+ *
+ *   gpu_bench_matmul [--sizes 4096,8192] [--recipes fp32,tf32,fp16,bf16,int8,fp8] */
+#include <cuda_runtime_api.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "convert.cuh"
+#include "gemm_plan.h"
+#include "lt_matmul.h"
+#include "timing.h"
+
+#define CK(stmt)                                                                                               \
+  do {                                                                                                         \
+    cudaError_t e_ = (stmt);                                                                                   \
+    if (e_ != cudaSuccess) {                                                                                   \
+      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #stmt, cudaGetErrorString(e_));                   \
+      goto done;                                                                                               \
+    }                                                                                                          \
+  } while (0)
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* The plain loop: the same plan, operands converted the same way, the heuristic's first algorithm
+ * (what precis takes without --autotune), `iters` back-to-back calls between two events, 7 times. */
+static double plain_loop_ms(cublasLtHandle_t lt, cudaStream_t stream, const precis_recipe *r, const float *host_a,
+                            const float *host_b, long n, double expect_ms, char *algo, size_t algo_len) {
+  double result = NAN;
+  precis_gemm_plan plan;
+  precis_lt_call call;
+  bool call_ready = false;
+  void *a32 = NULL, *b32 = NULL, *lt_a = NULL, *lt_b = NULL, *d = NULL, *ws = NULL;
+  float *scale = NULL;
+  unsigned long long *clipped = NULL;
+  cudaEvent_t e0 = NULL, e1 = NULL;
+  if (precis_gemm_plan_make(r, n, n, n, 1, false, &plan) != PRECIS_OK) return NAN;
+  size_t count = (size_t)n * (size_t)n;
+  CK(cudaMalloc(&a32, count * 4));
+  CK(cudaMalloc(&b32, count * 4));
+  CK(cudaMalloc(&lt_a, (size_t)plan.lt_a.elements * plan.lt_a.elem_bytes));
+  CK(cudaMalloc(&lt_b, (size_t)plan.lt_b.elements * plan.lt_b.elem_bytes));
+  CK(cudaMalloc(&d, (size_t)plan.lt_d.elements * plan.lt_d.elem_bytes));
+  CK(cudaMalloc(&ws, PRECIS_LT_WORKSPACE_BYTES));
+  CK(cudaMalloc((void **)&scale, sizeof(float)));
+  CK(cudaMalloc((void **)&clipped, sizeof *clipped));
+  CK(cudaMemcpy(a32, host_a, count * 4, cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(b32, host_b, count * 4, cudaMemcpyHostToDevice));
+  CK(cudaMemset(lt_a, 0, (size_t)plan.lt_a.elements * plan.lt_a.elem_bytes));
+  CK(cudaMemset(lt_b, 0, (size_t)plan.lt_b.elements * plan.lt_b.elem_bytes));
+  float s = r->id == PRECIS_RECIPE_INT8 ? 1.0f / 127.0f : 1.0f / 448.0f;
+  CK(cudaMemcpy(scale, &s, sizeof s, cudaMemcpyHostToDevice));
+  switch (r->id) {
+  case PRECIS_RECIPE_FP32:
+    CK(cudaMemcpy(lt_a, b32, count * 4, cudaMemcpyDeviceToDevice));
+    CK(cudaMemcpy(lt_b, a32, count * 4, cudaMemcpyDeviceToDevice));
+    break;
+  case PRECIS_RECIPE_TF32:
+    CK(precis_cuda_f32_to_tf32(b32, lt_a, count, stream));
+    CK(precis_cuda_f32_to_tf32(a32, lt_b, count, stream));
+    break;
+  case PRECIS_RECIPE_FP16:
+  case PRECIS_RECIPE_FP16ACC16:
+    CK(precis_cuda_f32_to_f16(b32, lt_a, count, stream));
+    CK(precis_cuda_f32_to_f16(a32, lt_b, count, stream));
+    break;
+  case PRECIS_RECIPE_BF16:
+    CK(precis_cuda_f32_to_bf16(b32, lt_a, count, stream));
+    CK(precis_cuda_f32_to_bf16(a32, lt_b, count, stream));
+    break;
+  case PRECIS_RECIPE_INT8:
+    CK(precis_cuda_int8_quantize(b32, (size_t)n, (size_t)n, PRECIS_CUDA_SCALE_TENSOR, scale, lt_a,
+                                 (size_t)plan.write_b.ld_out, plan.write_b.transpose_out, clipped, stream));
+    CK(precis_cuda_int8_quantize(a32, (size_t)n, (size_t)n, PRECIS_CUDA_SCALE_TENSOR, scale, lt_b,
+                                 (size_t)plan.write_a.ld_out, false, clipped, stream));
+    break;
+  case PRECIS_RECIPE_FP8:
+    CK(precis_cuda_fp8_quantize(b32, (size_t)n, (size_t)n, scale, lt_a, (size_t)plan.write_b.ld_out,
+                                plan.write_b.transpose_out, clipped, stream));
+    CK(precis_cuda_fp8_quantize(a32, (size_t)n, (size_t)n, scale, lt_b, (size_t)plan.write_a.ld_out, false, clipped,
+                                stream));
+    break;
+  default: goto done;
+  }
+  CK(cudaStreamSynchronize(stream));
+  bool fp8 = r->id == PRECIS_RECIPE_FP8;
+  if (precis_lt_call_init(&call, &plan, lt_a, lt_b, d, fp8 ? scale : NULL, fp8 ? scale : NULL, ws,
+                          PRECIS_LT_WORKSPACE_BYTES) != PRECIS_OK) {
+    fprintf(stderr, "%s\n", precis_last_error());
+    goto done;
+  }
+  call_ready = true;
+  cublasLtMatmulHeuristicResult_t cand;
+  int got = 0;
+  if (precis_lt_call_candidates(&call, lt, 1, &cand, &got) != PRECIS_OK) {
+    fprintf(stderr, "%s\n", precis_last_error());
+    goto done;
+  }
+  precis_lt_algo_summary(&cand.algo, algo, algo_len);
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  for (int i = 0; i < 20; i++)
+    if (precis_lt_call_run(&call, lt, &cand.algo, stream) != CUBLAS_STATUS_SUCCESS) goto done;
+  CK(cudaStreamSynchronize(stream));
+  long iters = expect_ms > 0 ? (long)ceil(200.0 / expect_ms) : 50;
+  if (iters < 5) iters = 5;
+  if (iters > 5000) iters = 5000;
+  double per_call[7];
+  for (int rep = 0; rep < 7; rep++) {
+    CK(cudaEventRecord(e0, stream));
+    for (long i = 0; i < iters; i++)
+      if (precis_lt_call_run(&call, lt, &cand.algo, stream) != CUBLAS_STATUS_SUCCESS) goto done;
+    CK(cudaEventRecord(e1, stream));
+    CK(cudaEventSynchronize(e1));
+    float ms = 0;
+    CK(cudaEventElapsedTime(&ms, e0, e1));
+    per_call[rep] = ms / (double)iters;
+  }
+  qsort(per_call, 7, sizeof per_call[0], cmp_double);
+  result = per_call[3];
+done:
+  if (call_ready) precis_lt_call_destroy(&call);
+  if (e0) cudaEventDestroy(e0);
+  if (e1) cudaEventDestroy(e1);
+  cudaFree(a32);
+  cudaFree(b32);
+  cudaFree(lt_a);
+  cudaFree(lt_b);
+  cudaFree(d);
+  cudaFree(ws);
+  cudaFree(scale);
+  cudaFree(clipped);
+  (void)cudaGetLastError();
+  return result;
+}
+
+int main(int argc, char **argv) {
+  const char *sizes_arg = "4096,8192", *recipes_arg = "fp32,tf32,fp16,bf16,int8,fp8";
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--sizes") == 0 && i + 1 < argc)
+      sizes_arg = argv[++i];
+    else if (strcmp(argv[i], "--recipes") == 0 && i + 1 < argc)
+      recipes_arg = argv[++i];
+    else {
+      fprintf(stderr, "usage: %s [--sizes 4096,8192] [--recipes fp32,tf32,fp16,bf16,int8,fp8]\n", argv[0]);
+      return 2;
+    }
+  }
+  const precis_backend *be = precis_backend_cuda();
+  if (!be) {
+    printf("SKIP: built without the cuda backend\n");
+    return 77;
+  }
+  precis_case_options o;
+  precis_case_options_default(&o);
+  void *ctx = NULL;
+  if (be->open(&ctx, &o) != PRECIS_OK) {
+    printf("SKIP: %s\n", precis_last_error());
+    return 77;
+  }
+  precis_recipe_id ids[PRECIS_RECIPE_COUNT];
+  size_t n_ids = 0;
+  if (precis_recipe_parse_list(recipes_arg, ids, &n_ids) != PRECIS_OK) {
+    fprintf(stderr, "%s\n", precis_last_error());
+    return 2;
+  }
+  cublasLtHandle_t lt = NULL;
+  cudaStream_t stream = NULL;
+  if (cublasLtCreate(&lt) != CUBLAS_STATUS_SUCCESS || cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != 0) {
+    fprintf(stderr, "cannot create a cuBLASLt handle or a stream\n");
+    return 1;
+  }
+  precis_kv_list env = {0};
+  be->environment(ctx, &env);
+  printf("device: %s (sm %s), cuBLASLt %s, driver %s\n", precis_kv_get(&env, "device"),
+         precis_kv_get(&env, "compute_capability"), precis_kv_get(&env, "cublaslt_version"),
+         precis_kv_get(&env, "driver_version") ? precis_kv_get(&env, "driver_version") : "?");
+  precis_kv_free(&env);
+  printf("%6s %-6s %12s %12s %7s %10s %10s  %s\n", "size", "recipe", "precis_ms", "plain_ms", "ratio", "precis_TF",
+         "plain_TF", "algorithm (precis | plain)");
+  int worst_ok = 1;
+  const char *p = sizes_arg;
+  while (*p) {
+    char *end = NULL;
+    long n = strtol(p, &end, 10);
+    p = end;
+    if (*p == ',') p++;
+    if (n <= 0) break;
+    size_t count = (size_t)n * (size_t)n;
+    float *a = malloc(count * sizeof(float)), *b = malloc(count * sizeof(float));
+    if (!a || !b) {
+      fprintf(stderr, "out of host memory for %ld^2\n", n);
+      return 1;
+    }
+    unsigned long long x = 88172645463325252ULL;
+    for (size_t i = 0; i < count; i++) {
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+      a[i] = (float)((double)(x >> 11) / 9007199254740992.0 * 2 - 1);
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+      b[i] = (float)((double)(x >> 11) / 9007199254740992.0 * 2 - 1);
+    }
+    precis_workload_info info = {.name = "bench", .kind = "gemm", .description = "", .a_dist = "uniform",
+                                 .b_dist = "uniform", .m = n, .n = n, .k = n, .batch = 1};
+    precis_workload_data data = {.a = a, .b = b};
+    double flops = 2.0 * (double)n * (double)n * (double)n;
+    for (size_t r = 0; r < n_ids; r++) {
+      const precis_recipe *recipe = precis_recipe_get(ids[r]);
+      char reason[512];
+      if (!be->supports(ctx, recipe, reason, sizeof reason)) {
+        printf("%6ld %-6s unsupported: %s\n", n, recipe->name, reason);
+        continue;
+      }
+      precis_case_output out;
+      precis_case_output_init(&out);
+      if (be->run_case(ctx, recipe, &info, &data, &o, &out) != PRECIS_OK || out.status != PRECIS_ROW_OK) {
+        printf("%6ld %-6s %s: %s\n", n, recipe->name, precis_row_status_str(out.status), out.reason);
+        precis_case_output_free(&out);
+        continue;
+      }
+      double ours = out.time.median_ms;
+      char precis_algo[128];
+      snprintf(precis_algo, sizeof precis_algo, "algo %s tile %s stages %s splitK %s reduction %s",
+               precis_kv_get(&out.details, "algo_id"), precis_kv_get(&out.details, "algo_tile"),
+               precis_kv_get(&out.details, "algo_stages"), precis_kv_get(&out.details, "algo_splitk"),
+               precis_kv_get(&out.details, "algo_reduction_scheme"));
+      char plain_algo[128] = "?";
+      double plain = plain_loop_ms(lt, stream, recipe, a, b, n, ours, plain_algo, sizeof plain_algo);
+      double ratio = plain / ours;
+      if (!(ratio >= 0.99)) worst_ok = 0;
+      printf("%6ld %-6s %12.5f %12.5f %7.4f %10.1f %10.1f  %s%s%s\n", n, recipe->name, ours, plain, ratio,
+             flops / (ours * 1e-3) / 1e12, flops / (plain * 1e-3) / 1e12, precis_algo,
+             strcmp(precis_algo, plain_algo) == 0 ? " | same" : " | ", strcmp(precis_algo, plain_algo) == 0 ? "" : plain_algo);
+      printf("       %-6s samples %ld x %ld calls, p95 %.5f ms, convert %.4f ms, e2e %.5f ms, tracked %lld B, device peak "
+             "%lld B, untracked %lld B, clock %s->%s MHz\n",
+             "", out.time.samples, out.time.calls_per_sample, out.time.p95_ms, out.time.convert_ms, out.time.e2e_median_ms,
+             out.memory.tracked_peak_bytes, out.memory.device_peak_bytes, out.memory.untracked_bytes,
+             precis_kv_get(&out.details, "sm_clock_mhz_before") ? precis_kv_get(&out.details, "sm_clock_mhz_before") : "null",
+             precis_kv_get(&out.details, "sm_clock_mhz_after") ? precis_kv_get(&out.details, "sm_clock_mhz_after") : "null");
+      fflush(stdout);
+      precis_case_output_free(&out);
+    }
+    free(a);
+    free(b);
+  }
+  printf("goal ratio >= 0.99: %s\n", worst_ok ? "met" : "NOT met for at least one row");
+  cudaStreamDestroy(stream);
+  cublasLtDestroy(lt);
+  be->close(ctx);
+  return 0;
+}

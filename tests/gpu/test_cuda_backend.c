@@ -1,0 +1,354 @@
+/* The cuda backend against the cpu backend (the CPU twins of every conversion) on workloads built
+ * here: int8 bit-exact (exact int32 accumulators, the same dequantization), integer-valued inputs
+ * exact for every float recipe, random inputs within the componentwise bound of DESIGN §5
+ * (|gpu - cpu| <= 4*k*u_acc*|a|·|b| + 2*u_out*(|gpu| + |cpu|); both approximate the same rounded-input
+ * product, tensor cores truncating inside blocks). Then the measurements, --cold and --autotune,
+ * and an out-of-memory case that must become does-not-fit with the run going on.
+ * Skipped (77) without a usable device, with the CUDA error that says why. */
+#include <cuda_runtime_api.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "format.h"
+#include "harness.h"
+#include "quant.h"
+
+static const precis_backend *cuda, *cpu;
+static void *cuda_ctx, *cpu_ctx;
+
+static uint64_t rng = 0x2545f4914f6cdd1dULL;
+static double uniform(void) {
+  rng ^= rng << 13;
+  rng ^= rng >> 7;
+  rng ^= rng << 17;
+  return (double)(rng >> 11) / 9007199254740992.0;
+}
+
+typedef struct workload {
+  precis_workload_info info;
+  precis_workload_data data;
+  double *ab; /* |a|·|b| per output */
+} workload;
+
+static void workload_free(workload *w) {
+  free(w->data.a);
+  free(w->data.b);
+  free(w->data.c_ref);
+  free(w->data.ab_abs);
+  free(w->data.calib_a);
+  memset(w, 0, sizeof *w);
+}
+
+/* integers: values in [-4, 4], so every float recipe is exact (|partial sums| <= 16*k <= 2048 for
+ * k <= 128, exact even in fp16 accumulation); else uniform in [-1, 1). */
+static void workload_make(workload *w, int64_t m, int64_t n, int64_t k, int64_t batch, bool b_batched, bool integers,
+                          int64_t calib) {
+  memset(w, 0, sizeof *w);
+  w->info.name = "gpu-test";
+  w->info.kind = "gemm";
+  w->info.description = "";
+  w->info.a_dist = integers ? "integers" : "uniform";
+  w->info.b_dist = w->info.a_dist;
+  w->info.m = m;
+  w->info.n = n;
+  w->info.k = k;
+  w->info.batch = batch;
+  w->info.b_batched = b_batched;
+  w->info.calib_samples = calib;
+  int64_t nb = b_batched ? batch : 1;
+  w->data.a = malloc(sizeof(float) * (size_t)(batch * m * k));
+  w->data.b = malloc(sizeof(float) * (size_t)(nb * k * n));
+  w->data.c_ref = calloc((size_t)(batch * m * n), sizeof(double));
+  w->data.ab_abs = calloc((size_t)(batch * m * n), sizeof(double));
+  for (int64_t i = 0; i < batch * m * k; i++)
+    w->data.a[i] = integers ? (float)((int)(uniform() * 9) - 4) : (float)(2 * uniform() - 1);
+  for (int64_t i = 0; i < nb * k * n; i++)
+    w->data.b[i] = integers ? (float)((int)(uniform() * 9) - 4) : (float)(2 * uniform() - 1);
+  if (calib > 0) {
+    w->data.calib_a = malloc(sizeof(float) * (size_t)(calib * m * k));
+    for (int64_t i = 0; i < calib * m * k; i++) w->data.calib_a[i] = (float)(1.6 * uniform() - 0.8);
+  }
+  /* The references only where the test compares (the backends never read them). */
+  bool references = batch * m * n * k <= ((int64_t)1 << 24);
+  for (int64_t b = 0; b < (references ? batch : 0); b++)
+    for (int64_t i = 0; i < m; i++)
+      for (int64_t j = 0; j < n; j++) {
+        double s = 0, t = 0;
+        const float *bm = w->data.b + (b_batched ? b : 0) * k * n;
+        for (int64_t p = 0; p < k; p++) {
+          double x = w->data.a[(b * m + i) * k + p], y = bm[p * n + j];
+          s += x * y;
+          t += fabs(x) * fabs(y);
+        }
+        w->data.c_ref[(b * m + i) * n + j] = s;
+        w->data.ab_abs[(b * m + i) * n + j] = t;
+      }
+}
+
+static precis_case_options quick_options(void) {
+  precis_case_options o;
+  precis_case_options_default(&o);
+  o.warmup_calls = 1;
+  o.warmup_ms = 0;
+  o.min_samples = 2;
+  o.max_samples = 4;
+  o.max_time_ms = 50;
+  return o;
+}
+
+static bool run(const precis_backend *be, void *ctx, const precis_recipe *r, const workload *w,
+                const precis_case_options *o, precis_case_output *out) {
+  precis_case_output_init(out);
+  precis_status st = be->run_case(ctx, r, &w->info, &w->data, o, out);
+  if (st != PRECIS_OK || out->status != PRECIS_ROW_OK || !out->c) {
+    fprintf(stderr, "  %s backend, %s: status %s: %s %s\n", be->name, r->name, precis_row_status_str(out->status),
+            out->reason, st != PRECIS_OK ? precis_last_error() : "");
+    return false;
+  }
+  return true;
+}
+
+/* Compares one recipe's outputs; exact when `exact`, else within the bound. */
+static void compare(const precis_recipe *r, const workload *w, const float *gpu, const float *ref, bool exact,
+                    const char *label) {
+  int64_t count = w->info.batch * w->info.m * w->info.n, bad = 0, first = -1;
+  double u_acc = r->compute_format == PRECIS_FMT_F16 ? ldexp(1, -11) : ldexp(1, -24);
+  double u_out = precis_format_get(r->output_format)->unit_roundoff;
+  double quant_slack = r->scaling == PRECIS_SCALING_FP8_TENSOR ? 1.25 : 1.0; /* |q*s| vs |x| after rounding */
+  for (int64_t i = 0; i < count; i++) {
+    double g = gpu[i], c = ref[i];
+    bool ok;
+    if (exact || r->scaling == PRECIS_SCALING_INT8_SYMMETRIC)
+      ok = memcmp(&gpu[i], &ref[i], sizeof(float)) == 0;
+    else
+      ok = fabs(g - c) <= 4.0 * (double)w->info.k * u_acc * quant_slack * w->data.ab_abs[i] +
+                              2.0 * u_out * (fabs(g) + fabs(c)) + 1e-30;
+    if (!ok) {
+      if (first < 0) first = i;
+      bad++;
+    }
+  }
+  CHECK_MSG(bad == 0, "%s %s m=%lld n=%lld k=%lld batch=%lld b_batched=%d: %lld of %lld differ; first at %lld: gpu %.9g cpu %.9g",
+            r->name, label, (long long)w->info.m, (long long)w->info.n, (long long)w->info.k, (long long)w->info.batch,
+            w->info.b_batched, (long long)bad, (long long)count, (long long)first, first >= 0 ? gpu[first] : 0.0,
+            first >= 0 ? ref[first] : 0.0);
+}
+
+typedef struct shape {
+  int64_t m, n, k, batch;
+  bool b_batched;
+} shape;
+static const shape shapes[] = {
+    {33, 20, 45, 1, false}, {1, 7, 19, 3, false}, {5, 9, 30, 2, true}, {64, 64, 64, 1, false},
+    {17, 1, 8, 1, false},   {2, 33, 17, 4, true}, {128, 96, 128, 2, false},
+};
+
+static void against_cpu(bool integers) {
+  precis_case_options o = quick_options();
+  for (int id = 0; id < PRECIS_RECIPE_COUNT; id++) {
+    const precis_recipe *r = precis_recipe_get((precis_recipe_id)id);
+    char reason[512];
+    if (!cuda->supports(cuda_ctx, r, reason, sizeof reason)) {
+      printf("  %s unsupported here: %s\n", r->name, reason);
+      continue;
+    }
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+      workload w;
+      workload_make(&w, shapes[s].m, shapes[s].n, shapes[s].k, shapes[s].batch, shapes[s].b_batched, integers, 0);
+      precis_case_output g, c;
+      bool ok_g = run(cuda, cuda_ctx, r, &w, &o, &g), ok_c = run(cpu, cpu_ctx, r, &w, &o, &c);
+      CHECK_MSG(ok_g && ok_c, "%s shape %zu ran on both backends", r->name, s);
+      /* fp8 rescales the integers (s = amax/448), so it is exact only up to the summation. */
+      if (ok_g && ok_c) compare(r, &w, g.c, c.c, integers && r->scaling != PRECIS_SCALING_FP8_TENSOR,
+                                integers ? "integers" : "uniform");
+      if (ok_g && ok_c && r->scaling != PRECIS_SCALING_NONE)
+        CHECK_MSG(g.clipped_fraction == c.clipped_fraction, "%s clipped %g vs cpu %g", r->name, g.clipped_fraction,
+                  c.clipped_fraction);
+      precis_case_output_free(&g);
+      precis_case_output_free(&c);
+      workload_free(&w);
+    }
+  }
+}
+
+TEST(every_recipe_matches_the_cpu_backend_exactly_on_integers) { against_cpu(true); }
+TEST(every_recipe_matches_the_cpu_backend_within_the_bound_on_random_data) { against_cpu(false); }
+
+TEST(int8_static_activation_scales_match_the_cpu_backend) {
+  const precis_recipe *r = precis_recipe_get(PRECIS_RECIPE_INT8);
+  char reason[512];
+  if (!cuda->supports(cuda_ctx, r, reason, sizeof reason)) return;
+  precis_act_scale modes[] = {PRECIS_ACT_SCALE_ABSMAX, PRECIS_ACT_SCALE_PERCENTILE, PRECIS_ACT_SCALE_MSE};
+  for (size_t i = 0; i < 3; i++) {
+    precis_case_options o = quick_options();
+    o.int8_act_scale = modes[i];
+    workload w;
+    workload_make(&w, 24, 40, 36, 2, false, false, 3);
+    precis_case_output g, c;
+    bool ok = run(cuda, cuda_ctx, r, &w, &o, &g) & run(cpu, cpu_ctx, r, &w, &o, &c);
+    CHECK(ok);
+    if (ok) {
+      compare(r, &w, g.c, c.c, true, "static scales");
+      CHECK(g.clipped_fraction == c.clipped_fraction);
+      CHECK(g.clipped_fraction > 0); /* calibrated on [-0.8, 0.8), evaluated on [-1, 1): some values clip */
+    }
+    precis_case_output_free(&g);
+    precis_case_output_free(&c);
+    workload_free(&w);
+  }
+}
+
+TEST(measurements_are_reported) {
+  precis_case_options o;
+  precis_case_options_default(&o);
+  o.max_time_ms = 200;
+  const precis_recipe_id ids[] = {PRECIS_RECIPE_BF16, PRECIS_RECIPE_INT8, PRECIS_RECIPE_FP8};
+  for (size_t i = 0; i < 3; i++) {
+    const precis_recipe *r = precis_recipe_get(ids[i]);
+    char reason[512];
+    if (!cuda->supports(cuda_ctx, r, reason, sizeof reason)) continue;
+    workload w;
+    workload_make(&w, 512, 512, 512, 1, false, false, 0);
+    precis_case_output g;
+    if (run(cuda, cuda_ctx, r, &w, &o, &g)) {
+      printf("  %s 512^3: median %.4f ms (%ld samples x %ld calls), convert %.4f ms, e2e %.4f ms, tracked %lld, "
+             "device peak %lld, baseline %lld, untracked %lld, algo %s tile %s\n",
+             r->name, g.time.median_ms, g.time.samples, g.time.calls_per_sample, g.time.convert_ms,
+             g.time.e2e_median_ms, g.memory.tracked_peak_bytes, g.memory.device_peak_bytes,
+             g.memory.device_baseline_bytes, g.memory.untracked_bytes, precis_kv_get(&g.details, "algo_id"),
+             precis_kv_get(&g.details, "algo_tile"));
+      CHECK(g.time.samples >= 1 && g.time.median_ms > 0 && g.time.min_ms <= g.time.median_ms);
+      CHECK(g.time.calls_per_sample >= 1);
+      CHECK((long)g.time.n_samples_ms == g.time.samples);
+      CHECK(g.time.convert_ms > 0);
+      CHECK(g.memory.tensor_bytes > 0);
+      CHECK(g.memory.tracked_peak_bytes >= g.memory.tensor_bytes);
+      CHECK(g.memory.device_baseline_bytes > 0);
+      CHECK(g.memory.device_peak_bytes >= g.memory.device_baseline_bytes + g.memory.tracked_peak_bytes);
+      CHECK(precis_kv_get(&g.details, "algo_id") != NULL);
+      CHECK(precis_kv_get(&g.details, "workspace_bytes") != NULL);
+      if (r->scaling != PRECIS_SCALING_NONE) {
+        CHECK(g.time.e2e_median_ms > 0);
+        CHECK_STR(precis_kv_get(&g.details, "lt_op"), "TN");
+      } else {
+        CHECK(isnan(g.time.e2e_median_ms));
+        CHECK_STR(precis_kv_get(&g.details, "lt_op"), "NN");
+      }
+    } else {
+      CHECK(false);
+    }
+    precis_case_output_free(&g);
+    workload_free(&w);
+  }
+}
+
+TEST(cold_and_autotune) {
+  precis_case_options o = quick_options();
+  o.cold = true;
+  o.autotune = 4;
+  const precis_recipe *r = precis_recipe_get(PRECIS_RECIPE_FP16);
+  workload w;
+  workload_make(&w, 256, 256, 256, 1, false, true, 0);
+  precis_case_output g, c;
+  bool ok = run(cuda, cuda_ctx, r, &w, &o, &g) & run(cpu, cpu_ctx, r, &w, &o, &c);
+  CHECK(ok);
+  if (ok) {
+    compare(r, &w, g.c, c.c, true, "cold+autotune");
+    CHECK(g.time.calls_per_sample == 1);
+    CHECK(precis_kv_get(&g.details, "l2_flush_bytes") != NULL);
+    printf("  autotune: %s candidates, times %s, choice %s\n", precis_kv_get(&g.details, "autotune_candidates"),
+           precis_kv_get(&g.details, "autotune_ms_per_call"), precis_kv_get(&g.details, "autotune_choice"));
+  }
+  precis_case_output_free(&g);
+  precis_case_output_free(&c);
+  workload_free(&w);
+}
+
+TEST(out_of_memory_becomes_does_not_fit_and_the_run_goes_on) {
+  /* Hold all but ~24 MiB of the device, then ask for a case that needs more (inputs 4 MiB each,
+   * output 4 MiB, workspace 32 MiB). */
+  void *held[64];
+  int n_held = 0;
+  size_t free_b = 0, total_b = 0;
+  CHECK(cudaMemGetInfo(&free_b, &total_b) == cudaSuccess);
+  size_t want = free_b > ((size_t)24 << 20) ? free_b - ((size_t)24 << 20) : 0;
+  size_t chunk = (size_t)16 << 30;
+  while (want > ((size_t)8 << 20) && n_held < 64 && chunk >= ((size_t)8 << 20)) {
+    size_t ask = chunk < want ? chunk : want;
+    void *p = NULL;
+    if (cudaMalloc(&p, ask) == cudaSuccess) {
+      held[n_held++] = p;
+      want -= ask;
+    } else {
+      (void)cudaGetLastError();
+      chunk /= 2;
+    }
+  }
+  CHECK(cudaMemGetInfo(&free_b, &total_b) == cudaSuccess);
+  printf("  holding %d blocks, %zu bytes free\n", n_held, free_b);
+  const precis_recipe *r = precis_recipe_get(PRECIS_RECIPE_FP32);
+  workload w;
+  workload_make(&w, 1024, 1024, 1024, 1, false, true, 0);
+  precis_case_options o = quick_options();
+  precis_case_output g;
+  precis_case_output_init(&g);
+  CHECK_OK(cuda->run_case(cuda_ctx, r, &w.info, &w.data, &o, &g));
+  printf("  %s: %s\n", precis_row_status_str(g.status), g.reason);
+  CHECK_EQ_INT(g.status, PRECIS_ROW_DOES_NOT_FIT);
+  CHECK(strstr(g.reason, "cudaErrorMemoryAllocation") != NULL);
+  CHECK(g.c == NULL);
+  precis_case_output_free(&g);
+  for (int i = 0; i < n_held; i++) cudaFree(held[i]);
+  /* The same case now fits. */
+  CHECK(run(cuda, cuda_ctx, r, &w, &o, &g));
+  precis_case_output_free(&g);
+  workload_free(&w);
+}
+
+TEST(environment_names_the_device) {
+  precis_kv_list env = {0};
+  cuda->environment(cuda_ctx, &env);
+  CHECK_STR(precis_kv_get(&env, "backend"), "cuda");
+  CHECK(precis_kv_get(&env, "device") != NULL);
+  CHECK(precis_kv_get(&env, "compute_capability") != NULL);
+  CHECK(precis_kv_get(&env, "cublaslt_version") != NULL);
+  for (size_t i = 0; i < env.count; i++)
+    printf("  %s = %s\n", env.items[i].key, env.items[i].value ? env.items[i].value : "null");
+  precis_kv_free(&env);
+}
+
+int main(void) {
+  cuda = precis_backend_cuda();
+  cpu = precis_backend_cpu();
+  if (!cuda) {
+    printf("SKIP: this precis was built without the cuda backend\n");
+    return PRECIS_TEST_SKIP;
+  }
+  precis_case_options o;
+  precis_case_options_default(&o);
+  if (cuda->open(&cuda_ctx, &o) != PRECIS_OK) {
+    printf("SKIP: %s\n", precis_last_error());
+    return PRECIS_TEST_SKIP;
+  }
+  if (cpu->open(&cpu_ctx, &o) != PRECIS_OK) {
+    printf("cpu backend: %s\n", precis_last_error());
+    return 1;
+  }
+  static const harness_test tests[] = {
+      T(environment_names_the_device),
+      T(every_recipe_matches_the_cpu_backend_exactly_on_integers),
+      T(every_recipe_matches_the_cpu_backend_within_the_bound_on_random_data),
+      T(int8_static_activation_scales_match_the_cpu_backend),
+      T(measurements_are_reported),
+      T(cold_and_autotune),
+      T(out_of_memory_becomes_does_not_fit_and_the_run_goes_on),
+  };
+  int rc = harness_run(tests, sizeof tests / sizeof tests[0]);
+  cuda->close(cuda_ctx);
+  cpu->close(cpu_ctx);
+  return rc;
+}
