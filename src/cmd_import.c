@@ -1,11 +1,260 @@
+/* precis import: a dataset from the user's own matrices. The options become a one-workload suite
+ * (YAML, recorded in the dataset's `suite` attribute) with `file` distributions, generated exactly
+ * like precis gen does, so the references are computed the same way. */
+#include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "cli.h"
+#include "fileio.h"
+#include "generate.h"
+#include "results.h"
+#include "suite.h"
+
+static void import_usage(FILE *out) {
+  fprintf(out,
+          "usage: precis import --b SOURCE [--a DIST|SOURCE] [options] -o OUT.h5\n\n"
+          "Makes a one-workload dataset c = a.b from existing matrices, with float64 references computed as\n"
+          "precis gen computes them. SOURCE is FILE.h5:/path/to/dataset (any float or integer HDF5\n"
+          "dataset, e.g. Keras weights) or FILE.safetensors:tensor.name (F32, F16 or BF16). Values are stored\n"
+          "as float32 (f16/bf16 widen exactly; float64 rounds to nearest).\n\n"
+          "options:\n"
+          "  --b SOURCE        the weights b: a [k, n] matrix (or [batch, k, n] with --b-batched)\n"
+          "  --transpose-b     SOURCE holds b transposed, [n, k] (a PyTorch nn.Linear weight)\n"
+          "  --b-batched       SOURCE is [batch, k, n]: one b per sample\n"
+          "  --a DIST          the activations a from a distribution: a name (normal, outlier_channels, ...)\n"
+          "                    or a YAML mapping such as '{dist: normal, std: 0.5}' (default: normal);\n"
+          "                    see datasets/default.yaml for every distribution and parameter\n"
+          "  --a SOURCE        a from a file: [m, k] (repeated over the batch) or [samples, m, k]\n"
+          "  --transpose-a     the a SOURCE holds each matrix transposed, [k, m]\n"
+          "  --m M             rows of a when a comes from a distribution (default 16)\n"
+          "  --batch B         held-out samples (default 1; with a [samples, m, k] file, samples - calib)\n"
+          "  --calib S         calibration samples (default 0; from a distribution, or the file's samples\n"
+          "                    after the held-out ones)\n"
+          "  --name NAME       the workload's name (default: the tensor or dataset name)\n"
+          "  --seed S          seed for a's distribution (default 0)\n"
+          "  --compress        gzip every dataset\n"
+          "  --force           replace OUT.h5 when it exists\n"
+          "  -o, --output OUT  the dataset to write (required)\n"
+          "  -q, --quiet       no progress on stderr\n\n"
+          "example: precis import --b model.safetensors:model.layers.0.mlp.down_proj.weight --transpose-b \\\n"
+          "           --a outlier_channels --m 128 -o down_proj.h5\n");
+}
+
+/* Splits "FILE:OBJECT" at the first ':' whose prefix names an existing file. */
+static bool split_source(const char *spec, char **file, char **object) {
+  for (const char *colon = strchr(spec, ':'); colon; colon = strchr(colon + 1, ':')) {
+    char *prefix = precis_asprintf("%.*s", (int)(colon - spec), spec);
+    if (prefix && precis_path_exists(prefix) && colon[1]) {
+      *file = prefix;
+      *object = precis_strdup(colon + 1);
+      return true;
+    }
+    free(prefix);
+  }
+  return false;
+}
+
+/* A double-quoted YAML scalar. */
+static char *yaml_quote(const char *s) {
+  size_t len = strlen(s);
+  char *out = malloc(4 * len + 3), *p = out;
+  if (!out) return NULL;
+  *p++ = '"';
+  for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+    if (*c == '"' || *c == '\\') {
+      *p++ = '\\';
+      *p++ = (char)*c;
+    } else if (*c < 0x20 || *c == 0x7f) {
+      p += sprintf(p, "\\x%02x", *c);
+    } else {
+      *p++ = (char)*c;
+    }
+  }
+  *p++ = '"';
+  *p = '\0';
+  return out;
+}
+
+static char *file_dist_yaml(const char *file, const char *object, bool transpose) {
+  char *qf = yaml_quote(file), *qo = yaml_quote(object);
+  char *text = qf && qo ? precis_asprintf("{dist: file, path: %s, %s: %s%s}", qf, object[0] == '/' ? "dataset" : "tensor", qo,
+                                          transpose ? ", transpose: true" : "")
+                        : NULL;
+  free(qf);
+  free(qo);
+  return text;
+}
+
+static bool parse_count(const char *text, int64_t lo, int64_t *out) {
+  char *end = NULL;
+  errno = 0;
+  long long v = strtoll(text, &end, 10);
+  if (!text[0] || *end || errno || v < lo || v > INT32_MAX) return false;
+  *out = v;
+  return true;
+}
 
 int precis_cmd_import(int argc, char **argv) {
   if (precis_cli_wants_help(argc, argv)) {
-    printf("usage: precis import --b FILE:DATASET [--a DIST|FILE:DATASET] -o FILE.h5\n\n(not built yet in this version)\n");
+    import_usage(stdout);
     return 0;
   }
-  return precis_cli_not_built("import", "import user matrices (issue 4)");
+  const char *b_spec = NULL, *a_spec = NULL, *output = NULL, *name = NULL, *seed_text = "0";
+  bool transpose_a = false, transpose_b = false, b_batched = false, compress = false, force = false, quiet = false;
+  int64_t m = -1, batch = -1, calib = 0;
+  for (int i = 1; i < argc; i++) {
+    const char *arg = argv[i], *value = i + 1 < argc ? argv[i + 1] : NULL;
+    bool takes_value = !strcmp(arg, "--b") || !strcmp(arg, "--a") || !strcmp(arg, "-o") || !strcmp(arg, "--output") ||
+                       !strcmp(arg, "--m") || !strcmp(arg, "--batch") || !strcmp(arg, "--calib") || !strcmp(arg, "--name") ||
+                       !strcmp(arg, "--seed");
+    if (takes_value) {
+      if (!value) {
+        fprintf(stderr, "precis import: %s needs a value (see precis import --help)\n", arg);
+        return 2;
+      }
+      i++;
+      bool ok = true;
+      if (!strcmp(arg, "--b")) b_spec = value;
+      else if (!strcmp(arg, "--a")) a_spec = value;
+      else if (!strcmp(arg, "--name")) name = value;
+      else if (!strcmp(arg, "--seed")) seed_text = value, ok = value[0] >= '0' && value[0] <= '9' && strspn(value, "0123456789") == strlen(value);
+      else if (!strcmp(arg, "--m")) ok = parse_count(value, 1, &m);
+      else if (!strcmp(arg, "--batch")) ok = parse_count(value, 1, &batch);
+      else if (!strcmp(arg, "--calib")) ok = parse_count(value, 0, &calib);
+      else output = value;
+      if (!ok) {
+        fprintf(stderr, "precis import: %s: expected a %s integer, found \"%s\"\n", arg,
+                !strcmp(arg, "--calib") || !strcmp(arg, "--seed") ? "non-negative" : "positive", value);
+        return 2;
+      }
+    } else if (!strcmp(arg, "--transpose-a")) transpose_a = true;
+    else if (!strcmp(arg, "--transpose-b")) transpose_b = true;
+    else if (!strcmp(arg, "--b-batched")) b_batched = true;
+    else if (!strcmp(arg, "--compress")) compress = true;
+    else if (!strcmp(arg, "--force")) force = true;
+    else if (!strcmp(arg, "-q") || !strcmp(arg, "--quiet")) quiet = true;
+    else {
+      fprintf(stderr, "precis import: unknown argument %s (see precis import --help)\n", arg);
+      return 2;
+    }
+  }
+  if (!b_spec || !output) {
+    fprintf(stderr, "precis import: --b SOURCE and -o OUT.h5 are required (see precis import --help)\n");
+    return 2;
+  }
+  int exit_code = 2;
+  precis_status st = PRECIS_OK;
+  char *b_file = NULL, *b_object = NULL, *a_file = NULL, *a_object = NULL, *b_yaml = NULL, *a_yaml = NULL, *text = NULL,
+       *qname = NULL, *qdesc = NULL;
+  float *probe = NULL;
+  precis_suite suite;
+  memset(&suite, 0, sizeof suite);
+  if (!split_source(b_spec, &b_file, &b_object)) {
+    fprintf(stderr, "precis import: --b %s: expected FILE.h5:/path/to/dataset or FILE.safetensors:tensor (FILE must exist)\n",
+            b_spec);
+    goto done;
+  }
+  /* The shapes decide k, n (and m, batch for a file a): read them the way gen will. */
+  precis_dist probe_dist = {.kind = PRECIS_DIST_FILE, .path = b_file, .object = b_object, .transpose = transpose_b};
+  int rank = 0;
+  int64_t shape[3];
+  if ((st = precis_read_matrix_file(&probe_dist, ".", &probe, &rank, shape)) != PRECIS_OK) goto report;
+  free(probe);
+  probe = NULL;
+  int64_t k = shape[rank - 2], n = shape[rank - 1];
+  if (rank == 3 && !b_batched) {
+    fprintf(stderr, "precis import: --b %s is a stack of %" PRId64 " matrices: add --b-batched (one b per sample)\n", b_spec,
+            shape[0]);
+    goto done;
+  }
+  if (rank == 3) {
+    if (batch > 0 && batch != shape[0]) {
+      fprintf(stderr, "precis import: --batch %" PRId64 " differs from the %" PRId64 " matrices of --b\n", batch, shape[0]);
+      goto done;
+    }
+    batch = shape[0];
+  }
+  b_yaml = file_dist_yaml(b_file, b_object, transpose_b);
+  if (a_spec && split_source(a_spec, &a_file, &a_object)) {
+    precis_dist a_probe = {.kind = PRECIS_DIST_FILE, .path = a_file, .object = a_object, .transpose = transpose_a};
+    if ((st = precis_read_matrix_file(&a_probe, ".", &probe, &rank, shape)) != PRECIS_OK) goto report;
+    free(probe);
+    probe = NULL;
+    if (shape[rank - 1] != k) {
+      fprintf(stderr, "precis import: --a %s has %" PRId64 " columns but b has k = %" PRId64 " rows\n", a_spec, shape[rank - 1], k);
+      goto done;
+    }
+    if (m > 0 && m != shape[rank - 2]) {
+      fprintf(stderr, "precis import: --m %" PRId64 " differs from the %" PRId64 " rows of --a\n", m, shape[rank - 2]);
+      goto done;
+    }
+    m = shape[rank - 2];
+    if (rank == 3 && batch < 0) batch = shape[0] - calib;
+    a_yaml = file_dist_yaml(a_file, a_object, transpose_a);
+  } else {
+    if (transpose_a) {
+      fprintf(stderr, "precis import: --transpose-a applies to an --a SOURCE file only\n");
+      goto done;
+    }
+    const char *dist = a_spec ? a_spec : "normal";
+    if (strpbrk(dist, "\n\r")) {
+      fprintf(stderr, "precis import: --a: one line expected\n");
+      goto done;
+    }
+    a_yaml = precis_strdup(dist);
+    if (m < 0) m = 16;
+  }
+  if (batch < 1) batch = 1;
+  const char *default_name = strrchr(b_object, '/') ? strrchr(b_object, '/') + 1 : b_object;
+  qname = yaml_quote(name ? name : default_name);
+  char *description = precis_asprintf("imported: b from %s:%s%s%s%s", b_file, b_object, transpose_b ? " (transposed)" : "",
+                                      a_file ? ", a from " : "", a_file ? a_spec : "");
+  qdesc = description ? yaml_quote(description) : NULL;
+  free(description);
+  text = precis_asprintf("# precis import: the suite equivalent to this import (paths relative to where it ran)\n"
+                         "seed: %s\n"
+                         "workloads:\n"
+                         "  - name: %s\n"
+                         "    m: %" PRId64 "\n"
+                         "    n: %" PRId64 "\n"
+                         "    k: %" PRId64 "\n"
+                         "    batch: %" PRId64 "\n"
+                         "    calib: %" PRId64 "\n"
+                         "    b_batched: %s\n"
+                         "    a: %s\n"
+                         "    b: %s\n"
+                         "    description: %s\n",
+                         seed_text, qname, m, n, k, batch, calib, b_batched ? "true" : "false", a_yaml, b_yaml, qdesc);
+  if (!text || !b_yaml || !a_yaml || !qname || !qdesc) {
+    st = precis_fail(PRECIS_E_NOMEM, "out of memory");
+    goto report;
+  }
+  if ((st = precis_suite_parse(text, strlen(text), "precis import (its options as a suite)", ".", &suite)) != PRECIS_OK)
+    goto report;
+  precis_install_signal_handlers();
+  precis_gen_options options = {output, force, compress ? 4 : 0, !quiet};
+  char id[65];
+  if ((st = precis_generate(&suite, &options, id)) != PRECIS_OK) goto report;
+  printf("%s: workload %s, m=%" PRId64 " n=%" PRId64 " k=%" PRId64 " batch=%" PRId64 ", dataset_id %s\n", output,
+         suite.workloads[0].name, m, n, k, batch, id);
+  exit_code = 0;
+  goto done;
+report:
+  exit_code = precis_cli_report_error("import", st);
+done:
+  precis_suite_free(&suite);
+  free(probe);
+  free(b_file);
+  free(b_object);
+  free(a_file);
+  free(a_object);
+  free(b_yaml);
+  free(a_yaml);
+  free(text);
+  free(qname);
+  free(qdesc);
+  return exit_code;
 }

@@ -36,13 +36,25 @@ static herr_t scan_error(unsigned n, const H5E_error2_t *err, void *data) {
   return 0;
 }
 
+/* Cleanup calls after a failure clear HDF5's stack; the writers keep what it said here first. */
+static _Thread_local hdf5_error_scan remembered_error;
+
 /* Reads the current HDF5 error stack (then clears it). */
 static hdf5_error_scan hdf5_last_error(void) {
   hdf5_error_scan scan = {false, ""};
   H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, scan_error, &scan);
   H5Eclear2(H5E_DEFAULT);
+  if (!scan.innermost[0] && remembered_error.innermost[0]) scan = remembered_error;
+  remembered_error.innermost[0] = '\0';
+  remembered_error.checksum = false;
   if (!scan.innermost[0]) snprintf(scan.innermost, sizeof scan.innermost, "HDF5 call failed");
   return scan;
+}
+
+static void hdf5_remember_error(void) {
+  hdf5_error_scan scan = {false, ""};
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, scan_error, &scan);
+  if (scan.innermost[0]) remembered_error = scan;
 }
 
 static void close_id(hid_t *id) {
@@ -634,9 +646,10 @@ static precis_status read_array(const precis_dataset *ds, const precis_workload_
   hid_t dset = H5Dopen2((hid_t)ds->file_handle, path, H5P_DEFAULT);
   if (dset < 0) return precis_fail(PRECIS_E_INPUT, "%s: %s: cannot be opened: %s", ds->path, path, hdf5_last_error().innermost);
   herr_t rc = H5Dread(dset, type == ELEM_F32 ? H5T_NATIVE_FLOAT : H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf);
+  /* Before any other call: every HDF5 API call starts by clearing the error stack. */
+  hdf5_error_scan scan = rc < 0 ? hdf5_last_error() : (hdf5_error_scan){false, ""};
   H5Dclose(dset);
   if (rc < 0) {
-    hdf5_error_scan scan = hdf5_last_error();
     if (scan.checksum)
       return precis_fail(PRECIS_E_INPUT, "%s: %s: checksum failed (Fletcher32): the stored data are corrupt", ds->path, path);
     return precis_fail(PRECIS_E_INPUT, "%s: %s: read failed: %s", ds->path, path, scan.innermost);
@@ -797,6 +810,7 @@ static herr_t write_string_attr(hid_t obj, const char *name, const char *value) 
   const char *text = value ? value : "";
   rc = H5Awrite(attr, type, &text);
 done:
+  if (rc < 0) hdf5_remember_error();
   close_id(&attr);
   close_id(&space);
   close_id(&type);
@@ -810,6 +824,7 @@ static herr_t write_int_attr(hid_t obj, const char *name, hid_t file_type, hid_t
   attr = H5Acreate2(obj, name, file_type, space, H5P_DEFAULT, H5P_DEFAULT);
   if (attr >= 0) rc = H5Awrite(attr, mem_type, value);
 done:
+  if (rc < 0) hdf5_remember_error();
   close_id(&attr);
   close_id(&space);
   return rc;
@@ -849,6 +864,7 @@ static herr_t write_array(hid_t loc, const char *name, int rank, const int64_t *
   if (dset < 0) goto done;
   rc = H5Dwrite(dset, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, data);
 done:
+  if (rc < 0) hdf5_remember_error();
   close_id(&dset);
   close_id(&dcpl);
   close_id(&space);
