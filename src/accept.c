@@ -341,6 +341,7 @@ typedef struct accept_worker {
   const precis_accept_config *cfg;
   const precis_recipe *recipe;
   const precis_accept_input *in;
+  const precis_case_options *options;
   start_gate *gate;
   precis_case_output out;
   precis_status status;
@@ -354,7 +355,7 @@ static void *worker_main(void *arg) {
   wk->start_ms = precis_now_ms();
   precis_clear_error();
   wk->status = wk->cfg->backend->run_case(wk->cfg->backend_ctx, wk->recipe, &wk->in->info, &wk->in->data,
-                                          &wk->cfg->case_options, &wk->out);
+                                          wk->options, &wk->out);
   if (wk->status != PRECIS_OK)
     snprintf(wk->error, sizeof wk->error, "%s", precis_last_error()[0] ? precis_last_error() : precis_status_str(wk->status));
   wk->end_ms = precis_now_ms();
@@ -419,7 +420,12 @@ precis_status precis_accept_run_point(const precis_accept_config *cfg, const pre
     st = precis_fail(PRECIS_E_NOMEM, "out of memory starting %d workers", workers);
     goto done;
   }
+  /* With several workers the spread rule is off: each samples for the whole time budget (or up to
+   * max_samples), so that none finishes early and leaves the others running without contention. */
+  precis_case_options options = cfg->case_options;
+  if (workers > 1) options.target_rel_spread = 0;
   for (int i = 0; i < workers; i++) {
+    wk[i].options = &options;
     wk[i].cfg = cfg;
     wk[i].recipe = recipe;
     wk[i].in = in;
