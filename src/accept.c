@@ -4,6 +4,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -435,6 +438,11 @@ precis_status precis_accept_run_point(const precis_accept_config *cfg, const pre
 
   /* The baseline is what the process holds before any worker allocates: the loaded dataset, the
    * scaled input, libraries, earlier points' freed-but-kept heap. */
+#ifdef __GLIBC__
+  /* Heap freed by earlier points stays resident until trimmed, and this point's allocations would
+   * reuse it: the baseline would count it and the growth would not show. */
+  malloc_trim(0);
+#endif
   point->baseline_bytes = precis_accept_current_rss_bytes();
   precis_peak_rss_reset();
   rss_sampler_start(&sampler);

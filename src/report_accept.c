@@ -29,15 +29,19 @@ static void add_bytes(cJSON *o, const char *key, long long v) {
   cJSON_AddItemToObject(o, key, cJSON_CreateRaw(buf));
 }
 
+static void add_signed_bytes(cJSON *o, const char *key, long long v) {
+  char buf[32];
+  snprintf(buf, sizeof buf, "%lld", v);
+  cJSON_AddItemToObject(o, key, cJSON_CreateRaw(buf));
+}
+
 /* A signed difference of two byte counts, null when either is missing. */
 static void add_difference(cJSON *o, const char *key, long long measured, long long predicted) {
   if (measured < 0 || predicted < 0) {
     cJSON_AddNullToObject(o, key);
     return;
   }
-  char buf[32];
-  snprintf(buf, sizeof buf, "%lld", measured - predicted);
-  cJSON_AddItemToObject(o, key, cJSON_CreateRaw(buf));
+  add_signed_bytes(o, key, measured - predicted);
 }
 
 static void add_string(cJSON *o, const char *key, const char *s) {
@@ -88,7 +92,10 @@ static cJSON *point_to_json(const precis_accept_point *p) {
   add_bytes(measured, "tracked_peak_bytes", p->tracked_peak_bytes);
   add_bytes(measured, "peak_bytes", p->peak_bytes);
   cJSON_AddStringToObject(measured, "peak_view", p->peak_view);
-  add_bytes(measured, "untracked_bytes", p->untracked_bytes);
+  /* Signed: negative when the point reused memory that was already resident in the baseline. */
+  if (p->peak_bytes >= 0 && p->baseline_bytes >= 0 && p->tracked_peak_bytes >= 0)
+    add_signed_bytes(measured, "untracked_bytes", p->untracked_bytes);
+  else cJSON_AddNullToObject(measured, "untracked_bytes");
   add_bytes(measured, "host_peak_rss_bytes", p->host_peak_rss_bytes);
   add_bytes(measured, "device_baseline_bytes", p->device_baseline_bytes);
   add_bytes(measured, "device_peak_bytes", p->device_peak_bytes);
@@ -516,6 +523,18 @@ void precis_accept_print_summary(const precis_accept_result *r, FILE *out) {
             bytes_str(rr->peak_spread_bytes, c, sizeof c), ms_str(rr->accept_p95_ms, d, sizeof d),
             largest_str(r, rr, e, sizeof e), accuracy_str(rr, line, sizeof line));
     for (size_t j = 0; j < rr->n_reasons; j++) fprintf(out, "  - %s\n", rr->reasons[j]);
+  }
+  if (!isnan(r->latency_target_ms) && r->n_concurrency > 1) {
+    fprintf(out, "largest batch meeting the latency target, per concurrency:\n");
+    for (size_t i = 0; i < r->n_recipes; i++) {
+      fprintf(out, "  %-10s", r->recipes[i].recipe);
+      for (size_t ci = 0; ci < r->n_concurrency; ci++) {
+        long long v = r->recipes[i].largest_batch_meeting_target[ci];
+        if (v > 0) fprintf(out, "  %d worker%s: %lld", r->concurrency[ci], r->concurrency[ci] == 1 ? "" : "s", v);
+        else fprintf(out, "  %d worker%s: none", r->concurrency[ci], r->concurrency[ci] == 1 ? "" : "s");
+      }
+      fputc('\n', out);
+    }
   }
   fprintf(out, "\n%-10s %6s %4s %3s %9s %9s %9s %9s %11s %11s %11s %11s\n", "sweep", "batch", "N", "run", "p50 ms",
           "p95 ms", "p99 ms", "TFLOP/s", "tracked", "tensors xN", "peak", "predicted");
