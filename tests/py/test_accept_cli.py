@@ -92,6 +92,8 @@ def main():
             check(measured["tracked_peak_bytes"] == tensors * q["workers"], "fp32 tracks exactly its tensors")
             check(budget["predicted_peak_bytes"] == budget["baseline_bytes"] + tensors * q["workers"], "predicted peak")
             check(measured["peak_view"] == "host_peak_rss" and measured["peak_bytes"] > 0, "peak measured")
+            check(measured["untracked_bytes"] == measured["peak_bytes"] - budget["baseline_bytes"]
+                  - measured["tracked_peak_bytes"], "untracked = peak - baseline - tracked (signed)")
             check(q["memory"]["difference"]["peak_minus_predicted_bytes"]
                   == measured["peak_bytes"] - budget["predicted_peak_bytes"], "difference reported")
             lat = q["latency"]
