@@ -5,6 +5,7 @@ is marked, CPU timings are labelled, and hostile dataset strings are escaped.
 The crafted report.json is rendered by the test_report program (PRECIS_RENDER_REPORT /
 PRECIS_RENDER_DIR), so the test needs no `precis run`. Exits 77 (skipped) without Chromium; CI
 installs it (cmake/debian-packages.txt)."""
+import json
 import os
 import re
 import shutil
@@ -88,6 +89,17 @@ def main():
             print(run.stdout, run.stderr)
             return 1
         html = open(os.path.join(out, "report.html"), encoding="utf-8").read()
+        try:  # the report.json written by the C printer follows docs/report-schema.json
+            import jsonschema
+        except ImportError:
+            jsonschema = None
+        if jsonschema is not None:
+            source = os.environ.get("PRECIS_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
+            schema = json.load(open(os.path.join(source, "docs", "report-schema.json")))
+            try:
+                jsonschema.validate(json.load(open(os.path.join(out, "report.json"))), schema)
+            except jsonschema.ValidationError as e:
+                failures.append("report.json does not follow docs/report-schema.json: %s" % e.message)
 
         def check(cond, what):
             if not cond:
