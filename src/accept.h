@@ -3,7 +3,7 @@
  *
  * A sweep over batch sizes (the rows of `a` scaled: a batch B stacks B copies of each held-out
  * sample's m rows) and concurrency (N workers, one thread each, every one calling the backend's
- * run_case with its own buffers, released together by a start gate so that they overlap). Per point:
+ * run_case with its own buffers, woken together (one pool of threads for the whole test) so that they overlap). Per point:
  * the per-request latency pooled over the workers, the aggregate throughput, every memory view and
  * a memory budget (tensors x workers + workspace x workers + the measured baseline) set against
  * the measurement. The largest point is then repeated and judged: memory with headroom (against
@@ -169,13 +169,20 @@ precis_status precis_accept_tile_metrics(const precis_workload_info *w, const pr
                                          const float *c, double clipped_fraction,
                                          precis_metric_value out[PRECIS_METRIC_COUNT]);
 
-/* Runs one point: `workers` threads released together, each calling run_case on `in`. Fills
- * *point; with keep_first_output, worker 0's output is handed over (*first_output, malloc'ed) and
- * its details too. Returns an error only when threads cannot be started; a case that fails is
- * point->status/reason. */
-precis_status precis_accept_run_point(const precis_accept_config *cfg, const precis_recipe *recipe,
-                                      const precis_accept_input *in, int workers, precis_accept_point *point,
-                                      float **first_output, double *first_clipped, precis_kv_list *first_details);
+/* The worker threads, created once for a whole acceptance test (as a server's workers are). */
+typedef struct precis_accept_pool precis_accept_pool;
+precis_status precis_accept_pool_create(int threads, precis_accept_pool **out);
+void precis_accept_pool_destroy(precis_accept_pool *pool); /* NULL-safe; joins every thread */
+int precis_accept_pool_size(const precis_accept_pool *pool);
+
+/* Runs one point: the pool's first `workers` threads woken together, each calling run_case on `in`
+ * (pool NULL: a pool of `workers` threads made for this point). Fills *point; with first_output,
+ * worker 0's output is handed over (malloc'ed), with first_details its details too. Returns an
+ * error only when the workers cannot run; a case that fails is point->status/reason. */
+precis_status precis_accept_run_point(const precis_accept_config *cfg, precis_accept_pool *pool,
+                                      const precis_recipe *recipe, const precis_accept_input *in, int workers,
+                                      precis_accept_point *point, float **first_output, double *first_clipped,
+                                      precis_kv_list *first_details);
 
 /* The memory judgement of the acceptance point from the peaks of its runs: fits when the largest
  * peak <= (1 - headroom) * limit; the headroom covers the spread when headroom * limit >= the

@@ -140,7 +140,7 @@ TEST(tile_metrics_compare_each_tile_with_its_reference) {
   precis_accept_point p;
   float *c = NULL;
   double clipped = 0;
-  CHECK_OK(precis_accept_run_point(&cfg, precis_recipe_get(PRECIS_RECIPE_FP32), &in, 1, &p, &c, &clipped, NULL));
+  CHECK_OK(precis_accept_run_point(&cfg, NULL, precis_recipe_get(PRECIS_RECIPE_FP32), &in, 1, &p, &c, &clipped, NULL));
   CHECK(p.status == PRECIS_ROW_OK);
   CHECK(c != NULL);
   CHECK(isnan(clipped));
