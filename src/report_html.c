@@ -141,6 +141,8 @@ static void html_scatter(precis_buf *b, const precis_report *report, const char 
   for (size_t i = 0; i < nf; i++)
     precis_buf_appendf(b, "%s%.1f %.1f", i ? " L" : "M", SX(pts[order[i]].x), SY(pts[order[i]].y));
   precis_buf_append(b, "\"/>\n");
+  double placed_x[64], placed_y[64]; /* labels already drawn, to keep new ones off them */
+  size_t n_placed = 0;
   for (size_t i = 0; i < n; i++) {
     const precis_row *row = pts[i].row;
     bool fail = row->verdict == PRECIS_VERDICT_FAIL;
@@ -156,19 +158,33 @@ static void html_scatter(precis_buf *b, const precis_report *report, const char 
     precis_buf_html(b, row->recipe);
     precis_buf_appendf(b, ": rel_fro %s%.3g, %.3g TFLOP/s%s</title></circle>\n", pts[i].exact ? "0 (exact), drawn at " : "",
                        pts[i].y, pts[i].x, fail ? ", fails its criteria" : "");
-    precis_buf_appendf(b, "<text x=\"%.1f\" y=\"%.1f\"%s>", cx + (cx > SC_W - 110 ? -10 : 10), cy - 8,
-                       cx > SC_W - 110 ? " text-anchor=\"end\"" : "");
+    bool left = cx > SC_W - 110;
+    double lx = cx + (left ? -10 : 10), ly = cy - 8;
+    static const double offsets[] = {-8, 16, -20, 28, -32, 40};
+    for (size_t o = 0; o < sizeof offsets / sizeof offsets[0]; o++) {
+      ly = cy + offsets[o];
+      bool clash = false;
+      for (size_t j = 0; j < n_placed && !clash; j++) clash = fabs(placed_y[j] - ly) < 12 && fabs(placed_x[j] - lx) < 60;
+      if (!clash) break;
+    }
+    if (n_placed < 64) placed_x[n_placed] = lx, placed_y[n_placed++] = ly;
+    precis_buf_appendf(b, "<text x=\"%.1f\" y=\"%.1f\"%s>", lx, ly, left ? " text-anchor=\"end\"" : "");
     precis_buf_html(b, row->recipe);
     if (pts[i].exact) precis_buf_append(b, " (exact)");
     if (fail) precis_buf_append(b, " (fail)");
-    if (rec) precis_buf_append(b, " \xe2\x98\x85 recommended");
+    if (rec) precis_buf_append(b, " \xe2\x98\x85");
     precis_buf_append(b, "</text>\n");
   }
 #undef SX
 #undef SY
   precis_buf_append(b, "</svg>\n<p>Error against throughput. Filled: meets its criteria; hollow: fails. Dashed: the "
-                       "Pareto front (no other recipe is both faster and more accurate). Ring: the recommended recipe "
-                       "(lowest total latency among those passing on every workload).");
+                       "Pareto front (no other recipe is both faster and more accurate). Ring and \xe2\x98\x85: the "
+                       "recommended recipe (lowest total latency among those passing on every workload)");
+  if (recommended) {
+    precis_buf_append(b, ", ");
+    precis_buf_html(b, recommended);
+  }
+  precis_buf_append(b, ".");
   if (skipped.len) {
     precis_buf_append(b, " Not plotted: ");
     precis_buf_append(b, skipped.data);

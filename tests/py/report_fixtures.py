@@ -128,5 +128,5 @@ def precis_binary():
     path = os.environ.get("PRECIS")
     if not path or not os.path.exists(path):
         build = os.environ.get("PRECIS_BUILD_DIR", "build")
-        path = os.path.join(build, "src", "precis")
+        path = os.path.join(build, "precis")
     return path
