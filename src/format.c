@@ -82,7 +82,7 @@ static bool cpu_has_f16c(void) {
 #define PRECIS_HAVE_F16C_PATH 0
 #endif
 
-static void f32_to_f16_portable(const float *in, uint16_t *out, size_t n) {
+PRECIS_VECTOR_CLONES static void f32_to_f16_portable(const float *in, uint16_t *out, size_t n) {
   for (size_t i = 0; i < n; i++) out[i] = precis_bits_f32_to_f16(in[i]);
 }
 

@@ -68,23 +68,20 @@ PRECIS_BITS_FN float precis_i32_to_f32_rn(int32_t v) {
 #define PRECIS_F32_INF_BITS 0x7f800000u
 #define PRECIS_F32_QUIET_BIT 0x00400000u
 
-/* m (an integer significand) divided by 2^shift, rounded to nearest, ties to even. 1 <= shift <= 31. */
-PRECIS_BITS_FN uint32_t precis_shift_rne(uint32_t m, uint32_t shift) {
-  uint32_t q = m >> shift;
-  uint32_t rem = m & ((1u << shift) - 1u);
-  uint32_t half = 1u << (shift - 1u);
-  return q + ((rem > half || (rem == half && (q & 1u))) ? 1u : 0u);
-}
-
 /* Subnormal target: |x| = m * 2^(e-150) with m the 24-bit significand of a normal fp32 whose biased
- * exponent is e; the result counts units of 2^-unit_exp, rounded to nearest even. Returns 0 when
- * |x| <= half a unit (e below the unit's exponent minus one). */
+ * exponent is e; the result counts units of 2^-unit_exp, rounded to nearest, ties to even. Inputs
+ * below half a unit (fp32 subnormals included) give 0. Without branches, so that loops vectorize. */
 PRECIS_BITS_FN uint32_t precis_subnormal_units(uint32_t a, int unit_exp) {
-  int e = (int)(a >> 23);
-  int shift = 150 - unit_exp - e; /* m * 2^(e-150) / 2^-unit_exp = m / 2^shift */
-  if (e == 0 || shift > 25) return 0u; /* below half a unit (or an fp32 subnormal): rounds to zero */
+  uint32_t e = a >> 23;
+  uint32_t shift = (uint32_t)(150 - unit_exp) - e; /* m * 2^(e-150) / 2^-unit_exp = m / 2^shift */
+  shift = shift > 31u ? 31u : shift;               /* far below half a unit (or wrapped): gives 0 */
+  shift = shift < 1u ? 1u : shift;                 /* normal range: the caller ignores the result */
   uint32_t m = (a & 0x7fffffu) | 0x800000u;
-  return precis_shift_rne(m, (uint32_t)shift);
+  /* Adding half an output unit less one, plus the output's lowest bit, then truncating, rounds
+   * to nearest with ties to even. No overflow: m < 2^24, half <= 2^30. */
+  uint32_t half = 1u << (shift - 1u);
+  uint32_t lowest = (m >> shift) & 1u;
+  return (m + (half - 1u) + lowest) >> shift;
 }
 
 /* ---- fp16 (IEEE binary16): 5 exponent bits, 10 fraction bits ---- */
@@ -134,19 +131,22 @@ PRECIS_BITS_FN float precis_bits_round_tf32(float x) {
   return precis_f32_of_bits(r);
 }
 
-/* ---- OCP FP8 E4M3 (satfinite: no inf; max 448; NaN only S.1111.111) ---- */
+/* ---- OCP FP8 E4M3 (satfinite: no inf; max 448; NaN only S.1111.111) ----
+ * Written without branches (both paths computed, then selected) so that the CPU array loop
+ * vectorizes; the device compiles the same selects. */
 PRECIS_BITS_FN uint8_t precis_bits_f32_to_e4m3(float x) {
   uint32_t u = precis_bits_of_f32(x);
   uint32_t sign = (u >> 24) & 0x80u;
   uint32_t a = u & PRECIS_F32_ABS_MASK;
-  if (a > PRECIS_F32_INF_BITS) return (uint8_t)(sign | 0x7fu);
-  if (a > 0x43e80000u) return (uint8_t)(sign | 0x7eu); /* |x| > 464 (inf included) saturates to 448 */
-  if (a >= 0x3c800000u) {                              /* |x| >= 2^-6: normal */
-    uint32_t r = a - 0x3c000000u;                      /* rebias 127 -> 7 */
-    r += 0x7ffffu + ((r >> 20) & 1u);
-    return (uint8_t)(sign | (r >> 20));
-  }
-  return (uint8_t)(sign | precis_subnormal_units(a, 9));
+  /* |x| >= 2^-6: normal. Rebias 127 -> 7 and round the fraction to 3 bits. */
+  uint32_t r = a - 0x3c000000u;
+  r += 0x7ffffu + ((r >> 20) & 1u);
+  uint32_t normal = r >> 20;
+  uint32_t subnormal = precis_subnormal_units(a, 9); /* |x| < 2^-6; 8 = the smallest normal */
+  uint32_t mag = a >= 0x3c800000u ? normal : subnormal;
+  mag = a > 0x43e80000u ? 0x7eu : mag; /* |x| > 464 (inf included) saturates to 448 */
+  mag = a > PRECIS_F32_INF_BITS ? 0x7fu : mag;
+  return (uint8_t)(sign | mag);
 }
 
 PRECIS_BITS_FN float precis_bits_e4m3_to_f32(uint8_t v) {
@@ -193,48 +193,42 @@ PRECIS_BITS_FN int precis_bits_is_finite(float x) {
   return (precis_bits_of_f32(x) & PRECIS_F32_INF_BITS) != PRECIS_F32_INF_BITS;
 }
 
-/* |x| for finite x, 0 for inf/NaN: the term of an absmax that ignores non-finite values. */
-PRECIS_BITS_FN float precis_bits_finite_abs(float x) {
+/* |x| for finite x, 0 for inf/NaN: the term of an absmax that ignores non-finite values. As a bit
+ * pattern (non-negative floats order like their bits) computed with a mask, a form that GCC
+ * vectorizes in a max reduction. */
+PRECIS_BITS_FN uint32_t precis_bits_finite_abs_bits(float x) {
   uint32_t a = precis_bits_of_f32(x) & PRECIS_F32_ABS_MASK;
-  return precis_f32_of_bits(a >= PRECIS_F32_INF_BITS ? 0u : a);
+  return a & (0u - (uint32_t)(a < PRECIS_F32_INF_BITS));
 }
 
+PRECIS_BITS_FN float precis_bits_finite_abs(float x) { return precis_f32_of_bits(precis_bits_finite_abs_bits(x)); }
+
 /* q = clamp(rne(x/s), -127, 127). s == 0 -> 0. x/s NaN -> 0. *clipped = 1 when clamping changed
- * the value (|rne(x/s)| > 127, which includes x/s = ±inf) or x/s is NaN, or (s == 0) x is non-finite. */
+ * the value (|rne(x/s)| > 127, which includes x/s = ±inf) or x/s is NaN, or (s == 0) x is
+ * non-finite. Written as selects without branches so that the CPU loops vectorize. */
 PRECIS_BITS_FN int8_t precis_bits_int8_quantize(float x, float s, int *clipped) {
-  if (s == 0.0f) {
-    *clipped = !precis_bits_is_finite(x);
-    return 0;
-  }
   float v = precis_div_rn(x, s);
-  if (v != v) {
-    *clipped = 1;
-    return 0;
-  }
   float r = nearbyintf(v); /* default rounding mode: ties to even; rint on the device */
-  if (r > 127.0f) {
-    *clipped = 1;
-    return 127;
-  }
-  if (r < -127.0f) {
-    *clipped = 1;
-    return -127;
-  }
-  *clipped = 0;
-  return (int8_t)r;
+  int is_nan = v != v;
+  int over = r > 127.0f, under = r < -127.0f;
+  float t = over ? 127.0f : r;
+  t = under ? -127.0f : t;
+  t = is_nan ? 0.0f : t;
+  int zero_scale = s == 0.0f;
+  *clipped = zero_scale ? !precis_bits_is_finite(x) : (over | under | is_nan);
+  return zero_scale ? (int8_t)0 : (int8_t)(int)t;
 }
 
 /* e4m3_satfinite(x/s). s == 0 -> +0 code. *clipped = 1 when |x/s| > 464 (the rounding would leave
  * the finite range, so the value saturated to ±448; ±inf included), x/s is NaN (kept as NaN), or
  * (s == 0) x is non-finite. */
 PRECIS_BITS_FN uint8_t precis_bits_fp8_quantize(float x, float s, int *clipped) {
-  if (s == 0.0f) {
-    *clipped = !precis_bits_is_finite(x);
-    return 0;
-  }
   float v = precis_div_rn(x, s);
-  *clipped = (precis_bits_of_f32(v) & PRECIS_F32_ABS_MASK) > 0x43e80000u;
-  return precis_bits_f32_to_e4m3(v);
+  uint8_t code = precis_bits_f32_to_e4m3(v);
+  int zero_scale = s == 0.0f;
+  int saturated = (precis_bits_of_f32(v) & PRECIS_F32_ABS_MASK) > 0x43e80000u; /* NaN included */
+  *clipped = zero_scale ? !precis_bits_is_finite(x) : saturated;
+  return zero_scale ? (uint8_t)0 : code;
 }
 
 /* c = (sa * sb) * (float)acc, in this order, each step rounded to nearest even. */

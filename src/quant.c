@@ -44,8 +44,7 @@ precis_status precis_calib_method_parse(const char *s, precis_calib_method *out)
 PRECIS_VECTOR_CLONES static uint32_t absmax_bits(const float *x, size_t n) {
   uint32_t m = 0;
   for (size_t i = 0; i < n; i++) {
-    uint32_t a = precis_bits_of_f32(x[i]) & PRECIS_F32_ABS_MASK;
-    a = a >= PRECIS_F32_INF_BITS ? 0u : a;
+    uint32_t a = precis_bits_finite_abs_bits(x[i]);
     m = a > m ? a : m;
   }
   return m;
@@ -196,8 +195,7 @@ PRECIS_VECTOR_CLONES static void column_block_absmax_bits(const float *x, size_t
   for (size_t i = 0; i < rows; i++) {
     const float *row = x + i * cols;
     for (size_t j = 0; j < width; j++) {
-      uint32_t a = precis_bits_of_f32(row[j]) & PRECIS_F32_ABS_MASK;
-      a = a >= PRECIS_F32_INF_BITS ? 0u : a;
+      uint32_t a = precis_bits_finite_abs_bits(row[j]);
       m[j] = a > m[j] ? a : m[j];
     }
   }
