@@ -270,6 +270,80 @@ TEST(fp8_per_tensor) {
   CHECK(z[0] == 0 && z[1] == 0 && z[2] == 0);
 }
 
+/* The quantizers' vectorized loops against a plainly written reference, on a million values
+ * spread over all magnitudes, with ties, zeros and non-finite values. */
+static int8_t reference_int8(float x, float s, int *clipped) {
+  if (s == 0.0f) {
+    *clipped = !isfinite(x);
+    return 0;
+  }
+  float v = x / s;
+  if (isnan(v)) {
+    *clipped = 1;
+    return 0;
+  }
+  double r = nearbyint((double)v);
+  *clipped = fabs(r) > 127.0;
+  return (int8_t)(r > 127.0 ? 127 : (r < -127.0 ? -127 : (int)r));
+}
+
+TEST(quantizers_match_reference) {
+  enum { N = 1 << 20, COLS = 1024, ROWS = N / COLS };
+  float *x = malloc(N * sizeof *x), *rs = malloc(ROWS * sizeof *rs), *cs = malloc(COLS * sizeof *cs);
+  int8_t *q = malloc(N);
+  uint8_t *q8 = malloc(N);
+  CHECK(x && rs && cs && q && q8);
+  if (!x || !rs || !cs || !q || !q8) goto done;
+  for (int i = 0; i < N; i++) {
+    uint64_t r = (uint64_t)(uniform01() * 0x1p32);
+    uint32_t u = (uint32_t)r;
+    if (i % 5 == 0) { /* ordinary magnitudes and exact ties */
+      x[i] = (float)((int)(u % 1001) - 500) * 0.5f;
+    } else {
+      memcpy(&x[i], &u, sizeof u);
+    }
+  }
+  for (int i = 0; i < ROWS; i++) rs[i] = i % 9 == 0 ? 0.0f : (i % 3 == 0 ? 1.0f : (float)(uniform01() * 4.0));
+  for (int j = 0; j < COLS; j++) cs[j] = j % 11 == 0 ? 0.0f : (float)ldexp(uniform01() + 0.5, (j % 200) - 100);
+  size_t want_clipped = 0;
+  int bad = 0;
+  size_t clipped = precis_int8_quantize_rows(x, ROWS, COLS, rs, q);
+  for (int i = 0; i < N; i++) {
+    int c;
+    bad += q[i] != reference_int8(x[i], rs[i / COLS], &c);
+    want_clipped += (size_t)c;
+  }
+  CHECK_EQ_INT(bad, 0);
+  CHECK_EQ_INT(clipped, want_clipped);
+  bad = 0;
+  want_clipped = 0;
+  clipped = precis_int8_quantize_cols(x, ROWS, COLS, cs, q);
+  for (int i = 0; i < N; i++) {
+    int c;
+    bad += q[i] != reference_int8(x[i], cs[i % COLS], &c);
+    want_clipped += (size_t)c;
+  }
+  CHECK_EQ_INT(bad, 0);
+  CHECK_EQ_INT(clipped, want_clipped);
+  bad = 0;
+  want_clipped = 0;
+  clipped = precis_fp8_quantize_tensor(x, N, 0.37f, q8);
+  for (int i = 0; i < N; i++) {
+    float v = x[i] / 0.37f;
+    bad += q8[i] != precis_f32_to_e4m3_bits(v);
+    want_clipped += isnan(v) || fabsf(v) > 464.0f;
+  }
+  CHECK_EQ_INT(bad, 0);
+  CHECK_EQ_INT(clipped, want_clipped);
+done:
+  free(x);
+  free(rs);
+  free(cs);
+  free(q);
+  free(q8);
+}
+
 RUN_TESTS(T(int8_rounding_is_ties_to_even), T(int8_saturation_and_nonfinite), T(int8_scales_rows_cols_and_zero_rows),
           T(absmax_ignores_nonfinite), T(dequantize_order_is_scale_product_first), T(calib_method_names),
-          T(percentile_nearest_rank), T(percentile_of_uniform_data), T(mse_clips_outliers), T(fp8_per_tensor))
+          T(percentile_nearest_rank), T(percentile_of_uniform_data), T(mse_clips_outliers), T(fp8_per_tensor),
+          T(quantizers_match_reference))
