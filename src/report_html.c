@@ -53,6 +53,7 @@ typedef struct point {
 } point;
 
 static void nice_ticks(double max, double *step) {
+  if (!(max > 0) || !isfinite(max)) max = 1; /* keeps every axis loop finite */
   double raw = max / 5, mag = pow(10, floor(log10(raw)));
   double norm = raw / mag;
   *step = (norm <= 1 ? 1 : norm <= 2 ? 2 : norm <= 5 ? 5 : 10) * mag;
@@ -69,11 +70,16 @@ static void html_scatter(precis_buf *b, const precis_report *report, const char 
     const precis_row *row = &report->rows[i];
     if (strcmp(row->workload, workload) != 0) continue;
     const precis_metric_value *rel = &row->error[PRECIS_METRIC_REL_FRO];
-    if (row->status != PRECIS_ROW_OK || !rel->present || isnan(rel->worst) || !(row->tflops > 0) || n == 64) {
+    /* An infinite error (an output that overflowed) or a missing figure has no place on the axes;
+     * it is listed under the chart instead. */
+    if (row->status != PRECIS_ROW_OK || !rel->present || !isfinite(rel->worst) || !(row->tflops > 0) ||
+        !isfinite(row->tflops) || n == 64) {
       precis_buf_append(&skipped, skipped.len ? ", " : "");
       precis_buf_html(&skipped, row->recipe);
       precis_buf_append(&skipped, " (");
-      precis_buf_html(&skipped, row->status != PRECIS_ROW_OK ? precis_row_status_str(row->status) : "no error or throughput");
+      precis_buf_html(&skipped, row->status != PRECIS_ROW_OK       ? precis_row_status_str(row->status)
+                                : rel->present && isinf(rel->worst) ? "rel_fro infinite"
+                                                                    : "no finite error or throughput");
       precis_buf_append(&skipped, ")");
       continue;
     }
@@ -97,6 +103,9 @@ static void html_scatter(precis_buf *b, const precis_report *report, const char 
   double lo = floor(log10(floor_err < min_pos ? floor_err : min_pos)), hi = ceil(log10(max_err));
   if (!isfinite(lo)) lo = -12;
   if (hi <= lo) hi = lo + 1;
+  if (hi - lo > 40) lo = hi - 40; /* a bounded axis; smaller errors sit on its floor */
+  for (size_t i = 0; i < n; i++)
+    if (log10(pts[i].y) < lo) pts[i].y = pow(10, lo);
   double step;
   if (max_x <= 0) max_x = 1;
   nice_ticks(max_x * 1.08, &step);
@@ -302,11 +311,11 @@ static void html_latency(precis_buf *b, const precis_report *report, const char 
   double max = 0;
   for (size_t i = 0; i < report->n_rows && n < 64; i++) {
     const precis_row *row = &report->rows[i];
-    if (strcmp(row->workload, workload) != 0 || isnan(row->time.median_ms)) continue;
+    if (strcmp(row->workload, workload) != 0 || !isfinite(row->time.median_ms)) continue;
     rows[n++] = row;
-    double top = isnan(row->time.p99_ms) ? row->time.median_ms : row->time.p99_ms;
+    double top = isfinite(row->time.p99_ms) ? row->time.p99_ms : row->time.median_ms;
     for (size_t s = 0; s < row->time.n_samples_ms; s++)
-      if (row->time.samples_ms[s] > top) top = row->time.samples_ms[s];
+      if (isfinite(row->time.samples_ms[s]) && row->time.samples_ms[s] > top) top = row->time.samples_ms[s];
     if (top > max) max = top;
   }
   int height = 20 + (int)n * ROW_H + 40;
@@ -317,6 +326,7 @@ static void html_latency(precis_buf *b, const precis_report *report, const char 
     precis_buf_append(b, "<text x=\"10\" y=\"30\">no timed rows</text></svg></div>\n");
     return;
   }
+  if (!(max > 0)) max = 1;
   double step;
   nice_ticks(max * 1.05, &step);
   double x_max = ceil(max * 1.05 / step) * step;

@@ -327,5 +327,32 @@ TEST(render_report_from_environment) {
   precis_report_free(&report);
 }
 
-RUN_TESTS(T(render_report_from_environment), T(json_round_trip_is_exact), T(journal_line_round_trip), T(reader_names_file_and_key),
+/* Non-finite and degenerate figures (an overflowed output: rel_fro inf; zero or infinite
+ * throughput; no samples) must not stall or break any printer. */
+TEST(non_finite_figures_are_printed) {
+  char *dir = temp_dir();
+  precis_report report;
+  build_report(&report);
+  report.rows[0].error[PRECIS_METRIC_REL_FRO].worst = INFINITY;
+  report.rows[0].error[PRECIS_METRIC_MAX_ABS].worst = INFINITY;
+  report.rows[1].tflops = INFINITY;
+  report.rows[1].time.median_ms = 0;
+  report.rows[2].error[PRECIS_METRIC_REL_FRO].worst = 1e-320;
+  CHECK_OK(precis_report_write_all(&report, dir, false));
+  char *html_path = precis_asprintf("%s/report.html", dir), *md_path = precis_asprintf("%s/report.md", dir),
+       *csv_path = precis_asprintf("%s/report.csv", dir), *json_path = precis_asprintf("%s/report.json", dir);
+  char *html = read_text(html_path);
+  CHECK(html && strstr(html, "rel_fro infinite") != NULL);
+  CHECK(html && strstr(html, "</html>") != NULL);
+  precis_report back;
+  CHECK_OK(precis_report_read_json(json_path, &back));
+  if (back.n_rows) CHECK(back.rows[0].error[PRECIS_METRIC_REL_FRO].present && isnan(back.rows[0].error[PRECIS_METRIC_REL_FRO].worst));
+  precis_report_free(&back);
+  unlink(html_path), unlink(md_path), unlink(csv_path), unlink(json_path);
+  rmdir(dir);
+  free(html), free(html_path), free(md_path), free(csv_path), free(json_path), free(dir);
+  precis_report_free(&report);
+}
+
+RUN_TESTS(T(render_report_from_environment), T(non_finite_figures_are_printed), T(json_round_trip_is_exact), T(journal_line_round_trip), T(reader_names_file_and_key),
           T(hostile_strings_are_escaped_everywhere), T(incomplete_report_says_so), T(escapers))
