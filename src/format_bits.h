@@ -219,12 +219,15 @@ PRECIS_BITS_FN int8_t precis_bits_int8_quantize(float x, float s, int *clipped) 
   return zero_scale ? (int8_t)0 : (int8_t)(int)t;
 }
 
-/* e4m3_satfinite(x/s). s == 0 -> +0 code. *clipped = 1 when |x/s| > 464 (the rounding would leave
+/* e4m3_satfinite(x/s); a NaN x/s gives the NaN code with x's sign. s == 0 -> +0 code. *clipped = 1 when |x/s| > 464 (the rounding would leave
  * the finite range, so the value saturated to ±448; ±inf included), x/s is NaN (kept as NaN), or
  * (s == 0) x is non-finite. */
 PRECIS_BITS_FN uint8_t precis_bits_fp8_quantize(float x, float s, int *clipped) {
   float v = precis_div_rn(x, s);
-  uint8_t code = precis_bits_f32_to_e4m3(v);
+  /* A NaN quotient takes x's sign explicitly: the NaN that a division returns differs between x86
+   * (the input NaN, or a negative default NaN) and the GPU (0x7fffffff). */
+  uint32_t x_sign = (precis_bits_of_f32(x) >> 24) & 0x80u;
+  uint8_t code = v != v ? (uint8_t)(x_sign | 0x7fu) : precis_bits_f32_to_e4m3(v);
   int zero_scale = s == 0.0f;
   int saturated = (precis_bits_of_f32(v) & PRECIS_F32_ABS_MASK) > 0x43e80000u; /* NaN included */
   *clipped = zero_scale ? !precis_bits_is_finite(x) : saturated;

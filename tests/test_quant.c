@@ -251,9 +251,9 @@ TEST(mse_clips_outliers) {
 TEST(fp8_per_tensor) {
   float s = precis_fp8_scale_from_amax(896.0f);
   CHECK(s == 2.0f);
-  static const float x[] = {896.0f, -896.0f, 928.0f, 930.0f, 1.0f, INFINITY, NAN, -0.0f, 3.0f};
-  uint8_t q[9];
-  size_t clipped = precis_fp8_quantize_tensor(x, 9, s, q);
+  static const float x[] = {896.0f, -896.0f, 928.0f, 930.0f, 1.0f, INFINITY, NAN, -0.0f, 3.0f, -NAN};
+  uint8_t q[10];
+  size_t clipped = precis_fp8_quantize_tensor(x, 10, s, q);
   CHECK_EQ_INT(q[0], 0x7e);
   CHECK_EQ_INT(q[1], 0xfe);
   CHECK_EQ_INT(q[2], 0x7e); /* 464: rounds to 448 without saturating */
@@ -263,7 +263,8 @@ TEST(fp8_per_tensor) {
   CHECK_EQ_INT(q[6], 0x7f);
   CHECK_EQ_INT(q[7], 0x80);
   CHECK_EQ_INT(q[8], 0x3c); /* 1.5 = 0.0111.100 */
-  CHECK_EQ_INT(clipped, 3);
+  CHECK_EQ_INT(q[9], 0xff); /* NaN keeps its sign */
+  CHECK_EQ_INT(clipped, 4);
   uint8_t z[3] = {1, 1, 1};
   static const float zx[3] = {5.0f, NAN, -1.0f};
   CHECK_EQ_INT(precis_fp8_quantize_tensor(zx, 3, precis_fp8_scale_from_amax(0.0f), z), 1);
@@ -330,7 +331,8 @@ TEST(quantizers_match_reference) {
   clipped = precis_fp8_quantize_tensor(x, N, 0.37f, q8);
   for (int i = 0; i < N; i++) {
     float v = x[i] / 0.37f;
-    bad += q8[i] != precis_f32_to_e4m3_bits(v);
+    uint8_t want = isnan(v) ? (uint8_t)(signbit(x[i]) ? 0xff : 0x7f) : precis_f32_to_e4m3_bits(v);
+    bad += q8[i] != want;
     want_clipped += isnan(v) || fabsf(v) > 464.0f;
   }
   CHECK_EQ_INT(bad, 0);

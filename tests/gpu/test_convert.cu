@@ -258,8 +258,11 @@ TEST(absmax_and_scales_match_cpu) {
     CHECK(bits_of(got[0]) == 0u);
   }
   /* scale_from_amax over awkward amax values, for both divisors. */
-  std::vector<float> amax = special_inputs();
-  for (float &a : amax) a = fabsf(a);
+  /* amax is finite by construction (absmax and calibration ignore non-finite values); a NaN amax
+   * is left out because the NaN a division returns differs between x86 and the GPU. */
+  std::vector<float> amax;
+  for (float a : special_inputs())
+    if (!isnan(a)) amax.push_back(fabsf(a));
   for (int i = 0; i < 100000; i++) amax.push_back(float_of(next_u32() & 0x7f7fffffu));
   size_t n = amax.size();
   DeviceBuffer<float> d_amax(n), d_scale(n);
