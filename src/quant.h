@@ -1,4 +1,4 @@
-/* INT8 symmetric and FP8 per-tensor quantization: the CPU twins of kernels/quant.cu.
+/* INT8 symmetric and FP8 per-tensor quantization: the CPU twins of kernels/convert.cu.
  *
  * int8: s = amax/127, q = clamp(rne(x/s), -127, 127). amax == 0 gives s = 0 and q = 0 (no division
  * by zero); dequantization then yields exact zeros. Inf/NaN inputs: documented in docs/formats.md
@@ -46,7 +46,8 @@ size_t precis_int8_quantize_tensor(const float *x, size_t n, float scale, int8_t
 void precis_int8_dequantize(const int32_t *acc, size_t rows, size_t cols, const float *row_scales,
                             const float *col_scales, float *c);
 
-/* FP8 e4m3 per tensor: s = amax/448 (amax 0 -> s = 0, all zeros), q = e4m3_satfinite(x/s).
+/* FP8 e4m3 per tensor: s = amax/448 (amax 0 -> s = 0, all zeros), q = e4m3_satfinite(x/s); a NaN x
+ * gives the NaN code with its sign (0x7f/0xff).
  * Returns the number of values that saturated. */
 float precis_fp8_scale_from_amax(float amax);
 size_t precis_fp8_quantize_tensor(const float *x, size_t n, float scale, uint8_t *q);
