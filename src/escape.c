@@ -75,6 +75,12 @@ void precis_format_double(char *buf, size_t len, double value) {
     snprintf(buf, len, signbit(value) ? "-0" : "0");
     return;
   }
+  /* Integers print as integers ("50", not "5e+01"): shorter to read, and what JSON readers expect
+   * for counts. */
+  if (fabs(value) < 1e15 && value == trunc(value)) {
+    snprintf(buf, len, "%.0f", value);
+    return;
+  }
   for (int prec = 1; prec <= 17; prec++) {
     snprintf(buf, len, "%.*g", prec, value);
     if (strtod(buf, NULL) == value) return;
