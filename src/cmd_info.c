@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend.h"
 #include "cli.h"
 #include "cuda_api.h"
 #include "recipe.h"
@@ -112,6 +113,28 @@ static int print_text(const precis_kv_list *host, const precis_cuda_inventory *i
   return 0;
 }
 
+/* The compute-capability rule is necessary, not sufficient: the backend also asks cuBLASLt for an
+ * algorithm for each recipe, so that info gives the same answer a run will (device 0, the one the
+ * backend uses). */
+static void refine_with_backend(precis_cuda_inventory *inv) {
+  const precis_backend *cuda = precis_backend_cuda();
+  if (!cuda || inv->device_count == 0) return;
+  precis_case_options options;
+  precis_case_options_default(&options);
+  void *ctx = NULL;
+  if (cuda->open(&ctx, &options) != PRECIS_OK) {
+    snprintf(inv->error, sizeof inv->error, "the cuda backend did not open: %s", precis_last_error());
+    return;
+  }
+  precis_device_info *dev = &inv->devices[0];
+  for (int r = 0; r < PRECIS_RECIPE_COUNT; r++) {
+    if (!dev->recipe_supported[r]) continue;
+    dev->recipe_supported[r] =
+        cuda->supports(ctx, precis_recipe_get((precis_recipe_id)r), dev->recipe_reason[r], sizeof dev->recipe_reason[r]);
+  }
+  cuda->close(ctx);
+}
+
 int precis_cmd_info(int argc, char **argv) {
   int json = 0;
   for (int i = 1; i < argc; i++) {
@@ -132,6 +155,7 @@ int precis_cmd_info(int argc, char **argv) {
   precis_sysinfo_collect(&host);
   precis_cuda_inventory inv;
   precis_status st = precis_cuda_inventory_get(&inv);
+  refine_with_backend(&inv);
   int rc;
   if (st != PRECIS_OK) rc = precis_cli_report_error("info", st);
   else rc = json ? print_json(&host, &inv) : print_text(&host, &inv);
