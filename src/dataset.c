@@ -100,6 +100,46 @@ static void describe_dims(int rank, const int64_t *dims, char *buf, size_t len) 
   if (used < len) snprintf(buf + used, len - used, "]");
 }
 
+/* Offset of the first byte that is not part of well-formed UTF-8 (RFC 3629: no overlong forms, no
+ * surrogates, nothing above U+10FFFF), or -1 when all of s is. Names and texts from a file end up
+ * in JSON, HTML and CSV reports, which must be valid UTF-8 themselves. */
+static long utf8_invalid_at(const char *text) {
+  const unsigned char *s = (const unsigned char *)text;
+  size_t i = 0;
+  while (s[i]) {
+    unsigned c = s[i];
+    size_t extra;
+    unsigned lo = 0x80, hi = 0xBF;
+    if (c < 0x80) extra = 0;
+    else if (c >= 0xC2 && c <= 0xDF) extra = 1;
+    else if (c >= 0xE0 && c <= 0xEF) {
+      extra = 2;
+      if (c == 0xE0) lo = 0xA0;
+      if (c == 0xED) hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      extra = 3;
+      if (c == 0xF0) lo = 0x90;
+      if (c == 0xF4) hi = 0x8F;
+    } else return (long)i;
+    for (size_t j = 1; j <= extra; j++) {
+      unsigned t = s[i + j];
+      if (t < (j == 1 ? lo : 0x80) || t > (j == 1 ? hi : 0xBF)) return (long)i;
+    }
+    i += extra + 1;
+  }
+  return -1;
+}
+
+/* text with every byte outside printable ASCII written as \xNN, for messages about bad names. */
+static void printable_escaped(const char *text, char *buf, size_t len) {
+  size_t used = 0;
+  for (const unsigned char *p = (const unsigned char *)text; *p && used + 5 < len; p++) {
+    if (*p >= 0x20 && *p < 0x7F) buf[used++] = (char)*p;
+    else used += (size_t)snprintf(buf + used, len - used, "\\x%02X", *p);
+  }
+  buf[used] = '\0';
+}
+
 /* ------------------------------------------------------------------------------------------------
  * Attributes: strings variable- or fixed-length, integers of any width and sign */
 
@@ -173,6 +213,10 @@ static precis_status read_string_attr(const char *file, hid_t obj, const char *o
     *out = buf;
   }
   if (!*out) st = precis_fail(PRECIS_E_NOMEM, "out of memory");
+  long bad = *out ? utf8_invalid_at(*out) : -1;
+  if (bad >= 0)
+    st = precis_fail(PRECIS_E_INPUT, "%s: %s: attribute %s: expected UTF-8 text, found the byte 0x%02X at offset %ld", file,
+                     obj_path, name, (unsigned)(unsigned char)(*out)[bad], bad);
 done:
   close_id(&mtype);
   close_id(&ftype);
@@ -565,7 +609,13 @@ precis_status precis_dataset_open(const char *path, precis_dataset **out) {
     goto done;
   }
 
-  if (H5Lexists(file, "workloads", H5P_DEFAULT) <= 0) {
+  htri_t has_workloads = H5Lexists(file, "workloads", H5P_DEFAULT);
+  if (has_workloads < 0) {
+    st = precis_fail(PRECIS_E_INPUT, "%s: /: the group structure cannot be read (the file is corrupt): %s", path,
+                     hdf5_last_error().innermost);
+    goto done;
+  }
+  if (has_workloads == 0) {
     H5Eclear2(H5E_DEFAULT);
     st = precis_fail(PRECIS_E_INPUT, "%s: /workloads: missing (expected a group with one group per workload)", path);
     goto done;
@@ -610,6 +660,13 @@ precis_status precis_dataset_open(const char *path, precis_dataset **out) {
     if (len < 0 || (size_t)len >= sizeof name) {
       st = precis_fail(PRECIS_E_INPUT, "%s: /workloads: link %llu has an unreadable or overlong name", path,
                        (unsigned long long)i);
+      goto done;
+    }
+    if (utf8_invalid_at(name) >= 0) {
+      char shown[sizeof name * 4];
+      printable_escaped(name, shown, sizeof shown);
+      st = precis_fail(PRECIS_E_INPUT, "%s: /workloads/%s: the workload name is not valid UTF-8 (expected UTF-8 text)", path,
+                       shown);
       goto done;
     }
     ds->n_workloads = (size_t)i + 1;
@@ -741,7 +798,7 @@ precis_status precis_dataset_load(precis_dataset *ds, size_t index, precis_workl
     return precis_fail(PRECIS_E_INPUT, "%s: /workloads/%s: sizes overflow 64 bits", ds->path, w->name);
   uint64_t need = precis_workload_bytes(w), have = host_memory_bytes();
   if (need > have)
-    return precis_fail(PRECIS_E_NOMEM,
+    return precis_fail(PRECIS_E_INPUT,
                        "%s: /workloads/%s: needs %.3g GiB of host memory to load, more than this machine has (%.3g GiB)",
                        ds->path, w->name, (double)need / 1073741824.0, (double)have / 1073741824.0);
   precis_status st = PRECIS_OK;
@@ -796,6 +853,11 @@ precis_status precis_dataset_check_name(const char *name) {
   if (strspn(name, ".") == strlen(name))
     return precis_fail(PRECIS_E_INPUT, "workload name \"%s\" is made of dots only (not a valid HDF5 group name)", name);
   if (strlen(name) > 255) return precis_fail(PRECIS_E_INPUT, "workload name \"%.40s...\" is longer than 255 bytes", name);
+  if (utf8_invalid_at(name) >= 0) {
+    char shown[256 * 4];
+    printable_escaped(name, shown, sizeof shown);
+    return precis_fail(PRECIS_E_INPUT, "workload name \"%s\" is not valid UTF-8 (expected UTF-8 text)", shown);
+  }
   return PRECIS_OK;
 }
 

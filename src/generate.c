@@ -1,6 +1,7 @@
 #include "generate.h"
 
 #include <cblas.h>
+#include <errno.h>
 #include <hdf5.h>
 #include <inttypes.h>
 #include <math.h>
@@ -12,6 +13,7 @@
 #include <unistd.h>
 
 #include "dataset_digest.h"
+#include "fileio.h"
 #include "precis_version.h"
 #include "results.h"
 #include "rng.h"
@@ -84,6 +86,7 @@ static precis_status read_hdf5_matrix(const char *path, const char *object, floa
   H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
   precis_status st = PRECIS_OK;
   hid_t file = -1, dset = -1, space = -1, type = -1;
+  if (!precis_path_exists(path)) return precis_fail(PRECIS_E_INPUT, "%s: cannot open: %s", path, strerror(ENOENT));
   if (H5Fis_hdf5(path) <= 0) {
     H5Eclear2(H5E_DEFAULT);
     return precis_fail(PRECIS_E_INPUT, "%s: not an HDF5 file (or cannot be read)", path);
@@ -239,7 +242,10 @@ static precis_status operand_from_file(const precis_suite *suite, const precis_s
   int rank = 0;
   int64_t shape[3] = {0, 0, 0};
   precis_status st = precis_read_matrix_file(d, suite->base_dir, &data, &rank, shape);
-  if (st != PRECIS_OK) return st;
+  if (st != PRECIS_OK) {
+    precis_error_prefix("%s:%d: workload %s: %s", suite->source, w->line, w->name, is_a ? "a" : "b");
+    return st;
+  }
   const int64_t rows = is_a ? w->m : w->k, cols = is_a ? w->k : w->n;
   const char *what = is_a ? "a" : "b";
   int64_t file_rows = shape[rank - 2], file_cols = shape[rank - 1], file_samples = rank == 3 ? shape[0] : 1;
@@ -285,13 +291,17 @@ done:
   return st;
 }
 
-static precis_status check_finite(const precis_suite_workload *w, const char *what, const float *v, uint64_t count) {
-  for (uint64_t i = 0; i < count; i++)
-    if (!isfinite(v[i]))
-      return precis_fail(PRECIS_E_INPUT,
-                         "workload %s: %s element %" PRIu64 " is %s (the distribution's parameters or the file's values "
-                         "overflow float32)",
-                         w->name, what, i, isnan(v[i]) ? "NaN" : "infinite");
+static precis_status check_finite(const precis_suite_workload *w, const char *what, const precis_dist *d, const float *v,
+                                  uint64_t count) {
+  for (uint64_t i = 0; i < count; i++) {
+    if (isfinite(v[i])) continue;
+    if (d->kind == PRECIS_DIST_FILE)
+      return precis_fail(PRECIS_E_INPUT, "%s: %s: element %" PRIu64 " is %s (workload %s: %s must be finite in float32)",
+                         d->path, d->object, i, isnan(v[i]) ? "NaN" : "infinite", w->name, what);
+    return precis_fail(PRECIS_E_INPUT,
+                       "workload %s: %s element %" PRIu64 " is %s (the distribution's parameters overflow float32)", w->name,
+                       what, i, isnan(v[i]) ? "NaN" : "infinite");
+  }
   return PRECIS_OK;
 }
 
@@ -348,8 +358,9 @@ static precis_status generate_workload(const precis_suite *suite, const precis_s
   } else {
     precis_dist_fill(&w->b, key, PRECIS_STREAM_B, PRECIS_OPERAND_B, w->b_batched ? w->batch : 1, w->k, w->n, data.b);
   }
-  if ((st = check_finite(w, "a", data.a, a_count)) != PRECIS_OK || (st = check_finite(w, "b", data.b, b_count)) != PRECIS_OK ||
-      (data.calib_a && (st = check_finite(w, "calib/a", data.calib_a, calib_count)) != PRECIS_OK))
+  if ((st = check_finite(w, "a", &w->a, data.a, a_count)) != PRECIS_OK ||
+      (st = check_finite(w, "b", &w->b, data.b, b_count)) != PRECIS_OK ||
+      (data.calib_a && (st = check_finite(w, "calib/a", &w->a, data.calib_a, calib_count)) != PRECIS_OK))
     goto done;
   progress_say(prog, w->name, "float64 references");
   if ((st = precis_reference_compute(data.a, data.b, w->batch, w->m, w->n, w->k, w->b_batched, data.c_ref, data.ab_abs)) !=
