@@ -183,9 +183,11 @@ TEST(latency_grows_with_batch) {
                               *p128 = find_point(&r.recipes[0], 128, 1, 0);
     CHECK(p1 && p16 && p128);
     if (p1 && p16 && p128) {
-      CHECK_MSG(p1->median_ms < p16->median_ms && p16->median_ms < p128->median_ms, "median %g, %g, %g ms",
-                p1->median_ms, p16->median_ms, p128->median_ms);
-      CHECK(p128->p95_ms > p1->p95_ms);
+      /* The fastest sample is the figure least disturbed by other processes (CI runs tests in
+       * parallel, sometimes under sanitizers); 16x the work per step must show in it. */
+      CHECK_MSG(p1->min_ms < p16->min_ms && p16->min_ms < p128->min_ms, "min %g, %g, %g ms", p1->min_ms,
+                p16->min_ms, p128->min_ms);
+      CHECK_MSG(p1->median_ms < p128->median_ms, "median %g, %g ms", p1->median_ms, p128->median_ms);
       CHECK_EQ_INT(p128->rows, 8 * 128);
       CHECK(p128->samples >= 3);
       CHECK(p1->min_ms <= p1->median_ms && p1->median_ms <= p1->p95_ms && p1->p95_ms <= p1->p99_ms &&
