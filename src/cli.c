@@ -1,6 +1,9 @@
 #include "cli.h"
 
+#include <stdlib.h>
 #include <string.h>
+
+#include "results.h"
 
 int precis_cli_report_error(const char *command, precis_status status) {
   const char *msg = precis_last_error();
@@ -19,4 +22,95 @@ int precis_cli_wants_help(int argc, char **argv) {
     if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) return 1;
   }
   return 0;
+}
+
+bool precis_cli_parse_number(const char *command, const char *opt, const char *text, double lo, double hi, double *out) {
+  char *end = NULL;
+  double v = strtod(text, &end);
+  if (!end || end == text || *end || !(v >= lo && v <= hi)) {
+    fprintf(stderr, "precis %s: %s: expected a number in [%g, %g], got \"%s\"\n", command, opt, lo, hi, text);
+    return false;
+  }
+  *out = v;
+  return true;
+}
+
+bool precis_cli_parse_count(const char *command, const char *opt, const char *text, long long lo, long long hi,
+                            long long *out) {
+  char *end = NULL;
+  long long v = strtoll(text, &end, 10);
+  if (!end || end == text || *end || v < lo || v > hi) {
+    fprintf(stderr, "precis %s: %s: expected an integer in [%lld, %lld], got \"%s\"\n", command, opt, lo, hi, text);
+    return false;
+  }
+  *out = v;
+  return true;
+}
+
+void precis_cli_require_free(precis_cli_require *r) {
+  for (size_t i = 0; i < r->n_texts; i++) free(r->texts[i]);
+  free(r->texts);
+  memset(r, 0, sizeof *r);
+}
+
+static int add_require(const char *command, const char *arg, precis_cli_require *r) {
+  if (r->criteria.count == PRECIS_MAX_CRITERIA) {
+    fprintf(stderr, "precis %s: at most %d --require criteria\n", command, PRECIS_MAX_CRITERIA);
+    return -1;
+  }
+  precis_status st = precis_criterion_parse(arg, &r->criteria.items[r->criteria.count]);
+  if (st != PRECIS_OK) {
+    precis_cli_report_error(command, st);
+    return -1;
+  }
+  char **grown = realloc(r->texts, (r->n_texts + 1) * sizeof *grown);
+  char *text = precis_strdup(arg);
+  if (!grown || !text) {
+    free(text);
+    if (grown) r->texts = grown;
+    fprintf(stderr, "precis %s: out of memory\n", command);
+    return -1;
+  }
+  r->texts = grown;
+  r->texts[r->n_texts++] = text;
+  r->criteria.count++;
+  return 1;
+}
+
+int precis_cli_measure_option(const char *command, int opt, const char *arg, precis_case_options *o,
+                              precis_cli_require *require) {
+  long long count = 0;
+  switch (opt) {
+  case PRECIS_OPT_REQUIRE: return add_require(command, arg, require);
+  case PRECIS_OPT_ACT_SCALE:
+    if (strcmp(arg, "row") == 0) o->int8_act_scale = PRECIS_ACT_SCALE_ROW;
+    else if (strcmp(arg, "absmax") == 0) o->int8_act_scale = PRECIS_ACT_SCALE_ABSMAX;
+    else if (strcmp(arg, "percentile") == 0) o->int8_act_scale = PRECIS_ACT_SCALE_PERCENTILE;
+    else if (strcmp(arg, "mse") == 0) o->int8_act_scale = PRECIS_ACT_SCALE_MSE;
+    else {
+      fprintf(stderr, "precis %s: --int8-act-scale: expected row, absmax, percentile or mse, got \"%s\"\n", command, arg);
+      return -1;
+    }
+    return 1;
+  case PRECIS_OPT_PERCENTILE:
+    return precis_cli_parse_number(command, "--percentile", arg, 50, 100, &o->percentile) ? 1 : -1;
+  case PRECIS_OPT_MIN_SAMPLES:
+    if (!precis_cli_parse_count(command, "--min-samples", arg, 1, 1000000, &count)) return -1;
+    o->min_samples = (int)count;
+    return 1;
+  case PRECIS_OPT_MAX_SAMPLES:
+    if (!precis_cli_parse_count(command, "--max-samples", arg, 1, 10000000, &count)) return -1;
+    o->max_samples = (int)count;
+    return 1;
+  case PRECIS_OPT_MAX_TIME:
+    return precis_cli_parse_number(command, "--max-time-ms", arg, 0, 1e9, &o->max_time_ms) ? 1 : -1;
+  case PRECIS_OPT_SPREAD:
+    return precis_cli_parse_number(command, "--target-spread", arg, 0, 10, &o->target_rel_spread) ? 1 : -1;
+  case PRECIS_OPT_COLD: o->cold = true; return 1;
+  case PRECIS_OPT_AUTOTUNE:
+    if (!precis_cli_parse_count(command, "--autotune", arg, 0, 64, &count)) return -1;
+    o->autotune = (int)count;
+    return 1;
+  default: return 0;
+  }
 }

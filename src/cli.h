@@ -3,8 +3,12 @@
 #ifndef PRECIS_CLI_H
 #define PRECIS_CLI_H
 
+#include <getopt.h>
+#include <stdbool.h>
 #include <stdio.h>
 
+#include "backend.h"
+#include "criteria.h"
 #include "status.h"
 
 int precis_cmd_info(int argc, char **argv);
@@ -22,5 +26,49 @@ int precis_cli_report_error(const char *command, precis_status status);
 int precis_cli_not_built(const char *command, const char *what);
 /* True when argv holds -h or --help (before any "--"). */
 int precis_cli_wants_help(int argc, char **argv);
+
+/* Options shared by the commands that measure (run, accept): the int8 activation scales, the
+ * timing loop and the accuracy criteria. A command puts PRECIS_CLI_MEASURE_OPTIONS in its long-option
+ * table, keeps its own option values below PRECIS_CLI_MEASURE_OPTION_BASE, and hands every option it
+ * does not know to precis_cli_measure_option. */
+enum {
+  PRECIS_CLI_MEASURE_OPTION_BASE = 3000,
+  PRECIS_OPT_REQUIRE = PRECIS_CLI_MEASURE_OPTION_BASE,
+  PRECIS_OPT_ACT_SCALE,
+  PRECIS_OPT_PERCENTILE,
+  PRECIS_OPT_MIN_SAMPLES,
+  PRECIS_OPT_MAX_SAMPLES,
+  PRECIS_OPT_MAX_TIME,
+  PRECIS_OPT_SPREAD,
+  PRECIS_OPT_COLD,
+  PRECIS_OPT_AUTOTUNE,
+};
+
+#define PRECIS_CLI_MEASURE_OPTIONS                                                                          \
+  {"require", required_argument, 0, PRECIS_OPT_REQUIRE},                                                   \
+      {"int8-act-scale", required_argument, 0, PRECIS_OPT_ACT_SCALE},                                      \
+      {"percentile", required_argument, 0, PRECIS_OPT_PERCENTILE},                                         \
+      {"min-samples", required_argument, 0, PRECIS_OPT_MIN_SAMPLES},                                       \
+      {"max-samples", required_argument, 0, PRECIS_OPT_MAX_SAMPLES},                                       \
+      {"max-time-ms", required_argument, 0, PRECIS_OPT_MAX_TIME},                                          \
+      {"target-spread", required_argument, 0, PRECIS_OPT_SPREAD}, {"cold", no_argument, 0, PRECIS_OPT_COLD}, \
+      {"autotune", required_argument, 0, PRECIS_OPT_AUTOTUNE}
+
+/* --require expressions: the parsed criteria and the text as given (for the report). */
+typedef struct precis_cli_require {
+  precis_criteria criteria;
+  char **texts;
+  size_t n_texts;
+} precis_cli_require;
+void precis_cli_require_free(precis_cli_require *r);
+
+/* Returns 1 when opt was a measurement option and was applied, 0 when it is not one, -1 after
+ * printing what was wrong ("precis COMMAND: --option: expected ..."). */
+int precis_cli_measure_option(const char *command, int opt, const char *arg, precis_case_options *options,
+                              precis_cli_require *require);
+/* A number in [lo, hi]; prints "precis COMMAND: OPT: expected ..." and returns false otherwise. */
+bool precis_cli_parse_number(const char *command, const char *opt, const char *text, double lo, double hi, double *out);
+bool precis_cli_parse_count(const char *command, const char *opt, const char *text, long long lo, long long hi,
+                            long long *out);
 
 #endif

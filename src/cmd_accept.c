@@ -55,30 +55,15 @@ static void usage(FILE *out) {
 
 enum {
   OPT_WORKLOAD = 1000, OPT_RECIPE, OPT_MAX_BATCH, OPT_BATCHES, OPT_CONCURRENCY, OPT_CONCURRENCY_LIST, OPT_LATENCY,
-  OPT_HEADROOM, OPT_MEMORY_LIMIT, OPT_REQUIRE, OPT_REPEATS, OPT_BACKEND, OPT_FORCE, OPT_ACT_SCALE, OPT_PERCENTILE,
-  OPT_MIN_SAMPLES, OPT_MAX_SAMPLES, OPT_MAX_TIME, OPT_SPREAD, OPT_COLD, OPT_QUIET,
+  OPT_HEADROOM, OPT_MEMORY_LIMIT, OPT_REPEATS, OPT_BACKEND, OPT_FORCE, OPT_QUIET,
 };
 
 static bool parse_number(const char *opt, const char *text, double lo, double hi, double *out) {
-  char *end = NULL;
-  double v = strtod(text, &end);
-  if (!end || end == text || *end || !(v >= lo && v <= hi)) {
-    fprintf(stderr, "precis accept: %s: expected a number in [%g, %g], got \"%s\"\n", opt, lo, hi, text);
-    return false;
-  }
-  *out = v;
-  return true;
+  return precis_cli_parse_number("accept", opt, text, lo, hi, out);
 }
 
 static bool parse_count(const char *opt, const char *text, long long lo, long long hi, long long *out) {
-  char *end = NULL;
-  long long v = strtoll(text, &end, 10);
-  if (!end || end == text || *end || v < lo || v > hi) {
-    fprintf(stderr, "precis accept: %s: expected an integer in [%lld, %lld], got \"%s\"\n", opt, lo, hi, text);
-    return false;
-  }
-  *out = v;
-  return true;
+  return precis_cli_parse_count("accept", opt, text, lo, hi, out);
 }
 
 /* "1,2,8": strictly ascending integers in [lo, hi]. */
@@ -154,19 +139,13 @@ int precis_cmd_accept(int argc, char **argv) {
       {"batches", required_argument, 0, OPT_BATCHES}, {"concurrency", required_argument, 0, OPT_CONCURRENCY},
       {"concurrency-list", required_argument, 0, OPT_CONCURRENCY_LIST},
       {"latency-target", required_argument, 0, OPT_LATENCY}, {"headroom", required_argument, 0, OPT_HEADROOM},
-      {"memory-limit", required_argument, 0, OPT_MEMORY_LIMIT}, {"require", required_argument, 0, OPT_REQUIRE},
-      {"repeats", required_argument, 0, OPT_REPEATS}, {"backend", required_argument, 0, OPT_BACKEND},
-      {"output", required_argument, 0, 'o'}, {"force", no_argument, 0, OPT_FORCE},
-      {"int8-act-scale", required_argument, 0, OPT_ACT_SCALE}, {"percentile", required_argument, 0, OPT_PERCENTILE},
-      {"min-samples", required_argument, 0, OPT_MIN_SAMPLES}, {"max-samples", required_argument, 0, OPT_MAX_SAMPLES},
-      {"max-time-ms", required_argument, 0, OPT_MAX_TIME}, {"target-spread", required_argument, 0, OPT_SPREAD},
-      {"cold", no_argument, 0, OPT_COLD}, {"quiet", no_argument, 0, OPT_QUIET}, {"help", no_argument, 0, 'h'},
-      {0, 0, 0, 0}};
+      {"memory-limit", required_argument, 0, OPT_MEMORY_LIMIT}, {"repeats", required_argument, 0, OPT_REPEATS},
+      {"backend", required_argument, 0, OPT_BACKEND}, {"output", required_argument, 0, 'o'},
+      {"force", no_argument, 0, OPT_FORCE}, {"quiet", no_argument, 0, OPT_QUIET}, {"help", no_argument, 0, 'h'},
+      PRECIS_CLI_MEASURE_OPTIONS, {0, 0, 0, 0}};
   precis_accept_config cfg;
   precis_accept_config_default(&cfg);
-  precis_criteria require = {0};
-  char **require_text = NULL;
-  size_t n_require = 0;
+  precis_cli_require require = {0};
   const char *workload_arg = NULL, *backend_arg = "auto", *out_dir = NULL;
   long long max_batch = 4, max_concurrency = 1, memory_limit = 0;
   bool batches_given = false, concurrency_given = false, max_batch_given = false, max_concurrency_given = false;
@@ -244,60 +223,22 @@ int precis_cmd_accept(int argc, char **argv) {
       }
       break;
     }
-    case OPT_REQUIRE: {
-      if (require.count == PRECIS_MAX_CRITERIA) {
-        fprintf(stderr, "precis accept: at most %d --require criteria\n", PRECIS_MAX_CRITERIA);
-        goto done;
-      }
-      precis_status st = precis_criterion_parse(optarg, &require.items[require.count]);
-      if (st != PRECIS_OK) {
-        rc = precis_cli_report_error("accept", st);
-        goto done;
-      }
-      require.count++;
-      char **grown = realloc(require_text, (n_require + 1) * sizeof *grown);
-      if (!grown) goto done;
-      require_text = grown;
-      require_text[n_require++] = precis_strdup(optarg);
-      break;
-    }
     case OPT_REPEATS:
       if (!parse_count("--repeats", optarg, 1, 100, &count)) goto done;
       cfg.repeats = (int)count;
       break;
     case OPT_BACKEND: backend_arg = optarg; break;
     case OPT_FORCE: force = true; break;
-    case OPT_ACT_SCALE:
-      if (strcmp(optarg, "row") == 0) cfg.case_options.int8_act_scale = PRECIS_ACT_SCALE_ROW;
-      else if (strcmp(optarg, "absmax") == 0) cfg.case_options.int8_act_scale = PRECIS_ACT_SCALE_ABSMAX;
-      else if (strcmp(optarg, "percentile") == 0) cfg.case_options.int8_act_scale = PRECIS_ACT_SCALE_PERCENTILE;
-      else if (strcmp(optarg, "mse") == 0) cfg.case_options.int8_act_scale = PRECIS_ACT_SCALE_MSE;
-      else {
-        fprintf(stderr, "precis accept: --int8-act-scale: expected row, absmax, percentile or mse, got \"%s\"\n", optarg);
-        goto done;
-      }
-      break;
-    case OPT_PERCENTILE:
-      if (!parse_number("--percentile", optarg, 50, 100, &cfg.case_options.percentile)) goto done;
-      break;
-    case OPT_MIN_SAMPLES:
-      if (!parse_count("--min-samples", optarg, 1, 1000000, &count)) goto done;
-      cfg.case_options.min_samples = (int)count;
-      break;
-    case OPT_MAX_SAMPLES:
-      if (!parse_count("--max-samples", optarg, 1, 10000000, &count)) goto done;
-      cfg.case_options.max_samples = (int)count;
-      break;
-    case OPT_MAX_TIME:
-      if (!parse_number("--max-time-ms", optarg, 0, 1e9, &cfg.case_options.max_time_ms)) goto done;
-      break;
-    case OPT_SPREAD:
-      if (!parse_number("--target-spread", optarg, 0, 10, &cfg.case_options.target_rel_spread)) goto done;
-      break;
-    case OPT_COLD: cfg.case_options.cold = true; break;
     case OPT_QUIET: quiet = true; break;
     case ':': fprintf(stderr, "precis accept: %s needs a value\n", argv[optind - 1]); goto done;
-    default: fprintf(stderr, "precis accept: unknown option \"%s\" (see precis accept --help)\n", argv[optind - 1]); goto done;
+    default: {
+      int handled = precis_cli_measure_option("accept", opt, optarg, &cfg.case_options, &require);
+      if (handled < 0) goto done;
+      if (handled == 0) {
+        fprintf(stderr, "precis accept: unknown option \"%s\" (see precis accept --help)\n", argv[optind - 1]);
+        goto done;
+      }
+    }
     }
   }
   if (batches_given && max_batch_given) {
@@ -327,7 +268,7 @@ int precis_cmd_accept(int argc, char **argv) {
     for (size_t i = 0; i < n_list; i++) cfg.concurrency[i] = (int)list[i];
     cfg.n_concurrency = n_list;
   }
-  cfg.require = require.count ? &require : NULL;
+  cfg.require = require.criteria.count ? &require.criteria : NULL;
   cfg.progress = !quiet;
 
   bool default_out = out_dir == NULL;
@@ -438,9 +379,11 @@ int precis_cmd_accept(int argc, char **argv) {
   }
   result.dataset_path = precis_strdup(dataset_path);
   result.dataset_id = precis_strdup(ds->dataset_id);
-  result.criteria_text = require_text;
-  result.n_criteria_text = n_require;
-  require_text = NULL;
+  size_t n_require = require.n_texts;
+  result.criteria_text = require.texts;
+  result.n_criteria_text = require.n_texts;
+  require.texts = NULL;
+  require.n_texts = 0;
   precis_kv_set(&result.settings, "backend", backend->name);
   static const char *act_names[] = {"row", "absmax", "percentile", "mse"};
   precis_kv_set(&result.settings, "int8_act_scale", act_names[cfg.case_options.int8_act_scale]);
@@ -483,8 +426,7 @@ done:
   precis_accept_result_free(&result);
   precis_workload_data_free(&data);
   if (ds) precis_dataset_close(ds);
-  for (size_t i = 0; require_text && i < n_require; i++) free(require_text[i]);
-  free(require_text);
+  precis_cli_require_free(&require);
   free(dataset_path);
   free(command_line);
   free(limit_source);

@@ -46,21 +46,7 @@ static void usage(FILE *out) {
           "(with --require or --gate), 130/143 interrupted (a report marked incomplete is still written)\n");
 }
 
-enum {
-  OPT_RECIPES = 1000, OPT_WORKLOADS, OPT_BACKEND, OPT_REQUIRE, OPT_GATE, OPT_FORCE, OPT_SAVE, OPT_ACT_SCALE,
-  OPT_PERCENTILE, OPT_MIN_SAMPLES, OPT_MAX_SAMPLES, OPT_MAX_TIME, OPT_SPREAD, OPT_COLD, OPT_AUTOTUNE, OPT_QUIET,
-};
-
-static bool parse_number(const char *opt, const char *text, double lo, double hi, double *out) {
-  char *end = NULL;
-  double v = strtod(text, &end);
-  if (!end || end == text || *end || !(v >= lo && v <= hi)) {
-    fprintf(stderr, "precis run: %s: expected a number in [%g, %g], got \"%s\"\n", opt, lo, hi, text);
-    return false;
-  }
-  *out = v;
-  return true;
-}
+enum { OPT_RECIPES = 1000, OPT_WORKLOADS, OPT_BACKEND, OPT_GATE, OPT_FORCE, OPT_SAVE, OPT_QUIET };
 
 static char **split_list(const char *text, size_t *count) {
   size_t n = 1;
@@ -100,20 +86,16 @@ static char *join_command_line(int argc, char **argv) {
 int precis_cmd_run(int argc, char **argv) {
   static const struct option long_options[] = {
       {"recipes", required_argument, 0, OPT_RECIPES}, {"workloads", required_argument, 0, OPT_WORKLOADS},
-      {"backend", required_argument, 0, OPT_BACKEND}, {"require", required_argument, 0, OPT_REQUIRE},
-      {"gate", no_argument, 0, OPT_GATE}, {"output", required_argument, 0, 'o'}, {"force", no_argument, 0, OPT_FORCE},
-      {"save-outputs", required_argument, 0, OPT_SAVE}, {"int8-act-scale", required_argument, 0, OPT_ACT_SCALE},
-      {"percentile", required_argument, 0, OPT_PERCENTILE}, {"min-samples", required_argument, 0, OPT_MIN_SAMPLES},
-      {"max-samples", required_argument, 0, OPT_MAX_SAMPLES}, {"max-time-ms", required_argument, 0, OPT_MAX_TIME},
-      {"target-spread", required_argument, 0, OPT_SPREAD}, {"cold", no_argument, 0, OPT_COLD},
-      {"autotune", required_argument, 0, OPT_AUTOTUNE}, {"quiet", no_argument, 0, OPT_QUIET},
-      {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+      {"backend", required_argument, 0, OPT_BACKEND}, {"gate", no_argument, 0, OPT_GATE},
+      {"output", required_argument, 0, 'o'}, {"force", no_argument, 0, OPT_FORCE},
+      {"save-outputs", required_argument, 0, OPT_SAVE}, {"quiet", no_argument, 0, OPT_QUIET},
+      {"help", no_argument, 0, 'h'}, PRECIS_CLI_MEASURE_OPTIONS, {0, 0, 0, 0}};
   precis_run_config cfg;
   memset(&cfg, 0, sizeof cfg);
   precis_case_options_default(&cfg.case_options);
-  precis_criteria require = {0};
-  char **require_text = NULL, **workloads = NULL;
-  size_t n_require = 0, n_workloads = 0;
+  precis_cli_require require = {0};
+  char **workloads = NULL;
+  size_t n_workloads = 0;
   const char *recipes_arg = "all", *backend_arg = "auto", *out_dir = NULL;
   bool gate = false, quiet = false;
   char *dataset_path = NULL, *journal_path = NULL, *command_line = join_command_line(argc, argv);
@@ -122,7 +104,6 @@ int precis_cmd_run(int argc, char **argv) {
   void *backend_ctx = NULL;
   const precis_backend *backend = NULL;
   int rc = 2;
-  double v;
 
   optind = 1;
   opterr = 0;
@@ -137,61 +118,19 @@ int precis_cmd_run(int argc, char **argv) {
       workloads = split_list(optarg, &n_workloads);
       break;
     case OPT_BACKEND: backend_arg = optarg; break;
-    case OPT_REQUIRE: {
-      if (require.count == PRECIS_MAX_CRITERIA) {
-        fprintf(stderr, "precis run: at most %d --require criteria\n", PRECIS_MAX_CRITERIA);
-        goto done;
-      }
-      precis_status st = precis_criterion_parse(optarg, &require.items[require.count]);
-      if (st != PRECIS_OK) {
-        rc = precis_cli_report_error("run", st);
-        goto done;
-      }
-      require.count++;
-      char **grown = realloc(require_text, (n_require + 1) * sizeof *grown);
-      if (!grown) goto done;
-      require_text = grown;
-      require_text[n_require++] = precis_strdup(optarg);
-      break;
-    }
     case OPT_GATE: gate = true; break;
     case OPT_FORCE: cfg.force = true; break;
     case OPT_SAVE: cfg.save_outputs = optarg; break;
-    case OPT_ACT_SCALE:
-      if (strcmp(optarg, "row") == 0) cfg.case_options.int8_act_scale = PRECIS_ACT_SCALE_ROW;
-      else if (strcmp(optarg, "absmax") == 0) cfg.case_options.int8_act_scale = PRECIS_ACT_SCALE_ABSMAX;
-      else if (strcmp(optarg, "percentile") == 0) cfg.case_options.int8_act_scale = PRECIS_ACT_SCALE_PERCENTILE;
-      else if (strcmp(optarg, "mse") == 0) cfg.case_options.int8_act_scale = PRECIS_ACT_SCALE_MSE;
-      else {
-        fprintf(stderr, "precis run: --int8-act-scale: expected row, absmax, percentile or mse, got \"%s\"\n", optarg);
-        goto done;
-      }
-      break;
-    case OPT_PERCENTILE:
-      if (!parse_number("--percentile", optarg, 50, 100, &cfg.case_options.percentile)) goto done;
-      break;
-    case OPT_MIN_SAMPLES:
-      if (!parse_number("--min-samples", optarg, 1, 1e6, &v)) goto done;
-      cfg.case_options.min_samples = (int)v;
-      break;
-    case OPT_MAX_SAMPLES:
-      if (!parse_number("--max-samples", optarg, 1, 1e7, &v)) goto done;
-      cfg.case_options.max_samples = (int)v;
-      break;
-    case OPT_MAX_TIME:
-      if (!parse_number("--max-time-ms", optarg, 0, 1e9, &cfg.case_options.max_time_ms)) goto done;
-      break;
-    case OPT_SPREAD:
-      if (!parse_number("--target-spread", optarg, 0, 10, &cfg.case_options.target_rel_spread)) goto done;
-      break;
-    case OPT_COLD: cfg.case_options.cold = true; break;
-    case OPT_AUTOTUNE:
-      if (!parse_number("--autotune", optarg, 0, 64, &v)) goto done;
-      cfg.case_options.autotune = (int)v;
-      break;
     case OPT_QUIET: quiet = true; break;
     case ':': fprintf(stderr, "precis run: %s needs a value\n", argv[optind - 1]); goto done;
-    default: fprintf(stderr, "precis run: unknown option \"%s\" (see precis run --help)\n", argv[optind - 1]); goto done;
+    default: {
+      int handled = precis_cli_measure_option("run", opt, optarg, &cfg.case_options, &require);
+      if (handled < 0) goto done;
+      if (handled == 0) {
+        fprintf(stderr, "precis run: unknown option \"%s\" (see precis run --help)\n", argv[optind - 1]);
+        goto done;
+      }
+    }
     }
   }
   if (cfg.case_options.max_samples < cfg.case_options.min_samples) {
@@ -278,9 +217,11 @@ int precis_cmd_run(int argc, char **argv) {
   report.recipes = calloc(cfg.n_recipes, sizeof *report.recipes);
   for (size_t i = 0; report.recipes && i < cfg.n_recipes; i++)
     report.recipes[i] = precis_strdup(precis_recipe_get(cfg.recipes[i])->name);
-  report.criteria = require_text;
-  report.n_criteria = n_require;
-  require_text = NULL;
+  size_t n_require = require.n_texts;
+  report.criteria = require.texts;
+  report.n_criteria = require.n_texts;
+  require.texts = NULL;
+  require.n_texts = 0;
   precis_kv_set(&report.settings, "backend", backend->name);
   static const char *act_names[] = {"row", "absmax", "percentile", "mse"};
   precis_kv_set(&report.settings, "int8_act_scale", act_names[cfg.case_options.int8_act_scale]);
@@ -300,7 +241,7 @@ int precis_cmd_run(int argc, char **argv) {
   cfg.n_workloads = n_workloads;
   cfg.backend = backend;
   cfg.backend_ctx = backend_ctx;
-  cfg.require = require.count ? &require : NULL;
+  cfg.require = require.criteria.count ? &require.criteria : NULL;
   cfg.journal_path = journal_path;
   cfg.progress_live = !quiet && isatty(STDERR_FILENO);
   cfg.fault_inject = getenv("PRECIS_FAULT_INJECT");
@@ -345,8 +286,7 @@ int precis_cmd_run(int argc, char **argv) {
 done:
   if (backend) backend->close(backend_ctx);
   precis_report_free(&report);
-  for (size_t i = 0; require_text && i < n_require; i++) free(require_text[i]);
-  free(require_text);
+  precis_cli_require_free(&require);
   free_list(workloads, n_workloads);
   free(dataset_path);
   free(journal_path);
