@@ -37,14 +37,6 @@ static bool parse_number(const char *option, const char *text, double *out) {
   return true;
 }
 
-static precis_status write_text(const char *path, const char *text, bool force) {
-  precis_atomic_file f;
-  precis_status st = precis_atomic_open(&f, path, force);
-  if (st != PRECIS_OK) return st;
-  fputs(text, f.fp);
-  return precis_atomic_commit(&f);
-}
-
 int precis_cmd_compare(int argc, char **argv) {
   if (precis_cli_wants_help(argc, argv)) {
     fputs(usage_text, stdout);
@@ -118,8 +110,8 @@ int precis_cmd_compare(int argc, char **argv) {
   }
   fputs(md, stdout);
   fflush(stdout);
-  if (json_path && (st = write_text(json_path, json, force)) != PRECIS_OK) goto done;
-  if (md_path && (st = write_text(md_path, md, force)) != PRECIS_OK) goto done;
+  if (json_path && (st = precis_atomic_write_text(json_path, json, force)) != PRECIS_OK) goto done;
+  if (md_path && (st = precis_atomic_write_text(md_path, md, force)) != PRECIS_OK) goto done;
 done:;
   size_t regressions = st == PRECIS_OK ? cmp.n_regressions : 0;
   if (st == PRECIS_OK) precis_comparison_free(&cmp);

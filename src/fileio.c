@@ -95,6 +95,14 @@ void precis_atomic_abort(precis_atomic_file *f) {
   memset(f, 0, sizeof *f);
 }
 
+precis_status precis_atomic_write_text(const char *path, const char *text, bool force) {
+  precis_atomic_file f;
+  precis_status st = precis_atomic_open(&f, path, force);
+  if (st != PRECIS_OK) return st;
+  fputs(text, f.fp);
+  return precis_atomic_commit(&f);
+}
+
 precis_status precis_read_file(const char *path, char **data, size_t *size) {
   *data = NULL;
   if (size) *size = 0;

@@ -21,6 +21,9 @@ precis_status precis_atomic_open(precis_atomic_file *f, const char *final_path, 
 precis_status precis_atomic_commit(precis_atomic_file *f);
 void precis_atomic_abort(precis_atomic_file *f);
 
+/* Writes text to path atomically (open, write, commit). */
+precis_status precis_atomic_write_text(const char *path, const char *text, bool force);
+
 /* A temporary name next to path: "<dir>/.<base>.tmp-<pid>-<n>" (malloc'ed). */
 char *precis_temp_path_for(const char *path);
 bool precis_path_exists(const char *path);

@@ -110,12 +110,7 @@ precis_status precis_report_write_csv(const precis_report *report, const char *p
   for (size_t i = 0; i < report->n_rows; i++) row_line(&b, report, &report->rows[i]);
   char *text = precis_buf_take(&b);
   if (!text) return precis_fail(PRECIS_E_NOMEM, "%s: out of memory formatting the CSV", path);
-  precis_atomic_file f;
-  precis_status st = precis_atomic_open(&f, path, force);
-  if (st == PRECIS_OK) {
-    fputs(text, f.fp);
-    st = precis_atomic_commit(&f);
-  }
+  precis_status st = precis_atomic_write_text(path, text, force);
   free(text);
   return st;
 }

@@ -591,12 +591,7 @@ static char *html_text(const precis_report *report) {
 precis_status precis_report_write_html(const precis_report *report, const char *path, bool force) {
   char *text = html_text(report);
   if (!text) return precis_fail(PRECIS_E_NOMEM, "%s: out of memory formatting the HTML report", path);
-  precis_atomic_file f;
-  precis_status st = precis_atomic_open(&f, path, force);
-  if (st == PRECIS_OK) {
-    fputs(text, f.fp);
-    st = precis_atomic_commit(&f);
-  }
+  precis_status st = precis_atomic_write_text(path, text, force);
   free(text);
   return st;
 }

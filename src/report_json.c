@@ -291,12 +291,7 @@ static char *report_to_json(const precis_report *report) {
 precis_status precis_report_write_json(const precis_report *report, const char *path, bool force) {
   char *text = report_to_json(report);
   if (!text) return precis_fail(PRECIS_E_NOMEM, "%s: out of memory formatting the report", path);
-  precis_atomic_file f;
-  precis_status st = precis_atomic_open(&f, path, force);
-  if (st != PRECIS_OK) goto done;
-  fputs(text, f.fp);
-  st = precis_atomic_commit(&f);
-done:
+  precis_status st = precis_atomic_write_text(path, text, force);
   free(text);
   return st;
 }

@@ -198,12 +198,7 @@ static char *markdown_text(const precis_report *report) {
 precis_status precis_report_write_markdown(const precis_report *report, const char *path, bool force) {
   char *text = markdown_text(report);
   if (!text) return precis_fail(PRECIS_E_NOMEM, "%s: out of memory formatting the Markdown report", path);
-  precis_atomic_file f;
-  precis_status st = precis_atomic_open(&f, path, force);
-  if (st == PRECIS_OK) {
-    fputs(text, f.fp);
-    st = precis_atomic_commit(&f);
-  }
+  precis_status st = precis_atomic_write_text(path, text, force);
   free(text);
   return st;
 }
