@@ -52,16 +52,20 @@ static double plain_loop_ms(cublasLtHandle_t lt, cudaStream_t stream, const prec
   CK(cudaMalloc(&ws, PRECIS_LT_WORKSPACE_BYTES));
   CK(cudaMalloc((void **)&scale, sizeof(float)));
   CK(cudaMalloc((void **)&clipped, sizeof *clipped));
-  CK(cudaMemcpy(a32, host_a, count * 4, cudaMemcpyHostToDevice));
-  CK(cudaMemcpy(b32, host_b, count * 4, cudaMemcpyHostToDevice));
-  CK(cudaMemset(lt_a, 0, (size_t)plan.lt_a.elements * plan.lt_a.elem_bytes));
-  CK(cudaMemset(lt_b, 0, (size_t)plan.lt_b.elements * plan.lt_b.elem_bytes));
+  /* Every setup step on `stream`, the non-blocking stream the conversions and GEMMs run on: a
+   * cudaMemset or device-to-device cudaMemcpy on the legacy default stream returns before it is done
+   * and is not ordered with a non-blocking stream (nor is the DMA of a pageable cudaMemcpy), so the
+   * zero-fill could land after the quantized operands and the GEMMs would time zeros. */
   float s = r->id == PRECIS_RECIPE_INT8 ? 1.0f / 127.0f : 1.0f / 448.0f;
-  CK(cudaMemcpy(scale, &s, sizeof s, cudaMemcpyHostToDevice));
+  CK(cudaMemcpyAsync(a32, host_a, count * 4, cudaMemcpyHostToDevice, stream));
+  CK(cudaMemcpyAsync(b32, host_b, count * 4, cudaMemcpyHostToDevice, stream));
+  CK(cudaMemsetAsync(lt_a, 0, (size_t)plan.lt_a.elements * plan.lt_a.elem_bytes, stream));
+  CK(cudaMemsetAsync(lt_b, 0, (size_t)plan.lt_b.elements * plan.lt_b.elem_bytes, stream));
+  CK(cudaMemcpyAsync(scale, &s, sizeof s, cudaMemcpyHostToDevice, stream));
   switch (r->id) {
   case PRECIS_RECIPE_FP32:
-    CK(cudaMemcpy(lt_a, b32, count * 4, cudaMemcpyDeviceToDevice));
-    CK(cudaMemcpy(lt_b, a32, count * 4, cudaMemcpyDeviceToDevice));
+    CK(cudaMemcpyAsync(lt_a, b32, count * 4, cudaMemcpyDeviceToDevice, stream));
+    CK(cudaMemcpyAsync(lt_b, a32, count * 4, cudaMemcpyDeviceToDevice, stream));
     break;
   case PRECIS_RECIPE_TF32:
     CK(precis_cuda_f32_to_tf32(b32, lt_a, count, stream));
