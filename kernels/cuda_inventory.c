@@ -44,6 +44,7 @@ precis_status precis_cuda_inventory_get(precis_cuda_inventory *out) {
     if (err != cudaSuccess) {
       snprintf(out->error, sizeof out->error, "cudaGetDeviceProperties(%d): %s (%s)", d, cudaGetErrorName(err),
                cudaGetErrorString(err));
+      (void)cudaGetLastError(); /* else the next kernel launch's cudaGetLastError() would report it */
       continue;
     }
     dev->index = d;
@@ -56,12 +57,16 @@ precis_status precis_cuda_inventory_get(precis_cuda_inventory *out) {
     size_t free_b = 0, total_b = 0;
     if (cudaSetDevice(d) == cudaSuccess && cudaMemGetInfo(&free_b, &total_b) == cudaSuccess)
       dev->mem_free_bytes = (long long)free_b;
+    else
+      (void)cudaGetLastError();
     for (int r = 0; r < PRECIS_RECIPE_COUNT; r++)
       dev->recipe_supported[r] = precis_cuda_recipe_supported(precis_recipe_get((precis_recipe_id)r), prop.major,
                                                               prop.minor, dev->recipe_reason[r],
                                                               sizeof dev->recipe_reason[r]);
     out->device_count++;
   }
+  /* The loop made the last device current; the backend and the GPU tests assume device 0. */
+  if (cudaSetDevice(0) != cudaSuccess) (void)cudaGetLastError();
   return PRECIS_OK;
 }
 
