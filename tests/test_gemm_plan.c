@@ -298,6 +298,22 @@ static void check_requirements(const precis_gemm_plan *p) {
   CHECK_EQ_INT(p->lt_a_holds, PRECIS_PLAN_WORKLOAD_B);
   CHECK_EQ_INT(p->lt_b_holds, PRECIS_PLAN_WORKLOAD_A);
   CHECK(p->lt_m == p->n_pad && p->lt_n == p->rows_pad && p->lt_k == p->k_pad);
+  /* C is D's buffer with beta = 0, so its layout must be D's: same type (cuBLASLt requires
+   * Ctype == Dtype for the fp8 bf16 output and for int8's 32I), dimensions, ld and batch. */
+  CHECK(p->lt_c.data_type == p->lt_d.data_type && p->lt_c.rows == p->lt_d.rows && p->lt_c.cols == p->lt_d.cols &&
+        p->lt_c.ld == p->lt_d.ld && p->lt_c.batch_count == p->lt_d.batch_count &&
+        p->lt_c.batch_stride == p->lt_d.batch_stride);
+  /* One batch count for all four matrices, and strides that keep the batch matrices apart. */
+  const precis_lt_matrix *mats[] = {&p->lt_a, &p->lt_b, &p->lt_d};
+  for (size_t i = 0; i < 3; i++) {
+    CHECK_EQ_INT(mats[i]->batch_count, p->lt_d.batch_count);
+    if (mats[i]->batch_count > 1) CHECK(mats[i]->batch_stride >= mats[i]->ld * mats[i]->cols);
+  }
+  /* Every matrix of a strided batch starts as aligned as the first (cudaMalloc'ed) one needs to be:
+   * fp8 16 bytes, int8 IMMA 4 bytes. */
+  size_t align = r->id == PRECIS_RECIPE_FP8 ? 16 : r->id == PRECIS_RECIPE_INT8 ? 4 : 1;
+  for (size_t i = 0; i < 3; i++)
+    CHECK((mats[i]->batch_stride * (int64_t)mats[i]->elem_bytes) % (int64_t)align == 0);
   switch (r->id) {
   case PRECIS_RECIPE_INT8:
     /* IMMA, regular ordering (the only one on sm_90): TN, m and k multiples of 4, lda/ldb/ldc too,
