@@ -24,6 +24,7 @@
 #include "mem_sampler.h"
 #include "nvml_clock.h"
 #include "quant.h"
+#include "stream_delay.h"
 #include "timing.h"
 
 #define MEM_SAMPLER_PERIOD_US 500
@@ -68,6 +69,7 @@ typedef struct cuda_case {
   precis_lt_call call;
   bool call_ready;
   cublasLtMatmulAlgo_t algo;
+  double delay_us; /* the device delay before each timed region: twice the host's last enqueue time */
 } cuda_case;
 
 /* ---------------------------------------------------------------------------------------------
@@ -185,18 +187,27 @@ static precis_status end_to_end(cuda_case *cs, long calls) {
   return st;
 }
 
-/* Times `calls` of fn between two CUDA events; the L2 flush (cold) is enqueued before the first
- * event, outside the timed region. */
+/* The delay for the next timed region: twice what the host took to enqueue this one, so that the
+ * start event executes only once the whole sample is queued (kernels/stream_delay.h); bounded so
+ * that a sample of thousands of tiny calls, which the host cannot enqueue faster than the GPU runs
+ * them anyway, does not spin for long. */
+static double next_delay_us(double enqueue_ms) { return fmin(fmax(2000.0 * enqueue_ms + 20.0, 20.0), 5000.0); }
+
+/* Times `calls` of fn between two CUDA events. The L2 flush (cold) and the device delay are
+ * enqueued before the start event, outside the timed region. */
 static precis_status time_calls(cuda_case *cs, precis_status (*fn)(cuda_case *, long), long calls, bool flush,
                                 double *ms) {
   precis_status st = PRECIS_OK;
   cuda_ctx *ctx = cs->ctx;
   if (flush && cs->flush)
     PRECIS_TRY(cuda, cudaMemsetAsync(cs->flush, (int)(++cs->flush_value & 0xffu), cs->flush_bytes, ctx->stream));
+  PRECIS_TRY(cuda, precis_cuda_delay(cs->delay_us, ctx->stream));
+  double enqueue_start = precis_now_ms();
   PRECIS_TRY(cuda, cudaEventRecord(ctx->start, ctx->stream));
   st = fn(cs, calls);
   if (st != PRECIS_OK) goto done;
   PRECIS_TRY(cuda, cudaEventRecord(ctx->stop, ctx->stream));
+  cs->delay_us = next_delay_us(precis_now_ms() - enqueue_start);
   PRECIS_TRY(cuda, cudaEventSynchronize(ctx->stop));
   float elapsed = 0;
   PRECIS_TRY(cuda, cudaEventElapsedTime(&elapsed, ctx->start, ctx->stop));
@@ -426,11 +437,14 @@ static precis_status run_case_body(cuda_case *cs, const precis_workload_data *da
    * since CUDA 12.2) the first launch of each kernel in the process loads it, and that cost would
    * otherwise land in the first case's convert_ms. Running it twice writes the same values; the
    * clipped counter is cleared after the untimed run. */
+  double enqueue_start = precis_now_ms();
   st = convert_a(cs);
   if (st == PRECIS_OK) st = convert_b(cs);
   if (st != PRECIS_OK) goto done;
+  double enqueue_ms = precis_now_ms() - enqueue_start;
   if (cs->clipped) PRECIS_TRY(cuda, cudaMemsetAsync(cs->clipped, 0, sizeof(unsigned long long), s));
   PRECIS_TRY(cuda, cudaStreamSynchronize(s));
+  PRECIS_TRY(cuda, precis_cuda_delay(next_delay_us(enqueue_ms), s));
   PRECIS_TRY(cuda, cudaEventRecord(ctx->start, s));
   st = convert_a(cs);
   if (st == PRECIS_OK) st = convert_b(cs);
@@ -558,6 +572,7 @@ static precis_status cuda_run_case(void *vctx, const precis_recipe *recipe, cons
   cs.o = o;
   cs.int8 = recipe->scaling == PRECIS_SCALING_INT8_SYMMETRIC;
   cs.fp8 = recipe->scaling == PRECIS_SCALING_FP8_TENSOR;
+  cs.delay_us = 50;
   precis_clear_error();
   precis_status st = run_case_body(&cs, data, out);
   if (st != PRECIS_OK) {
