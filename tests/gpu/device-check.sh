@@ -15,8 +15,10 @@
 #      and batched shapes): out-of-bounds writes by the conversion kernels or cuBLASLt show there
 #
 # OUTDIR receives few files (the device tool brings back at most 8): summary.txt (every step's
-# status and the important output), device-check.tar.gz (every log, the reports and the GPU test
-# logs), report.md of the cuda run. Exit status: 0 when every step passed, 1 otherwise.
+# status and the important output, written as the steps finish), device-check.tar.gz (every log,
+# the reports and the GPU test logs; rewritten after each step), report.md of the cuda run. Exit
+# status: 0 when every step passed, 1 otherwise. A normal run takes 3-4 minutes on an H200; each
+# step has its own limit, so give the call 540 s or more.
 #
 # Programs are taken from PRECIS_BIN_DIR, else from the folder holding `precis` on PATH (.device/bin
 # after env.sh), else build/ and build/tests/gpu of this checkout.
@@ -55,6 +57,10 @@ find_program() { # NAME: the first of PRECIS_BIN_DIR, precis's folder on PATH, t
 
 note() { echo "$*" | tee -a "$summary"; }
 
+# The archive is rewritten after every step, so that a call cut short at its time limit still
+# brings back every log written so far (the dataset is left out: regenerated in seconds).
+archive() { tar -C "$work" --exclude=default.h5 -czf "$out/device-check.tar.gz" . 2>/dev/null; }
+
 # step NAME LIMIT_S [--show N] CMD...: runs CMD with a time limit, output to $work/NAME.log; the
 # summary gets the status and the last N lines (all of it when N is 0; default 40).
 step() {
@@ -76,6 +82,7 @@ step() {
     if [ "$show" -eq 0 ]; then cat "$log"; else tail -n "$show" "$log"; fi
   } >>"$summary"
   echo "=== $name: exit $rc, ${secs}s: $verdict"
+  archive
   return $rc
 }
 
@@ -97,7 +104,7 @@ step precis-info-json 120 --show 0 "$precis" info --json
 # 2. The GPU test programs (each must pass; 77 = skipped counts as a failure here, since this
 #    machine has a device).
 mkdir -p "$work/gpu-tests"
-step gpu-tests 900 --show 0 env LOG_DIR="$work/gpu-tests" GPU_TEST_TIMEOUT=420 bash "$here/run-all.sh" "$test_dir"
+step gpu-tests 420 --show 0 env LOG_DIR="$work/gpu-tests" GPU_TEST_TIMEOUT=200 bash "$here/run-all.sh" "$test_dir"
 if grep -q '^SKIP' "$work/gpu-tests.log"; then
   note "    a GPU test was SKIPPED on a machine with a device: treated as a failure"
   failed=1
@@ -117,7 +124,7 @@ fi
 
 # 3. The benchmark.
 if [ -n "$bench" ]; then
-  step gpu-bench 420 --show 0 "$bench" --sizes "$sizes"
+  step gpu-bench 240 --show 0 "$bench" --sizes "$sizes"
 else
   note "=== gpu-bench: gpu_bench_matmul not found: FAILED"
   failed=1
@@ -125,8 +132,8 @@ fi
 
 # 4. The command line on a preset, with a short sampling budget.
 data="$work/default.h5"
-if step gen-default 300 "$precis" gen --preset default -o "$data" --force; then
-  step run-cuda 420 --show 80 "$precis" run "$data" --backend cuda --max-time-ms 150 --min-samples 5 \
+if step gen-default 180 "$precis" gen --preset default -o "$data" --force; then
+  step run-cuda 240 --show 80 "$precis" run "$data" --backend cuda --max-time-ms 150 --min-samples 5 \
     -o "$work/report-cuda" --force
   [ -f "$work/report-cuda/report.md" ] && cp "$work/report-cuda/report.md" "$out/report.md"
   # One line per row: status, error, time and the cuBLASLt mapping, so that the summary alone says
@@ -158,9 +165,9 @@ PY
     grep -q '"status": *"\(unsupported\|failed\|does-not-fit\)"' "$work/report-cuda/report.json" &&
       { note "    a row of the cuda run is not ok on this device: treated as a failure"; failed=1; }
   fi
-  step run-cuda-cold-autotune 300 --show 40 "$precis" run "$data" --backend cuda --workloads square-1024,decode-m1 \
+  step run-cuda-cold-autotune 180 --show 40 "$precis" run "$data" --backend cuda --workloads square-1024,decode-m1 \
     --recipes fp16,bf16,int8,fp8 --cold --autotune 4 --max-time-ms 100 --min-samples 5 -o "$work/report-cold" --force
-  step run-cuda-int8-static 300 --show 30 "$precis" run "$data" --backend cuda --workloads llm-128x4096x4096 \
+  step run-cuda-int8-static 120 --show 30 "$precis" run "$data" --backend cuda --workloads llm-128x4096x4096 \
     --recipes int8 --int8-act-scale percentile --max-time-ms 100 --min-samples 5 -o "$work/report-static" --force
 fi
 
@@ -176,8 +183,7 @@ if [ $sanitize -eq 1 ]; then
   fi
 fi
 
-rm -f "$data" # regenerated in seconds; keeps the archive small
-tar -C "$work" -czf "$out/device-check.tar.gz" . 2>/dev/null || note "could not write device-check.tar.gz"
+archive || note "could not write device-check.tar.gz"
 note ""
 note "device check: $([ $failed -eq 0 ] && echo 'every step passed' || echo 'AT LEAST ONE STEP FAILED') (full logs in device-check.tar.gz)"
 rm -rf "$work"
