@@ -8,6 +8,7 @@
 #include "format_bits.h"
 
 #if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
 #include <immintrin.h>
 #define PRECIS_X86 1
 #else
@@ -74,9 +75,16 @@ __attribute__((target("avx,f16c"))) static void round_f16_f16c(const float *in, 
   for (; i < n; i++) out[i] = precis_round_f16(in[i]);
 }
 
+/* CPUID rather than __builtin_cpu_supports("f16c"), which clang 14 (the fuzzing build) lacks: AVX
+ * and F16C (leaf 1, ECX), and the OS saving the YMM state (OSXSAVE, then XCR0 bits 1 and 2). */
 static bool cpu_has_f16c(void) {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+  unsigned eax, ebx, ecx, edx;
+  if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return false;
+  if (!(ecx & bit_AVX) || !(ecx & bit_F16C) || !(ecx & bit_OSXSAVE)) return false;
+  unsigned xcr0_lo, xcr0_hi;
+  __asm__("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
+  (void)xcr0_hi;
+  return (xcr0_lo & 6u) == 6u;
 }
 #else
 #define PRECIS_HAVE_F16C_PATH 0

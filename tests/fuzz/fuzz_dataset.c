@@ -1,0 +1,55 @@
+/* libFuzzer target: the dataset validator (every command opens a dataset with it). The input is
+ * written to a temporary file, opened (structure, attributes, types, shapes), and each workload
+ * small enough for the fuzzer's memory limit is loaded (data, checksums, finiteness, the reference
+ * spot check) and digested as precis inspect does. Seeds: tests/fuzz/make_seeds.py. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "dataset.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* Larger workloads are refused or allocated exactly as small ones; loading them would only trip
+ * libFuzzer's memory limit. */
+#define FUZZ_MAX_WORKLOAD_BYTES (1u << 20)
+
+static char temp_path[256];
+
+static const char *input_file(const uint8_t *data, size_t size) {
+  if (!temp_path[0]) {
+    const char *dir = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
+    snprintf(temp_path, sizeof temp_path, "%s/precis-fuzz-ds-%ld.h5", dir, (long)getpid());
+  }
+  FILE *f = fopen(temp_path, "wb");
+  if (!f) abort();
+  if (size && fwrite(data, 1, size, f) != size) abort();
+  if (fclose(f) != 0) abort();
+  return temp_path;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  if (size > (1u << 20)) return 0;
+  precis_dataset *ds = NULL;
+  if (precis_dataset_open(input_file(data, size), &ds) == PRECIS_OK) {
+    if (ds->n_workloads == 0) abort(); /* an empty /workloads must be refused */
+    bool small = true;
+    for (size_t i = 0; i < ds->n_workloads; i++) {
+      const precis_workload_info *w = &ds->workloads[i];
+      if (w->m < 1 || w->n < 1 || w->k < 1 || w->batch < 1) abort();
+      if (precis_workload_bytes(w) > FUZZ_MAX_WORKLOAD_BYTES) {
+        small = false;
+        continue;
+      }
+      precis_workload_data d;
+      if (precis_dataset_load(ds, i, &d) == PRECIS_OK) precis_workload_data_free(&d);
+    }
+    char id[65];
+    if (small) (void)precis_dataset_verify_data_id(ds, id);
+  }
+  precis_dataset_close(ds);
+  unlink(temp_path);
+  return 0;
+}

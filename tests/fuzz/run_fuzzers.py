@@ -1,0 +1,120 @@
+#!/usr/bin/python3
+"""Runs every libFuzzer target of a fuzz build for a while and reports executions per target.
+
+    /usr/bin/python3 tests/fuzz/run_fuzzers.py BUILD_DIR [SECONDS_PER_TARGET] [--keep DIR]
+
+Seeds come from tests/fuzz/make_seeds.py. A crash, hang (5 s) or memory blow-up whose first stack
+frame in either library is inside libhdf5 (the HDF5 C library parsing a damaged file: HDF5 1.10 does
+not check every structure it reads, docs/robustness.md) is counted as an upstream defect and
+fuzzing goes on; any other crash, leak, sanitizer report or timeout fails (exit 1), and the input
+that caused it is kept (--keep DIR) for `BUILD_DIR/fuzz/TARGET INPUT`.
+"""
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TARGETS = [("fuzz_criteria", "criteria"), ("fuzz_suite", "suite"), ("fuzz_safetensors", "safetensors"),
+           ("fuzz_dataset", "dataset")]
+FRAME = re.compile(r"^\s*#\d+ 0x[0-9a-f]+ in (\S+) (.*)$")
+
+
+def first_owner(report):
+    """'hdf5' or 'precis' for the first stack frame that belongs to either, else None."""
+    for line in report.splitlines():
+        m = FRAME.match(line)
+        if not m:
+            continue
+        function, where = m.groups()
+        if "libhdf5" in where or function.startswith(("H5", "H5_")):
+            return "hdf5"
+        if re.search(r"/(src|tests/fuzz)/[^/]+\.c:\d+", where):
+            return "precis"
+    return None
+
+
+def executions(output):
+    m = re.findall(r"stat::number_of_executed_units: (\d+)", output)
+    if m:
+        return int(m[-1])
+    m = re.findall(r"^#(\d+)\s", output, re.M)
+    return int(m[-1]) if m else 0
+
+
+def fuzz(binary, seeds, seconds, keep):
+    work = tempfile.mkdtemp(prefix="precis-fuzz-corpus-")
+    artifacts = tempfile.mkdtemp(prefix="precis-fuzz-artifacts-")
+    total, upstream, failure = 0, [], None
+    deadline = time.monotonic() + seconds
+    try:
+        while failure is None:
+            left = int(deadline - time.monotonic())
+            if left < 1:
+                break
+            p = subprocess.run([binary, "-max_total_time=%d" % left, "-print_final_stats=1", "-timeout=5",
+                                "-rss_limit_mb=2560", "-artifact_prefix=" + artifacts + "/", work, seeds],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
+            total += executions(p.stdout)
+            if p.returncode == 0:
+                break
+            found = sorted(os.listdir(artifacts))
+            owner = first_owner(p.stdout)
+            if owner == "hdf5" and found and found[-1].startswith(("crash-", "timeout-", "oom-")):
+                kept = os.path.join(keep, os.path.basename(binary) + "-hdf5-" + found[-1]) if keep else None
+                if kept:
+                    shutil.copy(os.path.join(artifacts, found[-1]), kept)
+                summary = re.findall(r"SUMMARY: (.*)", p.stdout)
+                upstream.append(summary[-1] if summary else "a crash inside libhdf5")
+                for f in found:
+                    os.remove(os.path.join(artifacts, f))
+                continue
+            kept = None
+            if found and keep:
+                kept = os.path.join(keep, os.path.basename(binary) + "-" + found[-1])
+                shutil.copy(os.path.join(artifacts, found[-1]), kept)
+            failure = (p.stdout[-6000:], kept)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(artifacts, ignore_errors=True)
+    return total, upstream, failure
+
+
+def main():
+    args = [a for a in sys.argv[1:]]
+    keep = None
+    if "--keep" in args:
+        i = args.index("--keep")
+        keep = args[i + 1]
+        del args[i:i + 2]
+        os.makedirs(keep, exist_ok=True)
+    if not args:
+        sys.exit(__doc__)
+    build = args[0]
+    seconds = int(args[1]) if len(args) > 1 else 15
+    status = 0
+    with tempfile.TemporaryDirectory(prefix="precis-fuzz-seeds-") as seeds:
+        subprocess.run([sys.executable, os.path.join(HERE, "make_seeds.py"), seeds], check=True,
+                       stdout=subprocess.DEVNULL)
+        for target, kind in TARGETS:
+            binary = os.path.join(build, "fuzz", target)
+            started = time.monotonic()
+            total, upstream, failure = fuzz(binary, os.path.join(seeds, kind), seconds, keep)
+            took = time.monotonic() - started
+            line = "%-17s %9d executions in %4.0f s (%.0f/s)" % (target, total, took, total / max(took, 1e-9))
+            if upstream:
+                line += "; %d defect(s) inside libhdf5 (upstream, not precis), first: %s" % (len(upstream), upstream[0])
+            print(line, flush=True)
+            if failure:
+                output, kept = failure
+                print(output)
+                print("FAIL: %s found a defect in precis%s" % (target, " (input kept: %s)" % kept if kept else ""))
+                status = 1
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
