@@ -31,7 +31,20 @@ typedef struct hdf5_error_scan {
 static herr_t scan_error(unsigned n, const H5E_error2_t *err, void *data) {
   hdf5_error_scan *scan = data;
   const char *desc = err->desc ? err->desc : "";
-  if (n == 0) snprintf(scan->innermost, sizeof scan->innermost, "%s", desc);
+  if (n == 0) {
+    /* A failed write() comes as "file write failed: time = ..., error message = 'File too large', ...",
+     * over two lines: keep the system's words, on one line. */
+    const char *said = strstr(desc, "error message = '");
+    if (said) {
+      said += strlen("error message = '");
+      const char *end = strchr(said, '\'');
+      snprintf(scan->innermost, sizeof scan->innermost, "%.*s", end ? (int)(end - said) : 200, said);
+    } else {
+      snprintf(scan->innermost, sizeof scan->innermost, "%s", desc);
+    }
+    for (char *p = scan->innermost; *p; p++)
+      if (*p == '\n' || *p == '\r') *p = ' ';
+  }
   if (strcasestr(desc, "checksum") || strcasestr(desc, "fletcher32")) scan->checksum = true;
   return 0;
 }
