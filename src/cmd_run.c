@@ -244,13 +244,16 @@ int precis_cmd_run(int argc, char **argv) {
   cfg.require = require.criteria.count ? &require.criteria : NULL;
   cfg.journal_path = journal_path;
   cfg.progress_live = !quiet && isatty(STDERR_FILENO);
+  cfg.progress_quiet = quiet;
   cfg.fault_inject = getenv("PRECIS_FAULT_INJECT");
-  if (quiet) cfg.progress_live = false;
 
   precis_install_signal_handlers();
   precis_status run_st = precis_run_workloads(&cfg, &report);
   if (run_st != PRECIS_OK && run_st != PRECIS_E_INTERRUPTED && report.n_rows == 0) {
+    /* Nothing was measured: leave no empty journal (nor a directory this run created) behind. */
     rc = precis_cli_report_error("run", run_st);
+    unlink(journal_path);
+    rmdir(out_dir);
     goto done;
   }
   char run_error[2048];
@@ -259,6 +262,7 @@ int precis_cmd_run(int argc, char **argv) {
   /* Every completed row is written, also after an interrupt or a whole-run failure. */
   st = precis_report_write_all(&report, out_dir, true);
   if (st != PRECIS_OK) {
+    if (run_st != PRECIS_OK) fprintf(stderr, "precis run: %s\n", run_error);
     rc = precis_cli_report_error("run", st);
     goto done;
   }

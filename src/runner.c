@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "dataset.h"
+#include "escape.h"
 #include "metrics.h"
 #include "report.h"
 
@@ -70,17 +71,27 @@ static bool fault_injected(const precis_run_config *cfg, const char *workload, c
 }
 
 static void progress(const precis_run_config *cfg, size_t done, size_t total, const precis_row *row) {
+  if (cfg->progress_quiet) return;
   char what[256];
   if (row->status != PRECIS_ROW_OK)
     snprintf(what, sizeof what, "%s: %s", precis_row_status_str(row->status), row->reason ? row->reason : "");
   else
     snprintf(what, sizeof what, "%s, rel_fro %.3g, median %.4g ms", row->verdict == PRECIS_VERDICT_PASS ? "pass" : "FAIL",
              row->error[PRECIS_METRIC_REL_FRO].worst, row->time.median_ms);
+  /* Names and reasons come from the dataset: control characters must not reach the terminal. */
+  precis_buf line;
+  precis_buf_init(&line);
+  precis_buf_terminal(&line, row->workload, 64);
+  precis_buf_append(&line, " ");
+  precis_buf_terminal(&line, row->recipe, 16);
+  precis_buf_append(&line, ": ");
+  precis_buf_terminal(&line, what, cfg->progress_live ? 150 : 0);
+  char *text = precis_buf_take(&line);
   if (cfg->progress_live)
-    fprintf(stderr, "\r\033[K[%zu/%zu] %s %s: %.150s%s", done, total, row->workload, row->recipe, what,
-            done == total ? "\n" : "");
+    fprintf(stderr, "\r\033[K[%zu/%zu] %s%s", done, total, text ? text : "", done == total ? "\n" : "");
   else
-    fprintf(stderr, "[%zu/%zu] %s %s: %s\n", done, total, row->workload, row->recipe, what);
+    fprintf(stderr, "[%zu/%zu] %s\n", done, total, text ? text : "");
+  free(text);
   fflush(stderr);
 }
 

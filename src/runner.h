@@ -26,6 +26,7 @@ typedef struct precis_run_config {
   const char *save_outputs;       /* HDF5 file of every evaluated output (NULL: none) */
   bool force;
   bool progress_live;             /* a live \r line (terminal) rather than one line per row */
+  bool progress_quiet;            /* no progress lines at all */
   const char *fault_inject;       /* "workload:recipe" made to fail (tests of case isolation) */
 } precis_run_config;
 

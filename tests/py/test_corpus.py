@@ -42,7 +42,7 @@ def command_line(case, cmd, path, work):
 # `precis run` creates DIR/journal.jsonl before it loads the first workload, so a dataset refused
 # at load time (non-finite values, checksums, references) leaves an empty journal (no rows, no
 # report). Tolerated until the runner removes it; any byte in it, or any report file, fails.
-EMPTY_JOURNAL_TOLERATED = True
+EMPTY_JOURNAL_TOLERATED = False
 
 
 def leftovers(out):
