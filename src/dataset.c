@@ -971,7 +971,12 @@ static precis_status create_temp_hdf5(const char *path, bool force, char **temp_
     return precis_fail(PRECIS_E_EXISTS, "%s: already exists (use --force to overwrite)", path);
   *temp_path = precis_temp_path_for(path);
   if (!*temp_path) return precis_fail(PRECIS_E_NOMEM, "out of memory");
-  *file = H5Fcreate(*temp_path, H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT);
+  /* Object-header format of HDF5 1.8 and later: its metadata carries checksums, so damaged headers
+   * are refused by the library before it parses them (any HDF5 >= 1.8 and h5py read it). */
+  hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+  if (fapl >= 0) H5Pset_libver_bounds(fapl, H5F_LIBVER_V18, H5F_LIBVER_LATEST);
+  *file = H5Fcreate(*temp_path, H5F_ACC_EXCL, H5P_DEFAULT, fapl >= 0 ? fapl : H5P_DEFAULT);
+  if (fapl >= 0) H5Pclose(fapl);
   if (*file < 0) {
     precis_status st = precis_fail(PRECIS_E_IO, "%s: cannot create: %s", *temp_path, hdf5_last_error().innermost);
     free(*temp_path);
