@@ -114,3 +114,63 @@ int precis_cli_measure_option(const char *command, int opt, const char *arg, pre
   default: return 0;
   }
 }
+
+void precis_cli_measure_settings(const precis_case_options *o, size_t n_require, precis_kv_list *settings) {
+  static const char *act_names[] = {"row", "absmax", "percentile", "mse"};
+  precis_kv_set(settings, "int8_act_scale", act_names[o->int8_act_scale]);
+  precis_kv_set_number(settings, "percentile", o->percentile);
+  precis_kv_set_int(settings, "warmup_calls", o->warmup_calls);
+  precis_kv_set_number(settings, "warmup_ms", o->warmup_ms);
+  precis_kv_set_int(settings, "min_samples", o->min_samples);
+  precis_kv_set_int(settings, "max_samples", o->max_samples);
+  precis_kv_set_number(settings, "max_time_ms", o->max_time_ms);
+  precis_kv_set_number(settings, "target_rel_spread", o->target_rel_spread);
+  precis_kv_set(settings, "cold", o->cold ? "true" : "false");
+  precis_kv_set(settings, "criteria_source", n_require ? "--require" : "per-recipe defaults (docs/criteria.md)");
+}
+
+bool precis_cli_backend_name_ok(const char *command, const char *name) {
+  if (strcmp(name, "cpu") == 0 || strcmp(name, "cuda") == 0 || strcmp(name, "auto") == 0) return true;
+  fprintf(stderr, "precis %s: --backend: expected auto, cuda or cpu, got \"%s\"\n", command, name);
+  return false;
+}
+
+int precis_cli_open_backend(const char *command, const char *name, const precis_case_options *options, bool quiet,
+                            const precis_backend **backend, void **ctx) {
+  *backend = NULL;
+  *ctx = NULL;
+  if (!precis_cli_backend_name_ok(command, name)) return 2;
+  if (strcmp(name, "cpu") != 0) {
+    const precis_backend *cuda = precis_backend_cuda();
+    precis_status st = cuda ? cuda->open(ctx, options)
+                            : precis_fail(PRECIS_E_NOT_BUILT, "this precis was built without the CUDA backend");
+    if (st == PRECIS_OK) {
+      *backend = cuda;
+      return 0;
+    }
+    if (strcmp(name, "cuda") == 0) {
+      fprintf(stderr, "precis %s: --backend cuda: %s\n", command, precis_last_error());
+      return 1;
+    }
+    if (!quiet)
+      fprintf(stderr, "precis: no usable CUDA device (%s); using the cpu backend (emulation)\n", precis_last_error());
+  }
+  const precis_backend *cpu = precis_backend_cpu();
+  precis_status st = cpu->open(ctx, options);
+  if (st != PRECIS_OK) return precis_cli_report_error(command, st);
+  *backend = cpu;
+  return 0;
+}
+
+char *precis_cli_command_line(int argc, char **argv) {
+  size_t len = sizeof "precis";
+  for (int i = 0; i < argc; i++) len += strlen(argv[i]) + 1;
+  char *s = malloc(len);
+  if (!s) return NULL;
+  strcpy(s, "precis");
+  for (int i = 0; i < argc; i++) {
+    strcat(s, " ");
+    strcat(s, argv[i]);
+  }
+  return s;
+}

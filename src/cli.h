@@ -66,6 +66,21 @@ void precis_cli_require_free(precis_cli_require *r);
  * printing what was wrong ("precis COMMAND: --option: expected ..."). */
 int precis_cli_measure_option(const char *command, int opt, const char *arg, precis_case_options *options,
                               precis_cli_require *require);
+/* The measurement settings every report records (int8 scales, the timing loop, where the criteria
+ * came from). */
+void precis_cli_measure_settings(const precis_case_options *options, size_t n_require, precis_kv_list *settings);
+
+/* --backend: "auto", "cuda" or "cpu"; prints what was expected otherwise. */
+bool precis_cli_backend_name_ok(const char *command, const char *name);
+/* Opens the backend a --backend value asks for: auto picks cuda when a device is usable, else cpu,
+ * and says so on stderr (unless quiet); cuda without a device is an error. Returns the exit code
+ * (0 when *backend is open). */
+int precis_cli_open_backend(const char *command, const char *name, const precis_case_options *options, bool quiet,
+                            const precis_backend **backend, void **ctx);
+
+/* "precis ARGS..." for the environment block (malloc'ed). */
+char *precis_cli_command_line(int argc, char **argv);
+
 /* A number in [lo, hi]; prints "precis COMMAND: OPT: expected ..." and returns false otherwise. */
 bool precis_cli_parse_number(const char *command, const char *opt, const char *text, double lo, double hi, double *out);
 bool precis_cli_parse_count(const char *command, const char *opt, const char *text, long long lo, long long hi,

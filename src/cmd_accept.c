@@ -103,19 +103,6 @@ static void doubling_up_to(long long top, long long *values, size_t *count) {
   values[(*count)++] = top;
 }
 
-static char *join_command_line(int argc, char **argv) {
-  size_t len = 16;
-  for (int i = 0; i < argc; i++) len += strlen(argv[i]) + 3;
-  char *s = malloc(len);
-  if (!s) return NULL;
-  strcpy(s, "precis");
-  for (int i = 0; i < argc; i++) {
-    strcat(s, " ");
-    strcat(s, argv[i]);
-  }
-  return s;
-}
-
 /* The cuda limit: the total memory of the device the backend reports (device 0 when it does not say). */
 static precis_status cuda_memory_limit(const precis_kv_list *env, long long *bytes) {
   precis_cuda_inventory inv;
@@ -150,7 +137,7 @@ int precis_cmd_accept(int argc, char **argv) {
   long long max_batch = 4, max_concurrency = 1, memory_limit = 0;
   bool batches_given = false, concurrency_given = false, max_batch_given = false, max_concurrency_given = false;
   bool force = false, quiet = false;
-  char *dataset_path = NULL, *command_line = join_command_line(argc, argv), *limit_source = NULL;
+  char *dataset_path = NULL, *command_line = precis_cli_command_line(argc, argv), *limit_source = NULL;
   precis_dataset *ds = NULL;
   precis_workload_data data;
   memset(&data, 0, sizeof data);
@@ -257,10 +244,7 @@ int precis_cmd_accept(int argc, char **argv) {
     fprintf(stderr, "precis accept: expected at most one dataset, got \"%s\" and \"%s\"\n", argv[optind], argv[optind + 1]);
     goto done;
   }
-  if (strcmp(backend_arg, "cpu") != 0 && strcmp(backend_arg, "cuda") != 0 && strcmp(backend_arg, "auto") != 0) {
-    fprintf(stderr, "precis accept: --backend: expected auto, cuda or cpu, got \"%s\"\n", backend_arg);
-    goto done;
-  }
+  if (!precis_cli_backend_name_ok("accept", backend_arg)) goto done;
   if (cfg.n_recipes == 0) cfg.recipes[cfg.n_recipes++] = PRECIS_RECIPE_FP32;
   if (!batches_given) doubling_up_to(max_batch, cfg.batches, &cfg.n_batches);
   if (!concurrency_given) {
@@ -325,28 +309,9 @@ int precis_cmd_accept(int argc, char **argv) {
               ds->workloads[wi].name);
   }
 
-  /* Backend: auto picks cuda when a device is usable, else cpu, and says so. */
-  if (strcmp(backend_arg, "cpu") != 0) {
-    const precis_backend *cuda = precis_backend_cuda();
-    if (!cuda) st = precis_fail(PRECIS_E_NOT_BUILT, "this precis was built without the CUDA backend");
-    else st = cuda->open(&backend_ctx, &cfg.case_options);
-    if (st == PRECIS_OK) backend = cuda;
-    else if (strcmp(backend_arg, "cuda") == 0) {
-      fprintf(stderr, "precis accept: --backend cuda: %s\n", precis_last_error());
-      rc = 1;
-      goto done;
-    } else if (!quiet) {
-      fprintf(stderr, "precis: no usable CUDA device (%s); using the cpu backend (emulation)\n", precis_last_error());
-    }
-  }
-  if (!backend) {
-    backend = precis_backend_cpu();
-    st = backend->open(&backend_ctx, &cfg.case_options);
-    if (st != PRECIS_OK) {
-      rc = precis_cli_report_error("accept", st);
-      goto done;
-    }
-  }
+  rc = precis_cli_open_backend("accept", backend_arg, &cfg.case_options, quiet, &backend, &backend_ctx);
+  if (rc != 0) goto done;
+  rc = 2;
   cfg.backend = backend;
   cfg.backend_ctx = backend_ctx;
   bool on_cuda = strcmp(backend->name, "cuda") == 0;
@@ -385,17 +350,8 @@ int precis_cmd_accept(int argc, char **argv) {
   require.texts = NULL;
   require.n_texts = 0;
   precis_kv_set(&result.settings, "backend", backend->name);
-  static const char *act_names[] = {"row", "absmax", "percentile", "mse"};
-  precis_kv_set(&result.settings, "int8_act_scale", act_names[cfg.case_options.int8_act_scale]);
-  precis_kv_set_int(&result.settings, "warmup_calls", cfg.case_options.warmup_calls);
-  precis_kv_set_number(&result.settings, "warmup_ms", cfg.case_options.warmup_ms);
-  precis_kv_set_int(&result.settings, "min_samples", cfg.case_options.min_samples);
-  precis_kv_set_int(&result.settings, "max_samples", cfg.case_options.max_samples);
-  precis_kv_set_number(&result.settings, "max_time_ms", cfg.case_options.max_time_ms);
-  precis_kv_set_number(&result.settings, "target_rel_spread", cfg.case_options.target_rel_spread);
-  precis_kv_set(&result.settings, "cold", cfg.case_options.cold ? "true" : "false");
+  precis_cli_measure_settings(&cfg.case_options, n_require, &result.settings);
   precis_kv_set_int(&result.settings, "workspace_bytes_per_worker", cfg.workspace_bytes);
-  precis_kv_set(&result.settings, "criteria_source", n_require ? "--require" : "per-recipe defaults (docs/criteria.md)");
 
   precis_install_signal_handlers();
   precis_status run_st = precis_accept_run(&cfg, &ds->workloads[wi], &data, &result);

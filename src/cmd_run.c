@@ -70,19 +70,6 @@ static void free_list(char **items, size_t count) {
   free(items);
 }
 
-static char *join_command_line(int argc, char **argv) {
-  size_t len = 16;
-  for (int i = 0; i < argc; i++) len += strlen(argv[i]) + 3;
-  char *s = malloc(len);
-  if (!s) return NULL;
-  strcpy(s, "precis");
-  for (int i = 0; i < argc; i++) {
-    strcat(s, " ");
-    strcat(s, argv[i]);
-  }
-  return s;
-}
-
 int precis_cmd_run(int argc, char **argv) {
   static const struct option long_options[] = {
       {"recipes", required_argument, 0, OPT_RECIPES}, {"workloads", required_argument, 0, OPT_WORKLOADS},
@@ -98,7 +85,7 @@ int precis_cmd_run(int argc, char **argv) {
   size_t n_workloads = 0;
   const char *recipes_arg = "all", *backend_arg = "auto", *out_dir = NULL;
   bool gate = false, quiet = false;
-  char *dataset_path = NULL, *journal_path = NULL, *command_line = join_command_line(argc, argv);
+  char *dataset_path = NULL, *journal_path = NULL, *command_line = precis_cli_command_line(argc, argv);
   precis_report report;
   precis_report_init(&report);
   void *backend_ctx = NULL;
@@ -174,32 +161,9 @@ int precis_cmd_run(int argc, char **argv) {
     }
   }
 
-  /* Backend: auto picks cuda when a device is usable, else cpu, and says so. */
-  if (strcmp(backend_arg, "cpu") != 0 && strcmp(backend_arg, "cuda") != 0 && strcmp(backend_arg, "auto") != 0) {
-    fprintf(stderr, "precis run: --backend: expected auto, cuda or cpu, got \"%s\"\n", backend_arg);
-    goto done;
-  }
-  if (strcmp(backend_arg, "cpu") != 0) {
-    const precis_backend *cuda = precis_backend_cuda();
-    if (!cuda) st = precis_fail(PRECIS_E_NOT_BUILT, "this precis was built without the CUDA backend");
-    else st = cuda->open(&backend_ctx, &cfg.case_options);
-    if (st == PRECIS_OK) backend = cuda;
-    else if (strcmp(backend_arg, "cuda") == 0) {
-      fprintf(stderr, "precis run: --backend cuda: %s\n", precis_last_error());
-      rc = 1;
-      goto done;
-    } else {
-      fprintf(stderr, "precis: no usable CUDA device (%s); using the cpu backend (emulation)\n", precis_last_error());
-    }
-  }
-  if (!backend) {
-    backend = precis_backend_cpu();
-    st = backend->open(&backend_ctx, &cfg.case_options);
-    if (st != PRECIS_OK) {
-      rc = precis_cli_report_error("run", st);
-      goto done;
-    }
-  }
+  rc = precis_cli_open_backend("run", backend_arg, &cfg.case_options, false, &backend, &backend_ctx);
+  if (rc != 0) goto done;
+  rc = 2;
 
   st = precis_mkdirs(out_dir);
   if (st != PRECIS_OK) {
@@ -223,17 +187,7 @@ int precis_cmd_run(int argc, char **argv) {
   require.texts = NULL;
   require.n_texts = 0;
   precis_kv_set(&report.settings, "backend", backend->name);
-  static const char *act_names[] = {"row", "absmax", "percentile", "mse"};
-  precis_kv_set(&report.settings, "int8_act_scale", act_names[cfg.case_options.int8_act_scale]);
-  precis_kv_set_number(&report.settings, "percentile", cfg.case_options.percentile);
-  precis_kv_set_int(&report.settings, "warmup_calls", cfg.case_options.warmup_calls);
-  precis_kv_set_number(&report.settings, "warmup_ms", cfg.case_options.warmup_ms);
-  precis_kv_set_int(&report.settings, "min_samples", cfg.case_options.min_samples);
-  precis_kv_set_int(&report.settings, "max_samples", cfg.case_options.max_samples);
-  precis_kv_set_number(&report.settings, "max_time_ms", cfg.case_options.max_time_ms);
-  precis_kv_set_number(&report.settings, "target_rel_spread", cfg.case_options.target_rel_spread);
-  precis_kv_set(&report.settings, "cold", cfg.case_options.cold ? "true" : "false");
-  precis_kv_set(&report.settings, "criteria_source", n_require ? "--require" : "per-recipe defaults (docs/criteria.md)");
+  precis_cli_measure_settings(&cfg.case_options, n_require, &report.settings);
   precis_kv_set(&report.settings, "gate", (n_require || gate) ? "true" : "false");
 
   cfg.dataset_path = dataset_path;
