@@ -128,6 +128,7 @@ int precis_cmd_run(int argc, char **argv) {
     fprintf(stderr, "precis run: expected at most one dataset, got \"%s\" and \"%s\"\n", argv[optind], argv[optind + 1]);
     goto done;
   }
+  if (!precis_cli_backend_name_ok("run", backend_arg)) goto done;
   precis_status st = precis_recipe_parse_list(recipes_arg, cfg.recipes, &cfg.n_recipes);
   if (st != PRECIS_OK) {
     rc = precis_cli_report_error("run", st);
