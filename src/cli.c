@@ -174,3 +174,9 @@ char *precis_cli_command_line(int argc, char **argv) {
   }
   return s;
 }
+
+bool precis_cli_measure_options_check(const char *command, const precis_case_options *o) {
+  if (o->max_samples >= o->min_samples) return true;
+  fprintf(stderr, "precis %s: --max-samples must be at least --min-samples\n", command);
+  return false;
+}

@@ -66,6 +66,9 @@ void precis_cli_require_free(precis_cli_require *r);
  * printing what was wrong ("precis COMMAND: --option: expected ..."). */
 int precis_cli_measure_option(const char *command, int opt, const char *arg, precis_case_options *options,
                               precis_cli_require *require);
+/* Checks what single options cannot (--max-samples >= --min-samples); prints and returns false. */
+bool precis_cli_measure_options_check(const char *command, const precis_case_options *options);
+
 /* The measurement settings every report records (int8 scales, the timing loop, where the criteria
  * came from). */
 void precis_cli_measure_settings(const precis_case_options *options, size_t n_require, precis_kv_list *settings);

@@ -236,10 +236,7 @@ int precis_cmd_accept(int argc, char **argv) {
     fprintf(stderr, "precis accept: give either --concurrency or --concurrency-list\n");
     goto done;
   }
-  if (cfg.case_options.max_samples < cfg.case_options.min_samples) {
-    fprintf(stderr, "precis accept: --max-samples must be at least --min-samples\n");
-    goto done;
-  }
+  if (!precis_cli_measure_options_check("accept", &cfg.case_options)) goto done;
   if (optind < argc - 1) {
     fprintf(stderr, "precis accept: expected at most one dataset, got \"%s\" and \"%s\"\n", argv[optind], argv[optind + 1]);
     goto done;

@@ -120,10 +120,7 @@ int precis_cmd_run(int argc, char **argv) {
     }
     }
   }
-  if (cfg.case_options.max_samples < cfg.case_options.min_samples) {
-    fprintf(stderr, "precis run: --max-samples must be at least --min-samples\n");
-    goto done;
-  }
+  if (!precis_cli_measure_options_check("run", &cfg.case_options)) goto done;
   if (optind < argc - 1) {
     fprintf(stderr, "precis run: expected at most one dataset, got \"%s\" and \"%s\"\n", argv[optind], argv[optind + 1]);
     goto done;
