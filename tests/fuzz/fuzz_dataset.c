@@ -10,30 +10,19 @@
 
 #include "dataset.h"
 
+#include "fuzz_input.h"
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 /* Larger workloads are refused or allocated exactly as small ones; loading them would only trip
  * libFuzzer's memory limit. */
 #define FUZZ_MAX_WORKLOAD_BYTES (1u << 20)
 
-static char temp_path[256];
-
-static const char *input_file(const uint8_t *data, size_t size) {
-  if (!temp_path[0]) {
-    const char *dir = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
-    snprintf(temp_path, sizeof temp_path, "%s/precis-fuzz-ds-%ld.h5", dir, (long)getpid());
-  }
-  FILE *f = fopen(temp_path, "wb");
-  if (!f) abort();
-  if (size && fwrite(data, 1, size, f) != size) abort();
-  if (fclose(f) != 0) abort();
-  return temp_path;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size > (1u << 20)) return 0;
+  const char *path = fuzz_input_file(data, size, ".h5");
   precis_dataset *ds = NULL;
-  if (precis_dataset_open(input_file(data, size), &ds) == PRECIS_OK) {
+  if (precis_dataset_open(path, &ds) == PRECIS_OK) {
     if (ds->n_workloads == 0) abort(); /* an empty /workloads must be refused */
     bool small = true;
     for (size_t i = 0; i < ds->n_workloads; i++) {
@@ -50,6 +39,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (small) (void)precis_dataset_verify_data_id(ds, id);
   }
   precis_dataset_close(ds);
-  unlink(temp_path);
+  unlink(path);
   return 0;
 }

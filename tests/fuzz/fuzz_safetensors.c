@@ -9,27 +9,16 @@
 
 #include "safetensors.h"
 
+#include "fuzz_input.h"
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-static char temp_path[256];
-
-static const char *input_file(const uint8_t *data, size_t size) {
-  if (!temp_path[0]) {
-    const char *dir = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
-    snprintf(temp_path, sizeof temp_path, "%s/precis-fuzz-st-%ld.safetensors", dir, (long)getpid());
-  }
-  FILE *f = fopen(temp_path, "wb");
-  if (!f) abort();
-  if (size && fwrite(data, 1, size, f) != size) abort();
-  if (fclose(f) != 0) abort();
-  return temp_path;
-}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size > (1u << 20)) return 0;
+  const char *path = fuzz_input_file(data, size, ".safetensors");
   precis_safetensors st;
   memset(&st, 0, sizeof st);
-  if (precis_safetensors_open(input_file(data, size), &st) == PRECIS_OK) {
+  if (precis_safetensors_open(path, &st) == PRECIS_OK) {
     for (size_t i = 0; i < st.n_tensors; i++) {
       const precis_st_tensor *t = &st.tensors[i];
       if (t->end < t->begin || st.data_start + t->end > st.file_size) abort(); /* accepted, but outside the file */
@@ -39,6 +28,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     precis_safetensors_close(&st);
   }
-  unlink(temp_path);
+  unlink(path);
   return 0;
 }
