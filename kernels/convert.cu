@@ -1,5 +1,5 @@
-/* Device conversions, quantization and dequantization: the GPU twins of src/format.c and
- * src/quant.c. Every per-element rule is the __host__ __device__ code of src/format_bits.h, the
+/* Device conversions, quantization and dequantization: the GPU twins of src/numerics/format.c and
+ * src/numerics/quant.c. Every per-element rule is the __host__ __device__ code of src/numerics/format_bits.h, the
  * same text the CPU twins compile, so the results are bit-identical by construction (and
  * tests/gpu/test_convert.cu checks it). cuda_fp16.h / cuda_fp8.h intrinsics are deliberately not
  * used: their NaN results (one canonical NaN, sign dropped) differ from the documented rule.

@@ -1,8 +1,8 @@
-/* Device conversions and quantization: the GPU twins of src/format.c and src/quant.c. Each
+/* Device conversions and quantization: the GPU twins of src/numerics/format.c and src/numerics/quant.c. Each
  * launcher is asynchronous on `stream`, callable from C, and must give bit-identical results to its
  * CPU twin (tests/gpu/test_convert.cu checks every special value and >= 2^24 random inputs).
  *
- * Layout parameters exist for the cuBLASLt plan (src/gemm_plan.h): `ld_out` is the output's leading
+ * Layout parameters exist for the cuBLASLt plan (src/eval/gemm_plan.h): `ld_out` is the output's leading
  * dimension in elements (>= cols, or >= rows when transposed); padding elements are not written
  * (the caller zero-fills padded buffers once). `transpose_out` writes a row-major [rows, cols]
  * input as row-major [cols, rows] (B for the "TN" int8/fp8 layouts). */

@@ -1,6 +1,6 @@
 /* The `cuda` backend (DESIGN §3, §6): every recipe through cuBLASLt, carrying out the GEMM plan of
- * src/gemm_plan.c; conversions and quantization on the device (kernels/convert.cuh), timed apart as
- * convert_ms; GEMM latency with CUDA events under the shared stopping rule (src/timing.h); the two
+ * src/eval/gemm_plan.c; conversions and quantization on the device (kernels/convert.cuh), timed apart as
+ * convert_ms; GEMM latency with CUDA events under the shared stopping rule (src/eval/timing.h); the two
  * memory views (tracked allocations, device usage sampled by a background thread).
  *
  * Fail soft: whatever the device or cuBLASLt says about one case becomes that row's status

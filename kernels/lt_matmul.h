@@ -1,4 +1,4 @@
-/* Carries out a GEMM plan (src/gemm_plan.h) with cuBLASLt: descriptors, heuristic candidates, the
+/* Carries out a GEMM plan (src/eval/gemm_plan.h) with cuBLASLt: descriptors, heuristic candidates, the
  * call itself and the record of the algorithm chosen. Used by the cuda backend and, with the same
  * descriptors, by the plain cublasLtMatmul loop of tests/bench/gpu_bench_matmul.c. */
 #ifndef PRECIS_KERNELS_LT_MATMUL_H

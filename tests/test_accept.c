@@ -1,4 +1,4 @@
-/* The acceptance test's library (src/accept.c) on the cpu backend, with workloads built in memory:
+/* The acceptance test's library (src/eval/accept.c) on the cpu backend, with workloads built in memory:
  * latency grows with batch, a memory limit that cannot be met fails and says why, concurrency 2
  * holds exactly twice the tracked memory of concurrency 1, the budget and the measurement are both
  * present and consistent, the tiles of a scaled output are checked against the right references. */

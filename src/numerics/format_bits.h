@@ -1,5 +1,5 @@
 /* The bit-exact conversion and quantization rules, written once and compiled twice: as C for the
- * CPU twins in src/format.c and src/quant.c, and as CUDA for the kernels in kernels/convert.cu.
+ * CPU twins in src/numerics/format.c and src/numerics/quant.c, and as CUDA for the kernels in kernels/convert.cu.
  * Sharing the text (rather than using cuda_fp16.h / cuda_fp8.h intrinsics on the device) is what
  * makes the GPU path bit-identical to the CPU path, NaN payloads included: CUDA's intrinsics
  * return one canonical NaN (0x7fff for fp16/bf16, 0x7f for e4m3) and drop the sign, while these

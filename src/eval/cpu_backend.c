@@ -1,5 +1,5 @@
 /* The cpu backend: emulates every recipe of DESIGN §3 so that the whole pipeline runs without a
- * GPU. Inputs are rounded exactly as the GPU path rounds them (src/format.c, src/quant.c); products
+ * GPU. Inputs are rounded exactly as the GPU path rounds them (src/numerics/format.c, src/numerics/quant.c); products
  * and sums are FP32 (OpenBLAS sgemm on the rounded inputs); int8 is exact integer arithmetic (dgemm
  * on integer-valued doubles: |acc| <= 127^2 k < 2^53); fp16acc16 rounds every partial sum to fp16.
  * Float recipes are an approximation of the GPU (tensor cores align and truncate inside a block
