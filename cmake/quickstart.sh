@@ -37,6 +37,23 @@ jobs=$(nproc 2>/dev/null || echo 2)
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release ${PRECIS_CMAKE_ARGS:-} >&2
 cmake --build "$build" -j "$jobs" >&2
 
+# The oracles under tests/venv/ need PyPI packages (ml_dtypes) in an interpreter of their own.
+if [ "$mode" = test ]; then
+  venv="$build/venv"
+  stamp="$venv/.requirements"
+  if ! cmp -s cmake/python-test-requirements.txt "$stamp" 2>/dev/null; then
+    echo "quickstart: creating $venv from cmake/python-test-requirements.txt" >&2
+    rm -rf "$venv"
+    if /usr/bin/python3 -m venv "$venv" >&2 &&
+       "$venv/bin/pip" install -q --disable-pip-version-check -r cmake/python-test-requirements.txt >&2; then
+      cp cmake/python-test-requirements.txt "$stamp"
+    else
+      echo "quickstart: could not set up $venv; the tests under tests/venv/ will be skipped" >&2
+      rm -rf "$venv"
+    fi
+  fi
+fi
+
 case "$mode" in
   run) exec "$build/precis" run "$@" ;;
   test) cd "$build" && exec ctest --output-on-failure -j "$jobs" "$@" ;;
