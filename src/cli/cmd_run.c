@@ -94,7 +94,7 @@ int precis_cmd_run(int argc, char **argv) {
   precis_output_lock dir_lock, saved_lock;
   precis_output_lock_init(&dir_lock);
   precis_output_lock_init(&saved_lock);
-  bool gate = false, quiet = false;
+  bool gate = false, quiet = false, created_dir = false;
   char *dataset_path = NULL, *journal_path = NULL, *command_line = precis_cli_command_line(argc, argv);
   precis_report report;
   precis_report_init(&report);
@@ -168,6 +168,17 @@ int precis_cmd_run(int argc, char **argv) {
   /* The report directory is checked before any work, so that a refusal costs nothing. */
   bool default_out = out_dir == NULL;
   if (default_out) out_dir = "reports/latest";
+  /* One writer per output: taken before anything is written into them (and before looking at
+   * what is there, which a live writer may be changing), held to the end. */
+  created_dir = !precis_path_exists(out_dir);
+  st = precis_mkdirs(out_dir);
+  if (st != PRECIS_OK) {
+    rc = precis_cli_report_error("run", st);
+    goto done;
+  }
+  if ((rc = precis_cli_lock_output("run", &dir_lock, out_dir, true)) != 0) goto done;
+  if (cfg.save_outputs && (rc = precis_cli_lock_output("run", &saved_lock, cfg.save_outputs, false)) != 0) goto done;
+  rc = 2;
   if (!default_out && !cfg.force) {
     static const char *names[] = {"report.json", "report.csv", "report.md", "report.html", "journal.jsonl"};
     for (size_t i = 0; i < 5; i++) {
@@ -199,19 +210,6 @@ int precis_cmd_run(int argc, char **argv) {
   if (rc != 0) goto done;
   rc = 2;
 
-  bool created_dir = !precis_path_exists(out_dir);
-  st = precis_mkdirs(out_dir);
-  if (st != PRECIS_OK) {
-    rc = precis_cli_report_error("run", st);
-    goto done;
-  }
-  /* One writer per output: taken before anything is written into them, held to the end. */
-  if ((rc = precis_cli_lock_output("run", &dir_lock, out_dir, true)) != 0) {
-    if (created_dir) rmdir(out_dir);
-    goto done;
-  }
-  if (cfg.save_outputs && (rc = precis_cli_lock_output("run", &saved_lock, cfg.save_outputs, false)) != 0) goto done;
-  rc = 2;
   journal_path = precis_asprintf("%s/journal.jsonl", out_dir);
 
   report.tool_version = precis_strdup(PRECIS_VERSION);
@@ -291,6 +289,7 @@ int precis_cmd_run(int argc, char **argv) {
 done:
   precis_output_lock_release(&saved_lock);
   precis_output_lock_release(&dir_lock);
+  if (created_dir) rmdir(out_dir); /* only when this run wrote nothing into it */
   if (backend) backend->close(backend_ctx);
   precis_report_free(&report);
   precis_cli_require_free(&require);
