@@ -23,7 +23,7 @@ typedef struct precis_run_config {
   precis_case_options case_options;
   const precis_criteria *require; /* NULL: each recipe's default criteria */
   const char *journal_path;       /* rows appended as JSON Lines as they complete (NULL: none) */
-  bool resume;                    /* continue the run journal_path recorded (docs/resume.md) */
+  bool resume;                    /* continue the run journal_path recorded (docs/robustness.md, "Resuming a run") */
   const char *save_outputs;       /* HDF5 file of every evaluated output (NULL: none) */
   bool force;
   bool progress_live;             /* a live \r line (terminal) rather than one line per row */

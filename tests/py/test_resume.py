@@ -1,4 +1,4 @@
-"""`precis run --resume DIR` (docs/resume.md): an interrupted run continues from its journal.
+"""`precis run --resume DIR` (docs/robustness.md, "Resuming a run"): an interrupted run continues from its journal.
 
 A run is interrupted at several points -- SIGINT, SIGKILL, a file size limit (RLIMIT_FSIZE, as
 `ulimit -f`: the journal write fails with EFBIG like on a full disk) and a torn last journal line --
