@@ -3,8 +3,8 @@
 - two `precis run` on one report directory: exactly one proceeds; the other exits 2 at once with
   one line naming the directory and the holder (pid, host, start time); the survivor's journal
   (header + one whole line per case) and report (rows = journal rows) are intact;
-- the same for one `--save-outputs` file shared by two runs with different directories, and for
-  two `precis gen` writing one dataset;
+- the same for one `--save-outputs` file shared by two runs with different directories, for two
+  `precis gen` writing one dataset, and for two `precis accept` on one directory;
 - a run killed with SIGKILL leaves its lock file; the next run on the directory takes it over
   with a message naming the dead holder;
 - a lock file from another host is reported and left alone."""
@@ -60,7 +60,7 @@ def check_intact(out, what):
     check(not os.path.exists(os.path.join(out, ".precis-lock")), "%s: the lock file was left behind" % what)
 
 
-def race(first_argv, second_argv, lock_file, what):
+def race(first_argv, second_argv, lock_file, what, first_codes=(0,)):
     """Starts the first writer, waits for its lock, starts the second: the second must be refused."""
     first = subprocess.Popen(first_argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     check(wait_for(lambda: os.path.exists(lock_file), first, 60), "%s: the first writer never took its lock" % what)
@@ -68,7 +68,7 @@ def race(first_argv, second_argv, lock_file, what):
     still_running = first.poll() is None
     _, first_err = first.communicate(timeout=120)
     check(still_running, "%s: the first writer ended before the second tried: the test raced nothing" % what)
-    check(first.returncode == 0, "%s: the first writer exited %d: %s" % (what, first.returncode, first_err))
+    check(first.returncode in first_codes, "%s: the first writer exited %d: %s" % (what, first.returncode, first_err))
     check(second.returncode == 2, "%s: the second writer exited %d, expected 2: %s" % (what, second.returncode,
                                                                                      second.stderr))
     lines = second.stderr.strip().splitlines()
@@ -118,6 +118,16 @@ def main():
                     os.path.join(work, ".g.h5.precis-lock"), "gen -o same")
         check(line.startswith("precis gen: %s: in use by" % target), "gen: the refusal does not name %s" % target)
         check(not os.path.exists(os.path.join(work, ".g.h5.precis-lock")), "gen: lock left behind")
+
+        # Two acceptance tests on one directory (exit 3 is a FAIL verdict, not a failure to run).
+        out = os.path.join(work, "accept")
+        argv = [PRECIS, "accept", dataset, "-o", out, "--backend", "cpu", "--recipe", "fp32,bf16", "--max-batch", "4",
+                "--repeats", "2", "--min-samples", "3", "--max-samples", "1000000", "--max-time-ms", "100",
+                "--target-spread", "0", "--quiet"]
+        line = race(argv, argv, os.path.join(out, ".precis-lock"), "accept -o same", first_codes=(0, 3))
+        check(line.startswith("precis accept: %s: in use by" % out), "accept: the refusal does not name %s" % out)
+        check(sorted(os.listdir(out)) == ["accept.html", "accept.json", "accept.md"],
+              "accept: files in the directory: %r" % sorted(os.listdir(out)))
 
         # SIGKILL: the lock file stays; the next run takes it over.
         out = os.path.join(work, "killed")
