@@ -53,7 +53,6 @@ static void usage(FILE *out) {
 
 enum { OPT_RECIPES = 1000, OPT_WORKLOADS, OPT_BACKEND, OPT_GATE, OPT_FORCE, OPT_SAVE, OPT_QUIET, OPT_RESUME };
 
-
 static char **split_list(const char *text, size_t *count) {
   size_t n = 1;
   for (const char *p = text; *p; p++) n += *p == ',';
