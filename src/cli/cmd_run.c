@@ -10,6 +10,7 @@
 #include "cli.h"
 #include "default_dataset.h"
 #include "fileio.h"
+#include "journal.h"
 #include "output_lock.h"
 #include "report.h"
 #include "runner.h"
@@ -209,7 +210,15 @@ int precis_cmd_run(int argc, char **argv) {
   if (rc != 0) goto done;
   rc = 2;
 
-  journal_path = precis_asprintf("%s/journal.jsonl", out_dir);
+  /* A run in one part; shards and MPI ranks (DESIGN §13) will each name their own journal. */
+  char *journal_name = precis_journal_name(0, 1);
+  journal_path = journal_name ? precis_asprintf("%s/%s", out_dir, journal_name) : NULL;
+  free(journal_name);
+  if (!journal_path) {
+    fprintf(stderr, "precis run: out of memory\n");
+    rc = 1;
+    goto done;
+  }
 
   report.tool_version = precis_strdup(PRECIS_VERSION);
   precis_sysinfo_collect(&report.environment);

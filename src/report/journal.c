@@ -20,9 +20,8 @@ char *precis_journal_name(int index, int count) {
 }
 
 char *precis_journal_case_key(const precis_row *row) {
-  /* The unit separator cannot occur in a workload name (valid UTF-8 text without control
-   * characters is not enforced, but \x1f in a name would only make two names collide with each
-   * other, never with a different case of the same names). */
+  /* Joined with the unit separator (\x1f), which dataset names do not use; the key is only ever
+   * compared, never shown. */
   return precis_asprintf("%s\x1f%s", row->workload ? row->workload : "", row->recipe ? row->recipe : "");
 }
 
