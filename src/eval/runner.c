@@ -308,9 +308,12 @@ precis_status precis_run_workloads(const precis_run_config *cfg, precis_report *
     }
     precis_workload_data_free(&data);
   }
-  if (cfg->resume)
+  if (cfg->resume) {
+    /* Provenance: these rows were measured by an earlier process (maybe under another load). */
+    precis_kv_set_int(&report->environment, "resumed_cases_kept", (long long)n_kept);
     fprintf(stderr, "precis run: resumed %s: %zu cases kept from the journal, %zu run now\n", cfg->journal_path, n_kept,
             done_rows - n_kept);
+  }
   if (precis_interrupt_signal) st = precis_fail(PRECIS_E_INTERRUPTED, "interrupted by signal %d after %zu of %zu rows",
                                                 precis_interrupt_signal, done_rows, total);
   else report->complete = true;

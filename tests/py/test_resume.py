@@ -87,6 +87,8 @@ def resume(dataset, out, options, before_text, what, baseline, torn_line=None):
     check(len(cases) == CASES and len(set(cases)) == CASES, "%s: journal cases after resume: %r" % (what, cases))
     report = json.loads(read(os.path.join(out, "report.json")))
     check(report["complete"] is True, "%s: the resumed report is incomplete" % what)
+    check(report["environment"].get("resumed_cases_kept") == kept_rows,
+          "%s: environment.resumed_cases_kept = %r" % (what, report["environment"].get("resumed_cases_kept")))
     check(accuracy(report) == accuracy(baseline), "%s: accuracy fields differ from the uninterrupted run" % what)
     kept = {(r["workload"], r["recipe"]): r for r in [json.loads(l) for l in before_text.split("\n")[1:-1]]}
     for row in report["rows"]:
