@@ -3,12 +3,21 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "output_lock.h"
 #include "results.h"
 
 int precis_cli_report_error(const char *command, precis_status status) {
   const char *msg = precis_last_error();
   fprintf(stderr, "precis %s: %s\n", command, msg[0] ? msg : precis_status_str(status));
   return precis_status_exit_code(status);
+}
+
+int precis_cli_lock_output(const char *command, struct precis_output_lock *lock, const char *output, bool is_dir) {
+  char *taken_over = NULL;
+  precis_status st = precis_output_lock_acquire(lock, output, is_dir, command, &taken_over);
+  if (taken_over) fprintf(stderr, "precis %s: %s\n", command, taken_over);
+  free(taken_over);
+  return st == PRECIS_OK ? 0 : precis_cli_report_error(command, st);
 }
 
 int precis_cli_not_built(const char *command, const char *what) {

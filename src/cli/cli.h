@@ -22,6 +22,12 @@ int precis_cmd_accept(int argc, char **argv);
 
 /* Prints "precis <command>: <message>" (the last error) to stderr and returns the exit code. */
 int precis_cli_report_error(const char *command, precis_status status);
+
+/* Takes the lock of one output (output_lock.h) for `command`, printing a take-over of a dead
+ * process's lock. Returns 0, or the exit code after printing the refusal (2 when another writer
+ * holds it). */
+struct precis_output_lock;
+int precis_cli_lock_output(const char *command, struct precis_output_lock *lock, const char *output, bool is_dir);
 /* "precis COMMAND: not built yet in this version (...)" and exit code 2. */
 int precis_cli_not_built(const char *command, const char *what);
 /* True when argv holds -h or --help (before any "--"). */

@@ -14,6 +14,7 @@
 #include "dataset.h"
 #include "default_dataset.h"
 #include "fileio.h"
+#include "output_lock.h"
 #include "precis_version.h"
 #include "sysinfo.h"
 
@@ -137,6 +138,9 @@ int precis_cmd_accept(int argc, char **argv) {
   long long max_batch = 4, max_concurrency = 1, memory_limit = 0;
   bool batches_given = false, concurrency_given = false, max_batch_given = false, max_concurrency_given = false;
   bool force = false, quiet = false;
+  bool created_dir = false;
+  precis_output_lock dir_lock;
+  precis_output_lock_init(&dir_lock);
   char *dataset_path = NULL, *command_line = precis_cli_command_line(argc, argv), *limit_source = NULL;
   precis_dataset *ds = NULL;
   precis_workload_data data;
@@ -350,6 +354,15 @@ int precis_cmd_accept(int argc, char **argv) {
   precis_cli_measure_settings(&cfg.case_options, n_require, &result.settings);
   precis_kv_set_int(&result.settings, "workspace_bytes_per_worker", cfg.workspace_bytes);
 
+  /* One writer per output directory, from before the first write to the last. */
+  created_dir = !precis_path_exists(out_dir);
+  st = precis_mkdirs(out_dir);
+  if (st != PRECIS_OK) {
+    rc = precis_cli_report_error("accept", st);
+    goto done;
+  }
+  if ((rc = precis_cli_lock_output("accept", &dir_lock, out_dir, true)) != 0) goto done;
+  rc = 2;
   precis_install_signal_handlers();
   precis_status run_st = precis_accept_run(&cfg, &ds->workloads[wi], &data, &result);
   if (run_st != PRECIS_OK && run_st != PRECIS_E_INTERRUPTED) {
@@ -375,6 +388,8 @@ int precis_cmd_accept(int argc, char **argv) {
   if (rc == 3) fprintf(stderr, "precis accept: FAIL (reasons above and in %s/accept.json)\n", out_dir);
 
 done:
+  precis_output_lock_release(&dir_lock);
+  if (created_dir) rmdir(out_dir); /* only when nothing was written into it */
   if (backend) backend->close(backend_ctx);
   precis_accept_result_free(&result);
   precis_workload_data_free(&data);

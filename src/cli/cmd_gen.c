@@ -8,6 +8,7 @@
 
 #include "cli.h"
 #include "generate.h"
+#include "output_lock.h"
 #include "suite.h"
 
 static void gen_usage(FILE *out) {
@@ -110,6 +111,13 @@ int precis_cmd_gen(int argc, char **argv) {
       return precis_cli_report_error("gen", st);
     }
   }
+  /* One writer per output: a second gen to the same file would rename over the first one's. */
+  precis_output_lock lock;
+  int lock_rc = precis_cli_lock_output("gen", &lock, output, false);
+  if (lock_rc != 0) {
+    precis_suite_free(&suite);
+    return lock_rc;
+  }
   precis_install_signal_handlers();
   precis_gen_options options = {output, force, compress ? 4 : 0, !quiet};
   char id[65];
@@ -117,6 +125,7 @@ int precis_cmd_gen(int argc, char **argv) {
   clock_gettime(CLOCK_MONOTONIC, &t0);
   st = precis_generate(&suite, &options, id);
   clock_gettime(CLOCK_MONOTONIC, &t1);
+  precis_output_lock_release(&lock);
   size_t count = suite.n_workloads;
   precis_suite_free(&suite);
   if (st != PRECIS_OK) return precis_cli_report_error("gen", st);

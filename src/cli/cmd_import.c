@@ -10,6 +10,7 @@
 #include "cli.h"
 #include "fileio.h"
 #include "generate.h"
+#include "output_lock.h"
 #include "results.h"
 #include "suite.h"
 
@@ -152,6 +153,8 @@ int precis_cmd_import(int argc, char **argv) {
   float *probe = NULL;
   precis_suite suite;
   memset(&suite, 0, sizeof suite);
+  precis_output_lock lock;
+  precis_output_lock_init(&lock);
   if (!split_source(b_spec, &b_file, &b_object)) {
     fprintf(stderr, "precis import: --b %s: expected FILE.h5:/path/to/dataset or FILE.safetensors:tensor (FILE must exist)\n",
             b_spec);
@@ -234,6 +237,8 @@ int precis_cmd_import(int argc, char **argv) {
   }
   if ((st = precis_suite_parse(text, strlen(text), "precis import (its options as a suite)", ".", &suite)) != PRECIS_OK)
     goto report;
+  if ((exit_code = precis_cli_lock_output("import", &lock, output, false)) != 0) goto done;
+  exit_code = 2;
   precis_install_signal_handlers();
   precis_gen_options options = {output, force, compress ? 4 : 0, !quiet};
   char id[65];
@@ -245,6 +250,7 @@ int precis_cmd_import(int argc, char **argv) {
 report:
   exit_code = precis_cli_report_error("import", st);
 done:
+  precis_output_lock_release(&lock);
   precis_suite_free(&suite);
   free(probe);
   free(b_file);

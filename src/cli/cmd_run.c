@@ -10,6 +10,8 @@
 #include "cli.h"
 #include "default_dataset.h"
 #include "fileio.h"
+#include "journal.h"
+#include "output_lock.h"
 #include "report.h"
 #include "runner.h"
 #include "precis_version.h"
@@ -31,6 +33,9 @@ static void usage(FILE *out) {
           "  --gate                exit 3 when a row fails the default criteria too (without --require the\n"
           "                        defaults only inform)\n"
           "  -o, --output DIR      report directory (default reports/latest, replaced on every run)\n"
+          "  --resume DIR          continue the interrupted run whose reports and journal are in DIR: give the\n"
+          "                        same dataset and options as that run; cases in its journal are kept, the\n"
+          "                        others run; a different dataset or setting is refused, naming it\n"
           "  --force               overwrite existing reports in DIR and an existing --save-outputs file\n"
           "  --save-outputs FILE   write every evaluated output to FILE.h5 (/workloads/<name>/<recipe>/c)\n"
           "  --int8-act-scale S    row (dynamic per row, default) | absmax | percentile | mse (static, from calib/a)\n"
@@ -43,10 +48,11 @@ static void usage(FILE *out) {
           "  --autotune N          cuda: time the top N cuBLASLt candidates and keep the fastest\n"
           "  --quiet               no progress lines and no table on stdout\n\n"
           "exit codes: 0 ok, 1 runtime failure (incl. a failed row), 2 bad usage or input, 3 criteria not met\n"
-          "(with --require or --gate), 130/143 interrupted (a report marked incomplete is still written)\n");
+          "(with --require or --gate), 130/143 interrupted (a report marked incomplete is still written;\n"
+          "continue it with --resume DIR)\n");
 }
 
-enum { OPT_RECIPES = 1000, OPT_WORKLOADS, OPT_BACKEND, OPT_GATE, OPT_FORCE, OPT_SAVE, OPT_QUIET };
+enum { OPT_RECIPES = 1000, OPT_WORKLOADS, OPT_BACKEND, OPT_GATE, OPT_FORCE, OPT_SAVE, OPT_QUIET, OPT_RESUME };
 
 static char **split_list(const char *text, size_t *count) {
   size_t n = 1;
@@ -76,6 +82,7 @@ int precis_cmd_run(int argc, char **argv) {
       {"backend", required_argument, 0, OPT_BACKEND}, {"gate", no_argument, 0, OPT_GATE},
       {"output", required_argument, 0, 'o'}, {"force", no_argument, 0, OPT_FORCE},
       {"save-outputs", required_argument, 0, OPT_SAVE}, {"quiet", no_argument, 0, OPT_QUIET},
+      {"resume", required_argument, 0, OPT_RESUME},
       {"help", no_argument, 0, 'h'}, PRECIS_CLI_MEASURE_OPTIONS, {0, 0, 0, 0}};
   precis_run_config cfg;
   memset(&cfg, 0, sizeof cfg);
@@ -83,8 +90,11 @@ int precis_cmd_run(int argc, char **argv) {
   precis_cli_require require = {0};
   char **workloads = NULL;
   size_t n_workloads = 0;
-  const char *recipes_arg = "all", *backend_arg = "auto", *out_dir = NULL;
-  bool gate = false, quiet = false;
+  const char *recipes_arg = "all", *backend_arg = "auto", *out_dir = NULL, *resume_dir = NULL;
+  precis_output_lock dir_lock, saved_lock;
+  precis_output_lock_init(&dir_lock);
+  precis_output_lock_init(&saved_lock);
+  bool gate = false, quiet = false, created_dir = false;
   char *dataset_path = NULL, *journal_path = NULL, *command_line = precis_cli_command_line(argc, argv);
   precis_report report;
   precis_report_init(&report);
@@ -109,6 +119,7 @@ int precis_cmd_run(int argc, char **argv) {
     case OPT_FORCE: cfg.force = true; break;
     case OPT_SAVE: cfg.save_outputs = optarg; break;
     case OPT_QUIET: quiet = true; break;
+    case OPT_RESUME: resume_dir = optarg; break;
     case ':': fprintf(stderr, "precis run: %s needs a value\n", argv[optind - 1]); goto done;
     default: {
       int handled = precis_cli_measure_option("run", opt, optarg, &cfg.case_options, &require);
@@ -132,15 +143,51 @@ int precis_cmd_run(int argc, char **argv) {
     goto done;
   }
 
+  if (resume_dir) {
+    if (out_dir && strcmp(out_dir, resume_dir) != 0) {
+      fprintf(stderr, "precis run: --resume %s writes into %s: -o %s names another directory\n", resume_dir, resume_dir,
+              out_dir);
+      goto done;
+    }
+    if (cfg.save_outputs) {
+      /* The outputs of the kept cases are not computed again, so the file could not be complete. */
+      fprintf(stderr, "precis run: --save-outputs cannot be combined with --resume (kept cases are not run again; "
+                      "run without --resume to save every output)\n");
+      goto done;
+    }
+    if (!precis_path_exists(resume_dir)) {
+      fprintf(stderr, "precis run: --resume %s: no such directory (nothing to resume)\n", resume_dir);
+      goto done;
+    }
+    out_dir = resume_dir;
+    /* The reports there are the interrupted run's own, replaced by the resumed run's. */
+    cfg.force = true;
+    cfg.resume = true;
+  }
+
   /* The report directory is checked before any work, so that a refusal costs nothing. */
   bool default_out = out_dir == NULL;
   if (default_out) out_dir = "reports/latest";
+  /* One writer per output: taken before anything is written into them (and before looking at
+   * what is there, which a live writer may be changing), held to the end. */
+  created_dir = !precis_path_exists(out_dir);
+  st = precis_mkdirs(out_dir);
+  if (st != PRECIS_OK) {
+    rc = precis_cli_report_error("run", st);
+    goto done;
+  }
+  if ((rc = precis_cli_lock_output("run", &dir_lock, out_dir, true)) != 0) goto done;
+  if (cfg.save_outputs && (rc = precis_cli_lock_output("run", &saved_lock, cfg.save_outputs, false)) != 0) goto done;
+  rc = 2;
   if (!default_out && !cfg.force) {
-    static const char *names[] = {"report.json", "report.csv", "report.md", "report.html"};
-    for (size_t i = 0; i < 4; i++) {
+    static const char *names[] = {"report.json", "report.csv", "report.md", "report.html", "journal.jsonl"};
+    for (size_t i = 0; i < 5; i++) {
       char *p = precis_asprintf("%s/%s", out_dir, names[i]);
       bool exists = p && precis_path_exists(p);
-      if (exists) fprintf(stderr, "precis run: %s already exists (use --force to overwrite, or another -o)\n", p);
+      /* A journal alone is a run killed before it wrote its reports: it can still be resumed. */
+      if (exists)
+        fprintf(stderr, "precis run: %s already exists (use --force to overwrite, or another -o%s)\n", p,
+                i == 4 ? ", or --resume to continue that run" : "");
       free(p);
       if (exists) goto done;
     }
@@ -163,12 +210,15 @@ int precis_cmd_run(int argc, char **argv) {
   if (rc != 0) goto done;
   rc = 2;
 
-  st = precis_mkdirs(out_dir);
-  if (st != PRECIS_OK) {
-    rc = precis_cli_report_error("run", st);
+  /* A run in one part; shards and MPI ranks (DESIGN §13) will each name their own journal. */
+  char *journal_name = precis_journal_name(0, 1);
+  journal_path = journal_name ? precis_asprintf("%s/%s", out_dir, journal_name) : NULL;
+  free(journal_name);
+  if (!journal_path) {
+    fprintf(stderr, "precis run: out of memory\n");
+    rc = 1;
     goto done;
   }
-  journal_path = precis_asprintf("%s/journal.jsonl", out_dir);
 
   report.tool_version = precis_strdup(PRECIS_VERSION);
   precis_sysinfo_collect(&report.environment);
@@ -186,6 +236,7 @@ int precis_cmd_run(int argc, char **argv) {
   require.n_texts = 0;
   precis_kv_set(&report.settings, "backend", backend->name);
   precis_cli_measure_settings(&cfg.case_options, n_require, &report.settings);
+  precis_kv_set_int(&report.settings, "autotune", cfg.case_options.autotune);
   precis_kv_set(&report.settings, "gate", (n_require || gate) ? "true" : "false");
 
   cfg.dataset_path = dataset_path;
@@ -202,10 +253,14 @@ int precis_cmd_run(int argc, char **argv) {
   precis_install_signal_handlers();
   precis_status run_st = precis_run_workloads(&cfg, &report);
   if (run_st != PRECIS_OK && run_st != PRECIS_E_INTERRUPTED && report.n_rows == 0) {
-    /* Nothing was measured: leave no empty journal (nor a directory this run created) behind. */
     rc = precis_cli_report_error("run", run_st);
-    unlink(journal_path);
-    rmdir(out_dir);
+    if (!cfg.resume) {
+      /* Nothing was measured: leave no journal (nor a directory this run created) behind. A
+       * resumed run's journal is the earlier run's, and stays. */
+      precis_output_lock_release(&dir_lock);
+      unlink(journal_path);
+      rmdir(out_dir);
+    }
     goto done;
   }
   char run_error[2048];
@@ -240,6 +295,9 @@ int precis_cmd_run(int argc, char **argv) {
   } else rc = 0;
 
 done:
+  precis_output_lock_release(&saved_lock);
+  precis_output_lock_release(&dir_lock);
+  if (created_dir) rmdir(out_dir); /* only when this run wrote nothing into it */
   if (backend) backend->close(backend_ctx);
   precis_report_free(&report);
   precis_cli_require_free(&require);

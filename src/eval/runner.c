@@ -1,6 +1,7 @@
 #include "runner.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,6 +9,7 @@
 
 #include "dataset.h"
 #include "escape.h"
+#include "journal.h"
 #include "metrics.h"
 #include "report.h"
 
@@ -95,14 +97,26 @@ static void progress(const precis_run_config *cfg, size_t done, size_t total, co
   fflush(stderr);
 }
 
-static precis_status journal_append(FILE *journal, const char *path, const precis_row *row) {
-  char *line = precis_row_to_json_line(row);
-  if (!line) return precis_fail(PRECIS_E_NOMEM, "out of memory writing the journal");
-  int ok = fputs(line, journal) >= 0 && fputc('\n', journal) != EOF && fflush(journal) == 0;
-  free(line);
-  if (!ok) return precis_fail(PRECIS_E_IO, "%s: cannot append to the journal", path);
-  fsync(fileno(journal));
-  return PRECIS_OK;
+/* A row as a case of this run starts: names and shape, nothing measured. */
+static void case_row(precis_row *row, const precis_workload_info *w, const precis_recipe *recipe) {
+  precis_row_init(row);
+  row->workload = precis_strdup(w->name);
+  row->description = precis_strdup(w->description);
+  row->recipe = precis_strdup(recipe->name);
+  row->recipe_description = precis_strdup(recipe->description);
+  row->m = w->m, row->n = w->n, row->k = w->k, row->batch = w->batch;
+}
+
+/* The index of the journal's row for this case, or SIZE_MAX. Rows are matched by
+ * precis_journal_case_key only; a key taken already is NULL. */
+static size_t kept_row(const precis_journal *kept, char *const *kept_keys, const precis_row *row) {
+  if (!kept_keys) return SIZE_MAX;
+  char *key = precis_journal_case_key(row);
+  size_t found = SIZE_MAX;
+  for (size_t i = 0; key && found == SIZE_MAX && i < kept->run.n_rows; i++)
+    if (kept_keys[i] && strcmp(kept_keys[i], key) == 0) found = i;
+  free(key);
+  return found;
 }
 
 /* Runs one (workload, recipe) case into *row. Only whole-run problems are returned as errors. */
@@ -154,7 +168,12 @@ done:
 
 precis_status precis_run_workloads(const precis_run_config *cfg, precis_report *report) {
   precis_dataset *ds = NULL;
-  FILE *journal = NULL;
+  precis_journal_writer journal = {-1, NULL};
+  precis_journal kept;
+  memset(&kept, 0, sizeof kept);
+  precis_report_init(&kept.run);
+  char **kept_keys = NULL;
+  size_t n_kept = 0;
   precis_outputs_writer *saved = NULL;
   precis_status st = precis_dataset_open(cfg->dataset_path, &ds);
   if (st != PRECIS_OK) return st;
@@ -162,21 +181,6 @@ precis_status precis_run_workloads(const precis_run_config *cfg, precis_report *
   report->dataset_id = precis_strdup(ds->dataset_id);
   report->complete = false;
 
-  if (cfg->journal_path) {
-    journal = fopen(cfg->journal_path, "w");
-    if (!journal) {
-      st = precis_fail(PRECIS_E_IO, "%s: cannot create the journal", cfg->journal_path);
-      goto done;
-    }
-  }
-  if (cfg->save_outputs) {
-    st = precis_outputs_open(cfg->save_outputs, cfg->force, ds->dataset_id, &saved);
-    if (st != PRECIS_OK) goto done;
-  }
-
-  size_t total = 0, done_rows = 0;
-  for (size_t wi = 0; wi < ds->n_workloads; wi++)
-    if (workload_selected(cfg, ds->workloads[wi].name)) total += cfg->n_recipes;
   if (cfg->workloads) {
     for (size_t i = 0; i < cfg->n_workloads; i++) {
       bool found = false;
@@ -187,27 +191,83 @@ precis_status precis_run_workloads(const precis_run_config *cfg, precis_report *
       }
     }
   }
+  size_t total = 0, done_rows = 0;
+  for (size_t wi = 0; wi < ds->n_workloads; wi++)
+    if (workload_selected(cfg, ds->workloads[wi].name)) total += cfg->n_recipes;
+
+  if (cfg->journal_path) {
+    precis_journal_run this_run = {report, cfg->workloads, cfg->n_workloads, 0, 1};
+    if (cfg->resume) {
+      if ((st = precis_journal_read(cfg->journal_path, &kept)) != PRECIS_OK) goto done;
+      char *difference = precis_journal_difference(&kept, &this_run);
+      if (difference) {
+        st = precis_fail(PRECIS_E_USAGE, "%s: cannot resume a different run: %s", cfg->journal_path, difference);
+        free(difference);
+        goto done;
+      }
+      if (kept.torn_line)
+        fprintf(stderr,
+                "precis run: %s: line %zu is incomplete (%zu bytes; the run was killed or the disk was full while "
+                "writing it): it is dropped and its case runs again\n",
+                cfg->journal_path, kept.torn_line, kept.torn_bytes);
+      kept_keys = calloc(kept.run.n_rows ? kept.run.n_rows : 1, sizeof *kept_keys);
+      if (!kept_keys) {
+        st = precis_fail(PRECIS_E_NOMEM, "out of memory");
+        goto done;
+      }
+      for (size_t i = 0; i < kept.run.n_rows; i++) kept_keys[i] = precis_journal_case_key(&kept.run.rows[i]);
+      if ((st = precis_journal_reopen(&journal, cfg->journal_path, kept.valid_bytes)) != PRECIS_OK) goto done;
+    } else if ((st = precis_journal_create(&journal, cfg->journal_path, &this_run)) != PRECIS_OK)
+      goto done;
+  }
+  if (cfg->save_outputs) {
+    st = precis_outputs_open(cfg->save_outputs, cfg->force, ds->dataset_id, &saved);
+    if (st != PRECIS_OK) goto done;
+  }
 
   for (size_t wi = 0; wi < ds->n_workloads && !precis_interrupt_signal; wi++) {
     const precis_workload_info *w = &ds->workloads[wi];
     if (!workload_selected(cfg, w->name)) continue;
+    /* A workload whose cases are all in the journal is not even loaded. */
+    bool all_kept = kept_keys != NULL;
+    for (size_t ri = 0; all_kept && ri < cfg->n_recipes; ri++) {
+      precis_row probe;
+      case_row(&probe, w, precis_recipe_get(cfg->recipes[ri]));
+      all_kept = kept_row(&kept, kept_keys, &probe) != SIZE_MAX;
+      precis_row_free(&probe);
+    }
     precis_workload_data data;
     memset(&data, 0, sizeof data);
-    precis_status load = precis_dataset_load(ds, wi, &data);
-    if (load != PRECIS_OK) {
-      /* A corrupt reference must never be used: the whole run stops with the dataset error. */
-      st = load;
-      goto done;
+    if (!all_kept) {
+      precis_status load = precis_dataset_load(ds, wi, &data);
+      if (load != PRECIS_OK) {
+        /* A corrupt reference must never be used: the whole run stops with the dataset error. */
+        st = load;
+        goto done;
+      }
     }
     for (size_t ri = 0; ri < cfg->n_recipes && !precis_interrupt_signal; ri++) {
       const precis_recipe *recipe = precis_recipe_get(cfg->recipes[ri]);
       precis_row row;
-      precis_row_init(&row);
-      row.workload = precis_strdup(w->name);
-      row.description = precis_strdup(w->description);
-      row.recipe = precis_strdup(recipe->name);
-      row.recipe_description = precis_strdup(recipe->description);
-      row.m = w->m, row.n = w->n, row.k = w->k, row.batch = w->batch;
+      case_row(&row, w, recipe);
+      size_t earlier = kept_row(&kept, kept_keys, &row);
+      if (earlier != SIZE_MAX) {
+        /* Done before with the same dataset and settings: kept as measured, not run again. */
+        precis_row_free(&row);
+        row = kept.run.rows[earlier];
+        precis_row_init(&kept.run.rows[earlier]);
+        free(kept_keys[earlier]);
+        kept_keys[earlier] = NULL;
+        n_kept++;
+        progress(cfg, ++done_rows, total, &row);
+        st = precis_report_add_row(report, &row);
+        if (st != PRECIS_OK) {
+          precis_row_free(&row);
+          precis_workload_data_free(&data);
+          goto done;
+        }
+        continue;
+      }
       float *output = NULL;
       run_one_case(cfg, recipe, w, &data, &row, &output);
       if (precis_interrupt_signal && row.status != PRECIS_ROW_OK) {
@@ -230,8 +290,8 @@ precis_status precis_run_workloads(const precis_run_config *cfg, precis_report *
         }
       }
       free(output);
-      if (journal) {
-        st = journal_append(journal, cfg->journal_path, &row);
+      if (journal.fd >= 0) {
+        st = precis_journal_append(&journal, &row);
         if (st != PRECIS_OK) {
           precis_row_free(&row);
           precis_workload_data_free(&data);
@@ -248,6 +308,12 @@ precis_status precis_run_workloads(const precis_run_config *cfg, precis_report *
     }
     precis_workload_data_free(&data);
   }
+  if (cfg->resume) {
+    /* Provenance: these rows were measured by an earlier process (maybe under another load). */
+    precis_kv_set_int(&report->environment, "resumed_cases_kept", (long long)n_kept);
+    fprintf(stderr, "precis run: resumed %s: %zu cases kept from the journal, %zu run now\n", cfg->journal_path, n_kept,
+            done_rows - n_kept);
+  }
   if (precis_interrupt_signal) st = precis_fail(PRECIS_E_INTERRUPTED, "interrupted by signal %d after %zu of %zu rows",
                                                 precis_interrupt_signal, done_rows, total);
   else report->complete = true;
@@ -258,7 +324,10 @@ done:
     precis_status cs = precis_outputs_close(saved, st == PRECIS_OK || st == PRECIS_E_INTERRUPTED);
     if (st == PRECIS_OK) st = cs;
   }
-  if (journal) fclose(journal);
+  precis_journal_close(&journal);
+  for (size_t i = 0; kept_keys && i < kept.run.n_rows; i++) free(kept_keys[i]);
+  free(kept_keys);
+  precis_journal_free(&kept);
   precis_dataset_close(ds);
   return st;
 }

@@ -23,6 +23,7 @@ typedef struct precis_run_config {
   precis_case_options case_options;
   const precis_criteria *require; /* NULL: each recipe's default criteria */
   const char *journal_path;       /* rows appended as JSON Lines as they complete (NULL: none) */
+  bool resume;                    /* continue the run journal_path recorded (docs/robustness.md, "Resuming a run") */
   const char *save_outputs;       /* HDF5 file of every evaluated output (NULL: none) */
   bool force;
   bool progress_live;             /* a live \r line (terminal) rather than one line per row */
@@ -32,7 +33,10 @@ typedef struct precis_run_config {
 
 /* Fills report->rows (and dataset path/id); report->complete is false when interrupted. Returns
  * PRECIS_E_INTERRUPTED after an interrupt (the report holds every completed row), an error for
- * problems that concern the whole run (unreadable dataset, journal not writable), else PRECIS_OK. */
+ * problems that concern the whole run (unreadable dataset, journal not writable), else PRECIS_OK.
+ * report's settings, recipes and criteria must be filled in already: the journal header records
+ * them, and with `resume` they are compared with the journal's (a difference is PRECIS_E_USAGE,
+ * naming it); the journal's rows of this run's cases are then kept, not run again. */
 precis_status precis_run_workloads(const precis_run_config *config, precis_report *report);
 
 /* Applies criteria to a row with status ok: sets verdict and verdict_detail. */

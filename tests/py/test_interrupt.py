@@ -42,8 +42,8 @@ def journal_rows(path):
         return []
     with open(path) as fh:
         text = fh.read()
-    # Only whole lines count: a row is journaled when its newline is.
-    return [json.loads(line) for line in text.split("\n")[:-1]]
+    # Only whole lines count: a row is journaled when its newline is. The first line is the header.
+    return [json.loads(line) for line in text.split("\n")[1:-1]]
 
 
 def write_suite(path, workloads, size, batch):

@@ -153,7 +153,8 @@ def main():
     rows = {(r["workload"], r["recipe"]): r for r in report["rows"]}
     check(len(rows) == 4 * 7, f"expected 28 rows, got {len(rows)}")
     journal = [json.loads(l) for l in open(os.path.join(out_dir, "journal.jsonl"))]
-    check(len(journal) == 28, "journal has every row")
+    check(journal[0].get("format") == "precis-journal", "journal starts with its header")
+    check(len(journal) == 1 + 28, "journal has every row")
     for name in ("report.csv", "report.md", "report.html"):
         check(os.path.getsize(os.path.join(out_dir, name)) > 0, f"{name} written")
 
@@ -228,7 +229,7 @@ def main():
     statuses = {(r["workload"], r["recipe"]): r["status"] for r in fault["rows"]}
     check(statuses[("normal-shared-b", "fp32")] == "failed", "injected fault recorded as failed")
     check(len(statuses) == 8 and sum(s == "ok" for s in statuses.values()) == 7, "every other row ran")
-    check(len(open(os.path.join(tmp, "fault", "journal.jsonl")).readlines()) == 8, "journal kept every row")
+    check(len(open(os.path.join(tmp, "fault", "journal.jsonl")).readlines()) == 1 + 8, "journal kept every row")
 
     # --backend cuda without a device: exit 1 with a clear message.
     p = run(["run", ds, "--backend", "cuda", "-o", os.path.join(tmp, "cuda"), "--quiet"])
