@@ -1,8 +1,8 @@
 /* The cuda backend against the cpu backend (the CPU twins of every conversion) on workloads built
  * here: int8 bit-exact (exact int32 accumulators, the same dequantization), integer-valued inputs
- * exact for every float recipe, random inputs within the componentwise bound of DESIGN §5
- * (|gpu - cpu| <= 4*k*u_acc*|a|·|b| + 2*u_out*(|gpu| + |cpu|); both approximate the same rounded-input
- * product, tensor cores truncating inside blocks). Then the measurements, --cold and --autotune,
+ * exact for every float recipe, random inputs within the componentwise bound of
+ * tests/backend_agreement.h (|gpu - cpu| <= 4*gamma_k*|a|·|b| + 2*u_out*(|gpu| + |cpu|), gamma_k of
+ * the recipe's accumulation model, fp8's own; both approximate the same rounded-input product). Then the measurements, --cold and --autotune,
  * and an out-of-memory case that must become does-not-fit with the run going on.
  * Skipped (77) without a usable device, with the CUDA error that says why. */
 #include <cuda_runtime_api.h>
@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "backend_agreement.h"
 #include "cuda_api.h"
 #include "format.h"
 #include "harness.h"
@@ -127,33 +128,36 @@ static bool run(const precis_backend *be, void *ctx, const precis_recipe *r, con
   return true;
 }
 
-/* Compares one recipe's outputs; exact when `exact`, else within the bound. */
+/* Compares one recipe's outputs; exact when `exact`, else within tests/backend_agreement.h's bound. */
 static void compare(const precis_recipe *r, const workload *w, const float *gpu, const float *ref, bool exact,
                     const char *label) {
   int64_t count = w->info.batch * w->info.m * w->info.n, bad = 0, first = -1;
-  double u_acc = r->compute_format == PRECIS_FMT_F16 ? ldexp(1, -11) : ldexp(1, -24);
-  double u_out = precis_format_get(r->output_format)->unit_roundoff;
-  double quant_slack = r->scaling == PRECIS_SCALING_FP8_TENSOR ? 1.25 : 1.0; /* |q*s| vs |x| after rounding */
-  double worst_acc = 0; /* the largest |gpu - cpu| / (k * |a|·|b|): the accumulation error actually seen */
+  agreement bound = agreement_for(r, w->info.k);
+  /* The worst |gpu - cpu| / bound (above 1 fails), and the worst part of |gpu - cpu| that output
+   * rounding does not explain, in units of the accumulation term: the figure to tune the
+   * accumulation model from (docs/cuda-backend.md, "To verify"); output-rounding flips alone
+   * would dominate the raw difference and mislead. */
+  double worst_ratio = 0, worst_excess = 0;
   for (int64_t i = 0; i < count; i++) {
     double g = gpu[i], c = ref[i];
-    if (w->data.ab_abs[i] > 0) worst_acc = fmax(worst_acc, fabs(g - c) / ((double)w->info.k * w->data.ab_abs[i]));
     bool ok;
-    if (exact || r->scaling == PRECIS_SCALING_INT8_SYMMETRIC)
+    if (exact || r->scaling == PRECIS_SCALING_INT8_SYMMETRIC) {
       ok = memcmp(&gpu[i], &ref[i], sizeof(float)) == 0;
-    else
-      ok = fabs(g - c) <= 4.0 * (double)w->info.k * u_acc * quant_slack * w->data.ab_abs[i] +
-                              2.0 * u_out * (fabs(g) + fabs(c)) + 1e-30;
+    } else {
+      double limit = agreement_bound(&bound, w->data.ab_abs[i], g, c);
+      worst_ratio = fmax(worst_ratio, fabs(g - c) / limit);
+      worst_excess = fmax(worst_excess, agreement_excess(&bound, w->data.ab_abs[i], g, c));
+      ok = fabs(g - c) <= limit;
+    }
     if (!ok) {
       if (first < 0) first = i;
       bad++;
     }
   }
-  /* Printed so that the first GPU run shows how far the tensor cores' accumulation is from the
-   * bound's assumption (u_acc) before any bound is tuned: docs/cuda-backend.md, "To verify". */
   if (!exact && r->scaling != PRECIS_SCALING_INT8_SYMMETRIC)
-    printf("  %s %s m=%lld n=%lld k=%lld: max |gpu-cpu|/(k*|a||b|) = %.3g (bound assumes %.3g)\n", r->name, label,
-           (long long)w->info.m, (long long)w->info.n, (long long)w->info.k, worst_acc, 4.0 * u_acc * quant_slack);
+    printf("  %s %s m=%lld n=%lld k=%lld: worst |gpu-cpu|/bound = %.3g, accumulation excess (beyond output "
+           "rounding, in units of the bound's accumulation term) = %.3g\n",
+           r->name, label, (long long)w->info.m, (long long)w->info.n, (long long)w->info.k, worst_ratio, worst_excess);
   CHECK_MSG(bad == 0, "%s %s m=%lld n=%lld k=%lld batch=%lld b_batched=%d: %lld of %lld differ; first at %lld: gpu %.9g cpu %.9g",
             r->name, label, (long long)w->info.m, (long long)w->info.n, (long long)w->info.k, (long long)w->info.batch,
             w->info.b_batched, (long long)bad, (long long)count, (long long)first, first >= 0 ? gpu[first] : 0.0,
@@ -244,7 +248,18 @@ TEST(measurements_are_reported) {
       CHECK(g.memory.tensor_bytes > 0);
       CHECK(g.memory.tracked_peak_bytes >= g.memory.tensor_bytes);
       CHECK(g.memory.device_baseline_bytes > 0);
-      CHECK(g.memory.device_peak_bytes >= g.memory.device_baseline_bytes + g.memory.tracked_peak_bytes);
+      /* The device view holds at least what the case held at once, and never less than before it
+       * started. baseline + tracked is not a floor: cudaMemGetInfo may still count memory an
+       * earlier case freed in the baseline, and the driver hands it back to this case's
+       * allocations (reuse), so the strict relation only gets a tolerance (one workspace). */
+      CHECK(g.memory.device_peak_bytes >= g.memory.tracked_peak_bytes);
+      CHECK(g.memory.device_peak_bytes >= g.memory.device_baseline_bytes);
+      const long long reuse_tolerance = 32LL << 20;
+      if (g.memory.device_peak_bytes < g.memory.device_baseline_bytes + g.memory.tracked_peak_bytes)
+        printf("  note: device peak %lld < baseline %lld + tracked %lld (driver reuse of %lld bytes)\n",
+               g.memory.device_peak_bytes, g.memory.device_baseline_bytes, g.memory.tracked_peak_bytes,
+               g.memory.device_baseline_bytes + g.memory.tracked_peak_bytes - g.memory.device_peak_bytes);
+      CHECK(g.memory.device_peak_bytes + reuse_tolerance >= g.memory.device_baseline_bytes + g.memory.tracked_peak_bytes);
       CHECK(precis_kv_get(&g.details, "algo_id") != NULL);
       CHECK(precis_kv_get(&g.details, "workspace_bytes") != NULL);
       if (r->scaling != PRECIS_SCALING_NONE) {
