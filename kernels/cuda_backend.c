@@ -203,11 +203,9 @@ static precis_status end_to_end(cuda_case *cs, long calls) {
   return st;
 }
 
-/* The delay for the next timed region: twice what the host took to enqueue this one, so that the
- * start event executes only once the whole sample is queued (kernels/stream_delay.h); bounded so
- * that a sample of thousands of tiny calls, which the host cannot enqueue faster than the GPU runs
- * them anyway, does not spin for long. */
-static double next_delay_us(double enqueue_ms) { return fmin(fmax(2000.0 * enqueue_ms + 20.0, 20.0), 5000.0); }
+/* The delay for the next timed region, so that the start event executes only once the whole
+ * sample is queued (kernels/stream_delay.h). */
+static double next_delay_us(double enqueue_ms) { return precis_cuda_delay_after_enqueue_us(enqueue_ms); }
 
 /* Times `calls` of fn between two CUDA events. The L2 flush (cold) and the device delay are
  * enqueued before the start event, outside the timed region. */
