@@ -7,6 +7,7 @@
  * Skipped (77) without a usable device, with the CUDA error that says why. */
 #include <cuda_runtime_api.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -344,6 +345,98 @@ TEST(out_of_memory_becomes_does_not_fit_and_the_run_goes_on) {
   workload_free(&w);
 }
 
+/* accept --concurrency N on cuda: each worker with its own state (stream, events, handle), cases
+ * from two threads at once, both exact against the cpu backend, both timed. */
+typedef struct concurrent_job {
+  const precis_recipe *recipe;
+  const workload *w;
+  precis_case_options o;
+  precis_case_output out;
+  precis_status st;
+} concurrent_job;
+
+static void *concurrent_main(void *arg) {
+  concurrent_job *job = arg;
+  precis_case_output_init(&job->out);
+  job->st = cuda->run_case(cuda_ctx, job->recipe, &job->w->info, &job->w->data, &job->o, &job->out);
+  return NULL;
+}
+
+TEST(two_workers_run_at_once_each_with_its_own_state) {
+  CHECK(cuda->worker_open != NULL && cuda->worker_close != NULL);
+  if (!cuda->worker_open) return;
+  const precis_recipe_id ids[] = {PRECIS_RECIPE_FP16, PRECIS_RECIPE_INT8};
+  for (size_t r = 0; r < 2; r++) {
+    const precis_recipe *recipe = precis_recipe_get(ids[r]);
+    if (!recipe_runs_here(recipe)) continue;
+    workload w;
+    workload_make(&w, 128, 96, 128, 2, true, true, 0);
+    void *states[2] = {NULL, NULL};
+    CHECK_OK(cuda->worker_open(cuda_ctx, 0, &states[0]));
+    CHECK_OK(cuda->worker_open(cuda_ctx, 1, &states[1]));
+    CHECK(states[0] && states[1] && states[0] != states[1]);
+    concurrent_job jobs[2];
+    pthread_t threads[2];
+    for (int i = 0; i < 2; i++) {
+      jobs[i] = (concurrent_job){.recipe = recipe, .w = &w, .o = quick_options()};
+      jobs[i].o.max_time_ms = 100;
+      jobs[i].o.target_rel_spread = 0;
+      jobs[i].o.worker = states[i];
+      CHECK(pthread_create(&threads[i], NULL, concurrent_main, &jobs[i]) == 0);
+    }
+    for (int i = 0; i < 2; i++) pthread_join(threads[i], NULL);
+    precis_case_output c;
+    precis_case_options o = quick_options();
+    bool ok_c = run(cpu, cpu_ctx, recipe, &w, &o, &c);
+    CHECK(ok_c);
+    for (int i = 0; i < 2; i++) {
+      CHECK_MSG(jobs[i].st == PRECIS_OK && jobs[i].out.status == PRECIS_ROW_OK && jobs[i].out.c, "%s worker %d: %s",
+                recipe->name, i, jobs[i].out.reason);
+      if (ok_c && jobs[i].out.c) compare(recipe, &w, jobs[i].out.c, c.c, true, "concurrent worker");
+      CHECK(jobs[i].out.time.samples >= 1 && jobs[i].out.time.median_ms > 0);
+      printf("  %s worker %d: median %.4f ms, %ld samples, lt_calls %s\n", recipe->name, i, jobs[i].out.time.median_ms,
+             jobs[i].out.time.samples, precis_kv_get(&jobs[i].out.details, "lt_calls"));
+      precis_case_output_free(&jobs[i].out);
+    }
+    if (ok_c) precis_case_output_free(&c);
+    cuda->worker_close(cuda_ctx, states[0]);
+    cuda->worker_close(cuda_ctx, states[1]);
+    workload_free(&w);
+  }
+}
+
+/* The int8 workarounds of the plan, on the device: few rows padded to 32, and with cuBLASLt < 13.2
+ * a strided batch run as one call per batch matrix (issue 14.4, 14.5); exact against the cpu. */
+TEST(int8_padding_and_cublaslt_13_1_split_run_exactly) {
+  const precis_recipe *r = precis_recipe_get(PRECIS_RECIPE_INT8);
+  if (!recipe_runs_here(r)) return;
+  precis_kv_list env = {0};
+  cuda->environment(cuda_ctx, &env);
+  int major = 0, minor = 0, patch = 0;
+  const char *v = precis_kv_get(&env, "cublaslt_version");
+  bool parsed = v && sscanf(v, "%d.%d.%d", &major, &minor, &patch) == 3;
+  CHECK(parsed);
+  precis_kv_free(&env);
+  bool split = parsed && major * 10000 + minor * 100 + patch < 130200;
+  precis_case_options o = quick_options();
+  workload w;
+  workload_make(&w, 3, 40, 36, 3, true, false, 0);
+  precis_case_output g, c;
+  bool ok = run(cuda, cuda_ctx, r, &w, &o, &g) & run(cpu, cpu_ctx, r, &w, &o, &c);
+  CHECK(ok);
+  if (ok) {
+    compare(r, &w, g.c, c.c, true, "padded, strided");
+    CHECK_STR(precis_kv_get(&g.details, "min_rows"), "32");
+    CHECK(strstr(precis_kv_get(&g.details, "padding"), "rows 3->32") != NULL);
+    CHECK_STR(precis_kv_get(&g.details, "lt_calls"), split ? "3" : "1");
+    printf("  cuBLASLt %s: lt_calls %s (%s)\n", v ? v : "?", precis_kv_get(&g.details, "lt_calls"),
+           precis_kv_get(&g.details, "lt_split") ? precis_kv_get(&g.details, "lt_split") : "one call");
+  }
+  precis_case_output_free(&g);
+  precis_case_output_free(&c);
+  workload_free(&w);
+}
+
 TEST(environment_names_the_device) {
   precis_kv_list env = {0};
   cuda->environment(cuda_ctx, &env);
@@ -390,6 +483,8 @@ int main(void) {
       T(measurements_are_reported),
       T(cold_and_autotune),
       T(out_of_memory_becomes_does_not_fit_and_the_run_goes_on),
+      T(two_workers_run_at_once_each_with_its_own_state),
+      T(int8_padding_and_cublaslt_13_1_split_run_exactly),
   };
   int rc = harness_run(tests, sizeof tests / sizeof tests[0]);
   cuda->close(cuda_ctx);
