@@ -1,7 +1,9 @@
 /* The acceptance test's library (src/eval/accept.c) on the cpu backend, with workloads built in memory:
  * latency grows with batch, a memory limit that cannot be met fails and says why, concurrency 2
  * holds exactly twice the tracked memory of concurrency 1, the budget and the measurement are both
- * present and consistent, the tiles of a scaled output are checked against the right references. */
+ * present and consistent, the tiles of a scaled output are checked against the right references,
+ * and concurrent workers each run with their own backend state (worker_open), opened before any
+ * case and never shared by overlapping cases. */
 #include <cblas.h>
 #include <math.h>
 #include <pthread.h>
