@@ -579,19 +579,19 @@ static precis_status cuda_run_case(void *vctx, const precis_recipe *recipe, cons
   cuda_ctx *ctx = vctx;
   char why[512];
   out->memory.tensor_bytes = precis_recipe_tensor_bytes(recipe, w->m, w->n, w->k, w->batch, w->b_batched);
-  if (!cuda_supports(ctx, recipe, why, sizeof why)) {
-    out->status = PRECIS_ROW_UNSUPPORTED;
-    snprintf(out->reason, sizeof out->reason, "%s", why);
-    return PRECIS_OK;
-  }
   /* The calling thread's current device is per thread: a worker thread starts on device 0 of the
-   * process whatever the context chose. */
+   * process whatever the context chose, and the capability probe below may run here first. */
   cudaError_t set = cudaSetDevice(ctx->device);
   if (set != cudaSuccess) {
     (void)cudaGetLastError();
     out->status = PRECIS_ROW_FAILED;
     snprintf(out->reason, sizeof out->reason, "cudaSetDevice(%d) failed with %s (%s)", ctx->device,
              cudaGetErrorName(set), cudaGetErrorString(set));
+    return PRECIS_OK;
+  }
+  if (!cuda_supports(ctx, recipe, why, sizeof why)) {
+    out->status = PRECIS_ROW_UNSUPPORTED;
+    snprintf(out->reason, sizeof out->reason, "%s", why);
     return PRECIS_OK;
   }
   cuda_case cs;
