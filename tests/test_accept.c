@@ -552,8 +552,10 @@ static precis_status probe_run_case(void *ctx, const precis_recipe *recipe, cons
     probe.seen[probe.n_seen++] = self;
   }
   pthread_mutex_unlock(&probe.mutex);
-  /* Wait (up to 2 s) for the other worker of a 2-worker point, so that the cases overlap. */
-  for (int i = 0; i < 2000 && running < 2 && o->target_rel_spread == 0; i++) {
+  /* Wait for the other worker of a 2-worker point (the spread rule is off only there), so that the
+   * cases overlap; the pool wakes both, so this ends unless that is broken (then after 30 s, on a
+   * loaded machine the second thread can take seconds to be scheduled). */
+  for (int i = 0; i < 30000 && running < 2 && o->target_rel_spread == 0; i++) {
     struct timespec ms = {0, 1000000};
     nanosleep(&ms, NULL);
     running = atomic_load(&probe.in_flight);
