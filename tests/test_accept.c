@@ -508,7 +508,8 @@ static struct {
   pthread_mutex_t mutex;
   atomic_int in_flight;     /* cases running now, all workers */
   atomic_int opened, closed, violations;
-  atomic_int overlapped;    /* cases that saw another case running with a different state */
+  atomic_int arrivals;      /* cases of 2-worker points started so far */
+  atomic_int overlapped;    /* cases of 2-worker points that met their partner inside run_case */
   const void *seen[8]; /* the distinct states run_case received (compared, never dereferenced) */
   int seen_index[8];
   int n_seen;
@@ -543,7 +544,7 @@ static precis_status probe_run_case(void *ctx, const precis_recipe *recipe, cons
     return precis_backend_cpu()->run_case(ctx, recipe, w, d, o, out);
   }
   if (atomic_fetch_add(&self->busy, 1) != 0) atomic_fetch_add(&probe.violations, 1); /* shared state */
-  int running = atomic_fetch_add(&probe.in_flight, 1) + 1;
+  atomic_fetch_add(&probe.in_flight, 1);
   pthread_mutex_lock(&probe.mutex);
   bool known = false;
   for (int i = 0; i < probe.n_seen; i++) known = known || probe.seen[i] == self;
@@ -552,15 +553,18 @@ static precis_status probe_run_case(void *ctx, const precis_recipe *recipe, cons
     probe.seen[probe.n_seen++] = self;
   }
   pthread_mutex_unlock(&probe.mutex);
-  /* Wait for the other worker of a 2-worker point (the spread rule is off only there), so that the
-   * cases overlap; the pool wakes both, so this ends unless that is broken (then after 30 s, on a
-   * loaded machine the second thread can take seconds to be scheduled). */
-  for (int i = 0; i < 30000 && running < 2 && o->target_rel_spread == 0; i++) {
-    struct timespec ms = {0, 1000000};
-    nanosleep(&ms, NULL);
-    running = atomic_load(&probe.in_flight);
+  /* A 2-worker point (the spread rule is off only there): a rendezvous with the other worker. The
+   * points run one after another, so cases 2p and 2p+1 of this mode are one point's pair; each waits
+   * (up to 30 s, for a loaded machine) until both have arrived, so both are inside run_case at
+   * once. A pool that ran its workers one after the other would never complete the pair. */
+  if (o->target_rel_spread == 0) {
+    int ticket = atomic_fetch_add(&probe.arrivals, 1), pair_complete = (ticket | 1) + 1;
+    for (int i = 0; i < 30000 && atomic_load(&probe.arrivals) < pair_complete; i++) {
+      struct timespec ms = {0, 1000000};
+      nanosleep(&ms, NULL);
+    }
+    if (atomic_load(&probe.arrivals) >= pair_complete) atomic_fetch_add(&probe.overlapped, 1);
   }
-  if (running >= 2) atomic_fetch_add(&probe.overlapped, 1);
   precis_status st = precis_backend_cpu()->run_case(ctx, recipe, w, d, o, out);
   atomic_fetch_sub(&probe.in_flight, 1);
   atomic_fetch_sub(&self->busy, 1);
