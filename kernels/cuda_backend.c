@@ -10,6 +10,7 @@
 #include <cublas_api.h>
 #include <cuda_runtime_api.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,18 +30,32 @@
 
 #define MEM_SAMPLER_PERIOD_US 500
 
+/* What one worker runs its cases with: its own stream (workers overlap instead of serializing),
+ * its own events (a timed region holds only this worker's work, and no other thread records the
+ * events between its record and its elapsed-time query) and its own cuBLASLt handle. The context
+ * holds one for callers that run one case at a time; accept --concurrency N opens one per worker
+ * (worker_open), before its timed regions. */
+typedef struct cuda_worker {
+  int index; /* -1: the context's own */
+  cublasLtHandle_t lt;
+  cudaStream_t stream;
+  cudaEvent_t start, stop;
+} cuda_worker;
+
 typedef struct cuda_ctx {
   int device;
   char name[256];
   int cc_major, cc_minor, sm_count;
   long long mem_total, l2_bytes;
   int clock_khz, mem_clock_khz;
-  cublasLtHandle_t lt;
-  cudaStream_t stream;
-  cudaEvent_t start, stop;
+  int lt_version;   /* cublasLtGetVersion(): the plan works around the limits of the version in use */
+  cuda_worker main; /* for callers that pass no options->worker */
   precis_nvml *nvml;
   char nvml_why[192];
   long long baseline_after_open;
+  /* The capability probes' cache, filled on first use from whichever worker asks first. */
+  pthread_mutex_t probe_mutex;
+  bool probe_mutex_ready;
   signed char probed[PRECIS_RECIPE_COUNT]; /* 0 not yet, 1 cuBLASLt has kernels, -1 it has none */
   char probe_reason[PRECIS_RECIPE_COUNT][384];
 } cuda_ctx;
@@ -48,6 +63,7 @@ typedef struct cuda_ctx {
 /* One (workload, recipe) case: every device buffer and the cuBLASLt call. */
 typedef struct cuda_case {
   cuda_ctx *ctx;
+  cuda_worker *wk; /* stream, events, handle of the worker running this case */
   const precis_recipe *recipe;
   const precis_workload_info *w;
   const precis_case_options *o;
@@ -78,7 +94,7 @@ typedef struct cuda_case {
 static precis_status convert_a(cuda_case *cs) {
   precis_status st = PRECIS_OK;
   const precis_plan_write *w = &cs->plan.write_a;
-  cudaStream_t s = cs->ctx->stream;
+  cudaStream_t s = cs->wk->stream;
   switch (cs->recipe->id) {
   case PRECIS_RECIPE_FP32: break; /* cuBLASLt reads the float32 input itself */
   case PRECIS_RECIPE_TF32: PRECIS_TRY(cuda, precis_cuda_f32_to_tf32(cs->a32, cs->lt_b, cs->a_count, s)); break;
@@ -113,7 +129,7 @@ done:
 static precis_status convert_b(cuda_case *cs) {
   precis_status st = PRECIS_OK;
   const precis_plan_write *w = &cs->plan.write_b;
-  cudaStream_t s = cs->ctx->stream;
+  cudaStream_t s = cs->wk->stream;
   switch (cs->recipe->id) {
   case PRECIS_RECIPE_FP32: break;
   case PRECIS_RECIPE_TF32: PRECIS_TRY(cuda, precis_cuda_f32_to_tf32(cs->b32, cs->lt_a, cs->b_count, s)); break;
@@ -147,7 +163,7 @@ done:
 static precis_status gemm(cuda_case *cs, long calls) {
   precis_status st = PRECIS_OK;
   for (long i = 0; i < calls; i++)
-    PRECIS_TRY(cublas, precis_lt_call_run(&cs->call, cs->ctx->lt, &cs->algo, cs->ctx->stream));
+    PRECIS_TRY(cublas, precis_lt_call_run(&cs->call, cs->wk->lt, &cs->algo, cs->wk->stream));
 done:
   return st;
 }
@@ -156,7 +172,7 @@ done:
 static precis_status finish_output(cuda_case *cs) {
   precis_status st = PRECIS_OK;
   const precis_gemm_plan *p = &cs->plan;
-  cudaStream_t s = cs->ctx->stream;
+  cudaStream_t s = cs->wk->stream;
   if (p->dequant) {
     const precis_plan_dequant *q = &p->dequant_step;
     for (int64_t c = 0; c < q->calls; c++)
@@ -187,30 +203,28 @@ static precis_status end_to_end(cuda_case *cs, long calls) {
   return st;
 }
 
-/* The delay for the next timed region: twice what the host took to enqueue this one, so that the
- * start event executes only once the whole sample is queued (kernels/stream_delay.h); bounded so
- * that a sample of thousands of tiny calls, which the host cannot enqueue faster than the GPU runs
- * them anyway, does not spin for long. */
-static double next_delay_us(double enqueue_ms) { return fmin(fmax(2000.0 * enqueue_ms + 20.0, 20.0), 5000.0); }
+/* The delay for the next timed region, so that the start event executes only once the whole
+ * sample is queued (kernels/stream_delay.h). */
+static double next_delay_us(double enqueue_ms) { return precis_cuda_delay_after_enqueue_us(enqueue_ms); }
 
 /* Times `calls` of fn between two CUDA events. The L2 flush (cold) and the device delay are
  * enqueued before the start event, outside the timed region. */
 static precis_status time_calls(cuda_case *cs, precis_status (*fn)(cuda_case *, long), long calls, bool flush,
                                 double *ms) {
   precis_status st = PRECIS_OK;
-  cuda_ctx *ctx = cs->ctx;
+  cuda_worker *wk = cs->wk;
   if (flush && cs->flush)
-    PRECIS_TRY(cuda, cudaMemsetAsync(cs->flush, (int)(++cs->flush_value & 0xffu), cs->flush_bytes, ctx->stream));
-  PRECIS_TRY(cuda, precis_cuda_delay(cs->delay_us, ctx->stream));
+    PRECIS_TRY(cuda, cudaMemsetAsync(cs->flush, (int)(++cs->flush_value & 0xffu), cs->flush_bytes, wk->stream));
+  PRECIS_TRY(cuda, precis_cuda_delay(cs->delay_us, wk->stream));
   double enqueue_start = precis_now_ms();
-  PRECIS_TRY(cuda, cudaEventRecord(ctx->start, ctx->stream));
+  PRECIS_TRY(cuda, cudaEventRecord(wk->start, wk->stream));
   st = fn(cs, calls);
   if (st != PRECIS_OK) goto done;
-  PRECIS_TRY(cuda, cudaEventRecord(ctx->stop, ctx->stream));
+  PRECIS_TRY(cuda, cudaEventRecord(wk->stop, wk->stream));
   cs->delay_us = next_delay_us(precis_now_ms() - enqueue_start);
-  PRECIS_TRY(cuda, cudaEventSynchronize(ctx->stop));
+  PRECIS_TRY(cuda, cudaEventSynchronize(wk->stop));
   float elapsed = 0;
-  PRECIS_TRY(cuda, cudaEventElapsedTime(&elapsed, ctx->start, ctx->stop));
+  PRECIS_TRY(cuda, cudaEventElapsedTime(&elapsed, wk->start, wk->stop));
   *ms = elapsed;
 done:
   return st;
@@ -269,8 +283,13 @@ static precis_status autotune(cuda_case *cs, const cublasLtMatmulHeuristicResult
       }
     }
     if (trial != PRECIS_OK) {
+      /* This candidate cannot run here: skipped. A launch failure leaves its CUDA error pending,
+       * and the next launcher's cudaGetLastError() would report it as its own: drain the stream
+       * and clear it. (A sticky error survives this and fails the case where it next shows.) */
+      (void)cudaStreamSynchronize(cs->wk->stream);
+      (void)cudaGetLastError();
       precis_clear_error();
-      ms = NAN; /* this candidate cannot run here: skipped */
+      ms = NAN;
     }
     used += (size_t)snprintf(list + used, used < sizeof list ? sizeof list - used : 0, "%s%.6g", i ? "," : "", ms);
     if (ms < best) {
@@ -321,12 +340,13 @@ static precis_status run_case_body(cuda_case *cs, const precis_workload_data *da
   const precis_workload_info *w = cs->w;
   const precis_case_options *o = cs->o;
   precis_kv_list *details = &out->details;
-  cudaStream_t s = ctx->stream;
+  cuda_worker *wk = cs->wk;
+  cudaStream_t s = wk->stream;
   precis_mem_sampler sampler;
   bool sampling = false;
   float *host_scales = NULL;
 
-  st = precis_gemm_plan_make(cs->recipe, w->m, w->n, w->k, w->batch, w->b_batched, &cs->plan);
+  st = precis_gemm_plan_make_for(cs->recipe, w->m, w->n, w->k, w->batch, w->b_batched, ctx->lt_version, &cs->plan);
   if (st != PRECIS_OK) goto done;
   const precis_gemm_plan *p = &cs->plan;
   precis_gemm_plan_describe(p, details);
@@ -445,14 +465,14 @@ static precis_status run_case_body(cuda_case *cs, const precis_workload_data *da
   if (cs->clipped) PRECIS_TRY(cuda, cudaMemsetAsync(cs->clipped, 0, sizeof(unsigned long long), s));
   PRECIS_TRY(cuda, cudaStreamSynchronize(s));
   PRECIS_TRY(cuda, precis_cuda_delay(next_delay_us(enqueue_ms), s));
-  PRECIS_TRY(cuda, cudaEventRecord(ctx->start, s));
+  PRECIS_TRY(cuda, cudaEventRecord(wk->start, s));
   st = convert_a(cs);
   if (st == PRECIS_OK) st = convert_b(cs);
   if (st != PRECIS_OK) goto done;
-  PRECIS_TRY(cuda, cudaEventRecord(ctx->stop, s));
-  PRECIS_TRY(cuda, cudaEventSynchronize(ctx->stop));
+  PRECIS_TRY(cuda, cudaEventRecord(wk->stop, s));
+  PRECIS_TRY(cuda, cudaEventSynchronize(wk->stop));
   float convert_ms = 0;
-  PRECIS_TRY(cuda, cudaEventElapsedTime(&convert_ms, ctx->start, ctx->stop));
+  PRECIS_TRY(cuda, cudaEventElapsedTime(&convert_ms, wk->start, wk->stop));
   out->time.convert_ms = cs->recipe->id == PRECIS_RECIPE_FP32 ? 0.0 : convert_ms;
   if (cs->clipped) {
     unsigned long long clipped = 0;
@@ -479,7 +499,7 @@ static precis_status run_case_body(cuda_case *cs, const precis_workload_data *da
   cs->call_ready = true;
   cublasLtMatmulHeuristicResult_t cands[PRECIS_LT_MAX_CANDIDATES];
   int count = 0, chosen = 0;
-  st = precis_lt_call_candidates(&cs->call, ctx->lt, o->autotune > 1 ? o->autotune : 1, cands, &count);
+  st = precis_lt_call_candidates(&cs->call, wk->lt, o->autotune > 1 ? o->autotune : 1, cands, &count);
   if (st != PRECIS_OK) goto done;
   cs->algo = cands[0].algo;
   if (count > 1) {
@@ -559,6 +579,16 @@ static precis_status cuda_run_case(void *vctx, const precis_recipe *recipe, cons
   cuda_ctx *ctx = vctx;
   char why[512];
   out->memory.tensor_bytes = precis_recipe_tensor_bytes(recipe, w->m, w->n, w->k, w->batch, w->b_batched);
+  /* The calling thread's current device is per thread: a worker thread starts on device 0 of the
+   * process whatever the context chose, and the capability probe below may run here first. */
+  cudaError_t set = cudaSetDevice(ctx->device);
+  if (set != cudaSuccess) {
+    (void)cudaGetLastError();
+    out->status = PRECIS_ROW_FAILED;
+    snprintf(out->reason, sizeof out->reason, "cudaSetDevice(%d) failed with %s (%s)", ctx->device,
+             cudaGetErrorName(set), cudaGetErrorString(set));
+    return PRECIS_OK;
+  }
   if (!cuda_supports(ctx, recipe, why, sizeof why)) {
     out->status = PRECIS_ROW_UNSUPPORTED;
     snprintf(out->reason, sizeof out->reason, "%s", why);
@@ -567,6 +597,7 @@ static precis_status cuda_run_case(void *vctx, const precis_recipe *recipe, cons
   cuda_case cs;
   memset(&cs, 0, sizeof cs);
   cs.ctx = ctx;
+  cs.wk = o->worker ? (cuda_worker *)o->worker : &ctx->main;
   cs.recipe = recipe;
   cs.w = w;
   cs.o = o;
@@ -585,7 +616,7 @@ static precis_status cuda_run_case(void *vctx, const precis_recipe *recipe, cons
   }
   /* Whatever happened, the stream is drained and every buffer freed before the next case. A sticky
    * error (e.g. an illegal address) leaves the context unusable: say so in the reason. */
-  cudaError_t drained = cudaStreamSynchronize(ctx->stream);
+  cudaError_t drained = cudaStreamSynchronize(cs.wk->stream);
   if (drained != cudaSuccess) {
     if (out->status == PRECIS_ROW_OK) out->status = PRECIS_ROW_FAILED;
     size_t used = strlen(out->reason);
@@ -608,7 +639,7 @@ static bool probe_recipe(cuda_ctx *ctx, const precis_recipe *recipe, char *why, 
   precis_gemm_plan plan;
   precis_lt_call call;
   bool ok = false;
-  if (precis_gemm_plan_make(recipe, 256, 256, 256, 1, false, &plan) != PRECIS_OK) {
+  if (precis_gemm_plan_make_for(recipe, 256, 256, 256, 1, false, ctx->lt_version, &plan) != PRECIS_OK) {
     snprintf(why, len, "%s", precis_last_error());
     return false;
   }
@@ -619,7 +650,7 @@ static bool probe_recipe(cuda_ctx *ctx, const precis_recipe *recipe, char *why, 
   }
   cublasLtMatmulHeuristicResult_t result;
   int count = 0;
-  if (precis_lt_call_candidates(&call, ctx->lt, 1, &result, &count) == PRECIS_OK)
+  if (precis_lt_call_candidates(&call, ctx->main.lt, 1, &result, &count) == PRECIS_OK)
     ok = true;
   else
     snprintf(why, len, "on sm_%d%d: %s", ctx->cc_major, ctx->cc_minor, precis_last_error());
@@ -638,24 +669,75 @@ static bool cuda_supports(void *vctx, const precis_recipe *recipe, char *reason,
              cublasLtGetVersion());
     return false;
   }
+  /* Workers ask concurrently (run_case checks support first): one probe per recipe, under the lock
+   * (which also keeps the context's handle, the probes' only user then, to one thread). */
+  pthread_mutex_lock(&ctx->probe_mutex);
   if (ctx->probed[recipe->id] == 0)
     ctx->probed[recipe->id] =
         probe_recipe(ctx, recipe, ctx->probe_reason[recipe->id], sizeof ctx->probe_reason[recipe->id]) ? 1 : -1;
-  if (ctx->probed[recipe->id] < 0) {
-    snprintf(reason, len, "%s", ctx->probe_reason[recipe->id]);
-    return false;
-  }
+  bool probed_ok = ctx->probed[recipe->id] > 0;
+  if (!probed_ok) snprintf(reason, len, "%s", ctx->probe_reason[recipe->id]);
+  pthread_mutex_unlock(&ctx->probe_mutex);
+  if (!probed_ok) return false;
   if (reason && len) reason[0] = '\0';
   return true;
+}
+
+static void worker_destroy(cuda_worker *wk) {
+  if (wk->start) cudaEventDestroy(wk->start);
+  if (wk->stop) cudaEventDestroy(wk->stop);
+  if (wk->stream) cudaStreamDestroy(wk->stream);
+  if (wk->lt) cublasLtDestroy(wk->lt);
+  memset(wk, 0, sizeof *wk);
+  (void)cudaGetLastError();
+}
+
+static precis_status worker_init(cuda_ctx *ctx, int index, cuda_worker *wk) {
+  precis_status st = PRECIS_OK;
+  memset(wk, 0, sizeof *wk);
+  wk->index = index;
+  PRECIS_TRY(cuda, cudaSetDevice(ctx->device));
+  cublasStatus_t lt_status = cublasLtCreate(&wk->lt);
+  if (lt_status != CUBLAS_STATUS_SUCCESS) {
+    wk->lt = NULL;
+    st = precis_fail(PRECIS_E_NO_DEVICE, "cuBLASLt cannot be used on device %d (%s): cublasLtCreate returned %s (%s)",
+                     ctx->device, ctx->name, cublasLtGetStatusName(lt_status), cublasLtGetStatusString(lt_status));
+    goto done;
+  }
+  PRECIS_TRY(cuda, cudaStreamCreateWithFlags(&wk->stream, cudaStreamNonBlocking));
+  PRECIS_TRY(cuda, cudaEventCreate(&wk->start));
+  PRECIS_TRY(cuda, cudaEventCreate(&wk->stop));
+done:
+  if (st != PRECIS_OK) worker_destroy(wk);
+  return st;
+}
+
+static precis_status cuda_worker_open(void *vctx, int index, void **out) {
+  cuda_ctx *ctx = vctx;
+  *out = NULL;
+  cuda_worker *wk = calloc(1, sizeof *wk);
+  if (!wk) return precis_fail(PRECIS_E_NOMEM, "out of host memory opening cuda worker %d", index);
+  precis_status st = worker_init(ctx, index, wk);
+  if (st != PRECIS_OK) {
+    free(wk);
+    return st;
+  }
+  *out = wk;
+  return PRECIS_OK;
+}
+
+static void cuda_worker_close(void *vctx, void *worker) {
+  (void)vctx;
+  if (!worker) return;
+  worker_destroy(worker);
+  free(worker);
 }
 
 static void cuda_close(void *vctx) {
   cuda_ctx *ctx = vctx;
   if (!ctx) return;
-  if (ctx->start) cudaEventDestroy(ctx->start);
-  if (ctx->stop) cudaEventDestroy(ctx->stop);
-  if (ctx->stream) cudaStreamDestroy(ctx->stream);
-  if (ctx->lt) cublasLtDestroy(ctx->lt);
+  worker_destroy(&ctx->main);
+  if (ctx->probe_mutex_ready) pthread_mutex_destroy(&ctx->probe_mutex);
   precis_nvml_close(ctx->nvml);
   (void)cudaGetLastError();
   free(ctx);
@@ -697,16 +779,14 @@ static precis_status cuda_open(void **out, const precis_case_options *options) {
   if (cudaDeviceGetAttribute(&ctx->mem_clock_khz, cudaDevAttrMemoryClockRate, ctx->device) != cudaSuccess)
     ctx->mem_clock_khz = 0;
   (void)cudaGetLastError();
-  cublasStatus_t lt_status = cublasLtCreate(&ctx->lt);
-  if (lt_status != CUBLAS_STATUS_SUCCESS) {
-    st = precis_fail(PRECIS_E_NO_DEVICE, "cuBLASLt cannot be used on device %d (%s): cublasLtCreate returned %s (%s)",
-                     ctx->device, ctx->name, cublasLtGetStatusName(lt_status), cublasLtGetStatusString(lt_status));
-    ctx->lt = NULL;
+  ctx->lt_version = (int)cublasLtGetVersion();
+  if (pthread_mutex_init(&ctx->probe_mutex, NULL) != 0) {
+    st = precis_fail(PRECIS_E_RUNTIME, "cuda backend: cannot create the capability cache's lock");
     goto done;
   }
-  PRECIS_TRY(cuda, cudaStreamCreateWithFlags(&ctx->stream, cudaStreamNonBlocking));
-  PRECIS_TRY(cuda, cudaEventCreate(&ctx->start));
-  PRECIS_TRY(cuda, cudaEventCreate(&ctx->stop));
+  ctx->probe_mutex_ready = true;
+  st = worker_init(ctx, -1, &ctx->main);
+  if (st != PRECIS_OK) goto done;
   ctx->nvml = precis_nvml_open(ctx->device, ctx->nvml_why, sizeof ctx->nvml_why);
   ctx->baseline_after_open = precis_device_used_bytes();
 done:
@@ -797,6 +877,8 @@ static const precis_backend cuda_backend = {
     .environment = cuda_environment,
     .supports = cuda_supports,
     .run_case = cuda_run_case,
+    .worker_open = cuda_worker_open,
+    .worker_close = cuda_worker_close,
 };
 
 const precis_backend *precis_backend_cuda(void) { return &cuda_backend; }

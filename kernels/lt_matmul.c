@@ -18,6 +18,7 @@ _Static_assert(SAME_VALUE(PRECIS_CUDA_R_32F, CUDA_R_32F) && SAME_VALUE(PRECIS_CU
                    SAME_VALUE(PRECIS_CUDA_R_32I, CUDA_R_32I) && SAME_VALUE(PRECIS_CUDA_R_16BF, CUDA_R_16BF) &&
                    SAME_VALUE(PRECIS_CUDA_R_8F_E4M3, CUDA_R_8F_E4M3) && SAME_VALUE(PRECIS_CUDA_R_8F_E5M2, CUDA_R_8F_E5M2),
                "cudaDataType_t values");
+_Static_assert(CUDA_R_4F_E2M1 == 33, "gemm_plan.c's fp4 type value");
 
 static precis_status make_layout(cublasLtMatrixLayout_t *out, const precis_lt_matrix *m) {
   precis_status st = PRECIS_OK;
@@ -45,18 +46,26 @@ precis_status precis_lt_call_init(precis_lt_call *call, const precis_gemm_plan *
   call->D = D;
   call->workspace = workspace;
   call->workspace_bytes = workspace_bytes;
+  /* What cuBLASLt would reject only at call time (int8 alpha/beta, scale pointers on non-narrow
+   * operands) is refused here, with the reason. */
+  st = precis_gemm_plan_check(plan);
+  if (st != PRECIS_OK) return st;
+  if ((d_scale_a_slot && plan->lt_a_scale == PRECIS_PLAN_NONE) || (d_scale_b_slot && plan->lt_b_scale == PRECIS_PLAN_NONE))
+    return precis_fail(PRECIS_E_UNSUPPORTED, "cuBLASLt call for %s: a scale pointer for an operand that takes none",
+                       plan->recipe->name);
   switch (plan->scale_type) {
   case PRECIS_CUDA_R_16F:
-    call->alpha.f16_bits = 0x3c00; /* 1.0 as binary16 */
-    call->beta.f16_bits = 0x0000;
+    /* alpha and beta are 0 or 1 (the plan's), exact in binary16 */
+    call->alpha.f16_bits = plan->alpha == 1.0 ? 0x3c00 : 0x0000;
+    call->beta.f16_bits = plan->beta == 1.0 ? 0x3c00 : 0x0000;
     break;
   case PRECIS_CUDA_R_32I:
-    call->alpha.i32 = 1;
-    call->beta.i32 = 0;
+    call->alpha.i32 = (int32_t)plan->alpha;
+    call->beta.i32 = (int32_t)plan->beta;
     break;
   default:
-    call->alpha.f32 = 1.0f;
-    call->beta.f32 = 0.0f;
+    call->alpha.f32 = (float)plan->alpha;
+    call->beta.f32 = (float)plan->beta;
     break;
   }
   cublasOperation_t transa = (cublasOperation_t)plan->transa, transb = (cublasOperation_t)plan->transb;
@@ -70,15 +79,25 @@ precis_status precis_lt_call_init(precis_lt_call *call, const precis_gemm_plan *
   if (d_scale_b_slot)
     PRECIS_TRY(cublas, cublasLtMatmulDescSetAttribute(call->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &d_scale_b_slot,
                                                       sizeof d_scale_b_slot));
-  st = make_layout(&call->a, &plan->lt_a);
-  if (st == PRECIS_OK) st = make_layout(&call->b, &plan->lt_b);
-  if (st == PRECIS_OK) st = make_layout(&call->c, &plan->lt_c);
-  if (st == PRECIS_OK) st = make_layout(&call->d, &plan->lt_d);
+  /* The layouts of one call (the whole GEMM unless the plan splits it; C is D's buffer). */
+  st = make_layout(&call->a, &plan->call_a);
+  if (st == PRECIS_OK) st = make_layout(&call->b, &plan->call_b);
+  if (st == PRECIS_OK) st = make_layout(&call->c, &plan->call_d);
+  if (st == PRECIS_OK) st = make_layout(&call->d, &plan->call_d);
   if (st != PRECIS_OK) goto done;
   PRECIS_TRY(cublas, cublasLtMatmulPreferenceCreate(&call->preference));
   uint64_t limit = workspace_bytes;
   PRECIS_TRY(cublas, cublasLtMatmulPreferenceSetAttribute(call->preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                           &limit, sizeof limit));
+  if (plan->call_align_bytes < 256) {
+    /* Split calls start inside the buffers: only algorithms that accept that alignment. */
+    uint32_t align = (uint32_t)plan->call_align_bytes;
+    const cublasLtMatmulPreferenceAttributes_t prefs[] = {
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+    for (size_t i = 0; i < sizeof prefs / sizeof prefs[0]; i++)
+      PRECIS_TRY(cublas, cublasLtMatmulPreferenceSetAttribute(call->preference, prefs[i], &align, sizeof align));
+  }
 done:
   if (st != PRECIS_OK) precis_lt_call_destroy(call);
   return st;
@@ -124,9 +143,20 @@ precis_status precis_lt_call_candidates(precis_lt_call *call, cublasLtHandle_t h
 
 cublasStatus_t precis_lt_call_run(const precis_lt_call *call, cublasLtHandle_t handle, const cublasLtMatmulAlgo_t *algo,
                                   cudaStream_t stream) {
-  /* beta = 0 and C is D's buffer: cuBLASLt does not read C. */
-  return cublasLtMatmul(handle, call->desc, &call->alpha, call->A, call->a, call->B, call->b, &call->beta, call->D,
-                        call->c, call->D, call->d, algo, call->workspace, call->workspace_bytes, stream);
+  /* beta = 0 and C is D's buffer: cuBLASLt does not read C. A split plan is several calls of the
+   * same descriptors at the plan's offsets. */
+  const precis_gemm_plan *p = call->plan;
+  cublasStatus_t status = CUBLAS_STATUS_SUCCESS;
+  for (int64_t c = 0; c < p->lt_calls && status == CUBLAS_STATUS_SUCCESS; c++) {
+    int64_t a_off = 0, b_off = 0, d_off = 0;
+    precis_gemm_plan_call_offsets(p, c, &a_off, &b_off, &d_off);
+    const char *A = (const char *)call->A + a_off * (int64_t)p->lt_a.elem_bytes;
+    const char *B = (const char *)call->B + b_off * (int64_t)p->lt_b.elem_bytes;
+    char *D = (char *)call->D + d_off * (int64_t)p->lt_d.elem_bytes;
+    status = cublasLtMatmul(handle, call->desc, &call->alpha, A, call->a, B, call->b, &call->beta, D, call->c, D,
+                            call->d, algo, call->workspace, call->workspace_bytes, stream);
+  }
+  return status;
 }
 
 static long long algo_attr(const cublasLtMatmulAlgo_t *algo, cublasLtMatmulAlgoConfigAttributes_t attr, bool *ok) {

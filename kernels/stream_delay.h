@@ -18,6 +18,15 @@ extern "C" {
 /* One single-thread block that spins for `microseconds` of the GPU's global timer. */
 cudaError_t precis_cuda_delay(double microseconds, cudaStream_t stream);
 
+/* The delay for the next timed region: twice what the host took to enqueue the last one (plus
+ * 20 us), at most 5 ms, so that a sample of thousands of tiny calls, which the host cannot enqueue
+ * faster than the GPU runs them anyway, does not spin for long. Shared by the cuda backend and the
+ * benchmark's plain loop, so that both time the same way. */
+static inline double precis_cuda_delay_after_enqueue_us(double enqueue_ms) {
+  double us = 2000.0 * enqueue_ms + 20.0;
+  return us < 20.0 ? 20.0 : us > 5000.0 ? 5000.0 : us;
+}
+
 #ifdef __cplusplus
 }
 #endif

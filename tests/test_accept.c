@@ -1,12 +1,17 @@
 /* The acceptance test's library (src/eval/accept.c) on the cpu backend, with workloads built in memory:
  * latency grows with batch, a memory limit that cannot be met fails and says why, concurrency 2
  * holds exactly twice the tracked memory of concurrency 1, the budget and the measurement are both
- * present and consistent, the tiles of a scaled output are checked against the right references. */
+ * present and consistent, the tiles of a scaled output are checked against the right references,
+ * and concurrent workers each run with their own backend state (worker_open), opened before any
+ * case and never shared by overlapping cases. */
 #include <cblas.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "accept.h"
 #include "backend.h"
@@ -488,6 +493,117 @@ TEST(device_views_and_a_point_that_does_not_fit) {
   free_workload(&t);
 }
 
+/* ---- per-worker backend state under concurrency (issue 14.1) ----------------------------------- */
+
+/* An instrumented backend: the cpu backend's cases, with per-worker state that records who uses
+ * it. Each worker's state must be opened before any case runs (outside every timed region), used
+ * by one case at a time, and the two workers of a point must hold different states while their
+ * cases overlap. */
+typedef struct probe_worker {
+  int index;
+  atomic_int busy; /* cases using this state right now */
+} probe_worker;
+
+static struct {
+  pthread_mutex_t mutex;
+  atomic_int in_flight;     /* cases running now, all workers */
+  atomic_int opened, closed, violations;
+  atomic_int arrivals;      /* cases of 2-worker points started so far */
+  atomic_int overlapped;    /* cases of 2-worker points that met their partner inside run_case */
+  const void *seen[8]; /* the distinct states run_case received (compared, never dereferenced) */
+  int seen_index[8];
+  int n_seen;
+} probe = {.mutex = PTHREAD_MUTEX_INITIALIZER};
+
+static precis_status probe_worker_open(void *ctx, int index, void **worker) {
+  (void)ctx;
+  if (atomic_load(&probe.in_flight) != 0) atomic_fetch_add(&probe.violations, 1); /* opened during a case */
+  probe_worker *w = calloc(1, sizeof *w);
+  if (!w) return PRECIS_E_NOMEM;
+  w->index = index;
+  atomic_init(&w->busy, 0);
+  atomic_fetch_add(&probe.opened, 1);
+  *worker = w;
+  return PRECIS_OK;
+}
+
+static void probe_worker_close(void *ctx, void *worker) {
+  (void)ctx;
+  probe_worker *w = worker;
+  if (atomic_load(&w->busy) != 0) atomic_fetch_add(&probe.violations, 1);
+  atomic_fetch_add(&probe.closed, 1);
+  free(w);
+}
+
+static precis_status probe_run_case(void *ctx, const precis_recipe *recipe, const precis_workload_info *w,
+                                    const precis_workload_data *d, const precis_case_options *o,
+                                    precis_case_output *out) {
+  probe_worker *self = o->worker;
+  if (!self) {
+    atomic_fetch_add(&probe.violations, 1);
+    return precis_backend_cpu()->run_case(ctx, recipe, w, d, o, out);
+  }
+  if (atomic_fetch_add(&self->busy, 1) != 0) atomic_fetch_add(&probe.violations, 1); /* shared state */
+  atomic_fetch_add(&probe.in_flight, 1);
+  pthread_mutex_lock(&probe.mutex);
+  bool known = false;
+  for (int i = 0; i < probe.n_seen; i++) known = known || probe.seen[i] == self;
+  if (!known && probe.n_seen < 8) {
+    probe.seen_index[probe.n_seen] = self->index;
+    probe.seen[probe.n_seen++] = self;
+  }
+  pthread_mutex_unlock(&probe.mutex);
+  /* A 2-worker point (the spread rule is off only there): a rendezvous with the other worker. The
+   * points run one after another, so cases 2p and 2p+1 of this mode are one point's pair; each waits
+   * (up to 30 s, for a loaded machine) until both have arrived, so both are inside run_case at
+   * once. A pool that ran its workers one after the other would never complete the pair. */
+  if (o->target_rel_spread == 0) {
+    int ticket = atomic_fetch_add(&probe.arrivals, 1), pair_complete = (ticket | 1) + 1;
+    for (int i = 0; i < 30000 && atomic_load(&probe.arrivals) < pair_complete; i++) {
+      struct timespec ms = {0, 1000000};
+      nanosleep(&ms, NULL);
+    }
+    if (atomic_load(&probe.arrivals) >= pair_complete) atomic_fetch_add(&probe.overlapped, 1);
+  }
+  precis_status st = precis_backend_cpu()->run_case(ctx, recipe, w, d, o, out);
+  atomic_fetch_sub(&probe.in_flight, 1);
+  atomic_fetch_sub(&self->busy, 1);
+  return st;
+}
+
+TEST(concurrent_workers_each_get_their_own_backend_state) {
+  precis_backend probe_backend = *precis_backend_cpu();
+  probe_backend.name = "probe";
+  probe_backend.run_case = probe_run_case;
+  probe_backend.worker_open = probe_worker_open;
+  probe_backend.worker_close = probe_worker_close;
+  test_workload t;
+  make_workload(&t, 8, 32, 32, 1, false);
+  precis_accept_config cfg;
+  quick_config(&cfg);
+  cfg.backend = &probe_backend;
+  cfg.batches[0] = 1, cfg.batches[1] = 2;
+  cfg.n_batches = 2;
+  cfg.concurrency[0] = 1, cfg.concurrency[1] = 2;
+  cfg.n_concurrency = 2;
+  cfg.repeats = 2;
+  precis_accept_result r;
+  precis_accept_result_init(&r);
+  CHECK_OK(precis_accept_run(&cfg, &t.info, &t.data, &r));
+  CHECK(r.n_recipes == 1 && r.recipes[0].n_points == 5); /* 2 batches x 2 levels + 1 repeat */
+  for (size_t i = 0; i < r.recipes[0].n_points; i++) CHECK_EQ_INT(r.recipes[0].points[i].status, PRECIS_ROW_OK);
+  precis_accept_result_free(&r);
+  CHECK_EQ_INT(atomic_load(&probe.violations), 0);
+  /* One state per worker for the whole test (not per point, not per case), all closed. */
+  CHECK_EQ_INT(atomic_load(&probe.opened), 2);
+  CHECK_EQ_INT(atomic_load(&probe.closed), 2);
+  CHECK_EQ_INT(probe.n_seen, 2);
+  if (probe.n_seen == 2) CHECK(probe.seen_index[0] != probe.seen_index[1]);
+  /* The 2-worker points (3 of them, 2 cases each) really overlapped, each with its own state. */
+  CHECK_MSG(atomic_load(&probe.overlapped) >= 6, "%d cases overlapped", atomic_load(&probe.overlapped));
+  free_workload(&t);
+}
+
 TEST(bad_configuration_is_refused) {
   test_workload t;
   make_workload(&t, 4, 8, 8, 1, false);
@@ -517,4 +633,5 @@ RUN_TESTS(T(scaled_input_tiles_each_sample), T(tile_metrics_compare_each_tile_wi
           T(budget_and_measurement_are_consistent), T(memory_limit_that_cannot_be_met_fails_with_the_reason),
           T(latency_target_and_largest_batch_meeting_it), T(accuracy_criteria_gate_the_verdict),
           T(memory_judgement_against_limit_and_spread), T(memory_sizes_parse),
-          T(device_views_and_a_point_that_does_not_fit), T(bad_configuration_is_refused))
+          T(device_views_and_a_point_that_does_not_fit), T(concurrent_workers_each_get_their_own_backend_state),
+          T(bad_configuration_is_refused))

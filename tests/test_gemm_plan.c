@@ -120,7 +120,9 @@ static bool emulate_write(const precis_plan_write *w, const double *src, int64_t
   return true;
 }
 
-static bool layout_fits(const precis_lt_matrix *mat, const char *name, char *why, size_t why_len) {
+/* A call's layout inside its buffer: matrices apart, the last element within the buffer. */
+static bool layout_fits(const precis_lt_matrix *mat, int64_t offset, int64_t buffer_elements, const char *name,
+                        char *why, size_t why_len) {
   if (mat->ld < mat->rows) {
     snprintf(why, why_len, "%s: ld %lld < rows %lld", name, (long long)mat->ld, (long long)mat->rows);
     return false;
@@ -130,26 +132,29 @@ static bool layout_fits(const precis_lt_matrix *mat, const char *name, char *why
              (long long)(mat->ld * mat->cols));
     return false;
   }
-  int64_t last = (mat->batch_count - 1) * mat->batch_stride + mat->ld * (mat->cols - 1) + mat->rows;
-  if (last > mat->elements) {
-    snprintf(why, why_len, "%s: needs %lld elements, buffer has %lld", name, (long long)last, (long long)mat->elements);
+  int64_t last = offset + (mat->batch_count - 1) * mat->batch_stride + mat->ld * (mat->cols - 1) + mat->rows;
+  if (offset < 0 || last > buffer_elements) {
+    snprintf(why, why_len, "%s: needs %lld elements, buffer has %lld", name, (long long)last, (long long)buffer_elements);
     return false;
   }
   return true;
 }
 
-/* cuBLASLt's cublasLtMatmul as documented: D = alpha * op(A)·op(B), column-major, strided batches. */
+/* cuBLASLt's cublasLtMatmul as documented: D = alpha * op(A)·op(B) (+ beta*C, C being D's buffer),
+ * column-major, strided batches; once per call of the plan, at the call's offsets, with the
+ * call layouts. */
 static bool emulate_lt_matmul(const precis_gemm_plan *p, const double *A, const double *B, double *D, double alpha,
                               char *why, size_t why_len) {
-  const precis_lt_matrix *la = &p->lt_a, *lb = &p->lt_b, *ld = &p->lt_d;
+  const precis_lt_matrix *la = &p->call_a, *lb = &p->call_b, *ld = &p->call_d;
+  int64_t call_n = p->lt_call_rows;
   bool a_ok = p->transa == PRECIS_LT_OP_N ? (la->rows == p->lt_m && la->cols == p->lt_k)
                                           : (la->rows == p->lt_k && la->cols == p->lt_m);
-  bool b_ok = p->transb == PRECIS_LT_OP_N ? (lb->rows == p->lt_k && lb->cols == p->lt_n)
-                                          : (lb->rows == p->lt_n && lb->cols == p->lt_k);
-  if (!a_ok || !b_ok || ld->rows != p->lt_m || ld->cols != p->lt_n) {
+  bool b_ok = p->transb == PRECIS_LT_OP_N ? (lb->rows == p->lt_k && lb->cols == call_n)
+                                          : (lb->rows == call_n && lb->cols == p->lt_k);
+  if (!a_ok || !b_ok || ld->rows != p->lt_m || ld->cols != call_n) {
     snprintf(why, why_len, "matmul: layouts do not match op(A) %lldx%lld, op(B) %lldx%lld, D %lldx%lld",
-             (long long)p->lt_m, (long long)p->lt_k, (long long)p->lt_k, (long long)p->lt_n, (long long)p->lt_m,
-             (long long)p->lt_n);
+             (long long)p->lt_m, (long long)p->lt_k, (long long)p->lt_k, (long long)call_n, (long long)p->lt_m,
+             (long long)call_n);
     return false;
   }
   if (memcmp(&p->lt_c, &p->lt_d, sizeof p->lt_c) != 0) {
@@ -160,22 +165,34 @@ static bool emulate_lt_matmul(const precis_gemm_plan *p, const double *A, const 
     snprintf(why, why_len, "matmul: batch counts differ");
     return false;
   }
-  if (!layout_fits(la, "A_lt", why, why_len) || !layout_fits(lb, "B_lt", why, why_len) ||
-      !layout_fits(ld, "D", why, why_len))
+  if (p->lt_calls < 1 || p->lt_calls * ld->batch_count * call_n != p->lt_d.batch_count * p->lt_n) {
+    snprintf(why, why_len, "matmul: %lld calls of %d x %lld rows do not cover %d x %lld", (long long)p->lt_calls,
+             (int)ld->batch_count, (long long)call_n, (int)p->lt_d.batch_count, (long long)p->lt_n);
     return false;
-  for (int32_t g = 0; g < ld->batch_count; g++)
-    for (int64_t col = 0; col < p->lt_n; col++)
-      for (int64_t r = 0; r < p->lt_m; r++) {
-        double s = 0;
-        for (int64_t q = 0; q < p->lt_k; q++) {
-          double x = p->transa == PRECIS_LT_OP_N ? A[g * la->batch_stride + r + q * la->ld]
-                                                 : A[g * la->batch_stride + q + r * la->ld];
-          double y = p->transb == PRECIS_LT_OP_N ? B[g * lb->batch_stride + q + col * lb->ld]
-                                                 : B[g * lb->batch_stride + col + q * lb->ld];
-          s += x * y;
+  }
+  for (int64_t c = 0; c < p->lt_calls; c++) {
+    int64_t oa = 0, ob = 0, od = 0;
+    precis_gemm_plan_call_offsets(p, c, &oa, &ob, &od);
+    if (!layout_fits(la, oa, p->lt_a.elements, "A_lt", why, why_len) ||
+        !layout_fits(lb, ob, p->lt_b.elements, "B_lt", why, why_len) ||
+        !layout_fits(ld, od, p->lt_d.elements, "D", why, why_len))
+      return false;
+    for (int32_t g = 0; g < ld->batch_count; g++)
+      for (int64_t col = 0; col < call_n; col++)
+        for (int64_t r = 0; r < p->lt_m; r++) {
+          double s = 0;
+          for (int64_t q = 0; q < p->lt_k; q++) {
+            double x = p->transa == PRECIS_LT_OP_N ? A[oa + g * la->batch_stride + r + q * la->ld]
+                                                   : A[oa + g * la->batch_stride + q + r * la->ld];
+            double y = p->transb == PRECIS_LT_OP_N ? B[ob + g * lb->batch_stride + q + col * lb->ld]
+                                                   : B[ob + g * lb->batch_stride + col + q * lb->ld];
+            s += x * y;
+          }
+          double *out = &D[od + g * ld->batch_stride + r + col * ld->ld];
+          /* C is D's buffer: with beta = 0 cuBLASLt does not read it (it may hold NaN). */
+          *out = p->beta == 0.0 ? p->alpha * alpha * s : p->alpha * alpha * s + p->beta * *out;
         }
-        D[g * ld->batch_stride + r + col * ld->ld] = alpha * s;
-      }
+  }
   return true;
 }
 
@@ -364,23 +381,188 @@ static const shape shapes[] = {
     {16, 32, 48, 2, true}, {6, 8, 4, 5, false},   {1, 1, 40, 7, true},  {9, 2, 2, 2, false},
 };
 
+/* cuBLASLt versions planned for: unknown (no workaround), 13.1.0 (int8 split), 13.2.0. */
+static const int versions[] = {0, 130100, 130200};
+
 TEST(every_recipe_every_shape_equals_the_row_major_product) {
+  for (size_t v = 0; v < sizeof versions / sizeof versions[0]; v++)
+    for (int r = 0; r < PRECIS_RECIPE_COUNT; r++) {
+      const precis_recipe *recipe = precis_recipe_get((precis_recipe_id)r);
+      for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        const shape *sh = &shapes[s];
+        precis_gemm_plan plan;
+        CHECK_OK(precis_gemm_plan_make_for(recipe, sh->m, sh->n, sh->k, sh->batch, sh->b_batched, versions[v], &plan));
+        check_requirements(&plan);
+        workload w;
+        workload_make(&w, recipe, sh->m, sh->n, sh->k, sh->batch, sh->b_batched);
+        char why[256] = "";
+        bool ok = execute_plan(&plan, &w, why, sizeof why);
+        CHECK_MSG(ok, "%s m=%lld n=%lld k=%lld batch=%lld b_batched=%d cuBLASLt %d: %s", recipe->name,
+                  (long long)sh->m, (long long)sh->n, (long long)sh->k, (long long)sh->batch, sh->b_batched,
+                  versions[v], why);
+        workload_free(&w);
+      }
+    }
+}
+
+static bool executes(const precis_gemm_plan *p, int64_t m, int64_t n, int64_t k, int64_t batch, bool b_batched) {
+  workload w;
+  workload_make(&w, p->recipe, m, n, k, batch, b_batched);
+  char why[256] = "";
+  bool ok = execute_plan(p, &w, why, sizeof why);
+  if (!ok) printf("  %s m=%lld n=%lld k=%lld batch=%lld: %s\n", p->recipe->name, (long long)m, (long long)n,
+                  (long long)k, (long long)batch, why);
+  workload_free(&w);
+  return ok;
+}
+
+/* Issue 14.4: cuBLAS int8 is not guaranteed for few rows (PyTorch guards it with > 16 rows and pads
+ * to 32): decode-like workloads (4 rows) are padded to 32 zero rows; larger ones are not. */
+TEST(int8_few_rows_are_padded_to_32) {
+  const precis_recipe *int8 = precis_recipe_get(PRECIS_RECIPE_INT8);
+  precis_gemm_plan p;
+  CHECK_OK(precis_gemm_plan_make(int8, 4, 4096, 4096, 1, false, &p)); /* decode-m1's shape */
+  CHECK_EQ_INT(p.min_rows, 32);
+  CHECK_EQ_INT(p.rows, 4);
+  CHECK_EQ_INT(p.rows_pad, 32);
+  CHECK_EQ_INT(p.lt_n, 32);
+  CHECK(p.lt_b.zero_fill);
+  precis_kv_list details = {0};
+  precis_gemm_plan_describe(&p, &details);
+  CHECK(strstr(precis_kv_get(&details, "padding"), "rows 4->32") != NULL);
+  CHECK_STR(precis_kv_get(&details, "min_rows"), "32");
+  precis_kv_free(&details);
+  /* The padded rows are zeros that never reach the output: executed exactly, folded and strided. */
+  CHECK_OK(precis_gemm_plan_make(int8, 4, 12, 20, 1, false, &p));
+  CHECK_EQ_INT(p.rows_pad, 32);
+  CHECK(executes(&p, 4, 12, 20, 1, false));
+  CHECK_OK(precis_gemm_plan_make(int8, 3, 8, 8, 2, true, &p));
+  CHECK_EQ_INT(p.rows_pad, 32);
+  CHECK_EQ_INT(p.write_a.calls, 2);
+  CHECK(executes(&p, 3, 8, 8, 2, true));
+  CHECK_OK(precis_gemm_plan_make(int8, 5, 8, 8, 3, false, &p)); /* folded: 15 rows */
+  CHECK_EQ_INT(p.rows_pad, 32);
+  CHECK(executes(&p, 5, 8, 8, 3, false));
+  /* 32 rows and more: untouched. */
+  CHECK_OK(precis_gemm_plan_make(int8, 32, 8, 8, 1, false, &p));
+  CHECK_EQ_INT(p.rows_pad, 32);
+  CHECK_OK(precis_gemm_plan_make(int8, 33, 8, 8, 1, false, &p));
+  CHECK_EQ_INT(p.rows_pad, 33);
+  CHECK(!p.lt_b.zero_fill);
+  CHECK_OK(precis_gemm_plan_make(int8, 512, 4096, 4096, 1, false, &p));
+  CHECK_EQ_INT(p.rows_pad, 512);
+  /* Only int8: fp8 keeps its 16-row alignment, the float recipes their rows. */
+  CHECK_OK(precis_gemm_plan_make(precis_recipe_get(PRECIS_RECIPE_FP8), 4, 16, 16, 1, false, &p));
+  CHECK_EQ_INT(p.rows_pad, 16);
+  CHECK_OK(precis_gemm_plan_make(precis_recipe_get(PRECIS_RECIPE_BF16), 4, 16, 16, 1, false, &p));
+  CHECK_EQ_INT(p.rows_pad, 4);
+  CHECK_EQ_INT(p.min_rows, 1);
+}
+
+/* Issue 14.5: cuBLASLt 13.1.x may reject int8 with batch > 1: one call per batch matrix, recorded;
+ * 13.2 and an unknown version keep the strided batched call. */
+TEST(cublaslt_13_1_int8_strided_batch_is_one_call_per_matrix) {
+  const precis_recipe *int8 = precis_recipe_get(PRECIS_RECIPE_INT8);
+  precis_gemm_plan p;
+  CHECK_OK(precis_gemm_plan_make_for(int8, 33, 5, 7, 3, true, 130100, &p));
+  CHECK_EQ_INT(p.lt_batch_calls, 3);
+  CHECK_EQ_INT(p.lt_row_calls, 1);
+  CHECK_EQ_INT(p.lt_calls, 3);
+  CHECK_EQ_INT(p.lt_d.batch_count, 3); /* the buffers are the strided batch's */
+  CHECK_EQ_INT(p.call_a.batch_count, 1);
+  CHECK_EQ_INT(p.call_b.batch_count, 1);
+  CHECK_EQ_INT(p.call_d.batch_count, 1);
+  CHECK(p.lt_split && strstr(p.lt_split, "batch") != NULL);
+  /* Calls start inside the buffers: int8 A_lt matrices are 8x8 bytes apart, so 64-byte aligned. */
+  CHECK(p.call_align_bytes < 256 && p.call_align_bytes >= 4);
+  int64_t a = 0, b = 0, d = 0;
+  precis_gemm_plan_call_offsets(&p, 2, &a, &b, &d);
+  CHECK_EQ_INT(a, 2 * p.lt_a.batch_stride);
+  CHECK_EQ_INT(b, 2 * p.lt_b.batch_stride);
+  CHECK_EQ_INT(d, 2 * p.lt_d.batch_stride);
+  CHECK(executes(&p, 33, 5, 7, 3, true));
+  precis_kv_list details = {0};
+  precis_gemm_plan_describe(&p, &details);
+  CHECK_STR(precis_kv_get(&details, "lt_calls"), "3");
+  CHECK(precis_kv_get(&details, "lt_split") != NULL);
+  precis_kv_free(&details);
+  const int unaffected[] = {0, 130200, 130301};
+  for (size_t i = 0; i < 3; i++) {
+    CHECK_OK(precis_gemm_plan_make_for(int8, 33, 5, 7, 3, true, unaffected[i], &p));
+    CHECK_EQ_INT(p.lt_calls, 1);
+    CHECK_EQ_INT(p.call_d.batch_count, 3);
+    CHECK(p.lt_split == NULL);
+  }
+  /* Folded batches are one GEMM of batch count 1 already; other recipes are not affected. */
+  CHECK_OK(precis_gemm_plan_make_for(int8, 33, 5, 7, 3, false, 130100, &p));
+  CHECK_EQ_INT(p.lt_calls, 1);
+  for (int r = 0; r < PRECIS_RECIPE_COUNT; r++) {
+    if (r == PRECIS_RECIPE_INT8) continue;
+    CHECK_OK(precis_gemm_plan_make_for(precis_recipe_get((precis_recipe_id)r), 33, 5, 7, 3, true, 130100, &p));
+    CHECK_EQ_INT(p.lt_calls, 1);
+  }
+}
+
+/* Issue 14.5: ... and int8 with cuBLASLt's n (the workload's rows) above 65,536: the rows are split
+ * into equal chunks of at most 65,536 (zero rows added so that every call has the same shape). */
+TEST(cublaslt_13_1_int8_more_than_65536_rows_are_split) {
+  const precis_recipe *int8 = precis_recipe_get(PRECIS_RECIPE_INT8);
+  precis_gemm_plan p;
+  CHECK_OK(precis_gemm_plan_make_for(int8, 70001, 4, 4, 1, false, 130100, &p));
+  CHECK_EQ_INT(p.lt_row_calls, 2);
+  CHECK_EQ_INT(p.lt_calls, 2);
+  CHECK(p.lt_call_rows <= PRECIS_LT_INT8_MAX_N && p.lt_call_rows % 32 == 0);
+  CHECK_EQ_INT(p.rows_pad, 2 * p.lt_call_rows);
+  CHECK_EQ_INT(p.call_b.cols, p.lt_call_rows);
+  CHECK_EQ_INT(p.call_d.cols, p.lt_call_rows);
+  CHECK(p.lt_split && strstr(p.lt_split, "65536") != NULL);
+  CHECK(executes(&p, 70001, 4, 4, 1, false));
+  /* Folded batch rows count as rows; a strided batch is split both ways. */
+  CHECK_OK(precis_gemm_plan_make_for(int8, 40000, 4, 4, 2, false, 130100, &p));
+  CHECK_EQ_INT(p.lt_row_calls, 2);
+  CHECK(executes(&p, 40000, 4, 4, 2, false));
+  CHECK_OK(precis_gemm_plan_make_for(int8, 65540, 4, 4, 2, true, 130100, &p));
+  CHECK_EQ_INT(p.lt_batch_calls, 2);
+  CHECK_EQ_INT(p.lt_row_calls, 2);
+  CHECK_EQ_INT(p.lt_calls, 4);
+  CHECK(executes(&p, 65540, 4, 4, 2, true));
+  /* 65,536 rows exactly, or a fixed cuBLASLt: one call. */
+  CHECK_OK(precis_gemm_plan_make_for(int8, 65536, 4, 4, 1, false, 130100, &p));
+  CHECK_EQ_INT(p.lt_calls, 1);
+  CHECK_OK(precis_gemm_plan_make_for(int8, 70001, 4, 4, 1, false, 130200, &p));
+  CHECK_EQ_INT(p.lt_calls, 1);
+  CHECK_EQ_INT(p.rows_pad, 70001);
+}
+
+/* Issue 14.5: int8 with int32 output takes alpha/beta in {0, 1}; scale pointers only on fp8/fp4. */
+TEST(plan_check_rejects_what_cublaslt_rejects_at_call_time) {
+  precis_gemm_plan p;
   for (int r = 0; r < PRECIS_RECIPE_COUNT; r++) {
     const precis_recipe *recipe = precis_recipe_get((precis_recipe_id)r);
-    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
-      const shape *sh = &shapes[s];
-      precis_gemm_plan plan;
-      CHECK_OK(precis_gemm_plan_make(recipe, sh->m, sh->n, sh->k, sh->batch, sh->b_batched, &plan));
-      check_requirements(&plan);
-      workload w;
-      workload_make(&w, recipe, sh->m, sh->n, sh->k, sh->batch, sh->b_batched);
-      char why[256] = "";
-      bool ok = execute_plan(&plan, &w, why, sizeof why);
-      CHECK_MSG(ok, "%s m=%lld n=%lld k=%lld batch=%lld b_batched=%d: %s", recipe->name, (long long)sh->m,
-                (long long)sh->n, (long long)sh->k, (long long)sh->batch, sh->b_batched, why);
-      workload_free(&w);
-    }
+    CHECK_OK(precis_gemm_plan_make(recipe, 8, 8, 8, 1, false, &p));
+    CHECK(p.alpha == 1.0 && p.beta == 0.0);
+    /* A scale pointer exactly where the operand is narrow (fp8), nowhere else. */
+    CHECK_EQ_INT(p.lt_a_scale != PRECIS_PLAN_NONE, precis_lt_type_is_narrow(p.lt_a.data_type));
+    CHECK_EQ_INT(p.lt_b_scale != PRECIS_PLAN_NONE, precis_lt_type_is_narrow(p.lt_b.data_type));
   }
+  CHECK_OK(precis_gemm_plan_make(precis_recipe_get(PRECIS_RECIPE_INT8), 8, 8, 8, 1, false, &p));
+  p.alpha = 2.0;
+  CHECK(precis_gemm_plan_check(&p) == PRECIS_E_UNSUPPORTED);
+  CHECK(strstr(precis_last_error(), "{0, 1}") != NULL);
+  p.alpha = 1.0;
+  p.beta = 0.5;
+  CHECK(precis_gemm_plan_check(&p) == PRECIS_E_UNSUPPORTED);
+  p.beta = 1.0;
+  CHECK_OK(precis_gemm_plan_check(&p));
+  CHECK_OK(precis_gemm_plan_make(precis_recipe_get(PRECIS_RECIPE_FP32), 8, 8, 8, 1, false, &p));
+  p.alpha = 2.0; /* float recipes take any alpha */
+  CHECK_OK(precis_gemm_plan_check(&p));
+  CHECK_OK(precis_gemm_plan_make(precis_recipe_get(PRECIS_RECIPE_BF16), 8, 8, 8, 1, false, &p));
+  p.lt_a_scale = PRECIS_PLAN_WORKLOAD_B;
+  CHECK(precis_gemm_plan_check(&p) == PRECIS_E_UNSUPPORTED);
+  CHECK(strstr(precis_last_error(), "CUDA_R_16BF") != NULL);
+  CHECK(precis_lt_type_is_narrow(PRECIS_CUDA_R_8F_E4M3) && precis_lt_type_is_narrow(PRECIS_CUDA_R_8F_E5M2));
+  CHECK(!precis_lt_type_is_narrow(PRECIS_CUDA_R_8I) && !precis_lt_type_is_narrow(PRECIS_CUDA_R_16F));
 }
 
 TEST(random_shapes) {
@@ -468,7 +650,25 @@ static void swapped_fp8_scales(precis_gemm_plan *p) {
   p->lt_a_scale = p->lt_b_scale;
   p->lt_b_scale = t;
 }
-static void batch_stride_zero(precis_gemm_plan *p) { p->lt_a.batch_stride = 0; }
+static void batch_stride_zero(precis_gemm_plan *p) { p->lt_a.batch_stride = p->call_a.batch_stride = 0; }
+static void split_batch_one_call(precis_gemm_plan *p) { p->lt_calls = p->lt_batch_calls = 1; }
+static void split_rows_one_call(precis_gemm_plan *p) { p->lt_calls = p->lt_row_calls = 1; }
+static precis_status make_13_1(const precis_recipe *r, shape sh, precis_gemm_plan *p) {
+  return precis_gemm_plan_make_for(r, sh.m, sh.n, sh.k, sh.batch, sh.b_batched, 130100, p);
+}
+/* As broken_plan_fails, for a plan made for cuBLASLt 13.1.0 (split calls). */
+static bool broken_split_plan_fails(shape sh, void (*breakit)(precis_gemm_plan *)) {
+  precis_gemm_plan p;
+  if (make_13_1(precis_recipe_get(PRECIS_RECIPE_INT8), sh, &p) != PRECIS_OK || p.lt_calls < 2) return false;
+  workload w;
+  workload_make(&w, p.recipe, sh.m, sh.n, sh.k, sh.batch, sh.b_batched);
+  char why[256];
+  bool intact = execute_plan(&p, &w, why, sizeof why);
+  breakit(&p);
+  bool broken = execute_plan(&p, &w, why, sizeof why);
+  workload_free(&w);
+  return intact && !broken;
+}
 
 TEST(broken_plans_are_caught) {
   CHECK(broken_plan_fails(PRECIS_RECIPE_INT8, (shape){3, 5, 7, 1, false}, flip_transa));
@@ -483,7 +683,11 @@ TEST(broken_plans_are_caught) {
   CHECK(broken_plan_fails(PRECIS_RECIPE_BF16, (shape){3, 5, 7, 1, false}, swapped_operands));
   CHECK(broken_plan_fails(PRECIS_RECIPE_FP8, (shape){3, 5, 7, 1, false}, swapped_fp8_scales));
   CHECK(broken_plan_fails(PRECIS_RECIPE_FP16, (shape){3, 5, 7, 3, true}, batch_stride_zero));
+  CHECK(broken_split_plan_fails((shape){3, 5, 7, 3, true}, split_batch_one_call));
+  CHECK(broken_split_plan_fails((shape){70001, 4, 4, 1, false}, split_rows_one_call));
 }
 
 RUN_TESTS(T(every_recipe_every_shape_equals_the_row_major_product), T(random_shapes), T(padding_and_batching_choices),
-          T(bad_dimensions_are_rejected), T(broken_plans_are_caught))
+          T(bad_dimensions_are_rejected), T(broken_plans_are_caught), T(int8_few_rows_are_padded_to_32),
+          T(cublaslt_13_1_int8_strided_batch_is_one_call_per_matrix), T(cublaslt_13_1_int8_more_than_65536_rows_are_split),
+          T(plan_check_rejects_what_cublaslt_rejects_at_call_time))

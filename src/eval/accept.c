@@ -325,7 +325,7 @@ typedef struct accept_worker {
   const precis_accept_config *cfg;
   const precis_recipe *recipe;
   const precis_accept_input *in;
-  const precis_case_options *options;
+  precis_case_options options; /* the point's, with this worker's backend state */
   precis_case_output out;
   precis_status status;
   char error[512];
@@ -348,13 +348,19 @@ struct precis_accept_pool {
   accept_worker *jobs;      /* the current point's workers, `active` of them */
   pool_thread *threads;
   int n_threads;
+  /* The backend's per-worker state (worker_open), one per thread, opened once before the first
+   * point that needs it and closed with the pool: worker i always runs on thread i with state i. */
+  const precis_backend *backend;
+  void *backend_ctx;
+  void **backend_workers;
+  int n_backend_workers;
 };
 
 static void run_worker(accept_worker *wk) {
   wk->start_ms = precis_now_ms();
   precis_clear_error();
   wk->status = wk->cfg->backend->run_case(wk->cfg->backend_ctx, wk->recipe, &wk->in->info, &wk->in->data,
-                                          wk->options, &wk->out);
+                                          &wk->options, &wk->out);
   if (wk->status != PRECIS_OK)
     snprintf(wk->error, sizeof wk->error, "%s", precis_last_error()[0] ? precis_last_error() : precis_status_str(wk->status));
   wk->end_ms = precis_now_ms();
@@ -387,6 +393,9 @@ void precis_accept_pool_destroy(precis_accept_pool *pool) {
   pthread_cond_broadcast(&pool->wake);
   pthread_mutex_unlock(&pool->mutex);
   for (int i = 0; i < pool->n_threads; i++) pthread_join(pool->threads[i].thread, NULL);
+  for (int i = 0; i < pool->n_backend_workers; i++)
+    if (pool->backend->worker_close) pool->backend->worker_close(pool->backend_ctx, pool->backend_workers[i]);
+  free(pool->backend_workers);
   pthread_cond_destroy(&pool->wake);
   pthread_cond_destroy(&pool->done);
   pthread_mutex_destroy(&pool->mutex);
@@ -421,6 +430,27 @@ precis_status precis_accept_pool_create(int threads, precis_accept_pool **out) {
 }
 
 int precis_accept_pool_size(const precis_accept_pool *pool) { return pool ? pool->n_threads : 0; }
+
+/* Opens the backend state of workers [0, workers) that the pool lacks; outside every timed
+ * region. A pool serves one backend context. */
+static precis_status pool_open_workers(precis_accept_pool *pool, const precis_backend *backend, void *ctx,
+                                       int workers) {
+  if (!backend->worker_open) return PRECIS_OK;
+  if (pool->n_backend_workers > 0 && (pool->backend != backend || pool->backend_ctx != ctx))
+    return precis_fail(PRECIS_E_USAGE, "accept: a worker pool serves one backend context");
+  if (!pool->backend_workers) {
+    pool->backend_workers = calloc((size_t)pool->n_threads, sizeof *pool->backend_workers);
+    if (!pool->backend_workers) return precis_fail(PRECIS_E_NOMEM, "out of memory for %d workers' state", pool->n_threads);
+  }
+  pool->backend = backend;
+  pool->backend_ctx = ctx;
+  while (pool->n_backend_workers < workers) {
+    precis_status st = backend->worker_open(ctx, pool->n_backend_workers, &pool->backend_workers[pool->n_backend_workers]);
+    if (st != PRECIS_OK) return st;
+    pool->n_backend_workers++;
+  }
+  return PRECIS_OK;
+}
 
 /* Runs jobs[0..workers) on the pool's first `workers` threads, all woken at once; returns when
  * every one has finished. */
@@ -507,8 +537,11 @@ precis_status precis_accept_run_point(const precis_accept_config *cfg, precis_ac
    * max_samples), so that none finishes early and leaves the others running without contention. */
   precis_case_options options = cfg->case_options;
   if (workers > 1) options.target_rel_spread = 0;
+  st = pool_open_workers(pool, cfg->backend, cfg->backend_ctx, workers);
+  if (st != PRECIS_OK) goto done;
   for (int i = 0; i < workers; i++) {
-    wk[i].options = &options;
+    wk[i].options = options;
+    wk[i].options.worker = cfg->backend->worker_open ? pool->backend_workers[i] : NULL;
     wk[i].cfg = cfg;
     wk[i].recipe = recipe;
     wk[i].in = in;

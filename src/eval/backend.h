@@ -35,6 +35,10 @@ typedef struct precis_case_options {
   double max_time_ms;
   bool cold;                  /* flush the cache between samples */
   int autotune;               /* cuda: time the top N heuristic candidates (0/1: take the first) */
+  /* The per-worker state run_case uses, from the backend's worker_open; NULL: the backend's own
+   * (callers that run one case at a time, such as the runner). Callers that run cases from several
+   * threads at once (accept --concurrency N) give each thread its own. */
+  void *worker;
 } precis_case_options;
 
 void precis_case_options_default(precis_case_options *o);
@@ -68,6 +72,13 @@ typedef struct precis_backend {
   precis_status (*run_case)(void *ctx, const precis_recipe *recipe, const precis_workload_info *workload,
                             const precis_workload_data *data, const precis_case_options *options,
                             precis_case_output *out);
+  /* Optional (NULL: run_case needs no per-worker state). The state of worker `index` for callers
+   * that run cases concurrently: cuda: its own stream, events and cuBLASLt handle, so that workers
+   * neither serialize on one stream nor time each other's work. Opened before any timed region
+   * (it creates handles and may allocate), passed to run_case as options->worker by that worker
+   * only, closed after its last case. */
+  precis_status (*worker_open)(void *ctx, int index, void **worker);
+  void (*worker_close)(void *ctx, void *worker);
 } precis_backend;
 
 const precis_backend *precis_backend_cpu(void);

@@ -417,6 +417,27 @@ done:
   return st;
 }
 
+/* The cpu backend keeps nothing between cases (every buffer, the cache-flush buffer included, is
+ * the case's own), so a worker's state is only its index: the hook exists so that the concurrent
+ * path is the same for every backend. */
+typedef struct cpu_worker {
+  int index;
+} cpu_worker;
+
+static precis_status cpu_worker_open(void *ctx, int index, void **worker) {
+  (void)ctx;
+  cpu_worker *w = calloc(1, sizeof *w);
+  if (!w) return precis_fail(PRECIS_E_NOMEM, "out of memory opening cpu worker %d", index);
+  w->index = index;
+  *worker = w;
+  return PRECIS_OK;
+}
+
+static void cpu_worker_close(void *ctx, void *worker) {
+  (void)ctx;
+  free(worker);
+}
+
 static const precis_backend cpu_backend = {
     .name = "cpu",
     .label = "cpu-emulation",
@@ -425,6 +446,8 @@ static const precis_backend cpu_backend = {
     .environment = cpu_environment,
     .supports = cpu_supports,
     .run_case = cpu_run_case,
+    .worker_open = cpu_worker_open,
+    .worker_close = cpu_worker_close,
 };
 
 const precis_backend *precis_backend_cpu(void) { return &cpu_backend; }

@@ -62,8 +62,29 @@ static void set_matrix(precis_lt_matrix *mat, int data_type, int64_t rows, int64
   mat->elements = mat->ld * cols * batch_count;
 }
 
+/* cudaDataType_t CUDA_R_4F_E2M1 (src/ includes no CUDA header; lt_matmul.c checks the value). */
+#define LT_TYPE_4F_E2M1 33
+
+bool precis_lt_type_is_narrow(int data_type) {
+  return data_type == PRECIS_CUDA_R_8F_E4M3 || data_type == PRECIS_CUDA_R_8F_E5M2 || data_type == LT_TYPE_4F_E2M1;
+}
+
+static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/* The largest power of two <= 256 dividing `bytes` (256 for 0). */
+static int pow2_alignment(int64_t bytes) {
+  int align = 256;
+  while (align > 1 && bytes % align != 0) align /= 2;
+  return align;
+}
+
 precis_status precis_gemm_plan_make(const precis_recipe *recipe, int64_t m, int64_t n, int64_t k, int64_t batch,
                                     bool b_batched, precis_gemm_plan *plan) {
+  return precis_gemm_plan_make_for(recipe, m, n, k, batch, b_batched, 0, plan);
+}
+
+precis_status precis_gemm_plan_make_for(const precis_recipe *recipe, int64_t m, int64_t n, int64_t k, int64_t batch,
+                                        bool b_batched, int lt_version, precis_gemm_plan *plan) {
   memset(plan, 0, sizeof *plan);
   if (!recipe) return precis_fail(PRECIS_E_INPUT, "GEMM plan: no recipe given");
   if (m <= 0 || n <= 0 || k <= 0 || batch <= 0)
@@ -93,6 +114,11 @@ precis_status precis_gemm_plan_make(const precis_recipe *recipe, int64_t m, int6
   plan->align_rows = fp8 ? 16 : 1;
   plan->align_n = fp8 ? 16 : int8 ? 4 : 1;
   plan->align_k = fp8 ? 16 : int8 ? 4 : 1;
+  plan->min_rows = int8 ? 32 : 1;
+  plan->lt_version = lt_version;
+  /* cuBLASLt 13.1.x and int8: see lt_calls in gemm_plan.h. Earlier versions get the workaround too,
+   * since the release notes do not say when the limits began; it costs launches, not results. */
+  bool int8_limits = int8 && lt_version > 0 && lt_version < PRECIS_LT_VERSION_INT8_FIXED;
 
   if (batch == 1)
     plan->batch_mode = PRECIS_PLAN_BATCH_NONE;
@@ -106,7 +132,15 @@ precis_status precis_gemm_plan_make(const precis_recipe *recipe, int64_t m, int6
     return precis_fail(PRECIS_E_UNSUPPORTED, "GEMM plan for %s: batch*m = %lld*%lld exceeds what cuBLASLt takes (int32)",
                        recipe->name, (long long)batch, (long long)m);
   plan->rows = strided ? m : m * batch;
-  plan->rows_pad = round_up(plan->rows, plan->align_rows);
+  plan->rows_pad = round_up(plan->rows > plan->min_rows ? plan->rows : plan->min_rows, plan->align_rows);
+  /* Row chunks of equal size (the last one is not shorter: the rows are padded with zeros to
+   * chunks x chunk), so that every call has the same layouts. */
+  plan->lt_row_calls = 1;
+  if (int8_limits && plan->rows_pad > PRECIS_LT_INT8_MAX_N) {
+    plan->lt_row_calls = ceil_div(plan->rows_pad, PRECIS_LT_INT8_MAX_N);
+    plan->rows_pad = plan->lt_row_calls * round_up(ceil_div(plan->rows_pad, plan->lt_row_calls), plan->min_rows);
+  }
+  plan->lt_call_rows = plan->rows_pad / plan->lt_row_calls;
   plan->n_pad = round_up(n, plan->align_n);
   plan->k_pad = round_up(k, plan->align_k);
   if (plan->rows_pad > int32_max || plan->n_pad > int32_max || plan->k_pad > int32_max || batch > int32_max)
@@ -156,6 +190,8 @@ precis_status precis_gemm_plan_make(const precis_recipe *recipe, int64_t m, int6
   /* D: lt_m x lt_n column-major = C row-major [rows, n_pad]. cuBLASLt writes all of it. */
   set_matrix(&plan->lt_d, d_type, plan->lt_m, plan->lt_n, (int32_t)gemms);
   plan->lt_c = plan->lt_d;
+  plan->alpha = 1.0;
+  plan->beta = 0.0;
   plan->lt_a_holds = PRECIS_PLAN_WORKLOAD_B;
   plan->lt_b_holds = PRECIS_PLAN_WORKLOAD_A;
   plan->lt_a_scale = fp8 ? PRECIS_PLAN_WORKLOAD_B : PRECIS_PLAN_NONE;
@@ -206,6 +242,75 @@ precis_status precis_gemm_plan_make(const precis_recipe *recipe, int64_t m, int6
     else
       plan->read = (precis_plan_read){.calls = 1, .rows = batch * m, .cols = n, .src_ld = plan->n_pad, .dst_ld = n};
   }
+
+  /* The calls. A split keeps the buffers above (their layouts, strides, zero-fill, writes, dequant
+   * and read-back) and only cuts the GEMM into calls of batch count 1 and lt_call_rows rows. */
+  plan->lt_batch_calls = int8_limits && plan->lt_d.batch_count > 1 ? plan->lt_d.batch_count : 1;
+  plan->lt_calls = plan->lt_batch_calls * plan->lt_row_calls;
+  plan->call_a = plan->lt_a;
+  plan->call_b = plan->lt_b;
+  plan->call_d = plan->lt_d;
+  if (plan->lt_calls > 1) {
+    precis_lt_matrix *calls[] = {&plan->call_a, &plan->call_b, &plan->call_d};
+    for (size_t i = 0; i < 3; i++) {
+      calls[i]->batch_count = plan->lt_batch_calls > 1 ? 1 : calls[i]->batch_count;
+      calls[i]->batch_stride = calls[i]->batch_count > 1 ? calls[i]->batch_stride : 0;
+    }
+    /* B_lt (k x rows) and D (n x rows) are cut along their columns, cuBLASLt's n. */
+    plan->call_b.cols = plan->lt_call_rows;
+    plan->call_d.cols = plan->lt_call_rows;
+    plan->call_b.elements = plan->call_b.ld * plan->call_b.cols * plan->call_b.batch_count;
+    plan->call_d.elements = plan->call_d.ld * plan->call_d.cols * plan->call_d.batch_count;
+    plan->call_a.elements = plan->call_a.ld * plan->call_a.cols * plan->call_a.batch_count;
+    plan->lt_split = plan->lt_batch_calls > 1 && plan->lt_row_calls > 1
+                         ? "cuBLASLt < 13.2 may reject int8 with batch > 1 or n > 65536: one call per batch matrix "
+                           "and row chunk"
+                     : plan->lt_batch_calls > 1 ? "cuBLASLt < 13.2 may reject int8 with batch > 1: one call per batch matrix"
+                                                : "cuBLASLt < 13.2 may reject int8 with n > 65536: rows split into chunks";
+  }
+  plan->call_align_bytes = 256;
+  for (int64_t c = 0; c < plan->lt_calls; c++) {
+    int64_t offsets[3];
+    precis_gemm_plan_call_offsets(plan, c, &offsets[0], &offsets[1], &offsets[2]);
+    const precis_lt_matrix *mats[] = {&plan->lt_a, &plan->lt_b, &plan->lt_d};
+    for (size_t i = 0; i < 3; i++) {
+      int align = pow2_alignment(offsets[i] * (int64_t)mats[i]->elem_bytes);
+      if (align < plan->call_align_bytes) plan->call_align_bytes = align;
+    }
+  }
+  return precis_gemm_plan_check(plan);
+}
+
+void precis_gemm_plan_call_offsets(const precis_gemm_plan *plan, int64_t call, int64_t *a_offset, int64_t *b_offset,
+                                   int64_t *d_offset) {
+  int64_t row_calls = plan->lt_row_calls > 0 ? plan->lt_row_calls : 1;
+  int64_t g = plan->lt_batch_calls > 1 ? call / row_calls : 0, chunk = call % row_calls;
+  *a_offset = g * plan->lt_a.batch_stride;
+  *b_offset = g * plan->lt_b.batch_stride + chunk * plan->lt_call_rows * plan->lt_b.ld;
+  *d_offset = g * plan->lt_d.batch_stride + chunk * plan->lt_call_rows * plan->lt_d.ld;
+}
+
+precis_status precis_gemm_plan_check(const precis_gemm_plan *plan) {
+  const char *name = plan->recipe ? plan->recipe->name : "?";
+  if (plan->compute_type == PRECIS_LT_COMPUTE_32I && plan->lt_d.data_type == PRECIS_CUDA_R_32I &&
+      ((plan->alpha != 0.0 && plan->alpha != 1.0) || (plan->beta != 0.0 && plan->beta != 1.0)))
+    return precis_fail(PRECIS_E_UNSUPPORTED,
+                       "GEMM plan for %s: int8 with int32 output takes alpha and beta in {0, 1} only (alpha %g, beta %g)",
+                       name, plan->alpha, plan->beta);
+  const struct {
+    precis_plan_operand scale;
+    const precis_lt_matrix *mat;
+    const char *slot;
+  } slots[] = {{plan->lt_a_scale, &plan->lt_a, "A"}, {plan->lt_b_scale, &plan->lt_b, "B"}};
+  for (size_t i = 0; i < 2; i++)
+    if (slots[i].scale != PRECIS_PLAN_NONE && !precis_lt_type_is_narrow(slots[i].mat->data_type))
+      return precis_fail(PRECIS_E_UNSUPPORTED,
+                         "GEMM plan for %s: a scale pointer on cuBLASLt's %s, a %s operand (only fp8/fp4 take one)",
+                         name, slots[i].slot, data_type_name(slots[i].mat->data_type));
+  if (plan->lt_calls < 1 || plan->lt_calls != plan->lt_batch_calls * plan->lt_row_calls ||
+      plan->lt_call_rows * plan->lt_row_calls != plan->lt_n)
+    return precis_fail(PRECIS_E_UNSUPPORTED, "GEMM plan for %s: inconsistent split (%lld calls, %lld x %lld rows)", name,
+                       (long long)plan->lt_calls, (long long)plan->lt_row_calls, (long long)plan->lt_call_rows);
   return PRECIS_OK;
 }
 
@@ -239,4 +344,8 @@ void precis_gemm_plan_describe(const precis_gemm_plan *plan, precis_kv_list *det
            (long long)plan->rows_pad, (long long)plan->n, (long long)plan->n_pad, (long long)plan->k,
            (long long)plan->k_pad);
   precis_kv_set(details, "padding", buf);
+  if (plan->min_rows > 1) precis_kv_set_int(details, "min_rows", plan->min_rows);
+  precis_kv_set_int(details, "lt_calls", plan->lt_calls);
+  if (plan->lt_split) precis_kv_set(details, "lt_split", plan->lt_split);
+  if (plan->call_align_bytes < 256) precis_kv_set_int(details, "lt_call_align_bytes", plan->call_align_bytes);
 }

@@ -117,13 +117,59 @@ typedef struct precis_gemm_plan {
   /* D is f16/bf16: widen every element of D to float32 (same layout) before reading back. */
   bool widen;
   precis_plan_read read; /* from D, the widened copy of D, or the dequantized buffer */
+
+  /* int8: the fewest rows one GEMM is given (32; 1 for the other recipes). cuBLAS's int8 kernels
+   * are not guaranteed for few rows (PyTorch calls cuBLAS int8 only with more than 16 rows and pads
+   * to 32): rows_pad is at least this, through the same zero-padded-row path as fp8's alignment. */
+  int64_t min_rows;
+  /* alpha and beta of every call, in the plan's scale type (1 and 0: D = op(A)op(B), C unread).
+   * int8 with int32 C/D accepts only 0 and 1 (precis_gemm_plan_check). */
+  double alpha, beta;
+
+  /* The GEMM as cuBLASLt calls. Normally one call with the layouts above. With cuBLASLt 13.1.x
+   * (lt_version < 13.2), int8 with cuBLASLt's n (the workload's rows) above 65,536 or a batch
+   * count above 1 may return CUBLAS_STATUS_NOT_SUPPORTED (CUDA 13.0 Update 1/2 release notes,
+   * fixed in 13.2): the GEMM is then lt_batch_calls x lt_row_calls calls, each with the layouts
+   * call_a/call_b/call_d (batch count 1, lt_call_rows rows), call i at the element offsets of
+   * precis_gemm_plan_call_offsets(). */
+  int lt_version;          /* the cublasLtGetVersion() planned for (major*10000 + minor*100 + patch); 0: unknown */
+  int64_t lt_calls;        /* lt_batch_calls * lt_row_calls; 1 without a split */
+  int64_t lt_batch_calls;  /* 1, or batch: a strided batch run as one call per batch matrix */
+  int64_t lt_row_calls;    /* 1, or the chunks of at most 65,536 rows that cuBLASLt's n is split into */
+  int64_t lt_call_rows;    /* cuBLASLt's n of each call (lt_n / lt_row_calls) */
+  precis_lt_matrix call_a, call_b, call_d; /* the layouts each call is given (C is call_d) */
+  int call_align_bytes;    /* alignment of every call's A/B/C/D pointer (power of two <= 256): the heuristic's
+                            * MIN_ALIGNMENT preferences when below cuBLASLt's default 256 */
+  const char *lt_split;    /* why the GEMM is split (for reports), NULL when it is one call */
 } precis_gemm_plan;
+
+/* cuBLASLt 13.2.0: the first version without the int8 limits above. */
+#define PRECIS_LT_VERSION_INT8_FIXED 130200
+/* cuBLASLt's n above which 13.1.x may reject int8. */
+#define PRECIS_LT_INT8_MAX_N 65536
 
 /* Plans one case. Fails with PRECIS_E_UNSUPPORTED when a dimension cannot be expressed
  * (cuBLASLt takes int32 batch counts and, in practice, int32 dimensions) and PRECIS_E_INPUT for
  * non-positive dimensions. */
 precis_status precis_gemm_plan_make(const precis_recipe *recipe, int64_t m, int64_t n, int64_t k, int64_t batch,
                                     bool b_batched, precis_gemm_plan *plan);
+/* The same for a known cuBLASLt version (cublasLtGetVersion(); 0: unknown, no version workaround):
+ * precis_gemm_plan_make is this with 0. */
+precis_status precis_gemm_plan_make_for(const precis_recipe *recipe, int64_t m, int64_t n, int64_t k, int64_t batch,
+                                        bool b_batched, int lt_version, precis_gemm_plan *plan);
+
+/* Checks what cuBLASLt rejects at call time and the plan alone decides: int8 with int32 output
+ * needs alpha and beta in {0, 1}; a scale pointer (fp8) only on a narrow (fp8/fp4) operand.
+ * PRECIS_E_UNSUPPORTED with the reason. Called by precis_gemm_plan_make_for and before every
+ * descriptor is built (kernels/lt_matmul.c). */
+precis_status precis_gemm_plan_check(const precis_gemm_plan *plan);
+
+/* true for the data types that take a cuBLASLt scale pointer: fp8 (E4M3, E5M2) and fp4 (E2M1). */
+bool precis_lt_type_is_narrow(int data_type);
+
+/* Element offsets of call `call` (0 .. lt_calls-1) into A_lt, B_lt and D (C is D). */
+void precis_gemm_plan_call_offsets(const precis_gemm_plan *plan, int64_t call, int64_t *a_offset, int64_t *b_offset,
+                                   int64_t *d_offset);
 
 /* Device bytes of the plan's buffers (A_lt, B_lt, D, scales, dequantized output or widened D). */
 long long precis_gemm_plan_device_bytes(const precis_gemm_plan *plan);

@@ -1,5 +1,7 @@
 #include "criteria.h"
 
+#include "format.h"
+
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
@@ -83,6 +85,24 @@ static double round_up_3(double v) {
   return printed >= v ? printed : r;
 }
 
+/* Hopper fp8 tensor cores: about 13-14 fraction bits between promotions (criteria.h). 2^-13 is the
+ * coarser of the two, and the bound's doubling for truncation covers a truncating 13-bit sum. */
+#define FP8_ACC_UNIT 0x1p-13
+#define FP8_ACC_INTERVAL 128
+
+precis_accumulation precis_recipe_accumulation(const precis_recipe *recipe) {
+  const precis_format *acc = precis_format_get(recipe->compute_format);
+  if (recipe->scaling == PRECIS_SCALING_FP8_TENSOR)
+    return (precis_accumulation){FP8_ACC_UNIT, FP8_ACC_INTERVAL, acc->unit_roundoff};
+  return (precis_accumulation){acc->unit_roundoff, 0, acc->unit_roundoff};
+}
+
+double precis_accumulation_gamma(const precis_recipe *recipe, long long k) {
+  precis_accumulation a = precis_recipe_accumulation(recipe);
+  if (a.interval <= 0) return (double)k * a.unit;
+  return (double)(k < a.interval ? k : a.interval) * a.unit + (double)k * a.promoted_unit;
+}
+
 void precis_default_criteria(const precis_recipe *recipe, long long k, precis_criteria *out) {
   memset(out, 0, sizeof *out);
   out->items[out->count++] = (precis_criterion){PRECIS_METRIC_NONFINITE, PRECIS_CMP_EQ, 0};
@@ -95,13 +115,13 @@ void precis_default_criteria(const precis_recipe *recipe, long long k, precis_cr
   }
   /* Componentwise bound for a dot product of length K (Higham, Accuracy and Stability, §3.1):
    * inputs rounded to the input format (2u_in + u_in^2), K sums in the accumulation format
-   * (gamma_K ~ K*u_acc, doubled because tensor cores may truncate instead of rounding), the output
-   * rounded once (u_out). Holds for any summation order. */
+   * (gamma_K ~ K*u_acc, doubled because tensor cores may truncate instead of rounding; fp8 has its
+   * own accumulation model, precis_accumulation_gamma), the output rounded once (u_out). Holds for
+   * any summation order. */
   const precis_format *in = precis_format_get(recipe->input_format);
-  const precis_format *acc = precis_format_get(recipe->compute_format);
   const precis_format *outf = precis_format_get(recipe->output_format);
   double u_in = recipe->input_format == PRECIS_FMT_F32 ? 0.0 : in->unit_roundoff;
-  double bound = 2 * u_in + u_in * u_in + 2.0 * (double)k * acc->unit_roundoff + outf->unit_roundoff;
+  double bound = 2 * u_in + u_in * u_in + 2.0 * precis_accumulation_gamma(recipe, k) + outf->unit_roundoff;
   out->items[out->count++] = (precis_criterion){PRECIS_METRIC_MAX_CW, PRECIS_CMP_LE, round_up_3(bound)};
 }
 

@@ -31,6 +31,22 @@ precis_status precis_criterion_parse(const char *text, precis_criterion *out);
 void precis_criterion_format(const precis_criterion *c, char *buf, size_t len);
 const char *precis_cmp_str(precis_cmp op);
 
+/* How a recipe's GEMM accumulates, for the error bounds (docs/criteria.md): partial sums kept with
+ * unit roundoff `unit` over at most `interval` products, then added into an accumulator of unit
+ * `promoted_unit` (interval 0: every sum in `unit`). fp8 on Hopper tensor cores keeps about 13-14
+ * fraction bits between promotions (DeepSeek-V3 technical report §3.3.2; Khattak & Mikaitis, arXiv
+ * 2512.07004): unit 2^-13, promoted into float32 every 128 products (DeepSeek-V3's N_C; cuBLASLt's
+ * interval with CUBLASLT_MATMUL_DESC_FAST_ACCUM = 0 is not documented: docs/cuda-backend.md). */
+typedef struct precis_accumulation {
+  double unit;
+  long long interval;
+  double promoted_unit;
+} precis_accumulation;
+precis_accumulation precis_recipe_accumulation(const precis_recipe *recipe);
+/* The accumulation term of a length-k dot product's bound, the gamma_k of Higham §3.1 for this
+ * model: min(k, interval)*unit + k*promoted_unit (interval 0: k*unit). */
+double precis_accumulation_gamma(const precis_recipe *recipe, long long k);
+
 /* The default gate of a recipe for a reduction length k (docs/criteria.md says where each comes
  * from). */
 void precis_default_criteria(const precis_recipe *recipe, long long k, precis_criteria *out);

@@ -1,7 +1,8 @@
 /* precis's measurement of a GEMM against a plain cublasLtMatmul loop with the same algorithm, side by
  * side in one process: fp32, tf32, fp16, bf16, int8 and fp8 at 4096^3 and 8192^3 by default.
  * The ratio plain/precis says whether precis's timing (CUDA events, warm-up, stopping rule) reports
- * what the hardware does; the goal is >= 0.99. Prints TFLOPS. Exits 77 without a device.
+ * what the hardware does; the goal is >= 0.99. Both sides have the same sample structure (warm-up
+ * rule, number of samples, calls per sample, device delay before each sample's start event). Prints TFLOPS. Exits 77 without a device.
  *
  *   gpu_bench_matmul [--sizes 4096,8192] [--recipes fp32,tf32,fp16,bf16,int8,fp8] */
 #include <cuda_runtime_api.h>
@@ -14,6 +15,7 @@
 #include "convert.cuh"
 #include "gemm_plan.h"
 #include "lt_matmul.h"
+#include "stream_delay.h"
 #include "timing.h"
 
 #define CK(stmt)                                                                                               \
@@ -31,9 +33,14 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 /* The plain loop: the same plan, operands converted the same way, the heuristic's first algorithm
- * (what precis takes without --autotune), `iters` back-to-back calls between two events, 7 times. */
+ * (what precis takes without --autotune), and the same sample structure as precis's measurement of
+ * the same case (`ours`): the same warm-up rule (options), as many samples of as many calls each,
+ * each sample between two events after the same device delay (kernels/stream_delay.h); the median
+ * per call. Only the code around the calls differs, so the ratio measures precis's overhead, not
+ * a different experiment. */
 static double plain_loop_ms(cublasLtHandle_t lt, cudaStream_t stream, const precis_recipe *r, const float *host_a,
-                            const float *host_b, long n, double expect_ms, char *algo, size_t algo_len) {
+                            const float *host_b, long n, const precis_case_options *o, const precis_timing *ours,
+                            char *algo, size_t algo_len) {
   double result = NAN;
   precis_gemm_plan plan;
   precis_lt_call call;
@@ -42,7 +49,8 @@ static double plain_loop_ms(cublasLtHandle_t lt, cudaStream_t stream, const prec
   float *scale = NULL;
   unsigned long long *clipped = NULL;
   cudaEvent_t e0 = NULL, e1 = NULL;
-  if (precis_gemm_plan_make(r, n, n, n, 1, false, &plan) != PRECIS_OK) return NAN;
+  double *per_call = NULL;
+  if (precis_gemm_plan_make_for(r, n, n, n, 1, false, (int)cublasLtGetVersion(), &plan) != PRECIS_OK) return NAN;
   size_t count = (size_t)n * (size_t)n;
   CK(cudaMalloc(&a32, count * 4));
   CK(cudaMalloc(&b32, count * 4));
@@ -111,26 +119,37 @@ static double plain_loop_ms(cublasLtHandle_t lt, cudaStream_t stream, const prec
   precis_lt_algo_summary(&cand.algo, algo, algo_len);
   CK(cudaEventCreate(&e0));
   CK(cudaEventCreate(&e1));
-  for (int i = 0; i < 20; i++)
-    if (precis_lt_call_run(&call, lt, &cand.algo, stream) != CUBLAS_STATUS_SUCCESS) goto done;
-  CK(cudaStreamSynchronize(stream));
-  long iters = expect_ms > 0 ? (long)ceil(200.0 / expect_ms) : 50;
-  if (iters < 5) iters = 5;
-  if (iters > 5000) iters = 5000;
-  double per_call[7];
-  for (int rep = 0; rep < 7; rep++) {
+  /* Warm-up as precis does it: single timed calls until warmup_calls and warmup_ms are both met. */
+  double delay_us = 50, t0 = precis_now_ms();
+  for (long warm = 0; !precis_warmup_done(o, warm, precis_now_ms() - t0) && warm < 1000000; warm++) {
+    CK(precis_cuda_delay(delay_us, stream));
+    double enqueue_start = precis_now_ms();
     CK(cudaEventRecord(e0, stream));
-    for (long i = 0; i < iters; i++)
+    if (precis_lt_call_run(&call, lt, &cand.algo, stream) != CUBLAS_STATUS_SUCCESS) goto done;
+    CK(cudaEventRecord(e1, stream));
+    delay_us = precis_cuda_delay_after_enqueue_us(precis_now_ms() - enqueue_start);
+    CK(cudaEventSynchronize(e1));
+  }
+  long samples = ours->samples > 0 ? ours->samples : 1, calls = ours->calls_per_sample > 0 ? ours->calls_per_sample : 1;
+  per_call = malloc(sizeof *per_call * (size_t)samples);
+  if (!per_call) goto done;
+  for (long rep = 0; rep < samples; rep++) {
+    CK(precis_cuda_delay(delay_us, stream));
+    double enqueue_start = precis_now_ms();
+    CK(cudaEventRecord(e0, stream));
+    for (long i = 0; i < calls; i++)
       if (precis_lt_call_run(&call, lt, &cand.algo, stream) != CUBLAS_STATUS_SUCCESS) goto done;
     CK(cudaEventRecord(e1, stream));
+    delay_us = precis_cuda_delay_after_enqueue_us(precis_now_ms() - enqueue_start);
     CK(cudaEventSynchronize(e1));
     float ms = 0;
     CK(cudaEventElapsedTime(&ms, e0, e1));
-    per_call[rep] = ms / (double)iters;
+    per_call[rep] = ms / (double)calls;
   }
-  qsort(per_call, 7, sizeof per_call[0], cmp_double);
-  result = per_call[3];
+  qsort(per_call, (size_t)samples, sizeof per_call[0], cmp_double);
+  result = precis_percentile_sorted(per_call, (size_t)samples, 50);
 done:
+  free(per_call);
   if (call_ready) precis_lt_call_destroy(&call);
   if (e0) cudaEventDestroy(e0);
   if (e1) cudaEventDestroy(e1);
@@ -236,7 +255,7 @@ int main(int argc, char **argv) {
                precis_kv_get(&out.details, "algo_stages"), precis_kv_get(&out.details, "algo_splitk"),
                precis_kv_get(&out.details, "algo_reduction_scheme"));
       char plain_algo[128] = "?";
-      double plain = plain_loop_ms(lt, stream, recipe, a, b, n, ours, plain_algo, sizeof plain_algo);
+      double plain = plain_loop_ms(lt, stream, recipe, a, b, n, &o, &out.time, plain_algo, sizeof plain_algo);
       double ratio = plain / ours;
       if (!(ratio >= 0.99)) worst_ok = 0;
       printf("%6ld %-6s %12.5f %12.5f %7.4f %10.1f %10.1f  %s%s%s\n", n, recipe->name, ours, plain, ratio,

@@ -1,18 +1,20 @@
 /* The cuda backend against the cpu backend (the CPU twins of every conversion) on workloads built
  * here: int8 bit-exact (exact int32 accumulators, the same dequantization), integer-valued inputs
- * exact for every float recipe, random inputs within the componentwise bound of DESIGN §5
- * (|gpu - cpu| <= 4*k*u_acc*|a|·|b| + 2*u_out*(|gpu| + |cpu|); both approximate the same rounded-input
- * product, tensor cores truncating inside blocks). Then the measurements, --cold and --autotune,
+ * exact for every float recipe, random inputs within the componentwise bound of
+ * tests/backend_agreement.h (|gpu - cpu| <= 4*gamma_k*|a|·|b| + 2*u_out*(|gpu| + |cpu|), gamma_k of
+ * the recipe's accumulation model, fp8's own; both approximate the same rounded-input product). Then the measurements, --cold and --autotune,
  * and an out-of-memory case that must become does-not-fit with the run going on.
  * Skipped (77) without a usable device, with the CUDA error that says why. */
 #include <cuda_runtime_api.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend.h"
+#include "backend_agreement.h"
 #include "cuda_api.h"
 #include "format.h"
 #include "harness.h"
@@ -127,33 +129,36 @@ static bool run(const precis_backend *be, void *ctx, const precis_recipe *r, con
   return true;
 }
 
-/* Compares one recipe's outputs; exact when `exact`, else within the bound. */
+/* Compares one recipe's outputs; exact when `exact`, else within tests/backend_agreement.h's bound. */
 static void compare(const precis_recipe *r, const workload *w, const float *gpu, const float *ref, bool exact,
                     const char *label) {
   int64_t count = w->info.batch * w->info.m * w->info.n, bad = 0, first = -1;
-  double u_acc = r->compute_format == PRECIS_FMT_F16 ? ldexp(1, -11) : ldexp(1, -24);
-  double u_out = precis_format_get(r->output_format)->unit_roundoff;
-  double quant_slack = r->scaling == PRECIS_SCALING_FP8_TENSOR ? 1.25 : 1.0; /* |q*s| vs |x| after rounding */
-  double worst_acc = 0; /* the largest |gpu - cpu| / (k * |a|·|b|): the accumulation error actually seen */
+  agreement bound = agreement_for(r, w->info.k);
+  /* The worst |gpu - cpu| / bound (above 1 fails), and the worst part of |gpu - cpu| that output
+   * rounding does not explain, in units of the accumulation term: the figure to tune the
+   * accumulation model from (docs/cuda-backend.md, "To verify"); output-rounding flips alone
+   * would dominate the raw difference and mislead. */
+  double worst_ratio = 0, worst_excess = 0;
   for (int64_t i = 0; i < count; i++) {
     double g = gpu[i], c = ref[i];
-    if (w->data.ab_abs[i] > 0) worst_acc = fmax(worst_acc, fabs(g - c) / ((double)w->info.k * w->data.ab_abs[i]));
     bool ok;
-    if (exact || r->scaling == PRECIS_SCALING_INT8_SYMMETRIC)
+    if (exact || r->scaling == PRECIS_SCALING_INT8_SYMMETRIC) {
       ok = memcmp(&gpu[i], &ref[i], sizeof(float)) == 0;
-    else
-      ok = fabs(g - c) <= 4.0 * (double)w->info.k * u_acc * quant_slack * w->data.ab_abs[i] +
-                              2.0 * u_out * (fabs(g) + fabs(c)) + 1e-30;
+    } else {
+      double limit = agreement_bound(&bound, w->data.ab_abs[i], g, c);
+      worst_ratio = fmax(worst_ratio, fabs(g - c) / limit);
+      worst_excess = fmax(worst_excess, agreement_excess(&bound, w->data.ab_abs[i], g, c));
+      ok = fabs(g - c) <= limit;
+    }
     if (!ok) {
       if (first < 0) first = i;
       bad++;
     }
   }
-  /* Printed so that the first GPU run shows how far the tensor cores' accumulation is from the
-   * bound's assumption (u_acc) before any bound is tuned: docs/cuda-backend.md, "To verify". */
   if (!exact && r->scaling != PRECIS_SCALING_INT8_SYMMETRIC)
-    printf("  %s %s m=%lld n=%lld k=%lld: max |gpu-cpu|/(k*|a||b|) = %.3g (bound assumes %.3g)\n", r->name, label,
-           (long long)w->info.m, (long long)w->info.n, (long long)w->info.k, worst_acc, 4.0 * u_acc * quant_slack);
+    printf("  %s %s m=%lld n=%lld k=%lld: worst |gpu-cpu|/bound = %.3g, accumulation excess (beyond output "
+           "rounding, in units of the bound's accumulation term) = %.3g\n",
+           r->name, label, (long long)w->info.m, (long long)w->info.n, (long long)w->info.k, worst_ratio, worst_excess);
   CHECK_MSG(bad == 0, "%s %s m=%lld n=%lld k=%lld batch=%lld b_batched=%d: %lld of %lld differ; first at %lld: gpu %.9g cpu %.9g",
             r->name, label, (long long)w->info.m, (long long)w->info.n, (long long)w->info.k, (long long)w->info.batch,
             w->info.b_batched, (long long)bad, (long long)count, (long long)first, first >= 0 ? gpu[first] : 0.0,
@@ -244,7 +249,18 @@ TEST(measurements_are_reported) {
       CHECK(g.memory.tensor_bytes > 0);
       CHECK(g.memory.tracked_peak_bytes >= g.memory.tensor_bytes);
       CHECK(g.memory.device_baseline_bytes > 0);
-      CHECK(g.memory.device_peak_bytes >= g.memory.device_baseline_bytes + g.memory.tracked_peak_bytes);
+      /* The device view holds at least what the case held at once, and never less than before it
+       * started. baseline + tracked is not a floor: cudaMemGetInfo may still count memory an
+       * earlier case freed in the baseline, and the driver hands it back to this case's
+       * allocations (reuse), so the strict relation only gets a tolerance (one workspace). */
+      CHECK(g.memory.device_peak_bytes >= g.memory.tracked_peak_bytes);
+      CHECK(g.memory.device_peak_bytes >= g.memory.device_baseline_bytes);
+      const long long reuse_tolerance = 32LL << 20;
+      if (g.memory.device_peak_bytes < g.memory.device_baseline_bytes + g.memory.tracked_peak_bytes)
+        printf("  note: device peak %lld < baseline %lld + tracked %lld (driver reuse of %lld bytes)\n",
+               g.memory.device_peak_bytes, g.memory.device_baseline_bytes, g.memory.tracked_peak_bytes,
+               g.memory.device_baseline_bytes + g.memory.tracked_peak_bytes - g.memory.device_peak_bytes);
+      CHECK(g.memory.device_peak_bytes + reuse_tolerance >= g.memory.device_baseline_bytes + g.memory.tracked_peak_bytes);
       CHECK(precis_kv_get(&g.details, "algo_id") != NULL);
       CHECK(precis_kv_get(&g.details, "workspace_bytes") != NULL);
       if (r->scaling != PRECIS_SCALING_NONE) {
@@ -329,6 +345,98 @@ TEST(out_of_memory_becomes_does_not_fit_and_the_run_goes_on) {
   workload_free(&w);
 }
 
+/* accept --concurrency N on cuda: each worker with its own state (stream, events, handle), cases
+ * from two threads at once, both exact against the cpu backend, both timed. */
+typedef struct concurrent_job {
+  const precis_recipe *recipe;
+  const workload *w;
+  precis_case_options o;
+  precis_case_output out;
+  precis_status st;
+} concurrent_job;
+
+static void *concurrent_main(void *arg) {
+  concurrent_job *job = arg;
+  precis_case_output_init(&job->out);
+  job->st = cuda->run_case(cuda_ctx, job->recipe, &job->w->info, &job->w->data, &job->o, &job->out);
+  return NULL;
+}
+
+TEST(two_workers_run_at_once_each_with_its_own_state) {
+  CHECK(cuda->worker_open != NULL && cuda->worker_close != NULL);
+  if (!cuda->worker_open) return;
+  const precis_recipe_id ids[] = {PRECIS_RECIPE_FP16, PRECIS_RECIPE_INT8};
+  for (size_t r = 0; r < 2; r++) {
+    const precis_recipe *recipe = precis_recipe_get(ids[r]);
+    if (!recipe_runs_here(recipe)) continue;
+    workload w;
+    workload_make(&w, 128, 96, 128, 2, true, true, 0);
+    void *states[2] = {NULL, NULL};
+    CHECK_OK(cuda->worker_open(cuda_ctx, 0, &states[0]));
+    CHECK_OK(cuda->worker_open(cuda_ctx, 1, &states[1]));
+    CHECK(states[0] && states[1] && states[0] != states[1]);
+    concurrent_job jobs[2];
+    pthread_t threads[2];
+    for (int i = 0; i < 2; i++) {
+      jobs[i] = (concurrent_job){.recipe = recipe, .w = &w, .o = quick_options()};
+      jobs[i].o.max_time_ms = 100;
+      jobs[i].o.target_rel_spread = 0;
+      jobs[i].o.worker = states[i];
+      CHECK(pthread_create(&threads[i], NULL, concurrent_main, &jobs[i]) == 0);
+    }
+    for (int i = 0; i < 2; i++) pthread_join(threads[i], NULL);
+    precis_case_output c;
+    precis_case_options o = quick_options();
+    bool ok_c = run(cpu, cpu_ctx, recipe, &w, &o, &c);
+    CHECK(ok_c);
+    for (int i = 0; i < 2; i++) {
+      CHECK_MSG(jobs[i].st == PRECIS_OK && jobs[i].out.status == PRECIS_ROW_OK && jobs[i].out.c, "%s worker %d: %s",
+                recipe->name, i, jobs[i].out.reason);
+      if (ok_c && jobs[i].out.c) compare(recipe, &w, jobs[i].out.c, c.c, true, "concurrent worker");
+      CHECK(jobs[i].out.time.samples >= 1 && jobs[i].out.time.median_ms > 0);
+      printf("  %s worker %d: median %.4f ms, %ld samples, lt_calls %s\n", recipe->name, i, jobs[i].out.time.median_ms,
+             jobs[i].out.time.samples, precis_kv_get(&jobs[i].out.details, "lt_calls"));
+      precis_case_output_free(&jobs[i].out);
+    }
+    if (ok_c) precis_case_output_free(&c);
+    cuda->worker_close(cuda_ctx, states[0]);
+    cuda->worker_close(cuda_ctx, states[1]);
+    workload_free(&w);
+  }
+}
+
+/* The int8 workarounds of the plan, on the device: few rows padded to 32, and with cuBLASLt < 13.2
+ * a strided batch run as one call per batch matrix (issue 14.4, 14.5); exact against the cpu. */
+TEST(int8_padding_and_cublaslt_13_1_split_run_exactly) {
+  const precis_recipe *r = precis_recipe_get(PRECIS_RECIPE_INT8);
+  if (!recipe_runs_here(r)) return;
+  precis_kv_list env = {0};
+  cuda->environment(cuda_ctx, &env);
+  int major = 0, minor = 0, patch = 0;
+  const char *v = precis_kv_get(&env, "cublaslt_version");
+  bool parsed = v && sscanf(v, "%d.%d.%d", &major, &minor, &patch) == 3;
+  CHECK(parsed);
+  precis_kv_free(&env);
+  bool split = parsed && major * 10000 + minor * 100 + patch < 130200;
+  precis_case_options o = quick_options();
+  workload w;
+  workload_make(&w, 3, 40, 36, 3, true, false, 0);
+  precis_case_output g, c;
+  bool ok = run(cuda, cuda_ctx, r, &w, &o, &g) & run(cpu, cpu_ctx, r, &w, &o, &c);
+  CHECK(ok);
+  if (ok) {
+    compare(r, &w, g.c, c.c, true, "padded, strided");
+    CHECK_STR(precis_kv_get(&g.details, "min_rows"), "32");
+    CHECK(strstr(precis_kv_get(&g.details, "padding"), "rows 3->32") != NULL);
+    CHECK_STR(precis_kv_get(&g.details, "lt_calls"), split ? "3" : "1");
+    printf("  cuBLASLt %s: lt_calls %s (%s)\n", v ? v : "?", precis_kv_get(&g.details, "lt_calls"),
+           precis_kv_get(&g.details, "lt_split") ? precis_kv_get(&g.details, "lt_split") : "one call");
+  }
+  precis_case_output_free(&g);
+  precis_case_output_free(&c);
+  workload_free(&w);
+}
+
 TEST(environment_names_the_device) {
   precis_kv_list env = {0};
   cuda->environment(cuda_ctx, &env);
@@ -375,6 +483,8 @@ int main(void) {
       T(measurements_are_reported),
       T(cold_and_autotune),
       T(out_of_memory_becomes_does_not_fit_and_the_run_goes_on),
+      T(two_workers_run_at_once_each_with_its_own_state),
+      T(int8_padding_and_cublaslt_13_1_split_run_exactly),
   };
   int rc = harness_run(tests, sizeof tests / sizeof tests[0]);
   cuda->close(cuda_ctx);
