@@ -111,14 +111,14 @@ precis_status precis_lt_call_candidates(precis_lt_call *call, cublasLtHandle_t h
     return precis_fail(PRECIS_E_UNSUPPORTED,
                        "cuBLASLt has no algorithm for %s (%s, m=%lld n=%lld k=%lld batch %d, workspace <= %zu bytes): "
                        "cublasLtMatmulAlgoGetHeuristic returned %s (%s) with %d candidates",
-                       p->recipe->name, p->tn ? "TN" : "NN", (long long)p->lt_m, (long long)p->lt_n, (long long)p->lt_k,
+                       p->route->name, p->tn ? "TN" : "NN", (long long)p->lt_m, (long long)p->lt_n, (long long)p->lt_k,
                        (int)p->lt_d.batch_count, call->workspace_bytes, cublasLtGetStatusName(status),
                        cublasLtGetStatusString(status), returned);
   for (int i = 0; i < returned; i++)
     if (found[i].state == CUBLAS_STATUS_SUCCESS) results[(*count)++] = found[i];
   if (*count == 0)
     return precis_fail(PRECIS_E_UNSUPPORTED, "cuBLASLt returned %d candidates for %s, none usable (first state %s)",
-                       returned, p->recipe->name, cublasLtGetStatusName(found[0].state));
+                       returned, p->route->name, cublasLtGetStatusName(found[0].state));
   return PRECIS_OK;
 }
 

@@ -180,3 +180,25 @@ bool precis_cli_measure_options_check(const char *command, const precis_case_opt
   fprintf(stderr, "precis %s: --max-samples must be at least --min-samples\n", command);
   return false;
 }
+
+bool precis_cli_parse_recipes(const char *command, const char *text, bool skip_duplicates, precis_recipe_list *list) {
+  precis_recipe_list parsed;
+  precis_status st = precis_recipe_list_parse(text, &parsed);
+  for (size_t i = 0; st == PRECIS_OK && i < parsed.count; i++) {
+    bool dup = false;
+    for (size_t j = 0; skip_duplicates && j < list->count; j++)
+      dup = dup || strcmp(list->items[j].canonical, parsed.items[i].canonical) == 0;
+    if (!dup) st = precis_recipe_list_add(list, &parsed.items[i]);
+  }
+  precis_recipe_list_free(&parsed);
+  if (st != PRECIS_OK) precis_cli_report_error(command, st);
+  return st == PRECIS_OK;
+}
+
+void precis_cli_apply_act_scale(const precis_case_options *o, precis_recipe_list *list) {
+  static const precis_scale_method methods[] = {
+      [PRECIS_ACT_SCALE_ROW] = PRECIS_SCALE_DYNAMIC, [PRECIS_ACT_SCALE_ABSMAX] = PRECIS_SCALE_ABSMAX,
+      [PRECIS_ACT_SCALE_PERCENTILE] = PRECIS_SCALE_PERCENTILE, [PRECIS_ACT_SCALE_MSE] = PRECIS_SCALE_MSE};
+  for (size_t i = 0; i < list->count; i++)
+    precis_recipe_set_static_act_scale(&list->items[i], methods[o->int8_act_scale], o->percentile);
+}

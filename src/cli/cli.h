@@ -9,6 +9,7 @@
 
 #include "backend.h"
 #include "criteria.h"
+#include "recipe.h"
 #include "status.h"
 
 int precis_cmd_info(int argc, char **argv);
@@ -83,6 +84,19 @@ int precis_cli_open_backend(const char *command, const char *name, const precis_
 
 /* "precis ARGS..." for the environment block (malloc'ed). */
 char *precis_cli_command_line(int argc, char **argv);
+
+/* The --recipes help text every command shows (one place for the syntax). */
+#define PRECIS_CLI_RECIPES_HELP                                                                                  \
+  "comma-separated presets and specs (default all): fp32,tf32,fp16,fp16acc16,bf16,\n"                         \
+  "                        int8,fp8, all, or fields a=FMT[@GRAN],b=...,acc=,out=,scale=,smooth=,split=; the\n" \
+  "                        fields of one spec run until the next preset name (`precis recipes` lists them)\n"
+
+/* Parses a --recipes list (presets and specs, recipe.h) into *list, appending to what it holds and
+ * skipping recipes already there when skip_duplicates (accept's repeatable --recipe), else
+ * refusing them. Reports the error and returns false. */
+bool precis_cli_parse_recipes(const char *command, const char *text, bool skip_duplicates, precis_recipe_list *list);
+/* Writes --int8-act-scale into the specs it concerns (precis_recipe_set_static_act_scale). */
+void precis_cli_apply_act_scale(const precis_case_options *options, precis_recipe_list *list);
 
 /* A number in [lo, hi]; prints "precis COMMAND: OPT: expected ..." and returns false otherwise. */
 bool precis_cli_parse_number(const char *command, const char *opt, const char *text, double lo, double hi, double *out);

@@ -83,10 +83,14 @@ static double round_up_3(double v) {
   return printed >= v ? printed : r;
 }
 
-void precis_default_criteria(const precis_recipe *recipe, long long k, precis_criteria *out) {
+static double operand_roundoff(const precis_operand_spec *op) {
+  return op->fmt == PRECIS_FMT_F32 ? 0.0 : precis_format_get(op->fmt)->unit_roundoff;
+}
+
+void precis_default_criteria(const precis_spec *spec, long long k, precis_criteria *out) {
   memset(out, 0, sizeof *out);
   out->items[out->count++] = (precis_criterion){PRECIS_METRIC_NONFINITE, PRECIS_CMP_EQ, 0};
-  if (recipe->scaling == PRECIS_SCALING_INT8_SYMMETRIC) {
+  if (precis_operand_is_integer(&spec->a) || precis_operand_is_integer(&spec->b)) {
     /* Quantization noise is relative to each row's/column's amax, not to each element, so no
      * componentwise bound exists; 2^-5 (about 30 dB SQNR) leaves 3 of int8's 8 bits as headroom
      * for ordinary activations and rejects outlier-dominated rows (docs/criteria.md). */
@@ -97,10 +101,10 @@ void precis_default_criteria(const precis_recipe *recipe, long long k, precis_cr
    * inputs rounded to the input format (2u_in + u_in^2), K sums in the accumulation format
    * (gamma_K ~ K*u_acc, doubled because tensor cores may truncate instead of rounding), the output
    * rounded once (u_out). Holds for any summation order. */
-  const precis_format *in = precis_format_get(recipe->input_format);
-  const precis_format *acc = precis_format_get(recipe->compute_format);
-  const precis_format *outf = precis_format_get(recipe->output_format);
-  double u_in = recipe->input_format == PRECIS_FMT_F32 ? 0.0 : in->unit_roundoff;
+  const precis_format *acc = precis_format_get(spec->acc);
+  const precis_format *outf = precis_format_get(spec->out);
+  double u_a = operand_roundoff(&spec->a), u_b = operand_roundoff(&spec->b);
+  double u_in = u_a > u_b ? u_a : u_b;
   double bound = 2 * u_in + u_in * u_in + 2.0 * (double)k * acc->unit_roundoff + outf->unit_roundoff;
   out->items[out->count++] = (precis_criterion){PRECIS_METRIC_MAX_CW, PRECIS_CMP_LE, round_up_3(bound)};
 }

@@ -7,7 +7,7 @@
 #include <stddef.h>
 
 #include "metrics.h"
-#include "recipe.h"
+#include "spec.h"
 #include "status.h"
 
 typedef enum precis_cmp { PRECIS_CMP_LE, PRECIS_CMP_LT, PRECIS_CMP_GE, PRECIS_CMP_GT, PRECIS_CMP_EQ } precis_cmp;
@@ -31,9 +31,9 @@ precis_status precis_criterion_parse(const char *text, precis_criterion *out);
 void precis_criterion_format(const precis_criterion *c, char *buf, size_t len);
 const char *precis_cmp_str(precis_cmp op);
 
-/* The default gate of a recipe for a reduction length k (docs/criteria.md says where each comes
- * from). */
-void precis_default_criteria(const precis_recipe *recipe, long long k, precis_criteria *out);
+/* The default gate of a recipe spec for a reduction length k (docs/criteria.md says where each
+ * comes from). */
+void precis_default_criteria(const precis_spec *spec, long long k, precis_criteria *out);
 
 /* Evaluates every criterion on the worst values. A criterion on a null metric: sqnr_db null means
  * exact (passes any lower bound); other nulls fail. Returns true when all pass. When one fails,
