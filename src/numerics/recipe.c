@@ -44,6 +44,12 @@ size_t precis_recipe_preset_index(const char *name) {
   return p ? (size_t)(p - presets) : precis_recipe_preset_count();
 }
 
+const char *precis_recipe_name_spec(const char *name) {
+  if (!name) return NULL;
+  const precis_recipe_preset *p = precis_recipe_preset_find(name);
+  return p ? p->spec : strchr(name, '=') ? name : NULL;
+}
+
 const precis_recipe_preset *precis_recipe_preset_baseline(void) {
   for (size_t i = 0; i < precis_recipe_preset_count(); i++)
     if (presets[i].baseline) return &presets[i];

@@ -28,6 +28,9 @@ const precis_recipe_preset *precis_recipe_preset_find(const char *name); /* NULL
 const precis_recipe_preset *precis_recipe_preset_baseline(void);
 /* The preset whose spec is this one, or NULL. */
 const precis_recipe_preset *precis_recipe_preset_of_spec(const precis_spec *spec);
+/* The spec text a recipe name stands for in a row without a spec (reports from before specs): a
+ * preset's spec, the name itself when it is a spec, else NULL. */
+const char *precis_recipe_name_spec(const char *name);
 /* Table position (for ordering); precis_recipe_preset_count() for a name that is no preset. */
 size_t precis_recipe_preset_index(const char *name);
 

@@ -428,10 +428,7 @@ static bool read_spec(json_in *in, const cJSON *obj, precis_row *row) {
   char *given = NULL;
   if (!ji_string(in, obj, "spec", &given, false)) return false;
   const char *text = given;
-  if (!text) {
-    const precis_recipe_preset *preset = precis_recipe_preset_find(row->recipe);
-    text = preset ? preset->spec : strchr(row->recipe, '=') ? row->recipe : NULL;
-  }
+  if (!text) text = precis_recipe_name_spec(row->recipe);
   if (!text) return true; /* an unknown name without a spec: it pairs with nothing */
   precis_spec spec;
   precis_status st = precis_spec_parse(text, &spec);
