@@ -202,3 +202,21 @@ void precis_cli_apply_act_scale(const precis_case_options *o, precis_recipe_list
   for (size_t i = 0; i < list->count; i++)
     precis_recipe_set_static_act_scale(&list->items[i], methods[o->int8_act_scale], o->percentile);
 }
+
+bool precis_cli_parse_cc(const char *command, const char *text, int *major, int *minor) {
+  const char *p = strncmp(text, "sm_", 3) == 0 ? text + 3 : text;
+  char *end = NULL;
+  long v = strtol(p, &end, 10);
+  bool ok = end != p && v >= 0;
+  if (ok && *end == '.') { /* 9.0 */
+    char *end2 = NULL;
+    long mi = strtol(end + 1, &end2, 10);
+    ok = end2 == end + 2 && *end2 == '\0' && mi >= 0 && v >= 1 && v <= 99;
+    *major = (int)v, *minor = (int)mi;
+  } else if (ok) { /* 90 */
+    ok = *end == '\0' && v >= 10 && v <= 999;
+    *major = (int)(v / 10), *minor = (int)(v % 10);
+  }
+  if (!ok) fprintf(stderr, "precis %s: --cc: expected a compute capability such as 90, 8.9 or sm_80, got \"%s\"\n", command, text);
+  return ok;
+}

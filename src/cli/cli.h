@@ -20,6 +20,8 @@ int precis_cmd_run(int argc, char **argv);
 int precis_cmd_recommend(int argc, char **argv);
 int precis_cmd_compare(int argc, char **argv);
 int precis_cmd_accept(int argc, char **argv);
+int precis_cmd_recipes(int argc, char **argv);
+int precis_cmd_explain(int argc, char **argv);
 
 /* Prints "precis <command>: <message>" (the last error) to stderr and returns the exit code. */
 int precis_cli_report_error(const char *command, precis_status status);
@@ -95,6 +97,8 @@ char *precis_cli_command_line(int argc, char **argv);
  * skipping recipes already there when skip_duplicates (accept's repeatable --recipe), else
  * refusing them. Reports the error and returns false. */
 bool precis_cli_parse_recipes(const char *command, const char *text, bool skip_duplicates, precis_recipe_list *list);
+/* --cc: a compute capability as 90, 9.0 or sm_90 (major 1..99, minor 0..9). Reports the error. */
+bool precis_cli_parse_cc(const char *command, const char *text, int *major, int *minor);
 /* Writes --int8-act-scale into the specs it concerns (precis_recipe_set_static_act_scale). */
 void precis_cli_apply_act_scale(const precis_case_options *options, precis_recipe_list *list);
 
