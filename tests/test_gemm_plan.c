@@ -17,6 +17,7 @@
 #include "format.h"
 #include "gemm_plan.h"
 #include "harness.h"
+#include "preset_fixture.h"
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ULL;
 static uint64_t rng_next(void) {
@@ -62,7 +63,7 @@ static void workload_make(workload *w, const precis_recipe *r, int64_t m, int64_
   w->row_scales = malloc(sizeof(double) * (size_t)(batch * m));
   w->col_scales = malloc(sizeof(double) * (size_t)(w->b_count * n));
   w->expected = malloc(sizeof(double) * (size_t)(batch * m * n));
-  bool int8 = r->scaling == PRECIS_SCALING_INT8_SYMMETRIC, fp8 = r->scaling == PRECIS_SCALING_FP8_TENSOR;
+  bool int8 = r->spec.acc == PRECIS_FMT_I32, fp8 = r->spec.a.fmt == PRECIS_FMT_E4M3;
   for (int64_t i = 0; i < batch * m; i++) w->row_scales[i] = int8 ? rng_pow2() : 1.0;
   for (int64_t j = 0; j < w->b_count * n; j++) w->col_scales[j] = int8 ? rng_pow2() : 1.0;
   w->scale_a = fp8 ? rng_pow2() : 1.0;
@@ -214,7 +215,7 @@ static bool emulate_read(const precis_plan_read *rd, const double *src, int64_t 
 /* Executes the plan on workload w; true when the host output equals the exact product. */
 static bool execute_plan(const precis_gemm_plan *p, const workload *w, char *why, size_t why_len) {
   bool ok = false;
-  bool int8 = p->recipe->scaling == PRECIS_SCALING_INT8_SYMMETRIC, fp8 = p->recipe->scaling == PRECIS_SCALING_FP8_TENSOR;
+  bool int8 = p->spec.acc == PRECIS_FMT_I32, fp8 = p->spec.a.fmt == PRECIS_FMT_E4M3;
   double *lt_a = nan_buffer(p->lt_a.elements), *lt_b = nan_buffer(p->lt_b.elements);
   double *d = nan_buffer(p->lt_d.elements), *out = nan_buffer(p->out_elements);
   int64_t host_elements = w->batch * w->m * w->n;
@@ -291,10 +292,28 @@ static const char *compute_name(int t) {
 
 /* The documented requirements of the cuBLASLt kernels each recipe needs (DESIGN §3). */
 static void check_requirements(const precis_gemm_plan *p) {
-  const precis_recipe *r = p->recipe;
-  CHECK_STR(compute_name(p->compute_type), r->compute_type);
-  CHECK_EQ_INT(p->lt_a.data_type, precis_format_get(r->input_format)->cuda_data_type);
-  CHECK_EQ_INT(p->lt_b.data_type, precis_format_get(r->input_format)->cuda_data_type);
+  /* DESIGN §3's table, written out here independently of the route table. */
+  static const struct {
+    const char *preset, *compute;
+    int in_type;
+  } expected[] = {{"fp32", "CUBLAS_COMPUTE_32F", PRECIS_CUDA_R_32F},
+                  {"tf32", "CUBLAS_COMPUTE_32F_FAST_TF32", PRECIS_CUDA_R_32F},
+                  {"fp16", "CUBLAS_COMPUTE_32F", PRECIS_CUDA_R_16F},
+                  {"fp16acc16", "CUBLAS_COMPUTE_16F", PRECIS_CUDA_R_16F},
+                  {"bf16", "CUBLAS_COMPUTE_32F", PRECIS_CUDA_R_16BF},
+                  {"int8", "CUBLAS_COMPUTE_32I", PRECIS_CUDA_R_8I},
+                  {"fp8", "CUBLAS_COMPUTE_32F", PRECIS_CUDA_R_8F_E4M3}};
+  const precis_recipe_preset *preset = precis_recipe_preset_of_spec(&p->spec);
+  CHECK(preset != NULL);
+  if (!preset) return;
+  const char *name = preset->name;
+  size_t e = 0;
+  while (e < sizeof expected / sizeof expected[0] && strcmp(expected[e].preset, name) != 0) e++;
+  CHECK_MSG(e < sizeof expected / sizeof expected[0], "no expectation for preset %s", name);
+  if (e == sizeof expected / sizeof expected[0]) return;
+  CHECK_STR(compute_name(p->compute_type), expected[e].compute);
+  CHECK_EQ_INT(p->lt_a.data_type, expected[e].in_type);
+  CHECK_EQ_INT(p->lt_b.data_type, expected[e].in_type);
   CHECK_EQ_INT(p->lt_a_holds, PRECIS_PLAN_WORKLOAD_B);
   CHECK_EQ_INT(p->lt_b_holds, PRECIS_PLAN_WORKLOAD_A);
   CHECK(p->lt_m == p->n_pad && p->lt_n == p->rows_pad && p->lt_k == p->k_pad);
@@ -311,11 +330,11 @@ static void check_requirements(const precis_gemm_plan *p) {
   }
   /* Every matrix of a strided batch starts as aligned as the first (cudaMalloc'ed) one needs to be:
    * fp8 16 bytes, int8 IMMA 4 bytes. */
-  size_t align = r->id == PRECIS_RECIPE_FP8 ? 16 : r->id == PRECIS_RECIPE_INT8 ? 4 : 1;
+  bool is_fp8 = strcmp(name, "fp8") == 0, is_int8 = strcmp(name, "int8") == 0;
+  size_t align = is_fp8 ? 16 : is_int8 ? 4 : 1;
   for (size_t i = 0; i < 3; i++)
     CHECK((mats[i]->batch_stride * (int64_t)mats[i]->elem_bytes) % (int64_t)align == 0);
-  switch (r->id) {
-  case PRECIS_RECIPE_INT8:
+  if (is_int8) {
     /* IMMA, regular ordering (the only one on sm_90): TN, m and k multiples of 4, lda/ldb/ldc too,
      * A/B 8I, C/D 32I, compute and scale 32I. */
     CHECK(p->transa == PRECIS_LT_OP_T && p->transb == PRECIS_LT_OP_N);
@@ -325,8 +344,7 @@ static void check_requirements(const precis_gemm_plan *p) {
     CHECK_EQ_INT(p->lt_d.data_type, PRECIS_CUDA_R_32I);
     CHECK_EQ_INT(p->scale_type, PRECIS_CUDA_R_32I);
     CHECK(p->dequant && !p->widen);
-    break;
-  case PRECIS_RECIPE_FP8:
+  } else if (is_fp8) {
     /* TN, 16-byte aligned dimensions and leading dimensions, e4m3 in, bf16 C/D, 32F compute and
      * scale, per-tensor scale pointers. */
     CHECK(p->transa == PRECIS_LT_OP_T && p->transb == PRECIS_LT_OP_N);
@@ -337,18 +355,16 @@ static void check_requirements(const precis_gemm_plan *p) {
     CHECK_EQ_INT(p->scale_type, PRECIS_CUDA_R_32F);
     CHECK(p->lt_a_scale == PRECIS_PLAN_WORKLOAD_B && p->lt_b_scale == PRECIS_PLAN_WORKLOAD_A);
     CHECK(p->widen && !p->dequant);
-    break;
-  default:
+  } else {
     CHECK(p->transa == PRECIS_LT_OP_N && p->transb == PRECIS_LT_OP_N);
-    CHECK_EQ_INT(p->lt_d.data_type, precis_format_get(r->output_format)->cuda_data_type);
-    CHECK_EQ_INT(p->scale_type, r->compute_format == PRECIS_FMT_F16 ? PRECIS_CUDA_R_16F : PRECIS_CUDA_R_32F);
+    CHECK_EQ_INT(p->lt_d.data_type, precis_format_get(p->spec.out)->cuda_data_type);
+    CHECK_EQ_INT(p->scale_type, p->spec.acc == PRECIS_FMT_F16 ? PRECIS_CUDA_R_16F : PRECIS_CUDA_R_32F);
     /* No padding: the float conversion launchers write contiguous arrays. */
     CHECK(p->n_pad == p->n && p->k_pad == p->k && p->rows_pad == p->rows);
     CHECK(!p->lt_a.zero_fill && !p->lt_b.zero_fill);
     CHECK(p->write_a.ld_out == p->k && p->write_b.ld_out == p->n && !p->write_b.transpose_out);
     CHECK(p->widen == (p->lt_d.data_type != PRECIS_CUDA_R_32F));
     CHECK(p->lt_a_scale == PRECIS_PLAN_NONE && p->lt_b_scale == PRECIS_PLAN_NONE);
-    break;
   }
 }
 
@@ -365,12 +381,12 @@ static const shape shapes[] = {
 };
 
 TEST(every_recipe_every_shape_equals_the_row_major_product) {
-  for (int r = 0; r < PRECIS_RECIPE_COUNT; r++) {
-    const precis_recipe *recipe = precis_recipe_get((precis_recipe_id)r);
+  for (int r = 0; r < PRESET_COUNT; r++) {
+    const precis_recipe *recipe = preset_recipe_at((size_t)r);
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
       const shape *sh = &shapes[s];
       precis_gemm_plan plan;
-      CHECK_OK(precis_gemm_plan_make(recipe, sh->m, sh->n, sh->k, sh->batch, sh->b_batched, &plan));
+      CHECK_OK(precis_gemm_plan_make(&recipe->spec, sh->m, sh->n, sh->k, sh->batch, sh->b_batched, &plan));
       check_requirements(&plan);
       workload w;
       workload_make(&w, recipe, sh->m, sh->n, sh->k, sh->batch, sh->b_batched);
@@ -385,11 +401,11 @@ TEST(every_recipe_every_shape_equals_the_row_major_product) {
 
 TEST(random_shapes) {
   for (int trial = 0; trial < 150; trial++) {
-    const precis_recipe *recipe = precis_recipe_get((precis_recipe_id)(trial % PRECIS_RECIPE_COUNT));
+    const precis_recipe *recipe = preset_recipe_at((size_t)(trial % PRESET_COUNT));
     int64_t m = rng_int(1, 21), n = rng_int(1, 21), k = rng_int(1, 37), batch = rng_int(1, 4);
     bool b_batched = rng_int(0, 1);
     precis_gemm_plan plan;
-    CHECK_OK(precis_gemm_plan_make(recipe, m, n, k, batch, b_batched, &plan));
+    CHECK_OK(precis_gemm_plan_make(&recipe->spec, m, n, k, batch, b_batched, &plan));
     workload w;
     workload_make(&w, recipe, m, n, k, batch, b_batched);
     char why[256] = "";
@@ -401,7 +417,7 @@ TEST(random_shapes) {
 
 TEST(padding_and_batching_choices) {
   precis_gemm_plan p;
-  CHECK_OK(precis_gemm_plan_make(precis_recipe_get(PRECIS_RECIPE_INT8), 3, 5, 7, 2, false, &p));
+  CHECK_OK(precis_gemm_plan_make(&preset_recipe("int8")->spec, 3, 5, 7, 2, false, &p));
   CHECK_EQ_INT(p.batch_mode, PRECIS_PLAN_BATCH_FOLDED);
   CHECK_EQ_INT(p.rows, 6);
   CHECK_EQ_INT(p.n_pad, 8);
@@ -409,13 +425,13 @@ TEST(padding_and_batching_choices) {
   CHECK_EQ_INT(p.lt_d.batch_count, 1);
   CHECK(p.lt_a.zero_fill && p.lt_b.zero_fill);
   CHECK(p.write_b.transpose_out && p.write_b.ld_out == 8);
-  CHECK_OK(precis_gemm_plan_make(precis_recipe_get(PRECIS_RECIPE_FP8), 3, 5, 7, 2, true, &p));
+  CHECK_OK(precis_gemm_plan_make(&preset_recipe("fp8")->spec, 3, 5, 7, 2, true, &p));
   CHECK_EQ_INT(p.batch_mode, PRECIS_PLAN_BATCH_STRIDED);
   CHECK_EQ_INT(p.rows_pad, 16);
   CHECK_EQ_INT(p.lt_d.batch_count, 2);
   CHECK_EQ_INT(p.lt_a.batch_stride, 16 * 16);
   CHECK_EQ_INT(p.write_a.calls, 2);
-  CHECK_OK(precis_gemm_plan_make(precis_recipe_get(PRECIS_RECIPE_BF16), 64, 32, 16, 1, false, &p));
+  CHECK_OK(precis_gemm_plan_make(&preset_recipe("bf16")->spec, 64, 32, 16, 1, false, &p));
   CHECK_EQ_INT(p.batch_mode, PRECIS_PLAN_BATCH_NONE);
   CHECK_EQ_INT(p.lt_m, 32);
   CHECK_EQ_INT(p.lt_n, 64);
@@ -431,20 +447,20 @@ TEST(padding_and_batching_choices) {
 
 TEST(bad_dimensions_are_rejected) {
   precis_gemm_plan p;
-  CHECK(precis_gemm_plan_make(precis_recipe_get(PRECIS_RECIPE_FP32), 0, 4, 4, 1, false, &p) == PRECIS_E_INPUT);
-  CHECK(precis_gemm_plan_make(precis_recipe_get(PRECIS_RECIPE_FP32), 4, 4, -1, 1, false, &p) == PRECIS_E_INPUT);
-  CHECK(precis_gemm_plan_make(precis_recipe_get(PRECIS_RECIPE_FP32), 1LL << 31, 4, 4, 1, false, &p) ==
+  CHECK(precis_gemm_plan_make(&preset_recipe("fp32")->spec, 0, 4, 4, 1, false, &p) == PRECIS_E_INPUT);
+  CHECK(precis_gemm_plan_make(&preset_recipe("fp32")->spec, 4, 4, -1, 1, false, &p) == PRECIS_E_INPUT);
+  CHECK(precis_gemm_plan_make(&preset_recipe("fp32")->spec, 1LL << 31, 4, 4, 1, false, &p) ==
         PRECIS_E_UNSUPPORTED);
   CHECK(strstr(precis_last_error(), "int32") != NULL);
 }
 
 /* The checker itself must be able to fail: each broken plan must be caught. */
-static bool broken_plan_fails(precis_recipe_id id, shape sh, void (*breakit)(precis_gemm_plan *)) {
+static bool broken_plan_fails(const char *preset, shape sh, void (*breakit)(precis_gemm_plan *)) {
   precis_gemm_plan p;
-  if (precis_gemm_plan_make(precis_recipe_get(id), sh.m, sh.n, sh.k, sh.batch, sh.b_batched, &p) != PRECIS_OK)
+  if (precis_gemm_plan_make(&preset_recipe(preset)->spec, sh.m, sh.n, sh.k, sh.batch, sh.b_batched, &p) != PRECIS_OK)
     return false;
   workload w;
-  workload_make(&w, p.recipe, sh.m, sh.n, sh.k, sh.batch, sh.b_batched);
+  workload_make(&w, preset_recipe(preset), sh.m, sh.n, sh.k, sh.batch, sh.b_batched);
   char why[256];
   bool intact = execute_plan(&p, &w, why, sizeof why);
   breakit(&p);
@@ -471,18 +487,18 @@ static void swapped_fp8_scales(precis_gemm_plan *p) {
 static void batch_stride_zero(precis_gemm_plan *p) { p->lt_a.batch_stride = 0; }
 
 TEST(broken_plans_are_caught) {
-  CHECK(broken_plan_fails(PRECIS_RECIPE_INT8, (shape){3, 5, 7, 1, false}, flip_transa));
-  CHECK(broken_plan_fails(PRECIS_RECIPE_FP32, (shape){3, 5, 7, 1, false}, flip_transa));
-  CHECK(broken_plan_fails(PRECIS_RECIPE_INT8, (shape){3, 5, 7, 1, false}, no_zero_fill));
-  CHECK(broken_plan_fails(PRECIS_RECIPE_FP8, (shape){3, 5, 7, 2, true}, no_zero_fill));
-  CHECK(broken_plan_fails(PRECIS_RECIPE_FP8, (shape){4, 16, 16, 1, false}, untransposed_b));
-  CHECK(broken_plan_fails(PRECIS_RECIPE_INT8, (shape){3, 5, 7, 2, false}, wrong_read_ld) ||
-        broken_plan_fails(PRECIS_RECIPE_FP8, (shape){3, 5, 7, 2, false}, wrong_read_ld));
-  CHECK(broken_plan_fails(PRECIS_RECIPE_INT8, (shape){3, 5, 7, 3, true}, same_column_scales));
-  CHECK(broken_plan_fails(PRECIS_RECIPE_INT8, (shape){3, 5, 7, 3, true}, same_col_scales_on_write));
-  CHECK(broken_plan_fails(PRECIS_RECIPE_BF16, (shape){3, 5, 7, 1, false}, swapped_operands));
-  CHECK(broken_plan_fails(PRECIS_RECIPE_FP8, (shape){3, 5, 7, 1, false}, swapped_fp8_scales));
-  CHECK(broken_plan_fails(PRECIS_RECIPE_FP16, (shape){3, 5, 7, 3, true}, batch_stride_zero));
+  CHECK(broken_plan_fails("int8", (shape){3, 5, 7, 1, false}, flip_transa));
+  CHECK(broken_plan_fails("fp32", (shape){3, 5, 7, 1, false}, flip_transa));
+  CHECK(broken_plan_fails("int8", (shape){3, 5, 7, 1, false}, no_zero_fill));
+  CHECK(broken_plan_fails("fp8", (shape){3, 5, 7, 2, true}, no_zero_fill));
+  CHECK(broken_plan_fails("fp8", (shape){4, 16, 16, 1, false}, untransposed_b));
+  CHECK(broken_plan_fails("int8", (shape){3, 5, 7, 2, false}, wrong_read_ld) ||
+        broken_plan_fails("fp8", (shape){3, 5, 7, 2, false}, wrong_read_ld));
+  CHECK(broken_plan_fails("int8", (shape){3, 5, 7, 3, true}, same_column_scales));
+  CHECK(broken_plan_fails("int8", (shape){3, 5, 7, 3, true}, same_col_scales_on_write));
+  CHECK(broken_plan_fails("bf16", (shape){3, 5, 7, 1, false}, swapped_operands));
+  CHECK(broken_plan_fails("fp8", (shape){3, 5, 7, 1, false}, swapped_fp8_scales));
+  CHECK(broken_plan_fails("fp16", (shape){3, 5, 7, 3, true}, batch_stride_zero));
 }
 
 RUN_TESTS(T(every_recipe_every_shape_equals_the_row_major_product), T(random_shapes), T(padding_and_batching_choices),
