@@ -87,12 +87,17 @@ static bool parse_number(const char *s, double *out) {
   return true;
 }
 
-/* The shortest decimal that reads back as v, so that format(parse(t)) == t for canonical t. */
+/* The shortest decimal that reads back as v, without an exponent where one is not needed (100,
+ * not 1e+02), so that format(parse(t)) == t for canonical t. */
 static void format_number(double v, char *buf, size_t len) {
+  int shortest = 0;
   for (int digits = 1; digits <= 17; digits++) {
     snprintf(buf, len, "%.*g", digits, v);
-    if (strtod(buf, NULL) == v) return;
+    if (strtod(buf, NULL) != v) continue;
+    if (!strchr(buf, 'e')) return;
+    if (!shortest) shortest = digits;
   }
+  if (snprintf(buf, len, "%.*g", shortest ? shortest : 17, v) >= (int)len) buf[len - 1] = '\0';
 }
 
 static precis_gran default_gran(precis_format_id fmt, bool is_a) {
