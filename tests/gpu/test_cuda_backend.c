@@ -16,6 +16,7 @@
 #include "cuda_api.h"
 #include "format.h"
 #include "harness.h"
+#include "preset_fixture.h"
 #include "quant.h"
 
 static const precis_backend *cuda, *cpu;
@@ -27,8 +28,8 @@ static int cc_major, cc_minor; /* device 0's compute capability, from the backen
  * a missing feature, and must fail the test rather than skip the recipe. */
 static bool recipe_runs_here(const precis_recipe *r) {
   char reason[512] = "";
-  bool cc_ok = precis_cuda_recipe_supported(r, cc_major, cc_minor, NULL, 0);
-  bool probed = cuda->supports(cuda_ctx, r, reason, sizeof reason);
+  bool cc_ok = precis_cuda_spec_supported(&r->spec, cc_major, cc_minor, NULL, 0);
+  bool probed = cuda->supports(cuda_ctx, &r->spec, reason, sizeof reason);
   if (!probed) printf("  %s unsupported here: %s\n", r->name, reason);
   CHECK_MSG(probed || !cc_ok, "%s: sm_%d%d should run it, but the backend says: %s", r->name, cc_major, cc_minor,
             reason);
@@ -118,7 +119,7 @@ static precis_case_options quick_options(void) {
 static bool run(const precis_backend *be, void *ctx, const precis_recipe *r, const workload *w,
                 const precis_case_options *o, precis_case_output *out) {
   precis_case_output_init(out);
-  precis_status st = be->run_case(ctx, r, &w->info, &w->data, o, out);
+  precis_status st = be->run_case(ctx, &r->spec, &w->info, &w->data, o, out);
   if (st != PRECIS_OK || out->status != PRECIS_ROW_OK || !out->c) {
     fprintf(stderr, "  %s backend, %s: status %s: %s %s\n", be->name, r->name, precis_row_status_str(out->status),
             out->reason, st != PRECIS_OK ? precis_last_error() : "");
@@ -131,15 +132,16 @@ static bool run(const precis_backend *be, void *ctx, const precis_recipe *r, con
 static void compare(const precis_recipe *r, const workload *w, const float *gpu, const float *ref, bool exact,
                     const char *label) {
   int64_t count = w->info.batch * w->info.m * w->info.n, bad = 0, first = -1;
-  double u_acc = r->compute_format == PRECIS_FMT_F16 ? ldexp(1, -11) : ldexp(1, -24);
-  double u_out = precis_format_get(r->output_format)->unit_roundoff;
-  double quant_slack = r->scaling == PRECIS_SCALING_FP8_TENSOR ? 1.25 : 1.0; /* |q*s| vs |x| after rounding */
+  bool int8 = r->spec.acc == PRECIS_FMT_I32, fp8 = r->spec.a.fmt == PRECIS_FMT_E4M3;
+  double u_acc = r->spec.acc == PRECIS_FMT_F16 ? ldexp(1, -11) : ldexp(1, -24);
+  double u_out = precis_format_get(r->spec.out)->unit_roundoff;
+  double quant_slack = fp8 ? 1.25 : 1.0; /* |q*s| vs |x| after rounding */
   double worst_acc = 0; /* the largest |gpu - cpu| / (k * |a|·|b|): the accumulation error actually seen */
   for (int64_t i = 0; i < count; i++) {
     double g = gpu[i], c = ref[i];
     if (w->data.ab_abs[i] > 0) worst_acc = fmax(worst_acc, fabs(g - c) / ((double)w->info.k * w->data.ab_abs[i]));
     bool ok;
-    if (exact || r->scaling == PRECIS_SCALING_INT8_SYMMETRIC)
+    if (exact || int8)
       ok = memcmp(&gpu[i], &ref[i], sizeof(float)) == 0;
     else
       ok = fabs(g - c) <= 4.0 * (double)w->info.k * u_acc * quant_slack * w->data.ab_abs[i] +
@@ -151,7 +153,7 @@ static void compare(const precis_recipe *r, const workload *w, const float *gpu,
   }
   /* Printed so that the first GPU run shows how far the tensor cores' accumulation is from the
    * bound's assumption (u_acc) before any bound is tuned: docs/cuda-backend.md, "To verify". */
-  if (!exact && r->scaling != PRECIS_SCALING_INT8_SYMMETRIC)
+  if (!exact && !int8)
     printf("  %s %s m=%lld n=%lld k=%lld: max |gpu-cpu|/(k*|a||b|) = %.3g (bound assumes %.3g)\n", r->name, label,
            (long long)w->info.m, (long long)w->info.n, (long long)w->info.k, worst_acc, 4.0 * u_acc * quant_slack);
   CHECK_MSG(bad == 0, "%s %s m=%lld n=%lld k=%lld batch=%lld b_batched=%d: %lld of %lld differ; first at %lld: gpu %.9g cpu %.9g",
@@ -171,8 +173,8 @@ static const shape shapes[] = {
 
 static void against_cpu(bool integers) {
   precis_case_options o = quick_options();
-  for (int id = 0; id < PRECIS_RECIPE_COUNT; id++) {
-    const precis_recipe *r = precis_recipe_get((precis_recipe_id)id);
+  for (int id = 0; id < PRESET_COUNT; id++) {
+    const precis_recipe *r = preset_recipe_at((size_t)id);
     if (!recipe_runs_here(r)) continue;
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
       workload w;
@@ -181,9 +183,9 @@ static void against_cpu(bool integers) {
       bool ok_g = run(cuda, cuda_ctx, r, &w, &o, &g), ok_c = run(cpu, cpu_ctx, r, &w, &o, &c);
       CHECK_MSG(ok_g && ok_c, "%s shape %zu ran on both backends", r->name, s);
       /* fp8 rescales the integers (s = amax/448), so it is exact only up to the summation. */
-      if (ok_g && ok_c) compare(r, &w, g.c, c.c, integers && r->scaling != PRECIS_SCALING_FP8_TENSOR,
+      if (ok_g && ok_c) compare(r, &w, g.c, c.c, integers && r->spec.a.fmt != PRECIS_FMT_E4M3,
                                 integers ? "integers" : "uniform");
-      if (ok_g && ok_c && r->scaling != PRECIS_SCALING_NONE)
+      if (ok_g && ok_c && r->spec.a.gran != PRECIS_GRAN_NONE)
         CHECK_MSG(g.clipped_fraction == c.clipped_fraction, "%s clipped %g vs cpu %g", r->name, g.clipped_fraction,
                   c.clipped_fraction);
       precis_case_output_free(&g);
@@ -197,12 +199,13 @@ TEST(every_recipe_matches_the_cpu_backend_exactly_on_integers) { against_cpu(tru
 TEST(every_recipe_matches_the_cpu_backend_within_the_bound_on_random_data) { against_cpu(false); }
 
 TEST(int8_static_activation_scales_match_the_cpu_backend) {
-  const precis_recipe *r = precis_recipe_get(PRECIS_RECIPE_INT8);
-  if (!recipe_runs_here(r)) return;
-  precis_act_scale modes[] = {PRECIS_ACT_SCALE_ABSMAX, PRECIS_ACT_SCALE_PERCENTILE, PRECIS_ACT_SCALE_MSE};
+  precis_scale_method modes[] = {PRECIS_SCALE_ABSMAX, PRECIS_SCALE_PERCENTILE, PRECIS_SCALE_MSE};
   for (size_t i = 0; i < 3; i++) {
     precis_case_options o = quick_options();
-    o.int8_act_scale = modes[i];
+    precis_recipe static_int8 = *preset_recipe("int8");
+    precis_recipe_set_static_act_scale(&static_int8, modes[i], o.percentile);
+    const precis_recipe *r = &static_int8;
+    if (!recipe_runs_here(r)) return;
     workload w;
     workload_make(&w, 24, 40, 36, 2, false, false, 3);
     precis_case_output g, c;
@@ -223,9 +226,9 @@ TEST(measurements_are_reported) {
   precis_case_options o;
   precis_case_options_default(&o);
   o.max_time_ms = 200;
-  const precis_recipe_id ids[] = {PRECIS_RECIPE_BF16, PRECIS_RECIPE_INT8, PRECIS_RECIPE_FP8};
+  const char *names[] = {"bf16", "int8", "fp8"};
   for (size_t i = 0; i < 3; i++) {
-    const precis_recipe *r = precis_recipe_get(ids[i]);
+    const precis_recipe *r = preset_recipe(names[i]);
     if (!recipe_runs_here(r)) continue;
     workload w;
     workload_make(&w, 512, 512, 512, 1, false, false, 0);
@@ -247,7 +250,7 @@ TEST(measurements_are_reported) {
       CHECK(g.memory.device_peak_bytes >= g.memory.device_baseline_bytes + g.memory.tracked_peak_bytes);
       CHECK(precis_kv_get(&g.details, "algo_id") != NULL);
       CHECK(precis_kv_get(&g.details, "workspace_bytes") != NULL);
-      if (r->scaling != PRECIS_SCALING_NONE) {
+      if (r->spec.a.gran != PRECIS_GRAN_NONE) {
         CHECK(g.time.e2e_median_ms > 0);
         CHECK_STR(precis_kv_get(&g.details, "lt_op"), "TN");
       } else {
@@ -266,7 +269,7 @@ TEST(cold_and_autotune) {
   precis_case_options o = quick_options();
   o.cold = true;
   o.autotune = 4;
-  const precis_recipe *r = precis_recipe_get(PRECIS_RECIPE_FP16);
+  const precis_recipe *r = preset_recipe("fp16");
   workload w;
   workload_make(&w, 256, 256, 256, 1, false, true, 0);
   precis_case_output g, c;
@@ -310,13 +313,13 @@ TEST(out_of_memory_becomes_does_not_fit_and_the_run_goes_on) {
   }
   CHECK(cudaMemGetInfo(&free_b, &total_b) == cudaSuccess);
   printf("  holding %d blocks, %zu bytes free\n", n_held, free_b);
-  const precis_recipe *r = precis_recipe_get(PRECIS_RECIPE_FP32);
+  const precis_recipe *r = preset_recipe("fp32");
   workload w;
   workload_make(&w, 1024, 1024, 1024, 1, false, true, 0);
   precis_case_options o = quick_options();
   precis_case_output g;
   precis_case_output_init(&g);
-  CHECK_OK(cuda->run_case(cuda_ctx, r, &w.info, &w.data, &o, &g));
+  CHECK_OK(cuda->run_case(cuda_ctx, &r->spec, &w.info, &w.data, &o, &g));
   printf("  %s: %s\n", precis_row_status_str(g.status), g.reason);
   CHECK_EQ_INT(g.status, PRECIS_ROW_DOES_NOT_FIT);
   CHECK(strstr(g.reason, "cudaErrorMemoryAllocation") != NULL);
