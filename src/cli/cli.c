@@ -1,5 +1,6 @@
 #include "cli.h"
 
+#include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -219,4 +220,45 @@ bool precis_cli_parse_cc(const char *command, const char *text, int *major, int 
   }
   if (!ok) fprintf(stderr, "precis %s: --cc: expected a compute capability such as 90, 8.9 or sm_80, got \"%s\"\n", command, text);
   return ok;
+}
+
+int precis_cli_parse_plan_args(const char *command, int argc, char **argv, bool workloads_ok, void (*usage)(FILE *),
+                               precis_cli_plan_args *args) {
+  enum { OPT_RECIPES = 256, OPT_WORKLOADS, OPT_CC, OPT_JSON };
+  static const struct option long_options[] = {{"help", no_argument, NULL, 'h'},
+                                               {"recipes", required_argument, NULL, OPT_RECIPES},
+                                               {"workloads", required_argument, NULL, OPT_WORKLOADS},
+                                               {"cc", required_argument, NULL, OPT_CC},
+                                               {"json", no_argument, NULL, OPT_JSON},
+                                               {NULL, 0, NULL, 0}};
+  memset(args, 0, sizeof *args);
+  args->cc_major = 9;
+  const char *recipes = "all";
+  optind = 1;
+  opterr = 0;
+  int opt;
+  while ((opt = getopt_long(argc, argv, ":h", long_options, NULL)) != -1) {
+    switch (opt) {
+    case 'h': usage(stdout); return 0;
+    case OPT_RECIPES: recipes = optarg; break;
+    case OPT_WORKLOADS:
+      if (!workloads_ok) {
+        fprintf(stderr, "precis %s: unknown option \"--workloads\" (see precis %s --help)\n", command, command);
+        return 2;
+      }
+      args->workloads = optarg;
+      break;
+    case OPT_CC:
+      if (!precis_cli_parse_cc(command, optarg, &args->cc_major, &args->cc_minor)) return 2;
+      break;
+    case OPT_JSON: args->json = true; break;
+    case ':': fprintf(stderr, "precis %s: %s needs a value\n", command, argv[optind - 1]); return 2;
+    default: goto unknown;
+    }
+  }
+  args->first_operand = optind;
+  return precis_cli_parse_recipes(command, recipes, false, &args->recipes) ? -1 : 2;
+unknown:
+  fprintf(stderr, "precis %s: unknown option \"%s\" (see precis %s --help)\n", command, argv[optind - 1], command);
+  return 2;
 }

@@ -3,7 +3,6 @@
  * capability chosen with --cc; or why the recipe is unsupported there. Needs no GPU: it reads the
  * dataset's shapes only. */
 #include <cjson/cJSON.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,43 +62,23 @@ static void kv_to_json(cJSON *obj, const precis_kv_list *kv) {
 }
 
 int precis_cmd_explain(int argc, char **argv) {
-  enum { OPT_RECIPES = 256, OPT_WORKLOADS, OPT_CC, OPT_JSON };
-  static const struct option long_options[] = {{"help", no_argument, NULL, 'h'},
-                                               {"recipes", required_argument, NULL, OPT_RECIPES},
-                                               {"workloads", required_argument, NULL, OPT_WORKLOADS},
-                                               {"cc", required_argument, NULL, OPT_CC},
-                                               {"json", no_argument, NULL, OPT_JSON},
-                                               {NULL, 0, NULL, 0}};
-  const char *recipes_arg = "all", *workloads = NULL;
-  int major = 9, minor = 0, rc = 2;
-  bool json = false;
-  precis_recipe_list recipes = {0};
+  precis_cli_plan_args args;
+  int rc = precis_cli_parse_plan_args("explain", argc, argv, true, usage, &args);
+  if (rc >= 0) return rc;
+  const precis_recipe_list recipes = args.recipes;
+  const char *workloads = args.workloads;
+  int major = args.cc_major, minor = args.cc_minor, first = args.first_operand;
+  bool json = args.json;
   precis_dataset *ds = NULL;
   char *path = NULL;
   cJSON *root = NULL;
-  optind = 1;
-  opterr = 0;
-  int opt;
-  while ((opt = getopt_long(argc, argv, ":h", long_options, NULL)) != -1) {
-    switch (opt) {
-    case 'h': usage(stdout); return 0;
-    case OPT_RECIPES: recipes_arg = optarg; break;
-    case OPT_WORKLOADS: workloads = optarg; break;
-    case OPT_CC:
-      if (!precis_cli_parse_cc("explain", optarg, &major, &minor)) return 2;
-      break;
-    case OPT_JSON: json = true; break;
-    case ':': fprintf(stderr, "precis explain: %s needs a value\n", argv[optind - 1]); return 2;
-    default: fprintf(stderr, "precis explain: unknown option \"%s\" (see precis explain --help)\n", argv[optind - 1]); return 2;
-    }
+  rc = 2;
+  if (first < argc - 1) {
+    fprintf(stderr, "precis explain: expected at most one dataset, got \"%s\" and \"%s\"\n", argv[first],
+            argv[first + 1]);
+    goto done;
   }
-  if (optind < argc - 1) {
-    fprintf(stderr, "precis explain: expected at most one dataset, got \"%s\" and \"%s\"\n", argv[optind],
-            argv[optind + 1]);
-    return 2;
-  }
-  if (!precis_cli_parse_recipes("explain", recipes_arg, false, &recipes)) goto done;
-  precis_status st = optind < argc ? ((path = precis_strdup(argv[optind])) ? PRECIS_OK : PRECIS_E_NOMEM)
+  precis_status st = first < argc ? ((path = precis_strdup(argv[first])) ? PRECIS_OK : PRECIS_E_NOMEM)
                                    : precis_default_dataset_path(&path);
   if (st == PRECIS_OK) st = precis_dataset_open(path, &ds);
   if (st != PRECIS_OK) {
@@ -157,7 +136,8 @@ int precis_cmd_explain(int argc, char **argv) {
         else cJSON_AddStringToObject(o, "reason", reason);
         cJSON_AddItemToArray(cases, o);
       } else {
-        printf("  %s (%s): %s\n", r->name, r->canonical, planned ? "native" : "unsupported");
+        if (r->preset) printf("  %s (%s): %s\n", r->name, r->canonical, planned ? "native" : "unsupported");
+        else printf("  %s: %s\n", r->canonical, planned ? "native" : "unsupported");
         if (!planned) printf("    reason: %s\n", reason);
         for (size_t i = 0; i < kv.count; i++)
           printf("    %-22s %s\n", kv.items[i].key, kv.items[i].value ? kv.items[i].value : "null");
@@ -175,6 +155,6 @@ done:
   cJSON_Delete(root);
   if (ds) precis_dataset_close(ds);
   free(path);
-  precis_recipe_list_free(&recipes);
+  precis_recipe_list_free(&args.recipes);
   return rc;
 }

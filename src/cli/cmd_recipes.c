@@ -2,7 +2,6 @@
  * backend does with them: the cpu backend's answer from the backend itself, the cuda backend's from
  * the route table for a compute capability (--cc, default 90), without a GPU. */
 #include <cjson/cJSON.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,36 +58,17 @@ static void add_answer(cJSON *backends, const char *name, const backend_answer *
 }
 
 int precis_cmd_recipes(int argc, char **argv) {
-  enum { OPT_RECIPES = 256, OPT_CC, OPT_JSON };
-  static const struct option long_options[] = {{"help", no_argument, NULL, 'h'},
-                                               {"recipes", required_argument, NULL, OPT_RECIPES},
-                                               {"cc", required_argument, NULL, OPT_CC},
-                                               {"json", no_argument, NULL, OPT_JSON},
-                                               {NULL, 0, NULL, 0}};
-  const char *recipes_arg = "all";
-  int major = 9, minor = 0, rc = 2;
-  bool json = false;
-  precis_recipe_list recipes = {0};
-  optind = 1;
-  opterr = 0;
-  int opt;
-  while ((opt = getopt_long(argc, argv, ":h", long_options, NULL)) != -1) {
-    switch (opt) {
-    case 'h': usage(stdout); return 0;
-    case OPT_RECIPES: recipes_arg = optarg; break;
-    case OPT_CC:
-      if (!precis_cli_parse_cc("recipes", optarg, &major, &minor)) return 2;
-      break;
-    case OPT_JSON: json = true; break;
-    case ':': fprintf(stderr, "precis recipes: %s needs a value\n", argv[optind - 1]); return 2;
-    default: fprintf(stderr, "precis recipes: unknown option \"%s\" (see precis recipes --help)\n", argv[optind - 1]); return 2;
-    }
+  precis_cli_plan_args args;
+  int rc = precis_cli_parse_plan_args("recipes", argc, argv, false, usage, &args);
+  if (rc >= 0) return rc;
+  const precis_recipe_list recipes = args.recipes;
+  int major = args.cc_major, minor = args.cc_minor;
+  bool json = args.json;
+  rc = 2;
+  if (args.first_operand < argc) {
+    fprintf(stderr, "precis recipes: unexpected argument \"%s\"\n", argv[args.first_operand]);
+    goto done;
   }
-  if (optind < argc) {
-    fprintf(stderr, "precis recipes: unexpected argument \"%s\"\n", argv[optind]);
-    return 2;
-  }
-  if (!precis_cli_parse_recipes("recipes", recipes_arg, false, &recipes)) goto done;
   char cuda_name[32];
   snprintf(cuda_name, sizeof cuda_name, "cuda sm_%d%d", major, minor);
   cJSON *root = json ? cJSON_CreateObject() : NULL, *list = NULL;
@@ -128,6 +108,6 @@ int precis_cmd_recipes(int argc, char **argv) {
     cJSON_Delete(root);
   }
 done:
-  precis_recipe_list_free(&recipes);
+  precis_recipe_list_free(&args.recipes);
   return rc;
 }
