@@ -141,8 +141,11 @@ def test_recipes():
 
 def test_run_with_specs(tmp, dataset):
     out = os.path.join(tmp, "specs")
-    proc = precis("run", dataset, "--recipes", "fp8,a=bf16,b=bf16,out=f32,int8", "-o", out, *FAST)
+    loud = [arg for arg in FAST if arg != "--quiet"]  # the stdout table
+    proc = precis("run", dataset, "--recipes", "fp8,a=bf16,b=bf16,out=f32,int8", "-o", out, *loud)
     check(proc.returncode in (0, 3), f"run with a spec between presets ({proc.stderr.strip()[-200:]})")
+    spec = "a=bf16,b=bf16,acc=fp32,out=fp32,scale=dynamic,smooth=none,split=none"
+    check(" spec1 " in proc.stdout and f"spec1 = {spec}" in proc.stdout, "stdout table: a long spec as spec1, with a legend")
     with open(os.path.join(out, "report.json"), encoding="utf-8") as fp:
         report = json.load(fp)
     spec = "a=bf16,b=bf16,acc=fp32,out=fp32,scale=dynamic,smooth=none,split=none"
