@@ -9,7 +9,7 @@
  *  - Cost: latency = the sum over workloads of the median latency per call; memory = the largest
  *    peak over workloads (tracked_peak_bytes, else tensor_bytes).
  *  - The passing recipe of lowest cost wins. Ties (equal cost) go to the lower error (the largest
- *    rel_fro worst over workloads), then to the earlier recipe in the recipe table (DESIGN §3).
+ *    rel_fro worst over workloads), then to the earlier recipe in the preset table (recipe.c).
  *  - When none passes: the closest miss is the failing recipe whose worst criterion miss is the
  *    smallest ratio (value/limit for upper bounds, limit/value for lower bounds). */
 #ifndef PRECIS_RECOMMEND_H
