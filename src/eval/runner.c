@@ -83,7 +83,7 @@ static void progress(const precis_run_config *cfg, size_t done, size_t total, co
   precis_buf_init(&line);
   precis_buf_terminal(&line, row->workload, 64);
   precis_buf_append(&line, " ");
-  precis_buf_terminal(&line, row->recipe, 16);
+  precis_buf_terminal(&line, row->recipe, 96); /* a spec given field by field is long */
   precis_buf_append(&line, ": ");
   precis_buf_terminal(&line, what, cfg->progress_live ? 150 : 0);
   char *text = precis_buf_take(&line);
