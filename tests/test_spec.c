@@ -1,8 +1,11 @@
 /* Recipe specs (DESIGN §11): every field of the grammar, every error, the canonical round trip,
  * presets <-> specs, the --recipes splitting rule, and the backends' answers for specs. */
+#include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backend.h"
+#include "format.h"
 #include "cuda_api.h"
 #include "gemm_plan.h"
 #include "harness.h"
@@ -326,7 +329,68 @@ TEST(backends_answer_from_the_spec) {
   }
 }
 
+/* The outputs of one spec on a small workload (calib/a = a, so static absmax equals dynamic per
+ * tensor), or NULL with the row status in *status. */
+static float *cpu_output(const char *spec, precis_row_status *status) {
+  enum { M = 5, N = 6, K = 24, BATCH = 2 };
+  static float a[BATCH * M * K], b[K * N];
+  static double c_ref[BATCH * M * N], ab_abs[BATCH * M * N];
+  for (int i = 0; i < BATCH * M * K; i++) a[i] = (float)sin(0.37 * i) * (i % 7 == 0 ? 9.0f : 1.0f);
+  for (int i = 0; i < K * N; i++) b[i] = (float)cos(0.11 * i + 0.5);
+  static char name[] = "w", kind[] = "gemm", empty[] = "";
+  precis_workload_info info = {.name = name, .kind = kind, .description = empty, .a_dist = empty, .b_dist = empty,
+                               .reference = empty, .m = M, .n = N, .k = K, .batch = BATCH, .calib_samples = BATCH};
+  precis_workload_data data = {.a = a, .b = b, .c_ref = c_ref, .ab_abs = ab_abs, .calib_a = a};
+  precis_case_options o;
+  precis_case_options_default(&o);
+  o.warmup_calls = 1, o.warmup_ms = 0, o.min_samples = 1, o.max_samples = 1, o.max_time_ms = 1;
+  precis_recipe r;
+  if (precis_recipe_parse(spec, &r) != PRECIS_OK) return NULL;
+  precis_case_output out;
+  precis_case_output_init(&out);
+  const precis_backend *cpu = precis_backend_cpu();
+  CHECK_OK(cpu->run_case(NULL, &r.spec, &info, &data, &o, &out));
+  *status = out.status;
+  float *c = out.c;
+  out.c = NULL;
+  precis_case_output_free(&out);
+  return c;
+}
+
+static bool same_bits(const float *x, const float *y, size_t n) { return x && y && memcmp(x, y, n * sizeof *x) == 0; }
+
+/* Specs beyond the presets that the cpu backend runs follow from the presets' arithmetic. */
+TEST(cpu_runs_specs_by_their_fields) {
+  enum { COUNT = 2 * 5 * 6 };
+  precis_row_status st = PRECIS_ROW_FAILED;
+  /* bf16 operands with a float32 output, rounded to bf16 afterwards, are the bf16 preset. */
+  float *bf16 = cpu_output("bf16", &st), *wide = cpu_output("a=bf16,b=bf16,out=fp32", &st);
+  CHECK(st == PRECIS_ROW_OK && bf16 && wide);
+  if (wide) precis_round_bf16_array(wide, wide, COUNT);
+  CHECK_MSG(same_bits(bf16, wide, COUNT), "bf16 = round_bf16(a=bf16,b=bf16,out=fp32)");
+  free(bf16), free(wide);
+  /* int8 with A's scale per tensor: dynamic over A equals static absmax over a calibration split
+   * that is A itself; per row differs (the rows' amax differ). */
+  float *dyn = cpu_output("a=s8@tensor,b=s8", &st), *stat = cpu_output("a=s8@tensor,b=s8,scale=absmax", &st);
+  float *row = cpu_output("int8", &st);
+  CHECK(st == PRECIS_ROW_OK && dyn && stat && row);
+  CHECK_MSG(same_bits(dyn, stat, COUNT), "a=s8@tensor dynamic = static absmax when calib/a = a");
+  CHECK_MSG(!same_bits(dyn, row, COUNT), "per tensor differs from per row");
+  free(dyn), free(stat), free(row);
+  /* Mixed operands: e4m3 A per tensor with bf16 B runs; bf16 B with fp32 A differs from fp32. */
+  float *mixed = cpu_output("a=e4m3,b=bf16,out=bf16", &st);
+  CHECK(st == PRECIS_ROW_OK && mixed);
+  free(mixed);
+  float *half = cpu_output("a=fp32,b=bf16", &st), *full = cpu_output("fp32", &st);
+  CHECK(half && full && !same_bits(half, full, COUNT));
+  free(half), free(full);
+  /* A valid spec without an implementation: a row `unsupported`, no output. */
+  float *none = cpu_output("a=e2m1,b=e2m1", &st);
+  CHECK(none == NULL && st == PRECIS_ROW_UNSUPPORTED);
+  free(none);
+}
+
 RUN_TESTS(T(presets_are_canonical_specs), T(presets_mean_what_design_says), T(every_field_parses),
           T(every_error_names_the_field_and_what_is_allowed), T(recipe_lists_split_at_preset_names),
           T(static_activation_scales_rewrite_the_spec), T(tensor_bytes_follow_the_formats_and_scales),
-          T(backends_answer_from_the_spec))
+          T(backends_answer_from_the_spec), T(cpu_runs_specs_by_their_fields))
