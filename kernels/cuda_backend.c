@@ -56,15 +56,15 @@ typedef struct cuda_ctx {
   /* The capability probes' cache, filled on first use from whichever worker asks first. */
   pthread_mutex_t probe_mutex;
   bool probe_mutex_ready;
-  signed char probed[PRECIS_RECIPE_COUNT]; /* 0 not yet, 1 cuBLASLt has kernels, -1 it has none */
-  char probe_reason[PRECIS_RECIPE_COUNT][384];
+  signed char probed[PRECIS_LT_ROUTE_COUNT]; /* per route: 0 not yet, 1 cuBLASLt has kernels, -1 it has none */
+  char probe_reason[PRECIS_LT_ROUTE_COUNT][384];
 } cuda_ctx;
 
 /* One (workload, recipe) case: every device buffer and the cuBLASLt call. */
 typedef struct cuda_case {
   cuda_ctx *ctx;
   cuda_worker *wk; /* stream, events, handle of the worker running this case */
-  const precis_recipe *recipe;
+  const precis_spec *spec;
   const precis_workload_info *w;
   const precis_case_options *o;
   precis_gemm_plan plan;
@@ -95,13 +95,12 @@ static precis_status convert_a(cuda_case *cs) {
   precis_status st = PRECIS_OK;
   const precis_plan_write *w = &cs->plan.write_a;
   cudaStream_t s = cs->wk->stream;
-  switch (cs->recipe->id) {
-  case PRECIS_RECIPE_FP32: break; /* cuBLASLt reads the float32 input itself */
-  case PRECIS_RECIPE_TF32: PRECIS_TRY(cuda, precis_cuda_f32_to_tf32(cs->a32, cs->lt_b, cs->a_count, s)); break;
-  case PRECIS_RECIPE_FP16:
-  case PRECIS_RECIPE_FP16ACC16: PRECIS_TRY(cuda, precis_cuda_f32_to_f16(cs->a32, cs->lt_b, cs->a_count, s)); break;
-  case PRECIS_RECIPE_BF16: PRECIS_TRY(cuda, precis_cuda_f32_to_bf16(cs->a32, cs->lt_b, cs->a_count, s)); break;
-  case PRECIS_RECIPE_INT8:
+  switch (cs->spec->a.fmt) {
+  case PRECIS_FMT_F32: break; /* cuBLASLt reads the float32 input itself */
+  case PRECIS_FMT_TF32: PRECIS_TRY(cuda, precis_cuda_f32_to_tf32(cs->a32, cs->lt_b, cs->a_count, s)); break;
+  case PRECIS_FMT_F16: PRECIS_TRY(cuda, precis_cuda_f32_to_f16(cs->a32, cs->lt_b, cs->a_count, s)); break;
+  case PRECIS_FMT_BF16: PRECIS_TRY(cuda, precis_cuda_f32_to_bf16(cs->a32, cs->lt_b, cs->a_count, s)); break;
+  case PRECIS_FMT_I8:
     if (!cs->static_act)
       PRECIS_TRY(cuda, precis_cuda_int8_row_scales(cs->a32, (size_t)(cs->w->batch * cs->w->m), (size_t)cs->w->k,
                                                    cs->row_scales, s));
@@ -112,15 +111,17 @@ static precis_status convert_a(cuda_case *cs) {
                                                  (int8_t *)cs->lt_b + c * w->dst_stride, (size_t)w->ld_out, false,
                                                  cs->clipped, s));
     break;
-  case PRECIS_RECIPE_FP8:
+  case PRECIS_FMT_E4M3:
     PRECIS_TRY(cuda, precis_cuda_absmax(cs->a32, cs->a_count, cs->amax, s));
-    PRECIS_TRY(cuda, precis_cuda_scale_from_amax(cs->amax, 448.0f, cs->fp8_scales, 1, s));
+    PRECIS_TRY(cuda, precis_cuda_scale_from_amax(cs->amax, (float)precis_format_get(PRECIS_FMT_E4M3)->max_finite,
+                                                 cs->fp8_scales, 1, s));
     for (int64_t c = 0; c < w->calls; c++)
       PRECIS_TRY(cuda, precis_cuda_fp8_quantize(cs->a32 + c * w->src_stride, (size_t)w->rows, (size_t)w->cols,
                                                 cs->fp8_scales, (uint8_t *)cs->lt_b + c * w->dst_stride,
                                                 (size_t)w->ld_out, false, cs->clipped, s));
     break;
-  default: st = precis_fail(PRECIS_E_UNSUPPORTED, "cuda backend: no conversion for recipe %s", cs->recipe->name);
+  default:
+    st = precis_fail(PRECIS_E_UNSUPPORTED, "cuda backend: no conversion for a=%s", precis_format_get(cs->spec->a.fmt)->name);
   }
 done:
   return st;
@@ -130,13 +131,12 @@ static precis_status convert_b(cuda_case *cs) {
   precis_status st = PRECIS_OK;
   const precis_plan_write *w = &cs->plan.write_b;
   cudaStream_t s = cs->wk->stream;
-  switch (cs->recipe->id) {
-  case PRECIS_RECIPE_FP32: break;
-  case PRECIS_RECIPE_TF32: PRECIS_TRY(cuda, precis_cuda_f32_to_tf32(cs->b32, cs->lt_a, cs->b_count, s)); break;
-  case PRECIS_RECIPE_FP16:
-  case PRECIS_RECIPE_FP16ACC16: PRECIS_TRY(cuda, precis_cuda_f32_to_f16(cs->b32, cs->lt_a, cs->b_count, s)); break;
-  case PRECIS_RECIPE_BF16: PRECIS_TRY(cuda, precis_cuda_f32_to_bf16(cs->b32, cs->lt_a, cs->b_count, s)); break;
-  case PRECIS_RECIPE_INT8:
+  switch (cs->spec->b.fmt) {
+  case PRECIS_FMT_F32: break;
+  case PRECIS_FMT_TF32: PRECIS_TRY(cuda, precis_cuda_f32_to_tf32(cs->b32, cs->lt_a, cs->b_count, s)); break;
+  case PRECIS_FMT_F16: PRECIS_TRY(cuda, precis_cuda_f32_to_f16(cs->b32, cs->lt_a, cs->b_count, s)); break;
+  case PRECIS_FMT_BF16: PRECIS_TRY(cuda, precis_cuda_f32_to_bf16(cs->b32, cs->lt_a, cs->b_count, s)); break;
+  case PRECIS_FMT_I8:
     for (int64_t c = 0; c < w->calls; c++) {
       const float *src = cs->b32 + c * w->src_stride;
       float *scales = cs->col_scales + c * w->scale_stride;
@@ -146,15 +146,17 @@ static precis_status convert_b(cuda_case *cs) {
                                                  w->transpose_out, cs->clipped, s));
     }
     break;
-  case PRECIS_RECIPE_FP8:
+  case PRECIS_FMT_E4M3:
     PRECIS_TRY(cuda, precis_cuda_absmax(cs->b32, cs->b_count, cs->amax + 1, s));
-    PRECIS_TRY(cuda, precis_cuda_scale_from_amax(cs->amax + 1, 448.0f, cs->fp8_scales + 1, 1, s));
+    PRECIS_TRY(cuda, precis_cuda_scale_from_amax(cs->amax + 1, (float)precis_format_get(PRECIS_FMT_E4M3)->max_finite,
+                                                 cs->fp8_scales + 1, 1, s));
     for (int64_t c = 0; c < w->calls; c++)
       PRECIS_TRY(cuda, precis_cuda_fp8_quantize(cs->b32 + c * w->src_stride, (size_t)w->rows, (size_t)w->cols,
                                                 cs->fp8_scales + 1, (uint8_t *)cs->lt_a + c * w->dst_stride,
                                                 (size_t)w->ld_out, w->transpose_out, cs->clipped, s));
     break;
-  default: st = precis_fail(PRECIS_E_UNSUPPORTED, "cuda backend: no conversion for recipe %s", cs->recipe->name);
+  default:
+    st = precis_fail(PRECIS_E_UNSUPPORTED, "cuda backend: no conversion for b=%s", precis_format_get(cs->spec->b.fmt)->name);
   }
 done:
   return st;
@@ -301,7 +303,7 @@ static precis_status autotune(cuda_case *cs, const cublasLtMatmulHeuristicResult
   precis_kv_set(details, "autotune_ms_per_call", list);
   if (*chosen < 0) {
     st = precis_fail(PRECIS_E_RUNTIME, "autotune: none of the %d cuBLASLt candidates for %s ran", count,
-                     cs->recipe->name);
+                     cs->plan.route->name);
     goto done;
   }
   precis_kv_set_int(details, "autotune_choice", *chosen);
@@ -346,13 +348,13 @@ static precis_status run_case_body(cuda_case *cs, const precis_workload_data *da
   bool sampling = false;
   float *host_scales = NULL;
 
-  st = precis_gemm_plan_make_for(cs->recipe, w->m, w->n, w->k, w->batch, w->b_batched, ctx->lt_version, &cs->plan);
+  st = precis_gemm_plan_make_for(cs->spec, w->m, w->n, w->k, w->batch, w->b_batched, ctx->lt_version, &cs->plan);
   if (st != PRECIS_OK) goto done;
   const precis_gemm_plan *p = &cs->plan;
   precis_gemm_plan_describe(p, details);
   if (!plan_fits_launchers(p)) {
     st = precis_fail(PRECIS_E_RUNTIME, "cuda backend: the plan for %s needs a strided float conversion the kernels lack",
-                     cs->recipe->name);
+                     p->route->name);
     goto done;
   }
   cs->a_count = (size_t)(w->batch * w->m * w->k);
@@ -362,7 +364,7 @@ static precis_status run_case_body(cuda_case *cs, const precis_workload_data *da
   /* int8 static activation scales: the amax of the calibration split, on the host, as the cpu
    * backend computes it (precis_calib_amax), so that both backends quantize with the same scale. */
   if (cs->int8) {
-    if (o->int8_act_scale == PRECIS_ACT_SCALE_ROW) {
+    if (cs->spec->scale == PRECIS_SCALE_DYNAMIC) {
       precis_kv_set(details, "a_scales", "per row, dynamic (amax/127 of each evaluated row, on the device)");
     } else {
       if (!data->calib_a || w->calib_samples <= 0) {
@@ -370,11 +372,12 @@ static precis_status run_case_body(cuda_case *cs, const precis_workload_data *da
                                          "(calib/a), which it lacks");
         goto done;
       }
-      precis_calib_method method = o->int8_act_scale == PRECIS_ACT_SCALE_ABSMAX       ? PRECIS_CALIB_ABSMAX
-                                   : o->int8_act_scale == PRECIS_ACT_SCALE_PERCENTILE ? PRECIS_CALIB_PERCENTILE
-                                                                                      : PRECIS_CALIB_MSE;
+      precis_calib_method method = cs->spec->scale == PRECIS_SCALE_ABSMAX       ? PRECIS_CALIB_ABSMAX
+                                   : cs->spec->scale == PRECIS_SCALE_PERCENTILE ? PRECIS_CALIB_PERCENTILE
+                                                                                : PRECIS_CALIB_MSE;
       float amax = 0;
-      st = precis_calib_amax(data->calib_a, (size_t)(w->calib_samples * w->m * w->k), method, o->percentile, &amax);
+      st = precis_calib_amax(data->calib_a, (size_t)(w->calib_samples * w->m * w->k), method, cs->spec->percentile,
+                             &amax);
       if (st != PRECIS_OK) goto done;
       cs->static_act = true;
       cs->static_scale = precis_int8_scale_from_amax(amax);
@@ -399,7 +402,7 @@ static precis_status run_case_body(cuda_case *cs, const precis_workload_data *da
   st = alloc(cs, cs->a_count * sizeof(float), "a (float32 input)", (void **)&cs->a32);
   if (st == PRECIS_OK) st = alloc(cs, cs->b_count * sizeof(float), "b (float32 input)", (void **)&cs->b32);
   if (st != PRECIS_OK) goto done;
-  if (cs->recipe->id == PRECIS_RECIPE_FP32) {
+  if ((cs->spec->a.fmt == PRECIS_FMT_F32 && cs->spec->b.fmt == PRECIS_FMT_F32)) {
     cs->lt_a = cs->b32; /* no conversion, no padding: the layouts are the inputs' own */
     cs->lt_b = cs->a32;
   } else {
@@ -473,7 +476,7 @@ static precis_status run_case_body(cuda_case *cs, const precis_workload_data *da
   PRECIS_TRY(cuda, cudaEventSynchronize(wk->stop));
   float convert_ms = 0;
   PRECIS_TRY(cuda, cudaEventElapsedTime(&convert_ms, wk->start, wk->stop));
-  out->time.convert_ms = cs->recipe->id == PRECIS_RECIPE_FP32 ? 0.0 : convert_ms;
+  out->time.convert_ms = (cs->spec->a.fmt == PRECIS_FMT_F32 && cs->spec->b.fmt == PRECIS_FMT_F32) ? 0.0 : convert_ms;
   if (cs->clipped) {
     unsigned long long clipped = 0;
     PRECIS_TRY(cuda, cudaMemcpy(&clipped, cs->clipped, sizeof clipped, cudaMemcpyDeviceToHost));
@@ -571,14 +574,14 @@ done:
   return st;
 }
 
-static bool cuda_supports(void *vctx, const precis_recipe *recipe, char *reason, size_t len);
+static bool cuda_supports(void *vctx, const precis_spec *spec, char *reason, size_t len);
 
-static precis_status cuda_run_case(void *vctx, const precis_recipe *recipe, const precis_workload_info *w,
+static precis_status cuda_run_case(void *vctx, const precis_spec *spec, const precis_workload_info *w,
                                    const precis_workload_data *data, const precis_case_options *o,
                                    precis_case_output *out) {
   cuda_ctx *ctx = vctx;
   char why[512];
-  out->memory.tensor_bytes = precis_recipe_tensor_bytes(recipe, w->m, w->n, w->k, w->batch, w->b_batched);
+  out->memory.tensor_bytes = precis_spec_tensor_bytes(spec, w->m, w->n, w->k, w->batch, w->b_batched);
   /* The calling thread's current device is per thread: a worker thread starts on device 0 of the
    * process whatever the context chose, and the capability probe below may run here first. */
   cudaError_t set = cudaSetDevice(ctx->device);
@@ -589,7 +592,7 @@ static precis_status cuda_run_case(void *vctx, const precis_recipe *recipe, cons
              cudaGetErrorName(set), cudaGetErrorString(set));
     return PRECIS_OK;
   }
-  if (!cuda_supports(ctx, recipe, why, sizeof why)) {
+  if (!cuda_supports(ctx, spec, why, sizeof why)) {
     out->status = PRECIS_ROW_UNSUPPORTED;
     snprintf(out->reason, sizeof out->reason, "%s", why);
     return PRECIS_OK;
@@ -598,11 +601,12 @@ static precis_status cuda_run_case(void *vctx, const precis_recipe *recipe, cons
   memset(&cs, 0, sizeof cs);
   cs.ctx = ctx;
   cs.wk = o->worker ? (cuda_worker *)o->worker : &ctx->main;
-  cs.recipe = recipe;
+  cs.spec = spec;
   cs.w = w;
   cs.o = o;
-  cs.int8 = recipe->scaling == PRECIS_SCALING_INT8_SYMMETRIC;
-  cs.fp8 = recipe->scaling == PRECIS_SCALING_FP8_TENSOR;
+  const precis_lt_route *route = precis_lt_route_find(spec, NULL, 0);
+  cs.int8 = route->scaling == PRECIS_LT_SCALING_DEQUANT;
+  cs.fp8 = route->scaling == PRECIS_LT_SCALING_TENSOR_POINTERS;
   cs.delay_us = 50;
   precis_clear_error();
   precis_status st = run_case_body(&cs, data, out);
@@ -633,19 +637,19 @@ static precis_status cuda_run_case(void *vctx, const precis_recipe *recipe, cons
 /* ---------------------------------------------------------------------------------------------
  * Backend table. */
 
-/* Does cuBLASLt have a kernel for the recipe's types and layout on this device? Asked once per
- * recipe with a representative 256^3 problem (descriptors only, no device memory). */
-static bool probe_recipe(cuda_ctx *ctx, const precis_recipe *recipe, char *why, size_t len) {
+/* Does cuBLASLt have a kernel for the route's types and layout on this device? Asked once per
+ * route with a representative 256^3 problem (descriptors only, no device memory). */
+static bool probe_route(cuda_ctx *ctx, const precis_spec *spec, char *why, size_t len) {
   precis_gemm_plan plan;
   precis_lt_call call;
   bool ok = false;
-  if (precis_gemm_plan_make_for(recipe, 256, 256, 256, 1, false, ctx->lt_version, &plan) != PRECIS_OK) {
+  if (precis_gemm_plan_make_for(spec, 256, 256, 256, 1, false, ctx->lt_version, &plan) != PRECIS_OK) {
     snprintf(why, len, "%s", precis_last_error());
     return false;
   }
   if (precis_lt_call_init(&call, &plan, NULL, NULL, NULL, NULL, NULL, NULL, PRECIS_LT_WORKSPACE_BYTES) != PRECIS_OK) {
-    snprintf(why, len, "cuBLASLt rejects the %s descriptors on sm_%d%d: %s", recipe->name, ctx->cc_major, ctx->cc_minor,
-             precis_last_error());
+    snprintf(why, len, "cuBLASLt rejects the %s descriptors on sm_%d%d: %s", plan.route->name, ctx->cc_major,
+             ctx->cc_minor, precis_last_error());
     return false;
   }
   cublasLtMatmulHeuristicResult_t result;
@@ -659,24 +663,25 @@ static bool probe_recipe(cuda_ctx *ctx, const precis_recipe *recipe, char *why, 
   return ok;
 }
 
-static bool cuda_supports(void *vctx, const precis_recipe *recipe, char *reason, size_t len) {
+static bool cuda_supports(void *vctx, const precis_spec *spec, char *reason, size_t len) {
   cuda_ctx *ctx = vctx;
-  if (!precis_cuda_recipe_supported(recipe, ctx->cc_major, ctx->cc_minor, reason, len)) return false;
+  if (!precis_cuda_spec_supported(spec, ctx->cc_major, ctx->cc_minor, reason, len)) return false;
+  const precis_lt_route *route = precis_lt_route_find(spec, NULL, 0);
+  size_t r = precis_lt_route_index(route);
   /* cublasLtGetVersion() is major*10000 + minor*100 + patch. FP8 matmul came with CUDA 11.8, whose
    * cuBLAS is 11.11 (111100); 110800 would be cuBLAS 11.8, the library of CUDA 11.6. */
-  if (recipe->scaling == PRECIS_SCALING_FP8_TENSOR && cublasLtGetVersion() < 111100) {
+  if (cublasLtGetVersion() < (size_t)route->min_cublaslt) {
     snprintf(reason, len, "FP8 matmul needs cuBLASLt 11.11 (CUDA 11.8) or newer; this one is %zu",
              cublasLtGetVersion());
     return false;
   }
-  /* Workers ask concurrently (run_case checks support first): one probe per recipe, under the lock
+  /* Workers ask concurrently (run_case checks support first): one probe per route, under the lock
    * (which also keeps the context's handle, the probes' only user then, to one thread). */
   pthread_mutex_lock(&ctx->probe_mutex);
-  if (ctx->probed[recipe->id] == 0)
-    ctx->probed[recipe->id] =
-        probe_recipe(ctx, recipe, ctx->probe_reason[recipe->id], sizeof ctx->probe_reason[recipe->id]) ? 1 : -1;
-  bool probed_ok = ctx->probed[recipe->id] > 0;
-  if (!probed_ok) snprintf(reason, len, "%s", ctx->probe_reason[recipe->id]);
+  if (ctx->probed[r] == 0)
+    ctx->probed[r] = probe_route(ctx, spec, ctx->probe_reason[r], sizeof ctx->probe_reason[r]) ? 1 : -1;
+  bool probed_ok = ctx->probed[r] > 0;
+  if (!probed_ok) snprintf(reason, len, "%s", ctx->probe_reason[r]);
   pthread_mutex_unlock(&ctx->probe_mutex);
   if (!probed_ok) return false;
   if (reason && len) reason[0] = '\0';

@@ -59,10 +59,12 @@ precis_status precis_cuda_inventory_get(precis_cuda_inventory *out) {
       dev->mem_free_bytes = (long long)free_b;
     else
       (void)cudaGetLastError();
-    for (int r = 0; r < PRECIS_RECIPE_COUNT; r++)
-      dev->recipe_supported[r] = precis_cuda_recipe_supported(precis_recipe_get((precis_recipe_id)r), prop.major,
-                                                              prop.minor, dev->recipe_reason[r],
-                                                              sizeof dev->recipe_reason[r]);
+    for (size_t r = 0; r < precis_recipe_preset_count(); r++) {
+      precis_recipe preset;
+      dev->recipe_supported[r] = precis_recipe_from_preset(precis_recipe_preset_at(r), &preset) == PRECIS_OK &&
+                                 precis_cuda_spec_supported(&preset.spec, prop.major, prop.minor, dev->recipe_reason[r],
+                                                            sizeof dev->recipe_reason[r]);
+    }
     out->device_count++;
   }
   /* The loop made the last device current; the backend and the GPU tests assume device 0. */

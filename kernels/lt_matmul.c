@@ -52,7 +52,7 @@ precis_status precis_lt_call_init(precis_lt_call *call, const precis_gemm_plan *
   if (st != PRECIS_OK) return st;
   if ((d_scale_a_slot && plan->lt_a_scale == PRECIS_PLAN_NONE) || (d_scale_b_slot && plan->lt_b_scale == PRECIS_PLAN_NONE))
     return precis_fail(PRECIS_E_UNSUPPORTED, "cuBLASLt call for %s: a scale pointer for an operand that takes none",
-                       plan->recipe->name);
+                       plan->route ? plan->route->name : "?");
   switch (plan->scale_type) {
   case PRECIS_CUDA_R_16F:
     /* alpha and beta are 0 or 1 (the plan's), exact in binary16 */
@@ -130,14 +130,14 @@ precis_status precis_lt_call_candidates(precis_lt_call *call, cublasLtHandle_t h
     return precis_fail(PRECIS_E_UNSUPPORTED,
                        "cuBLASLt has no algorithm for %s (%s, m=%lld n=%lld k=%lld batch %d, workspace <= %zu bytes): "
                        "cublasLtMatmulAlgoGetHeuristic returned %s (%s) with %d candidates",
-                       p->recipe->name, p->tn ? "TN" : "NN", (long long)p->lt_m, (long long)p->lt_n, (long long)p->lt_k,
+                       p->route->name, p->tn ? "TN" : "NN", (long long)p->lt_m, (long long)p->lt_n, (long long)p->lt_k,
                        (int)p->lt_d.batch_count, call->workspace_bytes, cublasLtGetStatusName(status),
                        cublasLtGetStatusString(status), returned);
   for (int i = 0; i < returned; i++)
     if (found[i].state == CUBLAS_STATUS_SUCCESS) results[(*count)++] = found[i];
   if (*count == 0)
     return precis_fail(PRECIS_E_UNSUPPORTED, "cuBLASLt returned %d candidates for %s, none usable (first state %s)",
-                       returned, p->recipe->name, cublasLtGetStatusName(found[0].state));
+                       returned, p->route->name, cublasLtGetStatusName(found[0].state));
   return PRECIS_OK;
 }
 

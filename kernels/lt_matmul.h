@@ -12,8 +12,7 @@
 #include "results.h"
 #include "status.h"
 
-/* The workspace handed to cuBLASLt: 32 MiB (cudaMalloc aligns to 256 bytes). */
-#define PRECIS_LT_WORKSPACE_BYTES ((size_t)32 << 20)
+/* PRECIS_LT_WORKSPACE_BYTES: in gemm_plan.h, so that `precis explain` prints it without CUDA. */
 /* Heuristic candidates asked for at most (--autotune N is clamped to it). */
 #define PRECIS_LT_MAX_CANDIDATES 16
 

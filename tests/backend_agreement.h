@@ -11,6 +11,7 @@
 #define PRECIS_TESTS_BACKEND_AGREEMENT_H
 
 #include <math.h>
+#include <stdbool.h>
 
 #include "criteria.h"
 #include "format.h"
@@ -21,10 +22,11 @@ typedef struct agreement {
   double u_out;
 } agreement;
 
-static inline agreement agreement_for(const precis_recipe *r, long long k) {
-  double slack = r->scaling == PRECIS_SCALING_FP8_TENSOR ? 1.25 : 1.0;
-  return (agreement){4.0 * precis_accumulation_gamma(r, k) * slack,
-                     precis_format_get(r->output_format)->unit_roundoff};
+static inline agreement agreement_for(const precis_spec *s, long long k) {
+  bool fp8 = s->a.fmt == PRECIS_FMT_E4M3 || s->a.fmt == PRECIS_FMT_E5M2 || s->b.fmt == PRECIS_FMT_E4M3 ||
+             s->b.fmt == PRECIS_FMT_E5M2;
+  double slack = fp8 ? 1.25 : 1.0;
+  return (agreement){4.0 * precis_accumulation_gamma(s, k) * slack, precis_format_get(s->out)->unit_roundoff};
 }
 
 static inline double agreement_bound(const agreement *a, double ab, double gpu, double cpu) {

@@ -16,6 +16,7 @@
 #include "accept.h"
 #include "backend.h"
 #include "harness.h"
+#include "preset_fixture.h"
 
 /* ---- an in-memory workload ---------------------------------------------------------------------- */
 
@@ -71,6 +72,17 @@ static void free_workload(test_workload *t) {
   memset(t, 0, sizeof *t);
 }
 
+/* The recipes of a test's configuration (precis_accept_config points at them). */
+static precis_recipe chosen_recipes[8];
+static void use_recipes(precis_accept_config *cfg, const char *list) {
+  precis_recipe_list parsed;
+  if (precis_recipe_list_parse(list, &parsed) != PRECIS_OK || parsed.count > 8) abort();
+  for (size_t i = 0; i < parsed.count; i++) chosen_recipes[i] = parsed.items[i];
+  cfg->recipes = chosen_recipes;
+  cfg->n_recipes = parsed.count;
+  precis_recipe_list_free(&parsed);
+}
+
 static void quick_config(precis_accept_config *cfg) {
   precis_accept_config_default(cfg);
   cfg->backend = precis_backend_cpu();
@@ -79,8 +91,7 @@ static void quick_config(precis_accept_config *cfg) {
   cfg->case_options.min_samples = 5;
   cfg->case_options.max_samples = 60;
   cfg->case_options.max_time_ms = 20;
-  cfg->recipes[0] = PRECIS_RECIPE_FP32;
-  cfg->n_recipes = 1;
+  use_recipes(cfg, "fp32");
   cfg->memory_limit_bytes = 64LL << 30;
   cfg->memory_limit_source = "test";
   cfg->headroom = 0.10;
@@ -145,7 +156,7 @@ TEST(tile_metrics_compare_each_tile_with_its_reference) {
   precis_accept_point p;
   float *c = NULL;
   double clipped = 0;
-  CHECK_OK(precis_accept_run_point(&cfg, NULL, precis_recipe_get(PRECIS_RECIPE_FP32), &in, 1, &p, &c, &clipped, NULL));
+  CHECK_OK(precis_accept_run_point(&cfg, NULL, preset_recipe("fp32"), &in, 1, &p, &c, &clipped, NULL));
   CHECK(p.status == PRECIS_ROW_OK);
   CHECK(c != NULL);
   CHECK(isnan(clipped));
@@ -218,8 +229,7 @@ TEST(concurrency_two_holds_twice_the_tracked_memory) {
   make_workload(&t, 16, 64, 64, 2, false);
   precis_accept_config cfg;
   quick_config(&cfg);
-  cfg.recipes[0] = PRECIS_RECIPE_FP32, cfg.recipes[1] = PRECIS_RECIPE_INT8;
-  cfg.n_recipes = 2;
+  use_recipes(&cfg, "fp32,int8");
   cfg.batches[0] = 2;
   cfg.n_batches = 1;
   cfg.concurrency[0] = 1, cfg.concurrency[1] = 2;
@@ -254,10 +264,7 @@ TEST(budget_and_measurement_are_consistent) {
   make_workload(&t, 16, 64, 64, 2, false);
   precis_accept_config cfg;
   quick_config(&cfg);
-  static const precis_recipe_id ids[] = {PRECIS_RECIPE_FP32, PRECIS_RECIPE_BF16, PRECIS_RECIPE_FP16,
-                                         PRECIS_RECIPE_INT8, PRECIS_RECIPE_FP8};
-  for (size_t i = 0; i < 5; i++) cfg.recipes[i] = ids[i];
-  cfg.n_recipes = 5;
+  use_recipes(&cfg, "fp32,bf16,fp16,int8,fp8");
   cfg.batches[0] = 1, cfg.batches[1] = 4;
   cfg.n_batches = 2;
   cfg.concurrency[0] = 2;
@@ -270,8 +277,8 @@ TEST(budget_and_measurement_are_consistent) {
     for (size_t j = 0; j < rr->n_points; j++) {
       const precis_accept_point *p = &rr->points[j];
       CHECK(p->status == PRECIS_ROW_OK);
-      const precis_recipe *recipe = precis_recipe_by_name(rr->recipe);
-      CHECK_EQ_INT(p->tensor_bytes, precis_recipe_tensor_bytes(recipe, 16 * p->batch, 64, 64, 2, false));
+      const precis_recipe *recipe = preset_recipe(rr->recipe);
+      CHECK_EQ_INT(p->tensor_bytes, precis_spec_tensor_bytes(&recipe->spec, 16 * p->batch, 64, 64, 2, false));
       CHECK_EQ_INT(p->workspace_bytes, 0);
       CHECK_EQ_INT(p->predicted_tracked_bytes, 2 * p->tensor_bytes);
       /* The analytic tensors are a lower bound of what the emulation holds: it keeps rounded inputs
@@ -279,7 +286,7 @@ TEST(budget_and_measurement_are_consistent) {
        * doubles; fp32 holds exactly the tensors. */
       CHECK_MSG(p->predicted_tracked_bytes <= p->tracked_peak_bytes, "%s: predicted %lld > tracked %lld", rr->recipe,
                 p->predicted_tracked_bytes, p->tracked_peak_bytes);
-      if (recipe->id == PRECIS_RECIPE_FP32) CHECK_EQ_INT(p->tracked_peak_bytes, p->predicted_tracked_bytes);
+      if (recipe->preset->baseline) CHECK_EQ_INT(p->tracked_peak_bytes, p->predicted_tracked_bytes);
       CHECK(p->baseline_bytes > 0);
       CHECK(p->host_peak_rss_bytes > 0);
       CHECK_STR(p->peak_view, "host_peak_rss");
@@ -361,7 +368,7 @@ TEST(accuracy_criteria_gate_the_verdict) {
   make_workload(&t, 8, 64, 64, 2, false);
   precis_accept_config cfg;
   quick_config(&cfg);
-  cfg.recipes[0] = PRECIS_RECIPE_BF16;
+  use_recipes(&cfg, "bf16");
   cfg.batches[0] = 2;
   cfg.n_batches = 1;
   cfg.repeats = 1;
@@ -436,14 +443,14 @@ TEST(memory_sizes_parse) {
 
 static long long fake_max_rows = 1LL << 40;
 
-static precis_status fake_run_case(void *ctx, const precis_recipe *recipe, const precis_workload_info *w,
+static precis_status fake_run_case(void *ctx, const precis_spec *spec, const precis_workload_info *w,
                                    const precis_workload_data *d, const precis_case_options *o, precis_case_output *out) {
   if (w->m > fake_max_rows) {
     out->status = PRECIS_ROW_DOES_NOT_FIT;
     snprintf(out->reason, sizeof out->reason, "device allocation of %lld bytes failed (fake)", (long long)(w->m * w->k * 4));
     return PRECIS_OK;
   }
-  precis_status st = precis_backend_cpu()->run_case(ctx, recipe, w, d, o, out);
+  precis_status st = precis_backend_cpu()->run_case(ctx, spec, w, d, o, out);
   /* What a device backend reports: the context baseline, a peak that also holds an untracked
    * library buffer, and the workspace it handed over. */
   out->memory.device_baseline_bytes = 500LL << 20;
@@ -535,13 +542,13 @@ static void probe_worker_close(void *ctx, void *worker) {
   free(w);
 }
 
-static precis_status probe_run_case(void *ctx, const precis_recipe *recipe, const precis_workload_info *w,
+static precis_status probe_run_case(void *ctx, const precis_spec *spec, const precis_workload_info *w,
                                     const precis_workload_data *d, const precis_case_options *o,
                                     precis_case_output *out) {
   probe_worker *self = o->worker;
   if (!self) {
     atomic_fetch_add(&probe.violations, 1);
-    return precis_backend_cpu()->run_case(ctx, recipe, w, d, o, out);
+    return precis_backend_cpu()->run_case(ctx, spec, w, d, o, out);
   }
   if (atomic_fetch_add(&self->busy, 1) != 0) atomic_fetch_add(&probe.violations, 1); /* shared state */
   atomic_fetch_add(&probe.in_flight, 1);
@@ -565,7 +572,7 @@ static precis_status probe_run_case(void *ctx, const precis_recipe *recipe, cons
     }
     if (atomic_load(&probe.arrivals) >= pair_complete) atomic_fetch_add(&probe.overlapped, 1);
   }
-  precis_status st = precis_backend_cpu()->run_case(ctx, recipe, w, d, o, out);
+  precis_status st = precis_backend_cpu()->run_case(ctx, spec, w, d, o, out);
   atomic_fetch_sub(&probe.in_flight, 1);
   atomic_fetch_sub(&self->busy, 1);
   return st;

@@ -4,6 +4,7 @@
 #include "cuda_api.h"
 #include "fileio.h"
 #include "harness.h"
+#include "preset_fixture.h"
 #include "recipe.h"
 #include "status.h"
 
@@ -20,38 +21,15 @@ TEST(status_exit_codes) {
   CHECK_STR(precis_last_error(), "while reading: x.h5: expected 3");
 }
 
-TEST(recipe_table_is_consistent) {
-  for (int i = 0; i < PRECIS_RECIPE_COUNT; i++) {
-    const precis_recipe *r = precis_recipe_get((precis_recipe_id)i);
-    CHECK(r && r->id == (precis_recipe_id)i && r->name && r->description);
-    CHECK(precis_recipe_by_name(r->name) == r);
-  }
-  CHECK(precis_recipe_by_name("fp12") == NULL);
-}
-
-TEST(recipe_list_parsing) {
-  precis_recipe_id ids[PRECIS_RECIPE_COUNT];
-  size_t n = 0;
-  CHECK_OK(precis_recipe_parse_list("fp32,bf16,int8", ids, &n));
-  CHECK_EQ_INT(n, 3);
-  CHECK(ids[0] == PRECIS_RECIPE_FP32 && ids[1] == PRECIS_RECIPE_BF16 && ids[2] == PRECIS_RECIPE_INT8);
-  CHECK(precis_recipe_parse_list("fp32,fp32", ids, &n) == PRECIS_E_USAGE);
-  CHECK(precis_recipe_parse_list("fp32,,bf16", ids, &n) == PRECIS_E_USAGE);
-  CHECK(precis_recipe_parse_list("fp9", ids, &n) == PRECIS_E_USAGE);
-  CHECK(strstr(precis_last_error(), "fp9") != NULL);
-  CHECK_OK(precis_recipe_parse_list("all", ids, &n));
-  CHECK_EQ_INT(n, PRECIS_RECIPE_COUNT);
-}
-
 TEST(capability_rule) {
   char why[192];
-  const precis_recipe *fp8 = precis_recipe_get(PRECIS_RECIPE_FP8);
-  CHECK(precis_cuda_recipe_supported(fp8, 9, 0, why, sizeof why));
-  CHECK(precis_cuda_recipe_supported(fp8, 8, 9, why, sizeof why));
-  CHECK(!precis_cuda_recipe_supported(fp8, 8, 0, why, sizeof why));
+  const precis_spec *fp8 = &preset_recipe("fp8")->spec;
+  CHECK(precis_cuda_spec_supported(fp8, 9, 0, why, sizeof why));
+  CHECK(precis_cuda_spec_supported(fp8, 8, 9, why, sizeof why));
+  CHECK(!precis_cuda_spec_supported(fp8, 8, 0, why, sizeof why));
   CHECK(strstr(why, "sm_80") != NULL);
-  CHECK(!precis_cuda_recipe_supported(precis_recipe_get(PRECIS_RECIPE_BF16), 7, 5, why, sizeof why));
-  CHECK(precis_cuda_recipe_supported(precis_recipe_get(PRECIS_RECIPE_INT8), 7, 5, why, sizeof why));
+  CHECK(!precis_cuda_spec_supported(&preset_recipe("bf16")->spec, 7, 5, why, sizeof why));
+  CHECK(precis_cuda_spec_supported(&preset_recipe("int8")->spec, 7, 5, why, sizeof why));
 }
 
 TEST(atomic_file_keeps_existing_without_force) {
@@ -75,5 +53,5 @@ TEST(atomic_file_keeps_existing_without_force) {
   rmdir(dir);
 }
 
-RUN_TESTS(T(status_exit_codes), T(recipe_table_is_consistent), T(recipe_list_parsing), T(capability_rule),
+RUN_TESTS(T(status_exit_codes), T(capability_rule),
           T(atomic_file_keeps_existing_without_force))

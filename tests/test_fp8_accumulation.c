@@ -16,6 +16,7 @@
 #include "backend_agreement.h"
 #include "format.h"
 #include "harness.h"
+#include "preset_fixture.h"
 #include "quant.h"
 
 #define FRACTION_BITS 13
@@ -88,7 +89,7 @@ typedef struct trial_result {
 
 static bool trial(const precis_backend *cpu, void *cpu_ctx, size_t block, size_t m, size_t n, size_t k,
                   trial_result results[3]) {
-  const precis_recipe *r = precis_recipe_get(PRECIS_RECIPE_FP8);
+  const precis_recipe *r = preset_recipe("fp8");
   precis_workload_info info;
   memset(&info, 0, sizeof info);
   info.name = "fp8-accumulation";
@@ -113,7 +114,7 @@ static bool trial(const precis_backend *cpu, void *cpu_ctx, size_t block, size_t
   o.warmup_calls = 1, o.warmup_ms = 0, o.min_samples = 1, o.max_samples = 1, o.max_time_ms = 1;
   precis_case_output out;
   precis_case_output_init(&out);
-  bool ok = cpu->run_case(cpu_ctx, r, &info, &data, &o, &out) == PRECIS_OK && out.status == PRECIS_ROW_OK && out.c;
+  bool ok = cpu->run_case(cpu_ctx, &r->spec, &info, &data, &o, &out) == PRECIS_OK && out.status == PRECIS_ROW_OK && out.c;
 
   /* The fp8 operands exactly as both backends quantize them. */
   float sa = precis_fp8_scale_from_amax(precis_absmax(a, m * k)), sb = precis_fp8_scale_from_amax(precis_absmax(b, k * n));
@@ -123,7 +124,7 @@ static bool trial(const precis_backend *cpu, void *cpu_ctx, size_t block, size_t
   precis_fp8_quantize_tensor(b, k * n, sb, b8);
   precis_e4m3_to_f32_array(a8, qa, m * k);
   precis_e4m3_to_f32_array(b8, qb, k * n);
-  agreement bound = agreement_for(r, (long long)k);
+  agreement bound = agreement_for(&r->spec, (long long)k);
   for (int kind = 0; ok && kind < 3; kind++) {
     simulate((sim_kind)kind, qa, qb, m, n, k, sa, sb, block, sim);
     results[kind] = (trial_result){0, 0};

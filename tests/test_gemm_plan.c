@@ -17,6 +17,7 @@
 #include "format.h"
 #include "gemm_plan.h"
 #include "harness.h"
+#include "preset_fixture.h"
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ULL;
 static uint64_t rng_next(void) {
@@ -48,7 +49,7 @@ static void workload_free(workload *w) {
   memset(w, 0, sizeof *w);
 }
 
-static void workload_make(workload *w, const precis_recipe *r, int64_t m, int64_t n, int64_t k, int64_t batch,
+static void workload_make(workload *w, const precis_spec *spec, int64_t m, int64_t n, int64_t k, int64_t batch,
                           bool b_batched) {
   memset(w, 0, sizeof *w);
   w->m = m;
@@ -62,7 +63,7 @@ static void workload_make(workload *w, const precis_recipe *r, int64_t m, int64_
   w->row_scales = malloc(sizeof(double) * (size_t)(batch * m));
   w->col_scales = malloc(sizeof(double) * (size_t)(w->b_count * n));
   w->expected = malloc(sizeof(double) * (size_t)(batch * m * n));
-  bool int8 = r->scaling == PRECIS_SCALING_INT8_SYMMETRIC, fp8 = r->scaling == PRECIS_SCALING_FP8_TENSOR;
+  bool int8 = spec->acc == PRECIS_FMT_I32, fp8 = spec->a.fmt == PRECIS_FMT_E4M3;
   for (int64_t i = 0; i < batch * m; i++) w->row_scales[i] = int8 ? rng_pow2() : 1.0;
   for (int64_t j = 0; j < w->b_count * n; j++) w->col_scales[j] = int8 ? rng_pow2() : 1.0;
   w->scale_a = fp8 ? rng_pow2() : 1.0;
@@ -231,7 +232,7 @@ static bool emulate_read(const precis_plan_read *rd, const double *src, int64_t 
 /* Executes the plan on workload w; true when the host output equals the exact product. */
 static bool execute_plan(const precis_gemm_plan *p, const workload *w, char *why, size_t why_len) {
   bool ok = false;
-  bool int8 = p->recipe->scaling == PRECIS_SCALING_INT8_SYMMETRIC, fp8 = p->recipe->scaling == PRECIS_SCALING_FP8_TENSOR;
+  bool int8 = p->spec.acc == PRECIS_FMT_I32, fp8 = p->spec.a.fmt == PRECIS_FMT_E4M3;
   double *lt_a = nan_buffer(p->lt_a.elements), *lt_b = nan_buffer(p->lt_b.elements);
   double *d = nan_buffer(p->lt_d.elements), *out = nan_buffer(p->out_elements);
   int64_t host_elements = w->batch * w->m * w->n;
@@ -308,10 +309,28 @@ static const char *compute_name(int t) {
 
 /* The documented requirements of the cuBLASLt kernels each recipe needs (DESIGN §3). */
 static void check_requirements(const precis_gemm_plan *p) {
-  const precis_recipe *r = p->recipe;
-  CHECK_STR(compute_name(p->compute_type), r->compute_type);
-  CHECK_EQ_INT(p->lt_a.data_type, precis_format_get(r->input_format)->cuda_data_type);
-  CHECK_EQ_INT(p->lt_b.data_type, precis_format_get(r->input_format)->cuda_data_type);
+  /* DESIGN §3's table, written out here independently of the route table. */
+  static const struct {
+    const char *preset, *compute;
+    int in_type;
+  } expected[] = {{"fp32", "CUBLAS_COMPUTE_32F", PRECIS_CUDA_R_32F},
+                  {"tf32", "CUBLAS_COMPUTE_32F_FAST_TF32", PRECIS_CUDA_R_32F},
+                  {"fp16", "CUBLAS_COMPUTE_32F", PRECIS_CUDA_R_16F},
+                  {"fp16acc16", "CUBLAS_COMPUTE_16F", PRECIS_CUDA_R_16F},
+                  {"bf16", "CUBLAS_COMPUTE_32F", PRECIS_CUDA_R_16BF},
+                  {"int8", "CUBLAS_COMPUTE_32I", PRECIS_CUDA_R_8I},
+                  {"fp8", "CUBLAS_COMPUTE_32F", PRECIS_CUDA_R_8F_E4M3}};
+  const precis_recipe_preset *preset = precis_recipe_preset_of_spec(&p->spec);
+  CHECK(preset != NULL);
+  if (!preset) return;
+  const char *name = preset->name;
+  size_t e = 0;
+  while (e < sizeof expected / sizeof expected[0] && strcmp(expected[e].preset, name) != 0) e++;
+  CHECK_MSG(e < sizeof expected / sizeof expected[0], "no expectation for preset %s", name);
+  if (e == sizeof expected / sizeof expected[0]) return;
+  CHECK_STR(compute_name(p->compute_type), expected[e].compute);
+  CHECK_EQ_INT(p->lt_a.data_type, expected[e].in_type);
+  CHECK_EQ_INT(p->lt_b.data_type, expected[e].in_type);
   CHECK_EQ_INT(p->lt_a_holds, PRECIS_PLAN_WORKLOAD_B);
   CHECK_EQ_INT(p->lt_b_holds, PRECIS_PLAN_WORKLOAD_A);
   CHECK(p->lt_m == p->n_pad && p->lt_n == p->rows_pad && p->lt_k == p->k_pad);
@@ -328,11 +347,11 @@ static void check_requirements(const precis_gemm_plan *p) {
   }
   /* Every matrix of a strided batch starts as aligned as the first (cudaMalloc'ed) one needs to be:
    * fp8 16 bytes, int8 IMMA 4 bytes. */
-  size_t align = r->id == PRECIS_RECIPE_FP8 ? 16 : r->id == PRECIS_RECIPE_INT8 ? 4 : 1;
+  bool is_fp8 = strcmp(name, "fp8") == 0, is_int8 = strcmp(name, "int8") == 0;
+  size_t align = is_fp8 ? 16 : is_int8 ? 4 : 1;
   for (size_t i = 0; i < 3; i++)
     CHECK((mats[i]->batch_stride * (int64_t)mats[i]->elem_bytes) % (int64_t)align == 0);
-  switch (r->id) {
-  case PRECIS_RECIPE_INT8:
+  if (is_int8) {
     /* IMMA, regular ordering (the only one on sm_90): TN, m and k multiples of 4, lda/ldb/ldc too,
      * A/B 8I, C/D 32I, compute and scale 32I. */
     CHECK(p->transa == PRECIS_LT_OP_T && p->transb == PRECIS_LT_OP_N);
@@ -342,8 +361,7 @@ static void check_requirements(const precis_gemm_plan *p) {
     CHECK_EQ_INT(p->lt_d.data_type, PRECIS_CUDA_R_32I);
     CHECK_EQ_INT(p->scale_type, PRECIS_CUDA_R_32I);
     CHECK(p->dequant && !p->widen);
-    break;
-  case PRECIS_RECIPE_FP8:
+  } else if (is_fp8) {
     /* TN, 16-byte aligned dimensions and leading dimensions, e4m3 in, bf16 C/D, 32F compute and
      * scale, per-tensor scale pointers. */
     CHECK(p->transa == PRECIS_LT_OP_T && p->transb == PRECIS_LT_OP_N);
@@ -354,18 +372,16 @@ static void check_requirements(const precis_gemm_plan *p) {
     CHECK_EQ_INT(p->scale_type, PRECIS_CUDA_R_32F);
     CHECK(p->lt_a_scale == PRECIS_PLAN_WORKLOAD_B && p->lt_b_scale == PRECIS_PLAN_WORKLOAD_A);
     CHECK(p->widen && !p->dequant);
-    break;
-  default:
+  } else {
     CHECK(p->transa == PRECIS_LT_OP_N && p->transb == PRECIS_LT_OP_N);
-    CHECK_EQ_INT(p->lt_d.data_type, precis_format_get(r->output_format)->cuda_data_type);
-    CHECK_EQ_INT(p->scale_type, r->compute_format == PRECIS_FMT_F16 ? PRECIS_CUDA_R_16F : PRECIS_CUDA_R_32F);
+    CHECK_EQ_INT(p->lt_d.data_type, precis_format_get(p->spec.out)->cuda_data_type);
+    CHECK_EQ_INT(p->scale_type, p->spec.acc == PRECIS_FMT_F16 ? PRECIS_CUDA_R_16F : PRECIS_CUDA_R_32F);
     /* No padding: the float conversion launchers write contiguous arrays. */
     CHECK(p->n_pad == p->n && p->k_pad == p->k && p->rows_pad == p->rows);
     CHECK(!p->lt_a.zero_fill && !p->lt_b.zero_fill);
     CHECK(p->write_a.ld_out == p->k && p->write_b.ld_out == p->n && !p->write_b.transpose_out);
     CHECK(p->widen == (p->lt_d.data_type != PRECIS_CUDA_R_32F));
     CHECK(p->lt_a_scale == PRECIS_PLAN_NONE && p->lt_b_scale == PRECIS_PLAN_NONE);
-    break;
   }
 }
 
@@ -386,15 +402,15 @@ static const int versions[] = {0, 130100, 130200};
 
 TEST(every_recipe_every_shape_equals_the_row_major_product) {
   for (size_t v = 0; v < sizeof versions / sizeof versions[0]; v++)
-    for (int r = 0; r < PRECIS_RECIPE_COUNT; r++) {
-      const precis_recipe *recipe = precis_recipe_get((precis_recipe_id)r);
+    for (int r = 0; r < PRESET_COUNT; r++) {
+      const precis_recipe *recipe = preset_recipe_at((size_t)r);
       for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         const shape *sh = &shapes[s];
         precis_gemm_plan plan;
-        CHECK_OK(precis_gemm_plan_make_for(recipe, sh->m, sh->n, sh->k, sh->batch, sh->b_batched, versions[v], &plan));
+        CHECK_OK(precis_gemm_plan_make_for(&recipe->spec, sh->m, sh->n, sh->k, sh->batch, sh->b_batched, versions[v], &plan));
         check_requirements(&plan);
         workload w;
-        workload_make(&w, recipe, sh->m, sh->n, sh->k, sh->batch, sh->b_batched);
+        workload_make(&w, &recipe->spec, sh->m, sh->n, sh->k, sh->batch, sh->b_batched);
         char why[256] = "";
         bool ok = execute_plan(&plan, &w, why, sizeof why);
         CHECK_MSG(ok, "%s m=%lld n=%lld k=%lld batch=%lld b_batched=%d cuBLASLt %d: %s", recipe->name,
@@ -407,10 +423,10 @@ TEST(every_recipe_every_shape_equals_the_row_major_product) {
 
 static bool executes(const precis_gemm_plan *p, int64_t m, int64_t n, int64_t k, int64_t batch, bool b_batched) {
   workload w;
-  workload_make(&w, p->recipe, m, n, k, batch, b_batched);
+  workload_make(&w, &p->spec, m, n, k, batch, b_batched);
   char why[256] = "";
   bool ok = execute_plan(p, &w, why, sizeof why);
-  if (!ok) printf("  %s m=%lld n=%lld k=%lld batch=%lld: %s\n", p->recipe->name, (long long)m, (long long)n,
+  if (!ok) printf("  %s m=%lld n=%lld k=%lld batch=%lld: %s\n", p->route->name, (long long)m, (long long)n,
                   (long long)k, (long long)batch, why);
   workload_free(&w);
   return ok;
@@ -419,9 +435,9 @@ static bool executes(const precis_gemm_plan *p, int64_t m, int64_t n, int64_t k,
 /* Issue 14.4: cuBLAS int8 is not guaranteed for few rows (PyTorch guards it with > 16 rows and pads
  * to 32): decode-like workloads (4 rows) are padded to 32 zero rows; larger ones are not. */
 TEST(int8_few_rows_are_padded_to_32) {
-  const precis_recipe *int8 = precis_recipe_get(PRECIS_RECIPE_INT8);
+  const precis_recipe *int8 = preset_recipe("int8");
   precis_gemm_plan p;
-  CHECK_OK(precis_gemm_plan_make(int8, 4, 4096, 4096, 1, false, &p)); /* decode-m1's shape */
+  CHECK_OK(precis_gemm_plan_make(&int8->spec, 4, 4096, 4096, 1, false, &p)); /* decode-m1's shape */
   CHECK_EQ_INT(p.min_rows, 32);
   CHECK_EQ_INT(p.rows, 4);
   CHECK_EQ_INT(p.rows_pad, 32);
@@ -433,28 +449,28 @@ TEST(int8_few_rows_are_padded_to_32) {
   CHECK_STR(precis_kv_get(&details, "min_rows"), "32");
   precis_kv_free(&details);
   /* The padded rows are zeros that never reach the output: executed exactly, folded and strided. */
-  CHECK_OK(precis_gemm_plan_make(int8, 4, 12, 20, 1, false, &p));
+  CHECK_OK(precis_gemm_plan_make(&int8->spec, 4, 12, 20, 1, false, &p));
   CHECK_EQ_INT(p.rows_pad, 32);
   CHECK(executes(&p, 4, 12, 20, 1, false));
-  CHECK_OK(precis_gemm_plan_make(int8, 3, 8, 8, 2, true, &p));
+  CHECK_OK(precis_gemm_plan_make(&int8->spec, 3, 8, 8, 2, true, &p));
   CHECK_EQ_INT(p.rows_pad, 32);
   CHECK_EQ_INT(p.write_a.calls, 2);
   CHECK(executes(&p, 3, 8, 8, 2, true));
-  CHECK_OK(precis_gemm_plan_make(int8, 5, 8, 8, 3, false, &p)); /* folded: 15 rows */
+  CHECK_OK(precis_gemm_plan_make(&int8->spec, 5, 8, 8, 3, false, &p)); /* folded: 15 rows */
   CHECK_EQ_INT(p.rows_pad, 32);
   CHECK(executes(&p, 5, 8, 8, 3, false));
   /* 32 rows and more: untouched. */
-  CHECK_OK(precis_gemm_plan_make(int8, 32, 8, 8, 1, false, &p));
+  CHECK_OK(precis_gemm_plan_make(&int8->spec, 32, 8, 8, 1, false, &p));
   CHECK_EQ_INT(p.rows_pad, 32);
-  CHECK_OK(precis_gemm_plan_make(int8, 33, 8, 8, 1, false, &p));
+  CHECK_OK(precis_gemm_plan_make(&int8->spec, 33, 8, 8, 1, false, &p));
   CHECK_EQ_INT(p.rows_pad, 33);
   CHECK(!p.lt_b.zero_fill);
-  CHECK_OK(precis_gemm_plan_make(int8, 512, 4096, 4096, 1, false, &p));
+  CHECK_OK(precis_gemm_plan_make(&int8->spec, 512, 4096, 4096, 1, false, &p));
   CHECK_EQ_INT(p.rows_pad, 512);
   /* Only int8: fp8 keeps its 16-row alignment, the float recipes their rows. */
-  CHECK_OK(precis_gemm_plan_make(precis_recipe_get(PRECIS_RECIPE_FP8), 4, 16, 16, 1, false, &p));
+  CHECK_OK(precis_gemm_plan_make(&preset_recipe("fp8")->spec, 4, 16, 16, 1, false, &p));
   CHECK_EQ_INT(p.rows_pad, 16);
-  CHECK_OK(precis_gemm_plan_make(precis_recipe_get(PRECIS_RECIPE_BF16), 4, 16, 16, 1, false, &p));
+  CHECK_OK(precis_gemm_plan_make(&preset_recipe("bf16")->spec, 4, 16, 16, 1, false, &p));
   CHECK_EQ_INT(p.rows_pad, 4);
   CHECK_EQ_INT(p.min_rows, 1);
 }
@@ -462,9 +478,9 @@ TEST(int8_few_rows_are_padded_to_32) {
 /* Issue 14.5: cuBLASLt 13.1.x may reject int8 with batch > 1: one call per batch matrix, recorded;
  * 13.2 and an unknown version keep the strided batched call. */
 TEST(cublaslt_13_1_int8_strided_batch_is_one_call_per_matrix) {
-  const precis_recipe *int8 = precis_recipe_get(PRECIS_RECIPE_INT8);
+  const precis_recipe *int8 = preset_recipe("int8");
   precis_gemm_plan p;
-  CHECK_OK(precis_gemm_plan_make_for(int8, 33, 5, 7, 3, true, 130100, &p));
+  CHECK_OK(precis_gemm_plan_make_for(&int8->spec, 33, 5, 7, 3, true, 130100, &p));
   CHECK_EQ_INT(p.lt_batch_calls, 3);
   CHECK_EQ_INT(p.lt_row_calls, 1);
   CHECK_EQ_INT(p.lt_calls, 3);
@@ -488,17 +504,17 @@ TEST(cublaslt_13_1_int8_strided_batch_is_one_call_per_matrix) {
   precis_kv_free(&details);
   const int unaffected[] = {0, 130200, 130301};
   for (size_t i = 0; i < 3; i++) {
-    CHECK_OK(precis_gemm_plan_make_for(int8, 33, 5, 7, 3, true, unaffected[i], &p));
+    CHECK_OK(precis_gemm_plan_make_for(&int8->spec, 33, 5, 7, 3, true, unaffected[i], &p));
     CHECK_EQ_INT(p.lt_calls, 1);
     CHECK_EQ_INT(p.call_d.batch_count, 3);
     CHECK(p.lt_split == NULL);
   }
   /* Folded batches are one GEMM of batch count 1 already; other recipes are not affected. */
-  CHECK_OK(precis_gemm_plan_make_for(int8, 33, 5, 7, 3, false, 130100, &p));
+  CHECK_OK(precis_gemm_plan_make_for(&int8->spec, 33, 5, 7, 3, false, 130100, &p));
   CHECK_EQ_INT(p.lt_calls, 1);
-  for (int r = 0; r < PRECIS_RECIPE_COUNT; r++) {
-    if (r == PRECIS_RECIPE_INT8) continue;
-    CHECK_OK(precis_gemm_plan_make_for(precis_recipe_get((precis_recipe_id)r), 33, 5, 7, 3, true, 130100, &p));
+  for (int r = 0; r < PRESET_COUNT; r++) {
+    if (strcmp(preset_recipe_at((size_t)r)->name, "int8") == 0) continue;
+    CHECK_OK(precis_gemm_plan_make_for(&preset_recipe_at((size_t)r)->spec, 33, 5, 7, 3, true, 130100, &p));
     CHECK_EQ_INT(p.lt_calls, 1);
   }
 }
@@ -506,9 +522,9 @@ TEST(cublaslt_13_1_int8_strided_batch_is_one_call_per_matrix) {
 /* Issue 14.5: ... and int8 with cuBLASLt's n (the workload's rows) above 65,536: the rows are split
  * into equal chunks of at most 65,536 (zero rows added so that every call has the same shape). */
 TEST(cublaslt_13_1_int8_more_than_65536_rows_are_split) {
-  const precis_recipe *int8 = precis_recipe_get(PRECIS_RECIPE_INT8);
+  const precis_recipe *int8 = preset_recipe("int8");
   precis_gemm_plan p;
-  CHECK_OK(precis_gemm_plan_make_for(int8, 70001, 4, 4, 1, false, 130100, &p));
+  CHECK_OK(precis_gemm_plan_make_for(&int8->spec, 70001, 4, 4, 1, false, 130100, &p));
   CHECK_EQ_INT(p.lt_row_calls, 2);
   CHECK_EQ_INT(p.lt_calls, 2);
   CHECK(p.lt_call_rows <= PRECIS_LT_INT8_MAX_N && p.lt_call_rows % 32 == 0);
@@ -518,18 +534,18 @@ TEST(cublaslt_13_1_int8_more_than_65536_rows_are_split) {
   CHECK(p.lt_split && strstr(p.lt_split, "65536") != NULL);
   CHECK(executes(&p, 70001, 4, 4, 1, false));
   /* Folded batch rows count as rows; a strided batch is split both ways. */
-  CHECK_OK(precis_gemm_plan_make_for(int8, 40000, 4, 4, 2, false, 130100, &p));
+  CHECK_OK(precis_gemm_plan_make_for(&int8->spec, 40000, 4, 4, 2, false, 130100, &p));
   CHECK_EQ_INT(p.lt_row_calls, 2);
   CHECK(executes(&p, 40000, 4, 4, 2, false));
-  CHECK_OK(precis_gemm_plan_make_for(int8, 65540, 4, 4, 2, true, 130100, &p));
+  CHECK_OK(precis_gemm_plan_make_for(&int8->spec, 65540, 4, 4, 2, true, 130100, &p));
   CHECK_EQ_INT(p.lt_batch_calls, 2);
   CHECK_EQ_INT(p.lt_row_calls, 2);
   CHECK_EQ_INT(p.lt_calls, 4);
   CHECK(executes(&p, 65540, 4, 4, 2, true));
   /* 65,536 rows exactly, or a fixed cuBLASLt: one call. */
-  CHECK_OK(precis_gemm_plan_make_for(int8, 65536, 4, 4, 1, false, 130100, &p));
+  CHECK_OK(precis_gemm_plan_make_for(&int8->spec, 65536, 4, 4, 1, false, 130100, &p));
   CHECK_EQ_INT(p.lt_calls, 1);
-  CHECK_OK(precis_gemm_plan_make_for(int8, 70001, 4, 4, 1, false, 130200, &p));
+  CHECK_OK(precis_gemm_plan_make_for(&int8->spec, 70001, 4, 4, 1, false, 130200, &p));
   CHECK_EQ_INT(p.lt_calls, 1);
   CHECK_EQ_INT(p.rows_pad, 70001);
 }
@@ -537,15 +553,15 @@ TEST(cublaslt_13_1_int8_more_than_65536_rows_are_split) {
 /* Issue 14.5: int8 with int32 output takes alpha/beta in {0, 1}; scale pointers only on fp8/fp4. */
 TEST(plan_check_rejects_what_cublaslt_rejects_at_call_time) {
   precis_gemm_plan p;
-  for (int r = 0; r < PRECIS_RECIPE_COUNT; r++) {
-    const precis_recipe *recipe = precis_recipe_get((precis_recipe_id)r);
-    CHECK_OK(precis_gemm_plan_make(recipe, 8, 8, 8, 1, false, &p));
+  for (int r = 0; r < PRESET_COUNT; r++) {
+    const precis_recipe *recipe = preset_recipe_at((size_t)r);
+    CHECK_OK(precis_gemm_plan_make(&recipe->spec, 8, 8, 8, 1, false, &p));
     CHECK(p.alpha == 1.0 && p.beta == 0.0);
     /* A scale pointer exactly where the operand is narrow (fp8), nowhere else. */
     CHECK_EQ_INT(p.lt_a_scale != PRECIS_PLAN_NONE, precis_lt_type_is_narrow(p.lt_a.data_type));
     CHECK_EQ_INT(p.lt_b_scale != PRECIS_PLAN_NONE, precis_lt_type_is_narrow(p.lt_b.data_type));
   }
-  CHECK_OK(precis_gemm_plan_make(precis_recipe_get(PRECIS_RECIPE_INT8), 8, 8, 8, 1, false, &p));
+  CHECK_OK(precis_gemm_plan_make(&preset_recipe("int8")->spec, 8, 8, 8, 1, false, &p));
   p.alpha = 2.0;
   CHECK(precis_gemm_plan_check(&p) == PRECIS_E_UNSUPPORTED);
   CHECK(strstr(precis_last_error(), "{0, 1}") != NULL);
@@ -554,10 +570,10 @@ TEST(plan_check_rejects_what_cublaslt_rejects_at_call_time) {
   CHECK(precis_gemm_plan_check(&p) == PRECIS_E_UNSUPPORTED);
   p.beta = 1.0;
   CHECK_OK(precis_gemm_plan_check(&p));
-  CHECK_OK(precis_gemm_plan_make(precis_recipe_get(PRECIS_RECIPE_FP32), 8, 8, 8, 1, false, &p));
+  CHECK_OK(precis_gemm_plan_make(&preset_recipe("fp32")->spec, 8, 8, 8, 1, false, &p));
   p.alpha = 2.0; /* float recipes take any alpha */
   CHECK_OK(precis_gemm_plan_check(&p));
-  CHECK_OK(precis_gemm_plan_make(precis_recipe_get(PRECIS_RECIPE_BF16), 8, 8, 8, 1, false, &p));
+  CHECK_OK(precis_gemm_plan_make(&preset_recipe("bf16")->spec, 8, 8, 8, 1, false, &p));
   p.lt_a_scale = PRECIS_PLAN_WORKLOAD_B;
   CHECK(precis_gemm_plan_check(&p) == PRECIS_E_UNSUPPORTED);
   CHECK(strstr(precis_last_error(), "CUDA_R_16BF") != NULL);
@@ -567,13 +583,13 @@ TEST(plan_check_rejects_what_cublaslt_rejects_at_call_time) {
 
 TEST(random_shapes) {
   for (int trial = 0; trial < 150; trial++) {
-    const precis_recipe *recipe = precis_recipe_get((precis_recipe_id)(trial % PRECIS_RECIPE_COUNT));
+    const precis_recipe *recipe = preset_recipe_at((size_t)(trial % PRESET_COUNT));
     int64_t m = rng_int(1, 21), n = rng_int(1, 21), k = rng_int(1, 37), batch = rng_int(1, 4);
     bool b_batched = rng_int(0, 1);
     precis_gemm_plan plan;
-    CHECK_OK(precis_gemm_plan_make(recipe, m, n, k, batch, b_batched, &plan));
+    CHECK_OK(precis_gemm_plan_make(&recipe->spec, m, n, k, batch, b_batched, &plan));
     workload w;
-    workload_make(&w, recipe, m, n, k, batch, b_batched);
+    workload_make(&w, &recipe->spec, m, n, k, batch, b_batched);
     char why[256] = "";
     CHECK_MSG(execute_plan(&plan, &w, why, sizeof why), "%s m=%lld n=%lld k=%lld batch=%lld b_batched=%d: %s",
               recipe->name, (long long)m, (long long)n, (long long)k, (long long)batch, b_batched, why);
@@ -583,7 +599,7 @@ TEST(random_shapes) {
 
 TEST(padding_and_batching_choices) {
   precis_gemm_plan p;
-  CHECK_OK(precis_gemm_plan_make(precis_recipe_get(PRECIS_RECIPE_INT8), 3, 5, 7, 2, false, &p));
+  CHECK_OK(precis_gemm_plan_make(&preset_recipe("int8")->spec, 3, 5, 7, 2, false, &p));
   CHECK_EQ_INT(p.batch_mode, PRECIS_PLAN_BATCH_FOLDED);
   CHECK_EQ_INT(p.rows, 6);
   CHECK_EQ_INT(p.n_pad, 8);
@@ -591,13 +607,13 @@ TEST(padding_and_batching_choices) {
   CHECK_EQ_INT(p.lt_d.batch_count, 1);
   CHECK(p.lt_a.zero_fill && p.lt_b.zero_fill);
   CHECK(p.write_b.transpose_out && p.write_b.ld_out == 8);
-  CHECK_OK(precis_gemm_plan_make(precis_recipe_get(PRECIS_RECIPE_FP8), 3, 5, 7, 2, true, &p));
+  CHECK_OK(precis_gemm_plan_make(&preset_recipe("fp8")->spec, 3, 5, 7, 2, true, &p));
   CHECK_EQ_INT(p.batch_mode, PRECIS_PLAN_BATCH_STRIDED);
   CHECK_EQ_INT(p.rows_pad, 16);
   CHECK_EQ_INT(p.lt_d.batch_count, 2);
   CHECK_EQ_INT(p.lt_a.batch_stride, 16 * 16);
   CHECK_EQ_INT(p.write_a.calls, 2);
-  CHECK_OK(precis_gemm_plan_make(precis_recipe_get(PRECIS_RECIPE_BF16), 64, 32, 16, 1, false, &p));
+  CHECK_OK(precis_gemm_plan_make(&preset_recipe("bf16")->spec, 64, 32, 16, 1, false, &p));
   CHECK_EQ_INT(p.batch_mode, PRECIS_PLAN_BATCH_NONE);
   CHECK_EQ_INT(p.lt_m, 32);
   CHECK_EQ_INT(p.lt_n, 64);
@@ -613,20 +629,20 @@ TEST(padding_and_batching_choices) {
 
 TEST(bad_dimensions_are_rejected) {
   precis_gemm_plan p;
-  CHECK(precis_gemm_plan_make(precis_recipe_get(PRECIS_RECIPE_FP32), 0, 4, 4, 1, false, &p) == PRECIS_E_INPUT);
-  CHECK(precis_gemm_plan_make(precis_recipe_get(PRECIS_RECIPE_FP32), 4, 4, -1, 1, false, &p) == PRECIS_E_INPUT);
-  CHECK(precis_gemm_plan_make(precis_recipe_get(PRECIS_RECIPE_FP32), 1LL << 31, 4, 4, 1, false, &p) ==
+  CHECK(precis_gemm_plan_make(&preset_recipe("fp32")->spec, 0, 4, 4, 1, false, &p) == PRECIS_E_INPUT);
+  CHECK(precis_gemm_plan_make(&preset_recipe("fp32")->spec, 4, 4, -1, 1, false, &p) == PRECIS_E_INPUT);
+  CHECK(precis_gemm_plan_make(&preset_recipe("fp32")->spec, 1LL << 31, 4, 4, 1, false, &p) ==
         PRECIS_E_UNSUPPORTED);
   CHECK(strstr(precis_last_error(), "int32") != NULL);
 }
 
 /* The checker itself must be able to fail: each broken plan must be caught. */
-static bool broken_plan_fails(precis_recipe_id id, shape sh, void (*breakit)(precis_gemm_plan *)) {
+static bool broken_plan_fails(const char *preset, shape sh, void (*breakit)(precis_gemm_plan *)) {
   precis_gemm_plan p;
-  if (precis_gemm_plan_make(precis_recipe_get(id), sh.m, sh.n, sh.k, sh.batch, sh.b_batched, &p) != PRECIS_OK)
+  if (precis_gemm_plan_make(&preset_recipe(preset)->spec, sh.m, sh.n, sh.k, sh.batch, sh.b_batched, &p) != PRECIS_OK)
     return false;
   workload w;
-  workload_make(&w, p.recipe, sh.m, sh.n, sh.k, sh.batch, sh.b_batched);
+  workload_make(&w, &preset_recipe(preset)->spec, sh.m, sh.n, sh.k, sh.batch, sh.b_batched);
   char why[256];
   bool intact = execute_plan(&p, &w, why, sizeof why);
   breakit(&p);
@@ -654,14 +670,14 @@ static void batch_stride_zero(precis_gemm_plan *p) { p->lt_a.batch_stride = p->c
 static void split_batch_one_call(precis_gemm_plan *p) { p->lt_calls = p->lt_batch_calls = 1; }
 static void split_rows_one_call(precis_gemm_plan *p) { p->lt_calls = p->lt_row_calls = 1; }
 static precis_status make_13_1(const precis_recipe *r, shape sh, precis_gemm_plan *p) {
-  return precis_gemm_plan_make_for(r, sh.m, sh.n, sh.k, sh.batch, sh.b_batched, 130100, p);
+  return precis_gemm_plan_make_for(&r->spec, sh.m, sh.n, sh.k, sh.batch, sh.b_batched, 130100, p);
 }
 /* As broken_plan_fails, for a plan made for cuBLASLt 13.1.0 (split calls). */
 static bool broken_split_plan_fails(shape sh, void (*breakit)(precis_gemm_plan *)) {
   precis_gemm_plan p;
-  if (make_13_1(precis_recipe_get(PRECIS_RECIPE_INT8), sh, &p) != PRECIS_OK || p.lt_calls < 2) return false;
+  if (make_13_1(preset_recipe("int8"), sh, &p) != PRECIS_OK || p.lt_calls < 2) return false;
   workload w;
-  workload_make(&w, p.recipe, sh.m, sh.n, sh.k, sh.batch, sh.b_batched);
+  workload_make(&w, &p.spec, sh.m, sh.n, sh.k, sh.batch, sh.b_batched);
   char why[256];
   bool intact = execute_plan(&p, &w, why, sizeof why);
   breakit(&p);
@@ -671,18 +687,18 @@ static bool broken_split_plan_fails(shape sh, void (*breakit)(precis_gemm_plan *
 }
 
 TEST(broken_plans_are_caught) {
-  CHECK(broken_plan_fails(PRECIS_RECIPE_INT8, (shape){3, 5, 7, 1, false}, flip_transa));
-  CHECK(broken_plan_fails(PRECIS_RECIPE_FP32, (shape){3, 5, 7, 1, false}, flip_transa));
-  CHECK(broken_plan_fails(PRECIS_RECIPE_INT8, (shape){3, 5, 7, 1, false}, no_zero_fill));
-  CHECK(broken_plan_fails(PRECIS_RECIPE_FP8, (shape){3, 5, 7, 2, true}, no_zero_fill));
-  CHECK(broken_plan_fails(PRECIS_RECIPE_FP8, (shape){4, 16, 16, 1, false}, untransposed_b));
-  CHECK(broken_plan_fails(PRECIS_RECIPE_INT8, (shape){3, 5, 7, 2, false}, wrong_read_ld) ||
-        broken_plan_fails(PRECIS_RECIPE_FP8, (shape){3, 5, 7, 2, false}, wrong_read_ld));
-  CHECK(broken_plan_fails(PRECIS_RECIPE_INT8, (shape){3, 5, 7, 3, true}, same_column_scales));
-  CHECK(broken_plan_fails(PRECIS_RECIPE_INT8, (shape){3, 5, 7, 3, true}, same_col_scales_on_write));
-  CHECK(broken_plan_fails(PRECIS_RECIPE_BF16, (shape){3, 5, 7, 1, false}, swapped_operands));
-  CHECK(broken_plan_fails(PRECIS_RECIPE_FP8, (shape){3, 5, 7, 1, false}, swapped_fp8_scales));
-  CHECK(broken_plan_fails(PRECIS_RECIPE_FP16, (shape){3, 5, 7, 3, true}, batch_stride_zero));
+  CHECK(broken_plan_fails("int8", (shape){3, 5, 7, 1, false}, flip_transa));
+  CHECK(broken_plan_fails("fp32", (shape){3, 5, 7, 1, false}, flip_transa));
+  CHECK(broken_plan_fails("int8", (shape){3, 5, 7, 1, false}, no_zero_fill));
+  CHECK(broken_plan_fails("fp8", (shape){3, 5, 7, 2, true}, no_zero_fill));
+  CHECK(broken_plan_fails("fp8", (shape){4, 16, 16, 1, false}, untransposed_b));
+  CHECK(broken_plan_fails("int8", (shape){3, 5, 7, 2, false}, wrong_read_ld) ||
+        broken_plan_fails("fp8", (shape){3, 5, 7, 2, false}, wrong_read_ld));
+  CHECK(broken_plan_fails("int8", (shape){3, 5, 7, 3, true}, same_column_scales));
+  CHECK(broken_plan_fails("int8", (shape){3, 5, 7, 3, true}, same_col_scales_on_write));
+  CHECK(broken_plan_fails("bf16", (shape){3, 5, 7, 1, false}, swapped_operands));
+  CHECK(broken_plan_fails("fp8", (shape){3, 5, 7, 1, false}, swapped_fp8_scales));
+  CHECK(broken_plan_fails("fp16", (shape){3, 5, 7, 3, true}, batch_stride_zero));
   CHECK(broken_split_plan_fails((shape){3, 5, 7, 3, true}, split_batch_one_call));
   CHECK(broken_split_plan_fails((shape){70001, 4, 4, 1, false}, split_rows_one_call));
 }

@@ -1,6 +1,7 @@
 /* Metrics of DESIGN §5 on hand-worked cases, and the criteria that judge them. */
 #include "criteria.h"
 #include "harness.h"
+#include "preset_fixture.h"
 #include "metrics.h"
 #include "recipe.h"
 
@@ -137,10 +138,10 @@ TEST(criteria_check_and_margin) {
 
 /* Every default gate must be able to fail: a perturbed output is rejected by each. */
 TEST(each_default_gate_rejects_a_perturbation) {
-  for (int r = 0; r < PRECIS_RECIPE_COUNT; r++) {
-    const precis_recipe *recipe = precis_recipe_get((precis_recipe_id)r);
+  for (int r = 0; r < PRESET_COUNT; r++) {
+    const precis_recipe *recipe = preset_recipe_at((size_t)r);
     precis_criteria cr;
-    precis_default_criteria(recipe, 1024, &cr);
+    precis_default_criteria(&recipe->spec, 1024, &cr);
     CHECK(cr.count >= 2);
     precis_metric_value v[PRECIS_METRIC_COUNT];
     fill_ok(v);
@@ -159,9 +160,9 @@ TEST(each_default_gate_rejects_a_perturbation) {
 
 TEST(default_bounds_scale_with_k_and_roundoff) {
   precis_criteria a, b, f;
-  precis_default_criteria(precis_recipe_get(PRECIS_RECIPE_BF16), 256, &a);
-  precis_default_criteria(precis_recipe_get(PRECIS_RECIPE_BF16), 16384, &b);
-  precis_default_criteria(precis_recipe_get(PRECIS_RECIPE_FP32), 256, &f);
+  precis_default_criteria(&preset_recipe("bf16")->spec, 256, &a);
+  precis_default_criteria(&preset_recipe("bf16")->spec, 16384, &b);
+  precis_default_criteria(&preset_recipe("fp32")->spec, 256, &f);
   CHECK(a.items[1].metric == PRECIS_METRIC_MAX_CW);
   CHECK(b.items[1].value > a.items[1].value);
   CHECK(f.items[1].value < a.items[1].value);

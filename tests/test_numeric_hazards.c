@@ -11,6 +11,7 @@
 #include "backend.h"
 #include "criteria.h"
 #include "harness.h"
+#include "preset_fixture.h"
 #include "metrics.h"
 
 typedef struct test_case {
@@ -60,12 +61,12 @@ static void free_case(test_case *t) {
 static void *backend_ctx;
 static precis_case_options options;
 
-static precis_row_status run_recipe(const test_case *t, precis_recipe_id id, precis_case_output *out) {
+static precis_row_status run_recipe(const test_case *t, const precis_recipe *recipe, precis_case_output *out) {
   precis_case_output_init(out);
   const precis_backend *cpu = precis_backend_cpu();
-  precis_status st = cpu->run_case(backend_ctx, precis_recipe_get(id), &t->info, &t->data, &options, out);
+  precis_status st = cpu->run_case(backend_ctx, &recipe->spec, &t->info, &t->data, &options, out);
   CHECK_MSG(st == PRECIS_OK || out->status != PRECIS_ROW_OK, "%s: run_case returned %s with status ok",
-            precis_recipe_get(id)->name, precis_status_str(st));
+            recipe->name, precis_status_str(st));
   return out->status;
 }
 
@@ -87,15 +88,15 @@ static float one_b(int64_t p, int64_t j) { return (void)p, (void)j, 1.0f; }
 static void test_all_zero(void) {
   test_case t;
   make_case(&t, 4, 3, 16, 2, zero_a, zero_b);
-  for (int id = 0; id < PRECIS_RECIPE_COUNT; id++) {
+  for (int id = 0; id < PRESET_COUNT; id++) {
     precis_case_output out;
-    if (run_recipe(&t, (precis_recipe_id)id, &out) == PRECIS_ROW_OK) {
+    if (run_recipe(&t, preset_recipe_at((size_t)id), &out) == PRECIS_ROW_OK) {
       size_t count = (size_t)(t.info.batch * t.info.m * t.info.n), nonzero = 0;
       for (size_t i = 0; i < count; i++) nonzero += !(out.c[i] == 0.0f);
       CHECK_MSG(nonzero == 0, "%s: all-zero inputs gave %zu outputs that are not zero (NaN from a zero scale?)",
-                precis_recipe_get((precis_recipe_id)id)->name, nonzero);
+                preset_recipe_at((size_t)id)->name, nonzero);
     } else {
-      CHECK_MSG(false, "%s: all-zero inputs: status %d (%s)", precis_recipe_get((precis_recipe_id)id)->name, out.status,
+      CHECK_MSG(false, "%s: all-zero inputs: status %d (%s)", preset_recipe_at((size_t)id)->name, out.status,
                 out.reason);
     }
     precis_case_output_free(&out);
@@ -108,10 +109,10 @@ static void test_zero_rows_and_columns(void) {
   for (int v = 0; v < 2; v++) {
     test_case t;
     make_case(&t, 4, 5, 24, 2, zero_row_a, bs[v]);
-    for (int id = 0; id < PRECIS_RECIPE_COUNT; id++) {
+    for (int id = 0; id < PRESET_COUNT; id++) {
       precis_case_output out;
-      const char *name = precis_recipe_get((precis_recipe_id)id)->name;
-      if (run_recipe(&t, (precis_recipe_id)id, &out) != PRECIS_ROW_OK) {
+      const char *name = preset_recipe_at((size_t)id)->name;
+      if (run_recipe(&t, preset_recipe_at((size_t)id), &out) != PRECIS_ROW_OK) {
         CHECK_MSG(false, "%s: status %d (%s)", name, out.status, out.reason);
         precis_case_output_free(&out);
         continue;
@@ -139,10 +140,10 @@ static void test_subnormal_only(void) {
   make_case(&t, 3, 4, 32, 1, subnormal_a, subnormal_b);
   for (size_t i = 0; i < 3 * 32; i++) CHECK(fpclassify(t.data.a[i]) == FP_SUBNORMAL);
   for (size_t i = 0; i < 32 * 4; i++) CHECK(fpclassify(t.data.b[i]) == FP_SUBNORMAL);
-  for (int id = 0; id < PRECIS_RECIPE_COUNT; id++) {
+  for (int id = 0; id < PRESET_COUNT; id++) {
     precis_case_output out;
-    const char *name = precis_recipe_get((precis_recipe_id)id)->name;
-    if (run_recipe(&t, (precis_recipe_id)id, &out) != PRECIS_ROW_OK) {
+    const char *name = preset_recipe_at((size_t)id)->name;
+    if (run_recipe(&t, preset_recipe_at((size_t)id), &out) != PRECIS_ROW_OK) {
       CHECK_MSG(false, "%s: subnormal inputs: status %d (%s)", name, out.status, out.reason);
       precis_case_output_free(&out);
       continue;
@@ -163,11 +164,11 @@ static void test_fp16_overflow(void) {
   /* 300 * 300 * 2 = 180000 > 65504: f16 output is inf. */
   test_case t;
   make_case(&t, 2, 2, 2, 1, big_a, big_b);
-  precis_recipe_id ids[2] = {PRECIS_RECIPE_FP16, PRECIS_RECIPE_FP16ACC16};
+  const char *names[2] = {"fp16", "fp16acc16"};
   for (int r = 0; r < 2; r++) {
     precis_case_output out;
-    const precis_recipe *recipe = precis_recipe_get(ids[r]);
-    CHECK(run_recipe(&t, ids[r], &out) == PRECIS_ROW_OK);
+    const precis_recipe *recipe = preset_recipe(names[r]);
+    CHECK(run_recipe(&t, recipe, &out) == PRECIS_ROW_OK);
     if (out.c) {
       precis_sample_metrics sm;
       precis_metrics_sample(out.c, t.data.c_ref, t.data.ab_abs, 4, &sm);
@@ -175,7 +176,7 @@ static void test_fp16_overflow(void) {
       precis_metric_value worst[PRECIS_METRIC_COUNT];
       precis_metrics_aggregate(&sm, 1, worst);
       precis_criteria gate;
-      precis_default_criteria(recipe, t.info.k, &gate);
+      precis_default_criteria(&recipe->spec, t.info.k, &gate);
       size_t failed = 0;
       double margin = 0;
       CHECK_MSG(!precis_criteria_check(&gate, worst, &failed, &margin), "%s: the default gate passed an inf output",
@@ -191,18 +192,18 @@ static void test_int8_long_reduction(void) {
   test_case t;
   make_case(&t, 1, 1, 133143, 1, one_a, one_b);
   precis_case_output out;
-  CHECK(run_recipe(&t, PRECIS_RECIPE_INT8, &out) == PRECIS_ROW_OK);
+  CHECK(run_recipe(&t, preset_recipe("int8"), &out) == PRECIS_ROW_OK);
   if (out.c) CHECK_MSG(fabs((double)out.c[0] - 133143.0) <= 133143.0 * 1e-6, "int8 at k=133143: c = %.9g, expected 133143", out.c[0]);
   precis_case_output_free(&out);
   free_case(&t);
 
   make_case(&t, 1, 2, 140000, 1, one_a, one_b);
-  CHECK(run_recipe(&t, PRECIS_RECIPE_INT8, &out) == PRECIS_ROW_UNSUPPORTED);
+  CHECK(run_recipe(&t, preset_recipe("int8"), &out) == PRECIS_ROW_UNSUPPORTED);
   CHECK_MSG(strstr(out.reason, "int32") && strstr(out.reason, "140000"), "reason: %s", out.reason);
   CHECK(out.c == NULL);
   precis_case_output_free(&out);
   /* The float recipes have no such limit. */
-  CHECK(run_recipe(&t, PRECIS_RECIPE_FP32, &out) == PRECIS_ROW_OK);
+  CHECK(run_recipe(&t, preset_recipe("fp32"), &out) == PRECIS_ROW_OK);
   if (out.c) CHECK_NEAR((double)out.c[0], 140000.0, 1.0);
   precis_case_output_free(&out);
   free_case(&t);

@@ -219,7 +219,36 @@ TEST(no_criteria_is_not_a_pass) {
   precis_report_free(&r);
 }
 
-RUN_TESTS(T(known_winner_with_evidence), T(dominated_recipe_is_off_the_frontier), T(none_passes_names_closest_miss),
+/* The speed-up is against the baseline preset's spec, whatever the row's name; a row named fp32
+ * whose spec is something else is no baseline. */
+TEST(baseline_is_found_by_spec) {
+  precis_report r;
+  fixture_report(&r);
+  const char *fp32 = "a=fp32,b=fp32,acc=fp32,out=fp32,scale=dynamic,smooth=none,split=none";
+  fixture_row(&r, "square", "my-reference", 1e-7, 4.0, 800000, 1e-2);
+  fixture_row(&r, "square", "bf16", 3e-3, 2.0, 400000, 1e-2);
+  precis_row *base = fixture_find(&r, "square", "my-reference"); /* after every add: rows may move */
+  base->spec = precis_strdup(fp32);
+  fixture_find(&r, "square", "bf16")->spec =
+      precis_strdup("a=bf16,b=bf16,acc=fp32,out=bf16,scale=dynamic,smooth=none,split=none");
+  precis_recommendation rec;
+  precis_recommend_options opt = {.objective = PRECIS_OBJECTIVE_LATENCY};
+  CHECK_OK(precis_recommend(&r, &opt, &rec));
+  const precis_recipe_outcome *o = outcome(&rec, "bf16");
+  CHECK_NEAR(o ? o->speedup_vs_fp32 : 0, 2.0, 1e-12);
+  precis_recommendation_free(&rec);
+  free(base->spec);
+  base->spec = precis_strdup("a=tf32,b=tf32,acc=fp32,out=fp32,scale=dynamic,smooth=none,split=none");
+  free(base->recipe);
+  base->recipe = precis_strdup("fp32"); /* the name alone does not make a baseline */
+  CHECK_OK(precis_recommend(&r, &opt, &rec));
+  o = outcome(&rec, "bf16");
+  CHECK(o && isnan(o->speedup_vs_fp32));
+  precis_recommendation_free(&rec);
+  precis_report_free(&r);
+}
+
+RUN_TESTS(T(known_winner_with_evidence), T(baseline_is_found_by_spec), T(dominated_recipe_is_off_the_frontier), T(none_passes_names_closest_miss),
           T(lower_bound_criteria_margin), T(require_overrides_recorded_criteria),
           T(ties_go_to_lower_error_then_recipe_table), T(failed_row_fails_its_recipe),
           T(memory_objective_and_per_workload), T(no_criteria_is_not_a_pass))

@@ -7,6 +7,7 @@
 #include "escape.h"
 #include "fileio.h"
 #include "harness.h"
+#include "recipe.h"
 #include "report.h"
 
 static const char *const hostile_name = "<img src=x onerror=alert(1)>";
@@ -28,6 +29,7 @@ static void add_row(precis_report *r, const char *workload, const char *descript
   row.workload = precis_strdup(workload);
   row.description = precis_strdup(description);
   row.recipe = precis_strdup(recipe);
+  row.spec = precis_strdup(precis_recipe_name_spec(recipe));
   row.recipe_description = precis_strdup("A,B \"quoted\", with comma; compute 32F");
   row.m = 64, row.n = 48, row.k = 1024, row.batch = 3;
   row.status = status;
@@ -177,6 +179,26 @@ TEST(journal_line_round_trip) {
   CHECK(precis_row_from_json_line("{\"workload\": \"x\"}", &bad) == PRECIS_E_INPUT);
   CHECK(strstr(precis_last_error(), "recipe") != NULL);
   precis_report_free(&report);
+}
+
+/* Rows from before specs get their preset's spec; a spec is read in canonical form; a bad one is
+ * refused with the row's path. */
+TEST(reader_maps_rows_to_canonical_specs) {
+  precis_row row;
+  CHECK_OK(precis_row_from_json_line("{\"workload\": \"w\", \"recipe\": \"int8\", \"status\": \"ok\"}", &row));
+  CHECK_STR(row.spec, "a=s8@row:sym,b=s8@col:sym,acc=s32,out=fp32,scale=dynamic,smooth=none,split=none");
+  precis_row_free(&row);
+  CHECK_OK(precis_row_from_json_line("{\"workload\": \"w\", \"recipe\": \"mine\", \"status\": \"ok\"}", &row));
+  CHECK(row.spec == NULL); /* an unknown name without a spec pairs by name only */
+  precis_row_free(&row);
+  CHECK_OK(precis_row_from_json_line("{\"workload\": \"w\", \"recipe\": \"mine\", \"spec\": \"a=bf16,out=bf16\", "
+                                     "\"status\": \"ok\"}",
+                                     &row));
+  CHECK_STR(row.spec, "a=bf16,b=bf16,acc=fp32,out=bf16,scale=dynamic,smooth=none,split=none");
+  precis_row_free(&row);
+  CHECK(precis_row_from_json_line("{\"workload\": \"w\", \"recipe\": \"x\", \"spec\": \"a=fp12\", \"status\": \"ok\"}",
+                                  &row) == PRECIS_E_INPUT);
+  CHECK_MSG(strstr(precis_last_error(), "spec") && strstr(precis_last_error(), "fp12"), "%s", precis_last_error());
 }
 
 static precis_status write_and_read(const char *text, precis_report *out, char **path_out) {
@@ -354,5 +376,5 @@ TEST(non_finite_figures_are_printed) {
   precis_report_free(&report);
 }
 
-RUN_TESTS(T(render_report_from_environment), T(non_finite_figures_are_printed), T(json_round_trip_is_exact), T(journal_line_round_trip), T(reader_names_file_and_key),
+RUN_TESTS(T(render_report_from_environment), T(non_finite_figures_are_printed), T(json_round_trip_is_exact), T(journal_line_round_trip), T(reader_maps_rows_to_canonical_specs), T(reader_names_file_and_key),
           T(hostile_strings_are_escaped_everywhere), T(incomplete_report_says_so), T(escapers))

@@ -1,5 +1,6 @@
 #include "cli.h"
 
+#include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -188,4 +189,85 @@ bool precis_cli_measure_options_check(const char *command, const precis_case_opt
   if (o->max_samples >= o->min_samples) return true;
   fprintf(stderr, "precis %s: --max-samples must be at least --min-samples\n", command);
   return false;
+}
+
+bool precis_cli_parse_recipes(const char *command, const char *text, bool skip_duplicates, precis_recipe_list *list) {
+  precis_recipe_list parsed;
+  precis_status st = precis_recipe_list_parse(text, &parsed);
+  for (size_t i = 0; st == PRECIS_OK && i < parsed.count; i++) {
+    bool dup = false;
+    for (size_t j = 0; skip_duplicates && j < list->count; j++)
+      dup = dup || strcmp(list->items[j].canonical, parsed.items[i].canonical) == 0;
+    if (!dup) st = precis_recipe_list_add(list, &parsed.items[i]);
+  }
+  precis_recipe_list_free(&parsed);
+  if (st != PRECIS_OK) precis_cli_report_error(command, st);
+  return st == PRECIS_OK;
+}
+
+void precis_cli_apply_act_scale(const precis_case_options *o, precis_recipe_list *list) {
+  static const precis_scale_method methods[] = {
+      [PRECIS_ACT_SCALE_ROW] = PRECIS_SCALE_DYNAMIC, [PRECIS_ACT_SCALE_ABSMAX] = PRECIS_SCALE_ABSMAX,
+      [PRECIS_ACT_SCALE_PERCENTILE] = PRECIS_SCALE_PERCENTILE, [PRECIS_ACT_SCALE_MSE] = PRECIS_SCALE_MSE};
+  for (size_t i = 0; i < list->count; i++)
+    precis_recipe_set_static_act_scale(&list->items[i], methods[o->int8_act_scale], o->percentile);
+}
+
+bool precis_cli_parse_cc(const char *command, const char *text, int *major, int *minor) {
+  const char *p = strncmp(text, "sm_", 3) == 0 ? text + 3 : text;
+  char *end = NULL;
+  long v = strtol(p, &end, 10);
+  bool ok = end != p && v >= 0;
+  if (ok && *end == '.') { /* 9.0 */
+    char *end2 = NULL;
+    long mi = strtol(end + 1, &end2, 10);
+    ok = end2 == end + 2 && *end2 == '\0' && mi >= 0 && v >= 1 && v <= 99;
+    *major = (int)v, *minor = (int)mi;
+  } else if (ok) { /* 90 */
+    ok = *end == '\0' && v >= 10 && v <= 999;
+    *major = (int)(v / 10), *minor = (int)(v % 10);
+  }
+  if (!ok) fprintf(stderr, "precis %s: --cc: expected a compute capability such as 90, 8.9 or sm_80, got \"%s\"\n", command, text);
+  return ok;
+}
+
+int precis_cli_parse_plan_args(const char *command, int argc, char **argv, bool workloads_ok, void (*usage)(FILE *),
+                               precis_cli_plan_args *args) {
+  enum { OPT_RECIPES = 256, OPT_WORKLOADS, OPT_CC, OPT_JSON };
+  static const struct option long_options[] = {{"help", no_argument, NULL, 'h'},
+                                               {"recipes", required_argument, NULL, OPT_RECIPES},
+                                               {"workloads", required_argument, NULL, OPT_WORKLOADS},
+                                               {"cc", required_argument, NULL, OPT_CC},
+                                               {"json", no_argument, NULL, OPT_JSON},
+                                               {NULL, 0, NULL, 0}};
+  memset(args, 0, sizeof *args);
+  args->cc_major = 9;
+  const char *recipes = "all";
+  optind = 1;
+  opterr = 0;
+  int opt;
+  while ((opt = getopt_long(argc, argv, ":h", long_options, NULL)) != -1) {
+    switch (opt) {
+    case 'h': usage(stdout); return 0;
+    case OPT_RECIPES: recipes = optarg; break;
+    case OPT_WORKLOADS:
+      if (!workloads_ok) {
+        fprintf(stderr, "precis %s: unknown option \"--workloads\" (see precis %s --help)\n", command, command);
+        return 2;
+      }
+      args->workloads = optarg;
+      break;
+    case OPT_CC:
+      if (!precis_cli_parse_cc(command, optarg, &args->cc_major, &args->cc_minor)) return 2;
+      break;
+    case OPT_JSON: args->json = true; break;
+    case ':': fprintf(stderr, "precis %s: %s needs a value\n", command, argv[optind - 1]); return 2;
+    default: goto unknown;
+    }
+  }
+  args->first_operand = optind;
+  return precis_cli_parse_recipes(command, recipes, false, &args->recipes) ? -1 : 2;
+unknown:
+  fprintf(stderr, "precis %s: unknown option \"%s\" (see precis %s --help)\n", command, argv[optind - 1], command);
+  return 2;
 }

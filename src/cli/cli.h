@@ -9,6 +9,7 @@
 
 #include "backend.h"
 #include "criteria.h"
+#include "recipe.h"
 #include "status.h"
 
 int precis_cmd_info(int argc, char **argv);
@@ -19,6 +20,8 @@ int precis_cmd_run(int argc, char **argv);
 int precis_cmd_recommend(int argc, char **argv);
 int precis_cmd_compare(int argc, char **argv);
 int precis_cmd_accept(int argc, char **argv);
+int precis_cmd_recipes(int argc, char **argv);
+int precis_cmd_explain(int argc, char **argv);
 
 /* Prints "precis <command>: <message>" (the last error) to stderr and returns the exit code. */
 int precis_cli_report_error(const char *command, precis_status status);
@@ -89,6 +92,35 @@ int precis_cli_open_backend(const char *command, const char *name, const precis_
 
 /* "precis ARGS..." for the environment block (malloc'ed). */
 char *precis_cli_command_line(int argc, char **argv);
+
+/* The --recipes help text every command shows (one place for the syntax). */
+#define PRECIS_CLI_RECIPES_HELP                                                                                  \
+  "comma-separated presets and specs (default all): fp32,tf32,fp16,fp16acc16,bf16,\n"                         \
+  "                        int8,fp8, all, or fields a=FMT[@GRAN],b=...,acc=,out=,scale=,smooth=,split=; the\n" \
+  "                        fields of one spec run until the next preset name (`precis recipes` lists them)\n"
+
+/* Parses a --recipes list (presets and specs, recipe.h) into *list, appending to what it holds and
+ * skipping recipes already there when skip_duplicates (accept's repeatable --recipe), else
+ * refusing them. Reports the error and returns false. */
+bool precis_cli_parse_recipes(const char *command, const char *text, bool skip_duplicates, precis_recipe_list *list);
+/* The options of the planning commands (recipes, explain): --recipes LIST (default all), --cc CC
+ * (default 90), --json, and --workloads LIST where `workloads_ok`. */
+typedef struct precis_cli_plan_args {
+  precis_recipe_list recipes;
+  int cc_major, cc_minor;
+  bool json;
+  const char *workloads; /* NULL: all */
+  int first_operand;     /* argv index of the first non-option argument */
+} precis_cli_plan_args;
+/* Returns -1 when parsed (free args->recipes), else the exit code (0 after --help, 2 on an error
+ * it has reported). */
+int precis_cli_parse_plan_args(const char *command, int argc, char **argv, bool workloads_ok, void (*usage)(FILE *),
+                               precis_cli_plan_args *args);
+
+/* --cc: a compute capability as 90, 9.0 or sm_90 (major 1..99, minor 0..9). Reports the error. */
+bool precis_cli_parse_cc(const char *command, const char *text, int *major, int *minor);
+/* Writes --int8-act-scale into the specs it concerns (precis_recipe_set_static_act_scale). */
+void precis_cli_apply_act_scale(const precis_case_options *options, precis_recipe_list *list);
 
 /* A number in [lo, hi]; prints "precis COMMAND: OPT: expected ..." and returns false otherwise. */
 bool precis_cli_parse_number(const char *command, const char *opt, const char *text, double lo, double hi, double *out);

@@ -28,7 +28,8 @@ static void usage(FILE *out) {
           "the accuracy criteria. Without DATASET.h5 it uses the built-in default dataset.\n\n"
           "options:\n"
           "  --workload NAME        the workload to accept (default: the dataset's largest, by m*n*k*batch)\n"
-          "  --recipe R             recipe to accept, repeatable or a comma list (default fp32); each is judged\n"
+          "  --recipe R             recipe to accept, repeatable or a comma list of presets and specs as for\n"
+          "                         precis run --recipes (default fp32); each is judged\n"
           "  --max-batch B          sweep batch sizes 1, 2, 4, ... up to B (B included; default 4)\n"
           "  --batches LIST         or exactly these batch sizes, e.g. 1,8,32 (a batch B stacks B copies of each\n"
           "                         held-out sample's m rows of a: B*m rows)\n"
@@ -132,6 +133,7 @@ int precis_cmd_accept(int argc, char **argv) {
       {"force", no_argument, 0, OPT_FORCE}, {"quiet", no_argument, 0, OPT_QUIET}, {"help", no_argument, 0, 'h'},
       PRECIS_CLI_MEASURE_OPTIONS, {0, 0, 0, 0}};
   precis_accept_config cfg;
+  precis_recipe_list recipes = {0};
   precis_accept_config_default(&cfg);
   precis_cli_require require = {0};
   const char *workload_arg = NULL, *backend_arg = "auto", *out_dir = NULL;
@@ -164,21 +166,9 @@ int precis_cmd_accept(int argc, char **argv) {
     case 'h': usage(stdout); rc = 0; goto done;
     case 'o': out_dir = optarg; break;
     case OPT_WORKLOAD: workload_arg = optarg; break;
-    case OPT_RECIPE: {
-      precis_recipe_id ids[PRECIS_RECIPE_COUNT];
-      size_t n = 0;
-      precis_status st = precis_recipe_parse_list(optarg, ids, &n);
-      if (st != PRECIS_OK) {
-        rc = precis_cli_report_error("accept", st);
-        goto done;
-      }
-      for (size_t i = 0; i < n; i++) {
-        bool dup = false;
-        for (size_t j = 0; j < cfg.n_recipes; j++) dup = dup || cfg.recipes[j] == ids[i];
-        if (!dup) cfg.recipes[cfg.n_recipes++] = ids[i];
-      }
+    case OPT_RECIPE:
+      if (!precis_cli_parse_recipes("accept", optarg, true, &recipes)) goto done;
       break;
-    }
     case OPT_MAX_BATCH:
       if (!parse_count("--max-batch", optarg, 1, 1 << 20, &max_batch)) goto done;
       max_batch_given = true;
@@ -246,7 +236,11 @@ int precis_cmd_accept(int argc, char **argv) {
     goto done;
   }
   if (!precis_cli_backend_name_ok("accept", backend_arg)) goto done;
-  if (cfg.n_recipes == 0) cfg.recipes[cfg.n_recipes++] = PRECIS_RECIPE_FP32;
+  if (recipes.count == 0 && !precis_cli_parse_recipes("accept", precis_recipe_preset_baseline()->name, true, &recipes))
+    goto done;
+  precis_cli_apply_act_scale(&cfg.case_options, &recipes);
+  cfg.recipes = recipes.items;
+  cfg.n_recipes = recipes.count;
   if (!batches_given) doubling_up_to(max_batch, cfg.batches, &cfg.n_batches);
   if (!concurrency_given) {
     doubling_up_to(max_concurrency, list, &n_list);
@@ -391,6 +385,7 @@ done:
   precis_output_lock_release(&dir_lock);
   if (created_dir) rmdir(out_dir); /* only when nothing was written into it */
   if (backend) backend->close(backend_ctx);
+  precis_recipe_list_free(&recipes);
   precis_accept_result_free(&result);
   precis_workload_data_free(&data);
   if (ds) precis_dataset_close(ds);

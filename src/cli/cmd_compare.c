@@ -13,7 +13,7 @@ static const char usage_text[] =
     "usage: precis compare BASE.json NEW.json [--error-factor F] [--time-threshold PCT]\n"
     "                      [--memory-threshold PCT] [--json FILE] [--markdown FILE] [--force]\n"
     "\n"
-    "Pairs rows by (workload, recipe) and reports regressions as Markdown on stdout.\n"
+    "Pairs rows by (workload, canonical recipe spec) and reports regressions as Markdown on stdout.\n"
     "\n"
     "  --error-factor F       accuracy regression when an error metric's worst value grows more than F times\n"
     "                         (default 2; sqnr_db: a drop of more than 20*log10(F) dB)\n"

@@ -58,8 +58,8 @@ static int print_json(const precis_kv_list *host, const precis_cuda_inventory *i
     cJSON_AddNumberToObject(o, "memory_free_bytes", (double)dev->mem_free_bytes);
     cJSON_AddNumberToObject(o, "l2_bytes", (double)dev->l2_bytes);
     cJSON *recs = cJSON_AddObjectToObject(o, "recipes");
-    for (int r = 0; r < PRECIS_RECIPE_COUNT; r++) {
-      cJSON *ro = cJSON_AddObjectToObject(recs, precis_recipe_get((precis_recipe_id)r)->name);
+    for (size_t r = 0; r < precis_recipe_preset_count(); r++) {
+      cJSON *ro = cJSON_AddObjectToObject(recs, precis_recipe_preset_at(r)->name);
       cJSON_AddBoolToObject(ro, "supported", dev->recipe_supported[r]);
       if (dev->recipe_supported[r]) cJSON_AddNullToObject(ro, "reason");
       else cJSON_AddStringToObject(ro, "reason", dev->recipe_reason[r]);
@@ -69,8 +69,8 @@ static int print_json(const precis_kv_list *host, const precis_cuda_inventory *i
   cJSON *cpu = cJSON_AddObjectToObject(root, "cpu_backend");
   cJSON_AddStringToObject(cpu, "label", "cpu-emulation");
   cJSON *recs = cJSON_AddArrayToObject(cpu, "recipes");
-  for (int r = 0; r < PRECIS_RECIPE_COUNT; r++)
-    cJSON_AddItemToArray(recs, cJSON_CreateString(precis_recipe_get((precis_recipe_id)r)->name));
+  for (size_t r = 0; r < precis_recipe_preset_count(); r++)
+    cJSON_AddItemToArray(recs, cJSON_CreateString(precis_recipe_preset_at(r)->name));
   cJSON_AddStringToObject(root, "default_backend", inv->device_count > 0 ? "cuda" : "cpu");
   char *text = cJSON_Print(root);
   int rc = 0;
@@ -105,8 +105,8 @@ static int print_text(const precis_kv_list *host, const precis_cuda_inventory *i
     printf("device %d       %s, sm_%d%d, %d SMs, %.1f GiB (%.1f GiB free), L2 %.0f MiB\n", dev->index, dev->name,
            dev->cc_major, dev->cc_minor, dev->sm_count, dev->mem_total_bytes / 1073741824.0,
            dev->mem_free_bytes / 1073741824.0, dev->l2_bytes / 1048576.0);
-    for (int r = 0; r < PRECIS_RECIPE_COUNT; r++)
-      printf("  %-10s %s%s%s\n", precis_recipe_get((precis_recipe_id)r)->name, dev->recipe_supported[r] ? "yes" : "no",
+    for (size_t r = 0; r < precis_recipe_preset_count(); r++)
+      printf("  %-10s %s%s%s\n", precis_recipe_preset_at(r)->name, dev->recipe_supported[r] ? "yes" : "no",
              dev->recipe_supported[r] ? "" : ": ", dev->recipe_supported[r] ? "" : dev->recipe_reason[r]);
   }
   printf("backend        cuda (device 0)\n");
@@ -127,10 +127,10 @@ static void refine_with_backend(precis_cuda_inventory *inv) {
     return;
   }
   precis_device_info *dev = &inv->devices[0];
-  for (int r = 0; r < PRECIS_RECIPE_COUNT; r++) {
-    if (!dev->recipe_supported[r]) continue;
-    dev->recipe_supported[r] =
-        cuda->supports(ctx, precis_recipe_get((precis_recipe_id)r), dev->recipe_reason[r], sizeof dev->recipe_reason[r]);
+  for (size_t r = 0; r < precis_recipe_preset_count(); r++) {
+    precis_recipe preset;
+    if (!dev->recipe_supported[r] || precis_recipe_from_preset(precis_recipe_preset_at(r), &preset) != PRECIS_OK) continue;
+    dev->recipe_supported[r] = cuda->supports(ctx, &preset.spec, dev->recipe_reason[r], sizeof dev->recipe_reason[r]);
   }
   cuda->close(ctx);
 }

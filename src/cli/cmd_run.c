@@ -24,7 +24,7 @@ static void usage(FILE *out) {
           "writes report.json, report.csv, report.md and report.html. Without FILE.h5 it runs the built-in\n"
           "`default` preset (generated once into a cache directory and reused).\n\n"
           "options:\n"
-          "  --recipes LIST        comma-separated: fp32,tf32,fp16,fp16acc16,bf16,int8,fp8 or all (default all)\n"
+          "  --recipes LIST        " PRECIS_CLI_RECIPES_HELP
           "  --workloads LIST      only these workloads\n"
           "  --backend B           auto (cuda when a device is usable, else cpu), cuda, cpu (default auto)\n"
           "  --require EXPR        accuracy criterion on the worst sample, repeatable: KEY OP NUMBER with KEY one of\n"
@@ -85,6 +85,7 @@ int precis_cmd_run(int argc, char **argv) {
       {"resume", required_argument, 0, OPT_RESUME},
       {"help", no_argument, 0, 'h'}, PRECIS_CLI_MEASURE_OPTIONS, {0, 0, 0, 0}};
   precis_run_config cfg;
+  precis_recipe_list recipes = {0};
   memset(&cfg, 0, sizeof cfg);
   precis_case_options_default(&cfg.case_options);
   precis_cli_require require = {0};
@@ -137,11 +138,11 @@ int precis_cmd_run(int argc, char **argv) {
     goto done;
   }
   if (!precis_cli_backend_name_ok("run", backend_arg)) goto done;
-  precis_status st = precis_recipe_parse_list(recipes_arg, cfg.recipes, &cfg.n_recipes);
-  if (st != PRECIS_OK) {
-    rc = precis_cli_report_error("run", st);
-    goto done;
-  }
+  if (!precis_cli_parse_recipes("run", recipes_arg, false, &recipes)) goto done;
+  precis_cli_apply_act_scale(&cfg.case_options, &recipes);
+  cfg.recipes = recipes.items;
+  cfg.n_recipes = recipes.count;
+  precis_status st = PRECIS_OK;
 
   if (resume_dir) {
     if (out_dir && strcmp(out_dir, resume_dir) != 0) {
@@ -228,7 +229,7 @@ int precis_cmd_run(int argc, char **argv) {
   report.n_recipes = cfg.n_recipes;
   report.recipes = calloc(cfg.n_recipes, sizeof *report.recipes);
   for (size_t i = 0; report.recipes && i < cfg.n_recipes; i++)
-    report.recipes[i] = precis_strdup(precis_recipe_get(cfg.recipes[i])->name);
+    report.recipes[i] = precis_strdup(cfg.recipes[i].name);
   size_t n_require = require.n_texts;
   report.criteria = require.texts;
   report.n_criteria = require.n_texts;
@@ -299,6 +300,7 @@ done:
   precis_output_lock_release(&dir_lock);
   if (created_dir) rmdir(out_dir); /* only when this run wrote nothing into it */
   if (backend) backend->close(backend_ctx);
+  precis_recipe_list_free(&recipes);
   precis_report_free(&report);
   precis_cli_require_free(&require);
   free_list(workloads, n_workloads);

@@ -80,6 +80,7 @@ static void recipe_result_init(precis_accept_recipe_result *rr) {
 
 static void recipe_result_free(precis_accept_recipe_result *rr) {
   free(rr->recipe);
+  free(rr->spec);
   free(rr->recipe_description);
   for (size_t i = 0; i < rr->n_points; i++) precis_accept_point_free(&rr->points[i]);
   free(rr->points);
@@ -359,7 +360,7 @@ struct precis_accept_pool {
 static void run_worker(accept_worker *wk) {
   wk->start_ms = precis_now_ms();
   precis_clear_error();
-  wk->status = wk->cfg->backend->run_case(wk->cfg->backend_ctx, wk->recipe, &wk->in->info, &wk->in->data,
+  wk->status = wk->cfg->backend->run_case(wk->cfg->backend_ctx, &wk->recipe->spec, &wk->in->info, &wk->in->data,
                                           &wk->options, &wk->out);
   if (wk->status != PRECIS_OK)
     snprintf(wk->error, sizeof wk->error, "%s", precis_last_error()[0] ? precis_last_error() : precis_status_str(wk->status));
@@ -617,7 +618,7 @@ precis_status precis_accept_run_point(const precis_accept_config *cfg, precis_ac
 
   /* Memory views. */
   const precis_workload_info *w = &in->info;
-  point->tensor_bytes = precis_recipe_tensor_bytes(recipe, w->m, w->n, w->k, w->batch, w->b_batched);
+  point->tensor_bytes = precis_spec_tensor_bytes(&recipe->spec, w->m, w->n, w->k, w->batch, w->b_batched);
   point->workspace_bytes = workspace_of(cfg, &wk[0].out.details);
   long long tracked = 0;
   long long device_baseline = -1, device_peak = -1, worker_rss = -1;
@@ -915,24 +916,27 @@ precis_status precis_accept_run(const precis_accept_config *cfg, const precis_wo
   if (!result->recipes) return precis_fail(PRECIS_E_NOMEM, "out of memory");
   result->n_recipes = cfg->n_recipes;
 
-  bool runnable[PRECIS_RECIPE_COUNT];
+  bool *runnable = calloc(cfg->n_recipes, sizeof *runnable);
+  if (!runnable) return precis_fail(PRECIS_E_NOMEM, "out of memory");
+  bool static_scales = false;
   for (size_t ri = 0; ri < cfg->n_recipes; ri++) {
     precis_accept_recipe_result *rr = &result->recipes[ri];
     recipe_result_init(rr);
-    const precis_recipe *recipe = precis_recipe_get(cfg->recipes[ri]);
+    const precis_recipe *recipe = &cfg->recipes[ri];
     rr->recipe = precis_strdup(recipe->name);
+    rr->spec = precis_strdup(recipe->canonical);
     rr->recipe_description = precis_strdup(recipe->description);
+    static_scales = static_scales || recipe->spec.scale != PRECIS_SCALE_DYNAMIC;
     if (cfg->require) rr->criteria = *cfg->require;
-    else precis_default_criteria(recipe, w->k, &rr->criteria);
+    else precis_default_criteria(&recipe->spec, w->k, &rr->criteria);
     char reason[512] = "";
-    runnable[ri] = cfg->backend->supports(cfg->backend_ctx, recipe, reason, sizeof reason);
+    runnable[ri] = cfg->backend->supports(cfg->backend_ctx, &recipe->spec, reason, sizeof reason);
     if (!runnable[ri]) {
       rr->verdict = PRECIS_VERDICT_FAIL;
       add_reason(rr, precis_asprintf("unsupported on the %s backend: %s", cfg->backend->name, reason));
     }
   }
 
-  bool static_scales = cfg->case_options.int8_act_scale != PRECIS_ACT_SCALE_ROW;
   precis_accept_input in;
   memset(&in, 0, sizeof in);
   precis_accept_pool *pool = NULL;
@@ -946,7 +950,7 @@ precis_status precis_accept_run(const precis_accept_config *cfg, const precis_wo
       bool accept_point = last_batch && ci + 1 == cfg->n_concurrency;
       for (size_t ri = 0; ri < cfg->n_recipes && !precis_interrupt_signal; ri++) {
         if (!runnable[ri]) continue;
-        st = measure(cfg, pool, precis_recipe_get(cfg->recipes[ri]), &in, cfg->concurrency[ci], 0, accept_point, w, d,
+        st = measure(cfg, pool, &cfg->recipes[ri], &in, cfg->concurrency[ci], 0, accept_point, w, d,
                      &result->recipes[ri]);
         if (st != PRECIS_OK) goto done;
       }
@@ -956,7 +960,7 @@ precis_status precis_accept_run(const precis_accept_config *cfg, const precis_wo
     for (size_t ri = 0; last_batch && ri < cfg->n_recipes && !precis_interrupt_signal; ri++)
       for (int rep = 1; rep < cfg->repeats && !precis_interrupt_signal; rep++) {
         if (!runnable[ri]) continue;
-        st = measure(cfg, pool, precis_recipe_get(cfg->recipes[ri]), &in, cfg->concurrency[cfg->n_concurrency - 1], rep,
+        st = measure(cfg, pool, &cfg->recipes[ri], &in, cfg->concurrency[cfg->n_concurrency - 1], rep,
                      false, w, d, &result->recipes[ri]);
         if (st != PRECIS_OK) goto done;
       }
@@ -975,6 +979,7 @@ precis_status precis_accept_run(const precis_accept_config *cfg, const precis_wo
   result->verdict = all_pass ? PRECIS_VERDICT_PASS : PRECIS_VERDICT_FAIL;
 
 done:
+  free(runnable);
   precis_accept_pool_destroy(pool);
   precis_accept_input_free(&in);
   return st;

@@ -37,7 +37,7 @@ typedef struct precis_accept_config {
   const precis_backend *backend;
   void *backend_ctx;
   precis_case_options case_options; /* timing of every point */
-  precis_recipe_id recipes[PRECIS_RECIPE_COUNT];
+  const precis_recipe *recipes;
   size_t n_recipes;
   long long batches[PRECIS_ACCEPT_MAX_SWEEP]; /* row factors, strictly ascending, >= 1 */
   size_t n_batches;
@@ -75,7 +75,7 @@ typedef struct precis_accept_point {
   double wall_ms;     /* from the first worker's start to the last worker's end */
   double overlap;     /* fraction of wall_ms during which every worker was running */
   /* Memory budget: predicted = baseline + workers * (tensor + workspace). */
-  long long tensor_bytes;     /* per worker, precis_recipe_tensor_bytes at this shape */
+  long long tensor_bytes;     /* per worker, precis_spec_tensor_bytes at this shape */
   long long workspace_bytes;  /* per worker */
   long long baseline_bytes;   /* cpu: resident set before the point; cuda: device_baseline */
   long long predicted_tracked_bytes;
@@ -93,6 +93,7 @@ typedef struct precis_accept_point {
 
 typedef struct precis_accept_recipe_result {
   char *recipe;
+  char *spec; /* canonical */
   char *recipe_description;
   precis_accept_point *points; /* the sweep (batch-major, then workers), then the repeats */
   size_t n_points, cap_points;

@@ -10,9 +10,12 @@
 #include "dataset.h"
 #include "quant.h"
 #include "recipe.h"
+#include "spec.h"
 #include "results.h"
 #include "status.h"
 
+/* The --int8-act-scale option; precis_recipe_set_static_act_scale writes it into the specs, which
+ * are what the backends read. */
 typedef enum precis_act_scale {
   PRECIS_ACT_SCALE_ROW,        /* dynamic, per row of the evaluated input (default) */
   PRECIS_ACT_SCALE_ABSMAX,     /* static per tensor from the calibration split */
@@ -65,11 +68,12 @@ typedef struct precis_backend {
   void (*close)(void *ctx);
   /* Adds the backend's part of the environment block (device, versions, clocks, ...). */
   void (*environment)(void *ctx, precis_kv_list *env);
-  /* false with a reason when this recipe cannot run here (row status `unsupported`). */
-  bool (*supports)(void *ctx, const precis_recipe *recipe, char *reason, size_t reason_len);
+  /* false with a reason when this spec cannot run here (row status `unsupported`). A backend
+   * decides from the spec's fields, never from a recipe's name. */
+  bool (*supports)(void *ctx, const precis_spec *spec, char *reason, size_t reason_len);
   /* Runs one case. A returned error status means the backend itself broke; anything that concerns
    * only this case is reported through out->status and out->reason with PRECIS_OK. */
-  precis_status (*run_case)(void *ctx, const precis_recipe *recipe, const precis_workload_info *workload,
+  precis_status (*run_case)(void *ctx, const precis_spec *spec, const precis_workload_info *workload,
                             const precis_workload_data *data, const precis_case_options *options,
                             precis_case_output *out);
   /* Optional (NULL: run_case needs no per-worker state). The state of worker `index` for callers

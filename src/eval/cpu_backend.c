@@ -1,5 +1,7 @@
-/* The cpu backend: emulates every recipe of DESIGN §3 so that the whole pipeline runs without a
- * GPU. Inputs are rounded exactly as the GPU path rounds them (src/numerics/format.c, src/numerics/quant.c); products
+/* The cpu backend: emulates recipe specs (DESIGN §11) so that the whole pipeline runs without a
+ * GPU. The path follows from the spec's fields (cpu_route): integer operands take the exact integer
+ * GEMM, fp16 accumulation the rounding loop, every other float spec sgemm on the rounded or
+ * decoded operands. A spec whose parts are not implemented here yet is a row `unsupported`. Inputs are rounded exactly as the GPU path rounds them (src/numerics/format.c, src/numerics/quant.c); products
  * and sums are FP32 (OpenBLAS sgemm on the rounded inputs); int8 is exact integer arithmetic (dgemm
  * on integer-valued doubles: |acc| <= 127^2 k < 2^53); fp16acc16 rounds every partial sum to fp16.
  * Float recipes are an approximation of the GPU (tensor cores align and truncate inside a block
@@ -20,8 +22,16 @@
 /* 127 * 127 * k must stay below 2^31 for the int32 accumulators the GPU path uses. */
 #define INT8_MAX_K 133143LL
 
+/* How a spec runs here. */
+typedef enum cpu_gemm {
+  CPU_GEMM_SGEMM,     /* float operands (rounded, or decoded and scaled), fp32 products and sums */
+  CPU_GEMM_F16_ACC,   /* every partial sum rounded to fp16 */
+  CPU_GEMM_INT_EXACT, /* integer operands: exact integer arithmetic (dgemm on integer values) */
+} cpu_gemm;
+
 typedef struct cpu_case {
-  const precis_recipe *recipe;
+  const precis_spec *spec;
+  cpu_gemm gemm;
   const precis_workload_info *w;
   const precis_workload_data *d;
   const precis_case_options *o;
@@ -31,7 +41,7 @@ typedef struct cpu_case {
   double *a_int, *b_int;    /* int8 inputs as integer-valued doubles */
   double *acc_int;          /* int8 accumulators */
   float *a_scales, *b_scales; /* int8: per row of A (batch*m), per column of B (b_matrices*n) */
-  float fp8_scale_a, fp8_scale_b;
+  float tensor_scale_a, tensor_scale_b; /* scaled float operands: per-tensor scales (1 when unscaled) */
   size_t clipped;
   float *c;                 /* output, float32 */
   char reason[512];
@@ -111,15 +121,15 @@ static void run_gemm(cpu_case *cc, double *f16_acc_row) {
   size_t rows = w->b_batched ? m : m * batch;
   for (size_t g = 0; g < groups; g++) {
     size_t a_off = g * rows * k, c_off = g * rows * n;
-    switch (cc->recipe->id) {
-    case PRECIS_RECIPE_INT8:
+    switch (cc->gemm) {
+    case CPU_GEMM_INT_EXACT:
       cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)n, (int)k, 1.0, cc->a_int + a_off, (int)k,
                   cc->b_int + (w->b_batched ? g * k * n : 0), (int)n, 0.0, cc->acc_int + c_off, (int)n);
       break;
-    case PRECIS_RECIPE_FP16ACC16:
+    case CPU_GEMM_F16_ACC:
       gemm_f16_accumulate(cc->a_in + a_off, b_matrix_f(cc, cc->b_in, g), cc->c + c_off, rows, n, k, f16_acc_row);
       break;
-    default:
+    case CPU_GEMM_SGEMM:
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)n, (int)k, 1.0f, cc->a_in + a_off, (int)k,
                   b_matrix_f(cc, cc->b_in, g), (int)n, 0.0f, cc->c + c_off, (int)n);
       break;
@@ -131,124 +141,143 @@ static void to_integer_doubles(const int8_t *q, double *out, size_t count) {
   for (size_t i = 0; i < count; i++) out[i] = (double)q[i];
 }
 
-/* Converts or quantizes A and B into the recipe's input format (the part timed as convert_ms). */
-static precis_status prepare_inputs(cpu_case *cc, precis_kv_list *details) {
-  const precis_recipe *r = cc->recipe;
+/* The calibration method behind a static scale spec. */
+static precis_calib_method calib_method(precis_scale_method m) {
+  return m == PRECIS_SCALE_ABSMAX ? PRECIS_CALIB_ABSMAX : m == PRECIS_SCALE_PERCENTILE ? PRECIS_CALIB_PERCENTILE
+                                                                                       : PRECIS_CALIB_MSE;
+}
+
+/* A's int8 scales: per row, per tensor from the evaluated A, or per tensor from the calibration
+ * split. Every row gets a scale (the dequantization reads one per row). */
+static precis_status quantize_int8_a(cpu_case *cc, int8_t *a_q, precis_kv_list *details) {
+  const precis_spec *s = cc->spec;
+  const precis_workload_info *w = cc->w;
+  const precis_workload_data *d = cc->d;
+  size_t k = (size_t)w->k;
+  if (s->a.gran == PRECIS_GRAN_ROW) {
+    precis_int8_row_scales(d->a, cc->a_rows, k, cc->a_scales);
+    cc->clipped += precis_int8_quantize_rows(d->a, cc->a_rows, k, cc->a_scales, a_q);
+    precis_kv_set(details, "a_scales", "per row, dynamic (amax/127 of each evaluated row)");
+    return PRECIS_OK;
+  }
+  float amax = 0;
+  char buf[160];
+  if (s->scale == PRECIS_SCALE_DYNAMIC) {
+    amax = precis_absmax(d->a, cc->a_count);
+    snprintf(buf, sizeof buf, "per tensor, dynamic (amax/127 of the evaluated A)");
+  } else {
+    if (!d->calib_a || w->calib_samples <= 0) {
+      cc->status = PRECIS_ROW_FAILED;
+      snprintf(cc->reason, sizeof cc->reason,
+               "static int8 activation scales need the workload's calibration split (calib/a), which it lacks");
+      return PRECIS_E_INPUT;
+    }
+    precis_calib_method method = calib_method(s->scale);
+    precis_status st = precis_calib_amax(d->calib_a, (size_t)(w->calib_samples * w->m * w->k), method, s->percentile,
+                                         &amax);
+    if (st != PRECIS_OK) {
+      cc->status = PRECIS_ROW_FAILED;
+      snprintf(cc->reason, sizeof cc->reason, "calibration failed: %s", precis_last_error());
+      return st;
+    }
+    snprintf(buf, sizeof buf, "per tensor, static from %lld calibration samples (%s)", (long long)w->calib_samples,
+             precis_calib_method_str(method));
+  }
+  float scale = precis_int8_scale_from_amax(amax);
+  for (size_t i = 0; i < cc->a_rows; i++) cc->a_scales[i] = scale;
+  cc->clipped += precis_int8_quantize_tensor(d->a, cc->a_count, scale, a_q);
+  precis_kv_set(details, "a_scales", buf);
+  if (s->scale != PRECIS_SCALE_DYNAMIC) precis_kv_set_number(details, "a_amax_static", amax);
+  return PRECIS_OK;
+}
+
+/* Integer operands: s8 codes as integer-valued doubles, with their scales. */
+static precis_status prepare_int8(cpu_case *cc, precis_kv_list *details) {
   const precis_workload_info *w = cc->w;
   const precis_workload_data *d = cc->d;
   size_t k = (size_t)w->k, n = (size_t)w->n;
   precis_status st = PRECIS_OK;
-  int8_t *a_q = NULL, *b_q = NULL;
-  uint8_t *a_f8 = NULL, *b_f8 = NULL;
-
-  if (r->scaling == PRECIS_SCALING_INT8_SYMMETRIC) {
-    if (w->k > INT8_MAX_K) {
-      cc->status = PRECIS_ROW_UNSUPPORTED;
-      snprintf(cc->reason, sizeof cc->reason,
-               "k=%lld: int32 accumulation could overflow (127*127*k > 2^31-1 for k > %lld); split the reduction",
-               (long long)w->k, INT8_MAX_K);
-      return PRECIS_E_UNSUPPORTED;
-    }
-    a_q = case_alloc(cc, cc->a_count, 1);
-    b_q = case_alloc(cc, cc->b_count, 1);
-    cc->a_scales = case_alloc(cc, cc->a_rows, sizeof(float));
-    cc->b_scales = case_alloc(cc, cc->b_matrices * n, sizeof(float));
-    cc->a_int = case_alloc(cc, cc->a_count, sizeof(double));
-    cc->b_int = case_alloc(cc, cc->b_count, sizeof(double));
-    cc->acc_int = case_alloc(cc, cc->c_count, sizeof(double));
-    if (!a_q || !b_q || !cc->a_scales || !cc->b_scales || !cc->a_int || !cc->b_int || !cc->acc_int) {
-      st = out_of_memory(cc, "the int8 operands", (cc->a_count + cc->b_count) * 9 + cc->c_count * 8);
-      goto done;
-    }
-    if (cc->o->int8_act_scale == PRECIS_ACT_SCALE_ROW) {
-      precis_int8_row_scales(d->a, cc->a_rows, k, cc->a_scales);
-      cc->clipped += precis_int8_quantize_rows(d->a, cc->a_rows, k, cc->a_scales, a_q);
-      precis_kv_set(details, "a_scales", "per row, dynamic (amax/127 of each evaluated row)");
-    } else {
-      if (!d->calib_a || w->calib_samples <= 0) {
-        cc->status = PRECIS_ROW_FAILED;
-        snprintf(cc->reason, sizeof cc->reason,
-                 "static int8 activation scales need the workload's calibration split (calib/a), which it lacks");
-        st = PRECIS_E_INPUT;
-        goto done;
-      }
-      precis_calib_method method = cc->o->int8_act_scale == PRECIS_ACT_SCALE_ABSMAX       ? PRECIS_CALIB_ABSMAX
-                                   : cc->o->int8_act_scale == PRECIS_ACT_SCALE_PERCENTILE ? PRECIS_CALIB_PERCENTILE
-                                                                                          : PRECIS_CALIB_MSE;
-      float amax = 0;
-      st = precis_calib_amax(d->calib_a, (size_t)(w->calib_samples * w->m * w->k), method, cc->o->percentile, &amax);
-      if (st != PRECIS_OK) {
-        cc->status = PRECIS_ROW_FAILED;
-        snprintf(cc->reason, sizeof cc->reason, "calibration failed: %s", precis_last_error());
-        goto done;
-      }
-      float scale = precis_int8_scale_from_amax(amax);
-      for (size_t i = 0; i < cc->a_rows; i++) cc->a_scales[i] = scale;
-      cc->clipped += precis_int8_quantize_tensor(d->a, cc->a_count, scale, a_q);
-      char buf[160];
-      snprintf(buf, sizeof buf, "per tensor, static from %lld calibration samples (%s)", (long long)w->calib_samples,
-               precis_calib_method_str(method));
-      precis_kv_set(details, "a_scales", buf);
-      precis_kv_set_number(details, "a_amax_static", amax);
-    }
-    for (size_t g = 0; g < cc->b_matrices; g++) {
-      const float *b = d->b + g * k * n;
-      precis_int8_col_scales(b, k, n, cc->b_scales + g * n);
-      cc->clipped += precis_int8_quantize_cols(b, k, n, cc->b_scales + g * n, b_q + g * k * n);
-    }
-    precis_kv_set(details, "b_scales", "per column (amax/127)");
-    to_integer_doubles(a_q, cc->a_int, cc->a_count);
-    to_integer_doubles(b_q, cc->b_int, cc->b_count);
+  if (w->k > INT8_MAX_K) {
+    cc->status = PRECIS_ROW_UNSUPPORTED;
+    snprintf(cc->reason, sizeof cc->reason,
+             "k=%lld: int32 accumulation could overflow (127*127*k > 2^31-1 for k > %lld); split the reduction",
+             (long long)w->k, INT8_MAX_K);
+    return PRECIS_E_UNSUPPORTED;
+  }
+  int8_t *a_q = case_alloc(cc, cc->a_count, 1);
+  int8_t *b_q = case_alloc(cc, cc->b_count, 1);
+  cc->a_scales = case_alloc(cc, cc->a_rows, sizeof(float));
+  cc->b_scales = case_alloc(cc, cc->b_matrices * n, sizeof(float));
+  cc->a_int = case_alloc(cc, cc->a_count, sizeof(double));
+  cc->b_int = case_alloc(cc, cc->b_count, sizeof(double));
+  cc->acc_int = case_alloc(cc, cc->c_count, sizeof(double));
+  if (!a_q || !b_q || !cc->a_scales || !cc->b_scales || !cc->a_int || !cc->b_int || !cc->acc_int) {
+    st = out_of_memory(cc, "the int8 operands", (cc->a_count + cc->b_count) * 9 + cc->c_count * 8);
     goto done;
   }
-
-  cc->a_in = case_alloc(cc, cc->a_count, sizeof(float));
-  cc->b_in = case_alloc(cc, cc->b_count, sizeof(float));
-  if (!cc->a_in || !cc->b_in) {
-    st = out_of_memory(cc, "the rounded operands", (cc->a_count + cc->b_count) * sizeof(float));
-    goto done;
+  st = quantize_int8_a(cc, a_q, details);
+  if (st != PRECIS_OK) goto done;
+  for (size_t g = 0; g < cc->b_matrices; g++) {
+    const float *b = d->b + g * k * n;
+    precis_int8_col_scales(b, k, n, cc->b_scales + g * n);
+    cc->clipped += precis_int8_quantize_cols(b, k, n, cc->b_scales + g * n, b_q + g * k * n);
   }
-  if (r->scaling == PRECIS_SCALING_FP8_TENSOR) {
-    a_f8 = case_alloc(cc, cc->a_count, 1);
-    b_f8 = case_alloc(cc, cc->b_count, 1);
-    if (!a_f8 || !b_f8) {
-      st = out_of_memory(cc, "the fp8 operands", cc->a_count + cc->b_count);
-      goto done;
-    }
-    cc->fp8_scale_a = precis_fp8_scale_from_amax(precis_absmax(d->a, cc->a_count));
-    cc->fp8_scale_b = precis_fp8_scale_from_amax(precis_absmax(d->b, cc->b_count));
-    cc->clipped += precis_fp8_quantize_tensor(d->a, cc->a_count, cc->fp8_scale_a, a_f8);
-    cc->clipped += precis_fp8_quantize_tensor(d->b, cc->b_count, cc->fp8_scale_b, b_f8);
-    precis_e4m3_to_f32_array(a_f8, cc->a_in, cc->a_count);
-    precis_e4m3_to_f32_array(b_f8, cc->b_in, cc->b_count);
-    precis_kv_set(details, "a_scales", "per tensor (amax/448 over the whole A)");
-    precis_kv_set(details, "b_scales", "per tensor (amax/448)");
-    precis_kv_set_number(details, "fp8_scale_a", cc->fp8_scale_a);
-    precis_kv_set_number(details, "fp8_scale_b", cc->fp8_scale_b);
-    goto done;
-  }
-  const precis_format *in = precis_format_get(r->input_format);
-  if (in->round_array) {
-    in->round_array(d->a, cc->a_in, cc->a_count);
-    in->round_array(d->b, cc->b_in, cc->b_count);
-  } else {
-    memcpy(cc->a_in, d->a, cc->a_count * sizeof(float));
-    memcpy(cc->b_in, d->b, cc->b_count * sizeof(float));
-  }
+  precis_kv_set(details, "b_scales", "per column (amax/127)");
+  to_integer_doubles(a_q, cc->a_int, cc->a_count);
+  to_integer_doubles(b_q, cc->b_int, cc->b_count);
 done:
   case_free(cc, a_q, cc->a_count, 1);
   case_free(cc, b_q, cc->b_count, 1);
-  case_free(cc, a_f8, cc->a_count, 1);
-  case_free(cc, b_f8, cc->b_count, 1);
   return st;
 }
 
-/* Applies what follows the GEMM: int8 dequantization, fp8 scaling, rounding to the output format. */
+/* One float operand as the GEMM reads it: rounded to its format, or (e4m3 per tensor) quantized
+ * with s = amax/448 and decoded, the scale applied after the GEMM. */
+static precis_status prepare_float(cpu_case *cc, const precis_operand_spec *op, const char *which, const float *x,
+                                   size_t count, float *in, float *scale, precis_kv_list *details) {
+  *scale = 1.0f;
+  if (!precis_operand_is_scaled(op)) {
+    const precis_format *f = precis_format_get(op->fmt);
+    if (f->round_array) f->round_array(x, in, count);
+    else memcpy(in, x, count * sizeof(float));
+    return PRECIS_OK;
+  }
+  uint8_t *q = case_alloc(cc, count, 1);
+  if (!q) return out_of_memory(cc, "the fp8 operands", count);
+  *scale = precis_fp8_scale_from_amax(precis_absmax(x, count));
+  cc->clipped += precis_fp8_quantize_tensor(x, count, *scale, q);
+  precis_e4m3_to_f32_array(q, in, count);
+  case_free(cc, q, count, 1);
+  char key[32];
+  snprintf(key, sizeof key, "%s_scales", which);
+  precis_kv_set(details, key, which[0] == 'a' ? "per tensor (amax/448 over the whole A)" : "per tensor (amax/448)");
+  snprintf(key, sizeof key, "fp8_scale_%s", which);
+  precis_kv_set_number(details, key, *scale);
+  return PRECIS_OK;
+}
+
+/* Converts or quantizes A and B into the spec's operand formats (the part timed as convert_ms). */
+static precis_status prepare_inputs(cpu_case *cc, precis_kv_list *details) {
+  if (cc->gemm == CPU_GEMM_INT_EXACT) return prepare_int8(cc, details);
+  cc->a_in = case_alloc(cc, cc->a_count, sizeof(float));
+  cc->b_in = case_alloc(cc, cc->b_count, sizeof(float));
+  if (!cc->a_in || !cc->b_in)
+    return out_of_memory(cc, "the rounded operands", (cc->a_count + cc->b_count) * sizeof(float));
+  precis_status st = prepare_float(cc, &cc->spec->a, "a", cc->d->a, cc->a_count, cc->a_in, &cc->tensor_scale_a, details);
+  if (st != PRECIS_OK) return st;
+  return prepare_float(cc, &cc->spec->b, "b", cc->d->b, cc->b_count, cc->b_in, &cc->tensor_scale_b, details);
+}
+
+static bool spec_is_scaled(const precis_spec *s) {
+  return precis_operand_is_scaled(&s->a) || precis_operand_is_scaled(&s->b);
+}
+
+/* Applies what follows the GEMM: integer dequantization or per-tensor scales, then rounding to the
+ * output format (an accumulator already in the output format is not rounded again). */
 static bool finish_output(cpu_case *cc) {
   const precis_workload_info *w = cc->w;
   size_t m = (size_t)w->m, n = (size_t)w->n;
-  switch (cc->recipe->scaling) {
-  case PRECIS_SCALING_INT8_SYMMETRIC: {
+  if (cc->gemm == CPU_GEMM_INT_EXACT) {
     /* The accumulators are exact integers below 2^31: convert, then dequantize as the GPU does. */
     int32_t *acc = case_alloc(cc, m * n, sizeof *acc);
     if (!acc) return false;
@@ -259,17 +288,67 @@ static bool finish_output(cpu_case *cc) {
       precis_int8_dequantize(acc, m, n, cc->a_scales + b * m, col_scales, cc->c + b * m * n);
     }
     case_free(cc, acc, m * n, sizeof *acc);
-    return true;
-  }
-  case PRECIS_SCALING_FP8_TENSOR: {
-    float s = cc->fp8_scale_a * cc->fp8_scale_b;
+  } else if (spec_is_scaled(cc->spec)) {
+    float s = cc->tensor_scale_a * cc->tensor_scale_b;
     for (size_t i = 0; i < cc->c_count; i++) cc->c[i] *= s;
-    break;
   }
-  case PRECIS_SCALING_NONE: break;
+  const precis_format *out = precis_format_get(cc->spec->out);
+  if (cc->spec->out != cc->spec->acc && out->round_array) out->round_array(cc->c, cc->c, cc->c_count);
+  return true;
+}
+
+/* Which GEMM runs a spec here, or why none does. Every check names the field it refuses. */
+static bool cpu_route(const precis_spec *s, cpu_gemm *gemm, char *why, size_t len) {
+  const precis_operand_spec *ops[2] = {&s->a, &s->b};
+  char text[48];
+  if (s->split != PRECIS_SPLIT_NONE) {
+    snprintf(why, len, "split=%s: multi-term splitting is not yet implemented on the cpu backend (issue 19)",
+             precis_split_name(s->split));
+    return false;
   }
-  const precis_format *out = precis_format_get(cc->recipe->output_format);
-  if (cc->recipe->id != PRECIS_RECIPE_FP16ACC16 && out->round_array) out->round_array(cc->c, cc->c, cc->c_count);
+  if (precis_spec_smooths(s)) {
+    snprintf(why, len, "smooth: SmoothQuant is not yet implemented on the cpu backend (issue 16)");
+    return false;
+  }
+  for (int i = 0; i < 2; i++) {
+    const precis_operand_spec *op = ops[i];
+    const char *field = i ? "b" : "a";
+    precis_operand_format(op, text, sizeof text);
+    bool int8 = op->fmt == PRECIS_FMT_I8 && op->conv == PRECIS_QCONV_SYM &&
+                (i ? op->gran == PRECIS_GRAN_COL : op->gran == PRECIS_GRAN_ROW || op->gran == PRECIS_GRAN_TENSOR);
+    bool fp8 = op->fmt == PRECIS_FMT_E4M3 && op->gran == PRECIS_GRAN_TENSOR;
+    bool plain = !precis_operand_is_scaled(op) && op->fmt != PRECIS_FMT_F64;
+    if (!int8 && !fp8 && !plain) {
+      snprintf(why, len, "%s=%s: not yet implemented on the cpu backend (issue %d)", field, text,
+               op->fmt == PRECIS_FMT_F64 ? 19 : 16);
+      return false;
+    }
+  }
+  bool a_int = precis_operand_is_integer(&s->a), b_int = precis_operand_is_integer(&s->b);
+  if (a_int != b_int) {
+    snprintf(why, len, "integer and float operands together (weight-only): not yet implemented on the cpu backend "
+                       "(issue 16)");
+    return false;
+  }
+  if (a_int && s->acc != PRECIS_FMT_I32) {
+    snprintf(why, len, "s8 operands with acc=%s: the cpu backend accumulates integers exactly (acc=s32)",
+             precis_format_get(s->acc)->name);
+    return false;
+  }
+  if (s->scale != PRECIS_SCALE_DYNAMIC && !a_int) {
+    snprintf(why, len, "scale=%s with float operands: not yet implemented on the cpu backend (issue 16)",
+             precis_scale_method_name(s->scale));
+    return false;
+  }
+  if (s->acc == PRECIS_FMT_F64) {
+    snprintf(why, len, "acc=fp64: not yet implemented on the cpu backend (issue 19)");
+    return false;
+  }
+  if (s->out == PRECIS_FMT_F64) {
+    snprintf(why, len, "out=fp64: the cpu backend's outputs are float32 (issue 19)");
+    return false;
+  }
+  *gemm = a_int ? CPU_GEMM_INT_EXACT : s->acc == PRECIS_FMT_F16 ? CPU_GEMM_F16_ACC : CPU_GEMM_SGEMM;
   return true;
 }
 
@@ -299,19 +378,21 @@ static void cpu_environment(void *ctx, precis_kv_list *env) {
                 "int8 exact; an approximation of tensor-core summation for float recipes");
 }
 
-static bool cpu_supports(void *ctx, const precis_recipe *recipe, char *reason, size_t len) {
+static bool cpu_supports(void *ctx, const precis_spec *spec, char *reason, size_t len) {
   (void)ctx;
-  (void)recipe;
-  if (reason && len) reason[0] = '\0';
-  return true;
+  cpu_gemm gemm;
+  char why[256] = "";
+  bool ok = cpu_route(spec, &gemm, why, sizeof why);
+  if (reason && len) snprintf(reason, len, "%s", why);
+  return ok;
 }
 
-static precis_status cpu_run_case(void *ctx, const precis_recipe *recipe, const precis_workload_info *w,
+static precis_status cpu_run_case(void *ctx, const precis_spec *spec, const precis_workload_info *w,
                                   const precis_workload_data *d, const precis_case_options *o, precis_case_output *out) {
   (void)ctx;
   cpu_case cc;
   memset(&cc, 0, sizeof cc);
-  cc.recipe = recipe;
+  cc.spec = spec;
   cc.w = w;
   cc.d = d;
   cc.o = o;
@@ -328,12 +409,16 @@ static precis_status cpu_run_case(void *ctx, const precis_recipe *recipe, const 
   precis_status st = PRECIS_OK;
 
   precis_peak_rss_reset();
+  if (!cpu_route(spec, &cc.gemm, cc.reason, sizeof cc.reason)) {
+    cc.status = PRECIS_ROW_UNSUPPORTED;
+    goto done;
+  }
   cc.c = case_alloc(&cc, cc.c_count, sizeof(float));
   if (!cc.c) {
     out_of_memory(&cc, "the output", cc.c_count * sizeof(float));
     goto done;
   }
-  if (recipe->id == PRECIS_RECIPE_FP16ACC16) {
+  if (cc.gemm == CPU_GEMM_F16_ACC) {
     f16_acc_row = case_alloc(&cc, (size_t)w->n, sizeof(double));
     if (!f16_acc_row) {
       out_of_memory(&cc, "the fp16 accumulators", (size_t)w->n * sizeof(double));
@@ -389,18 +474,18 @@ static precis_status cpu_run_case(void *ctx, const precis_recipe *recipe, const 
     goto done;
   }
   double finish_ms = precis_now_ms() - f0;
-  if (recipe->scaling != PRECIS_SCALING_NONE) {
+  if (spec_is_scaled(spec)) {
     out->time.e2e_median_ms = out->time.convert_ms + out->time.median_ms + finish_ms;
     out->clipped_fraction = (double)cc.clipped / (double)(cc.a_count + cc.b_count);
     precis_kv_set(&out->details, "e2e", "cpu: convert_ms + median GEMM + dequantize, each measured once");
   }
   precis_kv_set(&out->details, "emulation",
-                recipe->id == PRECIS_RECIPE_INT8        ? "exact integer GEMM (dgemm on integer values), dequant in f32"
-                : recipe->id == PRECIS_RECIPE_FP16ACC16 ? "every partial sum rounded to fp16, sequential k order"
-                                                        : "rounded inputs, FP32 products and sums (OpenBLAS sgemm)");
+                cc.gemm == CPU_GEMM_INT_EXACT  ? "exact integer GEMM (dgemm on integer values), dequant in f32"
+                : cc.gemm == CPU_GEMM_F16_ACC ? "every partial sum rounded to fp16, sequential k order"
+                                              : "rounded inputs, FP32 products and sums (OpenBLAS sgemm)");
 
 done:
-  out->memory.tensor_bytes = precis_recipe_tensor_bytes(recipe, w->m, w->n, w->k, w->batch, w->b_batched);
+  out->memory.tensor_bytes = precis_spec_tensor_bytes(spec, w->m, w->n, w->k, w->batch, w->b_batched);
   out->memory.tracked_peak_bytes = cc.tracker.peak;
   out->memory.host_peak_rss_bytes = precis_peak_rss_bytes();
   out->status = cc.status;

@@ -7,6 +7,7 @@
 #include <stddef.h>
 
 #include "recipe.h"
+#include "spec.h"
 #include "status.h"
 
 typedef struct precis_device_info {
@@ -16,8 +17,9 @@ typedef struct precis_device_info {
   int sm_count;
   long long mem_total_bytes, mem_free_bytes;
   long long l2_bytes;
-  bool recipe_supported[PRECIS_RECIPE_COUNT];
-  char recipe_reason[PRECIS_RECIPE_COUNT][192]; /* why not, when unsupported */
+  /* Per preset, in table order (precis_preset_at). */
+  bool recipe_supported[PRECIS_RECIPE_PRESET_MAX];
+  char recipe_reason[PRECIS_RECIPE_PRESET_MAX][192]; /* why not, when unsupported */
 } precis_device_info;
 
 typedef struct precis_cuda_inventory {
@@ -33,7 +35,8 @@ typedef struct precis_cuda_inventory {
 
 precis_status precis_cuda_inventory_get(precis_cuda_inventory *out);
 void precis_cuda_inventory_free(precis_cuda_inventory *inv);
-/* Capability rule for one recipe on a compute capability (shared by info and the backend). */
-bool precis_cuda_recipe_supported(const precis_recipe *recipe, int cc_major, int cc_minor, char *reason, size_t len);
+/* Capability rule for one spec on a compute capability (shared by info, recipes, explain and the
+ * backend): a route (gemm_plan.h) and its minimum compute capability. */
+bool precis_cuda_spec_supported(const precis_spec *spec, int cc_major, int cc_minor, char *reason, size_t len);
 
 #endif

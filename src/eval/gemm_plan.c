@@ -78,28 +78,31 @@ static int pow2_alignment(int64_t bytes) {
   return align;
 }
 
-precis_status precis_gemm_plan_make(const precis_recipe *recipe, int64_t m, int64_t n, int64_t k, int64_t batch,
+precis_status precis_gemm_plan_make(const precis_spec *spec, int64_t m, int64_t n, int64_t k, int64_t batch,
                                     bool b_batched, precis_gemm_plan *plan) {
-  return precis_gemm_plan_make_for(recipe, m, n, k, batch, b_batched, 0, plan);
+  return precis_gemm_plan_make_for(spec, m, n, k, batch, b_batched, 0, plan);
 }
 
-precis_status precis_gemm_plan_make_for(const precis_recipe *recipe, int64_t m, int64_t n, int64_t k, int64_t batch,
+precis_status precis_gemm_plan_make_for(const precis_spec *spec, int64_t m, int64_t n, int64_t k, int64_t batch,
                                         bool b_batched, int lt_version, precis_gemm_plan *plan) {
   memset(plan, 0, sizeof *plan);
-  if (!recipe) return precis_fail(PRECIS_E_INPUT, "GEMM plan: no recipe given");
+  if (!spec) return precis_fail(PRECIS_E_INPUT, "GEMM plan: no recipe spec given");
+  char why[256];
+  const precis_lt_route *route = precis_lt_route_find(spec, why, sizeof why);
+  if (!route) return precis_fail(PRECIS_E_UNSUPPORTED, "%s", why);
+  const char *name = route->name;
   if (m <= 0 || n <= 0 || k <= 0 || batch <= 0)
     return precis_fail(PRECIS_E_INPUT, "GEMM plan for %s: dimensions must be positive (m=%lld n=%lld k=%lld batch=%lld)",
-                       recipe->name, (long long)m, (long long)n, (long long)k, (long long)batch);
-  const precis_format *in_fmt = precis_format_get(recipe->input_format);
-  const precis_format *compute_fmt = precis_format_get(recipe->compute_format);
-  const precis_format *out_fmt = precis_format_get(recipe->output_format);
-  if (!in_fmt || !compute_fmt || !out_fmt)
-    return precis_fail(PRECIS_E_INPUT, "GEMM plan for %s: the recipe names a format missing from the format table",
-                       recipe->name);
+                       name, (long long)m, (long long)n, (long long)k, (long long)batch);
+  const precis_format *a_fmt = precis_format_get(spec->a.fmt), *b_fmt = precis_format_get(spec->b.fmt);
+  const precis_format *compute_fmt = precis_format_get(spec->acc);
+  const precis_format *out_fmt = precis_format_get(spec->out);
 
-  bool int8 = recipe->scaling == PRECIS_SCALING_INT8_SYMMETRIC;
-  bool fp8 = recipe->scaling == PRECIS_SCALING_FP8_TENSOR;
-  plan->recipe = recipe;
+  bool int8 = route->scaling == PRECIS_LT_SCALING_DEQUANT;
+  bool fp8 = route->scaling == PRECIS_LT_SCALING_TENSOR_POINTERS;
+  plan->spec = *spec;
+  plan->route = route;
+  plan->workspace_limit_bytes = PRECIS_LT_WORKSPACE_BYTES;
   plan->m = m;
   plan->n = n;
   plan->k = k;
@@ -130,7 +133,7 @@ precis_status precis_gemm_plan_make_for(const precis_recipe *recipe, int64_t m, 
   const int64_t int32_max = 2147483647;
   if (m > int32_max / batch && !strided)
     return precis_fail(PRECIS_E_UNSUPPORTED, "GEMM plan for %s: batch*m = %lld*%lld exceeds what cuBLASLt takes (int32)",
-                       recipe->name, (long long)batch, (long long)m);
+                       name, (long long)batch, (long long)m);
   plan->rows = strided ? m : m * batch;
   plan->rows_pad = round_up(plan->rows > plan->min_rows ? plan->rows : plan->min_rows, plan->align_rows);
   /* Row chunks of equal size (the last one is not shorter: the rows are padded with zeros to
@@ -146,14 +149,14 @@ precis_status precis_gemm_plan_make_for(const precis_recipe *recipe, int64_t m, 
   if (plan->rows_pad > int32_max || plan->n_pad > int32_max || plan->k_pad > int32_max || batch > int32_max)
     return precis_fail(PRECIS_E_UNSUPPORTED,
                        "GEMM plan for %s: a dimension exceeds what cuBLASLt takes (int32): rows=%lld n=%lld k=%lld batch=%lld",
-                       recipe->name, (long long)plan->rows_pad, (long long)plan->n_pad, (long long)plan->k_pad,
+                       name, (long long)plan->rows_pad, (long long)plan->n_pad, (long long)plan->k_pad,
                        (long long)batch);
   /* Every buffer must be addressable: the largest is at most gemms * 2^31 * 2^31 elements. */
   const int64_t max_elements = (int64_t)1 << 46;
   if ((double)gemms * (double)plan->k_pad * (double)(plan->n_pad > plan->rows_pad ? plan->n_pad : plan->rows_pad) >
           (double)max_elements ||
       (double)gemms * (double)plan->n_pad * (double)plan->rows_pad > (double)max_elements)
-    return precis_fail(PRECIS_E_UNSUPPORTED, "GEMM plan for %s: operands of more than 2^46 elements", recipe->name);
+    return precis_fail(PRECIS_E_UNSUPPORTED, "GEMM plan for %s: operands of more than 2^46 elements", name);
 
   /* The cuBLASLt call. */
   plan->transa = plan->tn ? PRECIS_LT_OP_T : PRECIS_LT_OP_N;
@@ -161,31 +164,26 @@ precis_status precis_gemm_plan_make_for(const precis_recipe *recipe, int64_t m, 
   plan->lt_m = plan->n_pad;
   plan->lt_n = plan->rows_pad;
   plan->lt_k = plan->k_pad;
-  if (recipe->compute_format == PRECIS_FMT_F16) {
-    plan->compute_type = PRECIS_LT_COMPUTE_16F;
-    plan->scale_type = PRECIS_CUDA_R_16F;
-  } else if (recipe->compute_format == PRECIS_FMT_I32) {
-    plan->compute_type = PRECIS_LT_COMPUTE_32I;
-    plan->scale_type = PRECIS_CUDA_R_32I;
-  } else {
-    plan->compute_type =
-        recipe->input_format == PRECIS_FMT_TF32 ? PRECIS_LT_COMPUTE_32F_FAST_TF32 : PRECIS_LT_COMPUTE_32F;
-    plan->scale_type = PRECIS_CUDA_R_32F;
-  }
-  int in_type = in_fmt->cuda_data_type; /* tf32 is carried as 32F */
+  plan->compute_type = route->compute_type;
+  /* alpha and beta have the accumulator's type (16F, 32I, else 32F). */
+  plan->scale_type = compute_fmt->id == PRECIS_FMT_F16 || compute_fmt->id == PRECIS_FMT_I32
+                         ? compute_fmt->cuda_data_type
+                         : PRECIS_CUDA_R_32F;
+  /* tf32 is carried as 32F. A_lt holds the workload's B, B_lt its A. */
+  int a_lt_type = b_fmt->cuda_data_type, b_lt_type = a_fmt->cuda_data_type;
   /* int8: D holds the int32 accumulators; dequantization gives the recipe's float32 output. */
   int d_type = int8 ? compute_fmt->cuda_data_type : out_fmt->cuda_data_type;
 
   /* A_lt = the workload's B: op(A_lt) must be lt_m x lt_k (n x k). NN: A_lt is n x k column-major,
    * which is B row-major [k, n]. TN: A_lt is k x n column-major, which is B^T row-major [n, k]. */
   if (plan->tn)
-    set_matrix(&plan->lt_a, in_type, plan->lt_k, plan->lt_m, (int32_t)gemms);
+    set_matrix(&plan->lt_a, a_lt_type, plan->lt_k, plan->lt_m, (int32_t)gemms);
   else
-    set_matrix(&plan->lt_a, in_type, plan->lt_m, plan->lt_k, (int32_t)gemms);
+    set_matrix(&plan->lt_a, a_lt_type, plan->lt_m, plan->lt_k, (int32_t)gemms);
   plan->lt_a.zero_fill = plan->n_pad != n || plan->k_pad != k;
   /* B_lt = the workload's A: op(B_lt) = B_lt is lt_k x lt_n (k x rows) column-major, which is A
    * row-major [rows, k]. */
-  set_matrix(&plan->lt_b, in_type, plan->lt_k, plan->lt_n, (int32_t)gemms);
+  set_matrix(&plan->lt_b, b_lt_type, plan->lt_k, plan->lt_n, (int32_t)gemms);
   plan->lt_b.zero_fill = plan->k_pad != k || plan->rows_pad != plan->rows;
   /* D: lt_m x lt_n column-major = C row-major [rows, n_pad]. cuBLASLt writes all of it. */
   set_matrix(&plan->lt_d, d_type, plan->lt_m, plan->lt_n, (int32_t)gemms);
@@ -291,7 +289,7 @@ void precis_gemm_plan_call_offsets(const precis_gemm_plan *plan, int64_t call, i
 }
 
 precis_status precis_gemm_plan_check(const precis_gemm_plan *plan) {
-  const char *name = plan->recipe ? plan->recipe->name : "?";
+  const char *name = plan->route ? plan->route->name : "?";
   if (plan->compute_type == PRECIS_LT_COMPUTE_32I && plan->lt_d.data_type == PRECIS_CUDA_R_32I &&
       ((plan->alpha != 0.0 && plan->alpha != 1.0) || (plan->beta != 0.0 && plan->beta != 1.0)))
     return precis_fail(PRECIS_E_UNSUPPORTED,
@@ -323,21 +321,64 @@ long long precis_gemm_plan_device_bytes(const precis_gemm_plan *plan) {
   return bytes;
 }
 
+static const char *operand_name(precis_plan_operand o) {
+  return o == PRECIS_PLAN_WORKLOAD_A ? "workload a" : o == PRECIS_PLAN_WORKLOAD_B ? "workload b" : "none";
+}
+
+static const char *scaling_name(precis_lt_scaling s) {
+  switch (s) {
+  case PRECIS_LT_SCALING_NONE: return "none";
+  case PRECIS_LT_SCALING_DEQUANT: return "int32 accumulators, then dequant c = s_a[i]*s_b[j]*acc (row/column vectors)";
+  case PRECIS_LT_SCALING_TENSOR_POINTERS: return "per-tensor scales through A_SCALE_POINTER/B_SCALE_POINTER";
+  }
+  return "unknown";
+}
+
+static void describe_matrix(precis_kv_list *details, const char *key, const precis_lt_matrix *mat) {
+  char buf[200];
+  snprintf(buf, sizeof buf, "%s %lldx%lld col-major, ld %lld, batch %d (stride %lld), %lld elements%s",
+           data_type_name(mat->data_type), (long long)mat->rows, (long long)mat->cols, (long long)mat->ld,
+           (int)mat->batch_count, (long long)mat->batch_stride, (long long)mat->elements,
+           mat->zero_fill ? ", zeroed (padding)" : "");
+  precis_kv_set(details, key, buf);
+}
+
+static void describe_write(precis_kv_list *details, const char *key, const precis_plan_write *w) {
+  char buf[200];
+  snprintf(buf, sizeof buf, "%lld call(s) of %lldx%lld, src stride %lld, dst stride %lld, scale stride %lld, ld_out %lld%s",
+           (long long)w->calls, (long long)w->rows, (long long)w->cols, (long long)w->src_stride,
+           (long long)w->dst_stride, (long long)w->scale_stride, (long long)w->ld_out,
+           w->transpose_out ? ", written transposed" : "");
+  precis_kv_set(details, key, buf);
+}
+
 void precis_gemm_plan_describe(const precis_gemm_plan *plan, precis_kv_list *details) {
-  char buf[160];
+  char buf[200];
+  precis_kv_set(details, "lt_route", plan->route ? plan->route->name : "none");
   precis_kv_set(details, "lt_op", plan->tn ? "TN" : "NN");
   precis_kv_set(details, "lt_operands", "D = op(A_lt)*op(B_lt) column-major with A_lt = workload b, B_lt = workload a "
                                         "(C^T = B^T*A^T)");
+  precis_kv_set(details, "transa", plan->transa == PRECIS_LT_OP_T ? "CUBLAS_OP_T" : "CUBLAS_OP_N");
+  precis_kv_set(details, "transb", plan->transb == PRECIS_LT_OP_T ? "CUBLAS_OP_T" : "CUBLAS_OP_N");
   precis_kv_set_int(details, "lt_m", plan->lt_m);
   precis_kv_set_int(details, "lt_n", plan->lt_n);
   precis_kv_set_int(details, "lt_k", plan->lt_k);
   precis_kv_set_int(details, "lda", plan->lt_a.ld);
   precis_kv_set_int(details, "ldb", plan->lt_b.ld);
+  precis_kv_set_int(details, "ldc", plan->lt_c.ld);
   precis_kv_set_int(details, "ldd", plan->lt_d.ld);
   snprintf(buf, sizeof buf, "A %s, B %s, C/D %s, scale %s", data_type_name(plan->lt_a.data_type),
            data_type_name(plan->lt_b.data_type), data_type_name(plan->lt_d.data_type), data_type_name(plan->scale_type));
   precis_kv_set(details, "lt_types", buf);
   precis_kv_set(details, "lt_compute_type", compute_type_name(plan->compute_type));
+  precis_kv_set(details, "lt_scale_type", data_type_name(plan->scale_type));
+  describe_matrix(details, "lt_a", &plan->lt_a);
+  describe_matrix(details, "lt_b", &plan->lt_b);
+  describe_matrix(details, "lt_c", &plan->lt_c);
+  describe_matrix(details, "lt_d", &plan->lt_d);
+  precis_kv_set(details, "scaling", scaling_name(plan->route ? plan->route->scaling : PRECIS_LT_SCALING_NONE));
+  precis_kv_set(details, "a_scale_pointer", operand_name(plan->lt_a_scale));
+  precis_kv_set(details, "b_scale_pointer", operand_name(plan->lt_b_scale));
   precis_kv_set(details, "batch_mode", precis_plan_batch_mode_str(plan->batch_mode));
   precis_kv_set_int(details, "lt_batch_count", plan->lt_d.batch_count);
   snprintf(buf, sizeof buf, "rows %lld->%lld, n %lld->%lld, k %lld->%lld (zeros)", (long long)plan->rows,
@@ -348,4 +389,31 @@ void precis_gemm_plan_describe(const precis_gemm_plan *plan, precis_kv_list *det
   precis_kv_set_int(details, "lt_calls", plan->lt_calls);
   if (plan->lt_split) precis_kv_set(details, "lt_split", plan->lt_split);
   if (plan->call_align_bytes < 256) precis_kv_set_int(details, "lt_call_align_bytes", plan->call_align_bytes);
+  snprintf(buf, sizeof buf, "rows %d, n %d, k %d", plan->align_rows, plan->align_n, plan->align_k);
+  precis_kv_set(details, "alignment", buf);
+  describe_write(details, "write_a", &plan->write_a);
+  describe_write(details, "write_b", &plan->write_b);
+  precis_kv_set_int(details, "row_scale_count", plan->row_scale_count);
+  precis_kv_set_int(details, "col_scale_count", plan->col_scale_count);
+  if (plan->dequant) {
+    const precis_plan_dequant *q = &plan->dequant_step;
+    snprintf(buf, sizeof buf,
+             "%lld call(s) of %lldx%lld, acc stride %lld, ld_acc %lld, row/col scale strides %lld/%lld, out stride %lld, "
+             "ld_out %lld",
+             (long long)q->calls, (long long)q->rows, (long long)q->cols, (long long)q->acc_stride,
+             (long long)q->ld_acc, (long long)q->row_scale_stride, (long long)q->col_scale_stride,
+             (long long)q->out_stride, (long long)q->ld_out);
+    precis_kv_set(details, "dequant", buf);
+  } else {
+    precis_kv_set(details, "dequant", "none");
+  }
+  precis_kv_set(details, "widen", plan->widen ? "D widened to float32 before read-back" : "none");
+  precis_kv_set_int(details, "out_elements", plan->out_elements);
+  snprintf(buf, sizeof buf, "%lld copy(ies) of %lldx%lld, src stride %lld, src ld %lld, dst stride %lld, dst ld %lld",
+           (long long)plan->read.calls, (long long)plan->read.rows, (long long)plan->read.cols,
+           (long long)plan->read.src_stride, (long long)plan->read.src_ld, (long long)plan->read.dst_stride,
+           (long long)plan->read.dst_ld);
+  precis_kv_set(details, "read", buf);
+  precis_kv_set_int(details, "device_bytes", precis_gemm_plan_device_bytes(plan));
+  precis_kv_set_int(details, "workspace_limit_bytes", (long long)plan->workspace_limit_bytes);
 }

@@ -17,8 +17,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "recipe.h"
 #include "results.h"
+#include "spec.h"
 #include "status.h"
 
 /* cublasOperation_t and cublasComputeType_t values as plain integers (src/ includes no CUDA
@@ -30,6 +30,38 @@ enum {
   PRECIS_LT_COMPUTE_32I = 72,
   PRECIS_LT_COMPUTE_32F_FAST_TF32 = 77,
 };
+
+/* How a route's scales reach cuBLASLt. */
+typedef enum precis_lt_scaling {
+  PRECIS_LT_SCALING_NONE,
+  PRECIS_LT_SCALING_DEQUANT,        /* int32 accumulators, then a dequant kernel with row and column scale vectors */
+  PRECIS_LT_SCALING_TENSOR_POINTERS, /* per-tensor scales through CUBLASLT_MATMUL_DESC_A/B_SCALE_POINTER */
+} precis_lt_scaling;
+
+/* One way the cuda backend runs a family of specs (EXAMPLES E5): which operand formats and
+ * granularities, accumulation and output, and what cuBLASLt needs for it. A spec no row matches is
+ * `unsupported` on the cuda backend with the reason precis_lt_route_find gives. */
+typedef struct precis_lt_route {
+  const char *name;               /* the preset it was written for */
+  precis_format_id a, b;          /* operand formats (tf32 travels as 32F, read through COMPUTE_32F_FAST_TF32) */
+  precis_gran a_gran, b_gran;     /* PRECIS_GRAN_NONE for unscaled operands */
+  bool a_static_ok;               /* A may instead be scaled per tensor, statically from the calibration split */
+  precis_format_id acc, out;
+  int compute_type;               /* PRECIS_LT_COMPUTE_* */
+  precis_lt_scaling scaling;
+  int min_cc;                     /* major*10 + minor */
+  long long min_cublaslt;         /* cublasLtGetVersion(); 0: any */
+  const char *needs;              /* why it cannot run below min_cc */
+} precis_lt_route;
+
+/* The workspace handed to cuBLASLt: 32 MiB (cudaMalloc aligns to 256 bytes). */
+#define PRECIS_LT_WORKSPACE_BYTES ((size_t)32 << 20)
+
+#define PRECIS_LT_ROUTE_COUNT 7
+const precis_lt_route *precis_lt_route_at(size_t index); /* index < PRECIS_LT_ROUTE_COUNT */
+size_t precis_lt_route_index(const precis_lt_route *route);
+/* The route of a spec, or NULL with the reason (naming the spec field no route covers). */
+const precis_lt_route *precis_lt_route_find(const precis_spec *spec, char *why, size_t len);
 
 typedef enum precis_plan_batch_mode {
   PRECIS_PLAN_BATCH_NONE,    /* batch == 1 */
@@ -83,7 +115,9 @@ typedef struct precis_plan_read {
 } precis_plan_read;
 
 typedef struct precis_gemm_plan {
-  const precis_recipe *recipe;
+  precis_spec spec;
+  const precis_lt_route *route;
+  size_t workspace_limit_bytes; /* the cuBLASLt workspace the backend allocates and offers */
   /* The workload. */
   int64_t m, n, k, batch;
   bool b_batched;
@@ -148,14 +182,14 @@ typedef struct precis_gemm_plan {
 /* cuBLASLt's n above which 13.1.x may reject int8. */
 #define PRECIS_LT_INT8_MAX_N 65536
 
-/* Plans one case. Fails with PRECIS_E_UNSUPPORTED when a dimension cannot be expressed
- * (cuBLASLt takes int32 batch counts and, in practice, int32 dimensions) and PRECIS_E_INPUT for
- * non-positive dimensions. */
-precis_status precis_gemm_plan_make(const precis_recipe *recipe, int64_t m, int64_t n, int64_t k, int64_t batch,
+/* Plans one case. Fails with PRECIS_E_UNSUPPORTED when no route runs the spec or a dimension
+ * cannot be expressed (cuBLASLt takes int32 batch counts and, in practice, int32 dimensions) and
+ * PRECIS_E_INPUT for non-positive dimensions. */
+precis_status precis_gemm_plan_make(const precis_spec *spec, int64_t m, int64_t n, int64_t k, int64_t batch,
                                     bool b_batched, precis_gemm_plan *plan);
 /* The same for a known cuBLASLt version (cublasLtGetVersion(); 0: unknown, no version workaround):
  * precis_gemm_plan_make is this with 0. */
-precis_status precis_gemm_plan_make_for(const precis_recipe *recipe, int64_t m, int64_t n, int64_t k, int64_t batch,
+precis_status precis_gemm_plan_make_for(const precis_spec *spec, int64_t m, int64_t n, int64_t k, int64_t batch,
                                         bool b_batched, int lt_version, precis_gemm_plan *plan);
 
 /* Checks what cuBLASLt rejects at call time and the plan alone decides: int8 with int32 output
@@ -174,7 +208,8 @@ void precis_gemm_plan_call_offsets(const precis_gemm_plan *plan, int64_t call, i
 /* Device bytes of the plan's buffers (A_lt, B_lt, D, scales, dequantized output or widened D). */
 long long precis_gemm_plan_device_bytes(const precis_gemm_plan *plan);
 
-/* Records the mapping in a row's details: lt_op ("TN"/"NN"), lt_m/n/k, ld's, padding, batch mode. */
+/* Every field of the plan as key/value pairs, in one place: the row details of a cuda run and
+ * `precis explain` both print this list. A field added to the plan is added here. */
 void precis_gemm_plan_describe(const precis_gemm_plan *plan, precis_kv_list *details);
 
 const char *precis_plan_batch_mode_str(precis_plan_batch_mode mode);

@@ -85,7 +85,7 @@ static void progress(const precis_run_config *cfg, size_t done, size_t total, co
   precis_buf_init(&line);
   precis_buf_terminal(&line, row->workload, 64);
   precis_buf_append(&line, " ");
-  precis_buf_terminal(&line, row->recipe, 16);
+  precis_buf_terminal(&line, row->recipe, 96); /* a spec given field by field is long */
   precis_buf_append(&line, ": ");
   precis_buf_terminal(&line, what, cfg->progress_live ? 150 : 0);
   char *text = precis_buf_take(&line);
@@ -103,6 +103,7 @@ static void case_row(precis_row *row, const precis_workload_info *w, const preci
   row->workload = precis_strdup(w->name);
   row->description = precis_strdup(w->description);
   row->recipe = precis_strdup(recipe->name);
+  row->spec = precis_strdup(recipe->canonical);
   row->recipe_description = precis_strdup(recipe->description);
   row->m = w->m, row->n = w->n, row->k = w->k, row->batch = w->batch;
 }
@@ -131,13 +132,13 @@ static void run_one_case(const precis_run_config *cfg, const precis_recipe *reci
     row->reason = precis_strdup("fault injected by PRECIS_FAULT_INJECT (test of case isolation)");
     goto done;
   }
-  if (!cfg->backend->supports(cfg->backend_ctx, recipe, reason, sizeof reason)) {
+  if (!cfg->backend->supports(cfg->backend_ctx, &recipe->spec, reason, sizeof reason)) {
     row->status = PRECIS_ROW_UNSUPPORTED;
     row->reason = precis_strdup(reason);
     goto done;
   }
   precis_clear_error();
-  precis_status st = cfg->backend->run_case(cfg->backend_ctx, recipe, w, d, &cfg->case_options, &out);
+  precis_status st = cfg->backend->run_case(cfg->backend_ctx, &recipe->spec, w, d, &cfg->case_options, &out);
   if (st != PRECIS_OK && out.status == PRECIS_ROW_OK) {
     out.status = PRECIS_ROW_FAILED;
     snprintf(out.reason, sizeof out.reason, "%s", precis_last_error()[0] ? precis_last_error() : precis_status_str(st));
@@ -232,7 +233,7 @@ precis_status precis_run_workloads(const precis_run_config *cfg, precis_report *
     bool all_kept = kept_keys != NULL;
     for (size_t ri = 0; all_kept && ri < cfg->n_recipes; ri++) {
       precis_row probe;
-      case_row(&probe, w, precis_recipe_get(cfg->recipes[ri]));
+      case_row(&probe, w, &cfg->recipes[ri]);
       all_kept = kept_row(&kept, kept_keys, &probe) != SIZE_MAX;
       precis_row_free(&probe);
     }
@@ -247,7 +248,7 @@ precis_status precis_run_workloads(const precis_run_config *cfg, precis_report *
       }
     }
     for (size_t ri = 0; ri < cfg->n_recipes && !precis_interrupt_signal; ri++) {
-      const precis_recipe *recipe = precis_recipe_get(cfg->recipes[ri]);
+      const precis_recipe *recipe = &cfg->recipes[ri];
       precis_row row;
       case_row(&row, w, recipe);
       size_t earlier = kept_row(&kept, kept_keys, &row);
@@ -277,7 +278,7 @@ precis_status precis_run_workloads(const precis_run_config *cfg, precis_report *
         break;
       }
       precis_criteria defaults;
-      if (!cfg->require) precis_default_criteria(recipe, w->k, &defaults);
+      if (!cfg->require) precis_default_criteria(&recipe->spec, w->k, &defaults);
       precis_row_judge(&row, cfg->require ? cfg->require : &defaults);
       if (saved && output) {
         precis_status ws = precis_outputs_write(saved, w->name, recipe->name, output, w->batch, w->m, w->n);

@@ -14,7 +14,7 @@
 
 typedef struct precis_run_config {
   const char *dataset_path;
-  precis_recipe_id recipes[PRECIS_RECIPE_COUNT];
+  const precis_recipe *recipes; /* in the order of the report's rows */
   size_t n_recipes;
   char *const *workloads; /* only these workloads (NULL: all) */
   size_t n_workloads;

@@ -90,23 +90,29 @@ static double round_up_3(double v) {
 #define FP8_ACC_UNIT 0x1p-13
 #define FP8_ACC_INTERVAL 128
 
-precis_accumulation precis_recipe_accumulation(const precis_recipe *recipe) {
-  const precis_format *acc = precis_format_get(recipe->compute_format);
-  if (recipe->scaling == PRECIS_SCALING_FP8_TENSOR)
+static bool is_fp8(precis_format_id fmt) { return fmt == PRECIS_FMT_E4M3 || fmt == PRECIS_FMT_E5M2; }
+
+precis_accumulation precis_spec_accumulation(const precis_spec *spec) {
+  const precis_format *acc = precis_format_get(spec->acc);
+  if ((is_fp8(spec->a.fmt) || is_fp8(spec->b.fmt)) && spec->acc == PRECIS_FMT_F32)
     return (precis_accumulation){FP8_ACC_UNIT, FP8_ACC_INTERVAL, acc->unit_roundoff};
   return (precis_accumulation){acc->unit_roundoff, 0, acc->unit_roundoff};
 }
 
-double precis_accumulation_gamma(const precis_recipe *recipe, long long k) {
-  precis_accumulation a = precis_recipe_accumulation(recipe);
+double precis_accumulation_gamma(const precis_spec *spec, long long k) {
+  precis_accumulation a = precis_spec_accumulation(spec);
   if (a.interval <= 0) return (double)k * a.unit;
   return (double)(k < a.interval ? k : a.interval) * a.unit + (double)k * a.promoted_unit;
 }
 
-void precis_default_criteria(const precis_recipe *recipe, long long k, precis_criteria *out) {
+static double operand_roundoff(const precis_operand_spec *op) {
+  return op->fmt == PRECIS_FMT_F32 ? 0.0 : precis_format_get(op->fmt)->unit_roundoff;
+}
+
+void precis_default_criteria(const precis_spec *spec, long long k, precis_criteria *out) {
   memset(out, 0, sizeof *out);
   out->items[out->count++] = (precis_criterion){PRECIS_METRIC_NONFINITE, PRECIS_CMP_EQ, 0};
-  if (recipe->scaling == PRECIS_SCALING_INT8_SYMMETRIC) {
+  if (precis_operand_is_integer(&spec->a) || precis_operand_is_integer(&spec->b)) {
     /* Quantization noise is relative to each row's/column's amax, not to each element, so no
      * componentwise bound exists; 2^-5 (about 30 dB SQNR) leaves 3 of int8's 8 bits as headroom
      * for ordinary activations and rejects outlier-dominated rows (docs/criteria.md). */
@@ -118,10 +124,10 @@ void precis_default_criteria(const precis_recipe *recipe, long long k, precis_cr
    * (gamma_K ~ K*u_acc, doubled because tensor cores may truncate instead of rounding; fp8 has its
    * own accumulation model, precis_accumulation_gamma), the output rounded once (u_out). Holds for
    * any summation order. */
-  const precis_format *in = precis_format_get(recipe->input_format);
-  const precis_format *outf = precis_format_get(recipe->output_format);
-  double u_in = recipe->input_format == PRECIS_FMT_F32 ? 0.0 : in->unit_roundoff;
-  double bound = 2 * u_in + u_in * u_in + 2.0 * precis_accumulation_gamma(recipe, k) + outf->unit_roundoff;
+  const precis_format *outf = precis_format_get(spec->out);
+  double u_a = operand_roundoff(&spec->a), u_b = operand_roundoff(&spec->b);
+  double u_in = u_a > u_b ? u_a : u_b;
+  double bound = 2 * u_in + u_in * u_in + 2.0 * precis_accumulation_gamma(spec, k) + outf->unit_roundoff;
   out->items[out->count++] = (precis_criterion){PRECIS_METRIC_MAX_CW, PRECIS_CMP_LE, round_up_3(bound)};
 }
 

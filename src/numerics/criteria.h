@@ -7,7 +7,7 @@
 #include <stddef.h>
 
 #include "metrics.h"
-#include "recipe.h"
+#include "spec.h"
 #include "status.h"
 
 typedef enum precis_cmp { PRECIS_CMP_LE, PRECIS_CMP_LT, PRECIS_CMP_GE, PRECIS_CMP_GT, PRECIS_CMP_EQ } precis_cmp;
@@ -31,7 +31,7 @@ precis_status precis_criterion_parse(const char *text, precis_criterion *out);
 void precis_criterion_format(const precis_criterion *c, char *buf, size_t len);
 const char *precis_cmp_str(precis_cmp op);
 
-/* How a recipe's GEMM accumulates, for the error bounds (docs/criteria.md): partial sums kept with
+/* How a spec's GEMM accumulates, for the error bounds (docs/criteria.md): partial sums kept with
  * unit roundoff `unit` over at most `interval` products, then added into an accumulator of unit
  * `promoted_unit` (interval 0: every sum in `unit`). fp8 on Hopper tensor cores keeps about 13-14
  * fraction bits between promotions (DeepSeek-V3 technical report §3.3.2; Khattak & Mikaitis, arXiv
@@ -42,14 +42,14 @@ typedef struct precis_accumulation {
   long long interval;
   double promoted_unit;
 } precis_accumulation;
-precis_accumulation precis_recipe_accumulation(const precis_recipe *recipe);
+precis_accumulation precis_spec_accumulation(const precis_spec *spec);
 /* The accumulation term of a length-k dot product's bound, the gamma_k of Higham §3.1 for this
  * model: min(k, interval)*unit + k*promoted_unit (interval 0: k*unit). */
-double precis_accumulation_gamma(const precis_recipe *recipe, long long k);
+double precis_accumulation_gamma(const precis_spec *spec, long long k);
 
-/* The default gate of a recipe for a reduction length k (docs/criteria.md says where each comes
- * from). */
-void precis_default_criteria(const precis_recipe *recipe, long long k, precis_criteria *out);
+/* The default gate of a recipe spec for a reduction length k (docs/criteria.md says where each
+ * comes from). */
+void precis_default_criteria(const precis_spec *spec, long long k, precis_criteria *out);
 
 /* Evaluates every criterion on the worst values. A criterion on a null metric: sqnr_db null means
  * exact (passes any lower bound); other nulls fail. Returns true when all pass. When one fails,

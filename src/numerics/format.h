@@ -17,6 +17,10 @@ typedef enum precis_format_id {
   PRECIS_FMT_E5M2,
   PRECIS_FMT_I8,
   PRECIS_FMT_I32,
+  /* Named by recipe specs (DESIGN §11); no conversion yet (issue 16 adds them). */
+  PRECIS_FMT_E2M1,
+  PRECIS_FMT_S4,
+  PRECIS_FMT_U4,
   PRECIS_FMT_COUNT
 } precis_format_id;
 
@@ -44,7 +48,7 @@ typedef struct precis_format {
   double min_subnormal;    /* 0 for integers */
   bool has_inf;
   bool is_float;
-  int cuda_data_type;      /* PRECIS_CUDA_R_*; tf32 is carried as 32F */
+  int cuda_data_type;      /* PRECIS_CUDA_R_*; tf32 is carried as 32F; -1 where precis has no route yet */
   /* fp32 -> this format -> fp32, round to nearest even, exactly as the GPU path rounds. NULL for
    * formats that are not a rounding of fp32 (fp64, integers). */
   float (*round_f32)(float x);

@@ -1,100 +1,188 @@
 #include "recipe.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static const precis_recipe recipes[PRECIS_RECIPE_COUNT] = {
-    [PRECIS_RECIPE_FP32] = {.id = PRECIS_RECIPE_FP32, .name = "fp32", .input_format = PRECIS_FMT_F32,
-                            .compute_format = PRECIS_FMT_F32, .output_format = PRECIS_FMT_F32,
-                            .compute_type = "CUBLAS_COMPUTE_32F", .scaling = PRECIS_SCALING_NONE,
-                            .min_compute_capability = 50, .required = true,
-                            .description = "A,B f32; compute 32F; output f32"},
-    [PRECIS_RECIPE_TF32] = {.id = PRECIS_RECIPE_TF32, .name = "tf32", .input_format = PRECIS_FMT_TF32,
-                            .compute_format = PRECIS_FMT_F32, .output_format = PRECIS_FMT_F32,
-                            .compute_type = "CUBLAS_COMPUTE_32F_FAST_TF32", .scaling = PRECIS_SCALING_NONE,
-                            .min_compute_capability = 80,
-                            .description = "A,B f32 read as tf32 (10 fraction bits); compute 32F; output f32"},
-    [PRECIS_RECIPE_FP16] = {.id = PRECIS_RECIPE_FP16, .name = "fp16", .input_format = PRECIS_FMT_F16,
-                            .compute_format = PRECIS_FMT_F32, .output_format = PRECIS_FMT_F16,
-                            .compute_type = "CUBLAS_COMPUTE_32F", .scaling = PRECIS_SCALING_NONE,
-                            .min_compute_capability = 70, .required = true,
-                            .description = "A,B f16 (RNE from f32); compute 32F; output f16"},
-    [PRECIS_RECIPE_FP16ACC16] = {.id = PRECIS_RECIPE_FP16ACC16, .name = "fp16acc16", .input_format = PRECIS_FMT_F16,
-                                 .compute_format = PRECIS_FMT_F16, .output_format = PRECIS_FMT_F16,
-                                 .compute_type = "CUBLAS_COMPUTE_16F", .scaling = PRECIS_SCALING_NONE,
-                                 .min_compute_capability = 70,
-                                 .description = "A,B f16 (RNE from f32); compute 16F (f16 accumulation); output f16"},
-    [PRECIS_RECIPE_BF16] = {.id = PRECIS_RECIPE_BF16, .name = "bf16", .input_format = PRECIS_FMT_BF16,
-                            .compute_format = PRECIS_FMT_F32, .output_format = PRECIS_FMT_BF16,
-                            .compute_type = "CUBLAS_COMPUTE_32F", .scaling = PRECIS_SCALING_NONE,
-                            .min_compute_capability = 80, .required = true,
-                            .description = "A,B bf16 (RNE from f32); compute 32F; output bf16"},
-    [PRECIS_RECIPE_INT8] = {.id = PRECIS_RECIPE_INT8, .name = "int8", .input_format = PRECIS_FMT_I8,
-                            .compute_format = PRECIS_FMT_I32, .output_format = PRECIS_FMT_F32,
-                            .compute_type = "CUBLAS_COMPUTE_32I", .scaling = PRECIS_SCALING_INT8_SYMMETRIC,
-                            .min_compute_capability = 75, .required = true,
-                            .description = "A,B s8 symmetric (A per row, B per column, s=amax/127); compute 32I; "
-                                           "output f32 after dequant c=s_a[i]*s_b[j]*acc"},
-    [PRECIS_RECIPE_FP8] = {.id = PRECIS_RECIPE_FP8, .name = "fp8", .input_format = PRECIS_FMT_E4M3,
-                           .compute_format = PRECIS_FMT_F32, .output_format = PRECIS_FMT_BF16,
-                           .compute_type = "CUBLAS_COMPUTE_32F", .scaling = PRECIS_SCALING_FP8_TENSOR,
-                           .min_compute_capability = 89,
-                           .description = "A,B e4m3 satfinite, per-tensor scales s=amax/448; compute 32F; output bf16"},
+/* The presets of DESIGN §3 as specs. tf32 is spelled with tf32 operands (acc=fp32fast parses to
+ * the same spec); fp16acc16 is acc=fp16. */
+static const precis_recipe_preset presets[] = {
+    {.name = "fp32", .spec = "a=fp32,b=fp32,acc=fp32,out=fp32,scale=dynamic,smooth=none,split=none",
+     .description = "A,B f32; compute 32F; output f32", .baseline = true, .required = true},
+    {.name = "tf32", .spec = "a=tf32,b=tf32,acc=fp32,out=fp32,scale=dynamic,smooth=none,split=none",
+     .description = "A,B f32 read as tf32 (10 fraction bits); compute 32F; output f32"},
+    {.name = "fp16", .spec = "a=fp16,b=fp16,acc=fp32,out=fp16,scale=dynamic,smooth=none,split=none",
+     .description = "A,B f16 (RNE from f32); compute 32F; output f16", .required = true},
+    {.name = "fp16acc16", .spec = "a=fp16,b=fp16,acc=fp16,out=fp16,scale=dynamic,smooth=none,split=none",
+     .description = "A,B f16 (RNE from f32); compute 16F (f16 accumulation); output f16"},
+    {.name = "bf16", .spec = "a=bf16,b=bf16,acc=fp32,out=bf16,scale=dynamic,smooth=none,split=none",
+     .description = "A,B bf16 (RNE from f32); compute 32F; output bf16", .required = true},
+    {.name = "int8", .spec = "a=s8@row:sym,b=s8@col:sym,acc=s32,out=fp32,scale=dynamic,smooth=none,split=none",
+     .description = "A,B s8 symmetric (A per row, B per column, s=amax/127); compute 32I; "
+                    "output f32 after dequant c=s_a[i]*s_b[j]*acc",
+     .required = true},
+    {.name = "fp8", .spec = "a=e4m3@tensor,b=e4m3@tensor,acc=fp32,out=bf16,scale=dynamic,smooth=none,split=none",
+     .description = "A,B e4m3 satfinite, per-tensor scales s=amax/448; compute 32F; output bf16"},
 };
 
-const precis_recipe *precis_recipe_get(precis_recipe_id id) {
-  if ((unsigned)id >= PRECIS_RECIPE_COUNT) return NULL;
-  return &recipes[id];
+_Static_assert(sizeof presets / sizeof presets[0] <= PRECIS_RECIPE_PRESET_MAX, "PRECIS_RECIPE_PRESET_MAX bounds the preset table");
+
+size_t precis_recipe_preset_count(void) { return sizeof presets / sizeof presets[0]; }
+
+const precis_recipe_preset *precis_recipe_preset_at(size_t index) {
+  return index < precis_recipe_preset_count() ? &presets[index] : NULL;
 }
 
-const precis_recipe *precis_recipe_by_name(const char *name) {
-  for (size_t i = 0; i < PRECIS_RECIPE_COUNT; i++)
-    if (strcmp(recipes[i].name, name) == 0) return &recipes[i];
+const precis_recipe_preset *precis_recipe_preset_find(const char *name) {
+  for (size_t i = 0; i < precis_recipe_preset_count(); i++)
+    if (strcmp(presets[i].name, name) == 0) return &presets[i];
   return NULL;
 }
 
-precis_status precis_recipe_parse_list(const char *list, precis_recipe_id *ids, size_t *count) {
-  *count = 0;
-  if (strcmp(list, "all") == 0) {
-    for (size_t i = 0; i < PRECIS_RECIPE_COUNT; i++) ids[(*count)++] = (precis_recipe_id)i;
-    return PRECIS_OK;
-  }
-  const char *p = list;
-  while (*p) {
-    const char *end = strchr(p, ',');
-    size_t len = end ? (size_t)(end - p) : strlen(p);
-    char name[32];
-    if (len == 0 || len >= sizeof name)
-      return precis_fail(PRECIS_E_USAGE, "--recipes: empty or overlong recipe name in \"%s\"", list);
-    memcpy(name, p, len);
-    name[len] = '\0';
-    const precis_recipe *r = precis_recipe_by_name(name);
-    if (!r)
-      return precis_fail(PRECIS_E_USAGE,
-                         "--recipes: unknown recipe \"%s\" (expected fp32, tf32, fp16, fp16acc16, bf16, int8, fp8 or all)",
-                         name);
-    for (size_t i = 0; i < *count; i++)
-      if (ids[i] == r->id) return precis_fail(PRECIS_E_USAGE, "--recipes: \"%s\" given twice", name);
-    ids[(*count)++] = r->id;
-    p = end ? end + 1 : p + len;
-  }
-  if (*count == 0) return precis_fail(PRECIS_E_USAGE, "--recipes: no recipe given");
+size_t precis_recipe_preset_index(const char *name) {
+  const precis_recipe_preset *p = name ? precis_recipe_preset_find(name) : NULL;
+  return p ? (size_t)(p - presets) : precis_recipe_preset_count();
+}
+
+const char *precis_recipe_name_spec(const char *name) {
+  if (!name) return NULL;
+  const precis_recipe_preset *p = precis_recipe_preset_find(name);
+  return p ? p->spec : strchr(name, '=') ? name : NULL;
+}
+
+const precis_recipe_preset *precis_recipe_preset_baseline(void) {
+  for (size_t i = 0; i < precis_recipe_preset_count(); i++)
+    if (presets[i].baseline) return &presets[i];
+  return NULL;
+}
+
+const precis_recipe_preset *precis_recipe_preset_of_spec(const precis_spec *spec) {
+  char text[PRECIS_SPEC_TEXT_MAX];
+  precis_spec_format(spec, text, sizeof text);
+  for (size_t i = 0; i < precis_recipe_preset_count(); i++)
+    if (strcmp(presets[i].spec, text) == 0) return &presets[i];
+  return NULL;
+}
+
+static void preset_names(char *buf, size_t len) {
+  size_t used = 0;
+  buf[0] = '\0';
+  for (size_t i = 0; i < precis_recipe_preset_count() && used < len; i++)
+    used += (size_t)snprintf(buf + used, len - used, "%s%s", i ? ", " : "", presets[i].name);
+}
+
+precis_status precis_recipe_from_preset(const precis_recipe_preset *preset, precis_recipe *out) {
+  memset(out, 0, sizeof *out);
+  precis_status st = precis_spec_parse(preset->spec, &out->spec);
+  if (st != PRECIS_OK) return st;
+  snprintf(out->name, sizeof out->name, "%s", preset->name);
+  precis_spec_format(&out->spec, out->canonical, sizeof out->canonical);
+  snprintf(out->description, sizeof out->description, "%s", preset->description);
+  out->preset = preset;
   return PRECIS_OK;
 }
 
-long long precis_recipe_tensor_bytes(const precis_recipe *recipe, long long m, long long n, long long k,
-                                     long long batch, bool b_batched) {
-  long long in_bytes = precis_format_get(recipe->input_format)->storage_bits / 8;
-  long long out_bytes = precis_format_get(recipe->output_format)->storage_bits / 8;
-  long long a = batch * m * k, b = k * n * (b_batched ? batch : 1), c = batch * m * n;
-  long long total = (a + b) * in_bytes + c * out_bytes;
-  switch (recipe->scaling) {
-  case PRECIS_SCALING_INT8_SYMMETRIC:
-    total += c * 4;                                   /* int32 accumulators before dequantization */
-    total += (batch * m + n * (b_batched ? batch : 1)) * 4; /* row and column scales */
-    break;
-  case PRECIS_SCALING_FP8_TENSOR: total += 2 * 4; break;
-  case PRECIS_SCALING_NONE: break;
+precis_status precis_recipe_parse(const char *text, precis_recipe *out) {
+  if (!strchr(text, '=')) {
+    const precis_recipe_preset *p = precis_recipe_preset_find(text);
+    if (p) return precis_recipe_from_preset(p, out);
+    char names[256];
+    preset_names(names, sizeof names);
+    return precis_fail(PRECIS_E_USAGE,
+                       "--recipes: unknown recipe \"%s\" (expected a preset: %s, all; or a spec of fields a=, b=, "
+                       "acc=, out=, scale=, smooth=, split=)",
+                       text, names);
   }
-  return total;
+  memset(out, 0, sizeof *out);
+  precis_status st = precis_spec_parse(text, &out->spec);
+  if (st != PRECIS_OK) return st;
+  precis_spec_format(&out->spec, out->canonical, sizeof out->canonical);
+  snprintf(out->name, sizeof out->name, "%s", out->canonical);
+  precis_spec_describe(&out->spec, out->description, sizeof out->description);
+  return PRECIS_OK;
+}
+
+precis_status precis_recipe_list_add(precis_recipe_list *list, const precis_recipe *recipe) {
+  for (size_t i = 0; i < list->count; i++)
+    if (strcmp(list->items[i].canonical, recipe->canonical) == 0)
+      return precis_fail(PRECIS_E_USAGE, "--recipes: \"%s\" and \"%s\" are the same recipe (%s)", list->items[i].name,
+                         recipe->name, recipe->canonical);
+  precis_recipe *grown = realloc(list->items, (list->count + 1) * sizeof *grown);
+  if (!grown) return precis_fail(PRECIS_E_NOMEM, "out of memory parsing --recipes");
+  list->items = grown;
+  list->items[list->count++] = *recipe;
+  return PRECIS_OK;
+}
+
+void precis_recipe_list_free(precis_recipe_list *list) {
+  free(list->items);
+  list->items = NULL;
+  list->count = 0;
+}
+
+static precis_status add_text(precis_recipe_list *list, const char *text) {
+  precis_recipe r;
+  if (strcmp(text, "all") == 0) {
+    for (size_t i = 0; i < precis_recipe_preset_count(); i++) {
+      precis_status st = precis_recipe_from_preset(&presets[i], &r);
+      if (st == PRECIS_OK) st = precis_recipe_list_add(list, &r);
+      if (st != PRECIS_OK) return st;
+    }
+    return PRECIS_OK;
+  }
+  precis_status st = precis_recipe_parse(text, &r);
+  return st == PRECIS_OK ? precis_recipe_list_add(list, &r) : st;
+}
+
+precis_status precis_recipe_list_parse(const char *text, precis_recipe_list *out) {
+  memset(out, 0, sizeof *out);
+  size_t len = strlen(text);
+  char *buf = malloc(len + 1), *spec = malloc(len + 1);
+  precis_status st = PRECIS_OK;
+  if (!buf || !spec) {
+    st = precis_fail(PRECIS_E_NOMEM, "out of memory parsing --recipes");
+    goto done;
+  }
+  memcpy(buf, text, len + 1);
+  spec[0] = '\0';
+  char *item = buf;
+  while (item && st == PRECIS_OK) {
+    char *next = strchr(item, ',');
+    if (next) *next++ = '\0';
+    if (!*item) {
+      st = precis_fail(PRECIS_E_USAGE, "--recipes: empty item in \"%s\"", text);
+      break;
+    }
+    if (strchr(item, '=')) { /* a field: it continues the spec being collected */
+      if (spec[0]) strcat(spec, ",");
+      strcat(spec, item);
+    } else {
+      if (spec[0]) st = add_text(out, spec);
+      spec[0] = '\0';
+      if (st == PRECIS_OK) st = add_text(out, item);
+    }
+    item = next;
+  }
+  if (st == PRECIS_OK && spec[0]) st = add_text(out, spec);
+  if (st == PRECIS_OK && out->count == 0) st = precis_fail(PRECIS_E_USAGE, "--recipes: no recipe given");
+done:
+  free(buf);
+  free(spec);
+  if (st != PRECIS_OK) precis_recipe_list_free(out);
+  return st;
+}
+
+void precis_recipe_set_static_act_scale(precis_recipe *r, precis_scale_method method, double percentile) {
+  if (method == PRECIS_SCALE_DYNAMIC || !precis_operand_is_integer(&r->spec.a) || r->spec.a.gran != PRECIS_GRAN_ROW ||
+      r->spec.scale != PRECIS_SCALE_DYNAMIC)
+    return;
+  r->spec.a.gran = PRECIS_GRAN_TENSOR;
+  r->spec.scale = method;
+  r->spec.percentile = method == PRECIS_SCALE_PERCENTILE ? percentile : 0;
+  bool named_by_spec = strcmp(r->name, r->canonical) == 0;
+  precis_spec_format(&r->spec, r->canonical, sizeof r->canonical);
+  if (named_by_spec) snprintf(r->name, sizeof r->name, "%s", r->canonical);
+  size_t used = strlen(r->description);
+  snprintf(r->description + used, sizeof r->description - used, "; A scale static per tensor (%s)",
+           precis_scale_method_name(method));
 }

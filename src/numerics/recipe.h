@@ -1,5 +1,6 @@
-/* Recipes: what "running a workload in precision X" means (DESIGN §3). One table; the report
- * prints the recipe's full description, not only its name. */
+/* Recipes: presets (names for specs, DESIGN §3 and §11) and the recipe lists of the command line.
+ * The preset table is the only list of presets; its order is the order of `all`, of reports and of
+ * `precis recipes`. */
 #ifndef PRECIS_RECIPE_H
 #define PRECIS_RECIPE_H
 
@@ -7,48 +8,64 @@
 #include <stddef.h>
 
 #include "format.h"
+#include "spec.h"
 #include "status.h"
 
-typedef enum precis_recipe_id {
-  PRECIS_RECIPE_FP32,
-  PRECIS_RECIPE_TF32,
-  PRECIS_RECIPE_FP16,
-  PRECIS_RECIPE_FP16ACC16,
-  PRECIS_RECIPE_BF16,
-  PRECIS_RECIPE_INT8,
-  PRECIS_RECIPE_FP8,
-  PRECIS_RECIPE_COUNT
-} precis_recipe_id;
-
-typedef enum precis_scaling {
-  PRECIS_SCALING_NONE,
-  PRECIS_SCALING_INT8_SYMMETRIC, /* A per row (or static per tensor), B per column */
-  PRECIS_SCALING_FP8_TENSOR,     /* per-tensor amax/448 for A and B */
-} precis_scaling;
-
-typedef struct precis_recipe {
-  precis_recipe_id id;
+typedef struct precis_recipe_preset {
   const char *name;
-  precis_format_id input_format;   /* A and B as the GEMM reads them */
-  precis_format_id compute_format; /* accumulation */
-  precis_format_id output_format;  /* what the GEMM (plus dequant) writes */
-  const char *compute_type;        /* cuBLAS compute type, e.g. "CUBLAS_COMPUTE_32F_FAST_TF32" */
-  precis_scaling scaling;
-  int min_compute_capability;      /* major*10 + minor */
-  bool required;                   /* DESIGN §3: fp32, fp16, bf16, int8 are required */
-  const char *description;         /* one line, printed in reports */
+  const char *spec;        /* canonical spec text (a test checks format(parse(spec)) == spec) */
+  const char *description; /* one line, printed in reports */
+  bool baseline;           /* the reference recipe recommend compares against (exactly one) */
+  bool required;           /* DESIGN §3: fp32, fp16, bf16, int8 are required */
+} precis_recipe_preset;
+
+/* Bound for per-preset arrays (device inventories); recipe.c asserts the table fits. */
+#define PRECIS_RECIPE_PRESET_MAX 64
+
+size_t precis_recipe_preset_count(void);
+const precis_recipe_preset *precis_recipe_preset_at(size_t index);
+const precis_recipe_preset *precis_recipe_preset_find(const char *name); /* NULL when unknown */
+const precis_recipe_preset *precis_recipe_preset_baseline(void);
+/* The preset whose spec is this one, or NULL. */
+const precis_recipe_preset *precis_recipe_preset_of_spec(const precis_spec *spec);
+/* The spec text a recipe name stands for in a row without a spec (reports from before specs): a
+ * preset's spec, the name itself when it is a spec, else NULL. */
+const char *precis_recipe_name_spec(const char *name);
+/* Table position (for ordering); precis_recipe_preset_count() for a name that is no preset. */
+size_t precis_recipe_preset_index(const char *name);
+
+/* One recipe of a run: the name the user gave (a preset's, or the canonical spec for a spec given
+ * field by field), its spec and its canonical text. A value type: copy it freely. */
+typedef struct precis_recipe {
+  char name[PRECIS_SPEC_TEXT_MAX];
+  char canonical[PRECIS_SPEC_TEXT_MAX];
+  char description[384];
+  precis_spec spec;
+  const precis_recipe_preset *preset; /* NULL for a spec given field by field */
 } precis_recipe;
 
-const precis_recipe *precis_recipe_get(precis_recipe_id id);
-const precis_recipe *precis_recipe_by_name(const char *name); /* NULL when unknown */
+precis_status precis_recipe_from_preset(const precis_recipe_preset *preset, precis_recipe *out);
+/* A preset name or a spec ("a=bf16,b=bf16"). */
+precis_status precis_recipe_parse(const char *text, precis_recipe *out);
 
-/* Parses "fp32,bf16,int8" (or "all") into ids, in the order given; duplicates rejected. */
-precis_status precis_recipe_parse_list(const char *list, precis_recipe_id *ids, size_t *count);
+/* A --recipes list: presets and specs separated by commas. Splitting rule: an item containing '='
+ * is a field and belongs to the spec that the first such item started; the spec ends at the next
+ * item without '=', which is a preset name (or `all`: every preset, in table order). So
+ * "fp8,a=bf16,b=bf16,out=fp32,int8" is fp8, the spec a=bf16,b=bf16,out=fp32, and int8. Two
+ * recipes with the same canonical spec are refused (PRECIS_E_USAGE). */
+typedef struct precis_recipe_list {
+  precis_recipe *items; /* malloc'ed */
+  size_t count;
+} precis_recipe_list;
 
-/* Bytes of the tensors a recipe holds for one workload (DESIGN §6 tensor_bytes): A and B in the
- * input format, the GEMM output (int8: the int32 accumulators and the float32 dequantized output),
- * and the scales. Padding added by a backend is not included. */
-long long precis_recipe_tensor_bytes(const precis_recipe *recipe, long long m, long long n, long long k,
-                                     long long batch, bool b_batched);
+precis_status precis_recipe_list_parse(const char *text, precis_recipe_list *out);
+/* Appends one recipe; refuses a canonical spec already in the list. */
+precis_status precis_recipe_list_add(precis_recipe_list *list, const precis_recipe *recipe);
+void precis_recipe_list_free(precis_recipe_list *list);
+
+/* The legacy --int8-act-scale option: recipes with integer A scaled per row and dynamically
+ * become static per-tensor scales found by `method` from the calibration split (spec fields
+ * a=s8@tensor, scale=...). The name stays; the spec and description change. */
+void precis_recipe_set_static_act_scale(precis_recipe *recipe, precis_scale_method method, double percentile);
 
 #endif

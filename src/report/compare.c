@@ -238,6 +238,13 @@ static bool compare_pair(const precis_row *b, const precis_row *n, const precis_
   return true;
 }
 
+/* Rows pair by (workload, canonical spec), so that a preset and the same spec written out pair;
+ * rows without a spec (hand-made reports) pair by recipe name. */
+static const precis_row *find_pair(const precis_report *in, const precis_row *row) {
+  return row->spec ? precis_report_find_spec(in, row->workload, row->spec)
+                   : precis_report_find_row(in, row->workload, row->recipe);
+}
+
 precis_status precis_compare_reports(const precis_report *base, const precis_report *now,
                                      const precis_compare_options *options, precis_comparison *out) {
   memset(out, 0, sizeof *out);
@@ -247,7 +254,7 @@ precis_status precis_compare_reports(const precis_report *base, const precis_rep
   bool ok = env_warnings(base, now, out);
   for (size_t i = 0; ok && i < base->n_rows; i++) {
     const precis_row *b = &base->rows[i];
-    const precis_row *n = precis_report_find_row(now, b->workload, b->recipe);
+    const precis_row *n = find_pair(now, b);
     if (!n) {
       ok = push_string(&out->only_in_base, &out->n_only_in_base, precis_asprintf("%s / %s", b->workload, b->recipe));
       continue;
@@ -257,7 +264,7 @@ precis_status precis_compare_reports(const precis_report *base, const precis_rep
   }
   for (size_t i = 0; ok && i < now->n_rows; i++) {
     const precis_row *n = &now->rows[i];
-    if (!precis_report_find_row(base, n->workload, n->recipe))
+    if (!find_pair(base, n))
       ok = push_string(&out->only_in_new, &out->n_only_in_new, precis_asprintf("%s / %s", n->workload, n->recipe));
   }
   if (!ok) {

@@ -21,8 +21,10 @@ char *precis_journal_name(int index, int count) {
 
 char *precis_journal_case_key(const precis_row *row) {
   /* Joined with the unit separator (\x1f), which dataset names do not use; the key is only ever
-   * compared, never shown. */
-  return precis_asprintf("%s\x1f%s", row->workload ? row->workload : "", row->recipe ? row->recipe : "");
+   * compared, never shown. A case is its canonical spec (two spellings of one spec are one case);
+   * a row without a spec (a journal from before specs) falls back to the recipe's name. */
+  const char *recipe = row->spec ? row->spec : row->recipe;
+  return precis_asprintf("%s\x1f%s", row->workload ? row->workload : "", recipe ? recipe : "");
 }
 
 /* ---------------------------------------------------------------- header */

@@ -1,11 +1,14 @@
 #include "recommend.h"
 
+#include "recipe.h"
+
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "escape.h"
+#include "recipe.h"
 #include "report_util.h"
 
 typedef struct row_eval {
@@ -162,6 +165,7 @@ precis_status precis_recommend(const precis_report *report, const precis_recomme
     o->margin = NAN;
     for (size_t w = 0; w < n_workloads; w++) {
       const precis_row *row = precis_report_find_row(report, workloads[w], recipes[r]);
+      if (row && !o->spec) o->spec = row->spec ? row->spec : precis_recipe_name_spec(row->recipe);
       row_eval ev;
       if (!row) {
         memset(&ev, 0, sizeof ev);
@@ -198,8 +202,9 @@ precis_status precis_recommend(const precis_report *report, const precis_recomme
   qsort(out->outcomes, out->n_outcomes, sizeof *out->outcomes, compare_outcome_order);
 
   const precis_recipe_outcome *fp32 = NULL;
+  const char *baseline = precis_recipe_preset_baseline()->spec;
   for (size_t i = 0; i < out->n_outcomes; i++)
-    if (strcmp(out->outcomes[i].recipe, "fp32") == 0) fp32 = &out->outcomes[i];
+    if (out->outcomes[i].spec && strcmp(out->outcomes[i].spec, baseline) == 0) fp32 = &out->outcomes[i];
   for (size_t i = 0; i < out->n_outcomes; i++) {
     precis_recipe_outcome *o = &out->outcomes[i];
     o->speedup_vs_fp32 = fp32 ? fp32->latency_ms / o->latency_ms : NAN;

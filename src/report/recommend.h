@@ -9,7 +9,7 @@
  *  - Cost: latency = the sum over workloads of the median latency per call; memory = the largest
  *    peak over workloads (tracked_peak_bytes, else tensor_bytes).
  *  - The passing recipe of lowest cost wins. Ties (equal cost) go to the lower error (the largest
- *    rel_fro worst over workloads), then to the earlier recipe in the recipe table (DESIGN §3).
+ *    rel_fro worst over workloads), then to the earlier recipe in the preset table (recipe.c).
  *  - When none passes: the closest miss is the failing recipe whose worst criterion miss is the
  *    smallest ratio (value/limit for upper bounds, limit/value for lower bounds). */
 #ifndef PRECIS_RECOMMEND_H
@@ -32,6 +32,7 @@ typedef struct precis_recommend_options {
 
 typedef struct precis_recipe_outcome {
   const char *recipe;             /* points into the report */
+  const char *spec;               /* canonical spec (the report's, or the preset's for older reports); may be NULL */
   int rank;                       /* position in the recipe table (unknown recipes after) */
   bool passes;
   size_t n_workloads;             /* workloads considered */
@@ -39,8 +40,9 @@ typedef struct precis_recipe_outcome {
   long long peak_bytes;           /* largest peak over workloads; -1 when unknown */
   double cost;                    /* latency_ms or peak_bytes, per the objective; NaN when unknown */
   double error;                   /* largest rel_fro worst over workloads; NaN when unknown */
-  double speedup_vs_fp32;         /* fp32 latency / this latency; NaN without fp32 */
-  double memory_vs_fp32;          /* this peak / fp32 peak; NaN without fp32 */
+  /* Against the baseline preset's spec (fp32, precis_recipe_preset_baseline), whatever its name: */
+  double speedup_vs_fp32;         /* baseline latency / this latency; NaN without a baseline row */
+  double memory_vs_fp32;          /* this peak / baseline peak; NaN without a baseline row */
   bool on_frontier;               /* Pareto-optimal in (error, cost) */
   /* The worst miss of a failing recipe: */
   const char *failed_workload;    /* points into the report */

@@ -108,6 +108,7 @@ static cJSON *point_to_json(const precis_accept_point *p) {
 static cJSON *recipe_to_json(const precis_accept_result *r, const precis_accept_recipe_result *rr) {
   cJSON *o = cJSON_CreateObject();
   add_string(o, "recipe", rr->recipe);
+  add_string(o, "spec", rr->spec);
   add_string(o, "recipe_description", rr->recipe_description);
   add_string(o, "verdict", precis_verdict_str(rr->verdict));
   cJSON *reasons = cJSON_AddArrayToObject(o, "reasons");

@@ -37,7 +37,7 @@ static const char *const memory_columns[] = {"tensor_bytes",      "tracked_peak_
 
 static void header(precis_buf *b) {
   bool first = true;
-  static const char *const leading[] = {"workload", "recipe", "backend", "dataset_id", "description",
+  static const char *const leading[] = {"workload", "recipe", "spec", "backend", "dataset_id", "description",
                                         "recipe_description", "m", "n", "k", "batch", "status", "reason",
                                         "verdict", "verdict_detail", "criteria"};
   for (size_t i = 0; i < sizeof leading / sizeof leading[0]; i++) csv_text(b, &first, leading[i]);
@@ -57,6 +57,7 @@ static void row_line(precis_buf *b, const precis_report *report, const precis_ro
   bool first = true;
   csv_text(b, &first, row->workload);
   csv_text(b, &first, row->recipe);
+  csv_text(b, &first, row->spec);
   csv_text(b, &first, precis_kv_get(&report->environment, "backend"));
   csv_text(b, &first, report->dataset_id);
   csv_text(b, &first, row->description);

@@ -407,6 +407,10 @@ static void html_rows_table(precis_buf *b, const precis_report *report, const ch
     bool ok = row->status == PRECIS_ROW_OK;
     precis_buf_append(b, "<tr><td class=\"t\" title=\"");
     precis_buf_html(b, row->recipe_description);
+    if (row->spec) {
+      precis_buf_append(b, " &#10;");
+      precis_buf_html(b, row->spec);
+    }
     precis_buf_append(b, "\">");
     precis_buf_html(b, row->recipe);
     precis_buf_appendf(b, "</td><td class=\"t%s\">%s</td>", ok ? "" : " fail", precis_row_status_str(row->status));

@@ -8,6 +8,7 @@
 
 #include "escape.h"
 #include "fileio.h"
+#include "recipe.h"
 #include "report.h"
 
 /* ---------------------------------------------------------------- writer */
@@ -166,6 +167,7 @@ static void write_row(json_out *o, const precis_row *row) {
   jo_begin_object(o, false);
   jo_k(o, "workload"); jo_str(o, row->workload);
   jo_k(o, "recipe"); jo_str(o, row->recipe);
+  jo_k(o, "spec"); jo_str(o, row->spec);
   jo_k(o, "description"); jo_str(o, row->description);
   jo_k(o, "recipe_description"); jo_str(o, row->recipe_description);
   jo_k(o, "m"); jo_int(o, row->m);
@@ -420,6 +422,28 @@ static bool ji_object(json_in *in, const cJSON *parent, const char *key, const c
   return true;
 }
 
+/* The row's canonical spec: as written (normalized), or, in reports from before specs, the spec of
+ * the preset the row names. */
+static bool read_spec(json_in *in, const cJSON *obj, precis_row *row) {
+  char *given = NULL;
+  if (!ji_string(in, obj, "spec", &given, false)) return false;
+  const char *text = given;
+  if (!text) text = precis_recipe_name_spec(row->recipe);
+  if (!text) return true; /* an unknown name without a spec: it pairs with nothing */
+  precis_spec spec;
+  precis_status st = precis_spec_parse(text, &spec);
+  free(given);
+  if (st != PRECIS_OK) {
+    if (in->st == PRECIS_OK)
+      in->st = precis_fail(PRECIS_E_INPUT, "%s: %s.spec: %s", in->file, in->path, precis_last_error());
+    return false;
+  }
+  char canonical[PRECIS_SPEC_TEXT_MAX];
+  precis_spec_format(&spec, canonical, sizeof canonical);
+  row->spec = precis_strdup(canonical);
+  return true;
+}
+
 static bool read_row(json_in *in, const cJSON *obj, precis_row *row) {
   if (!cJSON_IsObject(obj)) return ji_bad(in, "", "an object (one row)", obj);
   if (!ji_string(in, obj, "workload", &row->workload, true) || !ji_string(in, obj, "recipe", &row->recipe, true) ||
@@ -428,7 +452,7 @@ static bool read_row(json_in *in, const cJSON *obj, precis_row *row) {
       !ji_integer(in, obj, "m", &row->m, 0) || !ji_integer(in, obj, "n", &row->n, 0) ||
       !ji_integer(in, obj, "k", &row->k, 0) || !ji_integer(in, obj, "batch", &row->batch, 0) ||
       !ji_string(in, obj, "reason", &row->reason, false) ||
-      !ji_string(in, obj, "verdict_detail", &row->verdict_detail, false))
+      !ji_string(in, obj, "verdict_detail", &row->verdict_detail, false) || !read_spec(in, obj, row))
     return false;
 
   const cJSON *status = cJSON_GetObjectItemCaseSensitive(obj, "status");

@@ -119,7 +119,7 @@ static void md_failures(precis_buf *b, const precis_report *report) {
 }
 
 static void md_recipes(precis_buf *b, const precis_report *report) {
-  precis_buf_append(b, "## Recipes\n\n| recipe | what was run |\n|---|---|\n");
+  precis_buf_append(b, "## Recipes\n\n| recipe | spec | what was run |\n|---|---|---|\n");
   size_t n;
   const char **names = precis_report_recipe_names(report, &n);
   for (size_t i = 0; names && i < n; i++) {
@@ -128,6 +128,8 @@ static void md_recipes(precis_buf *b, const precis_report *report) {
       if (strcmp(report->rows[j].recipe, names[i]) == 0 && report->rows[j].recipe_description) row = &report->rows[j];
     precis_buf_append(b, "| ");
     precis_buf_markdown(b, names[i]);
+    precis_buf_append(b, " | ");
+    precis_buf_markdown(b, row && row->spec ? row->spec : "-");
     precis_buf_append(b, " | ");
     precis_buf_markdown(b, row ? row->recipe_description : "-");
     precis_buf_append(b, " |\n");

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "escape.h"
+#include "recipe.h"
 #include "report.h"
 #include "report_util.h"
 
@@ -26,6 +27,14 @@ static void cell(precis_buf *b, const char *text, size_t width, bool right) {
   precis_buf_free(&cut);
 }
 
+/* A recipe name too long for its column (a spec given field by field) is shown as specN, and the
+ * legend under the table gives the full spec. N is the position among such names. */
+static size_t long_name_index(const char **long_names, size_t n_long, const char *name) {
+  for (size_t i = 0; i < n_long; i++)
+    if (strcmp(long_names[i], name) == 0) return i + 1;
+  return 0;
+}
+
 static void end_line(precis_buf *b) {
   while (!b->failed && b->len > 0 && b->data[b->len - 1] == ' ') b->data[--b->len] = '\0';
   precis_buf_append(b, "\n");
@@ -42,6 +51,10 @@ void precis_report_print_table(const precis_report *report, FILE *out) {
   }
   if (workload_width > WORKLOAD_WIDTH_MAX) workload_width = WORKLOAD_WIDTH_MAX;
   if (recipe_width > RECIPE_WIDTH_MAX) recipe_width = RECIPE_WIDTH_MAX;
+  size_t n_names = 0, n_long = 0;
+  const char **long_names = precis_report_recipe_names(report, &n_names);
+  for (size_t i = 0; long_names && i < n_names; i++)
+    if (strlen(long_names[i]) > RECIPE_WIDTH_MAX) long_names[n_long++] = long_names[i];
 
   precis_buf b;
   precis_buf_init(&b);
@@ -73,7 +86,10 @@ void precis_report_print_table(const precis_report *report, FILE *out) {
     precis_fmt_bytes(peak, sizeof peak, precis_row_peak_bytes(row));
     const char *verdict = precis_verdict_str(row->verdict);
     cell(&b, row->workload, workload_width, false);
-    cell(&b, row->recipe, recipe_width, false);
+    size_t long_index = row->recipe ? long_name_index(long_names, n_long, row->recipe) : 0;
+    char label[32];
+    snprintf(label, sizeof label, "spec%zu", long_index);
+    cell(&b, long_index ? label : row->recipe, recipe_width, false);
     cell(&b, precis_row_status_str(row->status), 12, false);
     cell(&b, verdict ? verdict : "-", 7, false);
     cell(&b, rel, 9, true);
@@ -89,6 +105,12 @@ void precis_report_print_table(const precis_report *report, FILE *out) {
       precis_buf_append(&b, "\n");
     }
   }
+  for (size_t i = 0; i < n_long; i++) {
+    precis_buf_appendf(&b, "spec%zu = ", i + 1);
+    precis_buf_terminal(&b, long_names[i], 0);
+    precis_buf_append(&b, "\n");
+  }
+  free(long_names);
   if (!report->complete) precis_buf_append(&b, "INCOMPLETE report (see above).\n");
   char *text = precis_buf_take(&b);
   if (text) fputs(text, out);

@@ -53,10 +53,7 @@ const char **precis_report_recipe_names(const precis_report *report, size_t *cou
   return distinct(report, false, count);
 }
 
-int precis_recipe_rank(const char *name) {
-  const precis_recipe *recipe = name ? precis_recipe_by_name(name) : NULL;
-  return recipe ? (int)recipe->id : PRECIS_RECIPE_COUNT;
-}
+int precis_recipe_rank(const char *name) { return (int)precis_recipe_preset_index(name); }
 
 long long precis_row_peak_bytes(const precis_row *row) {
   if (row->memory.tracked_peak_bytes >= 0) return row->memory.tracked_peak_bytes;

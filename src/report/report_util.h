@@ -21,7 +21,7 @@ bool precis_report_is_cpu_emulation(const precis_report *report);
  * holds pointers into the report (free only the array). */
 const char **precis_report_workloads(const precis_report *report, size_t *count);
 const char **precis_report_recipe_names(const precis_report *report, size_t *count);
-/* Position of a recipe in the recipe table (DESIGN §3); unknown names sort after, by name. */
+/* Position of a preset in the preset table (recipe.c); other names sort after, by name. */
 int precis_recipe_rank(const char *name);
 
 /* The peak memory a recipe needs on the backend, the figure recommend's memory objective and the

@@ -151,6 +151,7 @@ void precis_row_free(precis_row *row) {
   free(row->workload);
   free(row->description);
   free(row->recipe);
+  free(row->spec);
   free(row->recipe_description);
   free(row->reason);
   free(row->verdict_detail);
@@ -200,6 +201,14 @@ const precis_row *precis_report_find_row(const precis_report *report, const char
   for (size_t i = 0; i < report->n_rows; i++)
     if (report->rows[i].workload && report->rows[i].recipe && strcmp(report->rows[i].workload, workload) == 0 &&
         strcmp(report->rows[i].recipe, recipe) == 0)
+      return &report->rows[i];
+  return NULL;
+}
+
+const precis_row *precis_report_find_spec(const precis_report *report, const char *workload, const char *spec) {
+  for (size_t i = 0; i < report->n_rows; i++)
+    if (report->rows[i].workload && report->rows[i].spec && strcmp(report->rows[i].workload, workload) == 0 &&
+        strcmp(report->rows[i].spec, spec) == 0)
       return &report->rows[i];
   return NULL;
 }

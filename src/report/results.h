@@ -68,7 +68,8 @@ typedef struct precis_memory {
 typedef struct precis_row {
   char *workload;
   char *description;
-  char *recipe;
+  char *recipe;             /* the name given: a preset's, or the canonical spec */
+  char *spec;               /* the canonical spec (DESIGN §11): rows pair across reports by it */
   char *recipe_description; /* precis_recipe.description plus what this run chose */
   long long m, n, k, batch;
   precis_row_status status;
@@ -105,6 +106,8 @@ void precis_report_free(precis_report *report);
 /* Moves *row into the report (row is reset). */
 precis_status precis_report_add_row(precis_report *report, precis_row *row);
 const precis_row *precis_report_find_row(const precis_report *report, const char *workload, const char *recipe);
+/* The row of a workload with this canonical spec, or NULL. */
+const precis_row *precis_report_find_spec(const precis_report *report, const char *workload, const char *spec);
 
 /* Utilities shared by the printers. */
 char *precis_strdup(const char *s);        /* NULL-safe */

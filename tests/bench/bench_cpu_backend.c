@@ -90,23 +90,26 @@ int main(int argc, char **argv) {
   raw_sgemm_ms(a, b, c, n, 2); /* warm-up: OpenBLAS threads and page faults */
   printf("cpu backend vs raw BLAS at %d^3 (median of the backend's timing loop; +conv adds the one-off conversion)\n", n);
   printf("%-10s %12s %12s %12s %10s %10s\n", "recipe", "backend ms", "+conv ms", "raw ms", "ratio", "goal");
-  const precis_recipe_id ids[] = {PRECIS_RECIPE_FP32, PRECIS_RECIPE_FP16, PRECIS_RECIPE_BF16, PRECIS_RECIPE_INT8};
+  const char *names[] = {"fp32", "fp16", "bf16", "int8"};
   int failures = 0;
-  for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) {
-    const precis_recipe *r = precis_recipe_get(ids[i]);
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    precis_recipe recipe;
+    if (precis_recipe_parse(names[i], &recipe) != PRECIS_OK) return 2;
+    const precis_recipe *r = &recipe;
+    bool integer = r->spec.acc == PRECIS_FMT_I32;
     precis_case_output out;
     precis_case_output_init(&out);
-    if (cpu->run_case(ctx, r, &w, &d, &o, &out) != PRECIS_OK || out.status != PRECIS_ROW_OK) {
+    if (cpu->run_case(ctx, &r->spec, &w, &d, &o, &out) != PRECIS_OK || out.status != PRECIS_ROW_OK) {
       fprintf(stderr, "%s: %s\n", r->name, out.reason);
       failures++;
       precis_case_output_free(&out);
       continue;
     }
     /* The raw reference right after, so that both see the same machine state. */
-    double raw = r->id == PRECIS_RECIPE_INT8 ? raw_dgemm_ms(ad, bd, cd, n, reps) : raw_sgemm_ms(a, b, c, n, reps);
+    double raw = integer ? raw_dgemm_ms(ad, bd, cd, n, reps) : raw_sgemm_ms(a, b, c, n, reps);
     double ratio = out.time.median_ms / raw;
     printf("%-10s %12.3f %12.3f %12.3f %10.3f %10s\n", r->name, out.time.median_ms,
-           out.time.median_ms + out.time.convert_ms, raw, ratio, r->id == PRECIS_RECIPE_FP32 ? "-" : "<= 1.3");
+           out.time.median_ms + out.time.convert_ms, raw, ratio, r->preset->baseline ? "-" : "<= 1.3");
     precis_case_output_free(&out);
   }
   cpu->close(ctx);

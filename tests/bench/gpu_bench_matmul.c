@@ -50,7 +50,7 @@ static double plain_loop_ms(cublasLtHandle_t lt, cudaStream_t stream, const prec
   unsigned long long *clipped = NULL;
   cudaEvent_t e0 = NULL, e1 = NULL;
   double *per_call = NULL;
-  if (precis_gemm_plan_make_for(r, n, n, n, 1, false, (int)cublasLtGetVersion(), &plan) != PRECIS_OK) return NAN;
+  if (precis_gemm_plan_make_for(&r->spec, n, n, n, 1, false, (int)cublasLtGetVersion(), &plan) != PRECIS_OK) return NAN;
   size_t count = (size_t)n * (size_t)n;
   CK(cudaMalloc(&a32, count * 4));
   CK(cudaMalloc(&b32, count * 4));
@@ -64,37 +64,36 @@ static double plain_loop_ms(cublasLtHandle_t lt, cudaStream_t stream, const prec
    * cudaMemset or device-to-device cudaMemcpy on the legacy default stream returns before it is done
    * and is not ordered with a non-blocking stream (nor is the DMA of a pageable cudaMemcpy), so the
    * zero-fill could land after the quantized operands and the GEMMs would time zeros. */
-  float s = r->id == PRECIS_RECIPE_INT8 ? 1.0f / 127.0f : 1.0f / 448.0f;
+  float s = 1.0f / (float)precis_format_get(r->spec.a.fmt)->max_finite;
   CK(cudaMemcpyAsync(a32, host_a, count * 4, cudaMemcpyHostToDevice, stream));
   CK(cudaMemcpyAsync(b32, host_b, count * 4, cudaMemcpyHostToDevice, stream));
   CK(cudaMemsetAsync(lt_a, 0, (size_t)plan.lt_a.elements * plan.lt_a.elem_bytes, stream));
   CK(cudaMemsetAsync(lt_b, 0, (size_t)plan.lt_b.elements * plan.lt_b.elem_bytes, stream));
   CK(cudaMemcpyAsync(scale, &s, sizeof s, cudaMemcpyHostToDevice, stream));
-  switch (r->id) {
-  case PRECIS_RECIPE_FP32:
+  switch (r->spec.a.fmt) {
+  case PRECIS_FMT_F32:
     CK(cudaMemcpyAsync(lt_a, b32, count * 4, cudaMemcpyDeviceToDevice, stream));
     CK(cudaMemcpyAsync(lt_b, a32, count * 4, cudaMemcpyDeviceToDevice, stream));
     break;
-  case PRECIS_RECIPE_TF32:
+  case PRECIS_FMT_TF32:
     CK(precis_cuda_f32_to_tf32(b32, lt_a, count, stream));
     CK(precis_cuda_f32_to_tf32(a32, lt_b, count, stream));
     break;
-  case PRECIS_RECIPE_FP16:
-  case PRECIS_RECIPE_FP16ACC16:
+  case PRECIS_FMT_F16:
     CK(precis_cuda_f32_to_f16(b32, lt_a, count, stream));
     CK(precis_cuda_f32_to_f16(a32, lt_b, count, stream));
     break;
-  case PRECIS_RECIPE_BF16:
+  case PRECIS_FMT_BF16:
     CK(precis_cuda_f32_to_bf16(b32, lt_a, count, stream));
     CK(precis_cuda_f32_to_bf16(a32, lt_b, count, stream));
     break;
-  case PRECIS_RECIPE_INT8:
+  case PRECIS_FMT_I8:
     CK(precis_cuda_int8_quantize(b32, (size_t)n, (size_t)n, PRECIS_CUDA_SCALE_TENSOR, scale, lt_a,
                                  (size_t)plan.write_b.ld_out, plan.write_b.transpose_out, clipped, stream));
     CK(precis_cuda_int8_quantize(a32, (size_t)n, (size_t)n, PRECIS_CUDA_SCALE_TENSOR, scale, lt_b,
                                  (size_t)plan.write_a.ld_out, false, clipped, stream));
     break;
-  case PRECIS_RECIPE_FP8:
+  case PRECIS_FMT_E4M3:
     CK(precis_cuda_fp8_quantize(b32, (size_t)n, (size_t)n, scale, lt_a, (size_t)plan.write_b.ld_out,
                                 plan.write_b.transpose_out, clipped, stream));
     CK(precis_cuda_fp8_quantize(a32, (size_t)n, (size_t)n, scale, lt_b, (size_t)plan.write_a.ld_out, false, clipped,
@@ -103,7 +102,7 @@ static double plain_loop_ms(cublasLtHandle_t lt, cudaStream_t stream, const prec
   default: goto done;
   }
   CK(cudaStreamSynchronize(stream));
-  bool fp8 = r->id == PRECIS_RECIPE_FP8;
+  bool fp8 = r->spec.a.fmt == PRECIS_FMT_E4M3;
   if (precis_lt_call_init(&call, &plan, lt_a, lt_b, d, fp8 ? scale : NULL, fp8 ? scale : NULL, ws,
                           PRECIS_LT_WORKSPACE_BYTES) != PRECIS_OK) {
     fprintf(stderr, "%s\n", precis_last_error());
@@ -189,9 +188,8 @@ int main(int argc, char **argv) {
     printf("SKIP: %s\n", precis_last_error());
     return 77;
   }
-  precis_recipe_id ids[PRECIS_RECIPE_COUNT];
-  size_t n_ids = 0;
-  if (precis_recipe_parse_list(recipes_arg, ids, &n_ids) != PRECIS_OK) {
+  precis_recipe_list recipes;
+  if (precis_recipe_list_parse(recipes_arg, &recipes) != PRECIS_OK) {
     fprintf(stderr, "%s\n", precis_last_error());
     return 2;
   }
@@ -234,16 +232,16 @@ int main(int argc, char **argv) {
                                  .b_dist = "uniform", .m = n, .n = n, .k = n, .batch = 1};
     precis_workload_data data = {.a = a, .b = b};
     double flops = 2.0 * (double)n * (double)n * (double)n;
-    for (size_t r = 0; r < n_ids; r++) {
-      const precis_recipe *recipe = precis_recipe_get(ids[r]);
+    for (size_t r = 0; r < recipes.count; r++) {
+      const precis_recipe *recipe = &recipes.items[r];
       char reason[512];
-      if (!be->supports(ctx, recipe, reason, sizeof reason)) {
+      if (!be->supports(ctx, &recipe->spec, reason, sizeof reason)) {
         printf("%6ld %-6s unsupported: %s\n", n, recipe->name, reason);
         continue;
       }
       precis_case_output out;
       precis_case_output_init(&out);
-      if (be->run_case(ctx, recipe, &info, &data, &o, &out) != PRECIS_OK || out.status != PRECIS_ROW_OK) {
+      if (be->run_case(ctx, &recipe->spec, &info, &data, &o, &out) != PRECIS_OK || out.status != PRECIS_ROW_OK) {
         printf("%6ld %-6s %s: %s\n", n, recipe->name, precis_row_status_str(out.status), out.reason);
         precis_case_output_free(&out);
         continue;
@@ -276,6 +274,7 @@ int main(int argc, char **argv) {
   printf("goal ratio >= 0.99: %s\n", worst_ok ? "met" : "NOT met for at least one row");
   cudaStreamDestroy(stream);
   cublasLtDestroy(lt);
+  precis_recipe_list_free(&recipes);
   be->close(ctx);
   return 0;
 }

@@ -18,6 +18,7 @@
 #include "cuda_api.h"
 #include "format.h"
 #include "harness.h"
+#include "preset_fixture.h"
 #include "quant.h"
 
 static const precis_backend *cuda, *cpu;
@@ -29,8 +30,8 @@ static int cc_major, cc_minor; /* device 0's compute capability, from the backen
  * a missing feature, and must fail the test rather than skip the recipe. */
 static bool recipe_runs_here(const precis_recipe *r) {
   char reason[512] = "";
-  bool cc_ok = precis_cuda_recipe_supported(r, cc_major, cc_minor, NULL, 0);
-  bool probed = cuda->supports(cuda_ctx, r, reason, sizeof reason);
+  bool cc_ok = precis_cuda_spec_supported(&r->spec, cc_major, cc_minor, NULL, 0);
+  bool probed = cuda->supports(cuda_ctx, &r->spec, reason, sizeof reason);
   if (!probed) printf("  %s unsupported here: %s\n", r->name, reason);
   CHECK_MSG(probed || !cc_ok, "%s: sm_%d%d should run it, but the backend says: %s", r->name, cc_major, cc_minor,
             reason);
@@ -120,7 +121,7 @@ static precis_case_options quick_options(void) {
 static bool run(const precis_backend *be, void *ctx, const precis_recipe *r, const workload *w,
                 const precis_case_options *o, precis_case_output *out) {
   precis_case_output_init(out);
-  precis_status st = be->run_case(ctx, r, &w->info, &w->data, o, out);
+  precis_status st = be->run_case(ctx, &r->spec, &w->info, &w->data, o, out);
   if (st != PRECIS_OK || out->status != PRECIS_ROW_OK || !out->c) {
     fprintf(stderr, "  %s backend, %s: status %s: %s %s\n", be->name, r->name, precis_row_status_str(out->status),
             out->reason, st != PRECIS_OK ? precis_last_error() : "");
@@ -133,7 +134,8 @@ static bool run(const precis_backend *be, void *ctx, const precis_recipe *r, con
 static void compare(const precis_recipe *r, const workload *w, const float *gpu, const float *ref, bool exact,
                     const char *label) {
   int64_t count = w->info.batch * w->info.m * w->info.n, bad = 0, first = -1;
-  agreement bound = agreement_for(r, w->info.k);
+  bool int8 = r->spec.acc == PRECIS_FMT_I32;
+  agreement bound = agreement_for(&r->spec, w->info.k);
   /* The worst |gpu - cpu| / bound (above 1 fails), and the worst part of |gpu - cpu| that output
    * rounding does not explain, in units of the accumulation term: the figure to tune the
    * accumulation model from (docs/cuda-backend.md, "To verify"); output-rounding flips alone
@@ -142,7 +144,7 @@ static void compare(const precis_recipe *r, const workload *w, const float *gpu,
   for (int64_t i = 0; i < count; i++) {
     double g = gpu[i], c = ref[i];
     bool ok;
-    if (exact || r->scaling == PRECIS_SCALING_INT8_SYMMETRIC) {
+    if (exact || int8) {
       ok = memcmp(&gpu[i], &ref[i], sizeof(float)) == 0;
     } else {
       double limit = agreement_bound(&bound, w->data.ab_abs[i], g, c);
@@ -155,7 +157,7 @@ static void compare(const precis_recipe *r, const workload *w, const float *gpu,
       bad++;
     }
   }
-  if (!exact && r->scaling != PRECIS_SCALING_INT8_SYMMETRIC)
+  if (!exact && !int8)
     printf("  %s %s m=%lld n=%lld k=%lld: worst |gpu-cpu|/bound = %.3g, accumulation excess (beyond output "
            "rounding, in units of the bound's accumulation term) = %.3g\n",
            r->name, label, (long long)w->info.m, (long long)w->info.n, (long long)w->info.k, worst_ratio, worst_excess);
@@ -176,8 +178,8 @@ static const shape shapes[] = {
 
 static void against_cpu(bool integers) {
   precis_case_options o = quick_options();
-  for (int id = 0; id < PRECIS_RECIPE_COUNT; id++) {
-    const precis_recipe *r = precis_recipe_get((precis_recipe_id)id);
+  for (int id = 0; id < PRESET_COUNT; id++) {
+    const precis_recipe *r = preset_recipe_at((size_t)id);
     if (!recipe_runs_here(r)) continue;
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
       workload w;
@@ -186,9 +188,9 @@ static void against_cpu(bool integers) {
       bool ok_g = run(cuda, cuda_ctx, r, &w, &o, &g), ok_c = run(cpu, cpu_ctx, r, &w, &o, &c);
       CHECK_MSG(ok_g && ok_c, "%s shape %zu ran on both backends", r->name, s);
       /* fp8 rescales the integers (s = amax/448), so it is exact only up to the summation. */
-      if (ok_g && ok_c) compare(r, &w, g.c, c.c, integers && r->scaling != PRECIS_SCALING_FP8_TENSOR,
+      if (ok_g && ok_c) compare(r, &w, g.c, c.c, integers && r->spec.a.fmt != PRECIS_FMT_E4M3,
                                 integers ? "integers" : "uniform");
-      if (ok_g && ok_c && r->scaling != PRECIS_SCALING_NONE)
+      if (ok_g && ok_c && r->spec.a.gran != PRECIS_GRAN_NONE)
         CHECK_MSG(g.clipped_fraction == c.clipped_fraction, "%s clipped %g vs cpu %g", r->name, g.clipped_fraction,
                   c.clipped_fraction);
       precis_case_output_free(&g);
@@ -202,12 +204,13 @@ TEST(every_recipe_matches_the_cpu_backend_exactly_on_integers) { against_cpu(tru
 TEST(every_recipe_matches_the_cpu_backend_within_the_bound_on_random_data) { against_cpu(false); }
 
 TEST(int8_static_activation_scales_match_the_cpu_backend) {
-  const precis_recipe *r = precis_recipe_get(PRECIS_RECIPE_INT8);
-  if (!recipe_runs_here(r)) return;
-  precis_act_scale modes[] = {PRECIS_ACT_SCALE_ABSMAX, PRECIS_ACT_SCALE_PERCENTILE, PRECIS_ACT_SCALE_MSE};
+  precis_scale_method modes[] = {PRECIS_SCALE_ABSMAX, PRECIS_SCALE_PERCENTILE, PRECIS_SCALE_MSE};
   for (size_t i = 0; i < 3; i++) {
     precis_case_options o = quick_options();
-    o.int8_act_scale = modes[i];
+    precis_recipe static_int8 = *preset_recipe("int8");
+    precis_recipe_set_static_act_scale(&static_int8, modes[i], o.percentile);
+    const precis_recipe *r = &static_int8;
+    if (!recipe_runs_here(r)) return;
     workload w;
     workload_make(&w, 24, 40, 36, 2, false, false, 3);
     precis_case_output g, c;
@@ -228,9 +231,9 @@ TEST(measurements_are_reported) {
   precis_case_options o;
   precis_case_options_default(&o);
   o.max_time_ms = 200;
-  const precis_recipe_id ids[] = {PRECIS_RECIPE_BF16, PRECIS_RECIPE_INT8, PRECIS_RECIPE_FP8};
+  const char *names[] = {"bf16", "int8", "fp8"};
   for (size_t i = 0; i < 3; i++) {
-    const precis_recipe *r = precis_recipe_get(ids[i]);
+    const precis_recipe *r = preset_recipe(names[i]);
     if (!recipe_runs_here(r)) continue;
     workload w;
     workload_make(&w, 512, 512, 512, 1, false, false, 0);
@@ -263,7 +266,7 @@ TEST(measurements_are_reported) {
       CHECK(g.memory.device_peak_bytes + reuse_tolerance >= g.memory.device_baseline_bytes + g.memory.tracked_peak_bytes);
       CHECK(precis_kv_get(&g.details, "algo_id") != NULL);
       CHECK(precis_kv_get(&g.details, "workspace_bytes") != NULL);
-      if (r->scaling != PRECIS_SCALING_NONE) {
+      if (r->spec.a.gran != PRECIS_GRAN_NONE) {
         CHECK(g.time.e2e_median_ms > 0);
         CHECK_STR(precis_kv_get(&g.details, "lt_op"), "TN");
       } else {
@@ -282,7 +285,7 @@ TEST(cold_and_autotune) {
   precis_case_options o = quick_options();
   o.cold = true;
   o.autotune = 4;
-  const precis_recipe *r = precis_recipe_get(PRECIS_RECIPE_FP16);
+  const precis_recipe *r = preset_recipe("fp16");
   workload w;
   workload_make(&w, 256, 256, 256, 1, false, true, 0);
   precis_case_output g, c;
@@ -326,13 +329,13 @@ TEST(out_of_memory_becomes_does_not_fit_and_the_run_goes_on) {
   }
   CHECK(cudaMemGetInfo(&free_b, &total_b) == cudaSuccess);
   printf("  holding %d blocks, %zu bytes free\n", n_held, free_b);
-  const precis_recipe *r = precis_recipe_get(PRECIS_RECIPE_FP32);
+  const precis_recipe *r = preset_recipe("fp32");
   workload w;
   workload_make(&w, 1024, 1024, 1024, 1, false, true, 0);
   precis_case_options o = quick_options();
   precis_case_output g;
   precis_case_output_init(&g);
-  CHECK_OK(cuda->run_case(cuda_ctx, r, &w.info, &w.data, &o, &g));
+  CHECK_OK(cuda->run_case(cuda_ctx, &r->spec, &w.info, &w.data, &o, &g));
   printf("  %s: %s\n", precis_row_status_str(g.status), g.reason);
   CHECK_EQ_INT(g.status, PRECIS_ROW_DOES_NOT_FIT);
   CHECK(strstr(g.reason, "cudaErrorMemoryAllocation") != NULL);
@@ -358,16 +361,16 @@ typedef struct concurrent_job {
 static void *concurrent_main(void *arg) {
   concurrent_job *job = arg;
   precis_case_output_init(&job->out);
-  job->st = cuda->run_case(cuda_ctx, job->recipe, &job->w->info, &job->w->data, &job->o, &job->out);
+  job->st = cuda->run_case(cuda_ctx, &job->recipe->spec, &job->w->info, &job->w->data, &job->o, &job->out);
   return NULL;
 }
 
 TEST(two_workers_run_at_once_each_with_its_own_state) {
   CHECK(cuda->worker_open != NULL && cuda->worker_close != NULL);
   if (!cuda->worker_open) return;
-  const precis_recipe_id ids[] = {PRECIS_RECIPE_FP16, PRECIS_RECIPE_INT8};
+  const char *names[] = {"fp16", "int8"};
   for (size_t r = 0; r < 2; r++) {
-    const precis_recipe *recipe = precis_recipe_get(ids[r]);
+    const precis_recipe *recipe = preset_recipe(names[r]);
     if (!recipe_runs_here(recipe)) continue;
     workload w;
     workload_make(&w, 128, 96, 128, 2, true, true, 0);
@@ -408,7 +411,7 @@ TEST(two_workers_run_at_once_each_with_its_own_state) {
 /* The int8 workarounds of the plan, on the device: few rows padded to 32, and with cuBLASLt < 13.2
  * a strided batch run as one call per batch matrix (issue 14.4, 14.5); exact against the cpu. */
 TEST(int8_padding_and_cublaslt_13_1_split_run_exactly) {
-  const precis_recipe *r = precis_recipe_get(PRECIS_RECIPE_INT8);
+  const precis_recipe *r = preset_recipe("int8");
   if (!recipe_runs_here(r)) return;
   precis_kv_list env = {0};
   cuda->environment(cuda_ctx, &env);

@@ -1,6 +1,7 @@
 /* Smoke test of the CUDA inventory: skipped (77) without a usable device. */
 #include "cuda_api.h"
 #include "harness.h"
+#include "recipe.h"
 
 static precis_cuda_inventory inv;
 
@@ -13,7 +14,7 @@ TEST(inventory_lists_devices_with_recipes) {
     CHECK(inv.devices[d].name[0] != '\0');
     CHECK(inv.devices[d].sm_count > 0);
     CHECK(inv.devices[d].mem_total_bytes > 0);
-    CHECK(inv.devices[d].recipe_supported[PRECIS_RECIPE_FP32]);
+    CHECK(inv.devices[d].recipe_supported[precis_recipe_preset_index("fp32")]);
   }
 }
 

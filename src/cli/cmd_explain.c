@@ -1,0 +1,160 @@
+/* precis explain (DESIGN §14): for each (workload, recipe) of a dataset, the cuBLASLt call the cuda
+ * backend would make, from the same plan code it runs (src/eval/gemm_plan.c), for a compute
+ * capability chosen with --cc; or why the recipe is unsupported there. Needs no GPU: it reads the
+ * dataset's shapes only. */
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "cuda_api.h"
+#include "dataset.h"
+#include "default_dataset.h"
+#include "gemm_plan.h"
+
+static void usage(FILE *out) {
+  fprintf(out, "usage: precis explain [FILE.h5] [--recipes LIST] [--workloads LIST] [--cc 90] [--json]\n\n"
+               "Prints, for each workload and recipe, the cuBLASLt call the cuda backend would make: A/B/C/D\n"
+               "types, compute and scale types, transposes, lda/ldb/ldc, padding, scale modes and pointers,\n"
+               "batch handling, conversion and read-back steps, device bytes and workspace; or why the recipe\n"
+               "is unsupported for that device. Planned on this machine, no GPU needed. Without FILE.h5 it\n"
+               "uses the built-in default dataset.\n\n"
+               "options:\n"
+               "  --recipes LIST        " PRECIS_CLI_RECIPES_HELP
+               "  --workloads LIST      only these workloads (comma-separated)\n"
+               "  --cc CC               compute capability to plan for: 90, 8.9 or sm_80 (default 90)\n"
+               "  --json                machine-readable output\n");
+}
+
+static bool selected(const char *list, const char *name) {
+  if (!list) return true;
+  size_t len = strlen(name);
+  for (const char *p = list; p;) {
+    const char *end = strchr(p, ',');
+    size_t n = end ? (size_t)(end - p) : strlen(p);
+    if (n == len && strncmp(p, name, len) == 0) return true;
+    p = end ? end + 1 : NULL;
+  }
+  return false;
+}
+
+/* One case: the plan as key/value pairs, or the reason it has none. */
+static bool explain_case(const precis_recipe *r, const precis_workload_info *w, int major, int minor,
+                         precis_kv_list *plan_kv, char *reason, size_t len) {
+  if (!precis_cuda_spec_supported(&r->spec, major, minor, reason, len)) return false;
+  precis_gemm_plan plan;
+  if (precis_gemm_plan_make(&r->spec, w->m, w->n, w->k, w->batch, w->b_batched, &plan) != PRECIS_OK) {
+    snprintf(reason, len, "%s", precis_last_error());
+    return false;
+  }
+  precis_gemm_plan_describe(&plan, plan_kv);
+  return true;
+}
+
+static void kv_to_json(cJSON *obj, const precis_kv_list *kv) {
+  for (size_t i = 0; i < kv->count; i++) {
+    const precis_kv *item = &kv->items[i];
+    if (!item->value) cJSON_AddNullToObject(obj, item->key);
+    else if (item->is_number) cJSON_AddNumberToObject(obj, item->key, strtod(item->value, NULL));
+    else cJSON_AddStringToObject(obj, item->key, item->value);
+  }
+}
+
+int precis_cmd_explain(int argc, char **argv) {
+  precis_cli_plan_args args;
+  int rc = precis_cli_parse_plan_args("explain", argc, argv, true, usage, &args);
+  if (rc >= 0) return rc;
+  const precis_recipe_list recipes = args.recipes;
+  const char *workloads = args.workloads;
+  int major = args.cc_major, minor = args.cc_minor, first = args.first_operand;
+  bool json = args.json;
+  precis_dataset *ds = NULL;
+  char *path = NULL;
+  cJSON *root = NULL;
+  rc = 2;
+  if (first < argc - 1) {
+    fprintf(stderr, "precis explain: expected at most one dataset, got \"%s\" and \"%s\"\n", argv[first],
+            argv[first + 1]);
+    goto done;
+  }
+  precis_status st = first < argc ? ((path = precis_strdup(argv[first])) ? PRECIS_OK : PRECIS_E_NOMEM)
+                                   : precis_default_dataset_path(&path);
+  if (st == PRECIS_OK) st = precis_dataset_open(path, &ds);
+  if (st != PRECIS_OK) {
+    rc = precis_cli_report_error("explain", st);
+    goto done;
+  }
+  for (const char *p = workloads; p;) { /* every name given must exist */
+    const char *end = strchr(p, ',');
+    size_t n = end ? (size_t)(end - p) : strlen(p);
+    bool found = false;
+    for (size_t wi = 0; wi < ds->n_workloads && !found; wi++)
+      found = strlen(ds->workloads[wi].name) == n && strncmp(ds->workloads[wi].name, p, n) == 0;
+    if (!found) {
+      fprintf(stderr, "precis explain: %s: no workload named \"%.*s\"\n", path, (int)n, p);
+      goto done;
+    }
+    p = end ? end + 1 : NULL;
+  }
+  cJSON *cases = NULL;
+  if (json) {
+    root = cJSON_CreateObject();
+    char cc[16];
+    snprintf(cc, sizeof cc, "%d.%d", major, minor);
+    cJSON_AddStringToObject(root, "compute_capability", cc);
+    cJSON_AddStringToObject(root, "dataset", path);
+    cJSON_AddStringToObject(root, "dataset_id", ds->dataset_id);
+    cases = cJSON_AddArrayToObject(root, "cases");
+  } else {
+    printf("cuBLASLt calls the cuda backend would make on sm_%d%d (planned without a GPU), dataset %s\n", major,
+           minor, path);
+  }
+  for (size_t wi = 0; wi < ds->n_workloads; wi++) {
+    const precis_workload_info *w = &ds->workloads[wi];
+    if (!selected(workloads, w->name)) continue;
+    if (!json)
+      printf("\n%s: m=%lld n=%lld k=%lld batch=%lld%s\n", w->name, (long long)w->m, (long long)w->n, (long long)w->k,
+             (long long)w->batch, w->b_batched ? " (b per batch element)" : "");
+    for (size_t ri = 0; ri < recipes.count; ri++) {
+      const precis_recipe *r = &recipes.items[ri];
+      precis_kv_list kv = {0};
+      char reason[512] = "";
+      bool planned = explain_case(r, w, major, minor, &kv, reason, sizeof reason);
+      if (json) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "workload", w->name);
+        cJSON_AddNumberToObject(o, "m", (double)w->m);
+        cJSON_AddNumberToObject(o, "n", (double)w->n);
+        cJSON_AddNumberToObject(o, "k", (double)w->k);
+        cJSON_AddNumberToObject(o, "batch", (double)w->batch);
+        cJSON_AddBoolToObject(o, "b_batched", w->b_batched);
+        cJSON_AddStringToObject(o, "recipe", r->name);
+        cJSON_AddStringToObject(o, "spec", r->canonical);
+        cJSON_AddStringToObject(o, "status", planned ? "native" : "unsupported");
+        if (planned) kv_to_json(cJSON_AddObjectToObject(o, "plan"), &kv);
+        else cJSON_AddStringToObject(o, "reason", reason);
+        cJSON_AddItemToArray(cases, o);
+      } else {
+        if (r->preset) printf("  %s (%s): %s\n", r->name, r->canonical, planned ? "native" : "unsupported");
+        else printf("  %s: %s\n", r->canonical, planned ? "native" : "unsupported");
+        if (!planned) printf("    reason: %s\n", reason);
+        for (size_t i = 0; i < kv.count; i++)
+          printf("    %-22s %s\n", kv.items[i].key, kv.items[i].value ? kv.items[i].value : "null");
+      }
+      precis_kv_free(&kv);
+    }
+  }
+  rc = 0;
+  if (root) {
+    char *text = cJSON_Print(root);
+    if (!text || printf("%s\n", text) < 0) rc = 1;
+    free(text);
+  }
+done:
+  cJSON_Delete(root);
+  if (ds) precis_dataset_close(ds);
+  free(path);
+  precis_recipe_list_free(&args.recipes);
+  return rc;
+}

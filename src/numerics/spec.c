@@ -1,0 +1,493 @@
+#include "spec.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { MAX_GROUP = 1 << 20, MAX_SPLIT_TERMS = 16 };
+
+static const char *const field_names[] = {"a", "b", "acc", "out", "scale", "smooth", "split"};
+enum { FIELD_A, FIELD_B, FIELD_ACC, FIELD_OUT, FIELD_SCALE, FIELD_SMOOTH, FIELD_SPLIT, FIELD_COUNT };
+
+#define OPERAND_FORMATS "fp64, fp32, tf32, fp16, bf16, e4m3, e5m2, e2m1, s8, s4, u4"
+#define OUT_FORMATS "fp64, fp32, tf32, fp16, bf16, e4m3, e5m2"
+#define GRANULARITIES "tensor, row, col, k<G>, <R>x<C>, mx, mx-rceil, nv"
+
+/* Format names of the grammar: the table's, plus the aliases DESIGN §11 accepts. */
+static bool format_from_name(const char *name, precis_format_id *out) {
+  static const struct {
+    const char *alias, *name;
+  } aliases[] = {{"f64", "fp64"}, {"f32", "fp32"}, {"f16", "fp16"}};
+  for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++)
+    if (strcmp(name, aliases[i].alias) == 0) name = aliases[i].name;
+  const precis_format *f = precis_format_by_name(name);
+  if (!f || f->id == PRECIS_FMT_I32) return false; /* s32 is an accumulator, never an operand */
+  *out = f->id;
+  return true;
+}
+
+static const char *fmt_name(precis_format_id id) { return precis_format_get(id)->name; }
+
+bool precis_operand_is_integer(const precis_operand_spec *op) { return !precis_format_get(op->fmt)->is_float; }
+
+bool precis_spec_smooths(const precis_spec *s) { return s->smooth_auto || !isnan(s->smooth); }
+
+bool precis_operand_is_scaled(const precis_operand_spec *op) {
+  switch (op->fmt) {
+  case PRECIS_FMT_E4M3:
+  case PRECIS_FMT_E5M2:
+  case PRECIS_FMT_E2M1:
+  case PRECIS_FMT_I8:
+  case PRECIS_FMT_S4:
+  case PRECIS_FMT_U4: return true;
+  default: return false;
+  }
+}
+
+static const char *const gran_names[] = {
+    [PRECIS_GRAN_NONE] = "none", [PRECIS_GRAN_TENSOR] = "tensor", [PRECIS_GRAN_ROW] = "row",
+    [PRECIS_GRAN_COL] = "col",   [PRECIS_GRAN_K] = "k",           [PRECIS_GRAN_BLOCK] = "block",
+    [PRECIS_GRAN_MX] = "mx",     [PRECIS_GRAN_MX_RCEIL] = "mx-rceil", [PRECIS_GRAN_NV] = "nv",
+};
+const char *precis_gran_name(precis_gran g) { return gran_names[g]; }
+
+static const char *const conv_names[] = {
+    [PRECIS_QCONV_NONE] = "none", [PRECIS_QCONV_SYM] = "sym", [PRECIS_QCONV_SYM_HALF] = "sym-half",
+    [PRECIS_QCONV_ASYM] = "asym"};
+
+static const char *const scale_names[] = {[PRECIS_SCALE_DYNAMIC] = "dynamic", [PRECIS_SCALE_ABSMAX] = "absmax",
+                                          [PRECIS_SCALE_PERCENTILE] = "percentile", [PRECIS_SCALE_MSE] = "mse"};
+const char *precis_scale_method_name(precis_scale_method m) { return scale_names[m]; }
+
+static const char *const split_names[] = {[PRECIS_SPLIT_NONE] = "none",     [PRECIS_SPLIT_TF32X3] = "tf32x3",
+                                          [PRECIS_SPLIT_BF16X3] = "bf16x3", [PRECIS_SPLIT_BF16X6] = "bf16x6",
+                                          [PRECIS_SPLIT_BF16X9] = "bf16x9", [PRECIS_SPLIT_INT8XN] = "int8x"};
+const char *precis_split_name(precis_split s) { return split_names[s]; }
+
+/* A positive decimal integer of at most max, the whole string. */
+static bool parse_count(const char *s, int max, int *out) {
+  if (*s < '0' || *s > '9') return false;
+  errno = 0;
+  char *end;
+  long v = strtol(s, &end, 10);
+  if (*end || errno || v < 1 || v > max) return false;
+  *out = (int)v;
+  return true;
+}
+
+static bool parse_number(const char *s, double *out) {
+  if (!*s || strchr(" \t\n", *s)) return false;
+  errno = 0;
+  char *end;
+  double v = strtod(s, &end);
+  if (*end || errno || !isfinite(v)) return false;
+  *out = v;
+  return true;
+}
+
+/* The shortest decimal that reads back as v, without an exponent where one is not needed (100,
+ * not 1e+02), so that format(parse(t)) == t for canonical t. */
+static void format_number(double v, char *buf, size_t len) {
+  int shortest = 0;
+  for (int digits = 1; digits <= 17; digits++) {
+    snprintf(buf, len, "%.*g", digits, v);
+    if (strtod(buf, NULL) != v) continue;
+    if (!strchr(buf, 'e')) return;
+    if (!shortest) shortest = digits;
+  }
+  if (snprintf(buf, len, "%.*g", shortest ? shortest : 17, v) >= (int)len) buf[len - 1] = '\0';
+}
+
+static precis_gran default_gran(precis_format_id fmt, bool is_a) {
+  switch (fmt) {
+  case PRECIS_FMT_E4M3:
+  case PRECIS_FMT_E5M2: return PRECIS_GRAN_TENSOR;
+  case PRECIS_FMT_E2M1: return PRECIS_GRAN_MX;
+  case PRECIS_FMT_I8: return is_a ? PRECIS_GRAN_ROW : PRECIS_GRAN_COL;
+  case PRECIS_FMT_S4:
+  case PRECIS_FMT_U4: return PRECIS_GRAN_K;
+  default: return PRECIS_GRAN_NONE;
+  }
+}
+
+static void operand_defaults(precis_operand_spec *op, bool is_a) {
+  op->gran = default_gran(op->fmt, is_a);
+  op->group = op->gran == PRECIS_GRAN_K ? 128 : 0;
+  op->block_rows = op->block_cols = 0;
+  op->conv = !precis_operand_is_integer(op) ? PRECIS_QCONV_NONE
+             : op->fmt == PRECIS_FMT_U4     ? PRECIS_QCONV_ASYM
+                                            : PRECIS_QCONV_SYM;
+}
+
+static precis_status parse_gran(const char *field, const char *value, const char *g, precis_operand_spec *op) {
+  op->group = op->block_rows = op->block_cols = 0;
+  for (size_t i = PRECIS_GRAN_TENSOR; i < sizeof gran_names / sizeof gran_names[0]; i++)
+    if (i != PRECIS_GRAN_K && i != PRECIS_GRAN_BLOCK && strcmp(g, gran_names[i]) == 0) {
+      op->gran = (precis_gran)i;
+      return PRECIS_OK;
+    }
+  if (g[0] == 'k' && g[1] >= '0' && g[1] <= '9') {
+    op->gran = PRECIS_GRAN_K;
+    if (!parse_count(g + 1, MAX_GROUP, &op->group))
+      return precis_fail(PRECIS_E_USAGE, "%s=%s: group size \"%s\" must be an integer from 1 to %d", field, value,
+                         g + 1, MAX_GROUP);
+    return PRECIS_OK;
+  }
+  const char *x = strchr(g, 'x');
+  if (x && g[0] >= '0' && g[0] <= '9') {
+    char rows[16];
+    size_t rl = (size_t)(x - g);
+    if (rl < sizeof rows) {
+      memcpy(rows, g, rl);
+      rows[rl] = '\0';
+      op->gran = PRECIS_GRAN_BLOCK;
+      if (parse_count(rows, MAX_GROUP, &op->block_rows) && parse_count(x + 1, MAX_GROUP, &op->block_cols))
+        return PRECIS_OK;
+    }
+    return precis_fail(PRECIS_E_USAGE, "%s=%s: block \"%s\" must be <R>x<C> with R and C integers from 1 to %d",
+                       field, value, g, MAX_GROUP);
+  }
+  return precis_fail(PRECIS_E_USAGE, "%s=%s: unknown granularity \"%s\" (expected " GRANULARITIES ")", field, value,
+                     g);
+}
+
+/* OPERAND := FMT ["@" GRAN [":" CONV]] */
+static precis_status parse_operand(const char *field, const char *value, precis_operand_spec *op) {
+  bool is_a = field[0] == 'a';
+  char text[PRECIS_SPEC_TEXT_MAX];
+  snprintf(text, sizeof text, "%s", value);
+  char *at = strchr(text, '@');
+  char *colon = strchr(text, ':');
+  if (colon && (!at || colon < at))
+    return precis_fail(PRECIS_E_USAGE, "%s=%s: a scale convention follows a granularity (FMT@GRAN:CONV)", field, value);
+  if (at) *at = '\0';
+  if (colon) *colon = '\0';
+  if (!format_from_name(text, &op->fmt))
+    return precis_fail(PRECIS_E_USAGE, "%s=%s: unknown format \"%s\" (expected " OPERAND_FORMATS ")", field, value,
+                       text);
+  operand_defaults(op, is_a);
+  bool scaled = precis_operand_is_scaled(op);
+  if (!at) return PRECIS_OK;
+  if (!scaled)
+    return precis_fail(PRECIS_E_USAGE,
+                       "%s=%s: %s operands are a plain cast without scales; a granularity applies to e4m3, e5m2, "
+                       "e2m1, s8, s4 and u4",
+                       field, value, fmt_name(op->fmt));
+  precis_status st = parse_gran(field, value, at + 1, op);
+  if (st != PRECIS_OK) return st;
+  bool integer = precis_operand_is_integer(op);
+  if (is_a && op->gran == PRECIS_GRAN_COL)
+    return precis_fail(PRECIS_E_USAGE,
+                       "%s=%s: A's scales cannot be per column (a scale along k does not factor out of the sum); "
+                       "use tensor, row, k<G>, <R>x<C>, mx or nv",
+                       field, value);
+  if (!is_a && op->gran == PRECIS_GRAN_ROW)
+    return precis_fail(PRECIS_E_USAGE,
+                       "%s=%s: B's scales cannot be per row (a scale along k does not factor out of the sum); "
+                       "use tensor, col, k<G>, <R>x<C>, mx or nv",
+                       field, value);
+  if ((op->gran == PRECIS_GRAN_MX || op->gran == PRECIS_GRAN_MX_RCEIL) && integer)
+    return precis_fail(PRECIS_E_USAGE, "%s=%s: MX blocks hold e4m3, e5m2 or e2m1 elements, not %s", field, value,
+                       fmt_name(op->fmt));
+  if (op->gran == PRECIS_GRAN_NV && op->fmt != PRECIS_FMT_E2M1)
+    return precis_fail(PRECIS_E_USAGE, "%s=%s: NVFP4 blocks hold e2m1 elements, not %s", field, value,
+                       fmt_name(op->fmt));
+  if (!colon) return PRECIS_OK;
+  if (!integer)
+    return precis_fail(PRECIS_E_USAGE, "%s=%s: a scale convention (sym, sym-half, asym) applies to s8, s4 and u4, not %s",
+                       field, value, fmt_name(op->fmt));
+  for (size_t i = PRECIS_QCONV_SYM; i < sizeof conv_names / sizeof conv_names[0]; i++)
+    if (strcmp(colon + 1, conv_names[i]) == 0) {
+      op->conv = (precis_qconv)i;
+      if (op->conv == PRECIS_QCONV_ASYM && op->fmt == PRECIS_FMT_I8)
+        return precis_fail(PRECIS_E_USAGE, "%s=%s: s8 is symmetric (sym or sym-half); zero points need u4", field,
+                           value);
+      if (op->conv != PRECIS_QCONV_ASYM && op->fmt == PRECIS_FMT_U4)
+        return precis_fail(PRECIS_E_USAGE, "%s=%s: u4 is unsigned and needs a zero point (asym)", field, value);
+      return PRECIS_OK;
+    }
+  return precis_fail(PRECIS_E_USAGE, "%s=%s: unknown scale convention \"%s\" (expected sym, sym-half or asym)", field,
+                     value, colon + 1);
+}
+
+static precis_status parse_acc(const char *value, precis_format_id *acc, bool *fast) {
+  static const struct {
+    const char *name;
+    precis_format_id id;
+    bool fast;
+  } accs[] = {{"fp64", PRECIS_FMT_F64, false},    {"f64", PRECIS_FMT_F64, false},   {"fp32", PRECIS_FMT_F32, false},
+              {"f32", PRECIS_FMT_F32, false},     {"fp32fast", PRECIS_FMT_F32, true}, {"f32fast", PRECIS_FMT_F32, true},
+              {"fp16", PRECIS_FMT_F16, false},    {"f16", PRECIS_FMT_F16, false},   {"s32", PRECIS_FMT_I32, false}};
+  for (size_t i = 0; i < sizeof accs / sizeof accs[0]; i++)
+    if (strcmp(value, accs[i].name) == 0) {
+      *acc = accs[i].id;
+      *fast = accs[i].fast;
+      return PRECIS_OK;
+    }
+  return precis_fail(PRECIS_E_USAGE, "acc=%s: unknown accumulation (expected fp64, fp32, fp32fast, fp16 or s32)", value);
+}
+
+static precis_status parse_scale(const char *value, precis_spec *spec) {
+  const char *pfx = "percentile=";
+  if (strncmp(value, pfx, strlen(pfx)) == 0) {
+    const char *p = value + strlen(pfx);
+    if (!parse_number(p, &spec->percentile) || !(spec->percentile > 0 && spec->percentile <= 100))
+      return precis_fail(PRECIS_E_USAGE, "scale=%s: the percentile must be a number in (0, 100]", value);
+    spec->scale = PRECIS_SCALE_PERCENTILE;
+    return PRECIS_OK;
+  }
+  for (size_t i = 0; i < sizeof scale_names / sizeof scale_names[0]; i++)
+    if (i != PRECIS_SCALE_PERCENTILE && strcmp(value, scale_names[i]) == 0) {
+      spec->scale = (precis_scale_method)i;
+      return PRECIS_OK;
+    }
+  return precis_fail(PRECIS_E_USAGE, "scale=%s: unknown scale method (expected dynamic, absmax, percentile=<P> or mse)",
+                     value);
+}
+
+static precis_status parse_smooth(const char *value, precis_spec *spec) {
+  spec->smooth_auto = strcmp(value, "auto") == 0;
+  spec->smooth = NAN;
+  if (spec->smooth_auto || strcmp(value, "none") == 0) return PRECIS_OK;
+  if (!parse_number(value, &spec->smooth) || !(spec->smooth >= 0 && spec->smooth <= 1))
+    return precis_fail(PRECIS_E_USAGE, "smooth=%s: expected a number in [0, 1], auto or none", value);
+  return PRECIS_OK;
+}
+
+static precis_status parse_split(const char *value, precis_spec *spec) {
+  spec->split_terms = 0;
+  for (size_t i = 0; i < PRECIS_SPLIT_INT8XN; i++)
+    if (strcmp(value, split_names[i]) == 0) {
+      spec->split = (precis_split)i;
+      return PRECIS_OK;
+    }
+  if (strncmp(value, "int8x", 5) == 0) {
+    spec->split = PRECIS_SPLIT_INT8XN;
+    if (parse_count(value + 5, MAX_SPLIT_TERMS, &spec->split_terms) && spec->split_terms >= 2) return PRECIS_OK;
+    return precis_fail(PRECIS_E_USAGE, "split=%s: the Ozaki slice count N of int8x<N> must be from 2 to %d", value,
+                       MAX_SPLIT_TERMS);
+  }
+  return precis_fail(PRECIS_E_USAGE,
+                     "split=%s: unknown split (expected none, tf32x3, bf16x3, bf16x6, bf16x9 or int8x<N>)", value);
+}
+
+static precis_format_id default_acc(const precis_spec *s) {
+  if (precis_operand_is_integer(&s->a) && precis_operand_is_integer(&s->b)) return PRECIS_FMT_I32;
+  if (s->a.fmt == PRECIS_FMT_F64 || s->b.fmt == PRECIS_FMT_F64) return PRECIS_FMT_F64;
+  return PRECIS_FMT_F32;
+}
+
+/* Combinations of valid fields that mean nothing. */
+static precis_status check_spec(const precis_spec *s) {
+  bool a_int = precis_operand_is_integer(&s->a), b_int = precis_operand_is_integer(&s->b);
+  if (s->acc == PRECIS_FMT_I32 && !(a_int && b_int))
+    return precis_fail(PRECIS_E_USAGE, "acc=s32: integer accumulation needs integer operands (a=%s, b=%s)",
+                       fmt_name(s->a.fmt), fmt_name(s->b.fmt));
+  if (s->scale != PRECIS_SCALE_DYNAMIC && !precis_operand_is_scaled(&s->a))
+    return precis_fail(PRECIS_E_USAGE, "scale=%s: static scales are for a scaled A (e4m3, e5m2, e2m1, s8, s4, u4), not %s",
+                       scale_names[s->scale], fmt_name(s->a.fmt));
+  if (s->scale != PRECIS_SCALE_DYNAMIC && s->a.gran != PRECIS_GRAN_TENSOR)
+    return precis_fail(PRECIS_E_USAGE,
+                       "scale=%s: static scales from the calibration split are per tensor; write a=%s@tensor",
+                       scale_names[s->scale], fmt_name(s->a.fmt));
+  return PRECIS_OK;
+}
+
+static int field_index(const char *name) {
+  for (int i = 0; i < FIELD_COUNT; i++)
+    if (strcmp(name, field_names[i]) == 0) return i;
+  return -1;
+}
+
+precis_status precis_spec_parse(const char *text, precis_spec *out) {
+  precis_spec s;
+  memset(&s, 0, sizeof s);
+  s.out = PRECIS_FMT_F32;
+  s.scale = PRECIS_SCALE_DYNAMIC;
+  s.smooth = NAN;
+  s.split = PRECIS_SPLIT_NONE;
+  bool given[FIELD_COUNT] = {false};
+  bool fast = false;
+  if (strlen(text) >= PRECIS_SPEC_TEXT_MAX)
+    return precis_fail(PRECIS_E_USAGE, "recipe spec of %zu characters: at most %d", strlen(text),
+                       PRECIS_SPEC_TEXT_MAX - 1);
+  char buf[PRECIS_SPEC_TEXT_MAX];
+  snprintf(buf, sizeof buf, "%s", text);
+  char *item = buf;
+  while (item) {
+    char *next = strchr(item, ',');
+    if (next) *next++ = '\0';
+    char *eq = strchr(item, '=');
+    if (!*item) return precis_fail(PRECIS_E_USAGE, "recipe spec \"%s\": empty field", text);
+    if (!eq)
+      return precis_fail(PRECIS_E_USAGE, "recipe spec \"%s\": \"%s\" is not a field (expected a=, b=, acc=, out=, "
+                                         "scale=, smooth=, split=)",
+                         text, item);
+    *eq = '\0';
+    const char *value = eq + 1;
+    int f = field_index(item);
+    if (f < 0)
+      return precis_fail(PRECIS_E_USAGE, "recipe spec \"%s\": unknown field \"%s\" (expected a, b, acc, out, scale, "
+                                         "smooth, split)",
+                         text, item);
+    if (given[f]) return precis_fail(PRECIS_E_USAGE, "recipe spec \"%s\": %s given twice", text, item);
+    given[f] = true;
+    if (!*value) return precis_fail(PRECIS_E_USAGE, "recipe spec \"%s\": %s= has no value", text, item);
+    precis_status st = PRECIS_OK;
+    switch (f) {
+    case FIELD_A: st = parse_operand("a", value, &s.a); break;
+    case FIELD_B: st = parse_operand("b", value, &s.b); break;
+    case FIELD_ACC: st = parse_acc(value, &s.acc, &fast); break;
+    case FIELD_OUT:
+      if (!format_from_name(value, &s.out) || !precis_format_get(s.out)->is_float || s.out == PRECIS_FMT_E2M1)
+        st = precis_fail(PRECIS_E_USAGE, "out=%s: unknown output format (expected " OUT_FORMATS ")", value);
+      break;
+    case FIELD_SCALE: st = parse_scale(value, &s); break;
+    case FIELD_SMOOTH: st = parse_smooth(value, &s); break;
+    case FIELD_SPLIT: st = parse_split(value, &s); break;
+    }
+    if (st != PRECIS_OK) return st;
+    item = next;
+  }
+  if (!given[FIELD_A] && !given[FIELD_B])
+    return precis_fail(PRECIS_E_USAGE, "recipe spec \"%s\": needs a= or b= (the operand formats)", text);
+  if (!given[FIELD_A]) {
+    s.a.fmt = s.b.fmt;
+    operand_defaults(&s.a, true);
+  }
+  if (!given[FIELD_B]) {
+    s.b.fmt = s.a.fmt;
+    operand_defaults(&s.b, false);
+  }
+  /* fp32fast (cuBLAS COMPUTE_32F_FAST_TF32) is fp32 accumulation of fp32 operands read as tf32:
+   * spelled with tf32 operands so that one computation has one canonical spec. */
+  if (fast) {
+    if (s.a.fmt == PRECIS_FMT_F32) s.a.fmt = PRECIS_FMT_TF32;
+    if (s.b.fmt == PRECIS_FMT_F32) s.b.fmt = PRECIS_FMT_TF32;
+  }
+  if (!given[FIELD_ACC]) s.acc = default_acc(&s);
+  precis_status st = check_spec(&s);
+  if (st != PRECIS_OK) return st;
+  *out = s;
+  return PRECIS_OK;
+}
+
+void precis_operand_format(const precis_operand_spec *op, char *buf, size_t len) {
+  const char *name = fmt_name(op->fmt);
+  char gran[32];
+  switch (op->gran) {
+  case PRECIS_GRAN_NONE: snprintf(buf, len, "%s", name); return;
+  case PRECIS_GRAN_K: snprintf(gran, sizeof gran, "k%d", op->group); break;
+  case PRECIS_GRAN_BLOCK: snprintf(gran, sizeof gran, "%dx%d", op->block_rows, op->block_cols); break;
+  default: snprintf(gran, sizeof gran, "%s", gran_names[op->gran]); break;
+  }
+  if (op->conv == PRECIS_QCONV_NONE) snprintf(buf, len, "%s@%s", name, gran);
+  else snprintf(buf, len, "%s@%s:%s", name, gran, conv_names[op->conv]);
+}
+
+bool precis_spec_format(const precis_spec *s, char *buf, size_t len) {
+  char a[48], b[48], scale[48], smooth[32], split[16];
+  precis_operand_format(&s->a, a, sizeof a);
+  precis_operand_format(&s->b, b, sizeof b);
+  if (s->scale == PRECIS_SCALE_PERCENTILE) {
+    char p[32];
+    format_number(s->percentile, p, sizeof p);
+    snprintf(scale, sizeof scale, "percentile=%s", p);
+  } else {
+    snprintf(scale, sizeof scale, "%s", scale_names[s->scale]);
+  }
+  if (s->smooth_auto) snprintf(smooth, sizeof smooth, "auto");
+  else if (isnan(s->smooth)) snprintf(smooth, sizeof smooth, "none");
+  else format_number(s->smooth, smooth, sizeof smooth);
+  if (s->split == PRECIS_SPLIT_INT8XN) snprintf(split, sizeof split, "int8x%d", s->split_terms);
+  else snprintf(split, sizeof split, "%s", split_names[s->split]);
+  int n = snprintf(buf, len, "a=%s,b=%s,acc=%s,out=%s,scale=%s,smooth=%s,split=%s", a, b, fmt_name(s->acc),
+                   fmt_name(s->out), scale, smooth, split);
+  return n >= 0 && (size_t)n < len;
+}
+
+bool precis_spec_equal(const precis_spec *x, const precis_spec *y) {
+  char tx[PRECIS_SPEC_TEXT_MAX], ty[PRECIS_SPEC_TEXT_MAX];
+  precis_spec_format(x, tx, sizeof tx);
+  precis_spec_format(y, ty, sizeof ty);
+  return strcmp(tx, ty) == 0;
+}
+
+static void describe_operand(const char *which, const precis_operand_spec *op, char *buf, size_t len) {
+  const char *name = fmt_name(op->fmt);
+  if (!precis_operand_is_scaled(op)) {
+    snprintf(buf, len, "%s %s%s", which, name, op->fmt == PRECIS_FMT_F32 ? "" : " (RNE from f32)");
+    return;
+  }
+  char gran[96];
+  switch (op->gran) {
+  case PRECIS_GRAN_TENSOR: snprintf(gran, sizeof gran, "per tensor"); break;
+  case PRECIS_GRAN_ROW: snprintf(gran, sizeof gran, "per row"); break;
+  case PRECIS_GRAN_COL: snprintf(gran, sizeof gran, "per column"); break;
+  case PRECIS_GRAN_K: snprintf(gran, sizeof gran, "per group of %d along k", op->group); break;
+  case PRECIS_GRAN_BLOCK: snprintf(gran, sizeof gran, "per %dx%d block", op->block_rows, op->block_cols); break;
+  case PRECIS_GRAN_MX: snprintf(gran, sizeof gran, "MX blocks of 32 (E8M0 scales)"); break;
+  case PRECIS_GRAN_MX_RCEIL: snprintf(gran, sizeof gran, "MX blocks of 32 (E8M0 scales, round-up rule)"); break;
+  case PRECIS_GRAN_NV: snprintf(gran, sizeof gran, "NVFP4 blocks of 16 (E4M3 scales + f32 tensor scale)"); break;
+  case PRECIS_GRAN_NONE: gran[0] = '\0'; break;
+  }
+  const precis_format *f = precis_format_get(op->fmt);
+  if (op->conv == PRECIS_QCONV_ASYM) snprintf(buf, len, "%s %s %s, min/max with zero point", which, name, gran);
+  else if (op->conv == PRECIS_QCONV_SYM_HALF) snprintf(buf, len, "%s %s %s, s=amax/%g", which, name, gran, f->max_finite + 0.5);
+  else snprintf(buf, len, "%s %s %s, s=amax/%g", which, name, gran, f->max_finite);
+}
+
+void precis_spec_describe(const precis_spec *s, char *buf, size_t len) {
+  char a[192], b[192], extra[96] = "";
+  describe_operand("A", &s->a, a, sizeof a);
+  describe_operand("B", &s->b, b, sizeof b);
+  size_t used = 0;
+  if (s->scale != PRECIS_SCALE_DYNAMIC)
+    used += (size_t)snprintf(extra + used, sizeof extra - used, "; A scales static (%s)", scale_names[s->scale]);
+  if (precis_spec_smooths(s))
+    used += (size_t)snprintf(extra + used, sizeof extra - used, "; SmoothQuant");
+  if (s->split != PRECIS_SPLIT_NONE && used < sizeof extra)
+    snprintf(extra + used, sizeof extra - used, "; split %s", split_names[s->split]);
+  snprintf(buf, len, "%s; %s; acc %s; out %s%s", a, b, fmt_name(s->acc), fmt_name(s->out), extra);
+}
+
+static long long ceil_div(long long x, long long y) { return (x + y - 1) / y; }
+
+/* Scales of one operand holding `mats` matrices of rows x cols, k along cols for A, along rows for B. */
+static long long scale_bytes(const precis_operand_spec *op, bool is_a, long long rows, long long cols,
+                             long long mats) {
+  long long along_k = is_a ? cols : rows, across = is_a ? rows : cols;
+  switch (op->gran) {
+  case PRECIS_GRAN_NONE: return 0;
+  case PRECIS_GRAN_TENSOR: return 4;
+  case PRECIS_GRAN_ROW:
+  case PRECIS_GRAN_COL: return mats * across * 4;
+  case PRECIS_GRAN_K: return mats * across * ceil_div(along_k, op->group) * 4;
+  case PRECIS_GRAN_BLOCK: return mats * ceil_div(rows, op->block_rows) * ceil_div(cols, op->block_cols) * 4;
+  case PRECIS_GRAN_MX:
+  case PRECIS_GRAN_MX_RCEIL: return mats * across * ceil_div(along_k, 32);
+  case PRECIS_GRAN_NV: return mats * across * ceil_div(along_k, 16) + 4;
+  }
+  return 0;
+}
+
+long long precis_spec_tensor_bytes(const precis_spec *s, long long m, long long n, long long k, long long batch,
+                                   bool b_batched) {
+  long long b_mats = b_batched ? batch : 1;
+  long long a = batch * m * k, b = k * n * b_mats, c = batch * m * n;
+  long long total = ceil_div(a * precis_format_get(s->a.fmt)->storage_bits, 8) +
+                    ceil_div(b * precis_format_get(s->b.fmt)->storage_bits, 8) +
+                    c * (precis_format_get(s->out)->storage_bits / 8);
+  if (s->acc == PRECIS_FMT_I32) {
+    /* int32 accumulators before dequantization; the dequantization reads one A scale per row even
+     * when a static scale is the same for all rows. */
+    total += c * 4;
+    total += (s->a.gran == PRECIS_GRAN_TENSOR ? batch * m * 4 : scale_bytes(&s->a, true, m, k, batch)) +
+             scale_bytes(&s->b, false, k, n, b_mats);
+  } else {
+    total += scale_bytes(&s->a, true, m, k, batch) + scale_bytes(&s->b, false, k, n, b_mats);
+  }
+  return total;
+}

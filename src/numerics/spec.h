@@ -1,0 +1,114 @@
+/* Recipe specs (DESIGN §11): a recipe is how each operand is quantized, how products are
+ * accumulated and what the output is. A spec is data with exactly one canonical spelling (all
+ * fields, fixed order), so two reports compare by spec, not by a name. Presets (recipe.h) are names
+ * for specs.
+ *
+ *   recipe  := PRESET | FIELD ("," FIELD)*
+ *   FIELD   := a=OPERAND | b=OPERAND | acc=ACC | out=FMT | scale=SCALE | smooth=ALPHA | split=SPLIT
+ *   OPERAND := FMT ["@" GRAN [":" CONV]]
+ *
+ * Parsing checks the grammar and the combinations that mean nothing (a per-column scale of A, a
+ * granularity on an unscaled format); whether a backend runs a valid spec is the backend's answer. */
+#ifndef PRECIS_SPEC_H
+#define PRECIS_SPEC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "format.h"
+#include "status.h"
+
+/* Longest canonical spec plus room: seven fields with their longest values. */
+#define PRECIS_SPEC_TEXT_MAX 256
+
+typedef enum precis_gran {
+  PRECIS_GRAN_NONE,     /* an unscaled float operand: a plain RNE cast (fp64, fp32, tf32, fp16, bf16) */
+  PRECIS_GRAN_TENSOR,   /* one scale */
+  PRECIS_GRAN_ROW,      /* A: one scale per row (token) */
+  PRECIS_GRAN_COL,      /* B: one scale per column (output channel) */
+  PRECIS_GRAN_K,        /* groups of `group` consecutive k per row of A / per column of B */
+  PRECIS_GRAN_BLOCK,    /* block_rows x block_cols 2-D blocks */
+  PRECIS_GRAN_MX,       /* OCP MX: 32 along k, E8M0 scale, FLOOR rule */
+  PRECIS_GRAN_MX_RCEIL, /* MX with NVIDIA's round-up scale rule */
+  PRECIS_GRAN_NV,       /* NVFP4: 16 along k, E4M3 block scale plus an f32 tensor scale */
+} precis_gran;
+
+/* How an integer operand maps to its codes (written out for integer formats). */
+typedef enum precis_qconv {
+  PRECIS_QCONV_NONE,     /* float formats */
+  PRECIS_QCONV_SYM,      /* s = amax/qmax, q = clamp(rne(x/s), -qmax, qmax) (qmax 127 for s8, 7 for s4) */
+  PRECIS_QCONV_SYM_HALF, /* s = amax/(qmax + 0.5): the full code range, -128..127 for s8 */
+  PRECIS_QCONV_ASYM,     /* min/max with a zero point, codes 0..2^bits-1 (u4, GPTQ style) */
+} precis_qconv;
+
+typedef struct precis_operand_spec {
+  precis_format_id fmt;
+  precis_gran gran;
+  int group;                  /* PRECIS_GRAN_K: G of k<G> */
+  int block_rows, block_cols; /* PRECIS_GRAN_BLOCK */
+  precis_qconv conv;
+} precis_operand_spec;
+
+/* How A's scales are found: from the evaluated input, or static from the calibration split. */
+typedef enum precis_scale_method {
+  PRECIS_SCALE_DYNAMIC,
+  PRECIS_SCALE_ABSMAX,
+  PRECIS_SCALE_PERCENTILE,
+  PRECIS_SCALE_MSE,
+} precis_scale_method;
+
+typedef enum precis_split {
+  PRECIS_SPLIT_NONE,
+  PRECIS_SPLIT_TF32X3,
+  PRECIS_SPLIT_BF16X3,
+  PRECIS_SPLIT_BF16X6,
+  PRECIS_SPLIT_BF16X9,
+  PRECIS_SPLIT_INT8XN, /* Ozaki: split_terms int8 slices per operand */
+} precis_split;
+
+typedef struct precis_spec {
+  precis_operand_spec a, b;
+  precis_format_id acc; /* PRECIS_FMT_F64, F32, F16 or I32 (s32); fp32fast is parsed into tf32 operands */
+  precis_format_id out;
+  precis_scale_method scale;
+  double percentile;    /* PRECIS_SCALE_PERCENTILE: (0, 100] */
+  bool smooth_auto;     /* smooth=auto */
+  double smooth;        /* SmoothQuant alpha in [0, 1]; NaN: smooth=none (ignored when smooth_auto) */
+  precis_split split;
+  int split_terms;      /* PRECIS_SPLIT_INT8XN: N */
+} precis_spec;
+
+/* Parses one spec ("a=e4m3@row,b=e4m3@col,out=bf16"). Missing fields take their defaults: an
+ * omitted operand the other's format (with its own default granularity), acc from the operands,
+ * out fp32, scale dynamic, smooth none, split none. Errors (PRECIS_E_USAGE) name the field and what
+ * is allowed. */
+precis_status precis_spec_parse(const char *text, precis_spec *out);
+
+/* The canonical text: every field, in the order a, b, acc, out, scale, smooth, split. Returns
+ * false when it does not fit in len (PRECIS_SPEC_TEXT_MAX always does). */
+bool precis_spec_format(const precis_spec *spec, char *buf, size_t len);
+
+/* One field of the canonical form ("e4m3@row", "s8@col:sym", "bf16"). */
+void precis_operand_format(const precis_operand_spec *op, char *buf, size_t len);
+
+/* One line for reports: "A s8 per row (sym, amax/127), B s8 per column (sym); acc s32; out fp32". */
+void precis_spec_describe(const precis_spec *spec, char *buf, size_t len);
+
+bool precis_spec_equal(const precis_spec *x, const precis_spec *y); /* same canonical form */
+
+/* Operand kinds, from the format row: scaled operands (fp8, fp4, integers) carry scales. */
+bool precis_operand_is_scaled(const precis_operand_spec *op);
+bool precis_operand_is_integer(const precis_operand_spec *op);
+bool precis_spec_smooths(const precis_spec *spec); /* smooth= is a number or auto */
+
+const char *precis_gran_name(precis_gran g); /* "row", "k" for k<G>, ... */
+const char *precis_scale_method_name(precis_scale_method m);
+const char *precis_split_name(precis_split s);
+
+/* Bytes of the tensors a spec holds for one workload (DESIGN §6 tensor_bytes): A and B in their
+ * formats, the output (integer accumulation: the int32 accumulators and the dequantized output),
+ * and the scales. Padding added by a backend is not included. */
+long long precis_spec_tensor_bytes(const precis_spec *spec, long long m, long long n, long long k, long long batch,
+                                   bool b_batched);
+
+#endif

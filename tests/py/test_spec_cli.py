@@ -1,0 +1,191 @@
+#!/usr/bin/python3
+"""Recipe specs on the command line (issue 13): `precis explain` plans int8, fp8 and bf16 on odd and
+batched shapes as the cuda backend would (no GPU), `precis recipes` answers per backend, `--recipes`
+takes presets and specs with the splitting rule, rows carry canonical specs in every report format,
+and `compare` pairs a preset with the same spec written out.
+
+Runs with Debian's python3 + python3-h5py + python3-numpy; env PRECIS (binary)."""
+import csv
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+try:
+    import h5py
+    import numpy as np
+except ImportError as exc:  # pragma: no cover
+    print(f"skipped: {exc}")
+    sys.exit(77)
+
+PRECIS = os.environ.get("PRECIS") or os.path.join(os.environ.get("PRECIS_BUILD_DIR", "build"), "precis")
+FAST = ["--backend", "cpu", "--quiet", "--max-time-ms", "1", "--min-samples", "1", "--max-samples", "1"]
+BF16 = "a=bf16,b=bf16,acc=fp32,out=bf16,scale=dynamic,smooth=none,split=none"
+FP8 = "a=e4m3@tensor,b=e4m3@tensor,acc=fp32,out=bf16,scale=dynamic,smooth=none,split=none"
+
+failures = []
+
+
+def check(cond, what):
+    print(f"{'ok  ' if cond else 'FAIL'} {what}")
+    if not cond:
+        failures.append(what)
+
+
+def precis(*args):
+    return subprocess.run([PRECIS, *args], capture_output=True, text=True)
+
+
+def write_dataset(path):
+    rng = np.random.default_rng(3)
+    with h5py.File(path, "w") as f:
+        f.attrs.update(format="precis-dataset", format_version=1, generator="t", created_utc="now", seed=0, suite="",
+                       dataset_id="spec-cli")
+        for name, m, n, k, batch, b_batched in (("odd", 3, 5, 7, 1, False), ("folded", 3, 5, 7, 2, False),
+                                                 ("strided", 3, 5, 7, 3, True)):
+            a = rng.standard_normal((batch, m, k)).astype(np.float32)
+            b = rng.standard_normal((batch, k, n) if b_batched else (k, n)).astype(np.float32)
+            w = f.create_group(f"workloads/{name}")
+            w.attrs.update(kind="gemm", m=m, n=n, k=k, batch=batch, description="", a_dist="", b_dist="")
+            w["a"], w["b"] = a, b
+            w["c_ref"] = a.astype(np.float64) @ b.astype(np.float64)
+            w["ab_abs"] = np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64))
+
+
+def explain(dataset, *extra):
+    proc = precis("explain", dataset, "--recipes", "int8,fp8,bf16", "--json", *extra)
+    check(proc.returncode == 0, f"explain {' '.join(extra)}: exit 0 ({proc.stderr.strip()})")
+    cases = json.loads(proc.stdout)["cases"] if proc.returncode == 0 else []
+    return {(c["workload"], c["recipe"]): c for c in cases}
+
+
+def test_explain(dataset):
+    cases = explain(dataset)
+    check(len(cases) == 9, "explain: 3 workloads x 3 recipes")
+    # bf16 on 3x5x7: the row-major product as C^T = B^T A^T, NN, no padding.
+    p = cases[("odd", "bf16")]["plan"]
+    check(cases[("odd", "bf16")]["spec"] == BF16, "explain bf16: canonical spec")
+    check((p["transa"], p["transb"], p["lt_op"]) == ("CUBLAS_OP_N", "CUBLAS_OP_N", "NN"), "bf16: NN")
+    check((p["lt_m"], p["lt_n"], p["lt_k"]) == (5, 3, 7), "bf16: lt m,n,k = n,m,k")
+    check((p["lda"], p["ldb"], p["ldc"], p["ldd"]) == (5, 7, 5, 5), "bf16: lda=n ldb=k ldc=ldd=n")
+    check(p["lt_types"] == "A CUDA_R_16BF, B CUDA_R_16BF, C/D CUDA_R_16BF, scale CUDA_R_32F", "bf16: types")
+    check(p["lt_compute_type"] == "CUBLAS_COMPUTE_32F", "bf16: compute 32F")
+    check(p["padding"] == "rows 3->3, n 5->5, k 7->7 (zeros)", "bf16: no padding")
+    check(p["a_scale_pointer"] == "none" and p["dequant"] == "none", "bf16: no scales, no dequant")
+    check(p["batch_mode"] == "single" and p["lt_batch_count"] == 1, "bf16: a single GEMM")
+    check(p["workspace_limit_bytes"] == 32 << 20, "bf16: the workspace the backend offers")
+    # fp8: TN, every dimension padded to 16, per-tensor scale pointers swapped with the operands.
+    p = cases[("odd", "fp8")]["plan"]
+    check(cases[("odd", "fp8")]["spec"] == FP8, "explain fp8: canonical spec")
+    check((p["transa"], p["transb"], p["lt_op"]) == ("CUBLAS_OP_T", "CUBLAS_OP_N", "TN"), "fp8: TN")
+    check((p["lt_m"], p["lt_n"], p["lt_k"]) == (16, 16, 16), "fp8: padded to 16")
+    check((p["lda"], p["ldb"], p["ldd"]) == (16, 16, 16), "fp8: leading dimensions 16")
+    check(p["lt_types"] == "A CUDA_R_8F_E4M3, B CUDA_R_8F_E4M3, C/D CUDA_R_16BF, scale CUDA_R_32F", "fp8: types")
+    check(p["padding"] == "rows 3->16, n 5->16, k 7->16 (zeros)", "fp8: padding")
+    check((p["a_scale_pointer"], p["b_scale_pointer"]) == ("workload b", "workload a"), "fp8: scale pointers")
+    check("written transposed" in p["write_b"] and "zeroed" in p["lt_a"], "fp8: B transposed into a zeroed buffer")
+    check(p["widen"] != "none", "fp8: bf16 D widened for read-back")
+    # int8: the IMMA requirements (TN, multiples of 4), int32 accumulators and a dequantization.
+    p = cases[("odd", "int8")]["plan"]
+    check(p["transa"] == "CUBLAS_OP_T" and p["lt_op"] == "TN", "int8: TN")
+    check(p["lt_m"] % 4 == 0 and p["lt_k"] % 4 == 0 and p["lt_m"] >= 5 and p["lt_k"] >= 7, "int8: m, k multiples of 4")
+    check(p["lda"] % 4 == 0 and p["ldb"] % 4 == 0 and p["ldc"] % 4 == 0, "int8: lda, ldb, ldc multiples of 4")
+    check(p["lt_types"] == "A CUDA_R_8I, B CUDA_R_8I, C/D CUDA_R_32I, scale CUDA_R_32I", "int8: types")
+    check(p["lt_compute_type"] == "CUBLAS_COMPUTE_32I", "int8: compute 32I")
+    check(p["dequant"] != "none" and p["row_scale_count"] == 3 and p["col_scale_count"] == 5, "int8: dequant, scales")
+    # Batches: a shared b folds the batch into m; a b per element is a strided batched GEMM.
+    p = cases[("folded", "bf16")]["plan"]
+    check(p["batch_mode"].startswith("folded") and p["lt_n"] == 6 and p["lt_batch_count"] == 1, "folded: 6 rows, 1 GEMM")
+    p = cases[("folded", "int8")]["plan"]
+    check(p["batch_mode"].startswith("folded") and p["row_scale_count"] == 6, "int8 folded: one scale per row")
+    p = cases[("strided", "fp8")]["plan"]
+    check(p["batch_mode"].startswith("strided") and p["lt_batch_count"] == 3, "fp8 strided: batch_count 3")
+    check("batch 3 (stride 256)" in p["lt_a"] and "batch 3 (stride 256)" in p["lt_d"], "fp8 strided: 16x16 strides")
+    p = cases[("strided", "int8")]["plan"]
+    check(p["batch_mode"].startswith("strided") and p["col_scale_count"] == 15, "int8 strided: 3x5 column scales")
+    # Another device: the route's minimum compute capability, or a spec no route runs.
+    cases = explain(dataset, "--cc", "8.0")
+    check(cases[("odd", "fp8")]["status"] == "unsupported" and "sm_89" in cases[("odd", "fp8")]["reason"]
+          and "sm_80" in cases[("odd", "fp8")]["reason"], "explain --cc 8.0: fp8 unsupported, says why")
+    check(cases[("odd", "bf16")]["status"] == "native", "explain --cc 8.0: bf16 native")
+    proc = precis("explain", dataset, "--recipes", "a=e2m1,b=e2m1", "--workloads", "odd")
+    check(proc.returncode == 0 and "unsupported" in proc.stdout and "issue 16" in proc.stdout, "explain: e2m1 unsupported")
+    proc = precis("explain", dataset, "--recipes", "int8", "--workloads", "odd", "--cc", "sm_75")
+    check(proc.returncode == 0 and "CUBLAS_COMPUTE_32I" in proc.stdout and "lda" in proc.stdout, "explain: text output")
+    for args, what in ((["--cc", "nine"], "--cc"), (["--recipes", "fp9"], "fp9"), (["--workloads", "nope"], "nope"),
+                       (["--recipes", "a=bf16@row"], "a=bf16@row")):
+        proc = precis("explain", dataset, *args)
+        check(proc.returncode == 2 and what in proc.stderr, f"explain {' '.join(args)}: exit 2 naming it")
+
+
+def test_recipes():
+    proc = precis("recipes", "--json")
+    check(proc.returncode == 0, "recipes --json")
+    listed = json.loads(proc.stdout)["recipes"]
+    check([r["name"] for r in listed] == ["fp32", "tf32", "fp16", "fp16acc16", "bf16", "int8", "fp8"], "recipes: presets in order")
+    check(all(r["backends"]["cpu"]["status"] == "emulated" and r["backends"]["cuda"]["status"] == "native" for r in listed),
+          "recipes: every preset emulated on cpu, native on sm_90")
+    check([r["name"] for r in listed if r["baseline"]] == ["fp32"], "recipes: one baseline")
+    proc = precis("recipes", "--json", "--cc", "75", "--recipes", "bf16,int8,a=e2m1,b=e2m1")
+    listed = json.loads(proc.stdout)["recipes"]
+    check(listed[0]["backends"]["cuda"]["status"] == "unsupported" and "sm_75" in listed[0]["backends"]["cuda"]["reason"],
+          "recipes --cc 75: bf16 unsupported with the device")
+    check(listed[1]["backends"]["cuda"]["status"] == "native", "recipes --cc 75: int8 native")
+    check(listed[2]["backends"]["cpu"]["status"] == "unsupported" and "issue 16" in listed[2]["backends"]["cpu"]["reason"],
+          "recipes: e2m1 unsupported on cpu with a reason")
+    proc = precis("recipes")
+    check(proc.returncode == 0 and "a=s8@row:sym,b=s8@col:sym" in proc.stdout, "recipes: text lists specs")
+
+
+def test_run_with_specs(tmp, dataset):
+    out = os.path.join(tmp, "specs")
+    loud = [arg for arg in FAST if arg != "--quiet"]  # the stdout table
+    proc = precis("run", dataset, "--recipes", "fp8,a=bf16,b=bf16,out=f32,int8", "-o", out, *loud)
+    check(proc.returncode in (0, 3), f"run with a spec between presets ({proc.stderr.strip()[-200:]})")
+    spec = "a=bf16,b=bf16,acc=fp32,out=fp32,scale=dynamic,smooth=none,split=none"
+    check(" spec1 " in proc.stdout and f"spec1 = {spec}" in proc.stdout, "stdout table: a long spec as spec1, with a legend")
+    with open(os.path.join(out, "report.json"), encoding="utf-8") as fp:
+        report = json.load(fp)
+    spec = "a=bf16,b=bf16,acc=fp32,out=fp32,scale=dynamic,smooth=none,split=none"
+    check([r["recipe"] for r in report["rows"][:3]] == ["fp8", spec, "int8"], "rows: preset names, then the spec's canonical form")
+    check(all(r["spec"] for r in report["rows"]) and report["rows"][0]["spec"] == FP8, "every row carries its spec")
+    with open(os.path.join(out, "report.csv"), newline="", encoding="utf-8") as fp:
+        rows = list(csv.DictReader(fp))
+    check(rows[1]["spec"] == spec, "report.csv: spec column")
+    with open(os.path.join(out, "report.md"), encoding="utf-8") as fp:
+        check(FP8 in fp.read(), "report.md: specs")
+    proc = precis("run", dataset, "--recipes", "bf16,a=bf16,out=bf16", "-o", os.path.join(tmp, "dup"), *FAST)
+    check(proc.returncode == 2 and "same recipe" in proc.stderr, "run: the same spec twice is refused, exit 2")
+    proc = precis("run", dataset, "--recipes", "a=bf16,b=e2m1@mx", "-o", os.path.join(tmp, "unsup"), *FAST)
+    with open(os.path.join(tmp, "unsup", "report.json"), encoding="utf-8") as fp:
+        rows = json.load(fp)["rows"]
+    check(all(r["status"] == "unsupported" and "issue 16" in r["reason"] for r in rows), "a valid spec the cpu lacks: unsupported rows")
+    # compare pairs the preset bf16 with the same spec written out.
+    base, new = os.path.join(tmp, "base"), os.path.join(tmp, "new")
+    precis("run", dataset, "--recipes", "bf16", "-o", base, *FAST)
+    precis("run", dataset, "--recipes", "out=bf16,b=bf16,a=bf16", "-o", new, *FAST)
+    cmp_json = os.path.join(tmp, "cmp.json")
+    proc = precis("compare", os.path.join(base, "report.json"), os.path.join(new, "report.json"), "--json", cmp_json)
+    with open(cmp_json, encoding="utf-8") as fp:
+        cmp = json.load(fp)
+    check(cmp["pairs"] == 3 and not cmp["only_in_base"] and not cmp["only_in_new"], "compare pairs a preset with its spec")
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="precis-spec-cli-")
+    try:
+        dataset = os.path.join(tmp, "ds.h5")
+        write_dataset(dataset)
+        test_explain(dataset)
+        test_recipes()
+        test_run_with_specs(tmp, dataset)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(f"{len(failures)} failed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,396 @@
+/* Recipe specs (DESIGN §11): every field of the grammar, every error, the canonical round trip,
+ * presets <-> specs, the --recipes splitting rule, and the backends' answers for specs. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "format.h"
+#include "cuda_api.h"
+#include "gemm_plan.h"
+#include "harness.h"
+#include "recipe.h"
+#include "spec.h"
+
+#define TAIL ",scale=dynamic,smooth=none,split=none"
+
+static void check_canonical(const char *text, const char *canonical) {
+  precis_spec s;
+  precis_status st = precis_spec_parse(text, &s);
+  CHECK_MSG(st == PRECIS_OK, "\"%s\": %s", text, precis_last_error());
+  if (st != PRECIS_OK) return;
+  char out[PRECIS_SPEC_TEXT_MAX];
+  CHECK(precis_spec_format(&s, out, sizeof out));
+  CHECK_MSG(strcmp(out, canonical) == 0, "\"%s\" -> \"%s\", expected \"%s\"", text, out, canonical);
+  /* The canonical form reads back as itself. */
+  precis_spec again;
+  CHECK_OK(precis_spec_parse(out, &again));
+  char out2[PRECIS_SPEC_TEXT_MAX];
+  precis_spec_format(&again, out2, sizeof out2);
+  CHECK_STR(out2, out);
+  CHECK(precis_spec_equal(&s, &again));
+}
+
+/* The error names the field (or the piece) and says what is allowed. */
+static void check_error(const char *text, const char *mentions, const char *allowed) {
+  precis_spec s;
+  precis_status st = precis_spec_parse(text, &s);
+  CHECK_MSG(st == PRECIS_E_USAGE, "\"%s\" was accepted", text);
+  if (st != PRECIS_E_USAGE) return;
+  CHECK_MSG(strstr(precis_last_error(), mentions) != NULL, "\"%s\": message \"%s\" lacks \"%s\"", text,
+            precis_last_error(), mentions);
+  CHECK_MSG(strstr(precis_last_error(), allowed) != NULL, "\"%s\": message \"%s\" lacks \"%s\"", text,
+            precis_last_error(), allowed);
+}
+
+TEST(presets_are_canonical_specs) {
+  size_t baselines = 0;
+  CHECK_EQ_INT(precis_recipe_preset_count(), 7);
+  for (size_t i = 0; i < precis_recipe_preset_count(); i++) {
+    const precis_recipe_preset *p = precis_recipe_preset_at(i);
+    check_canonical(p->spec, p->spec);
+    precis_recipe r;
+    CHECK_OK(precis_recipe_parse(p->name, &r));
+    CHECK_STR(r.name, p->name);
+    CHECK_STR(r.canonical, p->spec);
+    CHECK(r.preset == p);
+    CHECK(precis_recipe_preset_of_spec(&r.spec) == p);
+    CHECK(precis_recipe_preset_find(p->name) == p);
+    CHECK_EQ_INT(precis_recipe_preset_index(p->name), i);
+    CHECK_STR(precis_recipe_name_spec(p->name), p->spec);
+    baselines += p->baseline;
+    for (size_t j = 0; j < i; j++) {
+      CHECK(strcmp(precis_recipe_preset_at(j)->name, p->name) != 0);
+      CHECK(strcmp(precis_recipe_preset_at(j)->spec, p->spec) != 0);
+    }
+  }
+  CHECK_EQ_INT(baselines, 1);
+  CHECK_STR(precis_recipe_preset_baseline()->name, "fp32");
+  CHECK(precis_recipe_preset_find("fp12") == NULL);
+  CHECK_EQ_INT(precis_recipe_preset_index("fp12"), precis_recipe_preset_count());
+  CHECK(precis_recipe_name_spec("fp12") == NULL);
+}
+
+/* DESIGN §3's seven recipes, spelled as specs (docs/decisions.md: tf32 and fp16acc16). */
+TEST(presets_mean_what_design_says) {
+  static const struct {
+    const char *name, *spec;
+  } expected[] = {
+      {"fp32", "a=fp32,b=fp32,acc=fp32,out=fp32" TAIL},
+      {"tf32", "a=tf32,b=tf32,acc=fp32,out=fp32" TAIL},
+      {"fp16", "a=fp16,b=fp16,acc=fp32,out=fp16" TAIL},
+      {"fp16acc16", "a=fp16,b=fp16,acc=fp16,out=fp16" TAIL},
+      {"bf16", "a=bf16,b=bf16,acc=fp32,out=bf16" TAIL},
+      {"int8", "a=s8@row:sym,b=s8@col:sym,acc=s32,out=fp32" TAIL},
+      {"fp8", "a=e4m3@tensor,b=e4m3@tensor,acc=fp32,out=bf16" TAIL},
+  };
+  for (size_t i = 0; i < sizeof expected / sizeof expected[0]; i++) {
+    const precis_recipe_preset *p = precis_recipe_preset_at(i);
+    CHECK_STR(p->name, expected[i].name);
+    CHECK_STR(p->spec, expected[i].spec);
+  }
+  /* Other spellings of the same computations. */
+  check_canonical("a=f32,b=f32,acc=fp32fast", expected[1].spec);
+  check_canonical("a=fp32,acc=f32fast", expected[1].spec);
+  check_canonical("out=fp16,b=f16,a=fp16,acc=f16", expected[3].spec);
+  check_canonical("a=s8,b=s8", expected[5].spec);
+  check_canonical("a=s8@row:sym,b=s8@col:sym,acc=s32,out=f32,scale=dynamic", expected[5].spec);
+  check_canonical("a=e4m3,b=e4m3,out=bf16", expected[6].spec);
+}
+
+TEST(every_field_parses) {
+  /* a, b: formats, defaults of the other operand, granularities, conventions. */
+  check_canonical("a=bf16", "a=bf16,b=bf16,acc=fp32,out=fp32" TAIL);
+  check_canonical("b=fp16", "a=fp16,b=fp16,acc=fp32,out=fp32" TAIL);
+  check_canonical("a=f64", "a=fp64,b=fp64,acc=fp64,out=fp32" TAIL);
+  check_canonical("a=e4m3@row,b=e4m3@col,out=bf16", "a=e4m3@row,b=e4m3@col,acc=fp32,out=bf16" TAIL);
+  check_canonical("a=e4m3@k128,b=e4m3@128x128,out=bf16", "a=e4m3@k128,b=e4m3@128x128,acc=fp32,out=bf16" TAIL);
+  check_canonical("a=e5m2@mx,b=e4m3@mx-rceil", "a=e5m2@mx,b=e4m3@mx-rceil,acc=fp32,out=fp32" TAIL);
+  check_canonical("a=e2m1,b=e2m1@nv", "a=e2m1@mx,b=e2m1@nv,acc=fp32,out=fp32" TAIL);
+  check_canonical("a=bf16,b=s4@k128,out=bf16", "a=bf16,b=s4@k128:sym,acc=fp32,out=bf16" TAIL);
+  check_canonical("a=bf16,b=u4@k64", "a=bf16,b=u4@k64:asym,acc=fp32,out=fp32" TAIL);
+  check_canonical("a=bf16,b=u4", "a=bf16,b=u4@k128:asym,acc=fp32,out=fp32" TAIL);
+  check_canonical("b=s4", "a=s4@k128:sym,b=s4@k128:sym,acc=s32,out=fp32" TAIL);
+  check_canonical("a=s8@tensor:sym-half,b=s8@64x32", "a=s8@tensor:sym-half,b=s8@64x32:sym,acc=s32,out=fp32" TAIL);
+  check_canonical("a=s8@k32,b=s8@tensor:sym", "a=s8@k32:sym,b=s8@tensor:sym,acc=s32,out=fp32" TAIL);
+  /* acc and out. */
+  check_canonical("a=fp16,acc=fp16,out=e4m3", "a=fp16,b=fp16,acc=fp16,out=e4m3" TAIL);
+  check_canonical("a=bf16,acc=fp64,out=fp64", "a=bf16,b=bf16,acc=fp64,out=fp64" TAIL);
+  check_canonical("a=fp32,out=tf32", "a=fp32,b=fp32,acc=fp32,out=tf32" TAIL);
+  check_canonical("a=e5m2,out=e5m2", "a=e5m2@tensor,b=e5m2@tensor,acc=fp32,out=e5m2" TAIL);
+  check_canonical("a=s8,b=s8,acc=fp32", "a=s8@row:sym,b=s8@col:sym,acc=fp32,out=fp32" TAIL);
+  /* scale: static methods need A per tensor. */
+  check_canonical("a=s8@tensor,b=s8,scale=absmax",
+                  "a=s8@tensor:sym,b=s8@col:sym,acc=s32,out=fp32,scale=absmax,smooth=none,split=none");
+  check_canonical("a=s8@tensor,b=s8,scale=mse",
+                  "a=s8@tensor:sym,b=s8@col:sym,acc=s32,out=fp32,scale=mse,smooth=none,split=none");
+  check_canonical("a=s8@tensor,b=s8,scale=percentile=99.90",
+                  "a=s8@tensor:sym,b=s8@col:sym,acc=s32,out=fp32,scale=percentile=99.9,smooth=none,split=none");
+  check_canonical("a=e4m3@tensor,scale=percentile=100",
+                  "a=e4m3@tensor,b=e4m3@tensor,acc=fp32,out=fp32,scale=percentile=100,smooth=none,split=none");
+  /* smooth */
+  check_canonical("a=s8,smooth=0.5", "a=s8@row:sym,b=s8@col:sym,acc=s32,out=fp32,scale=dynamic,smooth=0.5,split=none");
+  check_canonical("a=s8,smooth=.75", "a=s8@row:sym,b=s8@col:sym,acc=s32,out=fp32,scale=dynamic,smooth=0.75,split=none");
+  check_canonical("a=s8,smooth=0.1", "a=s8@row:sym,b=s8@col:sym,acc=s32,out=fp32,scale=dynamic,smooth=0.1,split=none");
+  check_canonical("a=s8,smooth=auto", "a=s8@row:sym,b=s8@col:sym,acc=s32,out=fp32,scale=dynamic,smooth=auto,split=none");
+  check_canonical("a=s8,smooth=none", "a=s8@row:sym,b=s8@col:sym,acc=s32,out=fp32" TAIL);
+  /* split */
+  static const char *splits[] = {"tf32x3", "bf16x3", "bf16x6", "bf16x9", "int8x2", "int8x7", "int8x16", "none"};
+  for (size_t i = 0; i < sizeof splits / sizeof splits[0]; i++) {
+    char in[64], want[160];
+    snprintf(in, sizeof in, "a=fp32,split=%s", splits[i]);
+    snprintf(want, sizeof want, "a=fp32,b=fp32,acc=fp32,out=fp32,scale=dynamic,smooth=none,split=%s", splits[i]);
+    check_canonical(in, want);
+  }
+}
+
+TEST(every_error_names_the_field_and_what_is_allowed) {
+  check_error("", "empty field", "recipe spec");
+  check_error("a=bf16,", "empty field", "recipe spec");
+  check_error("a=", "a= has no value", "a=");
+  check_error("x=1", "unknown field \"x\"", "a, b, acc, out, scale, smooth, split");
+  check_error("bf16,a=bf16", "\"bf16\" is not a field", "a=, b=, acc=");
+  check_error("a=bf16,a=fp16", "a given twice", "a");
+  check_error("out=bf16", "needs a= or b=", "operand");
+  check_error("a=fp12", "a=fp12: unknown format \"fp12\"", "fp64, fp32, tf32, fp16, bf16, e4m3, e5m2, e2m1, s8, s4, u4");
+  check_error("b=s32", "b=s32: unknown format", "s8, s4, u4");
+  check_error("a=int8", "a=int8: unknown format", "s8");
+  check_error("a=bf16@row", "a=bf16@row", "e4m3, e5m2, e2m1, s8, s4 and u4");
+  check_error("a=s8@foo", "a=s8@foo: unknown granularity \"foo\"", "tensor, row, col, k<G>, <R>x<C>, mx, mx-rceil, nv");
+  check_error("a=s8@k0", "a=s8@k0: group size", "from 1 to");
+  check_error("a=s8@k12x", "a=s8@k12x: group size", "from 1 to");
+  check_error("b=s8@0x4", "b=s8@0x4: block", "<R>x<C>");
+  check_error("b=s8@4x", "b=s8@4x: block", "<R>x<C>");
+  check_error("a=s8@col", "a=s8@col: A's scales cannot be per column", "tensor, row, k<G>");
+  check_error("a=s8,b=s8@row", "b=s8@row: B's scales cannot be per row", "tensor, col, k<G>");
+  check_error("a=s8@mx", "a=s8@mx: MX blocks", "e4m3, e5m2 or e2m1");
+  check_error("a=e4m3@nv", "a=e4m3@nv: NVFP4", "e2m1");
+  check_error("a=e4m3@tensor:sym", "a=e4m3@tensor:sym: a scale convention", "s8, s4 and u4");
+  check_error("a=s8@row:foo", "a=s8@row:foo: unknown scale convention", "sym, sym-half or asym");
+  check_error("a=s8@row:asym", "a=s8@row:asym", "zero points need u4");
+  check_error("a=bf16,b=u4@k128:sym", "b=u4@k128:sym", "asym");
+  check_error("a=s8:sym", "a=s8:sym", "FMT@GRAN:CONV");
+  check_error("a=bf16,acc=bf16", "acc=bf16: unknown accumulation", "fp64, fp32, fp32fast, fp16 or s32");
+  check_error("a=bf16,acc=s32", "acc=s32", "integer operands");
+  check_error("a=bf16,out=s8", "out=s8: unknown output format", "fp64, fp32, tf32, fp16, bf16, e4m3, e5m2");
+  check_error("a=bf16,out=e2m1", "out=e2m1", "fp64, fp32");
+  check_error("a=s8@tensor,scale=foo", "scale=foo: unknown scale method", "dynamic, absmax, percentile=<P> or mse");
+  check_error("a=s8@tensor,scale=percentile=0", "scale=percentile=0", "(0, 100]");
+  check_error("a=s8@tensor,scale=percentile=100.5", "scale=percentile=100.5", "(0, 100]");
+  check_error("a=s8@tensor,scale=percentile=x", "scale=percentile=x", "(0, 100]");
+  check_error("a=s8@tensor,scale=percentile=", "scale=percentile=", "(0, 100]");
+  check_error("a=bf16,scale=absmax", "scale=absmax: static scales", "not bf16");
+  check_error("a=s8@row,scale=mse", "scale=mse", "a=s8@tensor");
+  check_error("a=s8,smooth=2", "smooth=2", "[0, 1], auto or none");
+  check_error("a=s8,smooth=half", "smooth=half", "[0, 1], auto or none");
+  check_error("a=s8,smooth=nan", "smooth=nan", "[0, 1]");
+  check_error("a=fp32,split=foo", "split=foo: unknown split", "none, tf32x3, bf16x3, bf16x6, bf16x9 or int8x<N>");
+  check_error("a=fp32,split=int8x1", "split=int8x1", "from 2 to 16");
+  check_error("a=fp32,split=int8x17", "split=int8x17", "from 2 to 16");
+  char overlong[400];
+  memset(overlong, 'a', sizeof overlong - 1);
+  overlong[sizeof overlong - 1] = '\0';
+  check_error(overlong, "recipe spec of 399 characters", "at most");
+}
+
+static size_t list_count(const char *text, precis_recipe_list *out) {
+  precis_status st = precis_recipe_list_parse(text, out);
+  CHECK_MSG(st == PRECIS_OK, "\"%s\": %s", text, precis_last_error());
+  return st == PRECIS_OK ? out->count : 0;
+}
+
+TEST(recipe_lists_split_at_preset_names) {
+  precis_recipe_list l;
+  CHECK_EQ_INT(list_count("fp32,bf16,int8", &l), 3);
+  if (l.count == 3) CHECK(strcmp(l.items[0].name, "fp32") == 0 && strcmp(l.items[2].name, "int8") == 0);
+  precis_recipe_list_free(&l);
+  /* A spec's fields run until the next item without '=': fp8, one spec, int8. */
+  CHECK_EQ_INT(list_count("fp8,a=bf16,b=bf16,out=f32,int8", &l), 3);
+  if (l.count == 3) {
+    CHECK_STR(l.items[0].name, "fp8");
+    CHECK_STR(l.items[1].canonical, "a=bf16,b=bf16,acc=fp32,out=fp32" TAIL);
+    CHECK_STR(l.items[1].name, l.items[1].canonical); /* a spec is named by its canonical form */
+    CHECK(l.items[1].preset == NULL);
+    CHECK_STR(l.items[2].name, "int8");
+  }
+  precis_recipe_list_free(&l);
+  CHECK_EQ_INT(list_count("a=s8@tensor,b=s8,scale=percentile=99.9,fp32", &l), 2);
+  precis_recipe_list_free(&l);
+  /* Two specs need a preset between them; without one they are one spec. */
+  CHECK(precis_recipe_list_parse("a=bf16,b=bf16,a=fp16", &l) == PRECIS_E_USAGE);
+  CHECK(strstr(precis_last_error(), "a given twice") != NULL);
+  /* all: every preset in table order. */
+  CHECK_EQ_INT(list_count("all", &l), precis_recipe_preset_count());
+  for (size_t i = 0; i < l.count; i++) CHECK_STR(l.items[i].name, precis_recipe_preset_at(i)->name);
+  precis_recipe_list_free(&l);
+  CHECK_EQ_INT(list_count("all,a=bf16,out=fp32", &l), precis_recipe_preset_count() + 1);
+  precis_recipe_list_free(&l);
+  /* Duplicates by canonical spec, whatever the spelling. */
+  CHECK(precis_recipe_list_parse("fp32,fp32", &l) == PRECIS_E_USAGE);
+  CHECK(precis_recipe_list_parse("all,bf16", &l) == PRECIS_E_USAGE);
+  CHECK(precis_recipe_list_parse("bf16,a=bf16,out=bf16", &l) == PRECIS_E_USAGE);
+  CHECK_MSG(strstr(precis_last_error(), "\"bf16\"") && strstr(precis_last_error(), "same recipe"), "%s",
+            precis_last_error());
+  CHECK(precis_recipe_list_parse("tf32,a=fp32,acc=fp32fast", &l) == PRECIS_E_USAGE);
+  /* Bad items. */
+  CHECK(precis_recipe_list_parse("fp32,,bf16", &l) == PRECIS_E_USAGE);
+  CHECK(precis_recipe_list_parse("fp32,", &l) == PRECIS_E_USAGE);
+  CHECK(precis_recipe_list_parse("", &l) == PRECIS_E_USAGE);
+  CHECK(precis_recipe_list_parse("fp9", &l) == PRECIS_E_USAGE);
+  CHECK_MSG(strstr(precis_last_error(), "fp9") && strstr(precis_last_error(), "fp16acc16"), "%s", precis_last_error());
+  CHECK(precis_recipe_list_parse("a=bf16,b=bf16,oops", &l) == PRECIS_E_USAGE);
+  CHECK(strstr(precis_last_error(), "oops") != NULL);
+  CHECK(precis_recipe_list_parse("fp8,a=fp12", &l) == PRECIS_E_USAGE);
+  CHECK(strstr(precis_last_error(), "a=fp12") != NULL);
+}
+
+TEST(static_activation_scales_rewrite_the_spec) {
+  precis_recipe r;
+  CHECK_OK(precis_recipe_parse("int8", &r));
+  precis_recipe_set_static_act_scale(&r, PRECIS_SCALE_PERCENTILE, 99.99);
+  CHECK_STR(r.name, "int8");
+  CHECK_STR(r.canonical,
+            "a=s8@tensor:sym,b=s8@col:sym,acc=s32,out=fp32,scale=percentile=99.99,smooth=none,split=none");
+  CHECK(strstr(r.description, "static") != NULL);
+  CHECK_OK(precis_recipe_parse("a=s8,b=s8", &r));
+  precis_recipe_set_static_act_scale(&r, PRECIS_SCALE_ABSMAX, 0);
+  CHECK_STR(r.name, r.canonical);
+  CHECK(strstr(r.canonical, "scale=absmax") != NULL);
+  /* Float recipes and dynamic keep their spec. */
+  CHECK_OK(precis_recipe_parse("fp8", &r));
+  precis_recipe_set_static_act_scale(&r, PRECIS_SCALE_MSE, 0);
+  CHECK_STR(r.canonical, precis_recipe_preset_find("fp8")->spec);
+  CHECK_OK(precis_recipe_parse("int8", &r));
+  precis_recipe_set_static_act_scale(&r, PRECIS_SCALE_DYNAMIC, 0);
+  CHECK_STR(r.canonical, precis_recipe_preset_find("int8")->spec);
+}
+
+static long long bytes_of(const char *text, long long m, long long n, long long k, long long batch, bool b_batched) {
+  precis_recipe r;
+  CHECK_OK(precis_recipe_parse(text, &r));
+  return precis_spec_tensor_bytes(&r.spec, m, n, k, batch, b_batched);
+}
+
+TEST(tensor_bytes_follow_the_formats_and_scales) {
+  /* m=3 n=5 k=7 batch=2, b shared: A 42, B 35, C 30 elements. */
+  CHECK_EQ_INT(bytes_of("fp32", 3, 5, 7, 2, false), (42 + 35 + 30) * 4);
+  CHECK_EQ_INT(bytes_of("bf16", 3, 5, 7, 2, false), (42 + 35 + 30) * 2);
+  CHECK_EQ_INT(bytes_of("fp16acc16", 3, 5, 7, 2, false), (42 + 35 + 30) * 2);
+  /* int8: codes, f32 output, int32 accumulators, 6 row and 5 column scales. */
+  CHECK_EQ_INT(bytes_of("int8", 3, 5, 7, 2, false), 42 + 35 + 30 * 4 + 30 * 4 + (6 + 5) * 4);
+  CHECK_EQ_INT(bytes_of("int8", 3, 5, 7, 2, true), 42 + 70 + 30 * 4 + 30 * 4 + (6 + 10) * 4);
+  /* fp8: codes, bf16 output, two per-tensor scales. */
+  CHECK_EQ_INT(bytes_of("fp8", 3, 5, 7, 2, false), 42 + 35 + 30 * 2 + 8);
+  /* 4-bit B in groups of 4 along k: 35 codes = 18 bytes, ceil(7/4) = 2 groups per column. */
+  CHECK_EQ_INT(bytes_of("a=bf16,b=s4@k4,out=bf16", 3, 5, 7, 2, false), 42 * 2 + 18 + 30 * 2 + 5 * 2 * 4);
+}
+
+TEST(backends_answer_from_the_spec) {
+  const precis_backend *cpu = precis_backend_cpu();
+  char why[256];
+  for (size_t i = 0; i < precis_recipe_preset_count(); i++) {
+    precis_recipe r;
+    CHECK_OK(precis_recipe_from_preset(precis_recipe_preset_at(i), &r));
+    CHECK_MSG(cpu->supports(NULL, &r.spec, why, sizeof why), "%s: %s", r.name, why);
+    const precis_lt_route *route = precis_lt_route_find(&r.spec, why, sizeof why);
+    CHECK_MSG(route && strcmp(route->name, r.name) == 0, "%s: %s", r.name, why);
+    CHECK_MSG(precis_cuda_spec_supported(&r.spec, 9, 0, why, sizeof why), "%s: %s", r.name, why);
+  }
+  static const struct {
+    const char *spec;
+    bool cpu;
+    const char *cpu_why;
+    bool cuda;
+    const char *cuda_why;
+  } cases[] = {
+      {"a=bf16,b=bf16,out=fp32", true, "", false, "no cuBLASLt route"},
+      {"a=e4m3,b=bf16,out=bf16", true, "", false, "no cuBLASLt route"},
+      {"a=s8@tensor,b=s8", true, "", false, "no cuBLASLt route"},
+      {"a=s8@tensor,b=s8,scale=absmax", true, "", true, ""},
+      {"a=e2m1,b=e2m1", false, "a=e2m1@mx: not yet implemented on the cpu backend (issue 16)", false, "issue 16"},
+      {"a=bf16,b=s4@k128", false, "b=s4@k128:sym", false, "issue 16"},
+      {"a=e5m2,b=e5m2", false, "a=e5m2@tensor", false, "issue 16"},
+      {"a=e4m3@row,b=e4m3@col,out=bf16", false, "a=e4m3@row", false, "issue 16"},
+      {"a=fp32,split=tf32x3", false, "split=tf32x3", false, "issue 19"},
+      {"a=s8,smooth=0.5", false, "SmoothQuant", false, "SmoothQuant"},
+      {"a=fp64", false, "issue 19", false, "issue 19"},
+      {"a=fp32,out=fp64", false, "out=fp64", false, "fp64"},
+      {"a=s8,b=s8,acc=fp32", false, "acc=s32", false, "no cuBLASLt route"},
+      {"a=e4m3@tensor,scale=absmax", false, "scale=absmax", false, "no cuBLASLt route"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    precis_recipe r;
+    CHECK_OK(precis_recipe_parse(cases[i].spec, &r));
+    bool cpu_ok = cpu->supports(NULL, &r.spec, why, sizeof why);
+    CHECK_MSG(cpu_ok == cases[i].cpu && strstr(why, cases[i].cpu_why), "%s: cpu %d \"%s\"", cases[i].spec, cpu_ok, why);
+    bool cuda_ok = precis_cuda_spec_supported(&r.spec, 9, 0, why, sizeof why);
+    CHECK_MSG(cuda_ok == cases[i].cuda && strstr(why, cases[i].cuda_why), "%s: cuda %d \"%s\"", cases[i].spec, cuda_ok,
+              why);
+  }
+}
+
+/* The outputs of one spec on a small workload (calib/a = a, so static absmax equals dynamic per
+ * tensor), or NULL with the row status in *status. */
+static float *cpu_output(const char *spec, precis_row_status *status) {
+  enum { M = 5, N = 6, K = 24, BATCH = 2 };
+  static float a[BATCH * M * K], b[K * N];
+  static double c_ref[BATCH * M * N], ab_abs[BATCH * M * N];
+  for (int i = 0; i < BATCH * M * K; i++) a[i] = (float)sin(0.37 * i) * (i % 7 == 0 ? 9.0f : 1.0f);
+  for (int i = 0; i < K * N; i++) b[i] = (float)cos(0.11 * i + 0.5);
+  static char name[] = "w", kind[] = "gemm", empty[] = "";
+  precis_workload_info info = {.name = name, .kind = kind, .description = empty, .a_dist = empty, .b_dist = empty,
+                               .reference = empty, .m = M, .n = N, .k = K, .batch = BATCH, .calib_samples = BATCH};
+  precis_workload_data data = {.a = a, .b = b, .c_ref = c_ref, .ab_abs = ab_abs, .calib_a = a};
+  precis_case_options o;
+  precis_case_options_default(&o);
+  o.warmup_calls = 1, o.warmup_ms = 0, o.min_samples = 1, o.max_samples = 1, o.max_time_ms = 1;
+  precis_recipe r;
+  if (precis_recipe_parse(spec, &r) != PRECIS_OK) return NULL;
+  precis_case_output out;
+  precis_case_output_init(&out);
+  const precis_backend *cpu = precis_backend_cpu();
+  CHECK_OK(cpu->run_case(NULL, &r.spec, &info, &data, &o, &out));
+  *status = out.status;
+  float *c = out.c;
+  out.c = NULL;
+  precis_case_output_free(&out);
+  return c;
+}
+
+static bool same_bits(const float *x, const float *y, size_t n) { return x && y && memcmp(x, y, n * sizeof *x) == 0; }
+
+/* Specs beyond the presets that the cpu backend runs follow from the presets' arithmetic. */
+TEST(cpu_runs_specs_by_their_fields) {
+  enum { COUNT = 2 * 5 * 6 };
+  precis_row_status st = PRECIS_ROW_FAILED;
+  /* bf16 operands with a float32 output, rounded to bf16 afterwards, are the bf16 preset. */
+  float *bf16 = cpu_output("bf16", &st), *wide = cpu_output("a=bf16,b=bf16,out=fp32", &st);
+  CHECK(st == PRECIS_ROW_OK && bf16 && wide);
+  if (wide) precis_round_bf16_array(wide, wide, COUNT);
+  CHECK_MSG(same_bits(bf16, wide, COUNT), "bf16 = round_bf16(a=bf16,b=bf16,out=fp32)");
+  free(bf16), free(wide);
+  /* int8 with A's scale per tensor: dynamic over A equals static absmax over a calibration split
+   * that is A itself; per row differs (the rows' amax differ). */
+  float *dyn = cpu_output("a=s8@tensor,b=s8", &st), *stat = cpu_output("a=s8@tensor,b=s8,scale=absmax", &st);
+  float *row = cpu_output("int8", &st);
+  CHECK(st == PRECIS_ROW_OK && dyn && stat && row);
+  CHECK_MSG(same_bits(dyn, stat, COUNT), "a=s8@tensor dynamic = static absmax when calib/a = a");
+  CHECK_MSG(!same_bits(dyn, row, COUNT), "per tensor differs from per row");
+  free(dyn), free(stat), free(row);
+  /* Mixed operands: e4m3 A per tensor with bf16 B runs; bf16 B with fp32 A differs from fp32. */
+  float *mixed = cpu_output("a=e4m3,b=bf16,out=bf16", &st);
+  CHECK(st == PRECIS_ROW_OK && mixed);
+  free(mixed);
+  float *half = cpu_output("a=fp32,b=bf16", &st), *full = cpu_output("fp32", &st);
+  CHECK(half && full && !same_bits(half, full, COUNT));
+  free(half), free(full);
+  /* A valid spec without an implementation: a row `unsupported`, no output. */
+  float *none = cpu_output("a=e2m1,b=e2m1", &st);
+  CHECK(none == NULL && st == PRECIS_ROW_UNSUPPORTED);
+  free(none);
+}
+
+RUN_TESTS(T(presets_are_canonical_specs), T(presets_mean_what_design_says), T(every_field_parses),
+          T(every_error_names_the_field_and_what_is_allowed), T(recipe_lists_split_at_preset_names),
+          T(static_activation_scales_rewrite_the_spec), T(tensor_bytes_follow_the_formats_and_scales),
+          T(backends_answer_from_the_spec), T(cpu_runs_specs_by_their_fields))
