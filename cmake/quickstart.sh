@@ -39,6 +39,7 @@ cmake --build "$build" -j "$jobs" >&2
 
 case "$mode" in
   run) exec "$build/precis" run "$@" ;;
-  test) cd "$build" && exec ctest --output-on-failure -j "$jobs" "$@" ;;
+  # --no-tests=error: a label or name filter that matches nothing fails instead of passing.
+  test) cd "$build" && exec ctest --output-on-failure --no-tests=error -j "$jobs" "$@" ;;
   build) ;;
 esac
