@@ -56,6 +56,7 @@ fi
 
 case "$mode" in
   run) exec "$build/precis" run "$@" ;;
-  test) cd "$build" && exec ctest --output-on-failure -j "$jobs" "$@" ;;
+  # --no-tests=error: a label or name filter that matches nothing fails instead of passing.
+  test) cd "$build" && exec ctest --output-on-failure --no-tests=error -j "$jobs" "$@" ;;
   build) ;;
 esac
