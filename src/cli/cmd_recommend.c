@@ -17,14 +17,20 @@ static const char usage_text[] =
     "  --require EXPR      criterion on a metric's worst value over samples, e.g. rel_fro<=1e-2,\n"
     "                      sqnr_db>=40, nonfinite==0 (repeatable; replaces each row's recorded criteria)\n"
     "  --objective O       latency (default): lowest sum over workloads of the median latency per call;\n"
-    "                      memory: lowest peak (tracked_peak_bytes, largest over workloads)\n"
+    "                      memory: lowest bytes on the device, largest over workloads: tracked_peak_bytes\n"
+    "                      on cuda, the format's bytes (tensor_bytes) on an emulating backend (cpu)\n"
     "  --per-workload      answer for each workload separately\n"
     "  --json              print the decision as JSON\n"
     "\n"
-    "A recipe passes when each workload has an \"ok\" row for it that meets the criteria. Ties on cost\n"
-    "go to the lower error (rel_fro), then to the earlier recipe in the recipe table. When none passes,\n"
-    "the closest miss is named with its margin.\n"
-    "Exit codes: 0 a recommendation, 3 no recipe passes, 2 bad usage or an unreadable report.\n";
+    "A recipe passes when each workload has an \"ok\" row for it that meets the criteria. Latencies\n"
+    "inside the measured noise (overlapping interquartile ranges / 95% intervals of the medians) are\n"
+    "ties, as are equal costs: they go to the lower memory of the format, then the lower error\n"
+    "(rel_fro), then the earlier recipe in the recipe table, and the output says so. When none\n"
+    "passes, the closest miss is named with its margin.\n"
+    "Without a target (--require here, or given to the run) nothing is recommended: the default gates\n"
+    "say whether a format behaved as it should, not what accuracy you need; the frontier is shown.\n"
+    "Exit codes: 0 a recommendation or the frontier without a target, 3 no recipe meets the target,\n"
+    "2 bad usage or an unreadable report.\n";
 
 int precis_cmd_recommend(int argc, char **argv) {
   if (precis_cli_wants_help(argc, argv)) {
@@ -77,6 +83,7 @@ int precis_cmd_recommend(int argc, char **argv) {
     return 2;
   }
   options.require = &require;
+  options.report_path = path;
 
   precis_report report;
   precis_status st = precis_report_read_json(path, &report);
@@ -97,7 +104,7 @@ int precis_cmd_recommend(int argc, char **argv) {
     precis_recommendation rec;
     st = precis_recommend(&report, &options, &rec);
     if (st != PRECIS_OK) break;
-    if (rec.chosen < 0) all_recommended = false;
+    if (rec.chosen < 0 && rec.has_target) all_recommended = false;
     if (json) {
       char *text = precis_recommendation_json(&rec);
       printf("%s%s\n", text ? text : "null", per_workload && w + 1 < n_workloads ? "," : "");
