@@ -102,3 +102,16 @@ long long precis_row_peak_bytes(const precis_row *row) {
   if (row->memory.tracked_peak_bytes >= 0) return row->memory.tracked_peak_bytes;
   return row->memory.tensor_bytes;
 }
+
+long precis_report_min_samples(const precis_report *report) {
+  const char *text = precis_kv_get(&report->settings, "min_samples");
+  if (!text) return 0;
+  char *end = NULL;
+  double v = strtod(text, &end);
+  return end != text && isfinite(v) && v > 0 && v < 1e9 ? (long)v : 0;
+}
+
+bool precis_row_few_samples(const precis_row *row, long min_samples) {
+  return min_samples > 0 && row->status == PRECIS_ROW_OK && isfinite(row->time.median_ms) &&
+         row->time.samples < min_samples;
+}

@@ -33,4 +33,10 @@ int precis_recipe_rank(const char *name);
  * charts use: tracked_peak_bytes when recorded, else tensor_bytes; -1 when neither is. */
 long long precis_row_peak_bytes(const precis_row *row);
 
+/* The run's --min-samples (settings.min_samples); 0 when the report does not record it. */
+long precis_report_min_samples(const precis_report *report);
+/* True when a row was timed with fewer samples than --min-samples asked for (a slow emulation that
+ * ran out of --max-time-ms): its latency is rough, and the printers flag it. */
+bool precis_row_few_samples(const precis_row *row, long min_samples);
+
 #endif
