@@ -324,14 +324,21 @@ precis_status precis_recommend(const precis_report *report, const precis_recomme
       for (size_t i = 0; i < out->n_outcomes; i++)
         if (out->outcomes[i].tied && (best < 0 || better_in_tie(&out->outcomes[i], &out->outcomes[best], NULL)))
           best = (int)i;
-      /* What separated the winner from the closest of the others. */
-      int runner_up = -1;
-      for (size_t i = 0; i < out->n_outcomes; i++)
-        if (out->outcomes[i].tied && (int)i != best &&
-            (runner_up < 0 || better_in_tie(&out->outcomes[i], &out->outcomes[runner_up], NULL)))
-          runner_up = (int)i;
+      /* What separated the winner from each of the others, in the order of the rule. */
+      static const char *const keys[] = {"memory of the format", "error", "the recipe table"};
+      bool decided[3] = {false, false, false};
+      for (size_t i = 0; i < out->n_outcomes; i++) {
+        if (!out->outcomes[i].tied || (int)i == best) continue;
+        const char *by = NULL;
+        better_in_tie(&out->outcomes[best], &out->outcomes[i], &by);
+        for (int k = 0; k < 3; k++) decided[k] = decided[k] || (by && strcmp(by, keys[k]) == 0);
+      }
+      size_t used = 0;
+      for (int k = 0; k < 3; k++)
+        if (decided[k] && used < sizeof out->tie_decided_by)
+          used += (size_t)snprintf(out->tie_decided_by + used, sizeof out->tie_decided_by - used, "%s%s",
+                                   used ? ", then " : "", keys[k]);
       out->chosen = best;
-      if (runner_up >= 0) better_in_tie(&out->outcomes[best], &out->outcomes[runner_up], &out->tie_decided_by);
     }
   } else {
     for (size_t i = 0; i < out->n_outcomes; i++) {
@@ -407,7 +414,7 @@ static void append_tie(precis_buf *b, const precis_recommendation *rec) {
   }
   precis_buf_appendf(b, " on %s%s; decided by %s", rec->objective == PRECIS_OBJECTIVE_LATENCY ? "latency" : "memory",
                      rec->tie_within_noise ? " within the measured noise" : " (equal cost)",
-                     rec->tie_decided_by ? rec->tie_decided_by : "the recipe table");
+                     rec->tie_decided_by[0] ? rec->tie_decided_by : "the recipe table");
 }
 
 static void append_ask(precis_buf *b, const char *report_path) {
@@ -591,7 +598,7 @@ char *precis_recommendation_json(const precis_recommendation *rec) {
   else cJSON_AddNullToObject(root, "recommended");
   cJSON_AddBoolToObject(root, "tie_broken", rec->tie_broken && rec->has_target);
   cJSON_AddBoolToObject(root, "tie_within_noise", rec->tie_within_noise && rec->has_target);
-  if (rec->tie_decided_by && rec->has_target) cJSON_AddStringToObject(root, "tie_decided_by", rec->tie_decided_by);
+  if (rec->tie_decided_by[0] && rec->has_target) cJSON_AddStringToObject(root, "tie_decided_by", rec->tie_decided_by);
   else cJSON_AddNullToObject(root, "tie_decided_by");
   if (rec->closest_miss >= 0 && rec->has_target) {
     const precis_recipe_outcome *c = &rec->outcomes[rec->closest_miss];

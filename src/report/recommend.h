@@ -76,7 +76,7 @@ typedef struct precis_recommendation {
   int closest_miss;                 /* index, -1 when one passes or nothing failed by a margin */
   bool tie_broken;                  /* the winner tied with another passing recipe (outcomes[].tied) */
   bool tie_within_noise;            /* ... on latency inside the measured noise, not on equal cost */
-  const char *tie_decided_by;       /* "memory of the format", "error", "the recipe table"; NULL */
+  char tie_decided_by[64];          /* "memory of the format, then error", ...; "" without a tie */
   bool has_target;                  /* the criteria are the user's (--require), not default gates */
   bool memory_by_format;            /* memory is the format's bytes (an emulating backend) */
   char criteria_source[512];        /* "--require rel_fro<=0.01" or "each row's recorded criteria" */
