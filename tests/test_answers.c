@@ -53,6 +53,18 @@ static char *printed(const precis_report *r, const precis_recommendation *rec) {
   return text;
 }
 
+static char *html_of(const precis_report *r, char *dir) {
+  char *path = precis_asprintf("%s/one.html", dir), *text = NULL;
+  size_t len = 0;
+  if (precis_report_write_html(r, path, true) == PRECIS_OK) {
+    FILE *f = fopen(path, "r");
+    if (f) getdelim(&text, &len, '\0', f), fclose(f);
+  }
+  unlink(path);
+  free(path);
+  return text;
+}
+
 /* bf16 is 1% faster than fp16, well inside both rows' spread of +-5%: a tie, which fp16 wins on
  * memory (its format bytes are smaller here) or, with equal bytes, on error. */
 TEST(latency_within_noise_is_a_tie) {
@@ -82,6 +94,20 @@ TEST(latency_within_noise_is_a_tie) {
   CHECK(headline && strstr(headline, "recommended: fp16") && strstr(headline, "within the measured noise"));
   free(headline);
   precis_recommendation_free(&rec);
+  /* The HTML banner and the stdout answer say it too. */
+  char dir[] = "/tmp/precis_answers_XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  char *html = html_of(&r, dir);
+  CHECK(html && strstr(html, "tied with bf16 on latency within the measured noise") != NULL);
+  free(html);
+  rmdir(dir);
+  char *answer = NULL;
+  size_t len = 0;
+  FILE *mem = open_memstream(&answer, &len);
+  precis_report_print_answer(&r, "report.json", mem);
+  fclose(mem);
+  CHECK(answer && strstr(answer, "tied with bf16 on latency within the measured noise") != NULL);
+  free(answer);
 
   /* Smaller format bytes decide before the error: bf16 holding fewer bytes wins the same tie. */
   precis_row *row = find_row(&r, "w", "bf16");
@@ -271,18 +297,6 @@ TEST(numbers_as_people_write_them) {
   free(text);
   precis_recommendation_free(&rec);
   precis_report_free(&r);
-}
-
-static char *html_of(const precis_report *r, char *dir) {
-  char *path = precis_asprintf("%s/one.html", dir), *text = NULL;
-  size_t len = 0;
-  if (precis_report_write_html(r, path, true) == PRECIS_OK) {
-    FILE *f = fopen(path, "r");
-    if (f) getdelim(&text, &len, '\0', f), fclose(f);
-  }
-  unlink(path);
-  free(path);
-  return text;
 }
 
 TEST(html_latency_axis_is_log_past_10x) {

@@ -140,6 +140,15 @@ def main():
         run = precis("import", "--b", p("f4.npy"), "--transpose-b", "--a", p("bad.npz") + ":L0_in", "-o", out, "--force", "-q")
         check(run.returncode == 2 and "bad.npz" in run.stderr and ("corrupt" in run.stderr or "CRC" in run.stderr),
               "a corrupted .npz member is refused", run)
+        # a flipped byte in a stored member's data: only the CRC-32 can tell
+        data = bytearray(open(p("acts.npz"), "rb").read())
+        with zipfile.ZipFile(p("acts.npz")) as z:
+            info = z.getinfo("L0_in.npy")
+        start = info.header_offset + 30 + len(info.filename.encode()) + len(info.extra)
+        data[start + info.compress_size - 3] ^= 0x01
+        open(p("flip.npz"), "wb").write(bytes(data))
+        run = precis("import", "--b", p("f4.npy"), "--transpose-b", "--a", p("flip.npz") + ":L0_in", "-o", out, "--force", "-q")
+        check(run.returncode == 2 and "flip.npz" in run.stderr and "CRC" in run.stderr, "a stored member's CRC-32 is checked", run)
         run = precis("import", "--b", p("f4.npy"), "--a", p("nothere.npy"), "-o", out, "--force", "-q")
         check(run.returncode == 2 and "nothere.npy: no such file" in run.stderr, "a missing --a file is named", run)
 
@@ -159,6 +168,9 @@ def main():
         check(run.returncode == 0 and "warning" not in run.stderr, "no warning with --transpose-b", run)
         run = precis("import", "--b", p("f4.npy"), "--a", p("acts.h5") + ":L0_in", "-o", out, "--force", "-q")
         check(run.returncode == 2 and "--transpose-b" in run.stderr, "a non-square mismatch mentions --transpose-b", run)
+        run = precis("import", "--b", p("f4.npy"), "--transpose-b", "--a", "bogus", "-o", out, "--force", "-q")
+        check(run.returncode == 2 and "--a bogus: unknown distribution" in run.stderr and ":11:" not in run.stderr,
+              "a bad --a names the option, not a line of import's own suite", run)
         run = precis("import", "--b", p("f4.npy"), "--b", p("f8.npy"), "-o", out, "--force")
         check(run.returncode == 2 and "--b given twice" in run.stderr, "a repeated --b is an error", run)
         run = precis("import", "--b", p("f4.npy"), "--transpose-b", "--m", "4", "--m", "8", "-o", out, "--force")
