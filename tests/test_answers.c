@@ -128,6 +128,34 @@ TEST(latency_within_noise_is_a_tie) {
   precis_report_free(&r);
 }
 
+/* Rows measured at different moments shift by a few percent that their own samples cannot show:
+ * within the tie threshold (10% on the command line and in the reports) they tie too. */
+TEST(tie_threshold) {
+  precis_report r;
+  fixture_report(&r);
+  set_target(&r, "rel_fro<=0.01");
+  set_samples(fixture_row(&r, "w", "fp32", 1e-7, 2.00, 800000, 1e-2), 2.00, 0.005, 21);
+  set_samples(fixture_row(&r, "w", "fp16", 4e-4, 2.12, 400000, 1e-2), 2.12, 0.005, 21); /* 6% slower */
+  precis_recommendation rec;
+  precis_recommend_options opt = {.objective = PRECIS_OBJECTIVE_LATENCY};
+  CHECK_OK(precis_recommend(&r, &opt, &rec));
+  CHECK_STR(chosen(&rec), "fp32"); /* the measured noise alone: no tie */
+  precis_recommendation_free(&rec);
+  opt.tie_threshold = PRECIS_TIE_THRESHOLD_DEFAULT;
+  CHECK_OK(precis_recommend(&r, &opt, &rec));
+  CHECK_STR(chosen(&rec), "fp16");
+  CHECK_STR(rec.tie_decided_by, "memory of the format");
+  char *text = printed(&r, &rec);
+  CHECK(text && strstr(text, "or within 10% of the fastest, are ties") != NULL);
+  free(text);
+  precis_recommendation_free(&rec);
+  set_samples(find_row(&r, "w", "fp16"), 2.3, 0.005, 21); /* 15% slower: no tie */
+  CHECK_OK(precis_recommend(&r, &opt, &rec));
+  CHECK_STR(chosen(&rec), "fp32");
+  precis_recommendation_free(&rec);
+  precis_report_free(&r);
+}
+
 /* The same tie per workload. */
 TEST(per_workload_ties) {
   precis_report r;
@@ -358,6 +386,6 @@ TEST(few_samples_are_flagged) {
   precis_report_free(&r);
 }
 
-RUN_TESTS(T(latency_within_noise_is_a_tie), T(per_workload_ties), T(memory_objective_uses_format_bytes_on_emulation),
+RUN_TESTS(T(latency_within_noise_is_a_tie), T(tie_threshold), T(per_workload_ties), T(memory_objective_uses_format_bytes_on_emulation),
           T(no_target_no_recommendation), T(numbers_as_people_write_them), T(html_latency_axis_is_log_past_10x),
           T(few_samples_are_flagged))

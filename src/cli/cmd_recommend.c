@@ -10,7 +10,8 @@
 #include "report_util.h"
 
 static const char usage_text[] =
-    "usage: precis recommend REPORT.json [--require EXPR]... [--objective latency|memory] [--per-workload] [--json]\n"
+    "usage: precis recommend REPORT.json [--require EXPR]... [--objective latency|memory] [--tie-threshold PCT]\n"
+    "                        [--per-workload] [--json]\n"
     "\n"
     "The cheapest recipe that meets the accuracy criteria on every workload of a report.\n"
     "\n"
@@ -19,13 +20,17 @@ static const char usage_text[] =
     "  --objective O       latency (default): lowest sum over workloads of the median latency per call;\n"
     "                      memory: lowest bytes on the device, largest over workloads: tracked_peak_bytes\n"
     "                      on cuda, the format's bytes (tensor_bytes) on an emulating backend (cpu)\n"
+    "  --tie-threshold PCT latencies within PCT% of the fastest passing one tie as well as those\n"
+    "                      inside the measured noise (default 10, compare's speed threshold; 0: the\n"
+    "                      measured noise alone)\n"
     "  --per-workload      answer for each workload separately\n"
     "  --json              print the decision as JSON\n"
     "\n"
     "A recipe passes when each workload has an \"ok\" row for it that meets the criteria. Latencies\n"
-    "inside the measured noise (overlapping interquartile ranges / 95% intervals of the medians) are\n"
-    "ties, as are equal costs: they go to the lower memory of the format, then the lower error\n"
-    "(rel_fro), then the earlier recipe in the recipe table, and the output says so. When none\n"
+    "inside the measured noise (overlapping interquartile ranges / 95% intervals of the medians) or\n"
+    "within --tie-threshold of the fastest are ties, as are equal costs: they go to the lower memory\n"
+    "of the format, then the lower error (rel_fro), then the earlier recipe in the recipe table, and\n"
+    "the output says so. When none\n"
     "passes, the closest miss is named with its margin.\n"
     "Without a target (--require here, or given to the run) nothing is recommended: the default gates\n"
     "say whether a format behaved as it should, not what accuracy you need; the frontier is shown.\n"
@@ -39,7 +44,7 @@ int precis_cmd_recommend(int argc, char **argv) {
   }
   const char *path = NULL;
   precis_criteria require = {0};
-  precis_recommend_options options = {.objective = PRECIS_OBJECTIVE_LATENCY};
+  precis_recommend_options options = {.objective = PRECIS_OBJECTIVE_LATENCY, .tie_threshold = PRECIS_TIE_THRESHOLD_DEFAULT};
   bool per_workload = false, json = false;
   for (int i = 1; i < argc; i++) {
     const char *arg = argv[i];
@@ -64,6 +69,14 @@ int precis_cmd_recommend(int argc, char **argv) {
         fprintf(stderr, "precis recommend: --objective expects latency or memory, found \"%s\"\n", value ? value : "");
         return 2;
       }
+    } else if (strcmp(arg, "--tie-threshold") == 0 || strncmp(arg, "--tie-threshold=", 16) == 0) {
+      const char *value = arg[15] == '=' ? arg + 16 : (i + 1 < argc ? argv[++i] : NULL);
+      double pct = 0;
+      if (!value || !precis_cli_parse_number("recommend", "--tie-threshold", value, 0, 100, &pct)) {
+        if (!value) fprintf(stderr, "precis recommend: --tie-threshold needs a percentage such as 10\n");
+        return 2;
+      }
+      options.tie_threshold = pct / 100;
     } else if (strcmp(arg, "--per-workload") == 0) {
       per_workload = true;
     } else if (strcmp(arg, "--json") == 0) {

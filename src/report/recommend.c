@@ -170,6 +170,7 @@ precis_status precis_recommend(const precis_report *report, const precis_recomme
   out->objective = options->objective;
   out->workload = options->workload;
   out->report_path = options->report_path;
+  out->tie_threshold = options->tie_threshold > 0 ? options->tie_threshold : 0;
   precis_status st = PRECIS_OK;
   size_t n_workloads = 0, n_recipes = 0;
   const char **workloads = precis_report_workloads(report, &n_workloads);
@@ -311,7 +312,8 @@ precis_status precis_recommend(const precis_report *report, const precis_recomme
       precis_recipe_outcome *o = &out->outcomes[i];
       if ((int)i == out->chosen || !o->passes) continue;
       bool same = o->cost == cheapest->cost || (isnan(o->cost) && isnan(cheapest->cost));
-      bool overlap = latency && o->latency_lo_ms <= cheapest->latency_hi_ms && cheapest->latency_lo_ms <= o->latency_hi_ms;
+      bool overlap = latency && ((o->latency_lo_ms <= cheapest->latency_hi_ms && cheapest->latency_lo_ms <= o->latency_hi_ms) ||
+                                 o->latency_ms - cheapest->latency_ms <= out->tie_threshold * cheapest->latency_ms);
       if (same || overlap) {
         o->tied = true;
         out->tie_broken = true;
@@ -413,7 +415,9 @@ static void append_tie(precis_buf *b, const precis_recommendation *rec) {
     first = false;
   }
   precis_buf_appendf(b, " on %s%s; decided by %s", rec->objective == PRECIS_OBJECTIVE_LATENCY ? "latency" : "memory",
-                     rec->tie_within_noise ? " within the measured noise" : " (equal cost)",
+                     !rec->tie_within_noise    ? " (equal cost)"
+                     : rec->tie_threshold > 0 ? " within the measured noise (or the tie threshold)"
+                                               : " within the measured noise",
                      rec->tie_decided_by[0] ? rec->tie_decided_by : "the recipe table");
 }
 
@@ -553,7 +557,10 @@ void precis_recommendation_print(const precis_report *report, const precis_recom
       if (rec->tie_broken) {
         precis_buf_append(&b, "  (");
         append_tie(&b, rec);
-        precis_buf_append(&b, rec->tie_within_noise ? "; latencies whose noise intervals overlap are ties)\n" : ")\n");
+        if (rec->tie_within_noise && rec->tie_threshold > 0)
+          precis_buf_appendf(&b, "; latencies whose noise intervals overlap, or within %.0f%% of the fastest, are ties)\n",
+                             100 * rec->tie_threshold);
+        else precis_buf_append(&b, rec->tie_within_noise ? "; latencies whose noise intervals overlap are ties)\n" : ")\n");
       }
     } else {
       precis_buf_append(&b, "no recipe meets the criteria");
@@ -598,6 +605,7 @@ char *precis_recommendation_json(const precis_recommendation *rec) {
   else cJSON_AddNullToObject(root, "recommended");
   cJSON_AddBoolToObject(root, "tie_broken", rec->tie_broken && rec->has_target);
   cJSON_AddBoolToObject(root, "tie_within_noise", rec->tie_within_noise && rec->has_target);
+  cJSON_AddNumberToObject(root, "tie_threshold", rec->tie_threshold);
   if (rec->tie_decided_by[0] && rec->has_target) cJSON_AddStringToObject(root, "tie_decided_by", rec->tie_decided_by);
   else cJSON_AddNullToObject(root, "tie_decided_by");
   if (rec->closest_miss >= 0 && rec->has_target) {

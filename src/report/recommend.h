@@ -18,7 +18,8 @@
  *  - The passing recipe of lowest cost wins, except that latencies inside the measured noise are
  *    ties: each row's noise interval is the wider of its samples' interquartile range and the
  *    distribution-free 95% confidence interval of their median (order statistics), summed over
- *    workloads; a passing recipe whose interval overlaps the cheapest one's ties with it. Ties
+ *    workloads; a passing recipe whose interval overlaps the cheapest one's ties with it, and so
+ *    does one within tie_threshold (a fraction, 10% by default) of the cheapest's latency. Ties
  *    (within the noise, or equal cost) go to the lower memory of the format (tensor_bytes), then
  *    to the lower error (the largest rel_fro worst over workloads), then to the earlier recipe in
  *    the recipe table (DESIGN §3).
@@ -41,7 +42,15 @@ typedef struct precis_recommend_options {
   precis_objective objective;
   const char *workload;           /* NULL: every workload together; else only this one */
   const char *report_path;        /* names the report in the suggested command; NULL: REPORT.json */
+  /* Latencies within this fraction of the cheapest also tie (0: the measured noise alone). The
+   * command line and the report printers use PRECIS_TIE_THRESHOLD_DEFAULT. */
+  double tie_threshold;
 } precis_recommend_options;
+
+/* 10%, compare's speed threshold: below it, a difference between separately measured rows is not
+ * trusted (rows measured at different moments shift by a few percent, which no statistic of one
+ * row's own samples shows). */
+#define PRECIS_TIE_THRESHOLD_DEFAULT 0.10
 
 typedef struct precis_recipe_outcome {
   const char *recipe;             /* points into the report */
@@ -76,6 +85,7 @@ typedef struct precis_recommendation {
   int closest_miss;                 /* index, -1 when one passes or nothing failed by a margin */
   bool tie_broken;                  /* the winner tied with another passing recipe (outcomes[].tied) */
   bool tie_within_noise;            /* ... on latency inside the measured noise, not on equal cost */
+  double tie_threshold;             /* as in the options */
   char tie_decided_by[64];          /* "memory of the format, then error", ...; "" without a tie */
   bool has_target;                  /* the criteria are the user's (--require), not default gates */
   bool memory_by_format;            /* memory is the format's bytes (an emulating backend) */

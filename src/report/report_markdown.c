@@ -168,7 +168,7 @@ static char *markdown_text(const precis_report *report) {
   precis_buf_markdown(&b, report->dataset_id ? report->dataset_id : "-");
   precis_buf_append(&b, ".\n\n");
   precis_recommendation rec;
-  precis_recommend_options options = {.objective = PRECIS_OBJECTIVE_LATENCY, .report_path = "report.json"};
+  precis_recommend_options options = {.objective = PRECIS_OBJECTIVE_LATENCY, .tie_threshold = PRECIS_TIE_THRESHOLD_DEFAULT, .report_path = "report.json"};
   if (report->n_rows > 0 && precis_recommend(report, &options, &rec) == PRECIS_OK) {
     char *answer = precis_recommendation_headline(&rec);
     precis_buf_append(&b, "## Answer\n\n");

@@ -105,7 +105,7 @@ void precis_report_print_table(const precis_report *report, FILE *out) {
 
 void precis_report_print_answer(const precis_report *report, const char *report_path, FILE *out) {
   precis_recommendation rec;
-  precis_recommend_options options = {.objective = PRECIS_OBJECTIVE_LATENCY, .report_path = report_path};
+  precis_recommend_options options = {.objective = PRECIS_OBJECTIVE_LATENCY, .tie_threshold = PRECIS_TIE_THRESHOLD_DEFAULT, .report_path = report_path};
   if (report->n_rows == 0 || precis_recommend(report, &options, &rec) != PRECIS_OK) return;
   char *text = precis_recommendation_headline(&rec);
   precis_buf b;

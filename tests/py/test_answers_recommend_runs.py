@@ -4,7 +4,12 @@ cpu backend. Emulated recipes that differ by less than the measured noise are ti
 memory of the format, then the error, so run-to-run jitter no longer flips the answer; plain and
 --per-workload. Without --require nothing is recommended.
 
-Runs with Debian's python3; env PRECIS (binary). About 10-20 s on a loaded CPU."""
+The runs use a single-threaded BLAS (OPENBLAS_NUM_THREADS=1): this test runs beside others on CI
+machines with more runnable threads than cores, where OpenBLAS's two threads wait on each other and
+whole rows land in slow phases (30% and more, for seconds) that no statistic of a row's own
+samples can see. One thread is timesliced instead, and its sub-millisecond samples stay clean.
+
+Runs with Debian's python3; env PRECIS (binary). About 10-30 s on a loaded CPU."""
 import json
 import os
 import subprocess
@@ -32,7 +37,8 @@ def check(cond, what, proc=None):
 
 
 def precis(*args):
-    return subprocess.run([PRECIS, *args], capture_output=True, text=True, timeout=600)
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
+    return subprocess.run([PRECIS, *args], capture_output=True, text=True, timeout=600, env=env)
 
 
 def main():
