@@ -547,7 +547,8 @@ static char *html_text(const precis_report *report) {
   precis_buf_init(&b);
   bool cpu = precis_report_is_cpu_emulation(report);
   precis_recommendation rec;
-  precis_recommend_options options = {.objective = PRECIS_OBJECTIVE_LATENCY, .tie_threshold = PRECIS_TIE_THRESHOLD_DEFAULT};
+  precis_recommend_options options = {
+      .objective = PRECIS_OBJECTIVE_LATENCY, .tie_threshold = PRECIS_TIE_THRESHOLD_DEFAULT, .report_path = "report.json"};
   bool have_rec = report->n_rows > 0 && precis_recommend(report, &options, &rec) == PRECIS_OK;
   const char *recommended = have_rec && rec.has_target && rec.chosen >= 0 ? rec.outcomes[rec.chosen].recipe : NULL;
 
