@@ -414,11 +414,10 @@ static void append_tie(precis_buf *b, const precis_recommendation *rec) {
     precis_buf_terminal(b, rec->outcomes[i].recipe, 40);
     first = false;
   }
-  precis_buf_appendf(b, " on %s%s; decided by %s", rec->objective == PRECIS_OBJECTIVE_LATENCY ? "latency" : "memory",
-                     !rec->tie_within_noise    ? " (equal cost)"
-                     : rec->tie_threshold > 0 ? " within the measured noise (or the tie threshold)"
-                                               : " within the measured noise",
-                     rec->tie_decided_by[0] ? rec->tie_decided_by : "the recipe table");
+  precis_buf_appendf(b, " on %s%s", rec->objective == PRECIS_OBJECTIVE_LATENCY ? "latency" : "memory",
+                     rec->tie_within_noise ? " within the measured noise" : " (equal cost)");
+  if (rec->tie_within_noise && rec->tie_threshold > 0) precis_buf_appendf(b, " or %.0f%%", 100 * rec->tie_threshold);
+  precis_buf_appendf(b, "; decided by %s", rec->tie_decided_by[0] ? rec->tie_decided_by : "the recipe table");
 }
 
 static void append_ask(precis_buf *b, const char *report_path) {
@@ -557,10 +556,7 @@ void precis_recommendation_print(const precis_report *report, const precis_recom
       if (rec->tie_broken) {
         precis_buf_append(&b, "  (");
         append_tie(&b, rec);
-        if (rec->tie_within_noise && rec->tie_threshold > 0)
-          precis_buf_appendf(&b, "; latencies whose noise intervals overlap, or within %.0f%% of the fastest, are ties)\n",
-                             100 * rec->tie_threshold);
-        else precis_buf_append(&b, rec->tie_within_noise ? "; latencies whose noise intervals overlap are ties)\n" : ")\n");
+        precis_buf_append(&b, ")\n");
       }
     } else {
       precis_buf_append(&b, "no recipe meets the criteria");
