@@ -274,7 +274,12 @@ int precis_cmd_run(int argc, char **argv) {
     rc = precis_cli_report_error("run", st);
     goto done;
   }
-  if (!quiet) precis_report_print_table(&report, stdout);
+  if (!quiet) {
+    precis_report_print_table(&report, stdout);
+    char *json_path = precis_asprintf("%s/report.json", out_dir);
+    precis_report_print_answer(&report, json_path ? json_path : "report.json", stdout);
+    free(json_path);
+  }
   fprintf(stderr, "precis: reports written to %s/ (report.json, report.csv, report.md, report.html)%s\n", out_dir,
           report.complete ? "" : "; the report is marked incomplete");
   if (run_st != PRECIS_OK) {

@@ -24,7 +24,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TARGETS = [("fuzz_criteria", "criteria"), ("fuzz_suite", "suite"), ("fuzz_safetensors", "safetensors"),
-           ("fuzz_dataset", "dataset")]
+           ("fuzz_numpy", "numpy"), ("fuzz_dataset", "dataset")]
 # libhdf5 1.10 leaks memory on some damaged files by itself, and its allocations are unwound through
 # precis's calls, so a leak report cannot be attributed reliably: the dataset target runs without
 # leak detection. precis's own handle hygiene on damaged files is checked with LeakSanitizer by the
