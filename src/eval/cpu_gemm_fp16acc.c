@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
 #include <immintrin.h>
 #define PRECIS_FP16ACC_X86 1
 #else
@@ -295,12 +296,29 @@ const char *precis_fp16acc_path_name(precis_fp16acc_path path) {
   return path == PRECIS_FP16ACC_AVX512 ? "avx512" : path == PRECIS_FP16ACC_AVX2 ? "avx2" : "scalar";
 }
 
+#if PRECIS_FP16ACC_X86
+/* CPUID rather than __builtin_cpu_supports, which clang 14 (the fuzzing build) lacks for "f16c": the
+ * instructions (leaf 1 ECX: F16C, OSXSAVE; leaf 7 EBX: AVX2, AVX-512F) and the OS saving the YMM
+ * (XCR0 bits 1, 2) and ZMM (bits 5, 6, 7) state. */
+static precis_fp16acc_path cpu_best_path(void) {
+  unsigned eax, ebx, ecx, edx;
+  if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return PRECIS_FP16ACC_SCALAR;
+  bool f16c = (ecx & bit_F16C) != 0, osxsave = (ecx & bit_OSXSAVE) != 0;
+  if (!osxsave || !__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return PRECIS_FP16ACC_SCALAR;
+  unsigned xcr0_lo, xcr0_hi;
+  __asm__("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
+  (void)xcr0_hi;
+  bool ymm = (xcr0_lo & 0x6u) == 0x6u, zmm = ymm && (xcr0_lo & 0xe0u) == 0xe0u;
+  if (zmm && (ebx & bit_AVX512F)) return PRECIS_FP16ACC_AVX512;
+  if (ymm && f16c && (ebx & bit_AVX2)) return PRECIS_FP16ACC_AVX2;
+  return PRECIS_FP16ACC_SCALAR;
+}
+#endif
+
 precis_fp16acc_path precis_gemm_fp16acc_path(void) {
   precis_fp16acc_path best = PRECIS_FP16ACC_SCALAR;
 #if PRECIS_FP16ACC_X86
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c")) best = PRECIS_FP16ACC_AVX2;
-  if (__builtin_cpu_supports("avx512f")) best = PRECIS_FP16ACC_AVX512;
+  best = cpu_best_path();
 #endif
   const char *cap = getenv("PRECIS_FP16ACC_PATH");
   if (cap) {
