@@ -84,6 +84,13 @@ precis_status precis_hdf5_guard(const char *path, precis_hdf5_check_fn check, co
   if (pid < 0) return PRECIS_OK; /* no isolation possible: validate in process, as without the guard */
   if (pid == 0) {
     child_prepare();
+    /* A test hook (tests/py/test_hdf5_guard.py): the child crashes or hangs as libhdf5 does on the
+     * files of tests/corpus/libhdf5-crashes/, so that every command's path through the guard is
+     * tested, also where no crashing file is known (import and gen sources). */
+    const char *fault = getenv("PRECIS_HDF5_GUARD_FAULT");
+    if (fault && strcmp(fault, "crash") == 0) raise(SIGSEGV);
+    if (fault && strcmp(fault, "hang") == 0)
+      for (;;) pause();
     precis_status st = check(path, arg);
     _exit(st == PRECIS_OK ? CHILD_VALID : CHILD_REFUSED);
   }
