@@ -7,16 +7,16 @@
  * - The reference adds in double, where acc + product is exact for every finite fp16 result (a span
  *   of at most 2^15..2^-48 is 64 bits only when the sum overflows fp16 anyway), then rounds to fp16
  *   with ties to even. So the result is RNE_fp16(exact sum).
- * - In float32 the sum may be inexact, so it is rounded to odd: AVX2 computes it as s + e exactly
- *   (TwoSum) and moves an even s one ulp towards e when e != 0; AVX-512 takes the odd one of the sum
- *   rounded down and rounded up (embedded rounding). Rounding to odd at 24 bits and then
+ * - In float32 the sum may be inexact, so it is rounded to odd: the odd one of the sum rounded down
+ *   and rounded up (AVX-512: embedded rounding; AVX2: MXCSR rounding down, and rounding up as the
+ *   negation of the negated sum rounded down). Rounding to odd at 24 bits and then
  *   to nearest at 11 bits (13 >= 2 extra bits, and fp16's grid, subnormals included, is a coarsening
  *   of float32's in this range) equals rounding the exact value to nearest once (Boldo & Melquiond,
  *   "Emulation of FMA and correctly rounded sums: proved algorithms using rounding to odd", 2008).
  *   The rounding to fp16 is F16C's vcvtps2ph (RNE, subnormals, overflow to inf).
  * - The reference's rounding gives +0 for every sum that rounds to zero; vcvtps2ph keeps the sign,
- *   so -0 is turned into +0 (adding +0 when storing). NaN and inf propagate alike (the TwoSum error of an
- *   infinite sum is NaN and compares unordered, so it adjusts nothing).
+ *   so -0 is turned into +0 when storing. NaN and inf propagate alike (the two roundings of an
+ *   infinite sum are equal, of a NaN unordered: the sum itself is kept).
  * tests/test_fp16acc.c checks bit identity against the reference on random and adversarial inputs. */
 #include "cpu_gemm_fp16acc.h"
 
@@ -26,6 +26,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+/* The reference's Veltkamp split is exact only without contraction into FMA (t - (t - x) with t = x*s
+ * fused is not a split): ISO C mode keeps GCC from contracting; clang contracts within an expression
+ * by default, so say it here too. The vector kernels are exact either way (every product is exact). */
+#ifdef __clang__
+#pragma STDC FP_CONTRACT OFF
+#endif
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -76,26 +83,31 @@ void precis_gemm_fp16acc_reference(const float *a, const float *b, float *c, siz
 /* The sign of a zero partial sum never changes a later nonzero one (x + ±0 = x), and the reference
  * never produces -0, so the kernels fix the sign once, when storing (adding +0 turns -0 into +0). */
 
-/* ---- AVX2 + F16C: TwoSum and a rounding to odd in integer arithmetic ---- */
+/* ---- AVX2 + F16C: the rounding to odd from the two directed roundings of the sum ----
+ * Of RD(x) and RU(x), equal when x is exact and adjacent floats otherwise, the odd one is RO(x).
+ * AVX2 has no per-instruction rounding, so the block runs with MXCSR rounding down and gets RU(x)
+ * as -RD(-x): the negated product (-a)*b is exact like a*b. */
 
 #define TARGET_AVX2 __attribute__((target("avx2,f16c")))
 #define TILE_AVX2 16
 
-/* One step acc = RNE_fp16(acc + prod) for 8 lanes (see the top of the file for why it is exact). */
-static inline TARGET_AVX2 __m256 step_avx2(__m256 acc, __m256 prod) {
-  const __m256i one = _mm256_set1_epi32(1);
-  __m256 s = _mm256_add_ps(acc, prod);
-  __m256 bb = _mm256_sub_ps(s, acc);
-  __m256 e = _mm256_add_ps(_mm256_sub_ps(acc, _mm256_sub_ps(s, bb)), _mm256_sub_ps(prod, bb));
-  __m256i s_bits = _mm256_castps_si256(s);
-  __m256i inexact = _mm256_castps_si256(_mm256_cmp_ps(e, _mm256_setzero_ps(), _CMP_NEQ_OQ));
-  /* 1 where s must move to its odd neighbour, then negated (two's complement) where e points towards
-   * zero from s, i.e. where the signs of e and s differ. */
-  __m256i move = _mm256_andnot_si256(s_bits, _mm256_and_si256(inexact, one));
-  __m256i towards_zero = _mm256_srai_epi32(_mm256_xor_si256(_mm256_castps_si256(e), s_bits), 31);
-  move = _mm256_sub_epi32(_mm256_xor_si256(move, towards_zero), towards_zero);
-  __m256 odd = _mm256_castsi256_ps(_mm256_add_epi32(s_bits, move));
+/* One step acc = RNE_fp16(acc + prod) for 8 lanes, under MXCSR rounding down. hi is taken only where
+ * lo < hi (inexact: they are adjacent) and lo is even; equal or unordered (NaN), lo is the IEEE sum. */
+static inline TARGET_AVX2 __m256 step_avx2(__m256 acc, __m256 prod, __m256 neg_prod) {
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  __m256 lo = _mm256_add_ps(acc, prod);
+  __m256 hi = _mm256_xor_ps(_mm256_add_ps(_mm256_xor_ps(acc, sign), neg_prod), sign);
+  __m256 lo_odd = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_castps_si256(lo), 31));
+  __m256 take_hi = _mm256_andnot_ps(lo_odd, _mm256_cmp_ps(lo, hi, _CMP_LT_OQ));
+  __m256 odd = _mm256_blendv_ps(lo, hi, take_hi);
+  /* The conversion's rounding comes from its immediate (RNE), not from MXCSR. */
   return _mm256_cvtph_ps(_mm256_cvtps_ph(odd, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
+
+/* -0 -> +0 by the sign bit, whatever the rounding mode (an addition of +0 gives -0 rounding down). */
+static inline TARGET_AVX2 __m256 positive_zero_avx2(__m256 x) {
+  __m256 zero_sign = _mm256_and_ps(_mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_EQ_OQ), _mm256_set1_ps(-0.0f));
+  return _mm256_andnot_ps(zero_sign, x);
 }
 
 /* Lanes [0, width) of a vector are live; a masked load reads zeros elsewhere (and never past the row). */
@@ -117,6 +129,12 @@ block_avx2(const float *a, const float *bp, size_t b_stride, float *c, size_t n,
     mask0 = lanes_avx2(width);
     mask1 = lanes_avx2(width > 8 ? width - 8 : 0);
   }
+  /* Rounding down for the loop only. The empty asm statements keep the compiler from moving the
+   * loop's loads above the switch, or its last additions below the switch back. */
+  const unsigned saved_csr = _mm_getcsr();
+  _mm_setcsr((saved_csr & ~(unsigned)_MM_ROUND_MASK) | _MM_ROUND_DOWN);
+  __asm__ volatile("" ::: "memory");
+  const __m256 sign = _mm256_set1_ps(-0.0f);
   for (size_t p = 0; p < k; p++, bp += b_stride) {
     __m256 b0, b1;
     if (full) {
@@ -127,15 +145,17 @@ block_avx2(const float *a, const float *bp, size_t b_stride, float *c, size_t n,
       b1 = width > 8 ? _mm256_maskload_ps(bp + 8, mask1) : _mm256_setzero_ps();
     }
     for (int r = 0; r < nr; r++) {
-      __m256 ar = _mm256_broadcast_ss(a + (size_t)r * k + p);
-      acc[r][0] = step_avx2(acc[r][0], _mm256_mul_ps(ar, b0));
-      acc[r][1] = step_avx2(acc[r][1], _mm256_mul_ps(ar, b1));
+      __m256 ar = _mm256_broadcast_ss(a + (size_t)r * k + p), neg_ar = _mm256_xor_ps(ar, sign);
+      acc[r][0] = step_avx2(acc[r][0], _mm256_mul_ps(ar, b0), _mm256_mul_ps(neg_ar, b0));
+      acc[r][1] = step_avx2(acc[r][1], _mm256_mul_ps(ar, b1), _mm256_mul_ps(neg_ar, b1));
     }
   }
-  const __m256 zero = _mm256_setzero_ps();
+  for (int r = 0; r < nr; r++) __asm__ volatile("" : "+x"(acc[r][0]), "+x"(acc[r][1]));
+  _mm_setcsr(saved_csr);
+  __asm__ volatile("" ::: "memory");
   for (int r = 0; r < nr; r++) {
     float *cr = c + (size_t)r * n;
-    __m256 c0 = _mm256_add_ps(acc[r][0], zero), c1 = _mm256_add_ps(acc[r][1], zero);
+    __m256 c0 = positive_zero_avx2(acc[r][0]), c1 = positive_zero_avx2(acc[r][1]);
     if (full) {
       _mm256_storeu_ps(cr, c0);
       _mm256_storeu_ps(cr + 8, c1);
