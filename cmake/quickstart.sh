@@ -13,7 +13,10 @@ case "$mode" in
 esac
 
 # Install what is missing (Debian 12). Without root, say what to install instead of failing later.
-mapfile -t packages < <(grep -v -e '^#' -e '^$' cmake/debian-packages.txt)
+# `run` and `build` need the build's packages only; `test` adds the tests' (Python, a browser).
+lists=(cmake/debian-packages.txt)
+if [ "$mode" = test ]; then lists+=(cmake/debian-packages-test.txt); fi
+mapfile -t packages < <(grep -hv -e '^#' -e '^$' "${lists[@]}")
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

@@ -16,6 +16,7 @@
 #include "runner.h"
 #include "precis_version.h"
 #include "sysinfo.h"
+#include "timing.h"
 
 static void usage(FILE *out) {
   fprintf(out,
@@ -42,7 +43,7 @@ static void usage(FILE *out) {
           "  --percentile P        for --int8-act-scale percentile (default 99.99)\n"
           "  --min-samples N       timed samples at least (default 10)\n"
           "  --max-samples N       timed samples at most (default 2000)\n"
-          "  --max-time-ms T       sampling budget per case (default 1000)\n"
+          "  --max-time-ms T       sampling budget per case (default 1000; 100 on the cpu backend)\n"
           "  --target-spread F     stop once stdev/mean <= F (default 0.02)\n"
           "  --cold                flush caches between samples\n"
           "  --autotune N          cuda: time the top N cuBLASLt candidates and keep the fastest\n"
@@ -88,6 +89,8 @@ int precis_cmd_run(int argc, char **argv) {
   precis_recipe_list recipes = {0};
   memset(&cfg, 0, sizeof cfg);
   precis_case_options_default(&cfg.case_options);
+  /* Negative until --max-time-ms gives it: the default depends on the backend (below). */
+  cfg.case_options.max_time_ms = -1.0;
   precis_cli_require require = {0};
   char **workloads = NULL;
   size_t n_workloads = 0;
@@ -131,6 +134,12 @@ int precis_cmd_run(int argc, char **argv) {
       }
     }
     }
+  }
+  bool max_time_given = cfg.case_options.max_time_ms >= 0;
+  if (!max_time_given) {
+    precis_case_options defaults;
+    precis_case_options_default(&defaults);
+    cfg.case_options.max_time_ms = defaults.max_time_ms;
   }
   if (!precis_cli_measure_options_check("run", &cfg.case_options)) goto done;
   if (optind < argc - 1) {
@@ -210,6 +219,11 @@ int precis_cmd_run(int argc, char **argv) {
   rc = precis_cli_open_backend("run", backend_arg, &cfg.case_options, false, &backend, &backend_ctx);
   if (rc != 0) goto done;
   rc = 2;
+  /* The cpu backend's timings are CPU timings of an emulation, not GPU figures: a long sampling
+   * budget buys precision nobody needs, so it samples each case for PRECIS_CPU_MAX_TIME_MS unless
+   * --max-time-ms says otherwise (docs/decisions.md). */
+  bool cpu_budget = !max_time_given && strcmp(backend->name, "cpu") == 0;
+  if (cpu_budget) cfg.case_options.max_time_ms = PRECIS_CPU_MAX_TIME_MS;
 
   /* A run in one part; shards and MPI ranks (DESIGN §13) will each name their own journal. */
   char *journal_name = precis_journal_name(0, 1);
@@ -238,6 +252,10 @@ int precis_cmd_run(int argc, char **argv) {
   precis_kv_set(&report.settings, "backend", backend->name);
   precis_cli_measure_settings(&cfg.case_options, n_require, &report.settings);
   precis_kv_set_int(&report.settings, "autotune", cfg.case_options.autotune);
+  precis_kv_set(&report.settings, "timing_policy",
+                cpu_budget ? "cpu backend: timings of an emulation, not GPU figures; each case is sampled for at most "
+                             "max_time_ms (the cpu default; --max-time-ms changes it), at least one sample"
+                           : "max_time_ms of sampling per case (DESIGN section 6)");
   precis_kv_set(&report.settings, "gate", (n_require || gate) ? "true" : "false");
 
   cfg.dataset_path = dataset_path;

@@ -564,7 +564,7 @@ done:
   return st;
 }
 
-precis_status precis_dataset_open(const char *path, precis_dataset **out) {
+precis_status precis_dataset_open_in_process(const char *path, precis_dataset **out) {
   *out = NULL;
   hdf5_quiet();
   precis_status st = PRECIS_OK;

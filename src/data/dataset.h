@@ -49,8 +49,13 @@ typedef struct precis_dataset {
   int64_t file_handle; /* hid_t, kept opaque here */
 } precis_dataset;
 
-/* Opens and validates the whole structure (not the data: see precis_dataset_verify_data). */
+/* Opens and validates the whole structure (not the data: see precis_dataset_verify_data). The file is
+ * first opened and validated in a child process (src/data/hdf5_guard.h): a damaged file that crashes
+ * or hangs libhdf5 there is refused with PRECIS_E_INPUT "PATH: corrupt file (the HDF5 library failed
+ * reading it)". */
 precis_status precis_dataset_open(const char *path, precis_dataset **out);
+/* The same in this process, without the child (what the child runs). */
+precis_status precis_dataset_open_in_process(const char *path, precis_dataset **out);
 /* Reads every dataset in full so that each chunk's checksum is verified (precis inspect). */
 precis_status precis_dataset_verify_data(precis_dataset *ds);
 /* The same, and recomputes dataset_id from the contents (dataset_digest.h) into id_hex. */

@@ -14,6 +14,7 @@
 
 #include "dataset_digest.h"
 #include "fileio.h"
+#include "hdf5_guard.h"
 #include "precis_version.h"
 #include "results.h"
 #include "rng.h"
@@ -93,6 +94,7 @@ static precis_status read_hdf5_matrix(const char *path, const char *object, floa
     H5Eclear2(H5E_DEFAULT);
     return precis_fail(PRECIS_E_INPUT, "%s: not an HDF5 file (or cannot be read)", path);
   }
+  if ((st = precis_hdf5_guard(path, precis_hdf5_check_object, object)) != PRECIS_OK) return st;
   file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
   if (file < 0) {
     H5Eclear2(H5E_DEFAULT);

@@ -4,7 +4,7 @@ is marked, CPU timings are labelled, and hostile dataset strings are escaped.
 
 The crafted report.json is rendered by the test_report program (PRECIS_RENDER_REPORT /
 PRECIS_RENDER_DIR), so the test needs no `precis run`. Exits 77 (skipped) without Chromium; CI
-installs it (cmake/debian-packages.txt)."""
+installs it (cmake/debian-packages-test.txt)."""
 import json
 import os
 import re
