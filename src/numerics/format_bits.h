@@ -166,14 +166,16 @@ PRECIS_BITS_FN uint8_t precis_bits_f32_to_e5m2(float x, int satfinite) {
   uint32_t u = precis_bits_of_f32(x);
   uint32_t sign = (u >> 24) & 0x80u;
   uint32_t a = u & PRECIS_F32_ABS_MASK;
-  if (a > PRECIS_F32_INF_BITS) return (uint8_t)(sign | 0x7eu | ((a >> 21) & 0x3u));
-  if (a >= 0x47700000u) return (uint8_t)(sign | (satfinite ? 0x7bu : 0x7cu)); /* |x| >= 61440 (and inf) */
-  if (a >= 0x38800000u) {                                                    /* |x| >= 2^-14: normal */
-    uint32_t r = a - 0x38000000u;                                            /* rebias 127 -> 15 */
-    r += 0xfffffu + ((r >> 21) & 1u);
-    return (uint8_t)(sign | (r >> 21));
-  }
-  return (uint8_t)(sign | precis_subnormal_units(a, 16));
+  /* Both paths computed, then selected (as for e4m3), so that the loops vectorize. */
+  uint32_t r = a - 0x38000000u; /* |x| >= 2^-14: normal; rebias 127 -> 15 */
+  r += 0xfffffu + ((r >> 21) & 1u);
+  uint32_t normal = r >> 21;
+  uint32_t subnormal = precis_subnormal_units(a, 16);
+  uint32_t mag = a >= 0x38800000u ? normal : subnormal;
+  uint32_t overflow = satfinite ? 0x7bu : 0x7cu;
+  mag = a >= 0x47700000u ? overflow : mag; /* |x| >= 61440 (and inf) */
+  mag = a > PRECIS_F32_INF_BITS ? (0x7eu | ((a >> 21) & 0x3u)) : mag;
+  return (uint8_t)(sign | mag);
 }
 
 PRECIS_BITS_FN float precis_bits_e5m2_to_f32(uint8_t v) {
@@ -318,13 +320,15 @@ PRECIS_BITS_FN int8_t precis_bits_int8_quantize(float x, float s, int *clipped) 
 PRECIS_BITS_FN uint8_t precis_bits_fp8_quantize(float x, float s, int *clipped) {
   float v = precis_div_rn(x, s);
   /* A NaN quotient takes x's sign explicitly: the NaN that a division returns differs between x86
-   * (the input NaN, or a negative default NaN) and the GPU (0x7fffffff). */
+   * (the input NaN, or a negative default NaN) and the GPU (0x7fffffff). The selects are on 32-bit
+   * integers (a NaN test on the bits, not v != v) so that GCC vectorizes the loops. */
+  uint32_t v_abs = precis_bits_of_f32(v) & PRECIS_F32_ABS_MASK;
   uint32_t x_sign = (precis_bits_of_f32(x) >> 24) & 0x80u;
-  uint8_t code = v != v ? (uint8_t)(x_sign | 0x7fu) : precis_bits_f32_to_e4m3(v);
+  uint32_t code = v_abs > PRECIS_F32_INF_BITS ? (x_sign | 0x7fu) : (uint32_t)precis_bits_f32_to_e4m3(v);
   int zero_scale = s == 0.0f;
-  int saturated = (precis_bits_of_f32(v) & PRECIS_F32_ABS_MASK) > 0x43e80000u; /* NaN included */
-  *clipped = zero_scale ? !precis_bits_is_finite(x) : saturated;
-  return zero_scale ? (uint8_t)0 : code;
+  int saturated = v_abs > 0x43e80000u; /* NaN included */
+  *clipped = (zero_scale & !precis_bits_is_finite(x)) | ((zero_scale ^ 1) & saturated); /* no branch: vectorizes */
+  return (uint8_t)(zero_scale ? 0u : code);
 }
 
 /* The per-element rules of the generic quantizer (quantize.c): the input is divided by the group's
@@ -340,7 +344,7 @@ PRECIS_BITS_FN uint8_t precis_bits_e5m2_quantize(float x, float d, int *clipped)
   uint8_t code = v != v ? (uint8_t)(x_sign | 0x7eu) : precis_bits_f32_to_e5m2(v, 1);
   int zero_scale = d == 0.0f;
   int saturated = (precis_bits_of_f32(v) & PRECIS_F32_ABS_MASK) >= 0x47700000u;
-  *clipped = zero_scale ? !precis_bits_is_finite(x) : saturated;
+  *clipped = (zero_scale & !precis_bits_is_finite(x)) | ((zero_scale ^ 1) & saturated); /* no branch: vectorizes */
   return zero_scale ? (uint8_t)0 : code;
 }
 
@@ -350,7 +354,7 @@ PRECIS_BITS_FN uint8_t precis_bits_e2m1_quantize(float x, float d, int *clipped)
   uint8_t code = precis_bits_f32_to_e2m1(v);
   int zero_scale = d == 0.0f;
   int saturated = (precis_bits_of_f32(v) & PRECIS_F32_ABS_MASK) >= 0x40e00000u;
-  *clipped = zero_scale ? !precis_bits_is_finite(x) : saturated;
+  *clipped = (zero_scale & !precis_bits_is_finite(x)) | ((zero_scale ^ 1) & saturated); /* no branch: vectorizes */
   return zero_scale ? (uint8_t)0 : code;
 }
 
@@ -366,7 +370,7 @@ PRECIS_BITS_FN int32_t precis_bits_int_quantize(float x, float d, float zero, fl
   t = under ? qmin : t;
   t = is_nan ? zero : t;
   int zero_scale = d == 0.0f;
-  *clipped = zero_scale ? !precis_bits_is_finite(x) : (over | under | is_nan);
+  *clipped = (zero_scale & !precis_bits_is_finite(x)) | ((zero_scale ^ 1) & (over | under | is_nan));
   return zero_scale ? 0 : (int32_t)t;
 }
 

@@ -130,27 +130,18 @@ precis_status precis_quant_layout_of(const precis_quant_desc *d, size_t rows, si
   return PRECIS_OK;
 }
 
-/* ---- encoding: one loop per element rule, with the group divisor d (and zero point z) either one
- * value for the whole span or one per element (groups one column wide). ---- */
-#define DEFINE_SPAN(name, STMT)                                                                                  \
-  PRECIS_VECTOR_CLONES static size_t name##_span(const float *x, size_t n, float di, float zi, float qmin,       \
-                                                 float qmax, uint8_t *codes) {                                  \
+/* ---- encoding: one loop per element rule, with one divisor d (and zero point z) per element: each
+ * row is encoded in one call, whatever the group shape, with the group divisors spread over the
+ * row's columns (a row of floats that stays in cache). ---- */
+#define DEFINE_SPAN(name, RULE)                                                                                  \
+  PRECIS_VECTOR_CLONES static size_t name##_span(const float *restrict x, size_t n, const float *restrict dv,    \
+                                                 const float *restrict zv, float qmin, float qmax,              \
+                                                 uint8_t *restrict codes) {                                     \
     size_t clipped = 0;                                                                                          \
     for (size_t i = 0; i < n; i++) {                                                                             \
       int c;                                                                                                     \
-      STMT;                                                                                                      \
-      clipped += (size_t)c;                                                                                      \
-    }                                                                                                            \
-    (void)zi, (void)qmin, (void)qmax;                                                                            \
-    return clipped;                                                                                              \
-  }                                                                                                              \
-  PRECIS_VECTOR_CLONES static size_t name##_span_percol(const float *x, size_t n, const float *dv, const float *zv, \
-                                                        float qmin, float qmax, uint8_t *codes) {               \
-    size_t clipped = 0;                                                                                          \
-    for (size_t i = 0; i < n; i++) {                                                                             \
-      int c;                                                                                                     \
-      float di = dv[i], zi = zv[i];                                                                              \
-      STMT;                                                                                                      \
+      float xi = x[i], di = dv[i], zi = zv[i];                                                                   \
+      codes[i] = (uint8_t)(RULE);                                                                                \
       clipped += (size_t)c;                                                                                      \
       (void)zi;                                                                                                  \
     }                                                                                                            \
@@ -158,14 +149,15 @@ precis_status precis_quant_layout_of(const precis_quant_desc *d, size_t rows, si
     return clipped;                                                                                              \
   }
 
-DEFINE_SPAN(e4m3, codes[i] = precis_bits_fp8_quantize(x[i], di, &c))
-DEFINE_SPAN(e5m2, codes[i] = precis_bits_e5m2_quantize(x[i], di, &c))
-DEFINE_SPAN(e2m1, codes[i] = precis_bits_e2m1_quantize(x[i], di, &c))
-DEFINE_SPAN(int, codes[i] = (uint8_t)precis_bits_int_quantize(x[i], di, zi, qmin, qmax, &c))
+/* RULE encodes xi with the divisor di (and zero point zi), and sets c when the input clipped. The
+ * rules are written without branches (format_bits.h) so that these loops vectorize. */
+DEFINE_SPAN(e4m3, precis_bits_fp8_quantize(xi, di, &c))
+DEFINE_SPAN(e5m2, precis_bits_e5m2_quantize(xi, di, &c))
+DEFINE_SPAN(e2m1, precis_bits_e2m1_quantize(xi, di, &c))
+DEFINE_SPAN(int, precis_bits_int_quantize(xi, di, zi, qmin, qmax, &c))
 
 typedef struct encoder {
-  size_t (*span)(const float *, size_t, float, float, float, float, uint8_t *);
-  size_t (*span_percol)(const float *, size_t, const float *, const float *, float, float, uint8_t *);
+  size_t (*span)(const float *, size_t, const float *, const float *, float, float, uint8_t *);
   float qmin, qmax;    /* integers */
   float max_elem;      /* the divisor of amax in the fp32 scale rules */
 } encoder;
@@ -173,12 +165,12 @@ typedef struct encoder {
 static encoder encoder_of(const precis_quant_desc *d) {
   encoder e = {0};
   switch (d->elem) {
-  case PRECIS_FMT_E4M3: e = (encoder){e4m3_span, e4m3_span_percol, 0, 0, 448.0f}; break;
-  case PRECIS_FMT_E5M2: e = (encoder){e5m2_span, e5m2_span_percol, 0, 0, 57344.0f}; break;
-  case PRECIS_FMT_E2M1: e = (encoder){e2m1_span, e2m1_span_percol, 0, 0, 6.0f}; break;
+  case PRECIS_FMT_E4M3: e = (encoder){e4m3_span, 0, 0, 448.0f}; break;
+  case PRECIS_FMT_E5M2: e = (encoder){e5m2_span, 0, 0, 57344.0f}; break;
+  case PRECIS_FMT_E2M1: e = (encoder){e2m1_span, 0, 0, 6.0f}; break;
   default: {
     float qmax = d->elem == PRECIS_FMT_I8 ? 127.0f : d->elem == PRECIS_FMT_S4 ? 7.0f : 15.0f;
-    e = (encoder){int_span, int_span_percol, -qmax, qmax, qmax};
+    e = (encoder){int_span, -qmax, qmax, qmax};
     if (d->ints == PRECIS_QUANT_INT_SYMMETRIC_HALF) e.qmin = -qmax - 1.0f, e.max_elem = qmax + 0.5f;
     if (d->ints == PRECIS_QUANT_INT_ASYMMETRIC) e.qmin = 0.0f;
     break;
@@ -197,13 +189,17 @@ PRECIS_VECTOR_CLONES static void band_absmax_percol(const float *row, size_t n, 
   }
 }
 
-PRECIS_VECTOR_CLONES static uint32_t span_absmax(const float *x, size_t n) {
-  uint32_t m = 0;
-  for (size_t i = 0; i < n; i++) {
-    uint32_t a = precis_bits_finite_abs_bits(x[i]);
-    m = a > m ? a : m;
+/* The same along a row cut into groups of g columns: one call per row, not per group. */
+PRECIS_VECTOR_CLONES static void row_groups_absmax(const float *row, size_t n, size_t g, uint32_t *amax) {
+  for (size_t c0 = 0, gj = 0; c0 < n; c0 += g, gj++) {
+    size_t len = n - c0 < g ? n - c0 : g;
+    uint32_t m = amax[gj];
+    for (size_t i = 0; i < len; i++) {
+      uint32_t a = precis_bits_finite_abs_bits(row[c0 + i]);
+      m = a > m ? a : m;
+    }
+    amax[gj] = m;
   }
-  return m;
 }
 
 PRECIS_VECTOR_CLONES static void band_minmax_percol(const float *row, size_t n, float *mn, float *mx) {
@@ -214,14 +210,17 @@ PRECIS_VECTOR_CLONES static void band_minmax_percol(const float *row, size_t n, 
   }
 }
 
-static void span_minmax(const float *x, size_t n, float *mn, float *mx) {
-  float lo = *mn, hi = *mx;
-  for (size_t i = 0; i < n; i++) {
-    float v = precis_bits_is_finite(x[i]) ? x[i] : 0.0f;
-    lo = v < lo ? v : lo;
-    hi = v > hi ? v : hi;
+static void row_groups_minmax(const float *row, size_t n, size_t g, float *mn, float *mx) {
+  for (size_t c0 = 0, gj = 0; c0 < n; c0 += g, gj++) {
+    size_t len = n - c0 < g ? n - c0 : g;
+    float lo = mn[gj], hi = mx[gj];
+    for (size_t i = 0; i < len; i++) {
+      float v = precis_bits_is_finite(row[c0 + i]) ? row[c0 + i] : 0.0f;
+      lo = v < lo ? v : lo;
+      hi = v > hi ? v : hi;
+    }
+    mn[gj] = lo, mx[gj] = hi;
   }
-  *mn = lo, *mx = hi;
 }
 
 /* One group's scale: the value stored, its code (mx, nv), the zero point, and the divisor d of the
@@ -273,16 +272,14 @@ precis_status precis_quantize(const precis_quant_desc *d, const float *x, size_t
   uint32_t *amax = NULL;
   float *mins = NULL, *maxs = NULL, *dv = NULL, *zv = NULL;
   if ((st = precis_quant_layout_of(d, rows, cols, &l)) != PRECIS_OK) goto done;
-  size_t sc = l.scale_cols;
+  size_t sc = l.scale_cols, gc = l.group_cols;
   amax = malloc(sc * sizeof *amax);
   mins = malloc(sc * sizeof *mins);
   maxs = malloc(sc * sizeof *maxs);
-  /* Per-column divisors and zero points when the groups are one column wide. */
-  size_t percol = l.group_cols == 1 ? cols : 0;
-  dv = malloc((percol ? percol : 1) * sizeof *dv);
-  zv = malloc((percol ? percol : 1) * sizeof *zv);
+  dv = malloc(cols * sizeof *dv); /* each column's divisor and zero point in the current band */
+  zv = malloc(cols * sizeof *zv);
   if (!amax || !mins || !maxs || !dv || !zv) {
-    st = precis_fail(PRECIS_E_NOMEM, "quantizer: cannot allocate scratch for %zu groups per band", sc);
+    st = precis_fail(PRECIS_E_NOMEM, "quantizer: cannot allocate scratch for a band of %zu columns", cols);
     goto done;
   }
   encoder e = encoder_of(d);
@@ -299,16 +296,12 @@ precis_status precis_quantize(const precis_quant_desc *d, const float *x, size_t
     for (size_t j = 0; j < sc; j++) mins[j] = 0.0f, maxs[j] = 0.0f;
     for (size_t r = r0; r < r1; r++) {
       const float *row = x + r * cols;
-      if (percol) {
+      if (gc == 1) {
         if (asym) band_minmax_percol(row, cols, mins, maxs);
         else band_absmax_percol(row, cols, amax);
-        continue;
-      }
-      for (size_t gj = 0; gj < sc; gj++) {
-        size_t c0 = gj * l.group_cols, len = c0 + l.group_cols < cols ? l.group_cols : cols - c0;
-        uint32_t a = span_absmax(row + c0, len);
-        amax[gj] = a > amax[gj] ? a : amax[gj];
-        if (asym) span_minmax(row + c0, len, &mins[gj], &maxs[gj]);
+      } else {
+        if (asym) row_groups_minmax(row, cols, gc, mins, maxs);
+        else row_groups_absmax(row, cols, gc, amax);
       }
     }
     for (size_t gj = 0; gj < sc; gj++) {
@@ -317,25 +310,10 @@ precis_status precis_quantize(const precis_quant_desc *d, const float *x, size_t
       q->scales[idx] = g.scale;
       if (q->scale_codes && l.scale_fmt != PRECIS_FMT_F32) q->scale_codes[idx] = g.code;
       if (asym) q->zero_points[idx] = (uint8_t)g.zero;
-      /* Reuse the statistics arrays for what the encoding needs. */
-      mins[gj] = g.divisor, maxs[gj] = g.zero;
+      size_t c0 = gj * gc, c1 = c0 + gc < cols ? c0 + gc : cols;
+      for (size_t c = c0; c < c1; c++) dv[c] = g.divisor, zv[c] = g.zero;
     }
-    if (percol) {
-      memcpy(dv, mins, cols * sizeof *dv);
-      memcpy(zv, maxs, cols * sizeof *zv);
-    }
-    for (size_t r = r0; r < r1; r++) {
-      const float *row = x + r * cols;
-      uint8_t *out = q->codes + r * cols;
-      if (percol) {
-        clipped += e.span_percol(row, cols, dv, zv, e.qmin, e.qmax, out);
-        continue;
-      }
-      for (size_t gj = 0; gj < sc; gj++) {
-        size_t c0 = gj * l.group_cols, len = c0 + l.group_cols < cols ? l.group_cols : cols - c0;
-        clipped += e.span(row + c0, len, mins[gj], maxs[gj], e.qmin, e.qmax, out + c0);
-      }
-    }
+    for (size_t r = r0; r < r1; r++) clipped += e.span(x + r * cols, cols, dv, zv, e.qmin, e.qmax, q->codes + r * cols);
   }
   q->clipped = clipped;
 done:
