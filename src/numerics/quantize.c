@@ -133,17 +133,24 @@ precis_status precis_quant_layout_of(const precis_quant_desc *d, size_t rows, si
 /* ---- encoding: one loop per element rule, with one divisor d (and zero point z) per element: each
  * row is encoded in one call, whatever the group shape, with the group divisors spread over the
  * row's columns (a row of floats that stays in cache). ---- */
+#define SPAN_CHUNK ((size_t)1 << 30)
 #define DEFINE_SPAN(name, RULE)                                                                                  \
   PRECIS_VECTOR_CLONES static size_t name##_span(const float *restrict x, size_t n, const float *restrict dv,    \
                                                  const float *restrict zv, float qmin, float qmax,              \
                                                  uint8_t *restrict codes) {                                     \
     size_t clipped = 0;                                                                                          \
-    for (size_t i = 0; i < n; i++) {                                                                             \
-      int c;                                                                                                     \
-      float xi = x[i], di = dv[i], zi = zv[i];                                                                   \
-      codes[i] = (uint8_t)(RULE);                                                                                \
-      clipped += (size_t)c;                                                                                      \
-      (void)zi;                                                                                                  \
+    /* A 32-bit count per chunk: a 64-bit one costs the vector loop widening steps. */                          \
+    for (size_t i0 = 0; i0 < n; i0 += SPAN_CHUNK) {                                                              \
+      size_t end = n - i0 < SPAN_CHUNK ? n : i0 + SPAN_CHUNK;                                                    \
+      uint32_t chunk_clipped = 0;                                                                                \
+      for (size_t i = i0; i < end; i++) {                                                                        \
+        int c;                                                                                                   \
+        float xi = x[i], di = dv[i], zi = zv[i];                                                                 \
+        codes[i] = (uint8_t)(RULE);                                                                              \
+        chunk_clipped += (uint32_t)c;                                                                            \
+        (void)zi;                                                                                                \
+      }                                                                                                          \
+      clipped += chunk_clipped;                                                                                  \
     }                                                                                                            \
     (void)qmin, (void)qmax;                                                                                      \
     return clipped;                                                                                              \
@@ -289,6 +296,7 @@ precis_status precis_quantize(const precis_quant_desc *d, const float *x, size_t
     q->tensor_scale = s2 > 0.0f ? s2 : 1.0f;
   }
   bool asym = l.has_zero_points;
+  for (size_t c = 0; c < cols; c++) zv[c] = 0.0f; /* symmetric formats keep these zero points */
   size_t clipped = 0;
   for (size_t gi = 0; gi < l.scale_rows; gi++) {
     size_t r0 = gi * l.group_rows, r1 = r0 + l.group_rows < rows ? r0 + l.group_rows : rows;
@@ -311,7 +319,9 @@ precis_status precis_quantize(const precis_quant_desc *d, const float *x, size_t
       if (q->scale_codes && l.scale_fmt != PRECIS_FMT_F32) q->scale_codes[idx] = g.code;
       if (asym) q->zero_points[idx] = (uint8_t)g.zero;
       size_t c0 = gj * gc, c1 = c0 + gc < cols ? c0 + gc : cols;
-      for (size_t c = c0; c < c1; c++) dv[c] = g.divisor, zv[c] = g.zero;
+      for (size_t c = c0; c < c1; c++) dv[c] = g.divisor;
+      if (asym)
+        for (size_t c = c0; c < c1; c++) zv[c] = g.zero;
     }
     for (size_t r = r0; r < r1; r++) clipped += e.span(x + r * cols, cols, dv, zv, e.qmin, e.qmax, q->codes + r * cols);
   }
