@@ -328,6 +328,11 @@ TEST(integer_conventions) {
     CHECK(r.y[1] == 0.0f); /* 0 is exact: the zero point is an integer */
   }
   quant_free(&r);
+  /* a range wider than FLT_MAX still gets a finite scale */
+  const float huge[2] = {3e38f, -3e38f};
+  r = quant_run(d, huge, 1, 2);
+  CHECK(r.st == PRECIS_OK && isfinite(r.q.scales[0]) && r.q.codes[0] == 15 && r.q.codes[1] == 0);
+  quant_free(&r);
   /* positive-only data: the range still includes 0 (min 0 -> zero point 0) */
   const float e[2] = {1.0f, 2.0f};
   r = quant_run(d, e, 1, 2);

@@ -260,6 +260,8 @@ static group_scale scale_rule(const precis_quant_desc *d, const encoder *e, floa
   }
   if (d->ints == PRECIS_QUANT_INT_ASYMMETRIC && is_int_elem(d->elem)) {
     float s = precis_div_rn(mx - mn, e->qmax);
+    /* A range wider than FLT_MAX (values near ±3.4e38 of both signs): split the division. */
+    if (!precis_bits_is_finite(s)) s = precis_div_rn(mx, e->qmax) - precis_div_rn(mn, e->qmax);
     if (s > 0.0f && precis_bits_is_finite(s)) {
       float z = nearbyintf(precis_div_rn(-mn, s));
       g.zero = z < 0.0f ? 0.0f : (z > e->qmax ? e->qmax : z);
@@ -279,6 +281,11 @@ precis_status precis_quantize(const precis_quant_desc *d, const float *x, size_t
   uint32_t *amax = NULL;
   float *mins = NULL, *maxs = NULL, *dv = NULL, *zv = NULL;
   if ((st = precis_quant_layout_of(d, rows, cols, &l)) != PRECIS_OK) goto done;
+  if (!q->codes || !q->scales || (l.has_zero_points && !q->zero_points)) {
+    st = precis_fail(PRECIS_E_USAGE, "quantizer: the output needs codes, scales%s (allocate them from the layout)",
+                     l.has_zero_points ? " and zero points" : "");
+    goto done;
+  }
   size_t sc = l.scale_cols, gc = l.group_cols;
   amax = malloc(sc * sizeof *amax);
   mins = malloc(sc * sizeof *mins);

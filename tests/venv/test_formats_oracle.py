@@ -182,7 +182,10 @@ def reference(x, elem, gran, ints, side):
                 scale_codes[gi, gj] = code
             elif ints == "asym" and elem == "u4":
                 mn, mx = F32(min(fg.min(), 0)), F32(max(fg.max(), 0))
-                s = F32(mx - mn) / F32(15)
+                with np.errstate(over="ignore"):
+                    s = F32(mx - mn) / F32(15)
+                if not np.isfinite(s):  # range wider than FLT_MAX: the C code splits the division
+                    s = F32(mx / F32(15)) - F32(mn / F32(15))
                 scale, d = F32(1), F32(0)
                 if s > 0 and np.isfinite(s):
                     zero = int(np.clip(np.rint(F32(-mn) / s), 0, 15))
@@ -280,6 +283,7 @@ def data_random(rng, rows, cols):
     x[rows // 3, :] = 0
     x[:, cols // 2] = 0
     x[rows // 2, :] *= F32(1e-40)
+    x[rows - 1, :2] = (F32(3e38), F32(-3e38))  # an asymmetric range wider than FLT_MAX
     for v in (np.inf, -np.inf, np.nan, -np.nan):
         x[rng.integers(rows), rng.integers(cols)] = v
     return x
