@@ -79,7 +79,8 @@ def enc_e5m2(v, x):
 
 
 def enc_e2m1(v, x=None):
-    codes = np.clip(v, -6, 6).astype(md.float4_e2m1fn).view(np.uint8) & 0xF
+    with np.errstate(invalid="ignore"):  # NaN casts: replaced just below
+        codes = np.clip(v, -6, 6).astype(md.float4_e2m1fn).view(np.uint8) & 0xF
     codes = np.where(np.isnan(v), 0x7, codes).astype(np.uint8)
     clipped = np.isnan(v) | (np.abs(v) >= 7)
     return codes, clipped
