@@ -374,6 +374,54 @@ PRECIS_BITS_FN int32_t precis_bits_int_quantize(float x, float d, float zero, fl
   return zero_scale ? 0 : (int32_t)t;
 }
 
+/* ---- one group's scale (quantize.c and the device quantizer): docs/formats.md, "The generic
+ * quantizer". amax is the group's largest finite |x|; lo/hi its min/max with non-finite values read
+ * as 0 (asymmetric only). The result is the scale stored, its E8M0/E4M3 code (mx, nv), the zero
+ * point, and the divisor of the elements: 0 for a group that quantizes to all zeros. ---- */
+enum {
+  PRECIS_SCALE_RULE_DIVIDE,   /* s = amax / max_elem (fp8, e2m1, symmetric integers) */
+  PRECIS_SCALE_RULE_ASYM,     /* s = (hi - lo) / max_elem, zero = clamp(rne(-lo / s), 0, max_elem) */
+  PRECIS_SCALE_RULE_MX_FLOOR, /* E8M0 2^(floor(log2 amax) - emax_elem) */
+  PRECIS_SCALE_RULE_MX_RCEIL, /* E8M0 amax / max_elem rounded up to a power of two */
+  PRECIS_SCALE_RULE_NV,       /* E4M3 amax / (6 * tensor_scale), 0 -> 1.0; divisor block * tensor_scale */
+};
+
+typedef struct precis_bits_scale {
+  float scale, divisor, zero;
+  uint32_t code;
+} precis_bits_scale;
+
+PRECIS_BITS_FN precis_bits_scale precis_bits_group_scale(int rule, float amax, float lo, float hi, float max_elem,
+                                                         int emax_elem, float tensor_scale) {
+  precis_bits_scale g;
+  g.scale = 1.0f, g.divisor = 0.0f, g.zero = 0.0f, g.code = 0u;
+  if (rule == PRECIS_SCALE_RULE_MX_FLOOR || rule == PRECIS_SCALE_RULE_MX_RCEIL) {
+    g.code = rule == PRECIS_SCALE_RULE_MX_FLOOR ? precis_bits_mx_scale_floor(amax, emax_elem)
+                                                : precis_bits_mx_scale_rceil(amax, max_elem);
+    g.scale = precis_bits_e8m0_to_f32((uint8_t)g.code);
+    g.divisor = amax > 0.0f ? g.scale : 0.0f;
+  } else if (rule == PRECIS_SCALE_RULE_NV) {
+    float q = precis_div_rn(amax, precis_mul_rn(6.0f, tensor_scale));
+    g.code = precis_bits_f32_to_e4m3(q);
+    g.code = g.code == 0u ? 0x38u : g.code; /* a block scale that rounds to 0 becomes 1.0 */
+    g.scale = precis_bits_e4m3_to_f32((uint8_t)g.code);
+    g.divisor = amax > 0.0f ? precis_mul_rn(g.scale, tensor_scale) : 0.0f;
+  } else if (rule == PRECIS_SCALE_RULE_ASYM) {
+    float s = precis_div_rn(hi - lo, max_elem);
+    /* A range wider than FLT_MAX (values near ±3.4e38 of both signs): split the division. */
+    if (!precis_bits_is_finite(s)) s = precis_div_rn(hi, max_elem) - precis_div_rn(lo, max_elem);
+    if (s > 0.0f && precis_bits_is_finite(s)) {
+      float z = nearbyintf(precis_div_rn(-lo, s));
+      g.zero = z < 0.0f ? 0.0f : (z > max_elem ? max_elem : z);
+      g.scale = g.divisor = s;
+    }
+  } else {
+    float s = precis_div_rn(amax, max_elem);
+    if (s > 0.0f) g.scale = g.divisor = s;
+  }
+  return g;
+}
+
 /* c = (sa * sb) * (float)acc, in this order, each step rounded to nearest even. */
 PRECIS_BITS_FN float precis_bits_dequantize(int32_t acc, float sa, float sb) {
   return precis_mul_rn(precis_mul_rn(sa, sb), precis_i32_to_f32_rn(acc));

@@ -232,46 +232,15 @@ static void row_groups_minmax(const float *row, size_t n, size_t g, float *mn, f
 
 /* One group's scale: the value stored, its code (mx, nv), the zero point, and the divisor d of the
  * elements (0 for a group that quantizes to all zeros). */
-typedef struct group_scale {
-  float scale, divisor, zero;
-  uint8_t code;
-} group_scale;
-
-static group_scale scale_rule(const precis_quant_desc *d, const encoder *e, float amax, float mn, float mx,
-                              float tensor_scale) {
-  group_scale g = {.scale = 1.0f, .divisor = 0.0f, .zero = 0.0f, .code = 0};
+/* The scale rule of the description, as format_bits.h numbers them (shared with the device). */
+static int scale_rule_of(const precis_quant_desc *d) {
   switch (d->gran) {
-  case PRECIS_QUANT_GRAN_MX:
-  case PRECIS_QUANT_GRAN_MX_RCEIL:
-    g.code = d->gran == PRECIS_QUANT_GRAN_MX ? precis_bits_mx_scale_floor(amax, emax_elem(d->elem))
-                                             : precis_bits_mx_scale_rceil(amax, e->max_elem);
-    g.scale = precis_bits_e8m0_to_f32(g.code);
-    g.divisor = amax > 0.0f ? g.scale : 0.0f;
-    return g;
-  case PRECIS_QUANT_GRAN_NV: {
-    float q = precis_div_rn(amax, precis_mul_rn(6.0f, tensor_scale));
-    g.code = precis_bits_f32_to_e4m3(q);
-    if (g.code == 0) g.code = 0x38; /* a block scale that rounds to 0 becomes 1.0 */
-    g.scale = precis_bits_e4m3_to_f32(g.code);
-    g.divisor = amax > 0.0f ? precis_mul_rn(g.scale, tensor_scale) : 0.0f;
-    return g;
+  case PRECIS_QUANT_GRAN_MX: return PRECIS_SCALE_RULE_MX_FLOOR;
+  case PRECIS_QUANT_GRAN_MX_RCEIL: return PRECIS_SCALE_RULE_MX_RCEIL;
+  case PRECIS_QUANT_GRAN_NV: return PRECIS_SCALE_RULE_NV;
+  default: return is_int_elem(d->elem) && d->ints == PRECIS_QUANT_INT_ASYMMETRIC ? PRECIS_SCALE_RULE_ASYM
+                                                                                : PRECIS_SCALE_RULE_DIVIDE;
   }
-  default: break;
-  }
-  if (d->ints == PRECIS_QUANT_INT_ASYMMETRIC && is_int_elem(d->elem)) {
-    float s = precis_div_rn(mx - mn, e->qmax);
-    /* A range wider than FLT_MAX (values near ±3.4e38 of both signs): split the division. */
-    if (!precis_bits_is_finite(s)) s = precis_div_rn(mx, e->qmax) - precis_div_rn(mn, e->qmax);
-    if (s > 0.0f && precis_bits_is_finite(s)) {
-      float z = nearbyintf(precis_div_rn(-mn, s));
-      g.zero = z < 0.0f ? 0.0f : (z > e->qmax ? e->qmax : z);
-      g.scale = g.divisor = s;
-    }
-    return g;
-  }
-  float s = precis_div_rn(amax, e->max_elem);
-  if (s > 0.0f) g.scale = g.divisor = s;
-  return g;
 }
 
 precis_status precis_quantize(const precis_quant_desc *d, const float *x, size_t rows, size_t cols,
@@ -297,6 +266,7 @@ precis_status precis_quantize(const precis_quant_desc *d, const float *x, size_t
     goto done;
   }
   encoder e = encoder_of(d);
+  int rule = scale_rule_of(d);
   q->tensor_scale = 1.0f;
   if (l.has_tensor_scale) {
     float s2 = precis_div_rn(precis_absmax(x, rows * cols), NV_TENSOR_DIVISOR);
@@ -320,10 +290,11 @@ precis_status precis_quantize(const precis_quant_desc *d, const float *x, size_t
       }
     }
     for (size_t gj = 0; gj < sc; gj++) {
-      group_scale g = scale_rule(d, &e, precis_f32_of_bits(amax[gj]), mins[gj], maxs[gj], q->tensor_scale);
+      precis_bits_scale g = precis_bits_group_scale(rule, precis_f32_of_bits(amax[gj]), mins[gj], maxs[gj],
+                                                    e.max_elem, emax_elem(d->elem), q->tensor_scale);
       size_t idx = gi * sc + gj;
       q->scales[idx] = g.scale;
-      if (q->scale_codes && l.scale_fmt != PRECIS_FMT_F32) q->scale_codes[idx] = g.code;
+      if (q->scale_codes && l.scale_fmt != PRECIS_FMT_F32) q->scale_codes[idx] = (uint8_t)g.code;
       if (asym) q->zero_points[idx] = (uint8_t)g.zero;
       size_t c0 = gj * gc, c1 = c0 + gc < cols ? c0 + gc : cols;
       for (size_t c = c0; c < c1; c++) dv[c] = g.divisor;
