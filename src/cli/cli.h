@@ -15,6 +15,7 @@ int precis_cmd_info(int argc, char **argv);
 int precis_cmd_gen(int argc, char **argv);
 int precis_cmd_inspect(int argc, char **argv);
 int precis_cmd_import(int argc, char **argv);
+int precis_cmd_import_model(int argc, char **argv); /* precis import --model (cmd_import_model.c) */
 int precis_cmd_run(int argc, char **argv);
 int precis_cmd_recommend(int argc, char **argv);
 int precis_cmd_compare(int argc, char **argv);

@@ -15,7 +15,8 @@
 
 static void import_usage(FILE *out) {
   fprintf(out,
-          "usage: precis import --b SOURCE [--a DIST|SOURCE] [options] -o OUT.h5\n\n"
+          "usage: precis import --b SOURCE [--a DIST|SOURCE] [options] -o OUT.h5\n"
+          "       precis import --model PATH [options] -o OUT.h5   (every linear layer; --model x --help)\n\n"
           "Makes a one-workload dataset c = a.b from existing matrices, with float64 references computed as\n"
           "precis gen computes them. SOURCE is FILE.h5:/path/to/dataset (any float or integer HDF5\n"
           "dataset, e.g. Keras weights) or FILE.safetensors:tensor.name (F32, F16 or BF16). Values are stored\n"
@@ -98,6 +99,8 @@ static bool parse_count(const char *text, int64_t lo, int64_t *out) {
 }
 
 int precis_cmd_import(int argc, char **argv) {
+  for (int i = 1; i < argc; i++)
+    if (!strcmp(argv[i], "--model")) return precis_cmd_import_model(argc, argv);
   if (precis_cli_wants_help(argc, argv)) {
     import_usage(stdout);
     return 0;

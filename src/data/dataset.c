@@ -430,6 +430,8 @@ static void free_workload_info(precis_workload_info *w) {
   free(w->a_dist);
   free(w->b_dist);
   free(w->reference);
+  free(w->layer);
+  free(w->source);
   memset(w, 0, sizeof *w);
 }
 
@@ -481,6 +483,11 @@ static precis_status validate_workload(const char *file, hid_t workloads, const 
     H5Eclear2(H5E_DEFAULT);
     w->reference = precis_strdup("");
   }
+  /* Optional model attributes (precis import --model); NULL when absent. */
+  if (H5Aexists(group, "layer") > 0 && (st = read_string_attr(file, group, path, "layer", &w->layer)) != PRECIS_OK) goto done;
+  if (H5Aexists(group, "source") > 0 && (st = read_string_attr(file, group, path, "source", &w->source)) != PRECIS_OK)
+    goto done;
+  H5Eclear2(H5E_DEFAULT);
 
   /* Overflow before anything is multiplied for a shape (calib is checked once its size is known). */
   uint64_t a_count, b_count, c_count, calib_count;
@@ -1047,6 +1054,8 @@ precis_status precis_dataset_writer_add(precis_dataset_writer *w, const precis_w
       write_string_attr(group, "a_dist", info->a_dist) < 0 || write_string_attr(group, "b_dist", info->b_dist) < 0)
     goto failed;
   if (info->reference && info->reference[0] && write_string_attr(group, "reference", info->reference) < 0) goto failed;
+  if (info->layer && write_string_attr(group, "layer", info->layer) < 0) goto failed;
+  if (info->source && write_string_attr(group, "source", info->source) < 0) goto failed;
   int64_t a_dims[3] = {info->batch, info->m, info->k}, c_dims[3] = {info->batch, info->m, info->n};
   int64_t b_dims3[3] = {info->batch, info->k, info->n};
   if (write_array(group, "a", 3, a_dims, ELEM_F32, data->a, w->gzip_level) < 0) goto failed;

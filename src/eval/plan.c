@@ -343,8 +343,8 @@ precis_status precis_plan_build(const precis_report *report, const precis_plan_o
   }
   if ((st = compute_sensitivity(p)) != PRECIS_OK) goto done;
   if (p->n_blocking > 0) {
-    snprintf(p->infeasible_why, sizeof p->infeasible_why, "%zu layer%s meet%s the criteria with no recipe", p->n_blocking,
-             p->n_blocking == 1 ? "" : "s", p->n_blocking == 1 ? "s" : "");
+    snprintf(p->infeasible_why, sizeof p->infeasible_why, "no recipe meets the criteria on %zu layer%s", p->n_blocking,
+             p->n_blocking == 1 ? "" : "s");
     snprintf(p->method, sizeof p->method, "none: a layer has no passing recipe");
     p->cheapest_total_cost = NAN;
   } else if (p->budget == PRECIS_PLAN_NO_BUDGET) {
