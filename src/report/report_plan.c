@@ -221,10 +221,10 @@ static char *plan_markdown(const precis_plan *p, const char *report_path) {
 }
 
 /* log10 error on a white-yellow-red ramp between the smallest and largest error of the plan. */
-static void heat_color(double error, double lo, double hi, char *buf, size_t len) {
+static double heat_color(double error, double lo, double hi, char *buf, size_t len) {
   if (!isfinite(error)) {
     snprintf(buf, len, "#ffffff");
-    return;
+    return 0;
   }
   double t = error <= 0 || !(hi > lo) ? 0 : (log10(error) - lo) / (hi - lo);
   t = t < 0 ? 0 : t > 1 ? 1 : t;
@@ -233,6 +233,7 @@ static void heat_color(double error, double lo, double hi, char *buf, size_t len
   if (t < 0.5) r0 = 255, g0 = 251, b0 = 230, r1 = 253, g1 = 174, b1 = 97, u = t / 0.5;
   else r0 = 253, g0 = 174, b0 = 97, r1 = 178, g1 = 24, b1 = 43, u = (t - 0.5) / 0.5;
   snprintf(buf, len, "#%02x%02x%02x", (int)(r0 + (r1 - r0) * u), (int)(g0 + (g1 - g0) * u), (int)(b0 + (b1 - b0) * u));
+  return t;
 }
 
 static char *plan_html(const precis_plan *p, const char *report_path) {
@@ -251,7 +252,7 @@ static char *plan_html(const precis_plan *p, const char *report_path) {
                     "td.fail{background-image:repeating-linear-gradient(45deg,transparent 0 4px,rgba(0,0,0,.18) 4px 5px);"
                     "color:#777}td.missing{color:#bbb}\n"
                     "td.chosen{outline:3px solid #0040ff;outline-offset:-3px;font-weight:bold}\n"
-                    "td.keep{color:#b00;font-weight:bold}.legend span{display:inline-block;padding:1px 8px;margin-right:6px;"
+                    "td.dark{color:#fff}td.fail.dark{color:#f4c7c7}table.heat th.t{text-align:left}td.keep{color:#b00;font-weight:bold}.legend span{display:inline-block;padding:1px 8px;margin-right:6px;"
                     "border:1px solid #ccc}\n.muted{color:#666;font-size:12px}\n</style></head><body>\n<h1>precis plan</h1>\n");
   precis_buf_append(&b, "<p class=\"muted\">report ");
   precis_buf_html(&b, report_path);
@@ -296,8 +297,8 @@ static char *plan_html(const precis_plan *p, const char *report_path) {
   }
   precis_buf_append(&b, " <span class=\"fail\" style=\"background-image:repeating-linear-gradient(45deg,transparent 0 4px,"
                         "rgba(0,0,0,.18) 4px 5px)\">fails the criteria</span><span style=\"outline:3px solid #0040ff;"
-                        "outline-offset:-3px\">the plan's choice</span> Rows in model order; hover a cell for its cost "
-                        "and why it fails.</p>\n<table class=\"heat\"><thead><tr><th>#</th><th>layer</th><th>sensitivity</th>");
+                        "outline-offset:-3px\">the plan's choice</span> Rows in model order; layer names in red stay in "
+                        "higher precision than the exclusion lists' target; hover a cell for its cost and why it fails.</p>\n<table class=\"heat\"><thead><tr><th>#</th><th class=\"t\">layer</th><th>sensitivity</th>");
   for (size_t r = 0; r < p->n_recipes; r++) {
     precis_buf_append(&b, "<th>");
     precis_buf_html(&b, p->recipes[r]);
@@ -317,12 +318,12 @@ static char *plan_html(const precis_plan *p, const char *report_path) {
         precis_buf_append(&b, "<td class=\"missing\">&middot;</td>");
         continue;
       }
-      heat_color(c->error, lo, hi, color, sizeof color);
+      bool dark = heat_color(c->error, lo, hi, color, sizeof color) > 0.7;
       precis_fmt_sig(err, sizeof err, c->error, 2);
       fmt_cost(cost, sizeof cost, p->cost_kind, c->cost);
       bool chosen = p->chosen[l] == (int)r;
-      precis_buf_appendf(&b, "<td class=\"%s%s\" style=\"background-color:%s\" title=\"", c->passes ? "pass" : "fail",
-                         chosen ? " chosen" : "", color);
+      precis_buf_appendf(&b, "<td class=\"%s%s%s\" style=\"background-color:%s\" title=\"", c->passes ? "pass" : "fail",
+                         chosen ? " chosen" : "", dark ? " dark" : "", color);
       precis_buf_html(&b, p->recipes[r]);
       precis_buf_appendf(&b, ": rel_fro %s, cost %s", err, cost);
       if (!c->passes) {
@@ -376,8 +377,11 @@ static char *llmcompressor_yaml(const precis_plan *p) {
   precis_buf_init(&b);
   precis_buf_append(&b, "# precis plan: modules to keep in high precision (layers not planned for ");
   precis_buf_append(&b, p->target >= 0 ? p->recipes[p->target] : "-");
-  precis_buf_append(&b, ").\n# Paste under your recipe's QuantizationModifier, e.g.\n"
-                        "#   QuantizationModifier: {targets: [Linear], scheme: FP8_DYNAMIC, ignore: [...]}\nignore:");
+  /* The llm-compressor preset scheme closest to the target recipe, for the example line. */
+  const char *target = p->target >= 0 ? p->recipes[p->target] : "";
+  const char *scheme = !strcmp(target, "int8") ? "W8A8" : !strcmp(target, "fp8") ? "FP8_DYNAMIC" : "<your scheme>";
+  precis_buf_appendf(&b, ").\n# Paste under your recipe's QuantizationModifier, e.g.\n"
+                         "#   QuantizationModifier: {targets: [Linear], scheme: %s, ignore: [...]}\nignore:", scheme);
   size_t n = 0;
   for (size_t l = 0; l < p->n_layers; l++) {
     if (!keeps_high_precision(p, l)) continue;
