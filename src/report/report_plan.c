@@ -445,8 +445,8 @@ void precis_plan_print(const precis_plan *p, FILE *out) {
     return;
   }
   fmt_cost(cost, sizeof cost, p->cost_kind, p->total_cost);
-  fprintf(out, "plan: %zu layers, total %s %s, sum of rel_fro %.4g (%s)\n", p->n_layers, precis_plan_budget_str(p->cost_kind),
-          cost, p->total_error, p->method);
+  fprintf(out, "plan: %zu layers, total cost %s (%s), sum of rel_fro %.4g (%s)\n", p->n_layers, cost,
+          precis_plan_budget_str(p->cost_kind), p->total_error, p->method);
   size_t *count = calloc(p->n_recipes ? p->n_recipes : 1, sizeof *count);
   if (count) {
     for (size_t l = 0; l < p->n_layers; l++) count[p->chosen[l]]++;
