@@ -91,19 +91,16 @@ typedef struct discovery {
   size_t cap;
 } discovery;
 
-/* Adds the linear layers of one file; with an index, only the tensors its weight_map assigns to
- * this file (map_name) count. */
-static precis_status scan_file(discovery *d, const char *path, const cJSON *weight_map, const char *map_name) {
+/* Adds the linear layers of one file. A shard's tensors are taken from the file itself (a name
+ * lookup in a large index per tensor would be quadratic); a weight found in two shards is refused
+ * after the scan. */
+static precis_status scan_file(discovery *d, const char *path) {
   precis_safetensors sf;
   precis_status st = precis_safetensors_open(path, &sf);
   if (st != PRECIS_OK) return st;
   for (size_t i = 0; i < sf.n_tensors && st == PRECIS_OK; i++) {
     const precis_st_tensor *t = &sf.tensors[i];
     d->model->n_tensors++;
-    if (weight_map) {
-      const cJSON *owner = cJSON_GetObjectItemCaseSensitive(weight_map, t->name);
-      if (!cJSON_IsString(owner) || strcmp(owner->valuestring, map_name) != 0) continue;
-    }
     if (!ends_with(t->name, ".weight") || t->rank != 2 || !linear_dtype(t->dtype)) continue;
     size_t len = strlen(t->name) - strlen(".weight");
     if (len == 0) continue;
@@ -156,7 +153,8 @@ static char *dir_of(const char *path) {
 
 static precis_status scan_index(discovery *d, const char *index_path) {
   char *text = NULL, *dir = NULL;
-  size_t size = 0;
+  size_t size = 0, n_files = 0, cap_files = 0;
+  const char **files = NULL; /* distinct shard names, pointing into the JSON tree */
   cJSON *root = NULL;
   precis_status st = precis_read_file(index_path, &text, &size);
   if (st != PRECIS_OK) return st;
@@ -184,19 +182,29 @@ static precis_status scan_index(discovery *d, const char *index_path) {
       break;
     }
     bool seen = false;
-    for (const cJSON *before = map->child; before != entry && !seen; before = before->next)
-      seen = cJSON_IsString(before) && strcmp(before->valuestring, file) == 0;
+    for (size_t i = 0; i < n_files && !seen; i++) seen = strcmp(files[i], file) == 0;
     if (seen) continue;
+    if (n_files == cap_files) {
+      cap_files = cap_files ? 2 * cap_files : 16;
+      const char **grown = realloc(files, cap_files * sizeof *grown);
+      if (!grown) {
+        st = precis_fail(PRECIS_E_NOMEM, "out of memory");
+        break;
+      }
+      files = grown;
+    }
+    files[n_files++] = file;
     char *path = precis_asprintf("%s/%s", dir, file);
     if (!path) {
       st = precis_fail(PRECIS_E_NOMEM, "out of memory");
       break;
     }
-    st = scan_file(d, path, map, file);
+    st = scan_file(d, path);
     if (st != PRECIS_OK) precis_error_prefix("%s (shard of %s)", file, index_path);
     free(path);
   }
 done:
+  free(files);
   cJSON_Delete(root);
   free(text);
   free(dir);
@@ -245,7 +253,7 @@ static precis_status scan_directory(discovery *d, const char *dir_path) {
       qsort(files, n, sizeof *files, compare_strings);
       for (size_t i = 0; i < n && st == PRECIS_OK; i++) {
         char *path = precis_asprintf("%s/%s", dir_path, files[i]);
-        st = path ? scan_file(d, path, NULL, NULL) : precis_fail(PRECIS_E_NOMEM, "out of memory");
+        st = path ? scan_file(d, path) : precis_fail(PRECIS_E_NOMEM, "out of memory");
         free(path);
       }
     }
@@ -264,7 +272,7 @@ precis_status precis_model_discover(const char *path, const char *const *include
   if (!precis_path_exists(path)) st = precis_fail(PRECIS_E_INPUT, "%s: no such file or directory", path);
   else if (is_directory(path)) st = scan_directory(&d, path);
   else if (ends_with(path, ".json")) st = scan_index(&d, path);
-  else st = scan_file(&d, path, NULL, NULL);
+  else st = scan_file(&d, path);
   if (st == PRECIS_OK && !(out->path = precis_strdup(path))) st = precis_fail(PRECIS_E_NOMEM, "out of memory");
   if (st == PRECIS_OK) {
     qsort(out->layers, out->n_layers, sizeof *out->layers, layer_order);

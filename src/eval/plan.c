@@ -57,6 +57,7 @@ bool precis_plan_solve(size_t n_layers, size_t n_recipes, const double *cost, co
     if (!isfinite(best)) goto done; /* a layer with nothing allowed */
     min_rest[l] = min_rest[l + 1] + best;
   }
+  const double slack = fabs(capacity) * 1e-12;
   frontier[0] = malloc(sizeof(state));
   if (!frontier[0]) goto done;
   frontier[0][0] = (state){0, 0, 0, -1};
@@ -70,7 +71,9 @@ bool precis_plan_solve(size_t n_layers, size_t n_recipes, const double *cost, co
       for (size_t r = 0; r < n_recipes; r++) {
         if (!allowed[l * n_recipes + r]) continue;
         double c = prev->cost + cost[l * n_recipes + r];
-        if (c + min_rest[l + 1] > capacity) continue;
+        /* Early pruning sums in another order than the final total, so it keeps a margin for
+         * rounding; the last layer compares the total itself. */
+        if (l + 1 < n_layers ? c + min_rest[l + 1] > capacity + slack : c > capacity) continue;
         candidates[n_cand++] = (state){c, prev->error + error[l * n_recipes + r], (uint32_t)s, (int32_t)r};
       }
     }
