@@ -29,6 +29,10 @@ static void usage(FILE *out) {
           "                      ratio: 0.01, scale: 50}' (default outlier_channels)\n"
           "  --activations FILE  captured inputs instead: a safetensors or HDF5 file with, per layer, an array\n"
           "                      named after the layer (HDF5: /<layer>) of shape [samples, tokens, in_features]\n"
+          "  --converted PATH    evaluate a converted checkpoint (file, index or directory) against PATH: b holds\n"
+          "                      its weights dequantized (<layer>.weight in F8_E4M3 or I8 times <layer>.weight_scale,\n"
+          "                      per tensor or per output channel), c_ref stays a.W^T of the original weights;\n"
+          "                      run --recipes fp32 then measures the conversion's error\n"
           "  --batch B           held-out samples (default 1; from --activations: samples - calib)\n"
           "  --calib S           calibration samples (default 0; from --activations: the last S samples)\n"
           "  --seed S            seed for the synthetic activations (default 0)\n"
@@ -71,14 +75,15 @@ int precis_cmd_import_model(int argc, char **argv) {
     usage(stdout);
     return 0;
   }
-  const char *model_path = NULL, *output = NULL, *a_text = "outlier_channels", *activations = NULL;
+  const char *model_path = NULL, *output = NULL, *a_text = "outlier_channels", *activations = NULL, *converted = NULL;
   const char **include = calloc((size_t)argc, sizeof *include), **exclude = calloc((size_t)argc, sizeof *exclude);
   size_t n_include = 0, n_exclude = 0;
   bool list = false, force = false, compress = false, quiet = false;
   int64_t tokens = 32, batch = 0, calib = 0, seed = 0;
   int exit_code = 2;
-  precis_model model;
+  precis_model model, converted_model;
   memset(&model, 0, sizeof model);
+  memset(&converted_model, 0, sizeof converted_model);
   precis_dist a;
   memset(&a, 0, sizeof a);
   bool have_a = false;
@@ -91,7 +96,7 @@ int precis_cmd_import_model(int argc, char **argv) {
     bool takes_value = !strcmp(arg, "--model") || !strcmp(arg, "--layers") || !strcmp(arg, "--exclude") ||
                        !strcmp(arg, "--tokens") || !strcmp(arg, "--a") || !strcmp(arg, "--activations") ||
                        !strcmp(arg, "--batch") || !strcmp(arg, "--calib") || !strcmp(arg, "--seed") || !strcmp(arg, "-o") ||
-                       !strcmp(arg, "--output");
+                       !strcmp(arg, "--output") || !strcmp(arg, "--converted");
     if (takes_value && !value) {
       fprintf(stderr, "precis import: %s needs a value (see precis import --model x --help)\n", arg);
       goto done;
@@ -107,6 +112,7 @@ int precis_cmd_import_model(int argc, char **argv) {
     else if (!strcmp(arg, "--seed")) ok = parse_count(value, 0, &seed);
     else if (!strcmp(arg, "--a")) a_text = value;
     else if (!strcmp(arg, "--activations")) activations = value;
+    else if (!strcmp(arg, "--converted")) converted = value;
     else if (!strcmp(arg, "-o") || !strcmp(arg, "--output")) output = value;
     else if (!strcmp(arg, "--list")) list = true;
     else if (!strcmp(arg, "--force")) force = true;
@@ -136,10 +142,11 @@ int precis_cmd_import_model(int argc, char **argv) {
     goto done;
   }
   if ((st = parse_dist(a_text, &a)) != PRECIS_OK) goto report;
+  if (converted && (st = precis_model_tensors(converted, &converted_model)) != PRECIS_OK) goto report;
   have_a = true;
   precis_install_signal_handlers();
   precis_model_import_options options = {output, force, compress ? 4 : 0, !quiet, tokens, batch, calib, (uint64_t)seed,
-                                         &a, activations};
+                                         &a, activations, converted ? &converted_model : NULL};
   char id[65];
   if ((st = precis_model_import(&model, &options, id)) != PRECIS_OK) goto report;
   printf("%s: %zu linear layers of %s (of %zu tensors), dataset_id %s\n", output, model.n_layers, model_path,
@@ -151,6 +158,7 @@ report:
 done:
   if (have_a) precis_dist_free(&a);
   precis_model_free(&model);
+  precis_model_free(&converted_model);
   free(include);
   free(exclude);
   return exit_code;

@@ -89,6 +89,7 @@ typedef struct discovery {
   size_t n_include, n_exclude;
   precis_model *model;
   size_t cap;
+  bool all_tensors; /* every tensor of rank <= 2, unfiltered (a converted checkpoint) */
 } discovery;
 
 /* Adds the linear layers of one file. A shard's tensors are taken from the file itself (a name
@@ -101,22 +102,33 @@ static precis_status scan_file(discovery *d, const char *path) {
   for (size_t i = 0; i < sf.n_tensors && st == PRECIS_OK; i++) {
     const precis_st_tensor *t = &sf.tensors[i];
     d->model->n_tensors++;
-    if (!ends_with(t->name, ".weight") || t->rank != 2 || !linear_dtype(t->dtype)) continue;
-    size_t len = strlen(t->name) - strlen(".weight");
-    if (len == 0) continue;
-    char *name = precis_asprintf("%.*s", (int)len, t->name);
-    if (!name) {
-      st = precis_fail(PRECIS_E_NOMEM, "out of memory");
-      break;
+    char *name = NULL;
+    if (d->all_tensors) {
+      /* A converted checkpoint: every tensor is looked up by name later (weights and scales). */
+      if (t->rank > 2 || !(name = precis_strdup(t->name))) {
+        if (t->rank > 2) continue;
+        st = precis_fail(PRECIS_E_NOMEM, "out of memory");
+        break;
+      }
+    } else {
+      if (!ends_with(t->name, ".weight") || t->rank != 2 || !linear_dtype(t->dtype)) continue;
+      size_t len = strlen(t->name) - strlen(".weight");
+      if (len == 0) continue;
+      name = precis_asprintf("%.*s", (int)len, t->name);
+      if (!name) {
+        st = precis_fail(PRECIS_E_NOMEM, "out of memory");
+        break;
+      }
+      bool chosen = d->n_include ? matches_any(name, d->include, d->n_include) : strstr(name, "embed") == NULL;
+      if (!chosen || matches_any(name, d->exclude, d->n_exclude) || t->shape[0] <= 0 || t->shape[1] <= 0) {
+        free(name);
+        continue;
+      }
     }
-    bool chosen = d->n_include ? matches_any(name, d->include, d->n_include) : strstr(name, "embed") == NULL;
-    if (!chosen || matches_any(name, d->exclude, d->n_exclude) || t->shape[0] <= 0 || t->shape[1] <= 0) {
-      free(name);
-      continue;
-    }
-    if (t->shape[0] > INT32_MAX || t->shape[1] > INT32_MAX) {
+    int64_t rows = t->rank >= 1 ? t->shape[0] : 1, cols = t->rank == 2 ? t->shape[1] : 1;
+    if (rows > INT32_MAX || cols > INT32_MAX) {
       st = precis_fail(PRECIS_E_INPUT, "%s: tensor \"%s\": [%" PRId64 ", %" PRId64 "] has a dimension above 2^31-1", path,
-                       t->name, t->shape[0], t->shape[1]);
+                       t->name, rows, cols);
       free(name);
       break;
     }
@@ -137,8 +149,9 @@ static precis_status scan_file(discovery *d, const char *path) {
     layer->file = precis_strdup(path);
     layer->tensor = precis_strdup(t->name);
     snprintf(layer->dtype, sizeof layer->dtype, "%s", t->dtype);
-    layer->out_features = t->shape[0];
-    layer->in_features = t->shape[1];
+    layer->out_features = rows;
+    layer->in_features = cols;
+    layer->rank = t->rank;
     layer->bytes = t->end - t->begin;
     if (!layer->file || !layer->tensor) st = precis_fail(PRECIS_E_NOMEM, "out of memory");
   }
@@ -264,15 +277,18 @@ static precis_status scan_directory(discovery *d, const char *dir_path) {
   return st;
 }
 
+static precis_status scan(discovery *d, const char *path) {
+  if (!precis_path_exists(path)) return precis_fail(PRECIS_E_INPUT, "%s: no such file or directory", path);
+  if (is_directory(path)) return scan_directory(d, path);
+  if (ends_with(path, ".json")) return scan_index(d, path);
+  return scan_file(d, path);
+}
+
 precis_status precis_model_discover(const char *path, const char *const *include, size_t n_include,
                                     const char *const *exclude, size_t n_exclude, precis_model *out) {
   memset(out, 0, sizeof *out);
-  discovery d = {include, exclude, n_include, n_exclude, out, 0};
-  precis_status st;
-  if (!precis_path_exists(path)) st = precis_fail(PRECIS_E_INPUT, "%s: no such file or directory", path);
-  else if (is_directory(path)) st = scan_directory(&d, path);
-  else if (ends_with(path, ".json")) st = scan_index(&d, path);
-  else st = scan_file(&d, path);
+  discovery d = {include, exclude, n_include, n_exclude, out, 0, false};
+  precis_status st = scan(&d, path);
   if (st == PRECIS_OK && !(out->path = precis_strdup(path))) st = precis_fail(PRECIS_E_NOMEM, "out of memory");
   if (st == PRECIS_OK) {
     qsort(out->layers, out->n_layers, sizeof *out->layers, layer_order);
@@ -288,6 +304,21 @@ precis_status precis_model_discover(const char *path, const char *const *include
                      path, out->n_tensors, n_include || n_exclude ? " matching --layers and not --exclude" : "");
   if (st != PRECIS_OK) precis_model_free(out);
   return st;
+}
+
+precis_status precis_model_tensors(const char *path, precis_model *out) {
+  memset(out, 0, sizeof *out);
+  discovery d = {NULL, NULL, 0, 0, out, 0, true};
+  precis_status st = scan(&d, path);
+  if (st == PRECIS_OK && !(out->path = precis_strdup(path))) st = precis_fail(PRECIS_E_NOMEM, "out of memory");
+  if (st != PRECIS_OK) precis_model_free(out);
+  return st;
+}
+
+static const precis_model_layer *find_tensor(const precis_model *m, const char *name) {
+  for (size_t i = 0; i < m->n_layers; i++)
+    if (strcmp(m->layers[i].name, name) == 0) return &m->layers[i];
+  return NULL;
 }
 
 /* ------------------------------------------------------------------ import */
@@ -332,6 +363,7 @@ static float decode(const uint8_t *raw, const char *dtype, uint64_t i) {
     return v;
   }
   if (strcmp(dtype, "F8_E4M3") == 0) return precis_e4m3_bits_to_f32(raw[i]);
+  if (strcmp(dtype, "I8") == 0) return (float)(int8_t)raw[i];
   uint16_t h = (uint16_t)(raw[2 * i] | raw[2 * i + 1] << 8);
   return strcmp(dtype, "F16") == 0 ? precis_f16_bits_to_f32(h) : precis_bf16_bits_to_f32(h);
 }
@@ -433,6 +465,87 @@ static bool is_hdf5_file(const char *path) {
   return yes;
 }
 
+/* A converted checkpoint's weight for a layer, dequantized to float32 [out, in]: the stored values
+ * (F8_E4M3 or I8, or a float dtype for a layer left unconverted) times `<layer>.weight_scale` (one
+ * value, or one per output channel: [out] or [out, 1]), each product rounded once to float32, as a
+ * kernel that dequantizes in float32 computes it. Group-wise scales are refused. */
+static precis_status converted_weight(const precis_model *conv, const precis_model_layer *layer, float **out,
+                                      char *what, size_t what_len) {
+  *out = NULL;
+  char *wname = precis_asprintf("%s.weight", layer->name), *sname = precis_asprintf("%s.weight_scale", layer->name);
+  uint8_t *raw = NULL, *sraw = NULL;
+  float *w = NULL;
+  precis_status st = PRECIS_OK;
+  if (!wname || !sname) {
+    st = precis_fail(PRECIS_E_NOMEM, "out of memory");
+    goto done;
+  }
+  const precis_model_layer *t = find_tensor(conv, wname), *s = find_tensor(conv, sname);
+  if (!t) {
+    st = precis_fail(PRECIS_E_INPUT, "%s: no tensor %s (the converted checkpoint lacks layer %s)", conv->path, wname,
+                     layer->name);
+    goto done;
+  }
+  if (t->rank != 2 || t->out_features != layer->out_features || t->in_features != layer->in_features) {
+    st = precis_fail(PRECIS_E_INPUT, "%s: tensor %s: expected [%" PRId64 ", %" PRId64 "] as in the original, found [%" PRId64
+                     ", %" PRId64 "]", t->file, wname, layer->out_features, layer->in_features, t->out_features,
+                     t->in_features);
+    goto done;
+  }
+  bool quantized = !strcmp(t->dtype, "F8_E4M3") || !strcmp(t->dtype, "I8");
+  if (!quantized && !linear_dtype(t->dtype)) {
+    st = precis_fail(PRECIS_E_INPUT, "%s: tensor %s: dtype %s is not read (expected F8_E4M3 or I8 with a weight_scale, or "
+                     "F32/F16/BF16)", t->file, wname, t->dtype);
+    goto done;
+  }
+  uint64_t n_scale = 0;
+  if (s) {
+    if (strcmp(s->dtype, "F32") && strcmp(s->dtype, "F16") && strcmp(s->dtype, "BF16")) {
+      st = precis_fail(PRECIS_E_INPUT, "%s: tensor %s: expected F32, F16 or BF16 scales, found %s", s->file, sname, s->dtype);
+      goto done;
+    }
+    n_scale = (uint64_t)s->out_features * (uint64_t)s->in_features;
+    if (n_scale != 1 && !(n_scale == (uint64_t)layer->out_features && s->in_features == 1)) {
+      st = precis_fail(PRECIS_E_INPUT,
+                       "%s: tensor %s: expected one scale or one per output channel ([%" PRId64 "] or [%" PRId64
+                       ", 1]), found [%" PRId64 ", %" PRId64 "] (group-wise scales are not read)",
+                       s->file, sname, layer->out_features, layer->out_features, s->out_features, s->in_features);
+      goto done;
+    }
+    if ((st = read_weight(s, &sraw)) != PRECIS_OK) goto done;
+  } else if (quantized) {
+    st = precis_fail(PRECIS_E_INPUT, "%s: no tensor %s for the %s weight %s", conv->path, sname, t->dtype, wname);
+    goto done;
+  }
+  if ((st = read_weight(t, &raw)) != PRECIS_OK) goto done;
+  uint64_t count = (uint64_t)layer->out_features * (uint64_t)layer->in_features;
+  w = malloc(count * sizeof *w);
+  if (!w) {
+    st = precis_fail(PRECIS_E_NOMEM, "out of memory");
+    goto done;
+  }
+  for (uint64_t i = 0; i < count; i++) {
+    float v = decode(raw, t->dtype, i);
+    if (sraw) v *= decode(sraw, s->dtype, n_scale == 1 ? 0 : i / (uint64_t)layer->in_features);
+    if (!isfinite(v)) {
+      st = precis_fail(PRECIS_E_INPUT, "%s: tensor %s: element %" PRIu64 " dequantizes to a non-finite value", t->file, wname, i);
+      goto done;
+    }
+    w[i] = v;
+  }
+  snprintf(what, what_len, "%s%s%s", t->dtype, !sraw ? "" : n_scale == 1 ? " x per-tensor " : " x per-channel ",
+           sraw ? s->dtype : "");
+  *out = w;
+  w = NULL;
+done:
+  free(w);
+  free(raw);
+  free(sraw);
+  free(wname);
+  free(sname);
+  return st;
+}
+
 static precis_status import_layer(const precis_model_layer *layer, const precis_model_import_options *o, bool hdf5,
                                   precis_dataset_writer *writer, precis_sha256 *id_hash, precis_buf *suite) {
   precis_status st = PRECIS_OK;
@@ -440,7 +553,8 @@ static precis_status import_layer(const precis_model_layer *layer, const precis_
   memset(&info, 0, sizeof info);
   precis_workload_data data = {0};
   uint8_t *raw = NULL;
-  float *file_a = NULL;
+  float *file_a = NULL, *b_original = NULL;
+  char converted_what[64] = "";
   char *description = NULL, *source = NULL;
   char kind[] = "gemm";
   const int64_t n = layer->out_features, k = layer->in_features;
@@ -472,6 +586,20 @@ static precis_status import_layer(const precis_model_layer *layer, const precis_
     }
   free(raw);
   raw = NULL;
+  if (o->converted) {
+    /* b becomes the converted weights; the reference keeps the original ones. */
+    float *w = NULL;
+    if ((st = converted_weight(o->converted, layer, &w, converted_what, sizeof converted_what)) != PRECIS_OK) goto done;
+    b_original = data.b;
+    data.b = malloc((uint64_t)k * (uint64_t)n * sizeof(float));
+    if (!data.b) {
+      free(w);
+      goto nomem;
+    }
+    for (int64_t j = 0; j < n; j++)
+      for (int64_t i = 0; i < k; i++) data.b[(uint64_t)i * (uint64_t)n + (uint64_t)j] = w[(uint64_t)j * (uint64_t)k + (uint64_t)i];
+    free(w);
+  }
 
   /* Activations. */
   if (o->activations) {
@@ -508,7 +636,8 @@ static precis_status import_layer(const precis_model_layer *layer, const precis_
     precis_dist_fill(o->a, key, PRECIS_STREAM_A, PRECIS_OPERAND_A, batch, m, k, data.a);
     if (o->calib > 0) precis_dist_fill(o->a, key, PRECIS_STREAM_CALIB_A, PRECIS_OPERAND_A, o->calib, m, k, data.calib_a);
   }
-  if ((st = precis_reference_compute(data.a, data.b, batch, m, n, k, false, data.c_ref, data.ab_abs)) != PRECIS_OK) {
+  if ((st = precis_reference_compute(data.a, b_original ? b_original : data.b, batch, m, n, k, false, data.c_ref,
+                                     data.ab_abs)) != PRECIS_OK) {
     precis_error_prefix("layer %s", layer->name);
     goto done;
   }
@@ -517,6 +646,9 @@ static precis_status import_layer(const precis_model_layer *layer, const precis_
       st = precis_fail(PRECIS_E_INPUT, "layer %s: the reference overflows float64 at element %" PRIu64, layer->name, i);
       goto done;
     }
+  /* The dataset keeps the original weights next to the converted ones: c_ref is checked against them. */
+  data.b_ref = b_original;
+  b_original = NULL;
 
   cJSON *src = cJSON_CreateObject();
   if (!src) goto nomem;
@@ -527,10 +659,24 @@ static precis_status import_layer(const precis_model_layer *layer, const precis_
   cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)n));
   cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)k));
   cJSON_AddStringToObject(src, "sha256", sha);
+  if (o->converted) {
+    const precis_model_layer *t = NULL;
+    char *wname = precis_asprintf("%s.weight", layer->name);
+    if (wname) t = find_tensor(o->converted, wname);
+    free(wname);
+    cJSON *c = cJSON_AddObjectToObject(src, "converted");
+    cJSON_AddStringToObject(c, "file", t ? t->file : "");
+    cJSON_AddStringToObject(c, "weights", converted_what);
+  }
   source = cJSON_PrintUnformatted(src);
   cJSON_Delete(src);
-  description = precis_asprintf("linear layer %s: %s weight [%" PRId64 ", %" PRId64 "] from %s, b = W^T", layer->name,
-                                layer->dtype, n, k, layer->file);
+  if (o->converted)
+    description = precis_asprintf("linear layer %s: b = the converted weights (%s, dequantized to float32) from %s, transposed; "
+                                  "c_ref from the original %s weight in %s",
+                                  layer->name, converted_what, o->converted->path, layer->dtype, layer->file);
+  else
+    description = precis_asprintf("linear layer %s: %s weight [%" PRId64 ", %" PRId64 "] from %s, b = W^T", layer->name,
+                                  layer->dtype, n, k, layer->file);
   info.name = layer->name;
   info.kind = kind;
   info.m = m;
@@ -540,8 +686,15 @@ static precis_status import_layer(const precis_model_layer *layer, const precis_
   info.calib_samples = o->calib;
   info.description = description;
   info.a_dist = o->activations ? precis_dist_describe(&a_file) : precis_dist_describe(o->a);
-  info.b_dist = precis_dist_describe(&b_dist);
-  info.reference = precis_strdup(precis_reference_method());
+  if (o->converted) {
+    info.b_dist = precis_asprintf("converted(path=%s, tensor=%s.weight, %s, transpose=true)", o->converted->path, layer->name,
+                                  converted_what);
+    info.reference = precis_asprintf("%s, from a and the ORIGINAL weights (b holds the converted ones)",
+                                     precis_reference_method());
+  } else {
+    info.b_dist = precis_dist_describe(&b_dist);
+    info.reference = precis_strdup(precis_reference_method());
+  }
   info.layer = layer->name;
   info.source = source;
   if (!source || !description || !info.a_dist || !info.b_dist || !info.reference) goto nomem;
@@ -575,6 +728,7 @@ nomem:
 done:
   free(raw);
   free(file_a);
+  free(b_original);
   free(a_file.object);
   free(a_file.path);
   free(description);
@@ -601,7 +755,11 @@ precis_status precis_model_import(const precis_model *model, const precis_model_
   precis_buf_append(&suite, "# precis import --model ");
   for (const char *c = model->path; *c; c++) precis_buf_appendf(&suite, "%c", *c == '\n' || *c == '\r' ? ' ' : *c);
   precis_buf_appendf(&suite, ": the suite equivalent to this import (F8_E4M3 weights are read by import only)\n"
-                             "seed: %" PRIu64 "\nworkloads:\n", o->seed);
+                             "%sseed: %" PRIu64 "\nworkloads:\n",
+                     o->converted ? "# b holds the converted checkpoint's weights (--converted), which this suite cannot\n"
+                                    "# express: it rebuilds the original weights, and the same c_ref\n"
+                                  : "",
+                     o->seed);
   for (size_t i = 0; i < model->n_layers; i++) {
     if (precis_interrupt_signal) {
       st = precis_fail(PRECIS_E_INTERRUPTED, "interrupted; %s was not written", o->output);

@@ -23,6 +23,7 @@ typedef struct precis_model_layer {
   char *tensor; /* the weight's tensor name */
   char dtype[12];
   int64_t out_features, in_features; /* the weight is [out, in]: n = out, k = in */
+  int rank;                          /* 2 for a layer; 0..2 for a converted checkpoint's tensors */
   uint64_t bytes;                    /* the weight's bytes in the file */
 } precis_model_layer;
 
@@ -38,6 +39,9 @@ typedef struct precis_model {
 precis_status precis_model_discover(const char *path, const char *const *include, size_t n_include,
                                     const char *const *exclude, size_t n_exclude, precis_model *out);
 void precis_model_free(precis_model *model);
+/* Every tensor of rank <= 2 of a checkpoint, unfiltered, named by its full tensor name (a
+ * converted checkpoint's weights and weight_scale tensors). */
+precis_status precis_model_tensors(const char *path, precis_model *out);
 
 typedef struct precis_model_import_options {
   const char *output;
@@ -51,6 +55,8 @@ typedef struct precis_model_import_options {
   const precis_dist *a;     /* the synthetic activations' distribution */
   const char *activations;  /* NULL, or a safetensors / HDF5 file with one [samples, tokens, k]
                                array per layer, named after the layer (HDF5: /<layer>) */
+  const precis_model *converted; /* NULL, or the tensors of a converted checkpoint (precis_model_tensors):
+                                    b holds its dequantized weights, c_ref stays the original's */
 } precis_model_import_options;
 
 /* Writes the dataset: one workload per layer, b = W^T (k = in, n = out), attributes layer and

@@ -8,10 +8,14 @@ Every number asserted is recomputed here with NumPy and the reference safetensor
   computation; the bf16 recipe's rel_fro from a NumPy bf16 computation (ml_dtypes);
 - the plan: per layer the cheapest passing recipe; under a budget the optimum by brute force;
 - the same on a sharded checkpoint (two files + model.safetensors.index.json, one shard in F16)
-  written here; exit 3 naming the blocking layers when nothing passes.
+  written here; exit 3 naming the blocking layers when nothing passes;
+- --converted: an FP8 (per-tensor weight_scale) / INT8 (per-channel) / unconverted F32 checkpoint
+  written here: b equals q x scale bit for bit, c_ref stays the original's, and the fp32 recipe's
+  rel_fro equals the conversion's error recomputed in NumPy.
 """
 import hashlib
 import importlib.resources
+import struct
 import itertools
 import json
 import os
@@ -192,6 +196,71 @@ def brute_force(rows, layers, recipes, limit, capacity):
     return best
 
 
+def write_safetensors(path, tensors):
+    """tensors: name -> (dtype string, shape, raw bytes); F8_E4M3 has no NumPy dtype to save from."""
+    header, offset, blobs = {}, 0, []
+    for name, (dtype, shape, raw) in tensors.items():
+        header[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [offset, offset + len(raw)]}
+        offset += len(raw)
+        blobs.append(raw)
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+
+
+def check_converted(path, weights, tmp):
+    layers = ["encoder.layer.1.attention.self.key", "encoder.layer.1.intermediate.dense", "encoder.layer.1.output.dense"]
+    f32 = np.float32
+    tensors, deq = {}, {}
+    # FP8 E4M3, one scale per tensor (amax / 448), as FP8 checkpoints store it.
+    w = weights[layers[0] + ".weight"]
+    s = f32(np.abs(w).max() / f32(448))
+    q = (w / s).astype(ml_dtypes.float8_e4m3fn)
+    tensors[layers[0] + ".weight"] = ("F8_E4M3", w.shape, q.view(np.uint8).tobytes())
+    tensors[layers[0] + ".weight_scale"] = ("F32", (), np.array(s, "<f4").tobytes())
+    deq[layers[0]] = q.astype(f32) * s
+    # INT8, one scale per output channel ([out, 1]), symmetric.
+    w = weights[layers[1] + ".weight"]
+    s = (np.abs(w).max(axis=1, keepdims=True) / f32(127)).astype(f32)
+    q = np.clip(np.rint(w / s), -127, 127).astype(np.int8)
+    tensors[layers[1] + ".weight"] = ("I8", w.shape, q.tobytes())
+    tensors[layers[1] + ".weight_scale"] = ("F32", s.shape, s.astype("<f4").tobytes())
+    deq[layers[1]] = q.astype(f32) * s
+    # Left unconverted (an ignored layer).
+    w = weights[layers[2] + ".weight"]
+    tensors[layers[2] + ".weight"] = ("F32", w.shape, w.astype("<f4").tobytes())
+    deq[layers[2]] = w
+    conv = os.path.join(tmp, "converted.safetensors")
+    write_safetensors(conv, tensors)
+    ds = os.path.join(tmp, "converted.h5")
+    run(["import", "--model", path, "--converted", conv, "--layers", "encoder.layer.1.*", "--exclude", "*.attention.self.[qv]*",
+         "--exclude", "*.attention.output.*", "--tokens", "8", "-o", ds, "-q"])
+    rep = os.path.join(tmp, "rep-converted")
+    run(["run", ds, "--backend", "cpu", "--recipes", "fp32", "-o", rep, "--quiet"] + FAST)
+    rows = {r["workload"]: r for r in json.load(open(os.path.join(rep, "report.json")))["rows"]}
+    with h5py.File(ds, "r") as d:
+        check(sorted(d["workloads"].keys()) == sorted(layers), f"converted: workloads {list(d['workloads'].keys())}")
+        for layer in layers:
+            g = d[f"workloads/{layer}"]
+            b = g["b"][()]
+            check(np.array_equal(b.view(np.uint32), np.ascontiguousarray(deq[layer].T).view(np.uint32)),
+                  f"{layer}: b is not the converted weights dequantized (q x scale), transposed")
+            a = g["a"][()].astype(np.float64)
+            orig = weights[layer + ".weight"].astype(np.float64)
+            ref = a @ orig.T
+            check(np.allclose(g["c_ref"][()], ref, rtol=1e-12, atol=1e-12), f"{layer}: c_ref is not from the original weights")
+            conv_out = a[0] @ deq[layer].T.astype(np.float64)
+            want = np.linalg.norm(conv_out - ref[0]) / np.linalg.norm(ref[0])
+            got = rows[layer]["error"]["rel_fro"]["worst"]
+            tol = 1e-3 * want if layer != layers[2] else 1e-6
+            check(abs(got - want) <= tol, f"{layer}: converted rel_fro {got}, NumPy {want}")
+        src = json.loads(d[f"workloads/{layers[0]}"].attrs["source"])
+        check(src["converted"]["weights"] == "F8_E4M3 x per-tensor F32", f"source.converted: {src.get('converted')}")
+    check(rows[layers[0]]["error"]["rel_fro"]["worst"] > 1e-3 and rows[layers[2]]["error"]["rel_fro"]["worst"] < 1e-5,
+          "fp8 conversion error is visible, the unconverted layer is exact to fp32")
+
+
 def main():
     path = model_file()
     tmp = tempfile.mkdtemp(prefix="precis-model-")
@@ -277,6 +346,9 @@ def main():
         got = tuple(next(e["recipe"] for e in plan["layers"] if e["layer"] == l) for l in chosen)
         check(plan["total_error"] == best[0] and plan["total_cost"] == best[1],
               f"budget {capacity}: plan {got} ({plan['total_error']}, {plan['total_cost']}), brute force {best}")
+
+    # 3. A converted checkpoint against the original.
+    check_converted(path, weights, tmp)
 
     if FAILURES:
         print(f"{len(FAILURES)} failure(s)", file=sys.stderr)
