@@ -236,6 +236,8 @@ def check_converted(path, weights, tmp):
     ds = os.path.join(tmp, "converted.h5")
     run(["import", "--model", path, "--converted", conv, "--layers", "encoder.layer.1.*", "--exclude", "*.attention.self.[qv]*",
          "--exclude", "*.attention.output.*", "--tokens", "8", "-o", ds, "-q"])
+    p = run(["inspect", ds])
+    check("(matches the contents)" in p.stdout, "inspect: the dataset_id (b_ref included) matches the contents")
     rep = os.path.join(tmp, "rep-converted")
     run(["run", ds, "--backend", "cpu", "--recipes", "fp32", "-o", rep, "--quiet"] + FAST)
     rows = {r["workload"]: r for r in json.load(open(os.path.join(rep, "report.json")))["rows"]}
