@@ -813,9 +813,11 @@ static precis_status check_references(const precis_dataset *ds, const precis_wor
       index_text(flat, m, n, at, sizeof at);
       return precis_fail(PRECIS_E_INPUT,
                          "%s: /workloads/%s/%s: element %s = %.17g, but %s accumulated in float64 from the stored float32 "
-                         "a and b gives %.17g (difference %.3g, allowed %.3g): %s must be computed in float64 from the "
+                         "a and %s gives %.17g (difference %.3g, allowed %.3g): %s must be computed in float64 from the "
                          "stored float32 values",
-                         ds->path, w->name, bad, at, stored, strcmp(bad, "c_ref") == 0 ? "a.b" : "|a|.|b|", want,
+                         ds->path, w->name, bad, at, stored,
+                         strcmp(bad, "c_ref") == 0 ? (d->b_ref ? "a.b_ref" : "a.b") : (d->b_ref ? "|a|.|b_ref|" : "|a|.|b|"),
+                         d->b_ref ? "b_ref" : "b", want,
                          fabs(stored - want), tol, bad);
     }
   }

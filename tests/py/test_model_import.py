@@ -5,6 +5,9 @@
 - --layers / --exclude (fnmatch), natural layer order, --list;
 - --activations from HDF5 and from safetensors, [samples, tokens, k], with --calib splitting the
   last samples into calib/a;
+- --converted: an I8 per-channel checkpoint dequantizes exactly and keeps the original as b_ref;
+  a missing weight_scale or group-wise scales are refused; a b_ref of the wrong shape or one that
+  does not give c_ref is refused by inspect;
 - bad input: a missing path, a directory without checkpoints, an index naming a missing tensor or
   a path outside its directory, activations of the wrong width, a layer missing from the
   activations; each exits 2 with a message naming the file, and leaves no output behind.
@@ -133,6 +136,42 @@ def main():
                 check(np.array_equal(g["a"][()], x[:2]) and np.array_equal(g["calib/a"][()], x[2:]),
                       f"{src}: {layer}: a / calib/a from the file")
                 check(g.attrs["m"] == 4 and g.attrs["batch"] == 2, f"{src}: {layer}: m, batch")
+
+    # --converted: I8 per channel ([out]), the original kept as b_ref.
+    q = rng.integers(-127, 128, size=w_f32.shape, dtype=np.int8)
+    scale = (rng.random(w_f32.shape[0]) * 0.01 + 0.001).astype(np.float32)
+    conv = os.path.join(tmp, "conv.safetensors")
+    write_safetensors(conv, {"head.weight": ("I8", q.shape, q.tobytes()),
+                             "head.weight_scale": ("F32", scale.shape, scale.astype("<f4").tobytes())})
+    cds = os.path.join(tmp, "conv.h5")
+    run(["import", "--model", ckpt, "--layers", "head", "--converted", conv, "--tokens", "4", "-o", cds, "-q"])
+    with h5py.File(cds, "r") as d:
+        g = d["workloads/head"]
+        check(np.array_equal(g["b"][()], (q.astype(np.float32) * scale[:, None]).T), "converted b = q x scale, transposed")
+        check(np.array_equal(g["b_ref"][()], w_f32.T), "b_ref is the original W^T")
+        a = g["a"][()].astype(np.float64)
+        check(np.allclose(g["c_ref"][()], a @ w_f32.T.astype(np.float64), rtol=1e-12, atol=1e-12), "c_ref from the original")
+    check("(matches the contents)" in run(["inspect", cds]).stdout, "inspect accepts a converted dataset")
+    # A b_ref that does not give c_ref, or of the wrong shape, is refused.
+    bad_ref = os.path.join(tmp, "bad-ref.h5")
+    for name, value in (("b_ref", lambda g: g["b_ref"][()] * 2), ("b_ref", lambda g: np.ones((3, 3), np.float32))):
+        import shutil
+        shutil.copy(cds, bad_ref)
+        with h5py.File(bad_ref, "r+") as d:
+            g = d["workloads/head"]
+            v = value(g)
+            del g[name]
+            g[name] = v
+        p = run(["inspect", bad_ref], expect=2)
+        check("/workloads/head/b_ref" in p.stderr or "a.b_ref" in p.stderr, f"a bad b_ref is refused: {p.stderr}")
+    write_safetensors(conv, {"head.weight": ("I8", q.shape, q.tobytes())})
+    p = run(["import", "--model", ckpt, "--layers", "head", "--converted", conv, "-o", cds, "--force"], expect=2)
+    check("head.weight_scale" in p.stderr, f"missing weight_scale: {p.stderr}")
+    groups = np.ones((q.shape[0], 2), "<f4")
+    write_safetensors(conv, {"head.weight": ("I8", q.shape, q.tobytes()),
+                             "head.weight_scale": ("F32", groups.shape, groups.tobytes())})
+    p = run(["import", "--model", ckpt, "--layers", "head", "--converted", conv, "-o", cds, "--force"], expect=2)
+    check("group-wise" in p.stderr, f"group-wise scales refused: {p.stderr}")
 
     # Bad input: exit 2, the file named, nothing written.
     out = os.path.join(tmp, "bad.h5")
