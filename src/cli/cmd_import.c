@@ -19,7 +19,8 @@
 
 static void import_usage(FILE *out) {
   fprintf(out,
-          "usage: precis import --b SOURCE [--a DIST|SOURCE] [options] -o OUT.h5\n\n"
+          "usage: precis import --b SOURCE [--a DIST|SOURCE] [options] -o OUT.h5\n"
+          "       precis import --model PATH [options] -o OUT.h5   (every linear layer; --model x --help)\n\n"
           "Makes a one-workload dataset c = a.b from existing matrices, with float64 references computed as\n"
           "precis gen computes them. SOURCE is FILE:NAME, the file's kind read from its first bytes:\n"
           "  HDF5         FILE.h5:/path/to/dataset (any float or integer dataset, e.g. Keras weights;\n"
@@ -120,6 +121,8 @@ static bool parse_count(const char *text, int64_t lo, int64_t *out) {
 }
 
 int precis_cmd_import(int argc, char **argv) {
+  for (int i = 1; i < argc; i++)
+    if (!strcmp(argv[i], "--model")) return precis_cmd_import_model(argc, argv);
   if (precis_cli_wants_help(argc, argv)) {
     import_usage(stdout);
     return 0;
