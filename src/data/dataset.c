@@ -317,7 +317,7 @@ static precis_status check_dataset(const char *file, hid_t loc, const char *name
                                    dataset_facts *facts) {
   hid_t dset = -1, ftype = -1, space = -1, dcpl = -1;
   precis_status st = PRECIS_OK;
-  char expected[160], found[160], shape_a[96], shape_b[96] = "";
+  char expected[256], found[160], shape_a[96], shape_b[96] = "";
   describe_dims(rank_a, dims_a, shape_a, sizeof shape_a);
   if (rank_b > 0) describe_dims(rank_b, dims_b, shape_b, sizeof shape_b);
   snprintf(expected, sizeof expected, "%s %s%s%s", element_type_name(type), shape_a, rank_b > 0 ? " or " : "", shape_b);

@@ -245,9 +245,19 @@ static precis_status parse_npy(const char *what, const unsigned char *buf, uint6
   return PRECIS_OK;
 }
 
+static precis_status file_size(const char *path, FILE *f, uint64_t *size);
+
 static precis_status read_region(const char *path, FILE *f, uint64_t offset, uint64_t len, unsigned char **out) {
   *out = NULL;
   if (len > MAX_ELEMENTS * 8) return precis_fail(PRECIS_E_INPUT, "%s: too large to read", path);
+  /* A length recorded in the file is checked against the file before it becomes an allocation. */
+  uint64_t size = 0;
+  precis_status st = file_size(path, f, &size);
+  if (st != PRECIS_OK) return st;
+  if (offset > size || len > size - offset)
+    return precis_fail(PRECIS_E_INPUT, "%s: truncated: %" PRIu64 " bytes at offset %" PRIu64 " are past its end (%" PRIu64
+                                       " bytes)",
+                       path, len, offset, size);
   unsigned char *buf = malloc(len ? (size_t)len : 1);
   if (!buf) return precis_fail(PRECIS_E_NOMEM, "%s: out of memory reading %" PRIu64 " bytes", path, len);
   if (fseeko(f, (off_t)offset, SEEK_SET) != 0 || fread(buf, 1, (size_t)len, f) != len) {
@@ -456,6 +466,15 @@ static precis_status member_bytes(const char *path, FILE *f, const zip_entry *z,
     if (z->uncompressed > MAX_ELEMENTS * 8) {
       free(raw);
       return precis_fail(PRECIS_E_INPUT, "%s: too large to read", what);
+    }
+    /* Deflate expands at most 1032:1 (a 258-byte match per 2 bits, RFC 1951): a larger recorded size
+     * is damage, refused before it becomes an allocation. */
+    if (z->uncompressed > z->compressed * 1032 + 1024) {
+      free(raw);
+      return precis_fail(PRECIS_E_INPUT,
+                         "%s: a damaged zip entry (its recorded size, %llu bytes, is more than deflate can make of "
+                         "%llu compressed bytes)",
+                         what, (unsigned long long)z->uncompressed, (unsigned long long)z->compressed);
     }
     unsigned char *plain = malloc(z->uncompressed ? (size_t)z->uncompressed : 1);
     if (!plain) {

@@ -149,6 +149,17 @@ def main():
         open(p("flip.npz"), "wb").write(bytes(data))
         run = precis("import", "--b", p("f4.npy"), "--transpose-b", "--a", p("flip.npz") + ":L0_in", "-o", out, "--force", "-q")
         check(run.returncode == 2 and "flip.npz" in run.stderr and "CRC" in run.stderr, "a stored member's CRC-32 is checked", run)
+        # sizes recorded in the central directory that the file cannot hold (a fuzzer's find: a
+        # 4 GiB allocation before any check): refused, naming the damage, nothing allocated
+        for field, what in ((20, "past its end"), (24, "more than deflate can make")):
+            data = bytearray(open(p("actsz.npz"), "rb").read())
+            central = data.rfind(b"PK\x01\x02")
+            data[central + field:central + field + 4] = (0xFFFFFF4F).to_bytes(4, "little")
+            open(p("huge.npz"), "wb").write(bytes(data))
+            run = precis("import", "--b", p("f4.npy"), "--transpose-b", "--a", p("huge.npz") + ":L0_in", "-o", out,
+                         "--force", "-q")
+            check(run.returncode == 2 and "huge.npz" in run.stderr and what in run.stderr,
+                  "a recorded size the .npz cannot hold is refused (%s)" % what, run)
         run = precis("import", "--b", p("f4.npy"), "--a", p("nothere.npy"), "-o", out, "--force", "-q")
         check(run.returncode == 2 and "nothere.npy: no such file" in run.stderr, "a missing --a file is named", run)
 
