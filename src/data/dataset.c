@@ -704,6 +704,7 @@ void precis_workload_data_free(precis_workload_data *d) {
   free(d->a);
   free(d->b);
   free(d->c_ref);
+  free(d->c_ref_lo);
   free(d->ab_abs);
   free(d->calib_a);
   memset(d, 0, sizeof *d);
@@ -1137,8 +1138,8 @@ precis_status precis_outputs_open(const char *path, bool force, const char *data
   return PRECIS_OK;
 }
 
-precis_status precis_outputs_write(precis_outputs_writer *w, const char *workload, const char *recipe, const float *c,
-                                   int64_t batch, int64_t m, int64_t n) {
+static precis_status outputs_write(precis_outputs_writer *w, const char *workload, const char *recipe,
+                                   element_type type, const void *c, int64_t batch, int64_t m, int64_t n) {
   precis_status st = precis_dataset_check_name(workload);
   if (st == PRECIS_OK) st = precis_dataset_check_name(recipe);
   if (st != PRECIS_OK) return st;
@@ -1163,7 +1164,7 @@ precis_status precis_outputs_write(precis_outputs_writer *w, const char *workloa
   recipe_group = H5Gcreate2(group, recipe, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
   if (recipe_group < 0) goto failed;
   int64_t dims[3] = {batch, m, n};
-  if (write_array(recipe_group, "c", 3, dims, ELEM_F32, c, 0) < 0) goto failed;
+  if (write_array(recipe_group, "c", 3, dims, type, c, 0) < 0) goto failed;
   close_id(&recipe_group);
   close_id(&group);
   return PRECIS_OK;
@@ -1173,6 +1174,16 @@ failed:
   close_id(&recipe_group);
   close_id(&group);
   return st;
+}
+
+precis_status precis_outputs_write(precis_outputs_writer *w, const char *workload, const char *recipe, const float *c,
+                                   int64_t batch, int64_t m, int64_t n) {
+  return outputs_write(w, workload, recipe, ELEM_F32, c, batch, m, n);
+}
+
+precis_status precis_outputs_write_f64(precis_outputs_writer *w, const char *workload, const char *recipe,
+                                       const double *c, int64_t batch, int64_t m, int64_t n) {
+  return outputs_write(w, workload, recipe, ELEM_F64, c, batch, m, n);
 }
 
 precis_status precis_outputs_close(precis_outputs_writer *w, bool commit) {

@@ -35,6 +35,7 @@ typedef struct precis_workload_data {
   double *c_ref;  /* [batch, m, n] */
   double *ab_abs; /* [batch, m, n] */
   float *calib_a; /* [calib_samples, m, k] or NULL */
+  double *c_ref_lo; /* [batch, m, n] low part of a double-double reference (c_ref + c_ref_lo), or NULL */
 } precis_workload_data;
 
 typedef struct precis_dataset {
@@ -92,6 +93,9 @@ typedef struct precis_outputs_writer precis_outputs_writer;
 precis_status precis_outputs_open(const char *path, bool force, const char *dataset_id, precis_outputs_writer **out);
 precis_status precis_outputs_write(precis_outputs_writer *w, const char *workload, const char *recipe, const float *c,
                                    int64_t batch, int64_t m, int64_t n);
+/* The same for a float64 output (out=fp64): c is written as float64. */
+precis_status precis_outputs_write_f64(precis_outputs_writer *w, const char *workload, const char *recipe,
+                                       const double *c, int64_t batch, int64_t m, int64_t n);
 /* commit: rename into place (true) or discard the temporary file (false). */
 precis_status precis_outputs_close(precis_outputs_writer *w, bool commit);
 
