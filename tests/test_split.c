@@ -37,10 +37,11 @@ TEST(ozaki_slices_are_int8_digits_that_rebuild_each_value) {
       bool in_range = true;
       for (int t = 0; t < SLICES; t++) {
         double d = slices[((size_t)t * ROWS + i) * K + p];
-        in_range = in_range && d == trunc(d) && fabs(d) <= 127;
+        /* Truncation toward zero: every digit has the value's sign (or is zero). */
+        in_range = in_range && d == trunc(d) && fabs(d) <= 127 && d * a[i * K + p] >= 0;
         rebuilt = rebuilt * 128 + (int64_t)d;
       }
-      CHECK_MSG(in_range, "row %zu k %zu: a slice outside the int8 digits", i, p);
+      CHECK_MSG(in_range, "row %zu k %zu: a slice outside the int8 digits or of the wrong sign", i, p);
       /* value * 2^(56 - e) is an integer here; the digits must be it exactly. */
       double scaled = ldexp(a[i * K + p], 7 * SLICES - exps[i]);
       CHECK_MSG(scaled == trunc(scaled) && (double)rebuilt == scaled && (int64_t)scaled == rebuilt,
