@@ -286,6 +286,35 @@ done:
   return st;
 }
 
+/* An optional float attribute of any float type; *present false when absent. */
+static precis_status read_optional_double_attr(const char *file, hid_t obj, const char *obj_path, const char *name,
+                                               double *value, bool *present) {
+  *present = false;
+  if (H5Aexists(obj, name) <= 0) {
+    H5Eclear2(H5E_DEFAULT);
+    return PRECIS_OK;
+  }
+  hid_t attr = -1, ftype = -1;
+  precis_status st = open_attr(file, obj, obj_path, name, "a float", &attr);
+  if (st != PRECIS_OK) return st;
+  ftype = H5Aget_type(attr);
+  if (ftype < 0 || H5Tget_class(ftype) != H5T_FLOAT) {
+    st = precis_fail(PRECIS_E_INPUT, "%s: %s: attribute %s: expected a float", file, obj_path, name);
+    goto done;
+  }
+  if ((st = check_single_element(file, attr, obj_path, name, "float")) != PRECIS_OK) goto done;
+  if (H5Aread(attr, H5T_NATIVE_DOUBLE, value) < 0) {
+    st = precis_fail(PRECIS_E_INPUT, "%s: %s: attribute %s cannot be read: %s", file, obj_path, name,
+                     hdf5_last_error().innermost);
+    goto done;
+  }
+  *present = true;
+done:
+  close_id(&ftype);
+  close_id(&attr);
+  return st;
+}
+
 static precis_status read_positive_attr(const char *file, hid_t obj, const char *obj_path, const char *name,
                                         int64_t *value) {
   precis_status st = read_integer_attr(file, obj, obj_path, name, value, NULL);
@@ -411,7 +440,7 @@ static bool workload_counts(const precis_workload_info *w, uint64_t *a, uint64_t
 uint64_t precis_workload_bytes(const precis_workload_info *info) {
   uint64_t a, b, c, calib;
   if (!workload_counts(info, &a, &b, &c, &calib)) return UINT64_MAX;
-  return 4 * a + 4 * b + 16 * c + 4 * calib;
+  return 4 * a + 4 * b + (info->has_c_ref_lo ? 24 : 16) * c + 4 * calib;
 }
 
 static uint64_t host_memory_bytes(void) {
@@ -430,6 +459,7 @@ static void free_workload_info(precis_workload_info *w) {
   free(w->a_dist);
   free(w->b_dist);
   free(w->reference);
+  free(w->reference_precision);
   memset(w, 0, sizeof *w);
 }
 
@@ -481,6 +511,28 @@ static precis_status validate_workload(const char *file, hid_t workloads, const 
     H5Eclear2(H5E_DEFAULT);
     w->reference = precis_strdup("");
   }
+  if (H5Aexists(group, "reference_precision") > 0) {
+    if ((st = read_string_attr(file, group, path, "reference_precision", &w->reference_precision)) != PRECIS_OK)
+      goto done;
+    if (strcmp(w->reference_precision, "float64") != 0 && strcmp(w->reference_precision, "double-double") != 0) {
+      st = precis_fail(PRECIS_E_INPUT, "%s: %s: attribute reference_precision: expected \"float64\" or "
+                       "\"double-double\", found \"%s\"", file, path, w->reference_precision);
+      goto done;
+    }
+  } else {
+    H5Eclear2(H5E_DEFAULT);
+    w->reference_precision = precis_strdup("float64");
+  }
+  bool has_bound;
+  w->reference_error_bound = NAN;
+  if ((st = read_optional_double_attr(file, group, path, "reference_error_bound", &w->reference_error_bound,
+                                      &has_bound)) != PRECIS_OK)
+    goto done;
+  if (has_bound && !(w->reference_error_bound >= 0 && w->reference_error_bound < 1)) {
+    st = precis_fail(PRECIS_E_INPUT, "%s: %s: attribute reference_error_bound: expected a number in [0, 1), found %g",
+                     file, path, w->reference_error_bound);
+    goto done;
+  }
 
   /* Overflow before anything is multiplied for a shape (calib is checked once its size is known). */
   uint64_t a_count, b_count, c_count, calib_count;
@@ -496,7 +548,7 @@ static precis_status validate_workload(const char *file, hid_t workloads, const 
 
   int64_t a_dims[3] = {w->batch, w->m, w->k}, b2[2] = {w->k, w->n}, b3[3] = {w->batch, w->k, w->n};
   int64_t c_dims[3] = {w->batch, w->m, w->n};
-  dataset_facts facts[5];
+  dataset_facts facts[6];
   int n_facts = 0, which = 0;
   char dpath_a[1100], dpath_b[1100], dpath_c_ref[1100], dpath_ab_abs[1100], dpath_calib_a[1100];
   snprintf(dpath_a, sizeof dpath_a, "%s/a", path);
@@ -511,6 +563,24 @@ static precis_status validate_workload(const char *file, hid_t workloads, const 
     goto done;
   if ((st = check_dataset(file, group, "ab_abs", dpath_ab_abs, ELEM_F64, 3, c_dims, 0, NULL, NULL, &facts[n_facts++])) != PRECIS_OK)
     goto done;
+  /* A double-double reference: its low part, present exactly when the attribute says so. */
+  w->has_c_ref_lo = H5Lexists(group, "c_ref_lo", H5P_DEFAULT) > 0;
+  H5Eclear2(H5E_DEFAULT);
+  bool dd = strcmp(w->reference_precision, "double-double") == 0;
+  if (w->has_c_ref_lo != dd) {
+    st = precis_fail(PRECIS_E_INPUT, "%s: %s: %s", file, path,
+                     dd ? "reference_precision is \"double-double\" but the dataset c_ref_lo is missing"
+                        : "c_ref_lo (the low part of a double-double reference) needs reference_precision = "
+                          "\"double-double\"");
+    goto done;
+  }
+  if (dd) {
+    char dpath_lo[1100];
+    snprintf(dpath_lo, sizeof dpath_lo, "%s/c_ref_lo", path);
+    if ((st = check_dataset(file, group, "c_ref_lo", dpath_lo, ELEM_F64, 3, c_dims, 0, NULL, NULL,
+                            &facts[n_facts++])) != PRECIS_OK)
+      goto done;
+  }
 
   htri_t has_calib = H5Lexists(group, "calib", H5P_DEFAULT);
   if (has_calib > 0) {
@@ -830,6 +900,23 @@ precis_status precis_dataset_load(precis_dataset *ds, size_t index, precis_workl
   if ((st = read_array(ds, w, "b", ELEM_F32, out->b)) != PRECIS_OK) goto done;
   if ((st = read_array(ds, w, "c_ref", ELEM_F64, out->c_ref)) != PRECIS_OK) goto done;
   if ((st = read_array(ds, w, "ab_abs", ELEM_F64, out->ab_abs)) != PRECIS_OK) goto done;
+  if (w->has_c_ref_lo) {
+    if (!(out->c_ref_lo = malloc(c_count * sizeof(double)))) {
+      st = precis_fail(PRECIS_E_NOMEM, "%s: /workloads/%s: out of host memory loading c_ref_lo", ds->path, w->name);
+      goto done;
+    }
+    if ((st = read_array(ds, w, "c_ref_lo", ELEM_F64, out->c_ref_lo)) != PRECIS_OK) goto done;
+    for (uint64_t i = 0; i < c_count; i++)
+      if (!isfinite(out->c_ref_lo[i]) || fabs(out->c_ref_lo[i]) > 0x1p-52 * fabs(out->c_ref[i])) {
+        char at[96];
+        index_text(i, w->m, w->n, at, sizeof at);
+        st = precis_fail(PRECIS_E_INPUT,
+                         "%s: /workloads/%s/c_ref_lo: element %s is %g for c_ref %g (expected the low part of a "
+                         "double-double value: |c_ref_lo| <= ulp(c_ref)/2)",
+                         ds->path, w->name, at, out->c_ref_lo[i], out->c_ref[i]);
+        goto done;
+      }
+  }
   if (out->calib_a && (st = read_array(ds, w, "calib/a", ELEM_F32, out->calib_a)) != PRECIS_OK) goto done;
   if ((st = check_finite_f32(ds, w, "a", out->a, a_count, w->m, w->k)) != PRECIS_OK) goto done;
   if ((st = check_finite_f32(ds, w, "b", out->b, b_count, w->k, w->n)) != PRECIS_OK) goto done;
@@ -904,6 +991,10 @@ done:
   close_id(&attr);
   close_id(&space);
   return rc;
+}
+
+static herr_t write_double_attr(hid_t obj, const char *name, double value) {
+  return write_int_attr(obj, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &value);
 }
 
 static herr_t write_i64_attr(hid_t obj, const char *name, int64_t value) {
@@ -1048,6 +1139,13 @@ precis_status precis_dataset_writer_add(precis_dataset_writer *w, const precis_w
       write_string_attr(group, "a_dist", info->a_dist) < 0 || write_string_attr(group, "b_dist", info->b_dist) < 0)
     goto failed;
   if (info->reference && info->reference[0] && write_string_attr(group, "reference", info->reference) < 0) goto failed;
+  if (info->reference_precision && write_string_attr(group, "reference_precision", info->reference_precision) < 0)
+    goto failed;
+  if (info->reference_precision && !isnan(info->reference_error_bound) && write_double_attr(group, "reference_error_bound", info->reference_error_bound) < 0)
+    goto failed;
+  if (data->c_ref_lo && write_array(group, "c_ref_lo", 3, (int64_t[3]){info->batch, info->m, info->n}, ELEM_F64,
+                                    data->c_ref_lo, w->gzip_level) < 0)
+    goto failed;
   int64_t a_dims[3] = {info->batch, info->m, info->k}, c_dims[3] = {info->batch, info->m, info->n};
   int64_t b_dims3[3] = {info->batch, info->k, info->n};
   if (write_array(group, "a", 3, a_dims, ELEM_F32, data->a, w->gzip_level) < 0) goto failed;

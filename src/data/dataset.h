@@ -24,6 +24,12 @@ typedef struct precis_workload_info {
   int64_t calib_samples; /* rows of /calib/a's first dimension; 0 when absent */
   /* Optional attribute `reference` (how c_ref was computed); "" when the file does not say. */
   char *reference;
+  /* How good c_ref is (docs/high-precision.md): "float64" (dgemm; also when the file does not say)
+   * or "double-double" (c_ref + c_ref_lo, then has_c_ref_lo); reference_error_bound: B with
+   * |reference - exact a·b| <= B · ab_abs elementwise (NaN when the file does not say). */
+  char *reference_precision;
+  double reference_error_bound;
+  bool has_c_ref_lo;
   bool checksummed;       /* every dataset of the workload has the Fletcher32 filter */
   bool compressed;        /* some dataset is gzip-compressed */
   uint64_t stored_bytes;  /* bytes the workload's datasets occupy in the file */

@@ -142,6 +142,9 @@ void precis_dataset_id_add(precis_sha256 *h, const precis_workload_info *info, c
   put_floats(h, data->a, a_count);
   put_floats(h, data->b, b_count);
   put_floats(h, data->calib_a, calib_count);
+  /* Other references, other errors: a double-double dataset is another dataset (float64 ones keep
+   * the ids they always had). */
+  if (info->has_c_ref_lo) put_string(h, "reference=double-double");
 }
 
 void precis_dataset_id_finish(precis_sha256 *h, char hex[65]) {
