@@ -440,7 +440,7 @@ static bool workload_counts(const precis_workload_info *w, uint64_t *a, uint64_t
 uint64_t precis_workload_bytes(const precis_workload_info *info) {
   uint64_t a, b, c, calib;
   if (!workload_counts(info, &a, &b, &c, &calib)) return UINT64_MAX;
-  return 4 * a + 4 * b + (info->has_c_ref_lo ? 24 : 16) * c + 4 * calib;
+  return (info->a_f64 ? 12 : 4) * a + (info->b_f64 ? 12 : 4) * b + (info->has_c_ref_lo ? 24 : 16) * c + 4 * calib;
 }
 
 static uint64_t host_memory_bytes(void) {
@@ -475,6 +475,22 @@ void precis_dataset_close(precis_dataset *ds) {
   free(ds->created_utc);
   free(ds->suite);
   free(ds);
+}
+
+/* Whether loc/name is a dataset of 8-byte floats (anything else is checked as float32). */
+static bool stored_as_float64(hid_t loc, const char *name) {
+  bool f64 = false;
+  if (H5Lexists(loc, name, H5P_DEFAULT) > 0) {
+    hid_t obj = H5Oopen(loc, name, H5P_DEFAULT);
+    if (obj >= 0 && H5Iget_type(obj) == H5I_DATASET) {
+      hid_t type = H5Dget_type(obj);
+      f64 = type >= 0 && H5Tget_class(type) == H5T_FLOAT && H5Tget_size(type) == 8;
+      if (type >= 0) H5Tclose(type);
+    }
+    if (obj >= 0) H5Oclose(obj);
+  }
+  H5Eclear2(H5E_DEFAULT);
+  return f64;
 }
 
 static precis_status validate_workload(const char *file, hid_t workloads, const char *name, precis_workload_info *w) {
@@ -556,8 +572,15 @@ static precis_status validate_workload(const char *file, hid_t workloads, const 
   snprintf(dpath_c_ref, sizeof dpath_c_ref, "%s/c_ref", path);
   snprintf(dpath_ab_abs, sizeof dpath_ab_abs, "%s/ab_abs", path);
   snprintf(dpath_calib_a, sizeof dpath_calib_a, "%s/calib/a", path);
-  if ((st = check_dataset(file, group, "a", dpath_a, ELEM_F32, 3, a_dims, 0, NULL, NULL, &facts[n_facts++])) != PRECIS_OK) goto done;
-  if ((st = check_dataset(file, group, "b", dpath_b, ELEM_F32, 2, b2, 3, b3, &which, &facts[n_facts++])) != PRECIS_OK) goto done;
+  /* a and b: float32, or float64 for inputs with all 53 bits (DESIGN §13). */
+  w->a_f64 = stored_as_float64(group, "a");
+  w->b_f64 = stored_as_float64(group, "b");
+  if ((st = check_dataset(file, group, "a", dpath_a, w->a_f64 ? ELEM_F64 : ELEM_F32, 3, a_dims, 0, NULL, NULL,
+                          &facts[n_facts++])) != PRECIS_OK)
+    goto done;
+  if ((st = check_dataset(file, group, "b", dpath_b, w->b_f64 ? ELEM_F64 : ELEM_F32, 2, b2, 3, b3, &which,
+                          &facts[n_facts++])) != PRECIS_OK)
+    goto done;
   w->b_batched = which == 1;
   if ((st = check_dataset(file, group, "c_ref", dpath_c_ref, ELEM_F64, 3, c_dims, 0, NULL, NULL, &facts[n_facts++])) != PRECIS_OK)
     goto done;
@@ -775,6 +798,8 @@ void precis_workload_data_free(precis_workload_data *d) {
   free(d->b);
   free(d->c_ref);
   free(d->c_ref_lo);
+  free(d->a64);
+  free(d->b64);
   free(d->ab_abs);
   free(d->calib_a);
   memset(d, 0, sizeof *d);
@@ -815,7 +840,8 @@ static precis_status check_finite_f32(const precis_dataset *ds, const precis_wor
   return PRECIS_OK;
 }
 
-/* c_ref and ab_abs must be what a float64 accumulation of the stored float32 values gives. A
+/* c_ref and ab_abs must be what a float64 accumulation of the stored values gives (float32, or
+ * float64 inputs whose products the check splits exactly with fma). A
  * float32 matmul widened to float64 (a common slip when writing a dataset by hand) is off by about
  * 1e-7 relative to |a|.|b|, far outside float64's k*2^-53: check a spread of entries against a
  * compensated dot product (products of two float32 values are exact in float64). */
@@ -838,11 +864,14 @@ static precis_status check_references(const precis_dataset *ds, const precis_wor
   for (uint64_t t = 0; t < checks; t++) {
     uint64_t flat = t == checks - 1 ? total - 1 : (uint64_t)(((unsigned __int128)t * 0x9E3779B97F4A7C15ull) % total);
     uint64_t s = flat / ((uint64_t)m * (uint64_t)n), i = (flat / (uint64_t)n) % (uint64_t)m, j = flat % (uint64_t)n;
-    const float *arow = d->a + (s * (uint64_t)m + i) * (uint64_t)k;
-    const float *bmat = d->b + (w->b_batched ? s * (uint64_t)k * (uint64_t)n : 0);
+    const uint64_t a_row = (s * (uint64_t)m + i) * (uint64_t)k, b_mat = w->b_batched ? s * (uint64_t)k * (uint64_t)n : 0;
     double sum = 0, comp = 0, abs_sum = 0, abs_comp = 0;
     for (int64_t l = 0; l < k; l++) {
-      double p = (double)arow[l] * (double)bmat[(uint64_t)l * (uint64_t)n + j];
+      uint64_t b_at = b_mat + (uint64_t)l * (uint64_t)n + j;
+      double x = d->a64 ? d->a64[a_row + (uint64_t)l] : (double)d->a[a_row + (uint64_t)l];
+      double y = d->b64 ? d->b64[b_at] : (double)d->b[b_at];
+      double p = x * y;
+      comp += fma(x, y, -p); /* the product's rounding error: 0 for float32 inputs */
       double t2 = sum + p; /* Neumaier's compensated summation */
       comp += fabs(sum) >= fabs(p) ? (sum - t2) + p : (p - t2) + sum;
       sum = t2;
@@ -872,6 +901,27 @@ static precis_status check_references(const precis_dataset *ds, const precis_wor
   return PRECIS_OK;
 }
 
+/* An input stored as float64: kept in *wide, rounded to float32 into narrow. Values must be finite;
+ * one beyond float32's range rounds to +-inf in narrow, which is what a float32 recipe would see. */
+static precis_status read_input(const precis_dataset *ds, const precis_workload_info *w, const char *name, bool f64,
+                                uint64_t count, int64_t d1, int64_t d2, float *narrow, double **wide) {
+  if (!f64) return read_array(ds, w, name, ELEM_F32, narrow);
+  if (!(*wide = malloc(count * sizeof(double))))
+    return precis_fail(PRECIS_E_NOMEM, "%s: /workloads/%s/%s: out of host memory", ds->path, w->name, name);
+  precis_status st = read_array(ds, w, name, ELEM_F64, *wide);
+  if (st != PRECIS_OK) return st;
+  for (uint64_t i = 0; i < count; i++) {
+    if (!isfinite((*wide)[i])) {
+      char at[96];
+      index_text(i, d1, d2, at, sizeof at);
+      return precis_fail(PRECIS_E_INPUT, "%s: /workloads/%s/%s: element %s is %s (inputs must be finite)", ds->path,
+                         w->name, name, at, isnan((*wide)[i]) ? "NaN" : "infinite");
+    }
+    narrow[i] = (float)(*wide)[i];
+  }
+  return PRECIS_OK;
+}
+
 precis_status precis_dataset_load(precis_dataset *ds, size_t index, precis_workload_data *out) {
   memset(out, 0, sizeof *out);
   hdf5_quiet();
@@ -896,8 +946,8 @@ precis_status precis_dataset_load(precis_dataset *ds, size_t index, precis_workl
                      (double)need / 1073741824.0);
     goto done;
   }
-  if ((st = read_array(ds, w, "a", ELEM_F32, out->a)) != PRECIS_OK) goto done;
-  if ((st = read_array(ds, w, "b", ELEM_F32, out->b)) != PRECIS_OK) goto done;
+  if ((st = read_input(ds, w, "a", w->a_f64, a_count, w->m, w->k, out->a, &out->a64)) != PRECIS_OK) goto done;
+  if ((st = read_input(ds, w, "b", w->b_f64, b_count, w->k, w->n, out->b, &out->b64)) != PRECIS_OK) goto done;
   if ((st = read_array(ds, w, "c_ref", ELEM_F64, out->c_ref)) != PRECIS_OK) goto done;
   if ((st = read_array(ds, w, "ab_abs", ELEM_F64, out->ab_abs)) != PRECIS_OK) goto done;
   if (w->has_c_ref_lo) {
@@ -918,8 +968,8 @@ precis_status precis_dataset_load(precis_dataset *ds, size_t index, precis_workl
       }
   }
   if (out->calib_a && (st = read_array(ds, w, "calib/a", ELEM_F32, out->calib_a)) != PRECIS_OK) goto done;
-  if ((st = check_finite_f32(ds, w, "a", out->a, a_count, w->m, w->k)) != PRECIS_OK) goto done;
-  if ((st = check_finite_f32(ds, w, "b", out->b, b_count, w->k, w->n)) != PRECIS_OK) goto done;
+  if (!w->a_f64 && (st = check_finite_f32(ds, w, "a", out->a, a_count, w->m, w->k)) != PRECIS_OK) goto done;
+  if (!w->b_f64 && (st = check_finite_f32(ds, w, "b", out->b, b_count, w->k, w->n)) != PRECIS_OK) goto done;
   if (out->calib_a && (st = check_finite_f32(ds, w, "calib/a", out->calib_a, calib_count, w->m, w->k)) != PRECIS_OK)
     goto done;
   st = check_references(ds, w, out);
@@ -1148,9 +1198,12 @@ precis_status precis_dataset_writer_add(precis_dataset_writer *w, const precis_w
     goto failed;
   int64_t a_dims[3] = {info->batch, info->m, info->k}, c_dims[3] = {info->batch, info->m, info->n};
   int64_t b_dims3[3] = {info->batch, info->k, info->n};
-  if (write_array(group, "a", 3, a_dims, ELEM_F32, data->a, w->gzip_level) < 0) goto failed;
-  if (info->b_batched ? write_array(group, "b", 3, b_dims3, ELEM_F32, data->b, w->gzip_level) < 0
-                      : write_array(group, "b", 2, b_dims3 + 1, ELEM_F32, data->b, w->gzip_level) < 0)
+  bool a64 = info->a_f64 && data->a64, b64 = info->b_f64 && data->b64;
+  if (write_array(group, "a", 3, a_dims, a64 ? ELEM_F64 : ELEM_F32, a64 ? (const void *)data->a64 : data->a,
+                  w->gzip_level) < 0)
+    goto failed;
+  if (write_array(group, "b", info->b_batched ? 3 : 2, info->b_batched ? b_dims3 : b_dims3 + 1,
+                  b64 ? ELEM_F64 : ELEM_F32, b64 ? (const void *)data->b64 : data->b, w->gzip_level) < 0)
     goto failed;
   if (write_array(group, "c_ref", 3, c_dims, ELEM_F64, data->c_ref, w->gzip_level) < 0) goto failed;
   if (write_array(group, "ab_abs", 3, c_dims, ELEM_F64, data->ab_abs, w->gzip_level) < 0) goto failed;

@@ -30,6 +30,9 @@ typedef struct precis_workload_info {
   char *reference_precision;
   double reference_error_bound;
   bool has_c_ref_lo;
+  /* a / b stored as float64 (DESIGN §13): the loaded data hold them in a64 / b64, and in a / b
+   * their float32 rounding (RNE), which is what recipes with narrower inputs read. */
+  bool a_f64, b_f64;
   bool checksummed;       /* every dataset of the workload has the Fletcher32 filter */
   bool compressed;        /* some dataset is gzip-compressed */
   uint64_t stored_bytes;  /* bytes the workload's datasets occupy in the file */
@@ -42,6 +45,7 @@ typedef struct precis_workload_data {
   double *ab_abs; /* [batch, m, n] */
   float *calib_a; /* [calib_samples, m, k] or NULL */
   double *c_ref_lo; /* [batch, m, n] low part of a double-double reference (c_ref + c_ref_lo), or NULL */
+  double *a64, *b64; /* float64 inputs as stored (info a_f64 / b_f64), else NULL */
 } precis_workload_data;
 
 typedef struct precis_dataset {

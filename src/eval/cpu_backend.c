@@ -342,8 +342,9 @@ static precis_status prepare_f64(cpu_case *cc, precis_kv_list *details) {
   cc->c64 = case_alloc(cc, cc->c_count, sizeof(double));
   if (!cc->a_f64 || !cc->b_f64 || !cc->c64)
     return out_of_memory(cc, "the float64 operands", (cc->a_count + cc->b_count + cc->c_count) * sizeof(double));
-  for (size_t i = 0; i < cc->a_count; i++) cc->a_f64[i] = cc->d->a[i];
-  for (size_t i = 0; i < cc->b_count; i++) cc->b_f64[i] = cc->d->b[i];
+  /* float64 datasets give all 53 bits; float32 ones widen exactly. */
+  for (size_t i = 0; i < cc->a_count; i++) cc->a_f64[i] = cc->d->a64 ? cc->d->a64[i] : cc->d->a[i];
+  for (size_t i = 0; i < cc->b_count; i++) cc->b_f64[i] = cc->d->b64 ? cc->d->b64[i] : cc->d->b[i];
   if (cc->gemm != CPU_GEMM_OZAKI) return PRECIS_OK;
   if (w->k > INT8_MAX_K) {
     cc->status = PRECIS_ROW_UNSUPPORTED;
