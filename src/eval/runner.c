@@ -54,6 +54,13 @@ static void compute_error_metrics(precis_row *row, const precis_workload_info *w
                                per_sample, &samples[b]);
   precis_metrics_aggregate(samples, (size_t)w->batch, row->error);
   free(samples);
+  if (d->c_ref_lo) {
+    /* Errors near fp64's are only meaningful next to the reference's own bound. */
+    char text[160];
+    snprintf(text, sizeof text, "double-double (c_ref + c_ref_lo), |reference - a.b| <= %.3g * ab_abs",
+             w->reference_error_bound);
+    precis_kv_set(&row->details, "reference", text);
+  }
   if (!isnan(clipped_fraction)) {
     row->error[PRECIS_METRIC_CLIPPED] = (precis_metric_value){clipped_fraction, clipped_fraction, true};
   }

@@ -104,6 +104,8 @@ def main():
         rows = {(r["workload"], r["recipe"]): r for r in json.load(open(os.path.join(out, "report.json")))["rows"]}
         fro = rows[("normal", "fp64")]["error"]["rel_fro"]["worst"]
         check(fro is not None and 1e-18 < fro < 1e-14, f"normal fp64: rel_fro {fro} (measured, near 1e-16)")
+        check("double-double" in rows[("normal", "fp64")]["details"].get("reference", "") and
+              "reference" not in rows[("plain", "fp64")]["details"], "rows say when their reference is double-double")
         fro = rows[("plain", "fp64")]["error"]["rel_fro"]["worst"]
         check(fro == 0, f"plain fp64 against its own float64 reference: rel_fro {fro} (the reference is the same dgemm)")
 
