@@ -35,5 +35,7 @@ static inline const precis_recipe *preset_recipe(const char *name) {
 }
 
 #define PRESET_COUNT ((int)precis_recipe_preset_all_count())
+/* Every preset, for tests of the cpu backend and of criteria (preset_recipe_of_table). */
+#define PRESET_TABLE_COUNT ((int)precis_recipe_preset_count())
 
 #endif
