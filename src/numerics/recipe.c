@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The presets of DESIGN §3 as specs. tf32 is spelled with tf32 operands (acc=fp32fast parses to
- * the same spec); fp16acc16 is acc=fp16. */
+/* The presets of DESIGN §3 as specs, then the high-precision family (docs/high-precision.md). tf32
+ * is spelled with tf32 operands (acc=fp32fast parses to the same spec); fp16acc16 is acc=fp16. */
 static const precis_recipe_preset presets[] = {
     {.name = "fp32", .spec = "a=fp32,b=fp32,acc=fp32,out=fp32,scale=dynamic,smooth=none,split=none",
      .description = "A,B f32; compute 32F; output f32", .baseline = true, .required = true},
@@ -28,33 +28,42 @@ static const precis_recipe_preset presets[] = {
      .description = "A,B f64 (exact from f32 inputs); compute 64F; output f64", .high_precision = true},
     {.name = "3xtf32", .spec = "a=fp32,b=fp32,acc=fp32,out=fp32,scale=dynamic,smooth=none,split=tf32x3",
      .description = "A,B f32 split into tf32 big + small (RNE); big*big + big*small + small*big summed in f32; "
-                    "output f32", .high_precision = true},
+                    "output f32",
+     .high_precision = true},
     {.name = "bf16x3", .spec = "a=fp32,b=fp32,acc=fp32,out=fp32,scale=dynamic,smooth=none,split=bf16x3",
      .description = "A,B f32 split into 2 bf16 terms (RNE); the 3 largest products summed in f32; output f32",
      .high_precision = true},
     {.name = "bf16x6", .spec = "a=fp32,b=fp32,acc=fp32,out=fp32,scale=dynamic,smooth=none,split=bf16x6",
      .description = "A,B f32 split into 3 bf16 terms (RNE); the 6 largest of the 9 products summed in f32; "
-                    "output f32", .high_precision = true},
+                    "output f32",
+     .high_precision = true},
     {.name = "bf16x9", .spec = "a=fp32,b=fp32,acc=fp32,out=fp32,scale=dynamic,smooth=none,split=bf16x9",
-     .description = "A,B f32 split into 3 bf16 terms (RNE); all 9 products summed in f32; output f32", .high_precision = true},
+     .description = "A,B f32 split into 3 bf16 terms (RNE); all 9 products summed in f32; output f32",
+     .high_precision = true},
     {.name = "ozaki-int8-3", .spec = "a=fp64,b=fp64,acc=fp64,out=fp64,scale=dynamic,smooth=none,split=int8x3",
-     .description = "FP64 emulated on int8 (Ozaki scheme I): 3 int8 slices per row of A / column of B with power-of-two "
-                    "scales, 6 exact int32 slice products summed in f64; output f64", .high_precision = true},
+     .description = "FP64 emulated on int8 (Ozaki scheme I): 3 int8 slices per row of A / column of B, power-of-two "
+                    "scales, 6 exact int32 slice products summed in f64; output f64",
+     .high_precision = true},
     {.name = "ozaki-int8-4", .spec = "a=fp64,b=fp64,acc=fp64,out=fp64,scale=dynamic,smooth=none,split=int8x4",
-     .description = "FP64 emulated on int8 (Ozaki scheme I): 4 int8 slices per row of A / column of B with power-of-two "
-                    "scales, 10 exact int32 slice products summed in f64; output f64", .high_precision = true},
+     .description = "FP64 emulated on int8 (Ozaki scheme I): 4 int8 slices per row of A / column of B, power-of-two "
+                    "scales, 10 exact int32 slice products summed in f64; output f64",
+     .high_precision = true},
     {.name = "ozaki-int8-5", .spec = "a=fp64,b=fp64,acc=fp64,out=fp64,scale=dynamic,smooth=none,split=int8x5",
-     .description = "FP64 emulated on int8 (Ozaki scheme I): 5 int8 slices per row of A / column of B with power-of-two "
-                    "scales, 15 exact int32 slice products summed in f64; output f64", .high_precision = true},
+     .description = "FP64 emulated on int8 (Ozaki scheme I): 5 int8 slices per row of A / column of B, power-of-two "
+                    "scales, 15 exact int32 slice products summed in f64; output f64",
+     .high_precision = true},
     {.name = "ozaki-int8-6", .spec = "a=fp64,b=fp64,acc=fp64,out=fp64,scale=dynamic,smooth=none,split=int8x6",
-     .description = "FP64 emulated on int8 (Ozaki scheme I): 6 int8 slices per row of A / column of B with power-of-two "
-                    "scales, 21 exact int32 slice products summed in f64; output f64", .high_precision = true},
+     .description = "FP64 emulated on int8 (Ozaki scheme I): 6 int8 slices per row of A / column of B, power-of-two "
+                    "scales, 21 exact int32 slice products summed in f64; output f64",
+     .high_precision = true},
     {.name = "ozaki-int8-7", .spec = "a=fp64,b=fp64,acc=fp64,out=fp64,scale=dynamic,smooth=none,split=int8x7",
-     .description = "FP64 emulated on int8 (Ozaki scheme I): 7 int8 slices per row of A / column of B with power-of-two "
-                    "scales, 28 exact int32 slice products summed in f64; output f64", .high_precision = true},
+     .description = "FP64 emulated on int8 (Ozaki scheme I): 7 int8 slices per row of A / column of B, power-of-two "
+                    "scales, 28 exact int32 slice products summed in f64; output f64",
+     .high_precision = true},
     {.name = "ozaki-int8-8", .spec = "a=fp64,b=fp64,acc=fp64,out=fp64,scale=dynamic,smooth=none,split=int8x8",
-     .description = "FP64 emulated on int8 (Ozaki scheme I): 8 int8 slices per row of A / column of B with power-of-two "
-                    "scales, 36 exact int32 slice products summed in f64; output f64", .high_precision = true},
+     .description = "FP64 emulated on int8 (Ozaki scheme I): 8 int8 slices per row of A / column of B, power-of-two "
+                    "scales, 36 exact int32 slice products summed in f64; output f64",
+     .high_precision = true},
 };
 
 _Static_assert(sizeof presets / sizeof presets[0] <= PRECIS_RECIPE_PRESET_MAX, "PRECIS_RECIPE_PRESET_MAX bounds the preset table");
