@@ -136,8 +136,8 @@ precis_status precis_recipe_parse(const char *text, precis_recipe *out) {
     char names[1024];
     preset_names(names, sizeof names);
     return precis_fail(PRECIS_E_USAGE,
-                       "--recipes: unknown recipe \"%s\" (expected a preset: %s, all, high-precision; or a spec of fields a=, b=, "
-                       "acc=, out=, scale=, smooth=, split=)",
+                       "--recipes: unknown recipe \"%s\" (expected a preset: %s, all, high-precision; or a spec of "
+                       "fields a=, b=, acc=, out=, scale=, smooth=, split=)",
                        text, names);
   }
   memset(out, 0, sizeof *out);
