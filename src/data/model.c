@@ -16,6 +16,7 @@
 #include "dataset.h"
 #include "dataset_digest.h"
 #include "escape.h"
+#include "file_kind.h"
 #include "fileio.h"
 #include "format.h"
 #include "generate.h"
@@ -429,40 +430,133 @@ static void progress_step(const progress_bar *p, size_t index, const precis_mode
   fflush(stderr);
 }
 
-/* Activations of one layer from the --activations file: [samples, tokens, k] (or [tokens, k]). */
-static precis_status layer_activations(const precis_model_import_options *o, const precis_model_layer *layer, bool hdf5,
-                                       float **values, int64_t *samples, int64_t *tokens) {
-  char *object = hdf5 ? precis_asprintf("/%s", layer->name) : precis_strdup(layer->name);
-  char *path = precis_strdup(o->activations);
-  precis_dist d = {.kind = PRECIS_DIST_FILE, .path = path, .object = object};
-  int rank = 0;
-  int64_t shape[3] = {0, 0, 0};
-  precis_status st = object && path ? precis_read_matrix_file(&d, ".", values, &rank, shape)
-                                    : precis_fail(PRECIS_E_NOMEM, "out of memory");
-  free(object);
-  free(path);
-  if (st != PRECIS_OK) {
-    precis_error_prefix("--activations for layer %s (expected %s named after the layer, shape [samples, tokens, %" PRId64 "])",
-                        layer->name, hdf5 ? "an HDF5 dataset" : "a tensor", layer->in_features);
-    return st;
+/* Where --activations keeps each layer's [samples, tokens, k] array, judged once from the path. */
+typedef enum activation_kind {
+  ACTIVATIONS_HDF5,        /* dataset /<layer> */
+  ACTIVATIONS_SAFETENSORS, /* tensor <layer> */
+  ACTIVATIONS_NPZ,         /* member <layer>.npy, as np.savez(path, **{layer: x}) writes it */
+  ACTIVATIONS_NPY,         /* the one array of the file: only when one layer is imported */
+  ACTIVATIONS_NPY_DIR,     /* a directory of <layer>.npy files */
+} activation_kind;
+
+static const char *activation_expected(activation_kind kind) {
+  switch (kind) {
+  case ACTIVATIONS_HDF5: return "an HDF5 dataset /<layer>";
+  case ACTIVATIONS_SAFETENSORS: return "a safetensors tensor named after the layer";
+  case ACTIVATIONS_NPZ: return "an .npz array named after the layer";
+  case ACTIVATIONS_NPY: return "the .npy file's array";
+  case ACTIVATIONS_NPY_DIR: return "a file <layer>.npy in the directory";
   }
-  *samples = rank == 3 ? shape[0] : 1;
-  *tokens = shape[rank - 2];
-  if (shape[rank - 1] != layer->in_features) {
-    free(*values);
-    *values = NULL;
-    return precis_fail(PRECIS_E_INPUT, "%s: %s: the last dimension is %" PRId64 ", but layer %s has in_features = %" PRId64,
-                       o->activations, layer->name, shape[rank - 1], layer->name, layer->in_features);
+  return "";
+}
+
+/* The file and object (NULL for a whole .npy) holding a layer's activations. */
+static precis_status activation_location(const char *activations, activation_kind kind, const char *layer, char **path,
+                                         char **object) {
+  *object = NULL;
+  *path = kind == ACTIVATIONS_NPY_DIR ? precis_asprintf("%s/%s.npy", activations, layer) : precis_strdup(activations);
+  if (kind == ACTIVATIONS_HDF5) *object = precis_asprintf("/%s", layer);
+  else if (kind == ACTIVATIONS_SAFETENSORS || kind == ACTIVATIONS_NPZ) *object = precis_strdup(layer);
+  bool needs_object = kind != ACTIVATIONS_NPY && kind != ACTIVATIONS_NPY_DIR;
+  if (!*path || (needs_object && !*object)) {
+    free(*path);
+    free(*object);
+    *path = *object = NULL;
+    return precis_fail(PRECIS_E_NOMEM, "out of memory");
   }
   return PRECIS_OK;
 }
 
-static bool is_hdf5_file(const char *path) {
-  FILE *fp = fopen(path, "rb");
-  unsigned char magic[8] = {0};
-  bool yes = fp && fread(magic, 1, 8, fp) == 8 && memcmp(magic, "\x89HDF\r\n\x1a\n", 8) == 0;
-  if (fp) fclose(fp);
-  return yes;
+/* A directory of <layer>.npy files lacks this layer's: say which files it does hold that are close. */
+static precis_status missing_npy(const char *dir_path, const char *layer) {
+  char closest[512] = "";
+  size_t n = 0, cap = 0;
+  char **names = NULL;
+  DIR *dir = opendir(dir_path);
+  for (struct dirent *e; dir && (e = readdir(dir)) != NULL;) {
+    if (!ends_with(e->d_name, ".npy")) continue;
+    if (n == cap) {
+      cap = cap ? 2 * cap : 16;
+      char **grown = realloc(names, cap * sizeof *grown);
+      if (!grown) break;
+      names = grown;
+    }
+    if (!(names[n] = precis_asprintf("%.*s", (int)(strlen(e->d_name) - 4), e->d_name))) break;
+    n++;
+  }
+  if (dir) closedir(dir);
+  if (names) precis_closest_names(layer, (const char *const *)names, n, closest, sizeof closest);
+  for (size_t i = 0; i < n; i++) free(names[i]);
+  free(names);
+  return precis_fail(PRECIS_E_INPUT, "%s/%s.npy: no such file (--activations %s is a directory: one [samples, tokens, "
+                     "in_features] .npy per layer, named <layer>.npy; it holds %zu .npy files)%s",
+                     dir_path, layer, dir_path, n, closest);
+}
+
+/* Activations of one layer from --activations: [samples, tokens, k] (or [tokens, k]). */
+static precis_status layer_activations(const precis_model_import_options *o, const precis_model_layer *layer,
+                                       activation_kind kind, float **values, int64_t *samples, int64_t *tokens) {
+  char *object = NULL, *path = NULL;
+  precis_status st = activation_location(o->activations, kind, layer->name, &path, &object);
+  if (st != PRECIS_OK) return st;
+  precis_dist d = {.kind = PRECIS_DIST_FILE, .path = path, .object = object};
+  int rank = 0;
+  int64_t shape[3] = {0, 0, 0};
+  if (kind == ACTIVATIONS_NPY_DIR && !precis_path_exists(path)) st = missing_npy(o->activations, layer->name);
+  else st = precis_read_matrix_file(&d, ".", values, &rank, shape);
+  if (st != PRECIS_OK) {
+    precis_error_prefix("--activations for layer %s (expected %s, shape [samples, tokens, %" PRId64 "])", layer->name,
+                        activation_expected(kind), layer->in_features);
+  } else if (shape[rank - 1] != layer->in_features) {
+    free(*values);
+    *values = NULL;
+    char dims[96];
+    if (rank == 3) snprintf(dims, sizeof dims, "%" PRId64 ", %" PRId64 ", %" PRId64, shape[0], shape[1], shape[2]);
+    else snprintf(dims, sizeof dims, "%" PRId64 ", %" PRId64, shape[0], shape[1]);
+    st = precis_fail(PRECIS_E_INPUT,
+                     "%s%s%s: shape [%s]: the last dimension is %" PRId64 ", but layer %s has in_features = %" PRId64
+                     " (expected [samples, tokens, %" PRId64 "])",
+                     path, object ? ": " : "", object ? object : "", dims, shape[rank - 1], layer->name,
+                     layer->in_features, layer->in_features);
+  } else {
+    *samples = rank == 3 ? shape[0] : 1;
+    *tokens = shape[rank - 2];
+  }
+  free(object);
+  free(path);
+  return st;
+}
+
+/* Judges --activations once: a directory of .npy files, or a file by its first bytes. A lone .npy
+ * holds one array, so it can only feed a single layer. */
+static precis_status activation_kind_of(const char *activations, size_t n_layers, activation_kind *out) {
+  if (is_directory(activations)) {
+    *out = ACTIVATIONS_NPY_DIR;
+    return PRECIS_OK;
+  }
+  precis_file_kind kind;
+  precis_status st = precis_file_kind_detect(activations, &kind);
+  if (st != PRECIS_OK) return st;
+  switch (kind) {
+  case PRECIS_FILE_HDF5: *out = ACTIVATIONS_HDF5; break;
+  case PRECIS_FILE_SAFETENSORS: *out = ACTIVATIONS_SAFETENSORS; break;
+  case PRECIS_FILE_NPZ: *out = ACTIVATIONS_NPZ; break;
+  case PRECIS_FILE_NPY:
+    *out = ACTIVATIONS_NPY;
+    if (n_layers != 1)
+      return precis_fail(PRECIS_E_INPUT,
+                         "--activations %s: a NumPy .npy file holds one array, for one layer, but %zu layers are "
+                         "imported (choose one with --layers, or give an .npz with one array per layer name, "
+                         "np.savez(FILE, **{layer: x}), or a directory of <layer>.npy files)",
+                         activations, n_layers);
+    break;
+  case PRECIS_FILE_UNKNOWN:
+    return precis_fail(PRECIS_E_INPUT,
+                       "--activations %s: not a file precis reads activations from (expected HDF5, safetensors, "
+                       "NumPy .npz, a .npy for a single layer, or a directory of <layer>.npy files; judged by the "
+                       "first bytes)", activations);
+  }
+  return PRECIS_OK;
 }
 
 /* A converted checkpoint's weight for a layer, dequantized to float32 [out, in]: the stored values
@@ -546,7 +640,8 @@ done:
   return st;
 }
 
-static precis_status import_layer(const precis_model_layer *layer, const precis_model_import_options *o, bool hdf5,
+static precis_status import_layer(const precis_model_layer *layer, const precis_model_import_options *o,
+                                  activation_kind act_kind,
                                   precis_dataset_writer *writer, precis_sha256 *id_hash, precis_buf *suite) {
   precis_status st = PRECIS_OK;
   precis_workload_info info;
@@ -603,7 +698,7 @@ static precis_status import_layer(const precis_model_layer *layer, const precis_
 
   /* Activations. */
   if (o->activations) {
-    if ((st = layer_activations(o, layer, hdf5, &file_a, &samples, &m)) != PRECIS_OK) goto done;
+    if ((st = layer_activations(o, layer, act_kind, &file_a, &samples, &m)) != PRECIS_OK) goto done;
     batch = o->batch > 0 ? o->batch : samples - o->calib;
     if (batch < 1 || batch + o->calib > samples) {
       st = precis_fail(PRECIS_E_INPUT, "%s: %s has %" PRId64 " samples; %" PRId64 " held-out + %" PRId64 " calibration needed",
@@ -628,9 +723,8 @@ static precis_status import_layer(const precis_model_layer *layer, const precis_
         st = precis_fail(PRECIS_E_INPUT, "%s: %s: element %" PRIu64 " is not finite", o->activations, layer->name, i);
         goto done;
       }
-    a_file.object = hdf5 ? precis_asprintf("/%s", layer->name) : precis_strdup(layer->name);
-    a_file.path = precis_strdup(o->activations);
-    if (!a_file.object || !a_file.path) goto nomem;
+    if ((st = activation_location(o->activations, act_kind, layer->name, &a_file.path, &a_file.object)) != PRECIS_OK)
+      goto done;
   } else {
     const precis_rng_key key = precis_rng_key_for(o->seed, layer->name);
     precis_dist_fill(o->a, key, PRECIS_STREAM_A, PRECIS_OPERAND_A, batch, m, k, data.a);
@@ -708,9 +802,11 @@ static precis_status import_layer(const precis_model_layer *layer, const precis_
                             "\n    calib: %" PRId64 "\n    a: ", m, n, k, batch, o->calib);
   if (o->activations) {
     precis_buf_append(suite, "{dist: file, path: ");
-    yaml_append_quoted(suite, o->activations);
-    precis_buf_append(suite, hdf5 ? ", dataset: " : ", tensor: ");
-    yaml_append_quoted(suite, a_file.object);
+    yaml_append_quoted(suite, a_file.path);
+    if (a_file.object) {
+      precis_buf_append(suite, act_kind == ACTIVATIONS_HDF5 ? ", dataset: " : act_kind == ACTIVATIONS_NPZ ? ", array: " : ", tensor: ");
+      yaml_append_quoted(suite, a_file.object);
+    }
     precis_buf_append(suite, "}");
   } else {
     dist_yaml(suite, o->a);
@@ -742,11 +838,12 @@ done:
 
 precis_status precis_model_import(const precis_model *model, const precis_model_import_options *o, char dataset_id[65]) {
   if (o->tokens < 1 && !o->activations) return precis_fail(PRECIS_E_USAGE, "--tokens must be positive");
+  activation_kind act_kind = ACTIVATIONS_HDF5;
+  precis_status st = PRECIS_OK;
+  if (o->activations && (st = activation_kind_of(o->activations, model->n_layers, &act_kind)) != PRECIS_OK) return st;
   precis_dataset_write_options wopt = {o->force, o->gzip_level};
   precis_dataset_writer *writer = NULL;
-  precis_status st = precis_dataset_writer_open(o->output, &wopt, &writer);
-  if (st != PRECIS_OK) return st;
-  bool hdf5 = o->activations && is_hdf5_file(o->activations);
+  if ((st = precis_dataset_writer_open(o->output, &wopt, &writer)) != PRECIS_OK) return st;
   progress_bar bar = {o->progress, o->progress && isatty(2), model->n_layers};
   precis_sha256 hash;
   precis_dataset_id_begin(&hash, o->seed, model->n_layers);
@@ -766,7 +863,7 @@ precis_status precis_model_import(const precis_model *model, const precis_model_
       goto failed;
     }
     progress_step(&bar, i, &model->layers[i]);
-    if ((st = import_layer(&model->layers[i], o, hdf5, writer, &hash, &suite)) != PRECIS_OK) goto failed;
+    if ((st = import_layer(&model->layers[i], o, act_kind, writer, &hash, &suite)) != PRECIS_OK) goto failed;
   }
   if (bar.tty) fprintf(stderr, "\r\033[K");
   char *suite_text = precis_buf_take(&suite);
