@@ -559,10 +559,208 @@ static precis_status activation_kind_of(const char *activations, size_t n_layers
   return PRECIS_OK;
 }
 
+static int64_t read_int(const uint8_t *raw, const char *dtype, uint64_t i) {
+  if (strcmp(dtype, "I8") == 0) return (int8_t)raw[i];
+  if (strcmp(dtype, "I32") == 0) {
+    uint32_t u = (uint32_t)raw[4 * i] | (uint32_t)raw[4 * i + 1] << 8 | (uint32_t)raw[4 * i + 2] << 16 |
+                 (uint32_t)raw[4 * i + 3] << 24;
+    return (int32_t)u;
+  }
+  uint64_t u = 0;
+  for (int b = 7; b >= 0; b--) u = u << 8 | raw[8 * i + (uint64_t)b];
+  return (int64_t)u;
+}
+
+static bool is_float_dtype(const char *dtype) { return !strcmp(dtype, "F32") || !strcmp(dtype, "F16") || !strcmp(dtype, "BF16"); }
+
+/* The value stored at (row, col) of a tensor packed by compressed-tensors' pack_to_int32: each
+ * int32 holds 32/bits values along `packed_dim`, the first in the lowest bits, each stored as the
+ * signed value plus 2^(bits-1). */
+static int64_t unpack_value(const uint8_t *raw, int64_t cols_stored, int bits, int packed_dim, int64_t row, int64_t col) {
+  const int64_t per_word = 32 / bits;
+  const int64_t word_row = packed_dim == 0 ? row / per_word : row, word_col = packed_dim == 1 ? col / per_word : col;
+  const int64_t slot = packed_dim == 0 ? row % per_word : col % per_word;
+  const uint32_t word = (uint32_t)read_int(raw, "I32", (uint64_t)(word_row * cols_stored + word_col));
+  return (int64_t)((word >> (bits * slot)) & ((1u << bits) - 1u)) - ((int64_t)1 << (bits - 1));
+}
+
+/* A layer of a compressed-tensors "pack-quantized" checkpoint (what llm-compressor saves for its
+ * W4A16 / W8A16 schemes), dequantized to float32 [out, in]. Read as compressed-tensors'
+ * PackedQuantizationCompressor writes and decompress_module reads it
+ * (compressed_tensors/compressors/quantized_compressors/pack_quantized.py):
+ *   <layer>.weight_packed     I32 [out, ceil(in / (32/bits))]: q = ((w >> bits*(c mod 32/bits)) & mask)
+ *                             - 2^(bits-1) for column c in word c div (32/bits); bits is 4 or 8,
+ *                             inferred from the packed width;
+ *   <layer>.weight_shape      I64/I32 [2] = [out, in] (checked against the original);
+ *   <layer>.weight_scale      F32/F16/BF16 [out, G] (G groups of in/G columns; G = 1 per channel),
+ *                             [out] or one value;
+ *   <layer>.weight_zero_point optional (absent when symmetric): I32 [ceil(out / (32/bits)), G]
+ *                             packed along the rows (pack_to_int32(..., packed_dim=0)), or I8
+ *                             [out, G] / one value unpacked;
+ *   <layer>.weight_g_idx      optional (activation ordering): I32/I64 [in], the group of each
+ *                             column; -1 entries mean column order.
+ * w = (q - zero_point) * scale, the product rounded once to float32 (exact for F16/BF16 scales;
+ * compressed-tensors rounds it to the scale's dtype instead). */
+static precis_status packed_weight(const precis_model *conv, const precis_model_layer *layer, float **out, char *what,
+                                   size_t what_len) {
+  *out = NULL;
+  const int64_t n_out = layer->out_features, n_in = layer->in_features;
+  char *names[5] = {precis_asprintf("%s.weight_packed", layer->name), precis_asprintf("%s.weight_shape", layer->name),
+                    precis_asprintf("%s.weight_scale", layer->name), precis_asprintf("%s.weight_zero_point", layer->name),
+                    precis_asprintf("%s.weight_g_idx", layer->name)};
+  uint8_t *raw = NULL, *sraw = NULL, *zraw = NULL, *graw = NULL, *shraw = NULL;
+  float *w = NULL;
+  int64_t *group_of = NULL;
+  precis_status st = PRECIS_OK;
+  for (int i = 0; i < 5; i++)
+    if (!names[i]) {
+      st = precis_fail(PRECIS_E_NOMEM, "out of memory");
+      goto done;
+    }
+  const precis_model_layer *p = find_tensor(conv, names[0]), *sh = find_tensor(conv, names[1]),
+                           *s = find_tensor(conv, names[2]), *z = find_tensor(conv, names[3]),
+                           *g = find_tensor(conv, names[4]);
+  if (strcmp(p->dtype, "I32") || p->rank != 2 || p->out_features != n_out) {
+    st = precis_fail(PRECIS_E_INPUT, "%s: tensor %s: expected I32 [%" PRId64 ", in/8] (compressed-tensors pack-quantized), "
+                     "found %s [%" PRId64 ", %" PRId64 "]", p->file, names[0], n_out, p->dtype, p->out_features, p->in_features);
+    goto done;
+  }
+  const int64_t cols = p->in_features;
+  const bool fits4 = cols == (n_in + 7) / 8, fits8 = cols == (n_in + 3) / 4;
+  if (fits4 == fits8) {
+    st = precis_fail(PRECIS_E_INPUT, "%s: tensor %s: [%" PRId64 ", %" PRId64 "] %s for in_features = %" PRId64
+                     " (expected [%" PRId64 ", %" PRId64 "] for 4-bit values, 8 per int32, or [%" PRId64 ", %" PRId64
+                     "] for 8-bit, 4 per int32)", p->file, names[0], n_out, cols, fits4 ? "is ambiguous" : "does not fit",
+                     n_in, n_out, (n_in + 7) / 8, n_out, (n_in + 3) / 4);
+    goto done;
+  }
+  const int bits = fits4 ? 4 : 8;
+  if (sh) {
+    if ((strcmp(sh->dtype, "I64") && strcmp(sh->dtype, "I32")) || sh->rank != 1 || sh->out_features != 2) {
+      st = precis_fail(PRECIS_E_INPUT, "%s: tensor %s: expected I64 [2] (the unpacked [out, in]), found %s of %" PRId64
+                       " elements", sh->file, names[1], sh->dtype, sh->out_features * sh->in_features);
+      goto done;
+    }
+    if ((st = read_weight(sh, &shraw)) != PRECIS_OK) goto done;
+    int64_t so = read_int(shraw, sh->dtype, 0), si = read_int(shraw, sh->dtype, 1);
+    if (so != n_out || si != n_in) {
+      st = precis_fail(PRECIS_E_INPUT, "%s: tensor %s: [%" PRId64 ", %" PRId64 "], but the original weight is [%" PRId64
+                       ", %" PRId64 "]", sh->file, names[1], so, si, n_out, n_in);
+      goto done;
+    }
+  }
+  if (!s) {
+    st = precis_fail(PRECIS_E_INPUT, "%s: no tensor %s for the packed weight %s", conv->path, names[2], names[0]);
+    goto done;
+  }
+  const uint64_t n_scale = (uint64_t)s->out_features * (uint64_t)s->in_features;
+  const bool per_tensor = n_scale == 1 && s->rank < 2;
+  const int64_t n_groups = per_tensor ? 1 : s->rank == 2 ? s->in_features : 1;
+  if (!is_float_dtype(s->dtype) || (!per_tensor && s->out_features != n_out) || n_groups < 1 || n_groups > n_in) {
+    st = precis_fail(PRECIS_E_INPUT, "%s: tensor %s: expected F32/F16/BF16 [%" PRId64 ", G] (G groups of in_features/G "
+                     "columns), [%" PRId64 "] or one value; found %s [%" PRId64 ", %" PRId64 "]",
+                     s->file, names[2], n_out, n_out, s->dtype, s->out_features, s->in_features);
+    goto done;
+  }
+  /* The group of each column: consecutive runs of in/G columns, or weight_g_idx. */
+  group_of = malloc((uint64_t)n_in * sizeof *group_of);
+  if (!group_of) {
+    st = precis_fail(PRECIS_E_NOMEM, "out of memory");
+    goto done;
+  }
+  bool ordered = false;
+  if (g) {
+    if ((strcmp(g->dtype, "I32") && strcmp(g->dtype, "I64")) || g->rank != 1 || g->out_features != n_in) {
+      st = precis_fail(PRECIS_E_INPUT, "%s: tensor %s: expected I32 [%" PRId64 "] (the group of each input column), found %s "
+                       "of %" PRId64 " elements", g->file, names[4], n_in, g->dtype, g->out_features * g->in_features);
+      goto done;
+    }
+    if ((st = read_weight(g, &graw)) != PRECIS_OK) goto done;
+    ordered = true;
+    for (int64_t c = 0; c < n_in && ordered; c++) ordered = read_int(graw, g->dtype, (uint64_t)c) != -1;
+    for (int64_t c = 0; c < n_in && ordered; c++) {
+      group_of[c] = read_int(graw, g->dtype, (uint64_t)c);
+      if (group_of[c] < 0 || group_of[c] >= n_groups) {
+        st = precis_fail(PRECIS_E_INPUT, "%s: tensor %s: element %" PRId64 " is %" PRId64 ", expected a group 0 .. %" PRId64,
+                         g->file, names[4], c, group_of[c], n_groups - 1);
+        goto done;
+      }
+    }
+  }
+  if (!ordered) {
+    if (n_in % n_groups) {
+      st = precis_fail(PRECIS_E_INPUT, "%s: tensor %s: %" PRId64 " groups do not divide in_features = %" PRId64
+                       " (compressed-tensors requires groups of equal size)", s->file, names[2], n_groups, n_in);
+      goto done;
+    }
+    for (int64_t c = 0; c < n_in; c++) group_of[c] = c / (n_in / n_groups);
+  }
+  /* Zero points: packed I32 along the rows, or plain I8. */
+  int zp_packed = -1; /* -1: none, 0: I8 values, 1: packed */
+  if (z) {
+    const uint64_t n_zp = (uint64_t)z->out_features * (uint64_t)z->in_features;
+    const int64_t per_word = 32 / bits;
+    if (!strcmp(z->dtype, "I32") && z->rank == 2 && z->out_features == (n_out + per_word - 1) / per_word &&
+        z->in_features == n_groups)
+      zp_packed = 1;
+    else if (!strcmp(z->dtype, "I8") && (n_zp == 1 || (z->out_features == n_out && n_zp == (uint64_t)(n_out * n_groups))))
+      zp_packed = 0;
+    else {
+      st = precis_fail(PRECIS_E_INPUT, "%s: tensor %s: expected I32 [%" PRId64 ", %" PRId64 "] (packed along the rows) or I8 "
+                       "[%" PRId64 ", %" PRId64 "]; found %s [%" PRId64 ", %" PRId64 "]", z->file, names[3],
+                       (n_out + per_word - 1) / per_word, n_groups, n_out, n_groups, z->dtype, z->out_features,
+                       z->in_features);
+      goto done;
+    }
+    if ((st = read_weight(z, &zraw)) != PRECIS_OK) goto done;
+  }
+  if ((st = read_weight(s, &sraw)) != PRECIS_OK || (st = read_weight(p, &raw)) != PRECIS_OK) goto done;
+  w = malloc((uint64_t)n_out * (uint64_t)n_in * sizeof *w);
+  if (!w) {
+    st = precis_fail(PRECIS_E_NOMEM, "out of memory");
+    goto done;
+  }
+  const uint64_t n_zp_values = z ? (uint64_t)z->out_features * (uint64_t)z->in_features : 0;
+  for (int64_t r = 0; r < n_out; r++)
+    for (int64_t c = 0; c < n_in; c++) {
+      const int64_t grp = group_of[c];
+      int64_t zp = 0;
+      if (zp_packed == 1) zp = unpack_value(zraw, n_groups, bits, 0, r, grp);
+      else if (zp_packed == 0) zp = read_int(zraw, "I8", n_zp_values == 1 ? 0 : (uint64_t)(r * n_groups + grp));
+      const int64_t q = unpack_value(raw, cols, bits, 1, r, c);
+      const float scale = decode(sraw, s->dtype, per_tensor ? 0 : (uint64_t)(r * n_groups + grp));
+      const float v = (float)(q - zp) * scale;
+      if (!isfinite(v)) {
+        st = precis_fail(PRECIS_E_INPUT, "%s: tensor %s: element [%" PRId64 ", %" PRId64 "] dequantizes to a non-finite value",
+                         p->file, names[0], r, c);
+        goto done;
+      }
+      w[(uint64_t)r * (uint64_t)n_in + (uint64_t)c] = v;
+    }
+  if (per_tensor) snprintf(what, what_len, "INT%d packed x per-tensor %s%s", bits, s->dtype, z ? ", zero points" : "");
+  else if (n_groups == 1) snprintf(what, what_len, "INT%d packed x per-channel %s%s", bits, s->dtype, z ? ", zero points" : "");
+  else
+    snprintf(what, what_len, "INT%d packed x %s scales, %" PRId64 " groups of %" PRId64 " columns%s%s", bits, s->dtype,
+             n_groups, n_in / n_groups, ordered ? " (weight_g_idx)" : "", z ? ", zero points" : "");
+  *out = w;
+  w = NULL;
+done:
+  free(w);
+  free(group_of);
+  free(raw);
+  free(sraw);
+  free(zraw);
+  free(graw);
+  free(shraw);
+  for (int i = 0; i < 5; i++) free(names[i]);
+  return st;
+}
+
 /* A converted checkpoint's weight for a layer, dequantized to float32 [out, in]: the stored values
  * (F8_E4M3 or I8, or a float dtype for a layer left unconverted) times `<layer>.weight_scale` (one
  * value, or one per output channel: [out] or [out, 1]), each product rounded once to float32, as a
- * kernel that dequantizes in float32 computes it. Group-wise scales are refused. */
+ * kernel that dequantizes in float32 computes it. Group-wise scales on unpacked weights are refused;
+ * a layer stored as <layer>.weight_packed is read by packed_weight. */
 static precis_status converted_weight(const precis_model *conv, const precis_model_layer *layer, float **out,
                                       char *what, size_t what_len) {
   *out = NULL;
@@ -576,8 +774,15 @@ static precis_status converted_weight(const precis_model *conv, const precis_mod
   }
   const precis_model_layer *t = find_tensor(conv, wname), *s = find_tensor(conv, sname);
   if (!t) {
-    st = precis_fail(PRECIS_E_INPUT, "%s: no tensor %s (the converted checkpoint lacks layer %s)", conv->path, wname,
-                     layer->name);
+    char *packed = precis_asprintf("%s.weight_packed", layer->name);
+    bool has_packed = packed && find_tensor(conv, packed);
+    free(packed);
+    if (has_packed) {
+      st = packed_weight(conv, layer, out, what, what_len);
+      goto done;
+    }
+    st = precis_fail(PRECIS_E_INPUT, "%s: no tensor %s or %s_packed (the converted checkpoint lacks layer %s)", conv->path,
+                     wname, wname, layer->name);
     goto done;
   }
   if (t->rank != 2 || t->out_features != layer->out_features || t->in_features != layer->in_features) {
@@ -649,7 +854,7 @@ static precis_status import_layer(const precis_model_layer *layer, const precis_
   precis_workload_data data = {0};
   uint8_t *raw = NULL;
   float *file_a = NULL, *b_original = NULL;
-  char converted_what[64] = "";
+  char converted_what[128] = "";
   char *description = NULL, *source = NULL;
   char kind[] = "gemm";
   const int64_t n = layer->out_features, k = layer->in_features;
@@ -755,9 +960,11 @@ static precis_status import_layer(const precis_model_layer *layer, const precis_
   cJSON_AddStringToObject(src, "sha256", sha);
   if (o->converted) {
     const precis_model_layer *t = NULL;
-    char *wname = precis_asprintf("%s.weight", layer->name);
+    char *wname = precis_asprintf("%s.weight", layer->name), *pname = precis_asprintf("%s.weight_packed", layer->name);
     if (wname) t = find_tensor(o->converted, wname);
+    if (!t && pname) t = find_tensor(o->converted, pname);
     free(wname);
+    free(pname);
     cJSON *c = cJSON_AddObjectToObject(src, "converted");
     cJSON_AddStringToObject(c, "file", t ? t->file : "");
     cJSON_AddStringToObject(c, "weights", converted_what);
@@ -781,8 +988,8 @@ static precis_status import_layer(const precis_model_layer *layer, const precis_
   info.description = description;
   info.a_dist = o->activations ? precis_dist_describe(&a_file) : precis_dist_describe(o->a);
   if (o->converted) {
-    info.b_dist = precis_asprintf("converted(path=%s, tensor=%s.weight, %s, transpose=true)", o->converted->path, layer->name,
-                                  converted_what);
+    info.b_dist = precis_asprintf("converted(path=%s, tensor=%s.weight%s, %s, transpose=true)", o->converted->path,
+                                  layer->name, strstr(converted_what, "packed") ? "_packed" : "", converted_what);
     info.reference = precis_asprintf("%s, from a and the ORIGINAL weights (b holds the converted ones)",
                                      precis_reference_method());
   } else {
