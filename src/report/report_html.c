@@ -44,7 +44,8 @@ static const char style[] =
     "table.layers td,table.layers th{font-size:11px;padding:0 5px;height:15px;white-space:nowrap;border-color:#ddd}\n"
     "table.layers th{position:sticky;top:0}table.layers td.t{max-width:460px;overflow:hidden;text-overflow:ellipsis}\n"
     "table.layers td.fail{font-weight:normal;color:#555;background-image:repeating-linear-gradient(45deg,transparent 0 "
-    "4px,rgba(0,0,0,.18) 4px 5px)}table.layers td.dark{color:#fff}table.layers td.notrun{color:#999}\n"
+    "4px,rgba(0,0,0,.18) 4px 5px)}table.layers td.pass{color:#222}table.layers td.dark{color:#fff}"
+    "table.layers td.notrun{color:#999}\n"
     "</style>\n";
 
 /* ------------------------------------------------------------ scatter: error vs throughput */
