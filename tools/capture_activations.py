@@ -18,8 +18,9 @@ tree; `prefix` adds what a wrapper's state_dict puts in front):
     print(cap.summary())
 
 Samples and tokens: an input [batch, seq, k] gives `batch` samples of its first `tokens` positions
-(default: the first call's seq; a later shorter sequence is an error, not padding); an input with
-more leading dimensions flattens them into samples; a 2-D input [n, k] is one sample of n tokens.
+(default: the first sequence's length; a later shorter sequence is an error, not padding); an input
+with more leading dimensions flattens them into samples; a 2-D input [n, k] (a pooler on the first
+token, an MLP on vectors) is n samples of one token each, so its samples line up with the others'.
 `max_samples` stops recording a layer once it has that many. Choose the positions you care about:
 padded positions of a batch are recorded as any others, so feed unpadded or equal-length sequences.
 
@@ -78,6 +79,9 @@ class Capture:
 
     def _hook(self, name):
         def hook(module, inputs):
+            if not inputs:
+                raise CaptureError(f"layer {name}: called with its input as a keyword argument, which a forward "
+                                   "pre-hook does not see; call it positionally")
             self._record(name, inputs[0])
         return hook
 
@@ -88,14 +92,17 @@ class Capture:
         if self.max_samples is not None and self.samples[name] >= self.max_samples:
             return
         x = x.detach()
-        x = x.reshape(1, x.shape[0], k) if x.dim() == 2 else x.reshape(-1, x.shape[-2], k)
-        if self.tokens is None:
-            self.tokens = x.shape[1]
-        if x.shape[1] < self.tokens:
-            raise CaptureError(f"layer {name}: a sequence of {x.shape[1]} positions, fewer than tokens={self.tokens} "
-                               "(every sample must have the same number of tokens: feed equal-length inputs "
-                               "or pass a smaller tokens=)")
-        x = x[:, :self.tokens, :]
+        if x.dim() <= 2:
+            x = x.reshape(-1, 1, k)
+        else:
+            x = x.reshape(-1, x.shape[-2], k)
+            if self.tokens is None:
+                self.tokens = x.shape[1]
+            if x.shape[1] < self.tokens:
+                raise CaptureError(f"layer {name}: a sequence of {x.shape[1]} positions, fewer than tokens={self.tokens} "
+                                   "(every sample must have the same number of tokens: feed equal-length inputs "
+                                   "or pass a smaller tokens=)")
+            x = x[:, :self.tokens, :]
         if self.max_samples is not None:
             x = x[:self.max_samples - self.samples[name]]
         # float32 holds bfloat16 and float16 exactly; precis reads float32.
@@ -141,7 +148,7 @@ class Capture:
         os.replace(tmp, self.out)
 
     def summary(self):
-        lines = [f"{self.out}: {len(self.arrays())} layers, tokens={self.tokens}"]
+        lines = [f"{self.out}: {len(self.arrays())} layers, tokens={self.tokens} (1 for 2-D inputs)"]
         for name, x in self.arrays().items():
             lines.append(f"  {name}: [{', '.join(map(str, x.shape))}]")
         for name in self.missed():

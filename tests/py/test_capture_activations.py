@@ -7,7 +7,8 @@ bfloat16 in one block) runs three batches of [2, 10] token ids under capture(tok
 records, with hooks of its own, every Linear's input and output. Then:
 
 - the captured arrays are the inputs (first 8 positions of each sequence), float32
-  [6, 8, in_features], bfloat16 widened exactly; the embedding is not hooked;
+  [6, 8, in_features], bfloat16 widened exactly; a pooler on the first token (a 2-D input) gives
+  [6, 1, in_features]; the embedding is not hooked;
 - written as .npz, .safetensors and a directory of <layer>.npy, each imports with
   `precis import --model CKPT --activations OUT --calib 2`: a and calib/a are the inputs, and
   c_ref (float64 from a and the checkpoint's weights) equals what the model computed, the module's
@@ -74,13 +75,14 @@ class Tiny(torch.nn.Module):
         self.embed = torch.nn.Embedding(50, 16)
         self.blocks = torch.nn.ModuleList([Block(16, 32, torch.float32), Block(16, 24, torch.bfloat16)])
         self.head = torch.nn.Linear(16, 8)
+        self.pooler = torch.nn.Linear(16, 16)  # on the first token only: a 2-D input
         self.unused = torch.nn.Linear(16, 4)  # never called in forward
 
     def forward(self, ids):
         x = self.embed(ids)
         x = self.blocks[0](x)
         x = self.blocks[1](x.to(torch.bfloat16)).float()
-        return self.head(x)
+        return self.head(x), torch.tanh(self.pooler(x[:, 0]))
 
 
 def write_checkpoint(path, model):
@@ -115,8 +117,11 @@ def main():
 
     def recorder(name):
         def hook(module, inputs, output):
-            seen_in.setdefault(name, []).append(inputs[0].detach().float().numpy()[:, :8])
-            seen_out.setdefault(name, []).append(output.detach().float().numpy()[:, :8])
+            x, y = inputs[0].detach().float().numpy(), output.detach().float().numpy()
+            if x.ndim == 2:  # [batch, k]: batch samples of one token
+                x, y = x[:, None, :], y[:, None, :]
+            seen_in.setdefault(name, []).append(x[:, :8])
+            seen_out.setdefault(name, []).append(y[:, :8])
         return hook
 
     handles = [m.register_forward_hook(recorder(n)) for n, m in linears.items()]
@@ -137,7 +142,8 @@ def main():
     check(cap.missed() == ["unused"] and "unused: never called" in cap.summary(), f"missed: {cap.missed()}")
     for name in called:
         want = np.concatenate(seen_in[name]).astype(np.float32)
-        check(arrays[name].dtype == np.float32 and arrays[name].shape == (6, 8, linears[name].in_features),
+        tokens = 1 if name == "pooler" else 8
+        check(arrays[name].dtype == np.float32 and arrays[name].shape == (6, tokens, linears[name].in_features),
               f"{name}: shape {arrays[name].shape}")
         check(np.array_equal(arrays[name], want), f"{name}: captured values are not the layer's inputs")
     npz = np.load(os.path.join(tmp, "acts.npz"))
