@@ -16,6 +16,7 @@
 #include "dataset.h"
 #include "dataset_digest.h"
 #include "escape.h"
+#include "file_kind.h"
 #include "fileio.h"
 #include "format.h"
 #include "generate.h"
@@ -429,46 +430,337 @@ static void progress_step(const progress_bar *p, size_t index, const precis_mode
   fflush(stderr);
 }
 
-/* Activations of one layer from the --activations file: [samples, tokens, k] (or [tokens, k]). */
-static precis_status layer_activations(const precis_model_import_options *o, const precis_model_layer *layer, bool hdf5,
-                                       float **values, int64_t *samples, int64_t *tokens) {
-  char *object = hdf5 ? precis_asprintf("/%s", layer->name) : precis_strdup(layer->name);
-  char *path = precis_strdup(o->activations);
-  precis_dist d = {.kind = PRECIS_DIST_FILE, .path = path, .object = object};
-  int rank = 0;
-  int64_t shape[3] = {0, 0, 0};
-  precis_status st = object && path ? precis_read_matrix_file(&d, ".", values, &rank, shape)
-                                    : precis_fail(PRECIS_E_NOMEM, "out of memory");
-  free(object);
-  free(path);
-  if (st != PRECIS_OK) {
-    precis_error_prefix("--activations for layer %s (expected %s named after the layer, shape [samples, tokens, %" PRId64 "])",
-                        layer->name, hdf5 ? "an HDF5 dataset" : "a tensor", layer->in_features);
-    return st;
+/* Where --activations keeps each layer's [samples, tokens, k] array, judged once from the path. */
+typedef enum activation_kind {
+  ACTIVATIONS_HDF5,        /* dataset /<layer> */
+  ACTIVATIONS_SAFETENSORS, /* tensor <layer> */
+  ACTIVATIONS_NPZ,         /* member <layer>.npy, as np.savez(path, **{layer: x}) writes it */
+  ACTIVATIONS_NPY,         /* the one array of the file: only when one layer is imported */
+  ACTIVATIONS_NPY_DIR,     /* a directory of <layer>.npy files */
+} activation_kind;
+
+static const char *activation_expected(activation_kind kind) {
+  switch (kind) {
+  case ACTIVATIONS_HDF5: return "an HDF5 dataset /<layer>";
+  case ACTIVATIONS_SAFETENSORS: return "a safetensors tensor named after the layer";
+  case ACTIVATIONS_NPZ: return "an .npz array named after the layer";
+  case ACTIVATIONS_NPY: return "the .npy file's array";
+  case ACTIVATIONS_NPY_DIR: return "a file <layer>.npy in the directory";
   }
-  *samples = rank == 3 ? shape[0] : 1;
-  *tokens = shape[rank - 2];
-  if (shape[rank - 1] != layer->in_features) {
-    free(*values);
-    *values = NULL;
-    return precis_fail(PRECIS_E_INPUT, "%s: %s: the last dimension is %" PRId64 ", but layer %s has in_features = %" PRId64,
-                       o->activations, layer->name, shape[rank - 1], layer->name, layer->in_features);
+  return "";
+}
+
+/* The file and object (NULL for a whole .npy) holding a layer's activations. */
+static precis_status activation_location(const char *activations, activation_kind kind, const char *layer, char **path,
+                                         char **object) {
+  *object = NULL;
+  *path = kind == ACTIVATIONS_NPY_DIR ? precis_asprintf("%s/%s.npy", activations, layer) : precis_strdup(activations);
+  if (kind == ACTIVATIONS_HDF5) *object = precis_asprintf("/%s", layer);
+  else if (kind == ACTIVATIONS_SAFETENSORS || kind == ACTIVATIONS_NPZ) *object = precis_strdup(layer);
+  bool needs_object = kind != ACTIVATIONS_NPY && kind != ACTIVATIONS_NPY_DIR;
+  if (!*path || (needs_object && !*object)) {
+    free(*path);
+    free(*object);
+    *path = *object = NULL;
+    return precis_fail(PRECIS_E_NOMEM, "out of memory");
   }
   return PRECIS_OK;
 }
 
-static bool is_hdf5_file(const char *path) {
-  FILE *fp = fopen(path, "rb");
-  unsigned char magic[8] = {0};
-  bool yes = fp && fread(magic, 1, 8, fp) == 8 && memcmp(magic, "\x89HDF\r\n\x1a\n", 8) == 0;
-  if (fp) fclose(fp);
-  return yes;
+/* A directory of <layer>.npy files lacks this layer's: say which files it does hold that are close. */
+static precis_status missing_npy(const char *dir_path, const char *layer) {
+  char closest[512] = "";
+  size_t n = 0, cap = 0;
+  char **names = NULL;
+  DIR *dir = opendir(dir_path);
+  for (struct dirent *e; dir && (e = readdir(dir)) != NULL;) {
+    if (!ends_with(e->d_name, ".npy")) continue;
+    if (n == cap) {
+      cap = cap ? 2 * cap : 16;
+      char **grown = realloc(names, cap * sizeof *grown);
+      if (!grown) break;
+      names = grown;
+    }
+    if (!(names[n] = precis_asprintf("%.*s", (int)(strlen(e->d_name) - 4), e->d_name))) break;
+    n++;
+  }
+  if (dir) closedir(dir);
+  if (names) precis_closest_names(layer, (const char *const *)names, n, closest, sizeof closest);
+  for (size_t i = 0; i < n; i++) free(names[i]);
+  free(names);
+  return precis_fail(PRECIS_E_INPUT, "%s/%s.npy: no such file (--activations %s is a directory: one [samples, tokens, "
+                     "in_features] .npy per layer, named <layer>.npy; it holds %zu .npy files)%s",
+                     dir_path, layer, dir_path, n, closest);
+}
+
+/* Activations of one layer from --activations: [samples, tokens, k] (or [tokens, k]). */
+static precis_status layer_activations(const precis_model_import_options *o, const precis_model_layer *layer,
+                                       activation_kind kind, float **values, int64_t *samples, int64_t *tokens) {
+  char *object = NULL, *path = NULL;
+  precis_status st = activation_location(o->activations, kind, layer->name, &path, &object);
+  if (st != PRECIS_OK) return st;
+  precis_dist d = {.kind = PRECIS_DIST_FILE, .path = path, .object = object};
+  int rank = 0;
+  int64_t shape[3] = {0, 0, 0};
+  if (kind == ACTIVATIONS_NPY_DIR && !precis_path_exists(path)) st = missing_npy(o->activations, layer->name);
+  else st = precis_read_matrix_file(&d, ".", values, &rank, shape);
+  if (st != PRECIS_OK) {
+    precis_error_prefix("--activations for layer %s (expected %s, shape [samples, tokens, %" PRId64 "])", layer->name,
+                        activation_expected(kind), layer->in_features);
+  } else if (shape[rank - 1] != layer->in_features) {
+    free(*values);
+    *values = NULL;
+    char dims[96];
+    if (rank == 3) snprintf(dims, sizeof dims, "%" PRId64 ", %" PRId64 ", %" PRId64, shape[0], shape[1], shape[2]);
+    else snprintf(dims, sizeof dims, "%" PRId64 ", %" PRId64, shape[0], shape[1]);
+    st = precis_fail(PRECIS_E_INPUT,
+                     "%s%s%s: shape [%s]: the last dimension is %" PRId64 ", but layer %s has in_features = %" PRId64
+                     " (expected [samples, tokens, %" PRId64 "])",
+                     path, object ? ": " : "", object ? object : "", dims, shape[rank - 1], layer->name,
+                     layer->in_features, layer->in_features);
+  } else {
+    *samples = rank == 3 ? shape[0] : 1;
+    *tokens = shape[rank - 2];
+  }
+  free(object);
+  free(path);
+  return st;
+}
+
+/* Judges --activations once: a directory of .npy files, or a file by its first bytes. A lone .npy
+ * holds one array, so it can only feed a single layer. */
+static precis_status activation_kind_of(const char *activations, size_t n_layers, activation_kind *out) {
+  if (is_directory(activations)) {
+    *out = ACTIVATIONS_NPY_DIR;
+    return PRECIS_OK;
+  }
+  precis_file_kind kind;
+  precis_status st = precis_file_kind_detect(activations, &kind);
+  if (st != PRECIS_OK) return st;
+  switch (kind) {
+  case PRECIS_FILE_HDF5: *out = ACTIVATIONS_HDF5; break;
+  case PRECIS_FILE_SAFETENSORS: *out = ACTIVATIONS_SAFETENSORS; break;
+  case PRECIS_FILE_NPZ: *out = ACTIVATIONS_NPZ; break;
+  case PRECIS_FILE_NPY:
+    *out = ACTIVATIONS_NPY;
+    if (n_layers != 1)
+      return precis_fail(PRECIS_E_INPUT,
+                         "--activations %s: a NumPy .npy file holds one array, for one layer, but %zu layers are "
+                         "imported (choose one with --layers, or give an .npz with one array per layer name, "
+                         "np.savez(FILE, **{layer: x}), or a directory of <layer>.npy files)",
+                         activations, n_layers);
+    break;
+  case PRECIS_FILE_UNKNOWN:
+    return precis_fail(PRECIS_E_INPUT,
+                       "--activations %s: not a file precis reads activations from (expected HDF5, safetensors, "
+                       "NumPy .npz, a .npy for a single layer, or a directory of <layer>.npy files; judged by the "
+                       "first bytes)", activations);
+  }
+  return PRECIS_OK;
+}
+
+static int64_t read_int(const uint8_t *raw, const char *dtype, uint64_t i) {
+  if (strcmp(dtype, "I8") == 0) return (int8_t)raw[i];
+  if (strcmp(dtype, "I32") == 0) {
+    uint32_t u = (uint32_t)raw[4 * i] | (uint32_t)raw[4 * i + 1] << 8 | (uint32_t)raw[4 * i + 2] << 16 |
+                 (uint32_t)raw[4 * i + 3] << 24;
+    return (int32_t)u;
+  }
+  uint64_t u = 0;
+  for (int b = 7; b >= 0; b--) u = u << 8 | raw[8 * i + (uint64_t)b];
+  return (int64_t)u;
+}
+
+static bool is_float_dtype(const char *dtype) { return !strcmp(dtype, "F32") || !strcmp(dtype, "F16") || !strcmp(dtype, "BF16"); }
+
+/* The value stored at (row, col) of a tensor packed by compressed-tensors' pack_to_int32: each
+ * int32 holds 32/bits values along `packed_dim`, the first in the lowest bits, each stored as the
+ * signed value plus 2^(bits-1). */
+static int64_t unpack_value(const uint8_t *raw, int64_t cols_stored, int bits, int packed_dim, int64_t row, int64_t col) {
+  const int64_t per_word = 32 / bits;
+  const int64_t word_row = packed_dim == 0 ? row / per_word : row, word_col = packed_dim == 1 ? col / per_word : col;
+  const int64_t slot = packed_dim == 0 ? row % per_word : col % per_word;
+  const uint32_t word = (uint32_t)read_int(raw, "I32", (uint64_t)(word_row * cols_stored + word_col));
+  return (int64_t)((word >> (bits * slot)) & ((1u << bits) - 1u)) - ((int64_t)1 << (bits - 1));
+}
+
+/* A layer of a compressed-tensors "pack-quantized" checkpoint (what llm-compressor saves for its
+ * W4A16 / W8A16 schemes), dequantized to float32 [out, in]. Read as compressed-tensors'
+ * PackedQuantizationCompressor writes and decompress_module reads it
+ * (compressed_tensors/compressors/quantized_compressors/pack_quantized.py):
+ *   <layer>.weight_packed     I32 [out, ceil(in / (32/bits))]: q = ((w >> bits*(c mod 32/bits)) & mask)
+ *                             - 2^(bits-1) for column c in word c div (32/bits); bits is 4 or 8,
+ *                             inferred from the packed width;
+ *   <layer>.weight_shape      I64/I32 [2] = [out, in] (checked against the original);
+ *   <layer>.weight_scale      F32/F16/BF16 [out, G] (G groups of in/G columns; G = 1 per channel),
+ *                             [out] or one value;
+ *   <layer>.weight_zero_point optional (absent when symmetric): I32 [ceil(out / (32/bits)), G]
+ *                             packed along the rows (pack_to_int32(..., packed_dim=0)), or I8
+ *                             [out, G] / one value unpacked;
+ *   <layer>.weight_g_idx      optional (activation ordering): I32/I64 [in], the group of each
+ *                             column; -1 entries mean column order.
+ * w = (q - zero_point) * scale, the product rounded once to float32 (exact for F16/BF16 scales;
+ * compressed-tensors rounds it to the scale's dtype instead). */
+static precis_status packed_weight(const precis_model *conv, const precis_model_layer *layer, float **out, char *what,
+                                   size_t what_len) {
+  *out = NULL;
+  const int64_t n_out = layer->out_features, n_in = layer->in_features;
+  char *names[5] = {precis_asprintf("%s.weight_packed", layer->name), precis_asprintf("%s.weight_shape", layer->name),
+                    precis_asprintf("%s.weight_scale", layer->name), precis_asprintf("%s.weight_zero_point", layer->name),
+                    precis_asprintf("%s.weight_g_idx", layer->name)};
+  uint8_t *raw = NULL, *sraw = NULL, *zraw = NULL, *graw = NULL, *shraw = NULL;
+  float *w = NULL;
+  int64_t *group_of = NULL;
+  precis_status st = PRECIS_OK;
+  for (int i = 0; i < 5; i++)
+    if (!names[i]) {
+      st = precis_fail(PRECIS_E_NOMEM, "out of memory");
+      goto done;
+    }
+  const precis_model_layer *p = find_tensor(conv, names[0]), *sh = find_tensor(conv, names[1]),
+                           *s = find_tensor(conv, names[2]), *z = find_tensor(conv, names[3]),
+                           *g = find_tensor(conv, names[4]);
+  if (strcmp(p->dtype, "I32") || p->rank != 2 || p->out_features != n_out) {
+    st = precis_fail(PRECIS_E_INPUT, "%s: tensor %s: expected I32 [%" PRId64 ", in/8] (compressed-tensors pack-quantized), "
+                     "found %s [%" PRId64 ", %" PRId64 "]", p->file, names[0], n_out, p->dtype, p->out_features, p->in_features);
+    goto done;
+  }
+  const int64_t cols = p->in_features;
+  const bool fits4 = cols == (n_in + 7) / 8, fits8 = cols == (n_in + 3) / 4;
+  if (fits4 == fits8) {
+    st = precis_fail(PRECIS_E_INPUT, "%s: tensor %s: [%" PRId64 ", %" PRId64 "] %s for in_features = %" PRId64
+                     " (expected [%" PRId64 ", %" PRId64 "] for 4-bit values, 8 per int32, or [%" PRId64 ", %" PRId64
+                     "] for 8-bit, 4 per int32)", p->file, names[0], n_out, cols, fits4 ? "is ambiguous" : "does not fit",
+                     n_in, n_out, (n_in + 7) / 8, n_out, (n_in + 3) / 4);
+    goto done;
+  }
+  const int bits = fits4 ? 4 : 8;
+  if (sh) {
+    if ((strcmp(sh->dtype, "I64") && strcmp(sh->dtype, "I32")) || sh->rank != 1 || sh->out_features != 2) {
+      st = precis_fail(PRECIS_E_INPUT, "%s: tensor %s: expected I64 [2] (the unpacked [out, in]), found %s of %" PRId64
+                       " elements", sh->file, names[1], sh->dtype, sh->out_features * sh->in_features);
+      goto done;
+    }
+    if ((st = read_weight(sh, &shraw)) != PRECIS_OK) goto done;
+    int64_t so = read_int(shraw, sh->dtype, 0), si = read_int(shraw, sh->dtype, 1);
+    if (so != n_out || si != n_in) {
+      st = precis_fail(PRECIS_E_INPUT, "%s: tensor %s: [%" PRId64 ", %" PRId64 "], but the original weight is [%" PRId64
+                       ", %" PRId64 "]", sh->file, names[1], so, si, n_out, n_in);
+      goto done;
+    }
+  }
+  if (!s) {
+    st = precis_fail(PRECIS_E_INPUT, "%s: no tensor %s for the packed weight %s", conv->path, names[2], names[0]);
+    goto done;
+  }
+  const uint64_t n_scale = (uint64_t)s->out_features * (uint64_t)s->in_features;
+  const bool per_tensor = n_scale == 1 && s->rank < 2;
+  const int64_t n_groups = per_tensor ? 1 : s->rank == 2 ? s->in_features : 1;
+  if (!is_float_dtype(s->dtype) || (!per_tensor && s->out_features != n_out) || n_groups < 1 || n_groups > n_in) {
+    st = precis_fail(PRECIS_E_INPUT, "%s: tensor %s: expected F32/F16/BF16 [%" PRId64 ", G] (G groups of in_features/G "
+                     "columns), [%" PRId64 "] or one value; found %s [%" PRId64 ", %" PRId64 "]",
+                     s->file, names[2], n_out, n_out, s->dtype, s->out_features, s->in_features);
+    goto done;
+  }
+  /* The group of each column: consecutive runs of in/G columns, or weight_g_idx. */
+  group_of = malloc((uint64_t)n_in * sizeof *group_of);
+  if (!group_of) {
+    st = precis_fail(PRECIS_E_NOMEM, "out of memory");
+    goto done;
+  }
+  bool ordered = false;
+  if (g) {
+    if ((strcmp(g->dtype, "I32") && strcmp(g->dtype, "I64")) || g->rank != 1 || g->out_features != n_in) {
+      st = precis_fail(PRECIS_E_INPUT, "%s: tensor %s: expected I32 [%" PRId64 "] (the group of each input column), found %s "
+                       "of %" PRId64 " elements", g->file, names[4], n_in, g->dtype, g->out_features * g->in_features);
+      goto done;
+    }
+    if ((st = read_weight(g, &graw)) != PRECIS_OK) goto done;
+    ordered = true;
+    for (int64_t c = 0; c < n_in && ordered; c++) ordered = read_int(graw, g->dtype, (uint64_t)c) != -1;
+    for (int64_t c = 0; c < n_in && ordered; c++) {
+      group_of[c] = read_int(graw, g->dtype, (uint64_t)c);
+      if (group_of[c] < 0 || group_of[c] >= n_groups) {
+        st = precis_fail(PRECIS_E_INPUT, "%s: tensor %s: element %" PRId64 " is %" PRId64 ", expected a group 0 .. %" PRId64,
+                         g->file, names[4], c, group_of[c], n_groups - 1);
+        goto done;
+      }
+    }
+  }
+  if (!ordered) {
+    if (n_in % n_groups) {
+      st = precis_fail(PRECIS_E_INPUT, "%s: tensor %s: %" PRId64 " groups do not divide in_features = %" PRId64
+                       " (compressed-tensors requires groups of equal size)", s->file, names[2], n_groups, n_in);
+      goto done;
+    }
+    for (int64_t c = 0; c < n_in; c++) group_of[c] = c / (n_in / n_groups);
+  }
+  /* Zero points: packed I32 along the rows, or plain I8. */
+  int zp_packed = -1; /* -1: none, 0: I8 values, 1: packed */
+  if (z) {
+    const uint64_t n_zp = (uint64_t)z->out_features * (uint64_t)z->in_features;
+    const int64_t per_word = 32 / bits;
+    if (!strcmp(z->dtype, "I32") && z->rank == 2 && z->out_features == (n_out + per_word - 1) / per_word &&
+        z->in_features == n_groups)
+      zp_packed = 1;
+    else if (!strcmp(z->dtype, "I8") && (n_zp == 1 || (z->out_features == n_out && n_zp == (uint64_t)(n_out * n_groups))))
+      zp_packed = 0;
+    else {
+      st = precis_fail(PRECIS_E_INPUT, "%s: tensor %s: expected I32 [%" PRId64 ", %" PRId64 "] (packed along the rows) or I8 "
+                       "[%" PRId64 ", %" PRId64 "]; found %s [%" PRId64 ", %" PRId64 "]", z->file, names[3],
+                       (n_out + per_word - 1) / per_word, n_groups, n_out, n_groups, z->dtype, z->out_features,
+                       z->in_features);
+      goto done;
+    }
+    if ((st = read_weight(z, &zraw)) != PRECIS_OK) goto done;
+  }
+  if ((st = read_weight(s, &sraw)) != PRECIS_OK || (st = read_weight(p, &raw)) != PRECIS_OK) goto done;
+  w = malloc((uint64_t)n_out * (uint64_t)n_in * sizeof *w);
+  if (!w) {
+    st = precis_fail(PRECIS_E_NOMEM, "out of memory");
+    goto done;
+  }
+  const uint64_t n_zp_values = z ? (uint64_t)z->out_features * (uint64_t)z->in_features : 0;
+  for (int64_t r = 0; r < n_out; r++)
+    for (int64_t c = 0; c < n_in; c++) {
+      const int64_t grp = group_of[c];
+      int64_t zp = 0;
+      if (zp_packed == 1) zp = unpack_value(zraw, n_groups, bits, 0, r, grp);
+      else if (zp_packed == 0) zp = read_int(zraw, "I8", n_zp_values == 1 ? 0 : (uint64_t)(r * n_groups + grp));
+      const int64_t q = unpack_value(raw, cols, bits, 1, r, c);
+      const float scale = decode(sraw, s->dtype, per_tensor ? 0 : (uint64_t)(r * n_groups + grp));
+      const float v = (float)(q - zp) * scale;
+      if (!isfinite(v)) {
+        st = precis_fail(PRECIS_E_INPUT, "%s: tensor %s: element [%" PRId64 ", %" PRId64 "] dequantizes to a non-finite value",
+                         p->file, names[0], r, c);
+        goto done;
+      }
+      w[(uint64_t)r * (uint64_t)n_in + (uint64_t)c] = v;
+    }
+  if (per_tensor) snprintf(what, what_len, "INT%d packed x per-tensor %s%s", bits, s->dtype, z ? ", zero points" : "");
+  else if (n_groups == 1) snprintf(what, what_len, "INT%d packed x per-channel %s%s", bits, s->dtype, z ? ", zero points" : "");
+  else
+    snprintf(what, what_len, "INT%d packed x %s scales, %" PRId64 " groups of %" PRId64 " columns%s%s", bits, s->dtype,
+             n_groups, n_in / n_groups, ordered ? " (weight_g_idx)" : "", z ? ", zero points" : "");
+  *out = w;
+  w = NULL;
+done:
+  free(w);
+  free(group_of);
+  free(raw);
+  free(sraw);
+  free(zraw);
+  free(graw);
+  free(shraw);
+  for (int i = 0; i < 5; i++) free(names[i]);
+  return st;
 }
 
 /* A converted checkpoint's weight for a layer, dequantized to float32 [out, in]: the stored values
  * (F8_E4M3 or I8, or a float dtype for a layer left unconverted) times `<layer>.weight_scale` (one
  * value, or one per output channel: [out] or [out, 1]), each product rounded once to float32, as a
- * kernel that dequantizes in float32 computes it. Group-wise scales are refused. */
+ * kernel that dequantizes in float32 computes it. Group-wise scales on unpacked weights are refused;
+ * a layer stored as <layer>.weight_packed is read by packed_weight. */
 static precis_status converted_weight(const precis_model *conv, const precis_model_layer *layer, float **out,
                                       char *what, size_t what_len) {
   *out = NULL;
@@ -482,8 +774,15 @@ static precis_status converted_weight(const precis_model *conv, const precis_mod
   }
   const precis_model_layer *t = find_tensor(conv, wname), *s = find_tensor(conv, sname);
   if (!t) {
-    st = precis_fail(PRECIS_E_INPUT, "%s: no tensor %s (the converted checkpoint lacks layer %s)", conv->path, wname,
-                     layer->name);
+    char *packed = precis_asprintf("%s.weight_packed", layer->name);
+    bool has_packed = packed && find_tensor(conv, packed);
+    free(packed);
+    if (has_packed) {
+      st = packed_weight(conv, layer, out, what, what_len);
+      goto done;
+    }
+    st = precis_fail(PRECIS_E_INPUT, "%s: no tensor %s or %s_packed (the converted checkpoint lacks layer %s)", conv->path,
+                     wname, wname, layer->name);
     goto done;
   }
   if (t->rank != 2 || t->out_features != layer->out_features || t->in_features != layer->in_features) {
@@ -546,7 +845,8 @@ done:
   return st;
 }
 
-static precis_status import_layer(const precis_model_layer *layer, const precis_model_import_options *o, bool hdf5,
+static precis_status import_layer(const precis_model_layer *layer, const precis_model_import_options *o,
+                                  activation_kind act_kind,
                                   precis_dataset_writer *writer, precis_sha256 *id_hash, precis_buf *suite) {
   precis_status st = PRECIS_OK;
   precis_workload_info info;
@@ -554,7 +854,7 @@ static precis_status import_layer(const precis_model_layer *layer, const precis_
   precis_workload_data data = {0};
   uint8_t *raw = NULL;
   float *file_a = NULL, *b_original = NULL;
-  char converted_what[64] = "";
+  char converted_what[128] = "";
   char *description = NULL, *source = NULL;
   char kind[] = "gemm";
   const int64_t n = layer->out_features, k = layer->in_features;
@@ -603,7 +903,7 @@ static precis_status import_layer(const precis_model_layer *layer, const precis_
 
   /* Activations. */
   if (o->activations) {
-    if ((st = layer_activations(o, layer, hdf5, &file_a, &samples, &m)) != PRECIS_OK) goto done;
+    if ((st = layer_activations(o, layer, act_kind, &file_a, &samples, &m)) != PRECIS_OK) goto done;
     batch = o->batch > 0 ? o->batch : samples - o->calib;
     if (batch < 1 || batch + o->calib > samples) {
       st = precis_fail(PRECIS_E_INPUT, "%s: %s has %" PRId64 " samples; %" PRId64 " held-out + %" PRId64 " calibration needed",
@@ -628,9 +928,8 @@ static precis_status import_layer(const precis_model_layer *layer, const precis_
         st = precis_fail(PRECIS_E_INPUT, "%s: %s: element %" PRIu64 " is not finite", o->activations, layer->name, i);
         goto done;
       }
-    a_file.object = hdf5 ? precis_asprintf("/%s", layer->name) : precis_strdup(layer->name);
-    a_file.path = precis_strdup(o->activations);
-    if (!a_file.object || !a_file.path) goto nomem;
+    if ((st = activation_location(o->activations, act_kind, layer->name, &a_file.path, &a_file.object)) != PRECIS_OK)
+      goto done;
   } else {
     const precis_rng_key key = precis_rng_key_for(o->seed, layer->name);
     precis_dist_fill(o->a, key, PRECIS_STREAM_A, PRECIS_OPERAND_A, batch, m, k, data.a);
@@ -661,9 +960,11 @@ static precis_status import_layer(const precis_model_layer *layer, const precis_
   cJSON_AddStringToObject(src, "sha256", sha);
   if (o->converted) {
     const precis_model_layer *t = NULL;
-    char *wname = precis_asprintf("%s.weight", layer->name);
+    char *wname = precis_asprintf("%s.weight", layer->name), *pname = precis_asprintf("%s.weight_packed", layer->name);
     if (wname) t = find_tensor(o->converted, wname);
+    if (!t && pname) t = find_tensor(o->converted, pname);
     free(wname);
+    free(pname);
     cJSON *c = cJSON_AddObjectToObject(src, "converted");
     cJSON_AddStringToObject(c, "file", t ? t->file : "");
     cJSON_AddStringToObject(c, "weights", converted_what);
@@ -687,8 +988,8 @@ static precis_status import_layer(const precis_model_layer *layer, const precis_
   info.description = description;
   info.a_dist = o->activations ? precis_dist_describe(&a_file) : precis_dist_describe(o->a);
   if (o->converted) {
-    info.b_dist = precis_asprintf("converted(path=%s, tensor=%s.weight, %s, transpose=true)", o->converted->path, layer->name,
-                                  converted_what);
+    info.b_dist = precis_asprintf("converted(path=%s, tensor=%s.weight%s, %s, transpose=true)", o->converted->path,
+                                  layer->name, strstr(converted_what, "packed") ? "_packed" : "", converted_what);
     info.reference = precis_asprintf("%s, from a and the ORIGINAL weights (b holds the converted ones)",
                                      precis_reference_method());
   } else {
@@ -708,9 +1009,11 @@ static precis_status import_layer(const precis_model_layer *layer, const precis_
                             "\n    calib: %" PRId64 "\n    a: ", m, n, k, batch, o->calib);
   if (o->activations) {
     precis_buf_append(suite, "{dist: file, path: ");
-    yaml_append_quoted(suite, o->activations);
-    precis_buf_append(suite, hdf5 ? ", dataset: " : ", tensor: ");
-    yaml_append_quoted(suite, a_file.object);
+    yaml_append_quoted(suite, a_file.path);
+    if (a_file.object) {
+      precis_buf_append(suite, act_kind == ACTIVATIONS_HDF5 ? ", dataset: " : act_kind == ACTIVATIONS_NPZ ? ", array: " : ", tensor: ");
+      yaml_append_quoted(suite, a_file.object);
+    }
     precis_buf_append(suite, "}");
   } else {
     dist_yaml(suite, o->a);
@@ -742,11 +1045,12 @@ done:
 
 precis_status precis_model_import(const precis_model *model, const precis_model_import_options *o, char dataset_id[65]) {
   if (o->tokens < 1 && !o->activations) return precis_fail(PRECIS_E_USAGE, "--tokens must be positive");
+  activation_kind act_kind = ACTIVATIONS_HDF5;
+  precis_status st = PRECIS_OK;
+  if (o->activations && (st = activation_kind_of(o->activations, model->n_layers, &act_kind)) != PRECIS_OK) return st;
   precis_dataset_write_options wopt = {o->force, o->gzip_level};
   precis_dataset_writer *writer = NULL;
-  precis_status st = precis_dataset_writer_open(o->output, &wopt, &writer);
-  if (st != PRECIS_OK) return st;
-  bool hdf5 = o->activations && is_hdf5_file(o->activations);
+  if ((st = precis_dataset_writer_open(o->output, &wopt, &writer)) != PRECIS_OK) return st;
   progress_bar bar = {o->progress, o->progress && isatty(2), model->n_layers};
   precis_sha256 hash;
   precis_dataset_id_begin(&hash, o->seed, model->n_layers);
@@ -766,7 +1070,7 @@ precis_status precis_model_import(const precis_model *model, const precis_model_
       goto failed;
     }
     progress_step(&bar, i, &model->layers[i]);
-    if ((st = import_layer(&model->layers[i], o, hdf5, writer, &hash, &suite)) != PRECIS_OK) goto failed;
+    if ((st = import_layer(&model->layers[i], o, act_kind, writer, &hash, &suite)) != PRECIS_OK) goto failed;
   }
   if (bar.tty) fprintf(stderr, "\r\033[K");
   char *suite_text = precis_buf_take(&suite);

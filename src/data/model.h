@@ -53,8 +53,9 @@ typedef struct precis_model_import_options {
   int64_t calib;            /* calibration samples */
   uint64_t seed;
   const precis_dist *a;     /* the synthetic activations' distribution */
-  const char *activations;  /* NULL, or a safetensors / HDF5 file with one [samples, tokens, k]
-                               array per layer, named after the layer (HDF5: /<layer>) */
+  const char *activations;  /* NULL, or where one [samples, tokens, k] array per layer is, named
+                               after the layer: a safetensors, HDF5 (/<layer>) or .npz file, a
+                               directory of <layer>.npy files, or one .npy for a single layer */
   const precis_model *converted; /* NULL, or the tensors of a converted checkpoint (precis_model_tensors):
                                     b holds its dequantized weights, c_ref stays the original's */
 } precis_model_import_options;

@@ -91,7 +91,18 @@ static void progress(const precis_run_config *cfg, size_t done, size_t total, co
   /* Names and reasons come from the dataset: control characters must not reach the terminal. */
   precis_buf line;
   precis_buf_init(&line);
-  precis_buf_terminal(&line, row->workload, 64);
+  if (row->layer && cfg->n_recipes) {
+    /* A model's dataset: cases run layer by layer, every recipe of a layer in turn. */
+    precis_buf_appendf(&line, "layer %zu/%zu ", (done - 1) / cfg->n_recipes + 1, total / cfg->n_recipes);
+    precis_buf_terminal(&line, row->layer, 96);
+    if (strcmp(row->layer, row->workload) != 0) {
+      precis_buf_append(&line, " (workload ");
+      precis_buf_terminal(&line, row->workload, 64);
+      precis_buf_append(&line, ")");
+    }
+  } else {
+    precis_buf_terminal(&line, row->workload, 64);
+  }
   precis_buf_append(&line, " ");
   precis_buf_terminal(&line, row->recipe, 96); /* a spec given field by field is long */
   precis_buf_append(&line, ": ");
@@ -110,6 +121,7 @@ static void case_row(precis_row *row, const precis_workload_info *w, const preci
   precis_row_init(row);
   row->workload = precis_strdup(w->name);
   row->description = precis_strdup(w->description);
+  row->layer = precis_strdup(w->layer);
   row->recipe = precis_strdup(recipe->name);
   row->spec = precis_strdup(recipe->canonical);
   row->recipe_description = precis_strdup(recipe->description);

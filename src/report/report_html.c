@@ -41,6 +41,11 @@ static const char style[] =
     "svg .lat-box{fill-opacity:.25;stroke-width:1.2}svg .lat-median{stroke:#000;stroke-width:2}\n"
     "svg .lat-whisker{stroke:#555;stroke-width:1}svg .lat-sample{fill-opacity:.55}\n"
     ".muted{color:#666;font-size:12px}\n"
+    "table.layers td,table.layers th{font-size:11px;padding:0 5px;height:15px;white-space:nowrap;border-color:#ddd}\n"
+    "table.layers th{position:sticky;top:0}table.layers td.t{max-width:460px;overflow:hidden;text-overflow:ellipsis}\n"
+    "table.layers td.fail{font-weight:normal;color:#555;background-image:repeating-linear-gradient(45deg,transparent 0 "
+    "4px,rgba(0,0,0,.18) 4px 5px)}table.layers td.pass{color:#222}table.layers td.dark{color:#fff}"
+    "table.layers td.notrun{color:#999}\n"
     "</style>\n";
 
 /* ------------------------------------------------------------ scatter: error vs throughput */
@@ -632,6 +637,97 @@ static void html_decision(precis_buf *b, const precis_recommendation *rec, bool 
   free(answer);
 }
 
+/* A model's dataset: a layers x recipes table of rel_fro coloured by log10 error, each layer linking
+ * to its section; compact rows (15 px) and a sticky header keep 200+ layers readable. */
+static void html_layers(precis_buf *b, const precis_report *report, const char *const *workloads, size_t n_workloads) {
+  size_t n_layers = 0, n_recipes = 0;
+  const char **layers = precis_report_layer_workloads(report, &n_layers);
+  if (!layers) return;
+  const char **recipes = precis_report_recipe_names(report, &n_recipes);
+  double lo = INFINITY, hi = -INFINITY;
+  for (size_t i = 0; i < report->n_rows; i++) {
+    const precis_row *row = &report->rows[i];
+    double e = row->error[PRECIS_METRIC_REL_FRO].worst;
+    if (row->layer && row->status == PRECIS_ROW_OK && row->error[PRECIS_METRIC_REL_FRO].present && isfinite(e) && e > 0) {
+      lo = fmin(lo, log10(e));
+      hi = fmax(hi, log10(e));
+    }
+  }
+  char num[40], color[16];
+  precis_buf_appendf(b, "<section id=\"layers\"><h2>Per layer</h2>\n<p>%zu layers of a model (precis import --model), in "
+                        "model order: rel_fro, worst over held-out samples, per layer and recipe, coloured from ",
+                     n_layers);
+  precis_fmt_sig(num, sizeof num, isfinite(lo) ? pow(10, lo) : NAN, 2);
+  precis_buf_html(b, num);
+  precis_buf_append(b, " (light) to ");
+  precis_fmt_sig(num, sizeof num, isfinite(hi) ? pow(10, hi) : NAN, 2);
+  precis_buf_html(b, num);
+  precis_buf_append(b, " (dark red) on a log scale; hatched cells fail their criteria (hover for why). Each layer links "
+                       "to its section below. <code>precis plan report.json --require ...</code> picks a recipe per "
+                       "layer.</p>\n<table class=\"layers\"><thead><tr><th>#</th><th class=\"t\">layer</th><th>k x n</th>");
+  for (size_t r = 0; recipes && r < n_recipes; r++) {
+    precis_buf_append(b, "<th>");
+    precis_buf_html(b, recipes[r]);
+    size_t passing = 0;
+    for (size_t l = 0; l < n_layers; l++) {
+      const precis_row *row = precis_report_find_row(report, layers[l], recipes[r]);
+      passing += row && row->status == PRECIS_ROW_OK && row->verdict == PRECIS_VERDICT_PASS;
+    }
+    precis_buf_appendf(b, "<br><span class=\"muted\">%zu/%zu pass</span></th>", passing, n_layers);
+  }
+  precis_buf_append(b, "</tr></thead><tbody>\n");
+  for (size_t l = 0; l < n_layers; l++) {
+    size_t section = 0;
+    for (size_t w = 0; w < n_workloads; w++)
+      if (strcmp(workloads[w], layers[l]) == 0) section = w + 1;
+    const precis_row *any = NULL;
+    for (size_t r = 0; recipes && r < n_recipes && !any; r++) any = precis_report_find_row(report, layers[l], recipes[r]);
+    const char *layer = precis_report_layer_of(report, layers[l]);
+    precis_buf_appendf(b, "<tr><td>%zu</td><td class=\"t\" title=\"", l + 1);
+    precis_buf_html(b, layer);
+    precis_buf_appendf(b, "\"><a href=\"#workload-%zu\">", section);
+    precis_buf_html(b, layer);
+    if (any) precis_buf_appendf(b, "</a></td><td>%lld x %lld</td>", any->k, any->n);
+    else precis_buf_append(b, "</a></td><td>-</td>");
+    for (size_t r = 0; recipes && r < n_recipes; r++) {
+      const precis_row *row = precis_report_find_row(report, layers[l], recipes[r]);
+      if (!row) {
+        precis_buf_append(b, "<td class=\"notrun\">-</td>");
+        continue;
+      }
+      if (row->status != PRECIS_ROW_OK) {
+        precis_buf_append(b, "<td class=\"notrun\" title=\"");
+        precis_buf_html(b, row->reason ? row->reason : "");
+        precis_buf_append(b, "\">");
+        precis_buf_html(b, precis_row_status_str(row->status));
+        precis_buf_append(b, "</td>");
+        continue;
+      }
+      double e = row->error[PRECIS_METRIC_REL_FRO].present ? row->error[PRECIS_METRIC_REL_FRO].worst : NAN;
+      bool dark = precis_heat_color(e, lo, hi, color, sizeof color) > 0.7;
+      bool fail = row->verdict == PRECIS_VERDICT_FAIL;
+      precis_buf_appendf(b, "<td class=\"%s%s\" style=\"background-color:%s\" title=\"", fail ? "fail" : "pass",
+                         dark ? " dark" : "", color);
+      precis_buf_html(b, recipes[r]);
+      precis_fmt_sig(num, sizeof num, e, 3);
+      precis_buf_append(b, ": rel_fro ");
+      precis_buf_html(b, num);
+      if (fail && row->verdict_detail) {
+        precis_buf_append(b, "; fails: ");
+        precis_buf_html(b, row->verdict_detail);
+      }
+      precis_buf_append(b, "\">");
+      if (row->error[PRECIS_METRIC_REL_FRO].present) precis_buf_html(b, num);
+      else precis_buf_append(b, "null");
+      precis_buf_append(b, "</td>");
+    }
+    precis_buf_append(b, "</tr>\n");
+  }
+  precis_buf_append(b, "</tbody></table></section>\n");
+  free(recipes);
+  free(layers);
+}
+
 static char *html_text(const precis_report *report) {
   precis_buf b;
   precis_buf_init(&b);
@@ -685,6 +781,7 @@ static char *html_text(const precis_report *report) {
 
   size_t n_workloads;
   const char **workloads = precis_report_workloads(report, &n_workloads);
+  html_layers(&b, report, workloads, n_workloads);
   for (size_t w = 0; workloads && w < n_workloads; w++) {
     const precis_row *first = precis_report_find_row(report, workloads[w], report->rows[0].recipe);
     for (size_t i = 0; !first && i < report->n_rows; i++)

@@ -171,6 +171,9 @@ static void write_row(json_out *o, const precis_row *row, long min_samples) {
   jo_k(o, "recipe"); jo_str(o, row->recipe);
   jo_k(o, "spec"); jo_str(o, row->spec);
   jo_k(o, "description"); jo_str(o, row->description);
+  if (row->layer) {
+    jo_k(o, "layer"); jo_str(o, row->layer);
+  }
   jo_k(o, "recipe_description"); jo_str(o, row->recipe_description);
   jo_k(o, "m"); jo_int(o, row->m);
   jo_k(o, "n"); jo_int(o, row->n);
@@ -454,6 +457,7 @@ static bool read_row(json_in *in, const cJSON *obj, precis_row *row) {
   if (!cJSON_IsObject(obj)) return ji_bad(in, "", "an object (one row)", obj);
   if (!ji_string(in, obj, "workload", &row->workload, true) || !ji_string(in, obj, "recipe", &row->recipe, true) ||
       !ji_string(in, obj, "description", &row->description, false) ||
+      !ji_string(in, obj, "layer", &row->layer, false) ||
       !ji_string(in, obj, "recipe_description", &row->recipe_description, false) ||
       !ji_integer(in, obj, "m", &row->m, 0) || !ji_integer(in, obj, "n", &row->n, 0) ||
       !ji_integer(in, obj, "k", &row->k, 0) || !ji_integer(in, obj, "batch", &row->batch, 0) ||

@@ -173,6 +173,59 @@ static void md_recipes(precis_buf *b, const precis_report *report) {
   precis_buf_append(b, "\n");
 }
 
+/* A model's dataset: one line per layer, one column per recipe, so that 200 layers read as one
+ * table rather than 200 sections. */
+static void md_layers(precis_buf *b, const precis_report *report) {
+  size_t n_layers = 0, n_recipes = 0;
+  const char **layers = precis_report_layer_workloads(report, &n_layers);
+  if (!layers) return;
+  const char **recipes = precis_report_recipe_names(report, &n_recipes);
+  precis_buf_appendf(b, "\n## Per layer\n\n%zu layers of a model (precis import --model), in model order: rel_fro, worst "
+                        "over held-out samples, of each layer under each recipe; ✗ marks a case that fails its "
+                        "criteria, a status word one that did not run. Passing layers per recipe:", n_layers);
+  for (size_t r = 0; recipes && r < n_recipes; r++) {
+    size_t passing = 0;
+    for (size_t l = 0; l < n_layers; l++) {
+      const precis_row *row = precis_report_find_row(report, layers[l], recipes[r]);
+      passing += row && row->status == PRECIS_ROW_OK && row->verdict == PRECIS_VERDICT_PASS;
+    }
+    precis_buf_append(b, r ? ", " : " ");
+    precis_buf_markdown(b, recipes[r]);
+    precis_buf_appendf(b, " %zu/%zu", passing, n_layers);
+  }
+  precis_buf_append(b, ". `precis plan report.json --require ...` picks a recipe per layer.\n\n| # | layer | k x n |");
+  for (size_t r = 0; recipes && r < n_recipes; r++) {
+    precis_buf_append(b, " ");
+    precis_buf_markdown(b, recipes[r]);
+    precis_buf_append(b, " |");
+  }
+  precis_buf_append(b, "\n|---:|---|---:|");
+  for (size_t r = 0; r < n_recipes; r++) precis_buf_append(b, "---:|");
+  precis_buf_append(b, "\n");
+  for (size_t l = 0; l < n_layers; l++) {
+    const precis_row *any = NULL;
+    for (size_t r = 0; recipes && r < n_recipes && !any; r++) any = precis_report_find_row(report, layers[l], recipes[r]);
+    precis_buf_appendf(b, "| %zu | ", l + 1);
+    precis_buf_markdown(b, precis_report_layer_of(report, layers[l]));
+    if (any) precis_buf_appendf(b, " | %lld x %lld |", any->k, any->n);
+    else precis_buf_append(b, " | - |");
+    for (size_t r = 0; recipes && r < n_recipes; r++) {
+      const precis_row *row = precis_report_find_row(report, layers[l], recipes[r]);
+      precis_buf_append(b, " ");
+      if (!row) precis_buf_append(b, "-");
+      else if (row->status != PRECIS_ROW_OK) precis_buf_append(b, precis_row_status_str(row->status));
+      else {
+        md_metric(b, row, PRECIS_METRIC_REL_FRO);
+        if (row->verdict == PRECIS_VERDICT_FAIL) precis_buf_append(b, " ✗");
+      }
+      precis_buf_append(b, " |");
+    }
+    precis_buf_append(b, "\n");
+  }
+  precis_buf_append(b, "\n");
+  free(recipes);
+  free(layers);
+}
 
 static char *markdown_text(const precis_report *report) {
   precis_buf b;
@@ -234,6 +287,7 @@ static char *markdown_text(const precis_report *report) {
     precis_buf_markdown(&b, report->settings.items[i].value ? report->settings.items[i].value : "null");
     precis_buf_append(&b, "\n");
   }
+  md_layers(&b, report);
   precis_buf_append(&b, "\n## Results\n\nError columns are the worst over held-out samples. ");
   precis_buf_append(&b, "`peak` is the evaluator's tracked peak allocation (tensor bytes when not tracked).\n\n");
   size_t n_workloads;

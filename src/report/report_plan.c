@@ -220,22 +220,6 @@ static char *plan_markdown(const precis_plan *p, const char *report_path) {
   return precis_buf_take(&b);
 }
 
-/* log10 error on a white-yellow-red ramp between the smallest and largest error of the plan. */
-static double heat_color(double error, double lo, double hi, char *buf, size_t len) {
-  if (!isfinite(error)) {
-    snprintf(buf, len, "#ffffff");
-    return 0;
-  }
-  double t = error <= 0 || !(hi > lo) ? 0 : (log10(error) - lo) / (hi - lo);
-  t = t < 0 ? 0 : t > 1 ? 1 : t;
-  /* #fffbe6 (t=0) -> #fdae61 (t=0.5) -> #b2182b (t=1) */
-  double r0, g0, b0, r1, g1, b1, u;
-  if (t < 0.5) r0 = 255, g0 = 251, b0 = 230, r1 = 253, g1 = 174, b1 = 97, u = t / 0.5;
-  else r0 = 253, g0 = 174, b0 = 97, r1 = 178, g1 = 24, b1 = 43, u = (t - 0.5) / 0.5;
-  snprintf(buf, len, "#%02x%02x%02x", (int)(r0 + (r1 - r0) * u), (int)(g0 + (g1 - g0) * u), (int)(b0 + (b1 - b0) * u));
-  return t;
-}
-
 static char *plan_html(const precis_plan *p, const char *report_path) {
   precis_buf b;
   precis_buf_init(&b);
@@ -291,7 +275,7 @@ static char *plan_html(const precis_plan *p, const char *report_path) {
   precis_buf_append(&b, "<h2>Error per layer and recipe (rel_fro, worst over samples)</h2>\n<p class=\"legend\">");
   for (int i = 0; i <= 4; i++) {
     double e = isfinite(lo) ? pow(10, lo + (hi - lo) * i / 4.0) : NAN;
-    heat_color(e, lo, hi, color, sizeof color);
+    precis_heat_color(e, lo, hi, color, sizeof color);
     precis_fmt_sig(err, sizeof err, e, 2);
     precis_buf_appendf(&b, "<span style=\"background:%s\">%s</span>", color, err);
   }
@@ -318,7 +302,7 @@ static char *plan_html(const precis_plan *p, const char *report_path) {
         precis_buf_append(&b, "<td class=\"missing\">&middot;</td>");
         continue;
       }
-      bool dark = heat_color(c->error, lo, hi, color, sizeof color) > 0.7;
+      bool dark = precis_heat_color(c->error, lo, hi, color, sizeof color) > 0.7;
       precis_fmt_sig(err, sizeof err, c->error, 2);
       fmt_cost(cost, sizeof cost, p->cost_kind, c->cost);
       bool chosen = p->chosen[l] == (int)r;

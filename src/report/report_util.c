@@ -118,6 +118,40 @@ const char **precis_report_recipe_names(const precis_report *report, size_t *cou
   return distinct(report, false, count);
 }
 
+const char **precis_report_layer_workloads(const precis_report *report, size_t *count) {
+  size_t n_all = 0, n = 0;
+  const char **all = precis_report_workloads(report, &n_all);
+  for (size_t i = 0; all && i < n_all; i++)
+    if (precis_report_layer_of(report, all[i])) all[n++] = all[i];
+  *count = n;
+  if (n == 0) {
+    free(all);
+    return NULL;
+  }
+  return all;
+}
+
+const char *precis_report_layer_of(const precis_report *report, const char *workload) {
+  for (size_t i = 0; i < report->n_rows; i++)
+    if (report->rows[i].layer && strcmp(report->rows[i].workload, workload) == 0) return report->rows[i].layer;
+  return NULL;
+}
+
+double precis_heat_color(double error, double lo, double hi, char *buf, size_t len) {
+  if (!isfinite(error)) {
+    snprintf(buf, len, "#ffffff");
+    return 0;
+  }
+  double t = error <= 0 || !(hi > lo) ? 0 : (log10(error) - lo) / (hi - lo);
+  t = t < 0 ? 0 : t > 1 ? 1 : t;
+  /* #fffbe6 (t=0) -> #fdae61 (t=0.5) -> #b2182b (t=1) */
+  double r0, g0, b0, r1, g1, b1, u;
+  if (t < 0.5) r0 = 255, g0 = 251, b0 = 230, r1 = 253, g1 = 174, b1 = 97, u = t / 0.5;
+  else r0 = 253, g0 = 174, b0 = 97, r1 = 178, g1 = 24, b1 = 43, u = (t - 0.5) / 0.5;
+  snprintf(buf, len, "#%02x%02x%02x", (int)(r0 + (r1 - r0) * u), (int)(g0 + (g1 - g0) * u), (int)(b0 + (b1 - b0) * u));
+  return t;
+}
+
 int precis_recipe_rank(const char *name) { return (int)precis_recipe_preset_index(name); }
 
 long long precis_row_peak_bytes(const precis_row *row) {

@@ -26,6 +26,15 @@ bool precis_report_is_cpu_emulation(const precis_report *report);
  * holds pointers into the report (free only the array). */
 const char **precis_report_workloads(const precis_report *report, size_t *count);
 const char **precis_report_recipe_names(const precis_report *report, size_t *count);
+/* The workloads that are layers of a model (rows with a `layer`, precis import --model), in order
+ * of first appearance; NULL with *count 0 when there are none. Free only the array. */
+const char **precis_report_layer_workloads(const precis_report *report, size_t *count);
+/* The layer a workload is (its rows' `layer`), or NULL. */
+const char *precis_report_layer_of(const precis_report *report, const char *workload);
+/* An error's colour (#rrggbb into buf) on a white-yellow-red ramp of log10(error) between lo and
+ * hi (log10 bounds); returns its position 0..1 (callers switch to light text above about 0.7). */
+double precis_heat_color(double error, double lo, double hi, char *buf, size_t len);
+
 /* Position of a preset in the preset table (recipe.c); other names sort after, by name. */
 int precis_recipe_rank(const char *name);
 

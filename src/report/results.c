@@ -144,6 +144,7 @@ void precis_row_init(precis_row *row) {
 void precis_row_free(precis_row *row) {
   free(row->workload);
   free(row->description);
+  free(row->layer);
   free(row->recipe);
   free(row->spec);
   free(row->recipe_description);

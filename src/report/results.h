@@ -68,6 +68,7 @@ typedef struct precis_memory {
 typedef struct precis_row {
   char *workload;
   char *description;
+  char *layer;              /* the dataset's `layer` attribute (precis import --model); NULL otherwise */
   char *recipe;             /* the name given: a preset's, or the canonical spec */
   char *spec;               /* the canonical spec (DESIGN §11): rows pair across reports by it */
   char *recipe_description; /* precis_recipe.description plus what this run chose */

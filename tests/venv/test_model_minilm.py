@@ -9,9 +9,10 @@ Every number asserted is recomputed here with NumPy and the reference safetensor
 - the plan: per layer the cheapest passing recipe; under a budget the optimum by brute force;
 - the same on a sharded checkpoint (two files + model.safetensors.index.json, one shard in F16)
   written here; exit 3 naming the blocking layers when nothing passes;
-- --converted: an FP8 (per-tensor weight_scale) / INT8 (per-channel) / unconverted F32 checkpoint
-  written here: b equals q x scale bit for bit, c_ref stays the original's, and the fp32 recipe's
-  rel_fro equals the conversion's error recomputed in NumPy.
+- --converted: an FP8 (per-tensor weight_scale) / INT8 (per-channel) / INT4 W4A16 (compressed-tensors
+  pack-quantized, asymmetric, groups of 32, BF16 scales, packed zero points) / unconverted F32
+  checkpoint written here: b equals (q - zero point) x scale bit for bit, c_ref stays the
+  original's, and the fp32 recipe's rel_fro equals the conversion's error recomputed in NumPy.
 """
 import hashlib
 import importlib.resources
@@ -209,8 +210,23 @@ def write_safetensors(path, tensors):
         f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
 
 
+def pack_int32(q, bits):
+    """compressed-tensors pack_to_int32 along rows: 32/bits values per int32, the first in the lowest
+    bits, each stored as value + 2^(bits-1), the last word zero-padded."""
+    per = 32 // bits
+    rows, cols = q.shape
+    words = -(-cols // per)
+    u = np.zeros((rows, words * per), np.uint64)
+    u[:, :cols] = (q.astype(np.int64) + (1 << (bits - 1))).astype(np.uint64)
+    packed = np.zeros((rows, words), np.uint64)
+    for slot in range(per):
+        packed |= u[:, slot::per] << np.uint64(bits * slot)
+    return packed.astype(np.uint32).view(np.int32)
+
+
 def check_converted(path, weights, tmp):
-    layers = ["encoder.layer.1.attention.self.key", "encoder.layer.1.intermediate.dense", "encoder.layer.1.output.dense"]
+    layers = ["encoder.layer.1.attention.self.key", "encoder.layer.1.intermediate.dense", "encoder.layer.1.output.dense",
+              "encoder.layer.1.attention.self.query"]
     f32 = np.float32
     tensors, deq = {}, {}
     # FP8 E4M3, one scale per tensor (amax / 448), as FP8 checkpoints store it.
@@ -231,10 +247,25 @@ def check_converted(path, weights, tmp):
     w = weights[layers[2] + ".weight"]
     tensors[layers[2] + ".weight"] = ("F32", w.shape, w.astype("<f4").tobytes())
     deq[layers[2]] = w
+    # INT4 W4A16 as llm-compressor saves it (pack-quantized): asymmetric, groups of 32 columns,
+    # BF16 scales, zero points packed along the rows.
+    w = weights[layers[3] + ".weight"]
+    out_f, in_f = w.shape
+    g = w.reshape(out_f, in_f // 32, 32)
+    lo, hi = np.minimum(g.min(axis=2), 0), np.maximum(g.max(axis=2), 0)
+    s = ((hi - lo) / f32(15)).astype(ml_dtypes.bfloat16).astype(f32)
+    zp = np.clip(np.rint(-8 - lo / s), -8, 7).astype(np.int64)
+    q = np.clip(np.rint(g / s[:, :, None]) + zp[:, :, None], -8, 7).astype(np.int64)
+    deq[layers[3]] = ((q - zp[:, :, None]).astype(np.float64) * s[:, :, None]).astype(f32).reshape(out_f, in_f)
+    tensors[layers[3] + ".weight_packed"] = ("I32", (out_f, in_f // 8), pack_int32(q.reshape(out_f, in_f), 4).tobytes())
+    tensors[layers[3] + ".weight_shape"] = ("I64", (2,), np.array([out_f, in_f], "<i8").tobytes())
+    tensors[layers[3] + ".weight_scale"] = ("BF16", s.shape, s.astype(ml_dtypes.bfloat16).view(np.uint16).tobytes())
+    zp_packed = np.ascontiguousarray(pack_int32(zp.T, 4).T)
+    tensors[layers[3] + ".weight_zero_point"] = ("I32", zp_packed.shape, zp_packed.tobytes())
     conv = os.path.join(tmp, "converted.safetensors")
     write_safetensors(conv, tensors)
     ds = os.path.join(tmp, "converted.h5")
-    run(["import", "--model", path, "--converted", conv, "--layers", "encoder.layer.1.*", "--exclude", "*.attention.self.[qv]*",
+    run(["import", "--model", path, "--converted", conv, "--layers", "encoder.layer.1.*", "--exclude", "*.attention.self.value",
          "--exclude", "*.attention.output.*", "--tokens", "8", "-o", ds, "-q"])
     p = run(["inspect", ds])
     check("(matches the contents)" in p.stdout, "inspect: the dataset_id (b_ref included) matches the contents")
@@ -259,6 +290,9 @@ def check_converted(path, weights, tmp):
             check(abs(got - want) <= tol, f"{layer}: converted rel_fro {got}, NumPy {want}")
         src = json.loads(d[f"workloads/{layers[0]}"].attrs["source"])
         check(src["converted"]["weights"] == "F8_E4M3 x per-tensor F32", f"source.converted: {src.get('converted')}")
+        src = json.loads(d[f"workloads/{layers[3]}"].attrs["source"])
+        check(src["converted"]["weights"] == "INT4 packed x BF16 scales, 12 groups of 32 columns, zero points",
+              f"source.converted: {src.get('converted')}")
     check(rows[layers[0]]["error"]["rel_fro"]["worst"] > 1e-3 and rows[layers[2]]["error"]["rel_fro"]["worst"] < 1e-5,
           "fp8 conversion error is visible, the unconverted layer is exact to fp32")
 
