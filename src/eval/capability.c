@@ -44,6 +44,78 @@ static bool route_matches(const precis_lt_route *r, const precis_spec *s) {
   return a_ok && operand_matches(&s->b, r->b, r->b_gran) && s->acc == r->acc && s->out == r->out;
 }
 
+static bool is_fp8_fmt(precis_format_id f) { return f == PRECIS_FMT_E4M3 || f == PRECIS_FMT_E5M2; }
+
+/* Issue 16's formats on the cuda backend: which cuBLASLt scale mode (cublasLtMatmulMatrixScale_t,
+ * CUDA 13.1 cublasLt.h) or emulation each would take, and that precis does not drive it yet. true
+ * when the spec is one of them. */
+static bool why_no_quantized_route(const precis_spec *s, char *why, size_t len) {
+  const precis_operand_spec *a = &s->a, *b = &s->b;
+  bool a_sc = precis_operand_is_scaled(a), b_sc = precis_operand_is_scaled(b);
+  if (!a_sc && !b_sc) return false;
+  const char *todo = "not yet run by the cuda backend (issue 16)";
+  bool block = a->gran == PRECIS_GRAN_MX || a->gran == PRECIS_GRAN_MX_RCEIL || a->gran == PRECIS_GRAN_NV ||
+               b->gran == PRECIS_GRAN_MX || b->gran == PRECIS_GRAN_MX_RCEIL || b->gran == PRECIS_GRAN_NV;
+  if (a_sc != b_sc) {
+    snprintf(why, len, "weight-only (%s scaled): planned as dequantization to %s then the %s cuBLASLt GEMM "
+                       "(emulated: exact inputs, not a fused kernel's speed); %s",
+             a_sc ? "A" : "B", precis_format_get(a_sc ? b->fmt : a->fmt)->name,
+             precis_format_get(a_sc ? b->fmt : a->fmt)->name, todo);
+    return true;
+  }
+  if (block) {
+    snprintf(why, len, "MX/NVFP4: native only on cc >= 10.0 (scale modes VEC32_UE8M0 / VEC16_UE4M3); below, planned "
+                       "as exact dequantization to bf16 then a bf16 cuBLASLt GEMM (emulated: exact inputs, not a fused "
+                       "kernel's speed); %s",
+             todo);
+    return true;
+  }
+  if (is_fp8_fmt(a->fmt) && is_fp8_fmt(b->fmt)) {
+    if (a->fmt == PRECIS_FMT_E5M2 && b->fmt == PRECIS_FMT_E5M2) {
+      snprintf(why, len, "e5m2 x e5m2: cuBLASLt has no FP8 matmul with both operands E5M2 (its FP8 type table: E4M3 "
+                         "x E4M3, E4M3 x E5M2, E5M2 x E4M3); make one operand e4m3");
+      return true;
+    }
+    if (a->gran == PRECIS_GRAN_BLOCK && b->gran == PRECIS_GRAN_BLOCK) {
+      snprintf(why, len, "fp8 with 2-D blocks on both operands: cuBLASLt's BLK128x128_32F pairs only with "
+                         "VEC128_32F (1x128) on the other operand, never BLK x BLK");
+      return true;
+    }
+    if (a->gran == PRECIS_GRAN_ROW && b->gran == PRECIS_GRAN_COL) {
+      snprintf(why, len, "fp8 outer-vector scales (A per row, B per column): planned through "
+                       "CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F in A_SCALE_MODE/B_SCALE_MODE on sm_90 (fp32 "
+                       "vectors, 16-byte aligned); %s", todo);
+      return true;
+    }
+    bool vec128_a = (a->gran == PRECIS_GRAN_K && a->group == 128) ||
+                    (a->gran == PRECIS_GRAN_BLOCK && a->block_rows == 1 && a->block_cols == 128);
+    bool blk_b = b->gran == PRECIS_GRAN_BLOCK && b->block_rows == 128 && b->block_cols == 128;
+    if (vec128_a && blk_b) {
+      snprintf(why, len, "fp8 128-blocks (A 1x128, B 128x128): planned through CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F "
+                       "(A) and BLK128x128_32F (B) on sm_90 (fp32 scales); %s", todo);
+      return true;
+    }
+    if (a->gran == PRECIS_GRAN_TENSOR && b->gran == PRECIS_GRAN_TENSOR && a->fmt != b->fmt) {
+      snprintf(why, len, "fp8 %s x %s per tensor: cuBLASLt takes it (SCALAR_32F, sm_89+), but precis's fp8 route is "
+                         "e4m3 x e4m3 only; %s",
+               precis_format_get(a->fmt)->name, precis_format_get(b->fmt)->name, todo);
+      return true;
+    }
+    if (a->gran == PRECIS_GRAN_TENSOR && b->gran == PRECIS_GRAN_TENSOR) return false; /* the fp8 route's own fields */
+    snprintf(why, len, "fp8 with %s/%s scales: cuBLASLt's scale modes are per tensor (SCALAR_32F), outer vector "
+                       "(OUTER_VEC_32F: A per row, B per column) and VEC128_32F x BLK128x128_32F; no route for these",
+             precis_gran_name(a->gran), precis_gran_name(b->gran));
+    return true;
+  }
+  if (precis_operand_is_integer(a) && precis_operand_is_integer(b)) {
+    snprintf(why, len, "integer operands: the int8 route takes s8:sym A per row (or per tensor from calibration) x B "
+                       "per column; cuBLASLt's int8 GEMM takes no scales, so other granularities, s4/u4 and sym-half "
+                       "have no route; %s", todo);
+    return true;
+  }
+  return false;
+}
+
 /* The first field that keeps a spec off every route, for the reason of an `unsupported` row. */
 static void why_no_route(const precis_spec *s, char *why, size_t len) {
   char a[48], b[48];
@@ -57,6 +129,8 @@ static void why_no_route(const precis_spec *s, char *why, size_t len) {
   else if (s->a.fmt == PRECIS_FMT_F64 || s->b.fmt == PRECIS_FMT_F64 || s->acc == PRECIS_FMT_F64 ||
            s->out == PRECIS_FMT_F64)
     snprintf(why, len, "fp64: not yet implemented on the cuda backend (issue 19)");
+  else if (why_no_quantized_route(s, why, len))
+    return;
   else
     snprintf(why, len, "a=%s,b=%s,acc=%s,out=%s: no cuBLASLt route in precis yet (issue 16); routes: the presets "
                        "fp32, tf32, fp16, fp16acc16, bf16, int8, fp8",

@@ -15,6 +15,7 @@
 
 #include "backend.h"
 #include "cpu_gemm_fp16acc.h"
+#include "cpu_quantized.h"
 #include "format.h"
 #include "host_memory.h"
 #include "quant.h"
@@ -28,6 +29,7 @@ typedef enum cpu_gemm {
   CPU_GEMM_SGEMM,     /* float operands (rounded, or decoded and scaled), fp32 products and sums */
   CPU_GEMM_F16_ACC,   /* every partial sum rounded to fp16 */
   CPU_GEMM_INT_EXACT, /* integer operands: exact integer arithmetic (dgemm on integer values) */
+  CPU_GEMM_QUANTIZED, /* every other quantized spec (issue 16): cpu_quantized.c */
 } cpu_gemm;
 
 typedef struct cpu_case {
@@ -47,6 +49,8 @@ typedef struct cpu_case {
   float *c;                 /* output, float32 */
   char reason[512];
   precis_row_status status;
+  precis_cpu_quant *quant;  /* CPU_GEMM_QUANTIZED */
+  precis_kv_list *details;
 } cpu_case;
 
 static void *case_alloc(cpu_case *cc, size_t count, size_t elem) {
@@ -69,6 +73,8 @@ static void case_release(cpu_case *cc) {
   cc->a_in = cc->b_in = NULL;
   cc->a_int = cc->b_int = cc->acc_int = NULL;
   cc->a_scales = cc->b_scales = NULL;
+  precis_cpu_quant_free(cc->quant);
+  cc->quant = NULL;
 }
 
 static precis_status out_of_memory(cpu_case *cc, const char *what, size_t bytes) {
@@ -83,6 +89,10 @@ static const float *b_matrix_f(const cpu_case *cc, const float *b, size_t batch_
 
 /* The timed operation: the GEMM in the recipe's arithmetic, writing cc->c (int8: accumulators). */
 static void run_gemm(cpu_case *cc, double *f16_acc_row) {
+  if (cc->gemm == CPU_GEMM_QUANTIZED) {
+    precis_cpu_quant_gemm(cc->quant, cc->c);
+    return;
+  }
   const precis_workload_info *w = cc->w;
   size_t m = (size_t)w->m, n = (size_t)w->n, k = (size_t)w->k, batch = (size_t)w->batch;
   /* With a shared B the batch folds into the rows of one GEMM. */
@@ -98,6 +108,7 @@ static void run_gemm(cpu_case *cc, double *f16_acc_row) {
     case CPU_GEMM_F16_ACC:
       precis_gemm_fp16acc(cc->a_in + a_off, b_matrix_f(cc, cc->b_in, g), cc->c + c_off, rows, n, k, f16_acc_row);
       break;
+    case CPU_GEMM_QUANTIZED: break; /* returned above */
     case CPU_GEMM_SGEMM:
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)n, (int)k, 1.0f, cc->a_in + a_off, (int)k,
                   b_matrix_f(cc, cc->b_in, g), (int)n, 0.0f, cc->c + c_off, (int)n);
@@ -228,6 +239,9 @@ static precis_status prepare_float(cpu_case *cc, const precis_operand_spec *op, 
 /* Converts or quantizes A and B into the spec's operand formats (the part timed as convert_ms). */
 static precis_status prepare_inputs(cpu_case *cc, precis_kv_list *details) {
   if (cc->gemm == CPU_GEMM_INT_EXACT) return prepare_int8(cc, details);
+  if (cc->gemm == CPU_GEMM_QUANTIZED)
+    return precis_cpu_quant_prepare(cc->spec, cc->w, cc->d, &cc->tracker, details, &cc->quant, &cc->clipped,
+                                    &cc->status, cc->reason, sizeof cc->reason);
   cc->a_in = case_alloc(cc, cc->a_count, sizeof(float));
   cc->b_in = case_alloc(cc, cc->b_count, sizeof(float));
   if (!cc->a_in || !cc->b_in)
@@ -246,6 +260,7 @@ static bool spec_is_scaled(const precis_spec *s) {
 static bool finish_output(cpu_case *cc) {
   const precis_workload_info *w = cc->w;
   size_t m = (size_t)w->m, n = (size_t)w->n;
+  if (cc->gemm == CPU_GEMM_QUANTIZED) return precis_cpu_quant_finish(cc->quant, cc->c, cc->details);
   if (cc->gemm == CPU_GEMM_INT_EXACT) {
     /* The accumulators are exact integers below 2^31: convert, then dequantize as the GPU does. */
     int32_t *acc = case_alloc(cc, m * n, sizeof *acc);
@@ -270,6 +285,10 @@ static bool finish_output(cpu_case *cc) {
 static bool cpu_route(const precis_spec *s, cpu_gemm *gemm, char *why, size_t len) {
   const precis_operand_spec *ops[2] = {&s->a, &s->b};
   char text[48];
+  if (precis_cpu_quant_claims(s)) {
+    *gemm = CPU_GEMM_QUANTIZED;
+    return precis_cpu_quant_route(s, why, len);
+  }
   if (s->split != PRECIS_SPLIT_NONE) {
     snprintf(why, len, "split=%s: multi-term splitting is not yet implemented on the cpu backend (issue 19)",
              precis_split_name(s->split));
@@ -366,6 +385,7 @@ static precis_status cpu_run_case(void *ctx, const precis_spec *spec, const prec
   cc.d = d;
   cc.o = o;
   cc.status = PRECIS_ROW_OK;
+  cc.details = &out->details;
   cc.a_count = (size_t)(w->batch * w->m * w->k);
   cc.b_matrices = w->b_batched ? (size_t)w->batch : 1;
   cc.b_count = cc.b_matrices * (size_t)(w->k * w->n);
@@ -449,7 +469,8 @@ static precis_status cpu_run_case(void *ctx, const precis_spec *spec, const prec
     precis_kv_set(&out->details, "e2e", "cpu: convert_ms + median GEMM + dequantize, each measured once");
   }
   precis_kv_set(&out->details, "emulation",
-                cc.gemm == CPU_GEMM_INT_EXACT  ? "exact integer GEMM (dgemm on integer values), dequant in f32"
+                cc.gemm == CPU_GEMM_QUANTIZED  ? precis_cpu_quant_emulation(cc.quant)
+                : cc.gemm == CPU_GEMM_INT_EXACT  ? "exact integer GEMM (dgemm on integer values), dequant in f32"
                 : cc.gemm == CPU_GEMM_F16_ACC ? "every partial sum rounded to fp16, sequential k order"
                                               : "rounded inputs, FP32 products and sums (OpenBLAS sgemm)");
 
