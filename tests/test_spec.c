@@ -286,6 +286,14 @@ TEST(tensor_bytes_follow_the_formats_and_scales) {
   CHECK_EQ_INT(bytes_of("fp8", 3, 5, 7, 2, false), 42 + 35 + 30 * 2 + 8);
   /* 4-bit B in groups of 4 along k: 35 codes = 18 bytes, ceil(7/4) = 2 groups per column. */
   CHECK_EQ_INT(bytes_of("a=bf16,b=s4@k4,out=bf16", 3, 5, 7, 2, false), 42 * 2 + 18 + 30 * 2 + 5 * 2 * 4);
+  /* Asymmetric: the 10 zero points too, packed two per byte. */
+  CHECK_EQ_INT(bytes_of("a=bf16,b=u4@k4:asym,out=bf16", 3, 5, 7, 2, false), 42 * 2 + 18 + 30 * 2 + 5 * 2 * 4 + 5);
+  /* mxfp4: 42 and 35 e2m1 codes (21 and 18 bytes), one E8M0 byte per 32 k of each row of A (6) and
+   * column of B (5). nvfp4: one E4M3 byte per 16 k, plus an f32 tensor scale per operand. */
+  CHECK_EQ_INT(bytes_of("mxfp4", 3, 5, 7, 2, false), 21 + 18 + 30 * 2 + 6 + 5);
+  CHECK_EQ_INT(bytes_of("nvfp4", 3, 5, 7, 2, false), 21 + 18 + 30 * 2 + 6 + 4 + 5 + 4);
+  /* fp8-block: A 1x128 groups (6 f32 scales), B 128x128 blocks (1 per matrix; b per batch: 2). */
+  CHECK_EQ_INT(bytes_of("fp8-block", 3, 5, 7, 2, true), 42 + 70 + 30 * 2 + 6 * 4 + 2 * 4);
 }
 
 TEST(backends_answer_from_the_spec) {

@@ -1,7 +1,8 @@
 /* The cpu backend: emulates recipe specs (DESIGN §11) so that the whole pipeline runs without a
  * GPU. The path follows from the spec's fields (cpu_route): integer operands take the exact integer
  * GEMM, fp16 accumulation the rounding loop, every other float spec sgemm on the rounded or
- * decoded operands. A spec whose parts are not implemented here yet is a row `unsupported`. Inputs are rounded exactly as the GPU path rounds them (src/numerics/format.c, src/numerics/quant.c); products
+ * decoded operands; every other quantized spec (issue 16) runs in cpu_quantized.c. A spec whose parts
+ * are not implemented here yet is a row `unsupported`. Inputs are rounded exactly as the GPU path rounds them (src/numerics/format.c, src/numerics/quant.c); products
  * and sums are FP32 (OpenBLAS sgemm on the rounded inputs); int8 is exact integer arithmetic (dgemm
  * on integer-valued doubles: |acc| <= 127^2 k < 2^53); fp16acc16 rounds every partial sum to fp16.
  * Float recipes are an approximation of the GPU (tensor cores align and truncate inside a block

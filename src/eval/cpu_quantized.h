@@ -21,8 +21,8 @@ bool precis_cpu_quant_route(const precis_spec *spec, char *why, size_t len);
 
 typedef struct precis_cpu_quant precis_cpu_quant;
 
-/* Smooths, quantizes and lays out the operands (the part timed as convert_ms). On a failure that
- * concerns only this case, *status and reason say why and PRECIS_OK... is not returned. */
+/* Smooths, quantizes and lays out the operands (the part timed as convert_ms). On failure returns
+ * the error with *status (unsupported, does-not-fit, failed) and reason saying why; *out is then NULL. */
 precis_status precis_cpu_quant_prepare(const precis_spec *spec, const precis_workload_info *w,
                                        const precis_workload_data *d, precis_host_tracker *tracker,
                                        precis_kv_list *details, precis_cpu_quant **out, size_t *clipped,
