@@ -335,7 +335,9 @@ TEST(backends_answer_from_the_spec) {
       {"a=e4m3@row,b=e4m3@col,out=bf16", true, "", false, "OUTER_VEC_32F"},
       {"a=e4m3@128x128,b=e4m3@128x128", true, "", false, "never BLK x BLK"},
       {"a=e4m3@row,b=e4m3@col,acc=fp16", false, "acc=fp16 with fp32 group scales", false, "OUTER_VEC_32F"},
-      {"a=e5m2@tensor,b=e4m3@tensor,scale=absmax", false, "scale=absmax", false, "e4m3 x e4m3 only"},
+      {"a=e5m2@tensor,b=e4m3@tensor,scale=absmax", true, "", false, "e4m3 x e4m3 only"},
+      {"a=e4m3@tensor,scale=mse", false, "scale=mse: the clip search minimizes the s8", false, "no cuBLASLt route"},
+      {"a=u4@tensor:asym,b=u4@col:asym,scale=absmax", false, "static zero points", false, "int8 route takes"},
       {"a=bf16,b=s4@k128,smooth=auto", false, "smooth=auto", false, "SmoothQuant"},
       {"a=s4@k32,b=s4@k32", true, "", false, "int8 route takes"},
       {"a=fp32,split=tf32x3", false, "split=tf32x3", false, "issue 19"},
@@ -343,7 +345,7 @@ TEST(backends_answer_from_the_spec) {
       {"a=fp64", false, "issue 19", false, "issue 19"},
       {"a=fp32,out=fp64", false, "out=fp64", false, "fp64"},
       {"a=s8,b=s8,acc=fp32", true, "", false, "int8 route takes"},
-      {"a=e4m3@tensor,scale=absmax", false, "scale=absmax", false, "no cuBLASLt route"},
+      {"a=e4m3@tensor,scale=absmax", true, "", false, "no cuBLASLt route"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     precis_recipe r;

@@ -26,6 +26,7 @@
 #include "cpu_gemm_fp16acc.h"
 #include "format.h"
 #include "format_bits.h"
+#include "quant.h"
 #include "quantize.h"
 
 typedef enum quant_kind {
@@ -90,6 +91,8 @@ static bool legacy_operand(const precis_operand_spec *op, bool is_b) {
 bool precis_cpu_quant_claims(const precis_spec *s) {
   if (s->split != PRECIS_SPLIT_NONE || spec_has_f64(s)) return false;
   if (precis_spec_smooths(s) || is_fp8(s->out)) return true;
+  /* Static scales: the original path has them for s8 A only. */
+  if (s->scale != PRECIS_SCALE_DYNAMIC && !precis_operand_is_integer(&s->a)) return true;
   if (!legacy_operand(&s->a, false) || !legacy_operand(&s->b, true)) return true;
   bool a_int = precis_operand_is_integer(&s->a), b_int = precis_operand_is_integer(&s->b);
   if (a_int != b_int) return true; /* weight-only */
@@ -141,10 +144,15 @@ bool precis_cpu_quant_route(const precis_spec *s, char *why, size_t len) {
       return false;
     }
   }
-  if (s->scale != PRECIS_SCALE_DYNAMIC) {
-    snprintf(why, len, "scale=%s: static activation scales run on the cpu backend only with s8 per-tensor A "
-                       "(a=s8@tensor:sym,b=s8@col:sym,acc=s32); other formats take dynamic scales",
+  if (s->scale != PRECIS_SCALE_DYNAMIC && s->a.conv == PRECIS_QCONV_ASYM) {
+    snprintf(why, len, "scale=%s with an asymmetric A: static zero points are not implemented on the cpu backend",
              precis_scale_method_name(s->scale));
+    return false;
+  }
+  if (s->scale == PRECIS_SCALE_MSE && !(s->a.fmt == PRECIS_FMT_I8 && s->a.conv == PRECIS_QCONV_SYM)) {
+    precis_operand_format(&s->a, text, sizeof text);
+    snprintf(why, len, "scale=mse: the clip search minimizes the s8 (amax/127) error; for a=%s use scale=absmax or "
+                       "scale=percentile=P", text);
     return false;
   }
   quant_kind kind = kind_of(s);
@@ -191,7 +199,8 @@ static void describe_operand(const q_operand *o, const precis_operand_spec *op, 
  * are rounded to (PRECIS_FMT_F32: none); PRECIS_FMT_COUNT otherwise. */
 static precis_status prep_operand(precis_cpu_quant *q, const precis_operand_spec *op, precis_operand_side side,
                                   const float *x, size_t rows, size_t cols, size_t mats, precis_format_id round_to,
-                                  q_operand *o, size_t *clipped, char *reason, size_t reason_len) {
+                                  const float *static_amax, q_operand *o, size_t *clipped, char *reason,
+                                  size_t reason_len) {
   precis_status st = PRECIS_OK;
   o->mats = mats;
   o->count = mats * rows * cols;
@@ -244,7 +253,9 @@ static precis_status prep_operand(precis_cpu_quant *q, const precis_operand_spec
   for (size_t g = 0; g < qmats && st == PRECIS_OK; g++) {
     const float *xg = x + g * qrows * cols;
     float *ug = o->units + g * qrows * cols;
-    if ((st = precis_quantize(&d, xg, qrows, cols, &t)) != PRECIS_OK) break;
+    st = static_amax ? precis_quantize_with_amax(&d, xg, qrows, cols, *static_amax, &t)
+                     : precis_quantize(&d, xg, qrows, cols, &t);
+    if (st != PRECIS_OK) break;
     *clipped += t.clipped;
     if (o->unit) {
       /* Dequantized values: exact for mx (a power-of-two scale); weight-only then rounds them. */
@@ -303,7 +314,8 @@ static precis_status make_segments(precis_cpu_quant *q) {
 
 /* Smooths copies of A and B, with scales from the calibration split (one s per B matrix). */
 static precis_status smooth_operands(precis_cpu_quant *q, const precis_workload_data *d, float *a_sm, float *b_sm,
-                                     precis_kv_list *details, precis_row_status *status, char *reason, size_t len) {
+                                     float *s_first, precis_kv_list *details, precis_row_status *status, char *reason,
+                                     size_t len) {
   const precis_spec *s = q->spec;
   const precis_workload_info *w = q->w;
   size_t k = q->k, n = q->n, m = q->m;
@@ -331,6 +343,7 @@ static precis_status smooth_operands(precis_cpu_quant *q, const precis_workload_
       st = precis_smooth_scales(xs, crows, k, bg, n, alpha, sv);
     }
     if (st != PRECIS_OK) break;
+    if (g == 0 && s_first) memcpy(s_first, sv, k * sizeof *sv);
     /* A shared B smooths every row of A; a per-batch B the rows of its own batch element. */
     size_t a_rows = q->mats == 1 ? q->batch * m : m;
     precis_smooth_apply(a_sm + g * m * k, a_rows, k, b_sm + g * k * n, n, sv);
@@ -351,6 +364,35 @@ static precis_status smooth_operands(precis_cpu_quant *q, const precis_workload_
   }
   q_free(q, sv, k, sizeof(float));
   return st;
+}
+
+/* The calibration method behind a static scale spec. */
+static precis_calib_method calib_method_of(precis_scale_method m) {
+  return m == PRECIS_SCALE_ABSMAX ? PRECIS_CALIB_ABSMAX : m == PRECIS_SCALE_PERCENTILE ? PRECIS_CALIB_PERCENTILE
+                                                                                       : PRECIS_CALIB_MSE;
+}
+
+/* A's static amax from the calibration split, smoothed by s (all ones without SmoothQuant). */
+static precis_status static_amax(precis_cpu_quant *q, const precis_workload_data *d, const float *s, float *amax,
+                                 precis_kv_list *details, precis_row_status *status, char *reason, size_t len) {
+  size_t rows = (size_t)q->w->calib_samples * q->m, k = q->k;
+  float *x = q_alloc(q, rows * k, sizeof(float));
+  if (!x) {
+    *status = PRECIS_ROW_DOES_NOT_FIT;
+    snprintf(reason, len, "host allocation of the %zux%zu calibration copy failed", rows, k);
+    return PRECIS_E_DOES_NOT_FIT;
+  }
+  for (size_t i = 0; i < rows; i++)
+    for (size_t j = 0; j < k; j++) x[i * k + j] = precis_div_rn(d->calib_a[i * k + j], s[j]);
+  precis_status st = precis_calib_amax(x, rows * k, calib_method_of(q->spec->scale), q->spec->percentile, amax);
+  q_free(q, x, rows * k, sizeof(float));
+  if (st != PRECIS_OK) {
+    *status = PRECIS_ROW_FAILED;
+    snprintf(reason, len, "calibration failed: %s", precis_last_error());
+    return st;
+  }
+  precis_kv_set_number(details, "a_amax_static", *amax);
+  return PRECIS_OK;
 }
 
 static precis_status to_ints(precis_cpu_quant *q, q_operand *o) {
@@ -378,12 +420,37 @@ precis_status precis_cpu_quant_prepare(const precis_spec *spec, const precis_wor
   q->m = (size_t)w->m, q->n = (size_t)w->n, q->k = (size_t)w->k, q->batch = (size_t)w->batch;
   q->mats = w->b_batched ? q->batch : 1;
   q->kind = kind_of(spec);
-  size_t a_count = q->batch * q->m * q->k, b_count = q->mats * q->k * q->n;
-  float *a_sm = NULL, *b_sm = NULL;
+  size_t a_count = q->batch * q->m * q->k, b_count = q->mats * q->k * q->n, k_count = q->k;
+  float *a_sm = NULL, *b_sm = NULL, *s_first = NULL;
   const float *a_src = d->a, *b_src = d->b;
   precis_status st = PRECIS_OK;
   *status = PRECIS_ROW_OK;
 
+  bool is_static = spec->scale != PRECIS_SCALE_DYNAMIC;
+  if (is_static && (!d->calib_a || w->calib_samples <= 0)) {
+    st = PRECIS_E_INPUT;
+    *status = PRECIS_ROW_FAILED;
+    snprintf(reason, reason_len, "scale=%s: static activation scales need the workload's calibration split (calib/a), "
+                                 "which it lacks", precis_scale_method_name(spec->scale));
+    goto done;
+  }
+  if (is_static && precis_spec_smooths(spec) && q->mats > 1) {
+    st = PRECIS_E_UNSUPPORTED;
+    *status = PRECIS_ROW_UNSUPPORTED;
+    snprintf(reason, reason_len, "static scales with SmoothQuant and a per-batch b: one calibration amax cannot serve "
+                                 "the %zu smoothings", q->mats);
+    goto done;
+  }
+  if (is_static) {
+    s_first = q_alloc(q, q->k, sizeof(float));
+    if (!s_first) {
+      st = PRECIS_E_DOES_NOT_FIT;
+      *status = PRECIS_ROW_DOES_NOT_FIT;
+      snprintf(reason, reason_len, "host allocation of the smoothing scales failed");
+      goto done;
+    }
+    for (size_t j = 0; j < q->k; j++) s_first[j] = 1.0f;
+  }
   if (precis_spec_smooths(spec)) {
     a_sm = q_alloc(q, a_count, sizeof(float));
     b_sm = q_alloc(q, b_count, sizeof(float));
@@ -393,19 +460,22 @@ precis_status precis_cpu_quant_prepare(const precis_spec *spec, const precis_wor
       snprintf(reason, reason_len, "host allocation of the smoothed operands failed");
       goto done;
     }
-    if ((st = smooth_operands(q, d, a_sm, b_sm, details, status, reason, reason_len)) != PRECIS_OK) goto done;
+    if ((st = smooth_operands(q, d, a_sm, b_sm, s_first, details, status, reason, reason_len)) != PRECIS_OK) goto done;
     a_src = a_sm, b_src = b_sm;
   }
+  float amax_static = 0.0f;
+  if (is_static && (st = static_amax(q, d, s_first, &amax_static, details, status, reason, reason_len)) != PRECIS_OK)
+    goto done;
 
   precis_format_id a_round = PRECIS_FMT_COUNT, b_round = PRECIS_FMT_COUNT;
   if (q->kind == QUANT_WEIGHT_ONLY) {
     if (precis_operand_is_scaled(&spec->a)) a_round = spec->b.fmt;
     else b_round = spec->a.fmt;
   }
-  st = prep_operand(q, &spec->a, PRECIS_OPERAND_A, a_src, q->batch * q->m, q->k, 1, a_round, &q->a, clipped, reason,
-                    reason_len);
+  st = prep_operand(q, &spec->a, PRECIS_OPERAND_A, a_src, q->batch * q->m, q->k, 1, a_round,
+                    is_static ? &amax_static : NULL, &q->a, clipped, reason, reason_len);
   if (st == PRECIS_OK)
-    st = prep_operand(q, &spec->b, PRECIS_OPERAND_B, b_src, q->k, q->n, q->mats, b_round, &q->b, clipped, reason,
+    st = prep_operand(q, &spec->b, PRECIS_OPERAND_B, b_src, q->k, q->n, q->mats, b_round, NULL, &q->b, clipped, reason,
                       reason_len);
   if (st == PRECIS_OK && (st = make_segments(q)) != PRECIS_OK) snprintf(reason, reason_len, "out of memory (segments)");
   if (st != PRECIS_OK) {
@@ -413,6 +483,12 @@ precis_status precis_cpu_quant_prepare(const precis_spec *spec, const precis_wor
     goto done;
   }
   describe_operand(&q->a, &spec->a, "a", q->batch * q->m, q->k, details);
+  if (is_static) {
+    char buf[160];
+    snprintf(buf, sizeof buf, "per tensor, static from %lld calibration samples (%s%s)", (long long)w->calib_samples,
+             precis_scale_method_name(spec->scale), precis_spec_smooths(spec) ? ", of the smoothed calib/a" : "");
+    precis_kv_set(details, "a_scales", buf);
+  }
   describe_operand(&q->b, &spec->b, "b", q->k, q->n, details);
 
   size_t max_seg = 0;
@@ -468,6 +544,7 @@ precis_status precis_cpu_quant_prepare(const precis_spec *spec, const precis_wor
 done:
   q_free(*out ? *out : q, a_sm, a_count, sizeof(float));
   q_free(*out ? *out : q, b_sm, b_count, sizeof(float));
+  q_free(*out ? *out : q, s_first, k_count, sizeof(float));
   if (q) precis_cpu_quant_free(q);
   return st;
 }
