@@ -6,6 +6,7 @@
 
 #include "backend.h"
 #include "format.h"
+#include "cpu_quantized.h"
 #include "cuda_api.h"
 #include "gemm_plan.h"
 #include "harness.h"
@@ -313,6 +314,18 @@ TEST(backends_answer_from_the_spec) {
                      {"mxfp4", "VEC32_UE8M0"},         {"nvfp4", "VEC16_UE4M3"},      {"int8-sq", "SmoothQuant"}};
       CHECK_MSG(!route && strstr(why, planned[i - 7].why) && strcmp(r.name, planned[i - 7].name) == 0, "%s: %s",
                 r.name, why);
+      /* Weight-only and MX x MX run on cuda as the bf16 GEMM of dequantized inputs (sm_80+). */
+      precis_spec sub;
+      bool emulated = precis_lt_dequant_emulation(&r.spec, &sub, why, sizeof why);
+      bool expect = strcmp(planned[i - 7].why, "weight-only") == 0 || strcmp(r.name, "mxfp8") == 0 ||
+                    strcmp(r.name, "mxfp4") == 0;
+      CHECK_MSG(emulated == expect, "%s: emulated %d", r.name, emulated);
+      CHECK_EQ_INT(precis_cuda_spec_supported(&r.spec, 9, 0, why, sizeof why), expect);
+      if (expect) {
+        const precis_lt_route *plain = precis_lt_route_find(&sub, NULL, 0);
+        CHECK_MSG(plain && strcmp(plain->name, "bf16") == 0, "%s: emulated as %s", r.name, plain ? plain->name : "?");
+        CHECK(!precis_cuda_spec_supported(&r.spec, 7, 5, why, sizeof why) && strstr(why, "sm_80"));
+      }
       continue;
     }
     CHECK_MSG(route && strcmp(route->name, r.name) == 0, "%s: %s", r.name, why);
@@ -326,7 +339,8 @@ TEST(backends_answer_from_the_spec) {
     const char *cuda_why;
   } cases[] = {
       {"a=bf16,b=bf16,out=fp32", true, "", false, "no cuBLASLt route"},
-      {"a=e4m3,b=bf16,out=bf16", true, "", false, "weight-only"},
+      {"a=e4m3,b=bf16,out=bf16", true, "", true, ""}, /* A dequantized to bf16 (precis_lt_dequant_emulation) */
+      {"a=e4m3,b=bf16,out=fp32", true, "", false, "weight-only"},
       {"a=s8@tensor,b=s8", true, "", false, "int8 route takes s8:sym A per row"},
       {"a=s8@tensor,b=s8,scale=absmax", true, "", true, ""},
       {"a=e2m1,b=e2m1", true, "", false, "VEC32_UE8M0"},
@@ -434,7 +448,73 @@ TEST(cpu_runs_specs_by_their_fields) {
   free(none);
 }
 
+/* One cpu run of a spec on the given data (NULL with *status on failure). */
+static float *cpu_run(const char *spec, const precis_workload_info *info, const precis_workload_data *data,
+                      precis_row_status *status) {
+  precis_case_options o;
+  precis_case_options_default(&o);
+  o.warmup_calls = 1, o.warmup_ms = 0, o.min_samples = 1, o.max_samples = 1, o.max_time_ms = 1;
+  precis_recipe r;
+  if (precis_recipe_parse(spec, &r) != PRECIS_OK) return NULL;
+  precis_case_output out;
+  precis_case_output_init(&out);
+  CHECK_OK(precis_backend_cpu()->run_case(NULL, &r.spec, info, data, &o, &out));
+  *status = out.status;
+  float *c = out.c;
+  out.c = NULL;
+  precis_case_output_free(&out);
+  return c;
+}
+
+/* The cuda backend runs weight-only and MX x MX specs as the plain bf16 GEMM of inputs dequantized
+ * on the host (precis_lt_dequant_emulation): on the cpu backend that GEMM of those inputs is the
+ * spec's own output, bit for bit, so the two backends multiply the same values. */
+TEST(dequantized_inputs_reproduce_the_spec) {
+  enum { M = 6, N = 10, K = 70, BATCH = 2, COUNT = BATCH * M * N };
+  static float a[BATCH * M * K], b[BATCH * K * N];
+  static double c_ref[COUNT], ab_abs[COUNT];
+  for (int i = 0; i < BATCH * M * K; i++) a[i] = (float)sin(0.41 * i) * (i % 11 == 0 ? 30.0f : 1.0f);
+  for (int i = 0; i < BATCH * K * N; i++) b[i] = (float)cos(0.17 * i + 0.3) * 0.1f;
+  static char name[] = "w", kind[] = "gemm", empty[] = "";
+  for (int batched = 0; batched < 2; batched++) {
+    precis_workload_info info = {.name = name, .kind = kind, .description = empty, .a_dist = empty, .b_dist = empty,
+                                 .reference = empty, .m = M, .n = N, .k = K, .batch = BATCH, .b_batched = batched};
+    precis_workload_data data = {.a = a, .b = b, .c_ref = c_ref, .ab_abs = ab_abs};
+    const char *specs[] = {"w8a16", "w4a16", "w4a16-asym", "mxfp8", "mxfp4", "a=fp16,b=e2m1@k32,out=fp16"};
+    for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
+      precis_recipe r;
+      CHECK_OK(precis_recipe_parse(specs[i], &r));
+      precis_spec sub;
+      CHECK_MSG(precis_lt_dequant_emulation(&r.spec, &sub, NULL, 0), "%s is emulated on cuda", specs[i]);
+      char plain[PRECIS_SPEC_TEXT_MAX], reason[256] = "";
+      precis_spec_format(&sub, plain, sizeof plain);
+      float *ad = NULL, *bd = NULL;
+      size_t clipped = 0;
+      CHECK_OK(precis_cpu_quant_dequantized_inputs(&r.spec, &info, &data, &ad, &bd, &clipped, reason, sizeof reason));
+      precis_workload_data deq = data;
+      deq.a = ad, deq.b = bd;
+      precis_row_status st1 = PRECIS_ROW_FAILED, st2 = PRECIS_ROW_FAILED;
+      float *own = cpu_run(specs[i], &info, &data, &st1), *emulated = cpu_run(plain, &info, &deq, &st2);
+      CHECK_MSG(st1 == PRECIS_ROW_OK && st2 == PRECIS_ROW_OK && own && emulated && same_bits(own, emulated, COUNT),
+                "%s (b batched %d) = %s on the dequantized inputs", specs[i], batched, plain);
+      free(own), free(emulated), free(ad), free(bd);
+    }
+  }
+  /* nv's f32 tensor scale is applied after the sum: no plain-GEMM form. */
+  precis_workload_info info = {.name = name, .kind = kind, .description = empty, .a_dist = empty, .b_dist = empty,
+                               .reference = empty, .m = M, .n = N, .k = K, .batch = 1};
+  precis_workload_data data = {.a = a, .b = b, .c_ref = c_ref, .ab_abs = ab_abs};
+  precis_recipe r;
+  CHECK_OK(precis_recipe_parse("nvfp4", &r));
+  float *ad = NULL, *bd = NULL;
+  size_t clipped = 0;
+  char reason[256];
+  CHECK(precis_cpu_quant_dequantized_inputs(&r.spec, &info, &data, &ad, &bd, &clipped, reason, sizeof reason) ==
+        PRECIS_E_UNSUPPORTED);
+  CHECK(ad == NULL && bd == NULL);
+}
+
 RUN_TESTS(T(presets_are_canonical_specs), T(presets_mean_what_design_says), T(every_field_parses),
           T(every_error_names_the_field_and_what_is_allowed), T(recipe_lists_split_at_preset_names),
           T(static_activation_scales_rewrite_the_spec), T(tensor_bytes_follow_the_formats_and_scales),
-          T(backends_answer_from_the_spec), T(cpu_runs_specs_by_their_fields))
+          T(backends_answer_from_the_spec), T(cpu_runs_specs_by_their_fields), T(dequantized_inputs_reproduce_the_spec))

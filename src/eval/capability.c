@@ -57,16 +57,16 @@ static bool why_no_quantized_route(const precis_spec *s, char *why, size_t len) 
   bool block = a->gran == PRECIS_GRAN_MX || a->gran == PRECIS_GRAN_MX_RCEIL || a->gran == PRECIS_GRAN_NV ||
                b->gran == PRECIS_GRAN_MX || b->gran == PRECIS_GRAN_MX_RCEIL || b->gran == PRECIS_GRAN_NV;
   if (a_sc != b_sc) {
-    snprintf(why, len, "weight-only (%s scaled): planned as dequantization to %s then the %s cuBLASLt GEMM "
-                       "(emulated: exact inputs, not a fused kernel's speed); %s",
-             a_sc ? "A" : "B", precis_format_get(a_sc ? b->fmt : a->fmt)->name,
-             precis_format_get(a_sc ? b->fmt : a->fmt)->name, todo);
+    snprintf(why, len, "weight-only: the cuda backend emulates it (host dequantization to bf16/fp16, then that "
+                       "GEMM) only with a bf16 or fp16 unscaled operand, acc=fp32, the same out=, dynamic scales and "
+                       "no smoothing (a=%s, out=%s)",
+             precis_format_get(a_sc ? b->fmt : a->fmt)->name, precis_format_get(s->out)->name);
     return true;
   }
   if (block) {
-    snprintf(why, len, "MX/NVFP4: native only on cc >= 10.0 (scale modes VEC32_UE8M0 / VEC16_UE4M3); below, planned "
-                       "as exact dequantization to bf16 then a bf16 cuBLASLt GEMM (emulated: exact inputs, not a fused "
-                       "kernel's speed); %s",
+    snprintf(why, len, "MX/NVFP4 block scales: native only on cc >= 10.0 (VEC32_UE8M0 / VEC16_UE4M3), %s; the "
+                       "exact bf16 dequantization the cuda backend emulates covers mx x mx with out=bf16 only (nv's "
+                       "f32 tensor scale would make bf16 inputs inexact)",
              todo);
     return true;
   }
@@ -148,7 +148,42 @@ const precis_lt_route *precis_lt_route_find(const precis_spec *spec, char *why, 
   return NULL;
 }
 
+static bool is_mx(const precis_operand_spec *op) {
+  return op->gran == PRECIS_GRAN_MX || op->gran == PRECIS_GRAN_MX_RCEIL;
+}
+
+bool precis_lt_dequant_emulation(const precis_spec *s, precis_spec *sub, char *how, size_t len) {
+  if (s->split != PRECIS_SPLIT_NONE || precis_spec_smooths(s) || s->scale != PRECIS_SCALE_DYNAMIC ||
+      s->acc != PRECIS_FMT_F32)
+    return false;
+  bool a_sc = precis_operand_is_scaled(&s->a), b_sc = precis_operand_is_scaled(&s->b);
+  precis_format_id f;
+  const char *what;
+  if (a_sc != b_sc) {
+    f = a_sc ? s->b.fmt : s->a.fmt; /* weight-only: dequantized to the unscaled operand's format */
+    what = a_sc ? "A" : "B";
+    if (f != PRECIS_FMT_BF16 && f != PRECIS_FMT_F16) return false;
+  } else if (a_sc && is_mx(&s->a) && is_mx(&s->b)) {
+    f = PRECIS_FMT_BF16; /* code x 2^e has at most 4 significant bits: exact in bf16 */
+    what = "A and B";
+  } else {
+    return false;
+  }
+  if (s->out != f) return false;
+  precis_spec t = *s;
+  t.a = (precis_operand_spec){.fmt = f, .gran = PRECIS_GRAN_NONE, .conv = PRECIS_QCONV_NONE};
+  t.b = t.a;
+  *sub = t;
+  if (how && len)
+    snprintf(how, len, "%s dequantized on the host to the %s values the cpu backend uses, then the %s "
+                       "cuBLASLt GEMM (exact inputs, not a fused kernel's speed)",
+             what, precis_format_get(f)->name, precis_format_get(f)->name);
+  return true;
+}
+
 bool precis_cuda_spec_supported(const precis_spec *spec, int cc_major, int cc_minor, char *reason, size_t len) {
+  precis_spec sub;
+  if (!precis_lt_route_find(spec, NULL, 0) && precis_lt_dequant_emulation(spec, &sub, NULL, 0)) spec = &sub;
   const precis_lt_route *route = precis_lt_route_find(spec, reason, len);
   if (!route) return false;
   if (cc_major * 10 + cc_minor >= route->min_cc) return true;

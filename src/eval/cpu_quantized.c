@@ -630,6 +630,54 @@ bool precis_cpu_quant_finish(precis_cpu_quant *q, float *c, precis_kv_list *deta
 
 const char *precis_cpu_quant_emulation(const precis_cpu_quant *q) { return q->emulation; }
 
+static void free_operand(precis_cpu_quant *q, q_operand *o);
+
+precis_status precis_cpu_quant_dequantized_inputs(const precis_spec *spec, const precis_workload_info *w,
+                                                  const precis_workload_data *d, float **a_out, float **b_out,
+                                                  size_t *clipped, char *reason, size_t reason_len) {
+  *a_out = *b_out = NULL;
+  if (precis_spec_smooths(spec) || spec->scale != PRECIS_SCALE_DYNAMIC) {
+    snprintf(reason, reason_len, "dequantized inputs: smoothing and static scales are not covered");
+    return PRECIS_E_UNSUPPORTED;
+  }
+  precis_host_tracker tracker = {0};
+  precis_cpu_quant q = {.spec = spec, .w = w, .tracker = &tracker};
+  q.m = (size_t)w->m, q.n = (size_t)w->n, q.k = (size_t)w->k, q.batch = (size_t)w->batch;
+  q.mats = w->b_batched ? q.batch : 1;
+  q.kind = kind_of(spec);
+  precis_format_id a_round = PRECIS_FMT_COUNT, b_round = PRECIS_FMT_COUNT;
+  if (q.kind == QUANT_WEIGHT_ONLY) {
+    if (precis_operand_is_scaled(&spec->a)) a_round = spec->b.fmt;
+    else b_round = spec->a.fmt;
+  }
+  size_t a_count = q.batch * q.m * q.k, b_count = q.mats * q.k * q.n;
+  precis_status st = prep_operand(&q, &spec->a, PRECIS_OPERAND_A, d->a, q.batch * q.m, q.k, 1, a_round, NULL, &q.a,
+                                  clipped, reason, reason_len);
+  if (st == PRECIS_OK)
+    st = prep_operand(&q, &spec->b, PRECIS_OPERAND_B, d->b, q.k, q.n, q.mats, b_round, NULL, &q.b, clipped, reason,
+                      reason_len);
+  if (st == PRECIS_OK && (!q.a.unit || !q.b.unit)) {
+    snprintf(reason, reason_len, "dequantized inputs: the spec has f32 group scales applied after the k-sum");
+    st = PRECIS_E_UNSUPPORTED;
+  }
+  if (st == PRECIS_OK) {
+    *a_out = malloc(a_count * sizeof(float));
+    *b_out = malloc(b_count * sizeof(float));
+    if (!*a_out || !*b_out) {
+      free(*a_out), free(*b_out);
+      *a_out = *b_out = NULL;
+      snprintf(reason, reason_len, "host allocation of the dequantized operands failed");
+      st = PRECIS_E_DOES_NOT_FIT;
+    } else {
+      memcpy(*a_out, q.a.units, a_count * sizeof(float));
+      memcpy(*b_out, q.b.units, b_count * sizeof(float));
+    }
+  }
+  free_operand(&q, &q.a);
+  free_operand(&q, &q.b);
+  return st;
+}
+
 static void free_operand(precis_cpu_quant *q, q_operand *o) {
   q_free(q, o->units, o->count, sizeof(float));
   q_free(q, o->ints, o->count, sizeof(double));

@@ -33,6 +33,14 @@ void precis_cpu_quant_gemm(precis_cpu_quant *q, float *c);
  * of memory. */
 bool precis_cpu_quant_finish(precis_cpu_quant *q, float *c, precis_kv_list *details);
 const char *precis_cpu_quant_emulation(const precis_cpu_quant *q);
+
+/* The operands exactly as this path multiplies them when every factor is 1 (weight-only: the
+ * scaled operand dequantized and rounded to the other's format; mx: code x 2^e; unscaled: the RNE
+ * cast), as malloc'ed float32 arrays of the workload's shapes, for the cuda backend's emulation of
+ * such specs (precis_lt_dequant_emulation). PRECIS_E_UNSUPPORTED for specs with other factors. */
+precis_status precis_cpu_quant_dequantized_inputs(const precis_spec *spec, const precis_workload_info *w,
+                                                  const precis_workload_data *d, float **a_out, float **b_out,
+                                                  size_t *clipped, char *reason, size_t reason_len);
 void precis_cpu_quant_free(precis_cpu_quant *q);
 
 #endif

@@ -113,6 +113,9 @@ def test_explain(dataset):
     proc = precis("explain", dataset, "--recipes", "a=e2m1,b=e2m1", "--workloads", "odd")
     check(proc.returncode == 0 and "unsupported" in proc.stdout and "VEC32_UE8M0" in proc.stdout,
           "explain: e2m1 unsupported on cuda, naming the scale mode")
+    proc = precis("explain", dataset, "--recipes", "w4a16", "--workloads", "odd")
+    check(proc.returncode == 0 and "): emulated" in proc.stdout and "dequantized on the host" in proc.stdout
+          and "CUDA_R_16BF" in proc.stdout, "explain: w4a16 emulated, planned as the bf16 GEMM")
     proc = precis("explain", dataset, "--recipes", "int8", "--workloads", "odd", "--cc", "sm_75")
     check(proc.returncode == 0 and "CUBLAS_COMPUTE_32I" in proc.stdout and "lda" in proc.stdout, "explain: text output")
     for args, what in ((["--cc", "nine"], "--cc"), (["--recipes", "fp9"], "fp9"), (["--workloads", "nope"], "nope"),
@@ -131,8 +134,12 @@ def test_recipes():
     check(all(r["backends"]["cpu"]["status"] == "emulated" for r in listed), "recipes: every preset emulated on cpu")
     check(all(r["backends"]["cuda"]["status"] == "native" for r in listed if r["name"] in original),
           "recipes: the original presets native on sm_90")
+    emulated = {"w8a16", "w4a16", "w4a16-asym", "mxfp8", "mxfp4"}
+    check(all(r["backends"]["cuda"]["status"] == "emulated" and "not a fused kernel's speed" in r["backends"]["cuda"]["how"]
+              for r in listed if r["name"] in emulated), "recipes: weight-only and MX emulated on cuda by dequantization")
     check(all(r["backends"]["cuda"]["status"] == "unsupported" and "issue 16" in r["backends"]["cuda"]["reason"]
-              for r in listed if r["name"] in issue16), "recipes: issue 16's presets unsupported on cuda, with the plan")
+              for r in listed if r["name"] in set(issue16) - emulated),
+          "recipes: the other issue 16 presets unsupported on cuda, with the plan")
     check([r["name"] for r in listed if r["baseline"]] == ["fp32"], "recipes: one baseline")
     proc = precis("recipes", "--json", "--cc", "75", "--recipes", "bf16,int8,a=e4m3@row,b=e4m3@col,acc=fp16")
     listed = json.loads(proc.stdout)["recipes"]
