@@ -7,6 +7,7 @@
 #include "backend.h"
 #include "format.h"
 #include "cpu_quantized.h"
+#include "quantize.h"
 #include "cuda_api.h"
 #include "gemm_plan.h"
 #include "harness.h"
@@ -442,6 +443,20 @@ TEST(cpu_runs_specs_by_their_fields) {
   float *int8_k8 = cpu_output("a=s8@k8,b=s8@col,acc=s32", &st), *int8_r = cpu_output("int8", &st);
   CHECK(st == PRECIS_ROW_OK && int8_k8 && int8_r && !same_bits(int8_k8, int8_r, COUNT));
   free(int8_k8), free(int8_r);
+  /* An fp8 output is the f32 result quantized per tensor (scale_D = amax/448) and dequantized. */
+  float *wide8 = cpu_output("a=e4m3@row,b=e4m3@col,out=fp32", &st), *out8 = cpu_output("a=e4m3@row,b=e4m3@col,out=e4m3", &st);
+  CHECK(st == PRECIS_ROW_OK && wide8 && out8);
+  if (wide8 && out8) {
+    precis_quant_desc d = {.elem = PRECIS_FMT_E4M3, .gran = PRECIS_QUANT_GRAN_TENSOR, .side = PRECIS_OPERAND_A};
+    uint8_t codes[COUNT];
+    float scale, back[COUNT];
+    precis_quant_tensor t = {.codes = codes, .scales = &scale};
+    CHECK_OK(precis_quantize(&d, wide8, COUNT, 1, &t));
+    CHECK_OK(precis_dequantize(&d, &t, COUNT, 1, back));
+    CHECK_MSG(same_bits(back, out8, COUNT), "out=e4m3 = dequant(quant_tensor(out=fp32))");
+    CHECK(!same_bits(wide8, out8, COUNT));
+  }
+  free(wide8), free(out8);
   /* A valid spec without an implementation: a row `unsupported`, no output. */
   float *none = cpu_output("a=e4m3@row,b=e4m3@col,acc=fp16", &st);
   CHECK(none == NULL && st == PRECIS_ROW_UNSUPPORTED);
