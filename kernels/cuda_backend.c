@@ -17,6 +17,7 @@
 
 #include "backend.h"
 #include "convert.cuh"
+#include "cpu_quantized.h"
 #include "cuda_api.h"
 #include "cuda_check.h"
 #include "device_memory.h"
@@ -575,12 +576,55 @@ done:
 }
 
 static bool cuda_supports(void *vctx, const precis_spec *spec, char *reason, size_t len);
+static precis_status cuda_run_case(void *vctx, const precis_spec *spec, const precis_workload_info *w,
+                                   const precis_workload_data *data, const precis_case_options *o,
+                                   precis_case_output *out);
+
+/* Weight-only and MX specs (issue 16, precis_lt_dequant_emulation): the operands dequantized on the
+ * host exactly as the cpu backend multiplies them (bf16 or fp16 values), then the plain GEMM of
+ * `sub` on them. The row keeps the spec's tensor bytes and clipped fraction and says how it ran. */
+static precis_status run_dequant_emulation(void *vctx, const precis_spec *spec, const precis_spec *sub,
+                                           const char *how, const precis_workload_info *w,
+                                           const precis_workload_data *data, const precis_case_options *o,
+                                           precis_case_output *out) {
+  float *a = NULL, *b = NULL;
+  size_t clipped = 0;
+  double t0 = precis_now_ms();
+  precis_status st =
+      precis_cpu_quant_dequantized_inputs(spec, w, data, &a, &b, &clipped, out->reason, sizeof out->reason);
+  double host_ms = precis_now_ms() - t0;
+  if (st != PRECIS_OK) {
+    out->status = st == PRECIS_E_DOES_NOT_FIT   ? PRECIS_ROW_DOES_NOT_FIT
+                  : st == PRECIS_E_UNSUPPORTED ? PRECIS_ROW_UNSUPPORTED
+                                               : PRECIS_ROW_FAILED;
+    out->memory.tensor_bytes = precis_spec_tensor_bytes(spec, w->m, w->n, w->k, w->batch, w->b_batched);
+    return PRECIS_OK;
+  }
+  precis_workload_data dequantized = *data;
+  dequantized.a = a;
+  dequantized.b = b;
+  st = cuda_run_case(vctx, sub, w, &dequantized, o, out);
+  free(a);
+  free(b);
+  out->memory.tensor_bytes = precis_spec_tensor_bytes(spec, w->m, w->n, w->k, w->batch, w->b_batched);
+  if (out->status == PRECIS_ROW_OK) {
+    long long inputs = w->batch * w->m * w->k + (w->b_batched ? w->batch : 1) * w->k * w->n;
+    out->clipped_fraction = (double)clipped / (double)inputs;
+    precis_kv_set(&out->details, "emulation", how);
+    precis_kv_set_number(&out->details, "host_dequantize_ms", host_ms);
+  }
+  return st;
+}
 
 static precis_status cuda_run_case(void *vctx, const precis_spec *spec, const precis_workload_info *w,
                                    const precis_workload_data *data, const precis_case_options *o,
                                    precis_case_output *out) {
   cuda_ctx *ctx = vctx;
   char why[512];
+  precis_spec sub;
+  char how[256];
+  if (!precis_lt_route_find(spec, NULL, 0) && precis_lt_dequant_emulation(spec, &sub, how, sizeof how))
+    return run_dequant_emulation(vctx, spec, &sub, how, w, data, o, out);
   out->memory.tensor_bytes = precis_spec_tensor_bytes(spec, w->m, w->n, w->k, w->batch, w->b_batched);
   /* The calling thread's current device is per thread: a worker thread starts on device 0 of the
    * process whatever the context chose, and the capability probe below may run here first. */
@@ -666,6 +710,9 @@ static bool probe_route(cuda_ctx *ctx, const precis_spec *spec, char *why, size_
 static bool cuda_supports(void *vctx, const precis_spec *spec, char *reason, size_t len) {
   cuda_ctx *ctx = vctx;
   if (!precis_cuda_spec_supported(spec, ctx->cc_major, ctx->cc_minor, reason, len)) return false;
+  /* A spec emulated by host dequantization runs the route of its plain GEMM. */
+  precis_spec sub;
+  if (!precis_lt_route_find(spec, NULL, 0) && precis_lt_dequant_emulation(spec, &sub, NULL, 0)) spec = &sub;
   const precis_lt_route *route = precis_lt_route_find(spec, NULL, 0);
   size_t r = precis_lt_route_index(route);
   /* cublasLtGetVersion() is major*10000 + minor*100 + patch. FP8 matmul came with CUDA 11.8, whose

@@ -25,7 +25,10 @@ typedef struct agreement {
 static inline agreement agreement_for(const precis_spec *s, long long k) {
   bool fp8 = s->a.fmt == PRECIS_FMT_E4M3 || s->a.fmt == PRECIS_FMT_E5M2 || s->b.fmt == PRECIS_FMT_E4M3 ||
              s->b.fmt == PRECIS_FMT_E5M2;
-  double slack = fp8 ? 1.25 : 1.0;
+  /* 4-bit operands (issue 16) round small values up by as much as half a step of a coarser grid. */
+  bool fp4 = s->a.fmt == PRECIS_FMT_E2M1 || s->b.fmt == PRECIS_FMT_E2M1 || s->a.fmt == PRECIS_FMT_S4 ||
+             s->b.fmt == PRECIS_FMT_S4 || s->a.fmt == PRECIS_FMT_U4 || s->b.fmt == PRECIS_FMT_U4;
+  double slack = fp4 ? 1.5 : fp8 ? 1.25 : 1.0;
   return (agreement){4.0 * precis_accumulation_gamma(s, k) * slack, precis_format_get(s->out)->unit_roundoff};
 }
 

@@ -404,6 +404,7 @@ TEST(every_recipe_every_shape_equals_the_row_major_product) {
   for (size_t v = 0; v < sizeof versions / sizeof versions[0]; v++)
     for (int r = 0; r < PRESET_COUNT; r++) {
       const precis_recipe *recipe = preset_recipe_at((size_t)r);
+      if (!precis_lt_route_find(&recipe->spec, NULL, 0)) continue; /* issue 16's presets: no cuda route yet */
       for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         const shape *sh = &shapes[s];
         precis_gemm_plan plan;
@@ -514,6 +515,7 @@ TEST(cublaslt_13_1_int8_strided_batch_is_one_call_per_matrix) {
   CHECK_EQ_INT(p.lt_calls, 1);
   for (int r = 0; r < PRESET_COUNT; r++) {
     if (strcmp(preset_recipe_at((size_t)r)->name, "int8") == 0) continue;
+    if (!precis_lt_route_find(&preset_recipe_at((size_t)r)->spec, NULL, 0)) continue;
     CHECK_OK(precis_gemm_plan_make_for(&preset_recipe_at((size_t)r)->spec, 33, 5, 7, 3, true, 130100, &p));
     CHECK_EQ_INT(p.lt_calls, 1);
   }
@@ -555,6 +557,7 @@ TEST(plan_check_rejects_what_cublaslt_rejects_at_call_time) {
   precis_gemm_plan p;
   for (int r = 0; r < PRESET_COUNT; r++) {
     const precis_recipe *recipe = preset_recipe_at((size_t)r);
+    if (!precis_lt_route_find(&recipe->spec, NULL, 0)) continue;
     CHECK_OK(precis_gemm_plan_make(&recipe->spec, 8, 8, 8, 1, false, &p));
     CHECK(p.alpha == 1.0 && p.beta == 0.0);
     /* A scale pointer exactly where the operand is narrow (fp8), nowhere else. */
@@ -586,6 +589,7 @@ TEST(random_shapes) {
     const precis_recipe *recipe = preset_recipe_at((size_t)(trial % PRESET_COUNT));
     int64_t m = rng_int(1, 21), n = rng_int(1, 21), k = rng_int(1, 37), batch = rng_int(1, 4);
     bool b_batched = rng_int(0, 1);
+    if (!precis_lt_route_find(&recipe->spec, NULL, 0)) continue; /* issue 16's presets: no cuda route yet */
     precis_gemm_plan plan;
     CHECK_OK(precis_gemm_plan_make(&recipe->spec, m, n, k, batch, b_batched, &plan));
     workload w;

@@ -378,6 +378,36 @@ TEST(legacy_quantizers_reproduced) {
   free(f8);
 }
 
+/* Static scales: the data's own amax reproduces the dynamic quantizer; half of it reproduces the
+ * legacy fp8 quantizer with that scale (saturating, clipped counted); a k-group or asymmetric
+ * description is refused. */
+TEST(static_amax_quantizes_per_tensor) {
+  enum { R = 9, C = 70 };
+  float x[R * C];
+  uint8_t codes[R * C], legacy[R * C];
+  float scale;
+  for (int i = 0; i < R * C; i++) x[i] = sinf(0.7f * (float)i) * (i % 13 == 0 ? 50.0f : 1.0f);
+  precis_quant_desc d = {PRECIS_FMT_E4M3, PRECIS_QUANT_GRAN_TENSOR, 0, 0, 0, PRECIS_OPERAND_A};
+  run r = quant_run(d, x, R, C);
+  CHECK_OK(r.st);
+  precis_quant_tensor t = {.codes = codes, .scales = &scale};
+  CHECK_OK(precis_quantize_with_amax(&d, x, R, C, precis_absmax(x, R * C), &t));
+  if (r.st == PRECIS_OK) {
+    CHECK(memcmp(codes, r.q.codes, sizeof codes) == 0 && scale == r.q.scales[0] && t.clipped == r.q.clipped);
+  }
+  quant_free(&r);
+  float half = precis_absmax(x, R * C) / 2;
+  CHECK_OK(precis_quantize_with_amax(&d, x, R, C, half, &t));
+  float s_legacy = precis_fp8_scale_from_amax(half);
+  size_t clipped = precis_fp8_quantize_tensor(x, R * C, s_legacy, legacy);
+  CHECK(memcmp(codes, legacy, sizeof codes) == 0 && scale == s_legacy);
+  CHECK(t.clipped == clipped && clipped > 0);
+  d.gran = PRECIS_QUANT_GRAN_K, d.group = 16;
+  CHECK(precis_quantize_with_amax(&d, x, R, C, half, &t) == PRECIS_E_USAGE);
+  d = (precis_quant_desc){PRECIS_FMT_U4, PRECIS_QUANT_GRAN_TENSOR, 0, 0, PRECIS_QUANT_INT_ASYMMETRIC, PRECIS_OPERAND_A};
+  CHECK(precis_quantize_with_amax(&d, x, R, C, half, &t) == PRECIS_E_USAGE);
+}
+
 /* Operand B's k-groups run down the columns: the same matrix transposed and quantized as A gives
  * the transposed codes and scales. */
 TEST(operand_b_groups_run_along_k) {
@@ -456,4 +486,4 @@ TEST(smoothquant_scales_and_search) {
 RUN_TESTS(T(e2m1_codes_and_rounding), T(e8m0_codes_and_scale_rules), T(nibble_packing_order_and_round_trip),
           T(format_rows_of_new_formats), T(layouts_of_each_granularity), T(invalid_descriptions_are_usage_errors),
           T(fp8_scale_rule_edges), T(mx_and_nv_rules), T(integer_conventions), T(legacy_quantizers_reproduced),
-          T(operand_b_groups_run_along_k), T(smoothquant_scales_and_search))
+          T(operand_b_groups_run_along_k), T(smoothquant_scales_and_search), T(static_amax_quantizes_per_tensor))

@@ -6,6 +6,8 @@
 
 #include "backend.h"
 #include "format.h"
+#include "cpu_quantized.h"
+#include "quantize.h"
 #include "cuda_api.h"
 #include "gemm_plan.h"
 #include "harness.h"
@@ -45,8 +47,9 @@ static void check_error(const char *text, const char *mentions, const char *allo
 
 TEST(presets_are_canonical_specs) {
   size_t baselines = 0;
-  CHECK_EQ_INT(precis_recipe_preset_all_count(), 7);
-  CHECK_EQ_INT(precis_recipe_preset_count(), 7 + 5 + 6); /* fp64, 3xtf32, bf16x3/6/9, ozaki-int8-3..8 */
+  /* The seven of DESIGN §3, then issue 16's nine (all in `all`), then the high-precision family. */
+  CHECK_EQ_INT(precis_recipe_preset_all_count(), 16);
+  CHECK_EQ_INT(precis_recipe_preset_count(), 16 + 5 + 6); /* fp64, 3xtf32, bf16x3/6/9, ozaki-int8-3..8 */
   for (size_t i = 0; i < precis_recipe_preset_count(); i++) {
     const precis_recipe_preset *p = precis_recipe_preset_at(i);
     check_canonical(p->spec, p->spec);
@@ -300,6 +303,14 @@ TEST(tensor_bytes_follow_the_formats_and_scales) {
   CHECK_EQ_INT(bytes_of("fp8", 3, 5, 7, 2, false), 42 + 35 + 30 * 2 + 8);
   /* 4-bit B in groups of 4 along k: 35 codes = 18 bytes, ceil(7/4) = 2 groups per column. */
   CHECK_EQ_INT(bytes_of("a=bf16,b=s4@k4,out=bf16", 3, 5, 7, 2, false), 42 * 2 + 18 + 30 * 2 + 5 * 2 * 4);
+  /* Asymmetric: the 10 zero points too, packed two per byte. */
+  CHECK_EQ_INT(bytes_of("a=bf16,b=u4@k4:asym,out=bf16", 3, 5, 7, 2, false), 42 * 2 + 18 + 30 * 2 + 5 * 2 * 4 + 5);
+  /* mxfp4: 42 and 35 e2m1 codes (21 and 18 bytes), one E8M0 byte per 32 k of each row of A (6) and
+   * column of B (5). nvfp4: one E4M3 byte per 16 k, plus an f32 tensor scale per operand. */
+  CHECK_EQ_INT(bytes_of("mxfp4", 3, 5, 7, 2, false), 21 + 18 + 30 * 2 + 6 + 5);
+  CHECK_EQ_INT(bytes_of("nvfp4", 3, 5, 7, 2, false), 21 + 18 + 30 * 2 + 6 + 4 + 5 + 4);
+  /* fp8-block: A 1x128 groups (6 f32 scales), B 128x128 blocks (1 per matrix; b per batch: 2). */
+  CHECK_EQ_INT(bytes_of("fp8-block", 3, 5, 7, 2, true), 42 + 70 + 30 * 2 + 6 * 4 + 2 * 4);
 }
 
 TEST(backends_answer_from_the_spec) {
@@ -318,6 +329,29 @@ TEST(backends_answer_from_the_spec) {
       continue;
     }
     const precis_lt_route *route = precis_lt_route_find(&r.spec, why, sizeof why);
+    if (i >= 7) {
+      /* Issue 16's presets: no cuda route yet, and the reason names the way planned for it. */
+      static const struct {
+        const char *name, *why;
+      } planned[] = {{"fp8-rowwise", "OUTER_VEC_32F"}, {"fp8-block", "VEC128_32F"},  {"w8a16", "weight-only"},
+                     {"w4a16", "weight-only"},         {"w4a16-asym", "weight-only"}, {"mxfp8", "VEC32_UE8M0"},
+                     {"mxfp4", "VEC32_UE8M0"},         {"nvfp4", "VEC16_UE4M3"},      {"int8-sq", "SmoothQuant"}};
+      CHECK_MSG(!route && strstr(why, planned[i - 7].why) && strcmp(r.name, planned[i - 7].name) == 0, "%s: %s",
+                r.name, why);
+      /* Weight-only and MX x MX run on cuda as the bf16 GEMM of dequantized inputs (sm_80+). */
+      precis_spec sub;
+      bool emulated = precis_lt_dequant_emulation(&r.spec, &sub, why, sizeof why);
+      bool expect = strcmp(planned[i - 7].why, "weight-only") == 0 || strcmp(r.name, "mxfp8") == 0 ||
+                    strcmp(r.name, "mxfp4") == 0;
+      CHECK_MSG(emulated == expect, "%s: emulated %d", r.name, emulated);
+      CHECK_EQ_INT(precis_cuda_spec_supported(&r.spec, 9, 0, why, sizeof why), expect);
+      if (expect) {
+        const precis_lt_route *plain = precis_lt_route_find(&sub, NULL, 0);
+        CHECK_MSG(plain && strcmp(plain->name, "bf16") == 0, "%s: emulated as %s", r.name, plain ? plain->name : "?");
+        CHECK(!precis_cuda_spec_supported(&r.spec, 7, 5, why, sizeof why) && strstr(why, "sm_80"));
+      }
+      continue;
+    }
     CHECK_MSG(route && strcmp(route->name, r.name) == 0, "%s: %s", r.name, why);
     CHECK_MSG(precis_cuda_spec_supported(&r.spec, 9, 0, why, sizeof why), "%s: %s", r.name, why);
   }
@@ -329,24 +363,32 @@ TEST(backends_answer_from_the_spec) {
     const char *cuda_why;
   } cases[] = {
       {"a=bf16,b=bf16,out=fp32", true, "", false, "no cuBLASLt route"},
-      {"a=e4m3,b=bf16,out=bf16", true, "", false, "no cuBLASLt route"},
-      {"a=s8@tensor,b=s8", true, "", false, "no cuBLASLt route"},
+      {"a=e4m3,b=bf16,out=bf16", true, "", true, ""}, /* A dequantized to bf16 (precis_lt_dequant_emulation) */
+      {"a=e4m3,b=bf16,out=fp32", true, "", false, "weight-only"},
+      {"a=s8@tensor,b=s8", true, "", false, "int8 route takes s8:sym A per row"},
       {"a=s8@tensor,b=s8,scale=absmax", true, "", true, ""},
-      {"a=e2m1,b=e2m1", false, "a=e2m1@mx: not yet implemented on the cpu backend (issue 16)", false, "issue 16"},
-      {"a=bf16,b=s4@k128", false, "b=s4@k128:sym", false, "issue 16"},
-      {"a=e5m2,b=e5m2", false, "a=e5m2@tensor", false, "issue 16"},
-      {"a=e4m3@row,b=e4m3@col,out=bf16", false, "a=e4m3@row", false, "issue 16"},
+      {"a=e2m1,b=e2m1", true, "", false, "VEC32_UE8M0"},
+      {"a=bf16,b=s4@k128", true, "", false, "weight-only"},
+      {"a=e5m2,b=e5m2", true, "", false, "e5m2 x e5m2"},
+      {"a=e4m3@row,b=e4m3@col,out=bf16", true, "", false, "OUTER_VEC_32F"},
+      {"a=e4m3@128x128,b=e4m3@128x128", true, "", false, "never BLK x BLK"},
+      {"a=e4m3@row,b=e4m3@col,acc=fp16", false, "acc=fp16 with fp32 group scales", false, "OUTER_VEC_32F"},
+      {"a=e5m2@tensor,b=e4m3@tensor,scale=absmax", true, "", false, "e4m3 x e4m3 only"},
+      {"a=e4m3@tensor,scale=mse", false, "scale=mse: the clip search minimizes the s8", false, "no cuBLASLt route"},
+      {"a=u4@tensor:asym,b=u4@col:asym,scale=absmax", false, "static zero points", false, "int8 route takes"},
+      {"a=bf16,b=s4@k128,smooth=auto", false, "smooth=auto", false, "SmoothQuant"},
+      {"a=s4@k32,b=s4@k32", true, "", false, "int8 route takes"},
+      {"a=s8,smooth=0.5", true, "", false, "SmoothQuant"},
+      {"a=s8,b=s8,acc=fp32", true, "", false, "int8 route takes"},
+      {"a=e4m3@tensor,scale=absmax", true, "", false, "no cuBLASLt route"},
       {"a=fp32,split=tf32x3", true, "", false, "issue 19"},
       {"a=bf16,split=tf32x3", false, "split=tf32x3: splits take fp32 or fp64", false, "issue 19"},
       {"a=fp32,acc=fp64,split=tf32x3", false, "emulates fp32", false, "issue 19"},
       {"a=fp32,split=int8x4", false, "acc=fp64", false, "issue 19"},
       {"a=fp32,acc=fp64,split=int8x4", true, "", false, "int8x4"},
       {"a=fp64,b=fp32", false, "a=fp64, b=fp64 and acc=fp64 together", false, "issue 19"},
-      {"a=s8,smooth=0.5", false, "SmoothQuant", false, "SmoothQuant"},
       {"a=fp64", true, "", false, "issue 19"},
       {"a=fp32,out=fp64", false, "out=fp64 needs acc=fp64", false, "fp64"},
-      {"a=s8,b=s8,acc=fp32", false, "acc=s32", false, "no cuBLASLt route"},
-      {"a=e4m3@tensor,scale=absmax", false, "scale=absmax", false, "no cuBLASLt route"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     precis_recipe r;
@@ -414,13 +456,108 @@ TEST(cpu_runs_specs_by_their_fields) {
   float *half = cpu_output("a=fp32,b=bf16", &st), *full = cpu_output("fp32", &st);
   CHECK(half && full && !same_bits(half, full, COUNT));
   free(half), free(full);
+  /* Issue 16's general path (cpu_quantized.c) reproduces the original int8 and fp8 paths bit for bit
+   * when its groups cover the same elements: k<24> with k = 24 is per row, a 10x24 block of the
+   * stacked 2x5x24 A and a 24x6 block of B are per tensor. */
+  float *int8_k = cpu_output("a=s8@k24,b=s8@col,acc=s32", &st), *int8_p = cpu_output("int8", &st);
+  CHECK(st == PRECIS_ROW_OK && int8_k && int8_p);
+  CHECK_MSG(same_bits(int8_k, int8_p, COUNT), "a=s8@k24 (one group per row) = int8");
+  free(int8_k), free(int8_p);
+  float *fp8_b = cpu_output("a=e4m3@10x24,b=e4m3@24x6,out=bf16", &st), *fp8_p = cpu_output("fp8", &st);
+  CHECK(st == PRECIS_ROW_OK && fp8_b && fp8_p);
+  CHECK_MSG(same_bits(fp8_b, fp8_p, COUNT), "whole-matrix blocks = fp8 per tensor");
+  free(fp8_b), free(fp8_p);
+  /* Finer groups change the result (k<8>: three segments per dot product). */
+  float *int8_k8 = cpu_output("a=s8@k8,b=s8@col,acc=s32", &st), *int8_r = cpu_output("int8", &st);
+  CHECK(st == PRECIS_ROW_OK && int8_k8 && int8_r && !same_bits(int8_k8, int8_r, COUNT));
+  free(int8_k8), free(int8_r);
+  /* An fp8 output is the f32 result quantized per tensor (scale_D = amax/448) and dequantized. */
+  float *wide8 = cpu_output("a=e4m3@row,b=e4m3@col,out=fp32", &st), *out8 = cpu_output("a=e4m3@row,b=e4m3@col,out=e4m3", &st);
+  CHECK(st == PRECIS_ROW_OK && wide8 && out8);
+  if (wide8 && out8) {
+    precis_quant_desc d = {.elem = PRECIS_FMT_E4M3, .gran = PRECIS_QUANT_GRAN_TENSOR, .side = PRECIS_OPERAND_A};
+    uint8_t codes[COUNT];
+    float scale, back[COUNT];
+    precis_quant_tensor t = {.codes = codes, .scales = &scale};
+    CHECK_OK(precis_quantize(&d, wide8, COUNT, 1, &t));
+    CHECK_OK(precis_dequantize(&d, &t, COUNT, 1, back));
+    CHECK_MSG(same_bits(back, out8, COUNT), "out=e4m3 = dequant(quant_tensor(out=fp32))");
+    CHECK(!same_bits(wide8, out8, COUNT));
+  }
+  free(wide8), free(out8);
   /* A valid spec without an implementation: a row `unsupported`, no output. */
-  float *none = cpu_output("a=e2m1,b=e2m1", &st);
+  float *none = cpu_output("a=e4m3@row,b=e4m3@col,acc=fp16", &st);
   CHECK(none == NULL && st == PRECIS_ROW_UNSUPPORTED);
   free(none);
+}
+
+/* One cpu run of a spec on the given data (NULL with *status on failure). */
+static float *cpu_run(const char *spec, const precis_workload_info *info, const precis_workload_data *data,
+                      precis_row_status *status) {
+  precis_case_options o;
+  precis_case_options_default(&o);
+  o.warmup_calls = 1, o.warmup_ms = 0, o.min_samples = 1, o.max_samples = 1, o.max_time_ms = 1;
+  precis_recipe r;
+  if (precis_recipe_parse(spec, &r) != PRECIS_OK) return NULL;
+  precis_case_output out;
+  precis_case_output_init(&out);
+  CHECK_OK(precis_backend_cpu()->run_case(NULL, &r.spec, info, data, &o, &out));
+  *status = out.status;
+  float *c = out.c;
+  out.c = NULL;
+  precis_case_output_free(&out);
+  return c;
+}
+
+/* The cuda backend runs weight-only and MX x MX specs as the plain bf16 GEMM of inputs dequantized
+ * on the host (precis_lt_dequant_emulation): on the cpu backend that GEMM of those inputs is the
+ * spec's own output, bit for bit, so the two backends multiply the same values. */
+TEST(dequantized_inputs_reproduce_the_spec) {
+  enum { M = 6, N = 10, K = 70, BATCH = 2, COUNT = BATCH * M * N };
+  static float a[BATCH * M * K], b[BATCH * K * N];
+  static double c_ref[COUNT], ab_abs[COUNT];
+  for (int i = 0; i < BATCH * M * K; i++) a[i] = (float)sin(0.41 * i) * (i % 11 == 0 ? 30.0f : 1.0f);
+  for (int i = 0; i < BATCH * K * N; i++) b[i] = (float)cos(0.17 * i + 0.3) * 0.1f;
+  static char name[] = "w", kind[] = "gemm", empty[] = "";
+  for (int batched = 0; batched < 2; batched++) {
+    precis_workload_info info = {.name = name, .kind = kind, .description = empty, .a_dist = empty, .b_dist = empty,
+                                 .reference = empty, .m = M, .n = N, .k = K, .batch = BATCH, .b_batched = batched};
+    precis_workload_data data = {.a = a, .b = b, .c_ref = c_ref, .ab_abs = ab_abs};
+    const char *specs[] = {"w8a16", "w4a16", "w4a16-asym", "mxfp8", "mxfp4", "a=fp16,b=e2m1@k32,out=fp16"};
+    for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
+      precis_recipe r;
+      CHECK_OK(precis_recipe_parse(specs[i], &r));
+      precis_spec sub;
+      CHECK_MSG(precis_lt_dequant_emulation(&r.spec, &sub, NULL, 0), "%s is emulated on cuda", specs[i]);
+      char plain[PRECIS_SPEC_TEXT_MAX], reason[256] = "";
+      precis_spec_format(&sub, plain, sizeof plain);
+      float *ad = NULL, *bd = NULL;
+      size_t clipped = 0;
+      CHECK_OK(precis_cpu_quant_dequantized_inputs(&r.spec, &info, &data, &ad, &bd, &clipped, reason, sizeof reason));
+      precis_workload_data deq = data;
+      deq.a = ad, deq.b = bd;
+      precis_row_status st1 = PRECIS_ROW_FAILED, st2 = PRECIS_ROW_FAILED;
+      float *own = cpu_run(specs[i], &info, &data, &st1), *emulated = cpu_run(plain, &info, &deq, &st2);
+      CHECK_MSG(st1 == PRECIS_ROW_OK && st2 == PRECIS_ROW_OK && own && emulated && same_bits(own, emulated, COUNT),
+                "%s (b batched %d) = %s on the dequantized inputs", specs[i], batched, plain);
+      free(own), free(emulated), free(ad), free(bd);
+    }
+  }
+  /* nv's f32 tensor scale is applied after the sum: no plain-GEMM form. */
+  precis_workload_info info = {.name = name, .kind = kind, .description = empty, .a_dist = empty, .b_dist = empty,
+                               .reference = empty, .m = M, .n = N, .k = K, .batch = 1};
+  precis_workload_data data = {.a = a, .b = b, .c_ref = c_ref, .ab_abs = ab_abs};
+  precis_recipe r;
+  CHECK_OK(precis_recipe_parse("nvfp4", &r));
+  float *ad = NULL, *bd = NULL;
+  size_t clipped = 0;
+  char reason[256];
+  CHECK(precis_cpu_quant_dequantized_inputs(&r.spec, &info, &data, &ad, &bd, &clipped, reason, sizeof reason) ==
+        PRECIS_E_UNSUPPORTED);
+  CHECK(ad == NULL && bd == NULL);
 }
 
 RUN_TESTS(T(presets_are_canonical_specs), T(presets_mean_what_design_says), T(every_field_parses),
           T(every_error_names_the_field_and_what_is_allowed), T(recipe_lists_split_at_preset_names),
           T(static_activation_scales_rewrite_the_spec), T(tensor_bytes_follow_the_formats_and_scales),
-          T(backends_answer_from_the_spec), T(cpu_runs_specs_by_their_fields))
+          T(backends_answer_from_the_spec), T(cpu_runs_specs_by_their_fields), T(dequantized_inputs_reproduce_the_spec))

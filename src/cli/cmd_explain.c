@@ -47,11 +47,17 @@ static bool selected(const char *list, const char *name) {
 static bool explain_case(const precis_recipe *r, const precis_workload_info *w, int major, int minor, int lt_version,
                          precis_kv_list *plan_kv, char *reason, size_t len) {
   if (!precis_cuda_spec_supported(&r->spec, major, minor, reason, len)) return false;
+  /* Specs emulated by host dequantization plan the GEMM that then runs. */
+  precis_spec sub;
+  char how[256] = "";
+  const precis_spec *spec = &r->spec;
+  if (!precis_lt_route_find(spec, NULL, 0) && precis_lt_dequant_emulation(spec, &sub, how, sizeof how)) spec = &sub;
   precis_gemm_plan plan;
-  if (precis_gemm_plan_make_for(&r->spec, w->m, w->n, w->k, w->batch, w->b_batched, lt_version, &plan) != PRECIS_OK) {
+  if (precis_gemm_plan_make_for(spec, w->m, w->n, w->k, w->batch, w->b_batched, lt_version, &plan) != PRECIS_OK) {
     snprintf(reason, len, "%s", precis_last_error());
     return false;
   }
+  if (how[0]) precis_kv_set(plan_kv, "emulation", how);
   precis_gemm_plan_describe(&plan, plan_kv);
   return true;
 }
@@ -138,6 +144,11 @@ int precis_cmd_explain(int argc, char **argv) {
       precis_kv_list kv = {0};
       char reason[512] = "";
       bool planned = explain_case(r, w, major, minor, lt_version, &kv, reason, sizeof reason);
+      precis_spec sub;
+      const char *status = !planned ? "unsupported"
+                           : !precis_lt_route_find(&r->spec, NULL, 0) && precis_lt_dequant_emulation(&r->spec, &sub, NULL, 0)
+                               ? "emulated"
+                               : "native";
       if (json) {
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "workload", w->name);
@@ -148,13 +159,13 @@ int precis_cmd_explain(int argc, char **argv) {
         cJSON_AddBoolToObject(o, "b_batched", w->b_batched);
         cJSON_AddStringToObject(o, "recipe", r->name);
         cJSON_AddStringToObject(o, "spec", r->canonical);
-        cJSON_AddStringToObject(o, "status", planned ? "native" : "unsupported");
+        cJSON_AddStringToObject(o, "status", status);
         if (planned) kv_to_json(cJSON_AddObjectToObject(o, "plan"), &kv);
         else cJSON_AddStringToObject(o, "reason", reason);
         cJSON_AddItemToArray(cases, o);
       } else {
-        if (r->preset) printf("  %s (%s): %s\n", r->name, r->canonical, planned ? "native" : "unsupported");
-        else printf("  %s: %s\n", r->canonical, planned ? "native" : "unsupported");
+        if (r->preset) printf("  %s (%s): %s\n", r->name, r->canonical, status);
+        else printf("  %s: %s\n", r->canonical, status);
         if (!planned) printf("    reason: %s\n", reason);
         for (size_t i = 0; i < kv.count; i++)
           printf("    %-22s %s\n", kv.items[i].key, kv.items[i].value ? kv.items[i].value : "null");

@@ -47,6 +47,14 @@ static void cuda_answer(const precis_recipe *r, int major, int minor, backend_an
     return;
   }
   const precis_lt_route *route = precis_lt_route_find(&r->spec, NULL, 0);
+  precis_spec sub;
+  char how[256];
+  if (!route && precis_lt_dequant_emulation(&r->spec, &sub, how, sizeof how)) {
+    route = precis_lt_route_find(&sub, NULL, 0);
+    a->status = "emulated";
+    snprintf(a->detail, sizeof a->detail, "%s; cuBLASLt route %s (sm_%d+)", how, route->name, route->min_cc);
+    return;
+  }
   a->status = "native";
   snprintf(a->detail, sizeof a->detail, "cuBLASLt route %s (sm_%d+)", route->name, route->min_cc);
 }

@@ -44,6 +44,78 @@ static bool route_matches(const precis_lt_route *r, const precis_spec *s) {
   return a_ok && operand_matches(&s->b, r->b, r->b_gran) && s->acc == r->acc && s->out == r->out;
 }
 
+static bool is_fp8_fmt(precis_format_id f) { return f == PRECIS_FMT_E4M3 || f == PRECIS_FMT_E5M2; }
+
+/* Issue 16's formats on the cuda backend: which cuBLASLt scale mode (cublasLtMatmulMatrixScale_t,
+ * CUDA 13.1 cublasLt.h) or emulation each would take, and that precis does not drive it yet. true
+ * when the spec is one of them. */
+static bool why_no_quantized_route(const precis_spec *s, char *why, size_t len) {
+  const precis_operand_spec *a = &s->a, *b = &s->b;
+  bool a_sc = precis_operand_is_scaled(a), b_sc = precis_operand_is_scaled(b);
+  if (!a_sc && !b_sc) return false;
+  const char *todo = "not yet run by the cuda backend (issue 16)";
+  bool block = a->gran == PRECIS_GRAN_MX || a->gran == PRECIS_GRAN_MX_RCEIL || a->gran == PRECIS_GRAN_NV ||
+               b->gran == PRECIS_GRAN_MX || b->gran == PRECIS_GRAN_MX_RCEIL || b->gran == PRECIS_GRAN_NV;
+  if (a_sc != b_sc) {
+    snprintf(why, len, "weight-only: the cuda backend emulates it (host dequantization to bf16/fp16, then that "
+                       "GEMM) only with a bf16 or fp16 unscaled operand, acc=fp32, the same out=, dynamic scales and "
+                       "no smoothing (a=%s, out=%s)",
+             precis_format_get(a_sc ? b->fmt : a->fmt)->name, precis_format_get(s->out)->name);
+    return true;
+  }
+  if (block) {
+    snprintf(why, len, "MX/NVFP4 block scales: native only on cc >= 10.0 (VEC32_UE8M0 / VEC16_UE4M3), %s; the "
+                       "exact bf16 dequantization the cuda backend emulates covers mx x mx with out=bf16 only (nv's "
+                       "f32 tensor scale would make bf16 inputs inexact)",
+             todo);
+    return true;
+  }
+  if (is_fp8_fmt(a->fmt) && is_fp8_fmt(b->fmt)) {
+    if (a->fmt == PRECIS_FMT_E5M2 && b->fmt == PRECIS_FMT_E5M2) {
+      snprintf(why, len, "e5m2 x e5m2: cuBLASLt has no FP8 matmul with both operands E5M2 (its FP8 type table: E4M3 "
+                         "x E4M3, E4M3 x E5M2, E5M2 x E4M3); make one operand e4m3");
+      return true;
+    }
+    if (a->gran == PRECIS_GRAN_BLOCK && b->gran == PRECIS_GRAN_BLOCK) {
+      snprintf(why, len, "fp8 with 2-D blocks on both operands: cuBLASLt's BLK128x128_32F pairs only with "
+                         "VEC128_32F (1x128) on the other operand, never BLK x BLK");
+      return true;
+    }
+    if (a->gran == PRECIS_GRAN_ROW && b->gran == PRECIS_GRAN_COL) {
+      snprintf(why, len, "fp8 outer-vector scales (A per row, B per column): planned through "
+                       "CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F in A_SCALE_MODE/B_SCALE_MODE on sm_90 (fp32 "
+                       "vectors, 16-byte aligned); %s", todo);
+      return true;
+    }
+    bool vec128_a = (a->gran == PRECIS_GRAN_K && a->group == 128) ||
+                    (a->gran == PRECIS_GRAN_BLOCK && a->block_rows == 1 && a->block_cols == 128);
+    bool blk_b = b->gran == PRECIS_GRAN_BLOCK && b->block_rows == 128 && b->block_cols == 128;
+    if (vec128_a && blk_b) {
+      snprintf(why, len, "fp8 128-blocks (A 1x128, B 128x128): planned through CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F "
+                       "(A) and BLK128x128_32F (B) on sm_90 (fp32 scales); %s", todo);
+      return true;
+    }
+    if (a->gran == PRECIS_GRAN_TENSOR && b->gran == PRECIS_GRAN_TENSOR && a->fmt != b->fmt) {
+      snprintf(why, len, "fp8 %s x %s per tensor: cuBLASLt takes it (SCALAR_32F, sm_89+), but precis's fp8 route is "
+                         "e4m3 x e4m3 only; %s",
+               precis_format_get(a->fmt)->name, precis_format_get(b->fmt)->name, todo);
+      return true;
+    }
+    if (a->gran == PRECIS_GRAN_TENSOR && b->gran == PRECIS_GRAN_TENSOR) return false; /* the fp8 route's own fields */
+    snprintf(why, len, "fp8 with %s/%s scales: cuBLASLt's scale modes are per tensor (SCALAR_32F), outer vector "
+                       "(OUTER_VEC_32F: A per row, B per column) and VEC128_32F x BLK128x128_32F; no route for these",
+             precis_gran_name(a->gran), precis_gran_name(b->gran));
+    return true;
+  }
+  if (precis_operand_is_integer(a) && precis_operand_is_integer(b)) {
+    snprintf(why, len, "integer operands: the int8 route takes s8:sym A per row (or per tensor from calibration) x B "
+                       "per column; cuBLASLt's int8 GEMM takes no scales, so other granularities, s4/u4 and sym-half "
+                       "have no route; %s", todo);
+    return true;
+  }
+  return false;
+}
+
 /* The first field that keeps a spec off every route, for the reason of an `unsupported` row. */
 static void why_no_route(const precis_spec *s, char *why, size_t len) {
   char a[48], b[48];
@@ -60,6 +132,8 @@ static void why_no_route(const precis_spec *s, char *why, size_t len) {
            s->out == PRECIS_FMT_F64)
     snprintf(why, len, "fp64: not yet implemented on the cuda backend (issue 19): cuBLASLt CUDA_R_64F with "
                        "CUBLAS_COMPUTE_64F has no route in precis yet; run it on the cpu backend");
+  else if (why_no_quantized_route(s, why, len))
+    return;
   else
     snprintf(why, len, "a=%s,b=%s,acc=%s,out=%s: no cuBLASLt route in precis yet (issue 16); routes: the presets "
                        "fp32, tf32, fp16, fp16acc16, bf16, int8, fp8",
@@ -77,7 +151,42 @@ const precis_lt_route *precis_lt_route_find(const precis_spec *spec, char *why, 
   return NULL;
 }
 
+static bool is_mx(const precis_operand_spec *op) {
+  return op->gran == PRECIS_GRAN_MX || op->gran == PRECIS_GRAN_MX_RCEIL;
+}
+
+bool precis_lt_dequant_emulation(const precis_spec *s, precis_spec *sub, char *how, size_t len) {
+  if (s->split != PRECIS_SPLIT_NONE || precis_spec_smooths(s) || s->scale != PRECIS_SCALE_DYNAMIC ||
+      s->acc != PRECIS_FMT_F32)
+    return false;
+  bool a_sc = precis_operand_is_scaled(&s->a), b_sc = precis_operand_is_scaled(&s->b);
+  precis_format_id f;
+  const char *what;
+  if (a_sc != b_sc) {
+    f = a_sc ? s->b.fmt : s->a.fmt; /* weight-only: dequantized to the unscaled operand's format */
+    what = a_sc ? "A" : "B";
+    if (f != PRECIS_FMT_BF16 && f != PRECIS_FMT_F16) return false;
+  } else if (a_sc && is_mx(&s->a) && is_mx(&s->b)) {
+    f = PRECIS_FMT_BF16; /* code x 2^e has at most 4 significant bits: exact in bf16 */
+    what = "A and B";
+  } else {
+    return false;
+  }
+  if (s->out != f) return false;
+  precis_spec t = *s;
+  t.a = (precis_operand_spec){.fmt = f, .gran = PRECIS_GRAN_NONE, .conv = PRECIS_QCONV_NONE};
+  t.b = t.a;
+  *sub = t;
+  if (how && len)
+    snprintf(how, len, "%s dequantized on the host to the %s values the cpu backend uses, then the %s "
+                       "cuBLASLt GEMM (exact inputs, not a fused kernel's speed)",
+             what, precis_format_get(f)->name, precis_format_get(f)->name);
+  return true;
+}
+
 bool precis_cuda_spec_supported(const precis_spec *spec, int cc_major, int cc_minor, char *reason, size_t len) {
+  precis_spec sub;
+  if (!precis_lt_route_find(spec, NULL, 0) && precis_lt_dequant_emulation(spec, &sub, NULL, 0)) spec = &sub;
   const precis_lt_route *route = precis_lt_route_find(spec, reason, len);
   if (!route) return false;
   if (cc_major * 10 + cc_minor >= route->min_cc) return true;

@@ -3,7 +3,8 @@
  * GEMM, fp16 accumulation the rounding loop, fp64 dgemm, the split recipes their own paths
  * (split.h: float terms summed in fp32 in a fixed order; Ozaki int8 slices as exact dgemm calls on
  * integer values, combined in fp64), every other float spec sgemm on the rounded or decoded
- * operands. A spec whose parts are not implemented here yet is a row `unsupported`. Inputs are rounded exactly as the GPU path rounds them (src/numerics/format.c, src/numerics/quant.c); products
+ * operands; every other quantized spec (issue 16) runs in cpu_quantized.c. A spec whose parts are
+ * not implemented here yet is a row `unsupported`. Inputs are rounded exactly as the GPU path rounds them (src/numerics/format.c, src/numerics/quant.c); products
  * and sums are FP32 (OpenBLAS sgemm on the rounded inputs); int8 is exact integer arithmetic (dgemm
  * on integer-valued doubles: |acc| <= 127^2 k < 2^53); fp16acc16 rounds every partial sum to fp16.
  * Float recipes are an approximation of the GPU (tensor cores align and truncate inside a block
@@ -17,6 +18,7 @@
 
 #include "backend.h"
 #include "cpu_gemm_fp16acc.h"
+#include "cpu_quantized.h"
 #include "format.h"
 #include "host_memory.h"
 #include "quant.h"
@@ -34,6 +36,7 @@ typedef enum cpu_gemm {
   CPU_GEMM_DGEMM,     /* fp64 operands and accumulation (OpenBLAS dgemm) */
   CPU_GEMM_SPLIT_F32, /* tf32x3, bf16x3/x6/x9: split terms, fp32 sums in a fixed order (split.h) */
   CPU_GEMM_OZAKI,     /* int8x<N>: exact slice products (dgemm on integer values), fp64 combination */
+  CPU_GEMM_QUANTIZED, /* every other quantized spec (issue 16): cpu_quantized.c */
 } cpu_gemm;
 
 typedef struct cpu_case {
@@ -60,6 +63,8 @@ typedef struct cpu_case {
   double *c64;                /* DGEMM, OZAKI: the output in float64 */
   char reason[512];
   precis_row_status status;
+  precis_cpu_quant *quant;  /* CPU_GEMM_QUANTIZED */
+  precis_kv_list *details;
 } cpu_case;
 
 static void *case_alloc(cpu_case *cc, size_t count, size_t elem) {
@@ -102,6 +107,8 @@ static void case_release(cpu_case *cc) {
   cc->a_terms = cc->b_terms = NULL;
   cc->a_f64 = cc->b_f64 = cc->a_slices = cc->b_slices = cc->levels = cc->c64 = NULL;
   cc->a_exps = cc->b_exps = NULL;
+  precis_cpu_quant_free(cc->quant);
+  cc->quant = NULL;
 }
 
 static precis_status out_of_memory(cpu_case *cc, const char *what, size_t bytes) {
@@ -137,6 +144,10 @@ static void run_ozaki_group(cpu_case *cc, size_t group, size_t rows) {
 
 /* The timed operation: the GEMM in the recipe's arithmetic, writing cc->c (int8: accumulators). */
 static void run_gemm(cpu_case *cc, double *f16_acc_row) {
+  if (cc->gemm == CPU_GEMM_QUANTIZED) {
+    precis_cpu_quant_gemm(cc->quant, cc->c);
+    return;
+  }
   const precis_workload_info *w = cc->w;
   size_t m = (size_t)w->m, n = (size_t)w->n, k = (size_t)w->k, batch = (size_t)w->batch;
   /* With a shared B the batch folds into the rows of one GEMM. */
@@ -152,6 +163,7 @@ static void run_gemm(cpu_case *cc, double *f16_acc_row) {
     case CPU_GEMM_F16_ACC:
       precis_gemm_fp16acc(cc->a_in + a_off, b_matrix_f(cc, cc->b_in, g), cc->c + c_off, rows, n, k, f16_acc_row);
       break;
+    case CPU_GEMM_QUANTIZED: break; /* returned above */
     case CPU_GEMM_SGEMM:
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)n, (int)k, 1.0f, cc->a_in + a_off, (int)k,
                   b_matrix_f(cc, cc->b_in, g), (int)n, 0.0f, cc->c + c_off, (int)n);
@@ -349,6 +361,9 @@ static precis_status prepare_inputs(cpu_case *cc, precis_kv_list *details) {
   if (cc->gemm == CPU_GEMM_INT_EXACT) return prepare_int8(cc, details);
   if (cc->gemm == CPU_GEMM_DGEMM || cc->gemm == CPU_GEMM_OZAKI) return prepare_f64(cc, details);
   if (cc->gemm == CPU_GEMM_SPLIT_F32) return prepare_float_split(cc, details);
+  if (cc->gemm == CPU_GEMM_QUANTIZED)
+    return precis_cpu_quant_prepare(cc->spec, cc->w, cc->d, &cc->tracker, details, &cc->quant, &cc->clipped,
+                                    &cc->status, cc->reason, sizeof cc->reason);
   cc->a_in = case_alloc(cc, cc->a_count, sizeof(float));
   cc->b_in = case_alloc(cc, cc->b_count, sizeof(float));
   if (!cc->a_in || !cc->b_in)
@@ -367,6 +382,7 @@ static bool spec_is_scaled(const precis_spec *s) {
 static bool finish_output(cpu_case *cc) {
   const precis_workload_info *w = cc->w;
   size_t m = (size_t)w->m, n = (size_t)w->n;
+  if (cc->gemm == CPU_GEMM_QUANTIZED) return precis_cpu_quant_finish(cc->quant, cc->c, cc->details);
   if (cc->gemm == CPU_GEMM_INT_EXACT) {
     /* The accumulators are exact integers below 2^31: convert, then dequantize as the GPU does. */
     int32_t *acc = case_alloc(cc, m * n, sizeof *acc);
@@ -425,6 +441,10 @@ static bool cpu_route_split(const precis_spec *s, cpu_gemm *gemm, char *why, siz
 static bool cpu_route(const precis_spec *s, cpu_gemm *gemm, char *why, size_t len) {
   const precis_operand_spec *ops[2] = {&s->a, &s->b};
   char text[48];
+  if (precis_cpu_quant_claims(s)) {
+    *gemm = CPU_GEMM_QUANTIZED;
+    return precis_cpu_quant_route(s, why, len);
+  }
   if (s->split != PRECIS_SPLIT_NONE) return cpu_route_split(s, gemm, why, len);
   if (precis_spec_smooths(s)) {
     snprintf(why, len, "smooth: SmoothQuant is not yet implemented on the cpu backend (issue 16)");
@@ -523,6 +543,7 @@ static precis_status cpu_run_case(void *ctx, const precis_spec *spec, const prec
   cc.d = d;
   cc.o = o;
   cc.status = PRECIS_ROW_OK;
+  cc.details = &out->details;
   cc.a_count = (size_t)(w->batch * w->m * w->k);
   cc.b_matrices = w->b_batched ? (size_t)w->batch : 1;
   cc.b_count = cc.b_matrices * (size_t)(w->k * w->n);
@@ -607,7 +628,8 @@ static precis_status cpu_run_case(void *ctx, const precis_spec *spec, const prec
     precis_kv_set(&out->details, "e2e", "cpu: convert_ms + median GEMM + dequantize, each measured once");
   }
   precis_kv_set(&out->details, "emulation",
-                cc.gemm == CPU_GEMM_INT_EXACT  ? "exact integer GEMM (dgemm on integer values), dequant in f32"
+                cc.gemm == CPU_GEMM_QUANTIZED  ? precis_cpu_quant_emulation(cc.quant)
+                : cc.gemm == CPU_GEMM_INT_EXACT  ? "exact integer GEMM (dgemm on integer values), dequant in f32"
                 : cc.gemm == CPU_GEMM_F16_ACC ? "every partial sum rounded to fp16, sequential k order"
                 : cc.gemm == CPU_GEMM_DGEMM   ? "FP64 products and sums (OpenBLAS dgemm)"
                 : cc.gemm == CPU_GEMM_SPLIT_F32

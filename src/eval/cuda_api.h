@@ -38,5 +38,10 @@ void precis_cuda_inventory_free(precis_cuda_inventory *inv);
 /* Capability rule for one spec on a compute capability (shared by info, recipes, explain and the
  * backend): a route (gemm_plan.h) and its minimum compute capability. */
 bool precis_cuda_spec_supported(const precis_spec *spec, int cc_major, int cc_minor, char *reason, size_t len);
+/* Specs the cuda backend runs by exact dequantization on the host (issue 16): weight-only with a
+ * bf16/fp16 activation and the same output format, and MX x MX with a bf16 output. true with the
+ * spec of the GEMM that then runs (bf16 or fp16 operands, fp32 accumulation) and a line for reports.
+ * The dequantized operands are precis_cpu_quant_dequantized_inputs (cpu_quantized.h). */
+bool precis_lt_dequant_emulation(const precis_spec *spec, precis_spec *sub, char *how, size_t len);
 
 #endif

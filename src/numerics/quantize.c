@@ -313,6 +313,39 @@ done:
   return st;
 }
 
+precis_status precis_quantize_with_amax(const precis_quant_desc *d, const float *x, size_t rows, size_t cols,
+                                        float amax, precis_quant_tensor *q) {
+  precis_quant_layout l;
+  precis_status st = precis_quant_layout_of(d, rows, cols, &l);
+  if (st != PRECIS_OK) return st;
+  if (d->gran != PRECIS_QUANT_GRAN_TENSOR || l.has_zero_points)
+    return precis_fail(PRECIS_E_USAGE, "quantizer: a static amax needs a per-tensor description with float elements "
+                       "or a symmetric integer convention (got %s, %s)", precis_quant_gran_str(d->gran),
+                       precis_quant_int_str(d->ints));
+  if (!(amax >= 0.0f) || !precis_bits_is_finite(amax))
+    return precis_fail(PRECIS_E_USAGE, "quantizer: static amax %g (expected a finite value >= 0)", (double)amax);
+  if (!q->codes || !q->scales)
+    return precis_fail(PRECIS_E_USAGE, "quantizer: the output needs codes and scales (allocate them from the layout)");
+  float *dv = malloc(cols * sizeof *dv), *zv = calloc(cols, sizeof *zv);
+  if (!dv || !zv) {
+    free(dv);
+    free(zv);
+    return precis_fail(PRECIS_E_NOMEM, "quantizer: cannot allocate scratch for a band of %zu columns", cols);
+  }
+  encoder e = encoder_of(d);
+  precis_bits_scale g = precis_bits_group_scale(PRECIS_SCALE_RULE_DIVIDE, amax, 0.0f, 0.0f, e.max_elem,
+                                                emax_elem(d->elem), 1.0f);
+  q->scales[0] = g.scale;
+  q->tensor_scale = 1.0f;
+  for (size_t c = 0; c < cols; c++) dv[c] = g.divisor;
+  size_t clipped = 0;
+  for (size_t r = 0; r < rows; r++) clipped += e.span(x + r * cols, cols, dv, zv, e.qmin, e.qmax, q->codes + r * cols);
+  q->clipped = clipped;
+  free(dv);
+  free(zv);
+  return PRECIS_OK;
+}
+
 static float decode_code(precis_format_id f, uint8_t c) {
   switch (f) {
   case PRECIS_FMT_E4M3: return precis_bits_e4m3_to_f32(c);

@@ -83,6 +83,13 @@ precis_status precis_quant_layout_of(const precis_quant_desc *d, size_t rows, si
 precis_status precis_quantize(const precis_quant_desc *d, const float *x, size_t rows, size_t cols,
                               precis_quant_tensor *q);
 
+/* A static per-tensor scale (DESIGN §11 scale=absmax|percentile|mse): quantizes x with the scale
+ * rule of `d` applied to the given amax (from a calibration split) instead of x's own. d must be a
+ * `tensor` description with float elements or a symmetric integer convention (PRECIS_E_USAGE
+ * otherwise). Elements beyond amax saturate and count as clipped, as everywhere. */
+precis_status precis_quantize_with_amax(const precis_quant_desc *d, const float *x, size_t rows, size_t cols,
+                                        float amax, precis_quant_tensor *q);
+
 /* y = the value each code stands for: decode(code) * scale ((q - zero) * scale for asymmetric
  * integers; (decode(code) * block scale) * tensor scale for nv), in fp32. */
 precis_status precis_dequantize(const precis_quant_desc *d, const precis_quant_tensor *q, size_t rows, size_t cols,

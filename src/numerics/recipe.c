@@ -23,6 +23,34 @@ static const precis_recipe_preset presets[] = {
      .required = true},
     {.name = "fp8", .spec = "a=e4m3@tensor,b=e4m3@tensor,acc=fp32,out=bf16,scale=dynamic,smooth=none,split=none",
      .description = "A,B e4m3 satfinite, per-tensor scales s=amax/448; compute 32F; output bf16"},
+    /* Issue 16: the formats deployed in 2026 (docs/formats.md gives each rule's source). */
+    {.name = "fp8-rowwise", .spec = "a=e4m3@row,b=e4m3@col,acc=fp32,out=bf16,scale=dynamic,smooth=none,split=none",
+     .description = "A e4m3 per row (token), B e4m3 per column (channel), s=amax/448; compute 32F; "
+                    "c=s_a[i]*s_b[j]*acc; output bf16 (torchao/FBGEMM rowwise, cuBLASLt outer-vector)"},
+    {.name = "fp8-block", .spec = "a=e4m3@k128,b=e4m3@128x128,acc=fp32,out=bf16,scale=dynamic,smooth=none,split=none",
+     .description = "A e4m3 per 1x128 (row, k-group), B e4m3 per 128x128 block, s=amax/448; each 128-k partial sum "
+                    "scaled in f32; output bf16 (DeepSeek-V3, cuBLASLt VEC128/BLK128x128)"},
+    {.name = "w8a16", .spec = "a=bf16,b=s8@col:sym-half,acc=fp32,out=bf16,scale=dynamic,smooth=none,split=none",
+     .description = "weight-only: B s8 per column, s=amax/127.5 (compressed-tensors W8A16), dequantized to bf16; "
+                    "A bf16; compute 32F; output bf16"},
+    {.name = "w4a16", .spec = "a=bf16,b=s4@k128:sym-half,acc=fp32,out=bf16,scale=dynamic,smooth=none,split=none",
+     .description = "weight-only: B s4 per 128 k of a column, s=amax/7.5 (compressed-tensors W4A16), dequantized "
+                    "to bf16; A bf16; compute 32F; output bf16"},
+    {.name = "w4a16-asym", .spec = "a=bf16,b=u4@k128:asym,acc=fp32,out=bf16,scale=dynamic,smooth=none,split=none",
+     .description = "weight-only: B u4 with zero points per 128 k of a column (GPTQ asymmetric), dequantized to "
+                    "bf16; A bf16; compute 32F; output bf16"},
+    {.name = "mxfp8", .spec = "a=e4m3@mx,b=e4m3@mx,acc=fp32,out=bf16,scale=dynamic,smooth=none,split=none",
+     .description = "OCP MXFP8: A,B e4m3 in blocks of 32 along k with E8M0 scales (floor rule); compute 32F; "
+                    "output bf16"},
+    {.name = "mxfp4", .spec = "a=e2m1@mx,b=e2m1@mx,acc=fp32,out=bf16,scale=dynamic,smooth=none,split=none",
+     .description = "OCP MXFP4: A,B e2m1 in blocks of 32 along k with E8M0 scales (floor rule); compute 32F; "
+                    "output bf16"},
+    {.name = "nvfp4", .spec = "a=e2m1@nv,b=e2m1@nv,acc=fp32,out=bf16,scale=dynamic,smooth=none,split=none",
+     .description = "NVFP4: A,B e2m1 in blocks of 16 along k, E4M3 block scales and an f32 tensor scale; "
+                    "compute 32F; output bf16"},
+    {.name = "int8-sq", .spec = "a=s8@row:sym,b=s8@col:sym,acc=s32,out=fp32,scale=dynamic,smooth=0.5,split=none",
+     .description = "SmoothQuant (alpha 0.5, scales from the calibration split) then int8: A per row, B per "
+                    "column, s=amax/127; compute 32I; output f32"},
     /* High precision at low-precision speed (issue 19, docs/high-precision.md). */
     {.name = "fp64", .spec = "a=fp64,b=fp64,acc=fp64,out=fp64,scale=dynamic,smooth=none,split=none",
      .description = "A,B f64 (exact from f32 inputs); compute 64F; output f64", .high_precision = true},

@@ -463,6 +463,13 @@ static long long ceil_div(long long x, long long y) { return (x + y - 1) / y; }
 static long long scale_bytes(const precis_operand_spec *op, bool is_a, long long rows, long long cols,
                              long long mats) {
   long long along_k = is_a ? cols : rows, across = is_a ? rows : cols;
+  /* Asymmetric integers: one zero point per scale, packed at the element width. */
+  if (op->conv == PRECIS_QCONV_ASYM) {
+    precis_operand_spec sym = *op;
+    sym.conv = PRECIS_QCONV_SYM;
+    long long bytes = scale_bytes(&sym, is_a, rows, cols, mats);
+    return bytes + ceil_div(bytes / 4 * precis_format_get(op->fmt)->storage_bits, 8);
+  }
   switch (op->gran) {
   case PRECIS_GRAN_NONE: return 0;
   case PRECIS_GRAN_TENSOR: return 4;

@@ -111,7 +111,11 @@ def test_explain(dataset):
           and "sm_80" in cases[("odd", "fp8")]["reason"], "explain --cc 8.0: fp8 unsupported, says why")
     check(cases[("odd", "bf16")]["status"] == "native", "explain --cc 8.0: bf16 native")
     proc = precis("explain", dataset, "--recipes", "a=e2m1,b=e2m1", "--workloads", "odd")
-    check(proc.returncode == 0 and "unsupported" in proc.stdout and "issue 16" in proc.stdout, "explain: e2m1 unsupported")
+    check(proc.returncode == 0 and "unsupported" in proc.stdout and "VEC32_UE8M0" in proc.stdout,
+          "explain: e2m1 unsupported on cuda, naming the scale mode")
+    proc = precis("explain", dataset, "--recipes", "w4a16", "--workloads", "odd")
+    check(proc.returncode == 0 and "): emulated" in proc.stdout and "dequantized on the host" in proc.stdout
+          and "CUDA_R_16BF" in proc.stdout, "explain: w4a16 emulated, planned as the bf16 GEMM")
     proc = precis("explain", dataset, "--recipes", "int8", "--workloads", "odd", "--cc", "sm_75")
     check(proc.returncode == 0 and "CUBLAS_COMPUTE_32I" in proc.stdout and "lda" in proc.stdout, "explain: text output")
     for args, what in ((["--cc", "nine"], "--cc"), (["--recipes", "fp9"], "fp9"), (["--workloads", "nope"], "nope"),
@@ -141,23 +145,30 @@ def test_recipes():
     proc = precis("recipes", "--json")
     check(proc.returncode == 0, "recipes --json")
     listed = json.loads(proc.stdout)["recipes"]
+    original = ["fp32", "tf32", "fp16", "fp16acc16", "bf16", "int8", "fp8"]
+    issue16 = ["fp8-rowwise", "fp8-block", "w8a16", "w4a16", "w4a16-asym", "mxfp8", "mxfp4", "nvfp4", "int8-sq"]
     high = ["fp64", "3xtf32", "bf16x3", "bf16x6", "bf16x9"] + ["ozaki-int8-%d" % n for n in range(3, 9)]
-    check([r["name"] for r in listed] == ["fp32", "tf32", "fp16", "fp16acc16", "bf16", "int8", "fp8"] + high,
-          "recipes: presets in order")
-    check(all(r["backends"]["cpu"]["status"] == "emulated" and r["backends"]["cuda"]["status"] == "native"
-              for r in listed if r["name"] not in high),
-          "recipes: every preset of `all` emulated on cpu, native on sm_90")
-    check(all(r["backends"]["cpu"]["status"] == "emulated" and r["backends"]["cuda"]["status"] == "unsupported"
-              and "issue 19" in r["backends"]["cuda"]["reason"] for r in listed if r["name"] in high),
-          "recipes: the high-precision presets emulated on cpu, unsupported on cuda with the issue")
+    check([r["name"] for r in listed] == original + issue16 + high, "recipes: presets in order")
+    check(all(r["backends"]["cpu"]["status"] == "emulated" for r in listed), "recipes: every preset emulated on cpu")
+    check(all(r["backends"]["cuda"]["status"] == "native" for r in listed if r["name"] in original),
+          "recipes: the original presets native on sm_90")
+    emulated = {"w8a16", "w4a16", "w4a16-asym", "mxfp8", "mxfp4"}
+    check(all(r["backends"]["cuda"]["status"] == "emulated" and "not a fused kernel's speed" in r["backends"]["cuda"]["how"]
+              for r in listed if r["name"] in emulated), "recipes: weight-only and MX emulated on cuda by dequantization")
+    check(all(r["backends"]["cuda"]["status"] == "unsupported" and "issue 16" in r["backends"]["cuda"]["reason"]
+              for r in listed if r["name"] in set(issue16) - emulated),
+          "recipes: the other issue 16 presets unsupported on cuda, with the plan")
+    check(all(r["backends"]["cuda"]["status"] == "unsupported" and "issue 19" in r["backends"]["cuda"]["reason"]
+              for r in listed if r["name"] in high),
+          "recipes: the high-precision presets unsupported on cuda with the issue")
     check([r["name"] for r in listed if r["baseline"]] == ["fp32"], "recipes: one baseline")
-    proc = precis("recipes", "--json", "--cc", "75", "--recipes", "bf16,int8,a=e2m1,b=e2m1")
+    proc = precis("recipes", "--json", "--cc", "75", "--recipes", "bf16,int8,a=e4m3@row,b=e4m3@col,acc=fp16")
     listed = json.loads(proc.stdout)["recipes"]
     check(listed[0]["backends"]["cuda"]["status"] == "unsupported" and "sm_75" in listed[0]["backends"]["cuda"]["reason"],
           "recipes --cc 75: bf16 unsupported with the device")
     check(listed[1]["backends"]["cuda"]["status"] == "native", "recipes --cc 75: int8 native")
-    check(listed[2]["backends"]["cpu"]["status"] == "unsupported" and "issue 16" in listed[2]["backends"]["cpu"]["reason"],
-          "recipes: e2m1 unsupported on cpu with a reason")
+    check(listed[2]["backends"]["cpu"]["status"] == "unsupported" and "acc=fp16" in listed[2]["backends"]["cpu"]["reason"],
+          "recipes: fp8 rowwise with fp16 accumulation unsupported on cpu with a reason")
     proc = precis("recipes")
     check(proc.returncode == 0 and "a=s8@row:sym,b=s8@col:sym" in proc.stdout, "recipes: text lists specs")
 
@@ -181,10 +192,10 @@ def test_run_with_specs(tmp, dataset):
         check(FP8 in fp.read(), "report.md: specs")
     proc = precis("run", dataset, "--recipes", "bf16,a=bf16,out=bf16", "-o", os.path.join(tmp, "dup"), *FAST)
     check(proc.returncode == 2 and "same recipe" in proc.stderr, "run: the same spec twice is refused, exit 2")
-    proc = precis("run", dataset, "--recipes", "a=bf16,b=e2m1@mx", "-o", os.path.join(tmp, "unsup"), *FAST)
+    proc = precis("run", dataset, "--recipes", "a=e4m3@row,b=e4m3@col,acc=fp16", "-o", os.path.join(tmp, "unsup"), *FAST)
     with open(os.path.join(tmp, "unsup", "report.json"), encoding="utf-8") as fp:
         rows = json.load(fp)["rows"]
-    check(all(r["status"] == "unsupported" and "issue 16" in r["reason"] for r in rows), "a valid spec the cpu lacks: unsupported rows")
+    check(all(r["status"] == "unsupported" and "acc=fp16" in r["reason"] for r in rows), "a valid spec the cpu lacks: unsupported rows")
     # compare pairs the preset bf16 with the same spec written out.
     base, new = os.path.join(tmp, "base"), os.path.join(tmp, "new")
     precis("run", dataset, "--recipes", "bf16", "-o", base, *FAST)
