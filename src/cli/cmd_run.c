@@ -46,13 +46,32 @@ static void usage(FILE *out) {
           "  --target-spread F     stop once stdev/mean <= F (default 0.02)\n"
           "  --cold                flush caches between samples\n"
           "  --autotune N          cuda: time the top N cuBLASLt candidates and keep the fastest\n"
+          "  --shard I/N           run only part I of N (1 <= I <= N) of the cases, dealt by estimated cost\n"
+          "                        (docs/scale-out.md); DIR gets a normal report of those cases and the journal\n"
+          "                        journal.part-IIII-of-NNNN.jsonl; `precis merge` joins the N reports\n"
           "  --quiet               no progress lines and no table on stdout\n\n"
           "exit codes: 0 ok, 1 runtime failure (incl. a failed row), 2 bad usage or input, 3 criteria not met\n"
           "(with --require or --gate), 130/143 interrupted (a report marked incomplete is still written;\n"
           "continue it with --resume DIR)\n");
 }
 
-enum { OPT_RECIPES = 1000, OPT_WORKLOADS, OPT_BACKEND, OPT_GATE, OPT_FORCE, OPT_SAVE, OPT_QUIET, OPT_RESUME };
+enum { OPT_RECIPES = 1000, OPT_WORKLOADS, OPT_BACKEND, OPT_GATE, OPT_FORCE, OPT_SAVE, OPT_QUIET, OPT_RESUME, OPT_SHARD };
+
+/* "I/N" with 1 <= I <= N. */
+static bool parse_shard(const char *text, int *index, int *count) {
+  char *end = NULL;
+  long i = strtol(text, &end, 10);
+  if (end == text || *end != '/') goto bad;
+  const char *rest = end + 1;
+  long n = strtol(rest, &end, 10);
+  if (end == rest || *end != '\0' || n < 1 || n > 9999 || i < 1 || i > n) goto bad;
+  *index = (int)i;
+  *count = (int)n;
+  return true;
+bad:
+  fprintf(stderr, "precis run: --shard %s: expected I/N with 1 <= I <= N <= 9999 (e.g. --shard 2/8)\n", text);
+  return false;
+}
 
 static char **split_list(const char *text, size_t *count) {
   size_t n = 1;
@@ -82,7 +101,7 @@ int precis_cmd_run(int argc, char **argv) {
       {"backend", required_argument, 0, OPT_BACKEND}, {"gate", no_argument, 0, OPT_GATE},
       {"output", required_argument, 0, 'o'}, {"force", no_argument, 0, OPT_FORCE},
       {"save-outputs", required_argument, 0, OPT_SAVE}, {"quiet", no_argument, 0, OPT_QUIET},
-      {"resume", required_argument, 0, OPT_RESUME},
+      {"resume", required_argument, 0, OPT_RESUME}, {"shard", required_argument, 0, OPT_SHARD},
       {"help", no_argument, 0, 'h'}, PRECIS_CLI_MEASURE_OPTIONS, {0, 0, 0, 0}};
   precis_run_config cfg;
   precis_recipe_list recipes = {0};
@@ -96,6 +115,7 @@ int precis_cmd_run(int argc, char **argv) {
   precis_output_lock_init(&dir_lock);
   precis_output_lock_init(&saved_lock);
   bool gate = false, quiet = false, created_dir = false;
+  int shard_index = 1, shard_count = 1;
   char *dataset_path = NULL, *journal_path = NULL, *command_line = precis_cli_command_line(argc, argv);
   precis_report report;
   precis_report_init(&report);
@@ -121,6 +141,9 @@ int precis_cmd_run(int argc, char **argv) {
     case OPT_SAVE: cfg.save_outputs = optarg; break;
     case OPT_QUIET: quiet = true; break;
     case OPT_RESUME: resume_dir = optarg; break;
+    case OPT_SHARD:
+      if (!parse_shard(optarg, &shard_index, &shard_count)) goto done;
+      break;
     case ':': fprintf(stderr, "precis run: %s needs a value\n", argv[optind - 1]); goto done;
     default: {
       int handled = precis_cli_measure_option("run", opt, optarg, &cfg.case_options, &require);
@@ -180,8 +203,16 @@ int precis_cmd_run(int argc, char **argv) {
   if ((rc = precis_cli_lock_output("run", &dir_lock, out_dir, true)) != 0) goto done;
   if (cfg.save_outputs && (rc = precis_cli_lock_output("run", &saved_lock, cfg.save_outputs, false)) != 0) goto done;
   rc = 2;
+  /* A run in one part writes journal.jsonl; a shard its part's journal (journal.h). */
+  char *journal_name = precis_journal_name(shard_index, shard_count);
+  if (!journal_name) {
+    fprintf(stderr, "precis run: out of memory\n");
+    rc = 1;
+    goto done;
+  }
+  journal_path = precis_asprintf("%s/%s", out_dir, journal_name);
   if (!default_out && !cfg.force) {
-    static const char *names[] = {"report.json", "report.csv", "report.md", "report.html", "journal.jsonl"};
+    const char *names[] = {"report.json", "report.csv", "report.md", "report.html", journal_name};
     for (size_t i = 0; i < 5; i++) {
       char *p = precis_asprintf("%s/%s", out_dir, names[i]);
       bool exists = p && precis_path_exists(p);
@@ -190,9 +221,13 @@ int precis_cmd_run(int argc, char **argv) {
         fprintf(stderr, "precis run: %s already exists (use --force to overwrite, or another -o%s)\n", p,
                 i == 4 ? ", or --resume to continue that run" : "");
       free(p);
-      if (exists) goto done;
+      if (exists) {
+        free(journal_name);
+        goto done;
+      }
     }
   }
+  free(journal_name);
   if (cfg.save_outputs && !cfg.force && precis_path_exists(cfg.save_outputs)) {
     fprintf(stderr, "precis run: %s already exists (use --force to overwrite)\n", cfg.save_outputs);
     goto done;
@@ -211,10 +246,6 @@ int precis_cmd_run(int argc, char **argv) {
   if (rc != 0) goto done;
   rc = 2;
 
-  /* A run in one part; shards and MPI ranks (DESIGN §13) will each name their own journal. */
-  char *journal_name = precis_journal_name(0, 1);
-  journal_path = journal_name ? precis_asprintf("%s/%s", out_dir, journal_name) : NULL;
-  free(journal_name);
   if (!journal_path) {
     fprintf(stderr, "precis run: out of memory\n");
     rc = 1;
@@ -250,6 +281,15 @@ int precis_cmd_run(int argc, char **argv) {
   cfg.progress_live = !quiet && isatty(STDERR_FILENO);
   cfg.progress_quiet = quiet;
   cfg.fault_inject = getenv("PRECIS_FAULT_INJECT");
+  cfg.part_index = shard_index;
+  cfg.part_count = shard_count;
+  char host[256] = "";
+  if (gethostname(host, sizeof host) != 0) host[0] = '\0';
+  host[sizeof host - 1] = '\0';
+  cfg.host = host;
+  cfg.rank = -1;
+  /* The cuda backend runs on its device 0 (CUDA_VISIBLE_DEVICES chooses which that is). */
+  cfg.device = strcmp(backend->name, "cuda") == 0 ? 0 : -1;
 
   precis_install_signal_handlers();
   precis_status run_st = precis_run_workloads(&cfg, &report);

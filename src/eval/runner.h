@@ -29,6 +29,13 @@ typedef struct precis_run_config {
   bool progress_live;             /* a live \r line (terminal) rather than one line per row */
   bool progress_quiet;            /* no progress lines at all */
   const char *fault_inject;       /* "workload:recipe" made to fail (tests of case isolation) */
+  /* A run split into parts (DESIGN §13): the cases are dealt to part_count parts by the rule of
+   * deal.h and this process runs part part_index (1-based) only; part_count <= 1: every case. The
+   * journal header records the part. */
+  int part_index, part_count;
+  /* Recorded in every row this process runs (precis_row's host, rank, device). */
+  const char *host;
+  int rank, device; /* -1: no MPI / no device */
 } precis_run_config;
 
 /* Fills report->rows (and dataset path/id); report->complete is false when interrupted. Returns
