@@ -98,8 +98,7 @@ static void progress(const precis_run_config *cfg, size_t done, size_t total, co
   fflush(stderr);
 }
 
-/* A row as a case of this run starts: names, shape and where it runs, nothing measured. */
-static void case_row(precis_row *row, const precis_run_config *cfg, const precis_workload_info *w,
+void precis_case_row(precis_row *row, const precis_run_config *cfg, const precis_workload_info *w,
                      const precis_recipe *recipe) {
   precis_row_init(row);
   row->workload = precis_strdup(w->name);
@@ -264,7 +263,7 @@ precis_status precis_run_workloads(const precis_run_config *cfg, precis_report *
     for (size_t ri = 0; nothing_to_run && ri < cfg->n_recipes; ri++) {
       if (case_part[ri] != this_part) continue;
       precis_row probe;
-      case_row(&probe, cfg, w, &cfg->recipes[ri]);
+      precis_case_row(&probe, cfg, w, &cfg->recipes[ri]);
       nothing_to_run = kept_row(&kept, kept_keys, &probe) != SIZE_MAX;
       precis_row_free(&probe);
     }
@@ -282,7 +281,7 @@ precis_status precis_run_workloads(const precis_run_config *cfg, precis_report *
       if (case_part[ri] != this_part) continue;
       const precis_recipe *recipe = &cfg->recipes[ri];
       precis_row row;
-      case_row(&row, cfg, w, recipe);
+      precis_case_row(&row, cfg, w, recipe);
       size_t earlier = kept_row(&kept, kept_keys, &row);
       if (earlier != SIZE_MAX) {
         /* Done before with the same dataset and settings: kept as measured, not run again. */

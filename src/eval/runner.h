@@ -46,6 +46,11 @@ typedef struct precis_run_config {
  * naming it); the journal's rows of this run's cases are then kept, not run again. */
 precis_status precis_run_workloads(const precis_run_config *config, precis_report *report);
 
+/* A row as a case of this run starts: names, shape and where it runs (cfg's host, part, rank,
+ * device), nothing measured, status failed. */
+void precis_case_row(precis_row *row, const precis_run_config *cfg, const precis_workload_info *w,
+                     const precis_recipe *recipe);
+
 /* Applies criteria to a row with status ok: sets verdict and verdict_detail. */
 void precis_row_judge(precis_row *row, const precis_criteria *criteria);
 

@@ -8,7 +8,7 @@
 - merge refuses, with exit 2 and the field named: another dataset, other settings, a part missing or
   given twice, a part of another split, an incomplete part, a case missing or in two parts, a report
   that is not a shard; it warns when the parts ran on different hardware or software.
-- A shard resumes only itself.
+- A shard resumes only itself; --devices is refused on the cpu backend (exit 2).
 """
 import json
 import os
@@ -211,6 +211,18 @@ def main():
               in p.stderr, "resume of shard 2/3: exit %d: %s" % (p.returncode, p.stderr))
         p = run(["run", dataset, "--shard", "1/3", "--resume", shard_dirs[1]] + OPTIONS)
         check(p.returncode == 2, "resume of shard 2/3's directory as 1/3: exit %d: %s" % (p.returncode, p.stderr))
+        # --devices spreads a run over GPUs: the cpu backend has none, and says so.
+        for backend in (["--backend", "cpu"], [] if os.environ.get("PRECIS_CUDA_BUILT", "0") == "0" else None):
+            if backend is None:
+                continue
+            args = ["run", dataset, "--devices", "0,1", "-o", os.path.join(work, "devices")] + \
+                [o for o in OPTIONS if o not in ("--backend", "cpu")] + backend
+            p = run(args)
+            check(p.returncode == 2 and "--devices 0,1" in p.stderr and "cpu backend" in p.stderr and
+                  not os.path.exists(os.path.join(work, "devices")),
+                  "--devices with %r: exit %d: %s" % (backend, p.returncode, p.stderr))
+        p = run(["run", dataset, "--devices", "0,1", "--shard", "1/2", "-o", os.path.join(work, "devices")] + OPTIONS)
+        check(p.returncode == 2, "--devices with --shard: exit %d" % p.returncode)
         for bad in ("0/3", "4/3", "1/0", "x", "1/3x", "2"):
             p = run(["run", dataset, "--shard", bad, "-o", os.path.join(work, "bad")] + OPTIONS)
             check(p.returncode == 2 and "--shard" in p.stderr, "--shard %s: exit %d: %s" % (bad, p.returncode, p.stderr))
