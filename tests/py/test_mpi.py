@@ -47,6 +47,10 @@ def accuracy(rows):
 
 def mpirun(mpiexec, args, **kwargs):
     env = dict(os.environ, OMPI_MCA_rmaps_base_oversubscribe="1")
+    # Under AddressSanitizer (the CI's sanitizer build): Open MPI's allocations still held at
+    # MPI_Finalize are reported as leaks from components it has dlclose'd, which no suppression can
+    # name. Leak checking is off for the ranks only; every other sanitizer check stays on.
+    env["ASAN_OPTIONS"] = ":".join(o for o in (os.environ.get("ASAN_OPTIONS"), "detect_leaks=0") if o)
     return subprocess.Popen([mpiexec, "--oversubscribe", "--allow-run-as-root", "-np", "3", PRECIS, "run"] + args,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env, **kwargs)
 
