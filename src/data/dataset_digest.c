@@ -124,6 +124,18 @@ void precis_dataset_id_begin(precis_sha256 *h, uint64_t seed, uint64_t n_workloa
 }
 
 void precis_dataset_id_add(precis_sha256 *h, const precis_workload_info *info, const precis_workload_data *data) {
+  precis_dataset_id_add_header(h, info);
+  uint64_t a_count = (uint64_t)info->batch * (uint64_t)info->m * (uint64_t)info->k;
+  uint64_t b_count = (info->b_batched ? (uint64_t)info->batch : 1) * (uint64_t)info->k * (uint64_t)info->n;
+  uint64_t calib_count = (uint64_t)info->calib_samples * (uint64_t)info->m * (uint64_t)info->k;
+  put_floats(h, data->a, a_count);
+  put_floats(h, data->b, b_count);
+  put_floats(h, data->calib_a, calib_count);
+}
+
+void precis_dataset_id_add_floats(precis_sha256 *h, const float *values, uint64_t count) { put_floats(h, values, count); }
+
+void precis_dataset_id_add_header(precis_sha256 *h, const precis_workload_info *info) {
   put_string(h, info->name);
   put_string(h, info->kind);
   put_u64(h, (uint64_t)info->m);
@@ -136,12 +148,6 @@ void precis_dataset_id_add(precis_sha256 *h, const precis_workload_info *info, c
   put_string(h, info->a_dist);
   put_string(h, info->b_dist);
   put_string(h, info->description);
-  uint64_t a_count = (uint64_t)info->batch * (uint64_t)info->m * (uint64_t)info->k;
-  uint64_t b_count = (info->b_batched ? (uint64_t)info->batch : 1) * (uint64_t)info->k * (uint64_t)info->n;
-  uint64_t calib_count = (uint64_t)info->calib_samples * (uint64_t)info->m * (uint64_t)info->k;
-  put_floats(h, data->a, a_count);
-  put_floats(h, data->b, b_count);
-  put_floats(h, data->calib_a, calib_count);
 }
 
 void precis_dataset_id_finish(precis_sha256 *h, char hex[65]) {
