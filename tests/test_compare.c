@@ -172,5 +172,152 @@ TEST(memory_verdict_status_and_missing_rows) {
   precis_report_free(&b);
 }
 
+/* Compares a fresh standard BASE with NEW after `edit` changed one row of NEW, and says whether the
+ * result is exactly one change of the given kind, direction and metric on square/bf16 (expect_change)
+ * or no change at all. */
+typedef void (*row_edit)(precis_row *base_row, precis_row *new_row, double arg);
+
+static bool compare_one(row_edit edit, double arg, bool expect_change, precis_change_kind kind, bool regression,
+                        const char *what) {
+  precis_report a, b;
+  standard(&a);
+  standard(&b);
+  edit(fixture_find(&a, "square", "bf16"), fixture_find(&b, "square", "bf16"), arg);
+  precis_compare_options opt = defaults();
+  precis_comparison cmp;
+  bool ok = precis_compare_reports(&a, &b, &opt, &cmp) == PRECIS_OK;
+  if (ok && expect_change) {
+    ok = cmp.n_changes == 1 && cmp.changes[0].kind == kind && cmp.changes[0].regression == regression &&
+         strcmp(cmp.changes[0].what, what) == 0 && strcmp(cmp.changes[0].workload, "square") == 0 &&
+         strcmp(cmp.changes[0].recipe, "bf16") == 0 && cmp.n_regressions == (regression ? 1u : 0u);
+  } else if (ok) {
+    ok = cmp.n_changes == 0 && cmp.n_regressions == 0;
+  }
+  if (!ok)
+    fprintf(stderr, "  compare %s x%.4g: %zu changes (%s %s), expected %s\n", what, arg, cmp.n_changes,
+            cmp.n_changes ? cmp.changes[0].what : "-", cmp.n_changes && cmp.changes[0].regression ? "regression" : "",
+            expect_change ? (regression ? "one regression" : "one improvement") : "none");
+  precis_comparison_free(&cmp);
+  precis_report_free(&a);
+  precis_report_free(&b);
+  return ok;
+}
+
+static precis_metric_id edited_metric;
+static void scale_metric(precis_row *base, precis_row *now, double factor) {
+  (void)base;
+  now->error[edited_metric].worst *= factor;
+}
+
+static void sqnr_drop(precis_row *base, precis_row *now, double db) {
+  (void)base;
+  now->error[PRECIS_METRIC_SQNR_DB].worst -= db;
+}
+
+/* 1 - cosine of NEW = factor * (1 - cosine of BASE). */
+static void cosine_error_factor(precis_row *base, precis_row *now, double factor) {
+  now->error[PRECIS_METRIC_COSINE].worst = 1 - factor * (1 - base->error[PRECIS_METRIC_COSINE].worst);
+}
+
+static void median_factor(precis_row *base, precis_row *now, double factor) {
+  now->time.median_ms = base->time.median_ms * factor;
+  now->time.p95_ms = now->time.median_ms * 1.02;
+}
+
+/* BASE's p95 at +20%: a NEW median between +10% and +20% is inside BASE's noise. */
+static void median_factor_wide_base(precis_row *base, precis_row *now, double factor) {
+  base->time.p95_ms = base->time.median_ms * 1.2;
+  median_factor(base, now, factor);
+}
+
+/* NEW faster by `factor`, but its own p95 above BASE's median: not a clear improvement. */
+static void faster_with_slow_tail(precis_row *base, precis_row *now, double factor) {
+  now->time.median_ms = base->time.median_ms * factor;
+  now->time.p95_ms = base->time.median_ms * 1.01;
+}
+
+static void peak_factor(precis_row *base, precis_row *now, double factor) {
+  now->memory.tracked_peak_bytes = llround((double)base->memory.tracked_peak_bytes * factor);
+}
+
+TEST(each_threshold_just_above_and_just_below_its_limit) {
+  /* Error growth: the factor 2 on each growth metric, both directions (1/2 is an improvement). */
+  const precis_metric_id growth[] = {PRECIS_METRIC_REL_FRO, PRECIS_METRIC_MAX_ABS, PRECIS_METRIC_MAX_REL,
+                                     PRECIS_METRIC_RMSE, PRECIS_METRIC_MAX_CW};
+  for (size_t i = 0; i < sizeof growth / sizeof growth[0]; i++) {
+    edited_metric = growth[i];
+    const char *key = precis_metric_get(growth[i])->key;
+    CHECK_MSG(compare_one(scale_metric, 2.02, true, PRECIS_CHANGE_ERROR, true, key), "%s x2.02", key);
+    CHECK_MSG(compare_one(scale_metric, 1.98, false, PRECIS_CHANGE_ERROR, true, key), "%s x1.98", key);
+    CHECK_MSG(compare_one(scale_metric, 0.49, true, PRECIS_CHANGE_ERROR, false, key), "%s x0.49", key);
+    CHECK_MSG(compare_one(scale_metric, 0.51, false, PRECIS_CHANGE_ERROR, false, key), "%s x0.51", key);
+  }
+  /* sqnr_db: a drop of 20*log10(2) = 6.02 dB. */
+  CHECK(compare_one(sqnr_drop, 6.08, true, PRECIS_CHANGE_ERROR, true, "sqnr_db"));
+  CHECK(compare_one(sqnr_drop, 5.96, false, PRECIS_CHANGE_ERROR, true, "sqnr_db"));
+  /* cosine: 1 - cosine growing by the factor 2 (nothing else changes: a cosine-only regression). */
+  CHECK(compare_one(cosine_error_factor, 2.02, true, PRECIS_CHANGE_ERROR, true, "cosine"));
+  CHECK(compare_one(cosine_error_factor, 1.98, false, PRECIS_CHANGE_ERROR, true, "cosine"));
+  /* Speed: +10% and above BASE's p95 (+5%) is a regression; +9% is not. */
+  CHECK(compare_one(median_factor, 1.11, true, PRECIS_CHANGE_SPEED, true, "median_ms"));
+  CHECK(compare_one(median_factor, 1.09, false, PRECIS_CHANGE_SPEED, true, "median_ms"));
+  /* ... and with BASE's p95 at +20%, +19% is inside the noise while +21% is beyond it. */
+  CHECK(compare_one(median_factor_wide_base, 1.19, false, PRECIS_CHANGE_SPEED, true, "median_ms"));
+  CHECK(compare_one(median_factor_wide_base, 1.21, true, PRECIS_CHANGE_SPEED, true, "median_ms"));
+  /* Faster: -11% (NEW's p95 below BASE's median) is an improvement, -9% is not, nor -11% with a
+   * NEW p95 above BASE's median. */
+  CHECK(compare_one(median_factor, 0.89, true, PRECIS_CHANGE_SPEED, false, "median_ms"));
+  CHECK(compare_one(median_factor, 0.91, false, PRECIS_CHANGE_SPEED, false, "median_ms"));
+  CHECK(compare_one(faster_with_slow_tail, 0.89, false, PRECIS_CHANGE_SPEED, false, "median_ms"));
+  /* Memory: +10% either way. */
+  CHECK(compare_one(peak_factor, 1.11, true, PRECIS_CHANGE_MEMORY, true, "tracked_peak_bytes"));
+  CHECK(compare_one(peak_factor, 1.09, false, PRECIS_CHANGE_MEMORY, true, "tracked_peak_bytes"));
+  CHECK(compare_one(peak_factor, 0.89, true, PRECIS_CHANGE_MEMORY, false, "tracked_peak_bytes"));
+  CHECK(compare_one(peak_factor, 0.91, false, PRECIS_CHANGE_MEMORY, false, "tracked_peak_bytes"));
+}
+
+TEST(improvements_are_listed) {
+  precis_report a, b;
+  standard(&a);
+  standard(&b);
+  fixture_find(&b, "tall", "int8")->error[PRECIS_METRIC_REL_FRO].worst = 8e-3 / 4; /* 4x better */
+  precis_row *faster = fixture_find(&b, "square", "fp16");
+  faster->time.median_ms = 2.2 * 0.5;
+  faster->time.p95_ms = 2.2 * 0.52;
+  fixture_find(&b, "tall", "fp32")->memory.tracked_peak_bytes = 400000 / 2;
+  precis_compare_options opt = defaults();
+  precis_comparison cmp;
+  CHECK_OK(precis_compare_reports(&a, &b, &opt, &cmp));
+  CHECK_EQ_INT(cmp.n_regressions, 0);
+  CHECK_EQ_INT(cmp.n_changes, 3);
+  struct {
+    const char *workload, *recipe, *what;
+    precis_change_kind kind;
+  } expected[] = {{"tall", "int8", "rel_fro", PRECIS_CHANGE_ERROR},
+                  {"square", "fp16", "median_ms", PRECIS_CHANGE_SPEED},
+                  {"tall", "fp32", "tracked_peak_bytes", PRECIS_CHANGE_MEMORY}};
+  for (size_t e = 0; e < 3; e++) {
+    size_t found = 0;
+    for (size_t i = 0; i < cmp.n_changes; i++) {
+      const precis_change *c = &cmp.changes[i];
+      if (!c->regression && c->kind == expected[e].kind && strcmp(c->workload, expected[e].workload) == 0 &&
+          strcmp(c->recipe, expected[e].recipe) == 0 && strcmp(c->what, expected[e].what) == 0)
+        found++;
+    }
+    CHECK_MSG(found == 1, "improvement %s/%s %s listed %zu times", expected[e].workload, expected[e].recipe,
+              expected[e].what, found);
+  }
+  char *md = precis_comparison_markdown(&cmp, "a.json", "b.json");
+  CHECK(md && strstr(md, "## Improvements (3)") && strstr(md, "## Regressions (0)"));
+  CHECK(md && strstr(md, "| tall | int8 | accuracy | rel\\_fro worst 0.008 → 0.002"));
+  CHECK(md && strstr(md, "| square | fp16 | speed |"));
+  CHECK(md && strstr(md, "| tall | fp32 | memory |"));
+  free(md);
+  precis_comparison_free(&cmp);
+  precis_report_free(&a);
+  precis_report_free(&b);
+}
+
 RUN_TESTS(T(report_against_itself), T(rel_fro_ten_times_worse), T(exact_becoming_inexact_and_sqnr_and_nonfinite),
-          T(timing_inside_noise_is_not_a_regression), T(memory_verdict_status_and_missing_rows))
+          T(timing_inside_noise_is_not_a_regression), T(memory_verdict_status_and_missing_rows),
+          T(each_threshold_just_above_and_just_below_its_limit), T(improvements_are_listed))

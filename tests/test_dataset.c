@@ -254,6 +254,11 @@ TEST(references_match_naive_float64) {
   }
 }
 
+/* The arrays write_sample wrote last: w0 (b shared) uses b[0 .. 40*5), w1 (b batched) all of b;
+ * c and ab hold w1's references, c0 and ab0 w0's. */
+static float sample_a[2 * 6 * 40], sample_b[2 * 40 * 5], sample_ca[3 * 6 * 40];
+static double sample_c0[2 * 6 * 5], sample_ab0[2 * 6 * 5], sample_c1[2 * 6 * 5], sample_ab1[2 * 6 * 5];
+
 /* Writes a small dataset through the writer; returns the path. */
 static const char *write_sample(const char *name, bool checksum_target_calib) {
   const char *path = tmp_path(name);
@@ -263,8 +268,7 @@ static const char *write_sample(const char *name, bool checksum_target_calib) {
   CHECK_OK(precis_dataset_writer_open(path, &opt, &w));
   if (!w) return path;
   const int64_t batch = 2, m = 6, n = 5, k = 40, calib = checksum_target_calib ? 3 : 0;
-  float a[2 * 6 * 40], b[2 * 40 * 5], ca[3 * 6 * 40];
-  double c[2 * 6 * 5], ab[2 * 6 * 5];
+  float *a = sample_a, *b = sample_b, *ca = sample_ca;
   precis_dist d;
   precis_dist_init(&d, PRECIS_DIST_NORMAL);
   precis_rng_key key = precis_rng_key_for(3, name);
@@ -273,13 +277,14 @@ static const char *write_sample(const char *name, bool checksum_target_calib) {
   precis_dist_fill(&d, key, PRECIS_STREAM_CALIB_A, PRECIS_OPERAND_A, 3, m, k, ca);
   char kind[] = "gemm", desc[] = "d", ad[] = "normal", bd[] = "normal", ref[] = "test";
   for (int batched = 0; batched < 2; batched++) {
+    double *c = batched ? sample_c1 : sample_c0, *ab = batched ? sample_ab1 : sample_ab0;
     CHECK_OK(precis_reference_compute(a, b, batch, m, n, k, batched, c, ab));
     char wname[32];
     snprintf(wname, sizeof wname, "w%d", batched);
     precis_workload_info info = {.name = wname, .kind = kind, .description = desc, .a_dist = ad, .b_dist = bd,
                                  .m = m, .n = n, .k = k, .batch = batch, .b_batched = batched,
                                  .calib_samples = batched ? 0 : calib, .reference = ref};
-    precis_workload_data data = {a, b, c, ab, batched ? NULL : ca};
+    precis_workload_data data = {a, b, c, ab, batched ? NULL : ca, NULL};
     CHECK_OK(precis_dataset_writer_add(w, &info, &data));
   }
   precis_dataset_root_attrs root = {"test", "2024-01-01T00:00:00Z", 77, "suite: text", "id-1"};
@@ -304,12 +309,26 @@ TEST(write_read_round_trip) {
     CHECK_EQ_INT(ds->workloads[1].calib_samples, 0);
     CHECK(ds->workloads[0].checksummed);
     CHECK_STR(ds->workloads[0].reference, "test");
+    /* Every array reads back bit for bit as written. */
     precis_workload_data data;
     CHECK_OK(precis_dataset_load(ds, 0, &data));
-    CHECK(data.calib_a != NULL);
+    CHECK(data.a && data.b && data.c_ref && data.ab_abs && data.calib_a);
+    if (data.a && data.b && data.c_ref && data.ab_abs && data.calib_a) {
+      CHECK(memcmp(data.a, sample_a, sizeof sample_a) == 0);
+      CHECK(memcmp(data.b, sample_b, 40 * 5 * sizeof(float)) == 0);
+      CHECK(memcmp(data.c_ref, sample_c0, sizeof sample_c0) == 0);
+      CHECK(memcmp(data.ab_abs, sample_ab0, sizeof sample_ab0) == 0);
+      CHECK(memcmp(data.calib_a, sample_ca, sizeof sample_ca) == 0);
+    }
     precis_workload_data_free(&data);
     CHECK_OK(precis_dataset_load(ds, 1, &data));
     CHECK(data.calib_a == NULL && data.a && data.b && data.c_ref && data.ab_abs);
+    if (data.a && data.b && data.c_ref && data.ab_abs) {
+      CHECK(memcmp(data.a, sample_a, sizeof sample_a) == 0);
+      CHECK(memcmp(data.b, sample_b, sizeof sample_b) == 0);
+      CHECK(memcmp(data.c_ref, sample_c1, sizeof sample_c1) == 0);
+      CHECK(memcmp(data.ab_abs, sample_ab1, sizeof sample_ab1) == 0);
+    }
     precis_workload_data_free(&data);
     CHECK(precis_dataset_load(ds, 2, &data) != PRECIS_OK);
   }
@@ -508,6 +527,44 @@ TEST(outputs_writer) {
   CHECK(precis_path_exists(path));
 }
 
+/* Overwrites one float of a float32 dataset in place (the chunk checksum is recomputed on write). */
+static void poke_float(const char *path, const char *dataset, float value) {
+  hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT), d = H5Dopen2(f, dataset, H5P_DEFAULT);
+  hid_t space = H5Dget_space(d);
+  hsize_t start[3] = {0, 0, 0}, count[3] = {1, 1, 1};
+  herr_t rc = H5Sselect_hyperslab(space, H5S_SELECT_SET, start, NULL, count, NULL);
+  hid_t mem = H5Screate_simple(3, count, NULL);
+  if (rc >= 0) rc = H5Dwrite(d, H5T_NATIVE_FLOAT, mem, space, H5P_DEFAULT, &value);
+  CHECK(rc >= 0);
+  H5Sclose(mem), H5Sclose(space), H5Dclose(d), H5Fclose(f);
+}
+
+static void computed_id(const char *path, char id[65]) {
+  precis_dataset *ds = NULL;
+  id[0] = '\0';
+  CHECK_OK(precis_dataset_open(path, &ds));
+  if (!ds) return;
+  CHECK_OK(precis_dataset_verify_data_id(ds, id));
+  precis_dataset_close(ds);
+}
+
+TEST(dataset_id_covers_the_calibration_split) {
+  const char *path = write_sample("calibid.h5", true);
+  char before[65], after_calib[65];
+  computed_id(path, before);
+  CHECK(strlen(before) == 64);
+  poke_float(path, "/workloads/w0/calib/a", sample_ca[0] + 1.0f);
+  computed_id(path, after_calib);
+  CHECK(strlen(after_calib) == 64);
+  CHECK_MSG(strcmp(before, after_calib) != 0, "dataset_id %s unchanged after calib/a changed", before);
+  /* The original value again: the first id again (the id is a function of the contents alone). */
+  poke_float(path, "/workloads/w0/calib/a", sample_ca[0]);
+  char restored[65];
+  computed_id(path, restored);
+  CHECK_STR(restored, before);
+  unlink(path);
+}
+
 TEST(gen_is_deterministic_and_validates) {
   const char *text = "seed: 5\n"
                      "workloads:\n"
@@ -516,7 +573,7 @@ TEST(gen_is_deterministic_and_validates) {
   precis_suite suite;
   CHECK_OK(precis_suite_parse(text, strlen(text), "t.yaml", ".", &suite));
   char id1[65] = "", id2[65] = "";
-  precis_gen_options opt = {tmp_path("g1.h5"), true, 0, false};
+  precis_gen_options opt = {tmp_path("g1.h5"), true, 0, false, NULL};
   CHECK_OK(precis_generate(&suite, &opt, id1));
   opt.output = tmp_path("g2.h5");
   opt.gzip_level = 6;
@@ -546,7 +603,8 @@ TEST(gen_is_deterministic_and_validates) {
 
 RUN_TESTS(T(philox_known_answers), T(reproducible_log_exp), T(distributions), T(sha256_vectors),
           T(references_match_naive_float64), T(write_read_round_trip), T(checksum_failure_names_the_dataset),
-          T(validation_reports_first_mismatch), T(outputs_writer), T(gen_is_deterministic_and_validates))
+          T(validation_reports_first_mismatch), T(outputs_writer), T(dataset_id_covers_the_calibration_split),
+          T(gen_is_deterministic_and_validates))
 
 __attribute__((constructor)) static void make_tmpdir(void) {
   snprintf(tmpdir, sizeof tmpdir, "/tmp/precis-test-dataset-XXXXXX");

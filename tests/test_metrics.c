@@ -83,6 +83,38 @@ TEST(aggregation_keeps_the_worst_sample) {
   CHECK(!v[PRECIS_METRIC_CLIPPED].present);
 }
 
+TEST(aggregation_skips_absent_samples) {
+  /* Three samples from the metric code itself: exact, off by 0.5 in one element, off by 1. The exact
+   * one has no sqnr_db; the mean and worst are over the other two, not over three (a zero or the
+   * unset value of the exact sample must not enter the sum). */
+  double r[4] = {1, 2, 3, 4}, ab[4] = {1, 2, 3, 4};
+  float exact[4] = {1, 2, 3, 4}, half[4] = {1.5f, 2, 3, 4}, one[4] = {1, 2, 3, 5};
+  precis_sample_metrics s[3];
+  precis_metrics_sample(half, r, ab, 4, &s[0]);
+  precis_metrics_sample(exact, r, ab, 4, &s[1]);
+  precis_metrics_sample(one, r, ab, 4, &s[2]);
+  CHECK(s[0].present[PRECIS_METRIC_SQNR_DB] && !s[1].present[PRECIS_METRIC_SQNR_DB] &&
+        s[2].present[PRECIS_METRIC_SQNR_DB]);
+  s[1].v[PRECIS_METRIC_SQNR_DB] = 1e9; /* whatever an absent slot holds, it is not a value */
+  double sq_half = -20 * log10(0.5 / sqrt(30.0)), sq_one = -20 * log10(1.0 / sqrt(30.0));
+  precis_metric_value v[PRECIS_METRIC_COUNT];
+  precis_metrics_aggregate(s, 3, v);
+  CHECK(v[PRECIS_METRIC_SQNR_DB].present);
+  CHECK_NEAR(v[PRECIS_METRIC_SQNR_DB].worst, sq_one, 1e-12);
+  CHECK_NEAR(v[PRECIS_METRIC_SQNR_DB].mean, (sq_half + sq_one) / 2, 1e-12);
+  /* The other metrics are present in all three: the exact sample's zero does enter their mean. */
+  CHECK_NEAR(v[PRECIS_METRIC_MAX_ABS].mean, (0.5 + 0 + 1) / 3, 1e-15);
+  CHECK_NEAR(v[PRECIS_METRIC_REL_FRO].mean, (0.5 + 0 + 1) / sqrt(30.0) / 3, 1e-15);
+  /* The absent sample first: it must not become the initial worst either. */
+  precis_sample_metrics t[2] = {s[1], s[0]};
+  precis_metrics_aggregate(t, 2, v);
+  CHECK_NEAR(v[PRECIS_METRIC_SQNR_DB].worst, sq_half, 1e-12);
+  CHECK_NEAR(v[PRECIS_METRIC_SQNR_DB].mean, sq_half, 1e-12);
+  /* Every sample exact: null, not 0 or NaN presented as a value. */
+  precis_metrics_aggregate(&s[1], 1, v);
+  CHECK(!v[PRECIS_METRIC_SQNR_DB].present);
+}
+
 TEST(criterion_parsing_and_formatting) {
   precis_criterion c;
   CHECK_OK(precis_criterion_parse("rel_fro<=1e-2", &c));
@@ -172,5 +204,5 @@ TEST(default_bounds_scale_with_k_and_roundoff) {
 
 RUN_TESTS(T(exact_output_has_zero_error_and_null_sqnr), T(hand_worked_errors), T(max_rel_uses_the_rms_floor),
           T(zero_scale_elements_must_be_exact), T(nonfinite_outputs_are_counted_and_infinitely_wrong),
-          T(aggregation_keeps_the_worst_sample), T(criterion_parsing_and_formatting), T(criteria_check_and_margin),
+          T(aggregation_keeps_the_worst_sample), T(aggregation_skips_absent_samples), T(criterion_parsing_and_formatting), T(criteria_check_and_margin),
           T(each_default_gate_rejects_a_perturbation), T(default_bounds_scale_with_k_and_roundoff))

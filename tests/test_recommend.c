@@ -31,6 +31,10 @@ TEST(known_winner_with_evidence) {
   precis_report r;
   standard(&r);
   precis_recommendation rec;
+  /* The recorded criteria are a target when the run was given them (--require). */
+  r.criteria = calloc(1, sizeof *r.criteria);
+  r.criteria[0] = precis_strdup("rel_fro<=0.01");
+  r.n_criteria = 1;
   precis_recommend_options opt = {.objective = PRECIS_OBJECTIVE_LATENCY};
   CHECK_OK(precis_recommend(&r, &opt, &rec));
   CHECK_STR(chosen(&rec), "bf16");
@@ -39,7 +43,8 @@ TEST(known_winner_with_evidence) {
   CHECK(bf16 && bf16->passes);
   CHECK_NEAR(bf16->latency_ms, 4.0, 1e-12);
   CHECK_NEAR(bf16->speedup_vs_fp32, 2.0, 1e-12);
-  CHECK_NEAR(bf16->memory_vs_fp32, 0.5, 1e-12);
+  /* cpu emulation: memory is the format's bytes (tensor_bytes, 1 KiB below the fixture's peak). */
+  CHECK_NEAR(bf16->memory_vs_fp32, (400000.0 - 1024) / (800000.0 - 1024), 1e-12);
   CHECK(int8 && !int8->passes);
   CHECK_STR(int8 ? int8->failed_workload : NULL, "tall");
   CHECK_STR(int8 ? int8->failed_metric : NULL, "rel_fro");
@@ -248,7 +253,36 @@ TEST(baseline_is_found_by_spec) {
   precis_report_free(&r);
 }
 
-RUN_TESTS(T(known_winner_with_evidence), T(baseline_is_found_by_spec), T(dominated_recipe_is_off_the_frontier), T(none_passes_names_closest_miss),
+TEST(frontier_membership_of_tied_points) {
+  precis_report r;
+  fixture_report(&r);
+  /* Latency is the cost. fp16 and bf16 tie exactly (neither dominates: both on the frontier);
+   * tf32 ties fp32's cost with more error, int8 ties fp16's error at a higher cost: both dominated
+   * by a tied point; fp8 is the fastest. */
+  fixture_row(&r, "w", "fp32", 1e-7, 4.0, 800000, 1e-2);
+  fixture_row(&r, "w", "tf32", 5e-4, 4.0, 800000, 1e-2);
+  fixture_row(&r, "w", "fp16", 1e-3, 2.0, 400000, 1e-2);
+  fixture_row(&r, "w", "bf16", 1e-3, 2.0, 400000, 1e-2);
+  fixture_row(&r, "w", "int8", 1e-3, 3.0, 300000, 1e-2);
+  fixture_row(&r, "w", "fp8", 2e-2, 1.0, 300000, 1e-2);
+  precis_recommendation rec;
+  precis_recommend_options opt = {.objective = PRECIS_OBJECTIVE_LATENCY};
+  CHECK_OK(precis_recommend(&r, &opt, &rec));
+  CHECK_EQ_INT(rec.n_outcomes, 6);
+  const char *on[] = {"fp32", "fp16", "bf16", "fp8"}, *off[] = {"tf32", "int8"};
+  for (size_t i = 0; i < 4; i++) {
+    const precis_recipe_outcome *o = outcome(&rec, on[i]);
+    CHECK_MSG(o && o->on_frontier, "%s should be on the frontier", on[i]);
+  }
+  for (size_t i = 0; i < 2; i++) {
+    const precis_recipe_outcome *o = outcome(&rec, off[i]);
+    CHECK_MSG(o && !o->on_frontier, "%s should be off the frontier", off[i]);
+  }
+  precis_recommendation_free(&rec);
+  precis_report_free(&r);
+}
+
+RUN_TESTS(T(known_winner_with_evidence), T(baseline_is_found_by_spec), T(frontier_membership_of_tied_points), T(dominated_recipe_is_off_the_frontier), T(none_passes_names_closest_miss),
           T(lower_bound_criteria_margin), T(require_overrides_recorded_criteria),
           T(ties_go_to_lower_error_then_recipe_table), T(failed_row_fails_its_recipe),
           T(memory_objective_and_per_workload), T(no_criteria_is_not_a_pass))

@@ -154,6 +154,8 @@ TEST(every_error_names_the_field_and_what_is_allowed) {
   check_error("out=bf16", "needs a= or b=", "operand");
   check_error("a=fp12", "a=fp12: unknown format \"fp12\"", "fp64, fp32, tf32, fp16, bf16, e4m3, e5m2, e2m1, s8, s4, u4");
   check_error("b=s32", "b=s32: unknown format", "s8, s4, u4");
+  check_error("a=e8m0", "a=e8m0: unknown format", "e2m1, s8, s4, u4"); /* a block scale, not an operand */
+  check_error("a=fp16,out=e8m0", "out=e8m0: unknown output format", "e4m3, e5m2");
   check_error("a=int8", "a=int8: unknown format", "s8");
   check_error("a=bf16@row", "a=bf16@row", "e4m3, e5m2, e2m1, s8, s4 and u4");
   check_error("a=s8@foo", "a=s8@foo: unknown granularity \"foo\"", "tensor, row, col, k<G>, <R>x<C>, mx, mx-rceil, nv");

@@ -114,7 +114,10 @@ TEST(errors_name_line_and_key) {
   expect_error("workloads:\n  - {name: a, m: 1, n: 1, k: 1, a: {dist: integers, lo: 0.5, hi: 1}}\n", "must be integers", NULL);
   expect_error("workloads:\n  - {name: a, m: 1, n: 1, k: 1, a: {std: 1}}\n", "missing key \"dist\"", NULL);
   expect_error("workloads:\n  - {name: a, m: 1, n: 1, k: 1, a: file}\n", "file needs a mapping", NULL);
-  expect_error("workloads:\n  - {name: a, m: 1, n: 1, k: 1, b: {dist: file, path: x.h5}}\n", "dataset (HDF5) or tensor", NULL);
+  /* No object is valid (a .npy holds one array; the reader asks for a name when the file needs one),
+   * two are not. */
+  expect_error("workloads:\n  - {name: a, m: 1, n: 1, k: 1, b: {dist: file, path: x.h5, dataset: /a, array: a}}\n",
+               "give one of dataset (HDF5), tensor (safetensors) or array", NULL);
   expect_error("workloads:\n  - {name: a, m: 1, n: 1, k: 1, b_batched: maybe}\n", "expected true or false", NULL);
   expect_error("workloads:\n  - name: a\n   m: 1\n", "t.yaml:", "invalid YAML");
   expect_error("workloads:\n  - {name: a, m: 1, n: 1, k: 1}\n---\nworkloads: []\n", "more than one YAML document", NULL);

@@ -231,14 +231,37 @@ bool precis_cli_parse_cc(const char *command, const char *text, int *major, int 
   return ok;
 }
 
-int precis_cli_parse_plan_args(const char *command, int argc, char **argv, bool workloads_ok, void (*usage)(FILE *),
-                               precis_cli_plan_args *args) {
-  enum { OPT_RECIPES = 256, OPT_WORKLOADS, OPT_CC, OPT_JSON };
+/* --cublaslt-version: 13.1.0 or cublasLtGetVersion()'s 130100 (major*10000 + minor*100 + patch). */
+static bool parse_lt_version(const char *command, const char *text, int *out) {
+  unsigned major = 0, minor = 0, patch = 0;
+  char tail = 0;
+  bool ok = false;
+  if (strchr(text, '.')) {
+    int got = sscanf(text, "%u.%u.%u%c", &major, &minor, &patch, &tail);
+    ok = (got == 2 || got == 3) && major >= 1 && major <= 99 && minor <= 99 && patch <= 99;
+  } else {
+    unsigned v = 0;
+    ok = sscanf(text, "%u%c", &v, &tail) == 1 && v >= 10000 && v <= 999999;
+    major = v / 10000, minor = v / 100 % 100, patch = v % 100;
+  }
+  if (!ok) {
+    fprintf(stderr, "precis %s: --cublaslt-version: expected a version such as 13.1.0 or 130100, got \"%s\"\n", command,
+            text);
+    return false;
+  }
+  *out = (int)(major * 10000 + minor * 100 + patch);
+  return true;
+}
+
+int precis_cli_parse_plan_args(const char *command, int argc, char **argv, bool explain_options,
+                               void (*usage)(FILE *), precis_cli_plan_args *args) {
+  enum { OPT_RECIPES = 256, OPT_WORKLOADS, OPT_CC, OPT_JSON, OPT_LT_VERSION };
   static const struct option long_options[] = {{"help", no_argument, NULL, 'h'},
                                                {"recipes", required_argument, NULL, OPT_RECIPES},
                                                {"workloads", required_argument, NULL, OPT_WORKLOADS},
                                                {"cc", required_argument, NULL, OPT_CC},
                                                {"json", no_argument, NULL, OPT_JSON},
+                                               {"cublaslt-version", required_argument, NULL, OPT_LT_VERSION},
                                                {NULL, 0, NULL, 0}};
   memset(args, 0, sizeof *args);
   args->cc_major = 9;
@@ -251,11 +274,15 @@ int precis_cli_parse_plan_args(const char *command, int argc, char **argv, bool 
     case 'h': usage(stdout); return 0;
     case OPT_RECIPES: recipes = optarg; break;
     case OPT_WORKLOADS:
-      if (!workloads_ok) {
-        fprintf(stderr, "precis %s: unknown option \"--workloads\" (see precis %s --help)\n", command, command);
+    case OPT_LT_VERSION:
+      if (!explain_options) {
+        fprintf(stderr, "precis %s: unknown option \"%s\" (see precis %s --help)\n", command,
+                opt == OPT_WORKLOADS ? "--workloads" : "--cublaslt-version", command);
         return 2;
       }
-      args->workloads = optarg;
+      if (opt == OPT_WORKLOADS) args->workloads = optarg;
+      else if (!parse_lt_version(command, optarg, &args->lt_version)) return 2;
+      else args->lt_version_given = true;
       break;
     case OPT_CC:
       if (!precis_cli_parse_cc(command, optarg, &args->cc_major, &args->cc_minor)) return 2;

@@ -16,6 +16,7 @@ int precis_cmd_info(int argc, char **argv);
 int precis_cmd_gen(int argc, char **argv);
 int precis_cmd_inspect(int argc, char **argv);
 int precis_cmd_import(int argc, char **argv);
+int precis_cmd_import_model(int argc, char **argv); /* precis import --model (cmd_import_model.c) */
 int precis_cmd_run(int argc, char **argv);
 int precis_cmd_recommend(int argc, char **argv);
 int precis_cmd_compare(int argc, char **argv);
@@ -23,6 +24,7 @@ int precis_cmd_merge(int argc, char **argv);
 int precis_cmd_accept(int argc, char **argv);
 int precis_cmd_recipes(int argc, char **argv);
 int precis_cmd_explain(int argc, char **argv);
+int precis_cmd_plan(int argc, char **argv);
 
 /* Prints "precis <command>: <message>" (the last error) to stderr and returns the exit code. */
 int precis_cli_report_error(const char *command, precis_status status);
@@ -105,18 +107,20 @@ char *precis_cli_command_line(int argc, char **argv);
  * refusing them. Reports the error and returns false. */
 bool precis_cli_parse_recipes(const char *command, const char *text, bool skip_duplicates, precis_recipe_list *list);
 /* The options of the planning commands (recipes, explain): --recipes LIST (default all), --cc CC
- * (default 90), --json, and --workloads LIST where `workloads_ok`. */
+ * (default 90), --json, and, where `explain_options`, --workloads LIST and --cublaslt-version V. */
 typedef struct precis_cli_plan_args {
   precis_recipe_list recipes;
   int cc_major, cc_minor;
   bool json;
   const char *workloads; /* NULL: all */
+  int lt_version;        /* --cublaslt-version as cublasLtGetVersion() reports it */
+  bool lt_version_given;
   int first_operand;     /* argv index of the first non-option argument */
 } precis_cli_plan_args;
 /* Returns -1 when parsed (free args->recipes), else the exit code (0 after --help, 2 on an error
  * it has reported). */
-int precis_cli_parse_plan_args(const char *command, int argc, char **argv, bool workloads_ok, void (*usage)(FILE *),
-                               precis_cli_plan_args *args);
+int precis_cli_parse_plan_args(const char *command, int argc, char **argv, bool explain_options,
+                               void (*usage)(FILE *), precis_cli_plan_args *args);
 
 /* --cc: a compute capability as 90, 9.0 or sm_90 (major 1..99, minor 0..9). Reports the error. */
 bool precis_cli_parse_cc(const char *command, const char *text, int *major, int *minor);

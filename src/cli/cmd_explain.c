@@ -14,7 +14,8 @@
 #include "gemm_plan.h"
 
 static void usage(FILE *out) {
-  fprintf(out, "usage: precis explain [FILE.h5] [--recipes LIST] [--workloads LIST] [--cc 90] [--json]\n\n"
+  fprintf(out, "usage: precis explain [FILE.h5] [--recipes LIST] [--workloads LIST] [--cc 90]\n"
+               "                      [--cublaslt-version 13.1.0] [--json]\n\n"
                "Prints, for each workload and recipe, the cuBLASLt call the cuda backend would make: A/B/C/D\n"
                "types, compute and scale types, transposes, lda/ldb/ldc, padding, scale modes and pointers,\n"
                "batch handling, conversion and read-back steps, device bytes and workspace; or why the recipe\n"
@@ -24,6 +25,9 @@ static void usage(FILE *out) {
                "  --recipes LIST        " PRECIS_CLI_RECIPES_HELP
                "  --workloads LIST      only these workloads (comma-separated)\n"
                "  --cc CC               compute capability to plan for: 90, 8.9 or sm_80 (default 90)\n"
+               "  --cublaslt-version V  the cuBLASLt to plan for, 13.1.0 or 130100 (default: the one this\n"
+               "                        precis is linked with; none without CUDA). Below 13.2 int8 GEMMs\n"
+               "                        with a batch or more than 65536 rows are split into several calls\n"
                "  --json                machine-readable output\n");
 }
 
@@ -40,11 +44,11 @@ static bool selected(const char *list, const char *name) {
 }
 
 /* One case: the plan as key/value pairs, or the reason it has none. */
-static bool explain_case(const precis_recipe *r, const precis_workload_info *w, int major, int minor,
+static bool explain_case(const precis_recipe *r, const precis_workload_info *w, int major, int minor, int lt_version,
                          precis_kv_list *plan_kv, char *reason, size_t len) {
   if (!precis_cuda_spec_supported(&r->spec, major, minor, reason, len)) return false;
   precis_gemm_plan plan;
-  if (precis_gemm_plan_make(&r->spec, w->m, w->n, w->k, w->batch, w->b_batched, &plan) != PRECIS_OK) {
+  if (precis_gemm_plan_make_for(&r->spec, w->m, w->n, w->k, w->batch, w->b_batched, lt_version, &plan) != PRECIS_OK) {
     snprintf(reason, len, "%s", precis_last_error());
     return false;
   }
@@ -69,6 +73,18 @@ int precis_cmd_explain(int argc, char **argv) {
   const char *workloads = args.workloads;
   int major = args.cc_major, minor = args.cc_minor, first = args.first_operand;
   bool json = args.json;
+  /* The plan depends on the cuBLASLt version (its 13.1 int8 limits): the one given, else the one
+   * linked (cublasLtGetVersion needs no device), else unknown (0: no version workaround). */
+  int lt_version = args.lt_version;
+  if (!args.lt_version_given) {
+    precis_cuda_inventory inv;
+    if (precis_cuda_inventory_get(&inv) == PRECIS_OK) lt_version = (int)inv.cublaslt_version;
+    precis_cuda_inventory_free(&inv);
+    precis_clear_error();
+  }
+  char lt_text[32] = "unknown";
+  if (lt_version > 0)
+    snprintf(lt_text, sizeof lt_text, "%d.%d.%d", lt_version / 10000, lt_version / 100 % 100, lt_version % 100);
   precis_dataset *ds = NULL;
   char *path = NULL;
   cJSON *root = NULL;
@@ -103,12 +119,13 @@ int precis_cmd_explain(int argc, char **argv) {
     char cc[16];
     snprintf(cc, sizeof cc, "%d.%d", major, minor);
     cJSON_AddStringToObject(root, "compute_capability", cc);
+    cJSON_AddStringToObject(root, "cublaslt_version", lt_text);
     cJSON_AddStringToObject(root, "dataset", path);
     cJSON_AddStringToObject(root, "dataset_id", ds->dataset_id);
     cases = cJSON_AddArrayToObject(root, "cases");
   } else {
-    printf("cuBLASLt calls the cuda backend would make on sm_%d%d (planned without a GPU), dataset %s\n", major,
-           minor, path);
+    printf("cuBLASLt calls the cuda backend would make on sm_%d%d with cuBLASLt %s (planned without a GPU), dataset %s\n",
+           major, minor, lt_text, path);
   }
   for (size_t wi = 0; wi < ds->n_workloads; wi++) {
     const precis_workload_info *w = &ds->workloads[wi];
@@ -120,7 +137,7 @@ int precis_cmd_explain(int argc, char **argv) {
       const precis_recipe *r = &recipes.items[ri];
       precis_kv_list kv = {0};
       char reason[512] = "";
-      bool planned = explain_case(r, w, major, minor, &kv, reason, sizeof reason);
+      bool planned = explain_case(r, w, major, minor, lt_version, &kv, reason, sizeof reason);
       if (json) {
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "workload", w->name);

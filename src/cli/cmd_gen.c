@@ -127,7 +127,7 @@ int precis_cmd_gen(int argc, char **argv) {
     return lock_rc;
   }
   precis_install_signal_handlers();
-  precis_gen_options options = {output, force, compress ? 4 : 0, !quiet};
+  precis_gen_options options = {output, force, compress ? 4 : 0, !quiet, "gen"};
   char id[65];
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);

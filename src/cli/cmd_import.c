@@ -8,19 +8,30 @@
 #include <string.h>
 
 #include "cli.h"
+#include "file_kind.h"
 #include "fileio.h"
 #include "generate.h"
 #include "output_lock.h"
 #include "results.h"
 #include "suite.h"
 
+#define IMPORT_SOURCE "precis import (its options as a suite)"
+
 static void import_usage(FILE *out) {
   fprintf(out,
-          "usage: precis import --b SOURCE [--a DIST|SOURCE] [options] -o OUT.h5\n\n"
+          "usage: precis import --b SOURCE [--a DIST|SOURCE] [options] -o OUT.h5\n"
+          "       precis import --model PATH [options] -o OUT.h5   (every linear layer; --model x --help)\n\n"
           "Makes a one-workload dataset c = a.b from existing matrices, with float64 references computed as\n"
-          "precis gen computes them. SOURCE is FILE.h5:/path/to/dataset (any float or integer HDF5\n"
-          "dataset, e.g. Keras weights) or FILE.safetensors:tensor.name (F32, F16 or BF16). Values are stored\n"
-          "as float32 (f16/bf16 widen exactly; float64 rounds to nearest).\n\n"
+          "precis gen computes them. SOURCE is FILE:NAME, the file's kind read from its first bytes:\n"
+          "  HDF5         FILE.h5:/path/to/dataset (any float or integer dataset, e.g. Keras weights;\n"
+          "               the leading '/' may be left out)\n"
+          "  safetensors  FILE.safetensors:tensor.name (F32, F16 or BF16; precis inspect FILE lists them)\n"
+          "  NumPy        FILE.npy (one array, no :NAME) or FILE.npz:NAME (numpy.savez or savez_compressed);\n"
+          "               float16, float32 or float64, C or Fortran order\n"
+          "Values are stored as float32 (f16/bf16 widen exactly; float64 rounds to nearest).\n\n"
+          "Convention: c = a.b with a [m, k] and b [k, n]. A PyTorch nn.Linear weight W is [out, in] and\n"
+          "computes a.W^T, so import it with --transpose-b (a square W is accepted either way: precis\n"
+          "warns when a square b comes without --transpose-b).\n\n"
           "options:\n"
           "  --b SOURCE        the weights b: a [k, n] matrix (or [batch, k, n] with --b-batched)\n"
           "  --transpose-b     SOURCE holds b transposed, [n, k] (a PyTorch nn.Linear weight)\n"
@@ -44,8 +55,14 @@ static void import_usage(FILE *out) {
           "           --a outlier_channels --m 128 -o down_proj.h5\n");
 }
 
-/* Splits "FILE:OBJECT" at the first ':' whose prefix names an existing file. */
+/* Splits "FILE:OBJECT" at the first ':' whose prefix names an existing file; a spec that is itself
+ * an existing file (a .npy) has an empty OBJECT. */
 static bool split_source(const char *spec, char **file, char **object) {
+  if (precis_path_exists(spec)) {
+    *file = precis_strdup(spec);
+    *object = precis_strdup("");
+    return *file && *object;
+  }
   for (const char *colon = strchr(spec, ':'); colon; colon = strchr(colon + 1, ':')) {
     char *prefix = precis_asprintf("%.*s", (int)(colon - spec), spec);
     if (prefix && precis_path_exists(prefix) && colon[1]) {
@@ -79,11 +96,16 @@ static char *yaml_quote(const char *s) {
   return out;
 }
 
-static char *file_dist_yaml(const char *file, const char *object, bool transpose) {
-  char *qf = yaml_quote(file), *qo = yaml_quote(object);
-  char *text = qf && qo ? precis_asprintf("{dist: file, path: %s, %s: %s%s}", qf, object[0] == '/' ? "dataset" : "tensor", qo,
-                                          transpose ? ", transpose: true" : "")
-                        : NULL;
+/* The suite's key for the object follows the file's kind (read from its first bytes). */
+static char *file_dist_yaml(const char *file, const char *object, precis_file_kind kind, bool transpose) {
+  const char *key = kind == PRECIS_FILE_HDF5 ? "dataset" : kind == PRECIS_FILE_NPZ ? "array" : "tensor";
+  /* The readers find "name" for "/name" in a safetensors or .npz file; the suite spells it without. */
+  bool strip = (kind == PRECIS_FILE_NPZ || kind == PRECIS_FILE_SAFETENSORS) && object[0] == '/';
+  char *qf = yaml_quote(file), *qo = yaml_quote(strip ? object + 1 : object);
+  char *text = !qf || !qo               ? NULL
+               : kind == PRECIS_FILE_NPY ? precis_asprintf("{dist: file, path: %s%s}", qf, transpose ? ", transpose: true" : "")
+                                         : precis_asprintf("{dist: file, path: %s, %s: %s%s}", qf, key, qo,
+                                                           transpose ? ", transpose: true" : "");
   free(qf);
   free(qo);
   return text;
@@ -99,6 +121,8 @@ static bool parse_count(const char *text, int64_t lo, int64_t *out) {
 }
 
 int precis_cmd_import(int argc, char **argv) {
+  for (int i = 1; i < argc; i++)
+    if (!strcmp(argv[i], "--model")) return precis_cmd_import_model(argc, argv);
   if (precis_cli_wants_help(argc, argv)) {
     import_usage(stdout);
     return 0;
@@ -106,8 +130,18 @@ int precis_cmd_import(int argc, char **argv) {
   const char *b_spec = NULL, *a_spec = NULL, *output = NULL, *name = NULL, *seed_text = "0";
   bool transpose_a = false, transpose_b = false, b_batched = false, compress = false, force = false, quiet = false;
   int64_t m = -1, batch = -1, calib = 0;
+  const char *seen[32];
+  size_t n_seen = 0;
   for (int i = 1; i < argc; i++) {
     const char *arg = argv[i], *value = i + 1 < argc ? argv[i + 1] : NULL;
+    /* Every option is single-valued: a second one would silently win over the first. */
+    const char *canonical = !strcmp(arg, "-o") ? "--output" : !strcmp(arg, "-q") ? "--quiet" : arg;
+    for (size_t j = 0; j < n_seen && arg[0] == '-'; j++)
+      if (!strcmp(seen[j], canonical)) {
+        fprintf(stderr, "precis import: %s given twice; give it once\n", arg);
+        return 2;
+      }
+    if (arg[0] == '-' && n_seen < sizeof seen / sizeof seen[0]) seen[n_seen++] = canonical;
     bool takes_value = !strcmp(arg, "--b") || !strcmp(arg, "--a") || !strcmp(arg, "-o") || !strcmp(arg, "--output") ||
                        !strcmp(arg, "--m") || !strcmp(arg, "--batch") || !strcmp(arg, "--calib") || !strcmp(arg, "--name") ||
                        !strcmp(arg, "--seed");
@@ -156,10 +190,13 @@ int precis_cmd_import(int argc, char **argv) {
   precis_output_lock lock;
   precis_output_lock_init(&lock);
   if (!split_source(b_spec, &b_file, &b_object)) {
-    fprintf(stderr, "precis import: --b %s: expected FILE.h5:/path/to/dataset or FILE.safetensors:tensor (FILE must exist)\n",
+    fprintf(stderr, "precis import: --b %s: expected FILE.h5:/path/to/dataset, FILE.safetensors:tensor, FILE.npy or "
+                    "FILE.npz:array (FILE must exist)\n",
             b_spec);
     goto done;
   }
+  precis_file_kind b_kind, a_kind;
+  if ((st = precis_file_kind_detect(b_file, &b_kind)) != PRECIS_OK) goto report;
   /* The shapes decide k, n (and m, batch for a file a): read them the way gen will. */
   precis_dist probe_dist = {.kind = PRECIS_DIST_FILE, .path = b_file, .object = b_object, .transpose = transpose_b};
   int rank = 0;
@@ -168,6 +205,11 @@ int precis_cmd_import(int argc, char **argv) {
   free(probe);
   probe = NULL;
   int64_t k = shape[rank - 2], n = shape[rank - 1];
+  if (k == n && !transpose_b)
+    fprintf(stderr,
+            "precis import: warning: --b %s is square (%" PRId64 " x %" PRId64 "), read as b[k, n] with c = a.b. A PyTorch "
+            "nn.Linear weight is [out, in] and computes a.W^T: if this is one, import it with --transpose-b.\n",
+            b_spec, k, n);
   if (rank == 3 && !b_batched) {
     fprintf(stderr, "precis import: --b %s is a stack of %" PRId64 " matrices: add --b-batched (one b per sample)\n", b_spec,
             shape[0]);
@@ -180,14 +222,22 @@ int precis_cmd_import(int argc, char **argv) {
     }
     batch = shape[0];
   }
-  b_yaml = file_dist_yaml(b_file, b_object, transpose_b);
+  b_yaml = file_dist_yaml(b_file, b_object, b_kind, transpose_b);
   if (a_spec && split_source(a_spec, &a_file, &a_object)) {
+    if ((st = precis_file_kind_detect(a_file, &a_kind)) != PRECIS_OK) goto report;
     precis_dist a_probe = {.kind = PRECIS_DIST_FILE, .path = a_file, .object = a_object, .transpose = transpose_a};
     if ((st = precis_read_matrix_file(&a_probe, ".", &probe, &rank, shape)) != PRECIS_OK) goto report;
     free(probe);
     probe = NULL;
     if (shape[rank - 1] != k) {
-      fprintf(stderr, "precis import: --a %s has %" PRId64 " columns but b has k = %" PRId64 " rows\n", a_spec, shape[rank - 1], k);
+      bool fits_transposed = !transpose_b && shape[rank - 1] == n;
+      fprintf(stderr,
+              "precis import: --a %s has %" PRId64 " columns but b%s has k = %" PRId64 " rows (c = a.b: a is [m, k], b is "
+              "[k, n])%s\n",
+              a_spec, shape[rank - 1], transpose_b ? " (after --transpose-b)" : "", k,
+              fits_transposed ? "; b's other side matches: a PyTorch nn.Linear weight is [out, in], import it with --transpose-b"
+              : transpose_b   ? "; without --transpose-b b would be read as it is stored"
+                              : "; if b is stored [n, k] (a PyTorch nn.Linear weight, [out, in]), add --transpose-b");
       goto done;
     }
     if (m > 0 && m != shape[rank - 2]) {
@@ -196,13 +246,18 @@ int precis_cmd_import(int argc, char **argv) {
     }
     m = shape[rank - 2];
     if (rank == 3 && batch < 0) batch = shape[0] - calib;
-    a_yaml = file_dist_yaml(a_file, a_object, transpose_a);
+    a_yaml = file_dist_yaml(a_file, a_object, a_kind, transpose_a);
   } else {
     if (transpose_a) {
       fprintf(stderr, "precis import: --transpose-a applies to an --a SOURCE file only\n");
       goto done;
     }
     const char *dist = a_spec ? a_spec : "normal";
+    if (dist[0] != '{' && strpbrk(dist, "./:")) {
+      fprintf(stderr, "precis import: --a %s: no such file (expected FILE:NAME or FILE.npy of an existing file, or a "
+                      "distribution name such as normal)\n", dist);
+      goto done;
+    }
     if (strpbrk(dist, "\n\r")) {
       fprintf(stderr, "precis import: --a: one line expected\n");
       goto done;
@@ -211,9 +266,18 @@ int precis_cmd_import(int argc, char **argv) {
     if (m < 0) m = 16;
   }
   if (batch < 1) batch = 1;
-  const char *default_name = strrchr(b_object, '/') ? strrchr(b_object, '/') + 1 : b_object;
+  /* The tensor's last path component, or (a .npy) the file's name without its directory and suffix. */
+  char *file_stem = NULL;
+  if (!b_object[0]) {
+    const char *base = strrchr(b_file, '/') ? strrchr(b_file, '/') + 1 : b_file;
+    const char *dot = strrchr(base, '.');
+    file_stem = precis_asprintf("%.*s", (int)(dot && dot != base ? dot - base : (ptrdiff_t)strlen(base)), base);
+  }
+  const char *default_name = file_stem ? file_stem : strrchr(b_object, '/') ? strrchr(b_object, '/') + 1 : b_object;
   qname = yaml_quote(name ? name : default_name);
-  char *description = precis_asprintf("imported: b from %s:%s%s%s%s", b_file, b_object, transpose_b ? " (transposed)" : "",
+  free(file_stem);
+  char *description = precis_asprintf("imported: b from %s%s%s%s%s%s", b_file, b_object[0] ? ":" : "", b_object,
+                                      transpose_b ? " (transposed)" : "",
                                       a_file ? ", a from " : "", a_file ? a_spec : "");
   qdesc = description ? yaml_quote(description) : NULL;
   free(description);
@@ -235,12 +299,38 @@ int precis_cmd_import(int argc, char **argv) {
     st = precis_fail(PRECIS_E_NOMEM, "out of memory");
     goto report;
   }
-  if ((st = precis_suite_parse(text, strlen(text), "precis import (its options as a suite)", ".", &suite)) != PRECIS_OK)
-    goto report;
+  if ((st = precis_suite_parse(text, strlen(text), IMPORT_SOURCE, ".", &suite)) != PRECIS_OK) {
+    /* The suite is this command's own: name the option, not a line and column of a file the user never wrote. */
+    char msg[2048];
+    snprintf(msg, sizeof msg, "%s", precis_last_error());
+    const char *what = msg;
+    if (strncmp(what, IMPORT_SOURCE ":", strlen(IMPORT_SOURCE) + 1) == 0) {
+      what += strlen(IMPORT_SOURCE) + 1;
+      what += strspn(what, "0123456789:");
+      what += strspn(what, " ");
+    }
+    /* "workloads[0] (NAME).a: ..." or "workloads[0].a.std: ..." -> "--a SPEC: ..." */
+    const char *option = NULL;
+    if (strncmp(what, "workloads[0]", 12) == 0) {
+      const char *field = what + 12;
+      if (field[0] == ' ' && field[1] == '(' && strchr(field, ')')) field = strchr(field, ')') + 1;
+      const char *colon = strstr(field, ": ");
+      if (field[0] == '.' && (field[1] == 'a' || field[1] == 'b') && colon) {
+        option = field[1] == 'a' ? "--a" : "--b";
+        what = colon + 2;
+      }
+    }
+    const char *value = !option ? NULL : !strcmp(option, "--a") ? a_spec : b_spec;
+    if (option)
+      fprintf(stderr, "precis import: %s %s: %s\n", option, value ? value : "", what);
+    else
+      fprintf(stderr, "precis import: %s\n", what);
+    goto done;
+  }
   if ((exit_code = precis_cli_lock_output("import", &lock, output, false)) != 0) goto done;
   exit_code = 2;
   precis_install_signal_handlers();
-  precis_gen_options options = {output, force, compress ? 4 : 0, !quiet};
+  precis_gen_options options = {output, force, compress ? 4 : 0, !quiet, "import"};
   char id[65];
   if ((st = precis_generate(&suite, &options, id)) != PRECIS_OK) goto report;
   printf("%s: workload %s, m=%" PRId64 " n=%" PRId64 " k=%" PRId64 " batch=%" PRId64 ", dataset_id %s\n", output,

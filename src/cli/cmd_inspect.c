@@ -7,14 +7,20 @@
 
 #include "cli.h"
 #include "dataset.h"
+#include "file_kind.h"
+#include "npy.h"
+#include "safetensors.h"
 
 static void inspect_usage(FILE *out) {
   fprintf(out,
-          "usage: precis inspect FILE.h5 [--suite]\n\n"
+          "usage: precis inspect FILE.h5 [--suite]\n"
+          "       precis inspect MODEL.safetensors | ARRAYS.npz | ARRAY.npy\n\n"
           "Validates a dataset (docs/dataset-format.md): every attribute, type, rank and shape; reads every\n"
           "dataset in full so that each chunk's Fletcher32 checksum is verified; checks that c_ref and\n"
           "ab_abs are finite and match a.b and |a|.|b| accumulated in float64 on a spread of entries; and\n"
-          "recomputes dataset_id from the contents. Then prints one line per workload.\n\n"
+          "recomputes dataset_id from the contents. Then prints one line per workload.\n"
+          "A safetensors or NumPy file (told by its first bytes) is listed instead: one line per tensor or\n"
+          "array with its name, dtype, shape and bytes, the names precis import --b/--a take.\n\n"
           "options:\n"
           "  --suite     also print the suite (YAML) the dataset was made from\n"
           "  -h, --help  this help\n\n"
@@ -25,6 +31,68 @@ static void human_bytes(uint64_t bytes, char *buf, size_t len) {
   if (bytes >= ((uint64_t)1 << 30)) snprintf(buf, len, "%.2f GiB", (double)bytes / 1073741824.0);
   else if (bytes >= ((uint64_t)1 << 20)) snprintf(buf, len, "%.1f MiB", (double)bytes / 1048576.0);
   else snprintf(buf, len, "%.1f KiB", (double)bytes / 1024.0);
+}
+
+static void shape_text(char *buf, size_t len, int rank, const int64_t *shape) {
+  size_t used = (size_t)snprintf(buf, len, "[");
+  for (int i = 0; i < rank && used < len; i++)
+    used += (size_t)snprintf(buf + used, len - used, "%s%" PRId64, i ? ", " : "", shape[i]);
+  if (used < len) snprintf(buf + used, len - used, "]");
+}
+
+/* One line per tensor: what `precis import --b FILE:NAME` can take. */
+static int list_safetensors(const char *path) {
+  precis_safetensors st;
+  precis_status status = precis_safetensors_open(path, &st);
+  if (status != PRECIS_OK) return precis_cli_report_error("inspect", status);
+  int width = (int)strlen("tensor");
+  for (size_t i = 0; i < st.n_tensors; i++)
+    if ((int)strlen(st.tensors[i].name) > width) width = (int)strlen(st.tensors[i].name);
+  uint64_t total = 0;
+  for (size_t i = 0; i < st.n_tensors; i++) total += st.tensors[i].end - st.tensors[i].begin;
+  char total_text[32];
+  human_bytes(total, total_text, sizeof total_text);
+  printf("%s: safetensors, %zu tensor%s, %s of data\n\n", path, st.n_tensors, st.n_tensors == 1 ? "" : "s", total_text);
+  printf("%-*s  %-7s  %-24s  %12s\n", width, "tensor", "dtype", "shape", "bytes");
+  for (size_t i = 0; i < st.n_tensors; i++) {
+    const precis_st_tensor *t = &st.tensors[i];
+    char shape[160];
+    shape_text(shape, sizeof shape, t->rank, t->shape);
+    printf("%-*s  %-7s  %-24s  %12" PRIu64 "\n", width, t->name, t->dtype, shape, t->end - t->begin);
+  }
+  precis_safetensors_close(&st);
+  return 0;
+}
+
+static size_t npy_itemsize(const char *descr) {
+  size_t n = strlen(descr);
+  return n >= 3 ? (size_t)strtoul(descr + 2, NULL, 10) : 0;
+}
+
+static int list_numpy(const char *path, precis_file_kind kind) {
+  char **names = NULL;
+  size_t count = 1;
+  precis_status status = PRECIS_OK;
+  if (kind == PRECIS_FILE_NPZ && (status = precis_npz_list(path, &names, &count)) != PRECIS_OK)
+    return precis_cli_report_error("inspect", status);
+  int width = (int)strlen(names ? "array" : "(the file)");
+  for (size_t i = 0; names && i < count; i++)
+    if ((int)strlen(names[i]) > width) width = (int)strlen(names[i]);
+  printf("%s: %s, %zu array%s\n\n", path, precis_file_kind_name(kind), count, count == 1 ? "" : "s");
+  printf("%-*s  %-7s  %-24s  %12s\n", width, "array", "dtype", "shape", "bytes");
+  for (size_t i = 0; i < count && status == PRECIS_OK; i++) {
+    precis_npy_array a;
+    status = names ? precis_npz_read(path, names[i], false, &a) : precis_npy_read(path, false, &a);
+    if (status != PRECIS_OK) break;
+    char shape[160];
+    shape_text(shape, sizeof shape, a.rank, a.shape);
+    uint64_t bytes = npy_itemsize(a.descr);
+    for (int d = 0; d < a.rank; d++) bytes *= (uint64_t)a.shape[d];
+    printf("%-*s  %-7s  %-24s  %12" PRIu64 "\n", width, names ? names[i] : "(the file)", a.descr, shape, bytes);
+    precis_npy_array_free(&a);
+  }
+  precis_npz_names_free(names, names ? count : 0);
+  return status == PRECIS_OK ? 0 : precis_cli_report_error("inspect", status);
 }
 
 static int width_of(const precis_dataset *ds, const char *header, const char *(*field)(const precis_workload_info *)) {
@@ -61,8 +129,19 @@ int precis_cmd_inspect(int argc, char **argv) {
     inspect_usage(stderr);
     return 2;
   }
+  precis_file_kind kind;
+  precis_status st = precis_file_kind_detect(path, &kind);
+  if (st != PRECIS_OK) return precis_cli_report_error("inspect", st);
+  if (kind == PRECIS_FILE_SAFETENSORS || kind == PRECIS_FILE_NPY || kind == PRECIS_FILE_NPZ) {
+    if (show_suite) {
+      fprintf(stderr, "precis inspect: --suite: %s is a %s file, not a precis dataset: it has no suite\n", path,
+              precis_file_kind_name(kind));
+      return 2;
+    }
+    return kind == PRECIS_FILE_SAFETENSORS ? list_safetensors(path) : list_numpy(path, kind);
+  }
   precis_dataset *ds = NULL;
-  precis_status st = precis_dataset_open(path, &ds);
+  st = precis_dataset_open(path, &ds);
   if (st != PRECIS_OK) return precis_cli_report_error("inspect", st);
   char computed_id[65];
   st = precis_dataset_verify_data_id(ds, computed_id);

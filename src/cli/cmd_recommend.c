@@ -10,21 +10,31 @@
 #include "report_util.h"
 
 static const char usage_text[] =
-    "usage: precis recommend REPORT.json [--require EXPR]... [--objective latency|memory] [--per-workload] [--json]\n"
+    "usage: precis recommend REPORT.json [--require EXPR]... [--objective latency|memory] [--tie-threshold PCT]\n"
+    "                        [--per-workload] [--json]\n"
     "\n"
     "The cheapest recipe that meets the accuracy criteria on every workload of a report.\n"
     "\n"
     "  --require EXPR      criterion on a metric's worst value over samples, e.g. rel_fro<=1e-2,\n"
     "                      sqnr_db>=40, nonfinite==0 (repeatable; replaces each row's recorded criteria)\n"
     "  --objective O       latency (default): lowest sum over workloads of the median latency per call;\n"
-    "                      memory: lowest peak (tracked_peak_bytes, largest over workloads)\n"
+    "                      memory: lowest bytes on the device, largest over workloads: tracked_peak_bytes\n"
+    "                      on cuda, the format's bytes (tensor_bytes) on an emulating backend (cpu)\n"
+    "  --tie-threshold PCT latencies within PCT% of the fastest passing one tie as well as those\n"
+    "                      inside the measured noise (default 10, compare's speed threshold; 0: the\n"
+    "                      measured noise alone)\n"
     "  --per-workload      answer for each workload separately\n"
     "  --json              print the decision as JSON\n"
     "\n"
-    "A recipe passes when each workload has an \"ok\" row for it that meets the criteria. Ties on cost\n"
-    "go to the lower error (rel_fro), then to the earlier recipe in the recipe table. When none passes,\n"
-    "the closest miss is named with its margin.\n"
-    "Exit codes: 0 a recommendation, 3 no recipe passes, 2 bad usage or an unreadable report.\n";
+    "A recipe passes when each workload has an \"ok\" row for it that meets the criteria. Latencies\n"
+    "inside the measured noise (overlapping interquartile ranges / 95% intervals of the medians) or\n"
+    "within --tie-threshold of the fastest are ties, as are equal costs: they go to the lower memory\n"
+    "of the format, then the lower error (rel_fro), then the earlier recipe in the recipe table, and\n"
+    "the output says so. When none passes, the closest miss is named with its margin.\n"
+    "Without a target (--require here, or given to the run) nothing is recommended: the default gates\n"
+    "say whether a format behaved as it should, not what accuracy you need; the frontier is shown.\n"
+    "Exit codes: 0 a recommendation or the frontier without a target, 3 no recipe meets the target,\n"
+    "2 bad usage or an unreadable report.\n";
 
 int precis_cmd_recommend(int argc, char **argv) {
   if (precis_cli_wants_help(argc, argv)) {
@@ -33,7 +43,7 @@ int precis_cmd_recommend(int argc, char **argv) {
   }
   const char *path = NULL;
   precis_criteria require = {0};
-  precis_recommend_options options = {.objective = PRECIS_OBJECTIVE_LATENCY};
+  precis_recommend_options options = {.objective = PRECIS_OBJECTIVE_LATENCY, .tie_threshold = PRECIS_TIE_THRESHOLD_DEFAULT};
   bool per_workload = false, json = false;
   for (int i = 1; i < argc; i++) {
     const char *arg = argv[i];
@@ -58,6 +68,14 @@ int precis_cmd_recommend(int argc, char **argv) {
         fprintf(stderr, "precis recommend: --objective expects latency or memory, found \"%s\"\n", value ? value : "");
         return 2;
       }
+    } else if (strcmp(arg, "--tie-threshold") == 0 || strncmp(arg, "--tie-threshold=", 16) == 0) {
+      const char *value = arg[15] == '=' ? arg + 16 : (i + 1 < argc ? argv[++i] : NULL);
+      double pct = 0;
+      if (!value || !precis_cli_parse_number("recommend", "--tie-threshold", value, 0, 100, &pct)) {
+        if (!value) fprintf(stderr, "precis recommend: --tie-threshold needs a percentage such as 10\n");
+        return 2;
+      }
+      options.tie_threshold = pct / 100;
     } else if (strcmp(arg, "--per-workload") == 0) {
       per_workload = true;
     } else if (strcmp(arg, "--json") == 0) {
@@ -77,6 +95,7 @@ int precis_cmd_recommend(int argc, char **argv) {
     return 2;
   }
   options.require = &require;
+  options.report_path = path;
 
   precis_report report;
   precis_status st = precis_report_read_json(path, &report);
@@ -97,7 +116,7 @@ int precis_cmd_recommend(int argc, char **argv) {
     precis_recommendation rec;
     st = precis_recommend(&report, &options, &rec);
     if (st != PRECIS_OK) break;
-    if (rec.chosen < 0) all_recommended = false;
+    if (rec.chosen < 0 && rec.has_target) all_recommended = false;
     if (json) {
       char *text = precis_recommendation_json(&rec);
       printf("%s%s\n", text ? text : "null", per_workload && w + 1 < n_workloads ? "," : "");

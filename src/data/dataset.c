@@ -317,7 +317,7 @@ static precis_status check_dataset(const char *file, hid_t loc, const char *name
                                    dataset_facts *facts) {
   hid_t dset = -1, ftype = -1, space = -1, dcpl = -1;
   precis_status st = PRECIS_OK;
-  char expected[160], found[160], shape_a[96], shape_b[96] = "";
+  char expected[256], found[160], shape_a[96], shape_b[96] = "";
   describe_dims(rank_a, dims_a, shape_a, sizeof shape_a);
   if (rank_b > 0) describe_dims(rank_b, dims_b, shape_b, sizeof shape_b);
   snprintf(expected, sizeof expected, "%s %s%s%s", element_type_name(type), shape_a, rank_b > 0 ? " or " : "", shape_b);
@@ -411,7 +411,7 @@ static bool workload_counts(const precis_workload_info *w, uint64_t *a, uint64_t
 uint64_t precis_workload_bytes(const precis_workload_info *info) {
   uint64_t a, b, c, calib;
   if (!workload_counts(info, &a, &b, &c, &calib)) return UINT64_MAX;
-  return 4 * a + 4 * b + 16 * c + 4 * calib;
+  return 4 * a + 4 * b + 16 * c + 4 * calib + (info->has_b_ref ? 4 * (uint64_t)info->k * (uint64_t)info->n : 0);
 }
 
 static uint64_t host_memory_bytes(void) {
@@ -430,6 +430,8 @@ static void free_workload_info(precis_workload_info *w) {
   free(w->a_dist);
   free(w->b_dist);
   free(w->reference);
+  free(w->layer);
+  free(w->source);
   memset(w, 0, sizeof *w);
 }
 
@@ -481,6 +483,11 @@ static precis_status validate_workload(const char *file, hid_t workloads, const 
     H5Eclear2(H5E_DEFAULT);
     w->reference = precis_strdup("");
   }
+  /* Optional model attributes (precis import --model); NULL when absent. */
+  if (H5Aexists(group, "layer") > 0 && (st = read_string_attr(file, group, path, "layer", &w->layer)) != PRECIS_OK) goto done;
+  if (H5Aexists(group, "source") > 0 && (st = read_string_attr(file, group, path, "source", &w->source)) != PRECIS_OK)
+    goto done;
+  H5Eclear2(H5E_DEFAULT);
 
   /* Overflow before anything is multiplied for a shape (calib is checked once its size is known). */
   uint64_t a_count, b_count, c_count, calib_count;
@@ -496,7 +503,7 @@ static precis_status validate_workload(const char *file, hid_t workloads, const 
 
   int64_t a_dims[3] = {w->batch, w->m, w->k}, b2[2] = {w->k, w->n}, b3[3] = {w->batch, w->k, w->n};
   int64_t c_dims[3] = {w->batch, w->m, w->n};
-  dataset_facts facts[5];
+  dataset_facts facts[6];
   int n_facts = 0, which = 0;
   char dpath_a[1100], dpath_b[1100], dpath_c_ref[1100], dpath_ab_abs[1100], dpath_calib_a[1100];
   snprintf(dpath_a, sizeof dpath_a, "%s/a", path);
@@ -511,6 +518,19 @@ static precis_status validate_workload(const char *file, hid_t workloads, const 
     goto done;
   if ((st = check_dataset(file, group, "ab_abs", dpath_ab_abs, ELEM_F64, 3, c_dims, 0, NULL, NULL, &facts[n_facts++])) != PRECIS_OK)
     goto done;
+  /* Optional: the weights c_ref was computed from, when b holds converted ones. */
+  if (H5Lexists(group, "b_ref", H5P_DEFAULT) > 0) {
+    char dpath_b_ref[1100];
+    snprintf(dpath_b_ref, sizeof dpath_b_ref, "%s/b_ref", path);
+    if (w->b_batched) {
+      st = precis_fail(PRECIS_E_INPUT, "%s: %s: b_ref goes with a shared b [k, n], not a batched one", file, dpath_b_ref);
+      goto done;
+    }
+    if ((st = check_dataset(file, group, "b_ref", dpath_b_ref, ELEM_F32, 2, b2, 0, NULL, NULL, &facts[n_facts++])) != PRECIS_OK)
+      goto done;
+    w->has_b_ref = true;
+  }
+  H5Eclear2(H5E_DEFAULT);
 
   htri_t has_calib = H5Lexists(group, "calib", H5P_DEFAULT);
   if (has_calib > 0) {
@@ -564,7 +584,7 @@ done:
   return st;
 }
 
-precis_status precis_dataset_open(const char *path, precis_dataset **out) {
+precis_status precis_dataset_open_in_process(const char *path, precis_dataset **out) {
   *out = NULL;
   hdf5_quiet();
   precis_status st = PRECIS_OK;
@@ -706,6 +726,7 @@ void precis_workload_data_free(precis_workload_data *d) {
   free(d->c_ref);
   free(d->ab_abs);
   free(d->calib_a);
+  free(d->b_ref);
   memset(d, 0, sizeof *d);
 }
 
@@ -768,7 +789,7 @@ static precis_status check_references(const precis_dataset *ds, const precis_wor
     uint64_t flat = t == checks - 1 ? total - 1 : (uint64_t)(((unsigned __int128)t * 0x9E3779B97F4A7C15ull) % total);
     uint64_t s = flat / ((uint64_t)m * (uint64_t)n), i = (flat / (uint64_t)n) % (uint64_t)m, j = flat % (uint64_t)n;
     const float *arow = d->a + (s * (uint64_t)m + i) * (uint64_t)k;
-    const float *bmat = d->b + (w->b_batched ? s * (uint64_t)k * (uint64_t)n : 0);
+    const float *bmat = d->b_ref ? d->b_ref : d->b + (w->b_batched ? s * (uint64_t)k * (uint64_t)n : 0);
     double sum = 0, comp = 0, abs_sum = 0, abs_comp = 0;
     for (int64_t l = 0; l < k; l++) {
       double p = (double)arow[l] * (double)bmat[(uint64_t)l * (uint64_t)n + j];
@@ -792,9 +813,11 @@ static precis_status check_references(const precis_dataset *ds, const precis_wor
       index_text(flat, m, n, at, sizeof at);
       return precis_fail(PRECIS_E_INPUT,
                          "%s: /workloads/%s/%s: element %s = %.17g, but %s accumulated in float64 from the stored float32 "
-                         "a and b gives %.17g (difference %.3g, allowed %.3g): %s must be computed in float64 from the "
+                         "a and %s gives %.17g (difference %.3g, allowed %.3g): %s must be computed in float64 from the "
                          "stored float32 values",
-                         ds->path, w->name, bad, at, stored, strcmp(bad, "c_ref") == 0 ? "a.b" : "|a|.|b|", want,
+                         ds->path, w->name, bad, at, stored,
+                         strcmp(bad, "c_ref") == 0 ? (d->b_ref ? "a.b_ref" : "a.b") : (d->b_ref ? "|a|.|b_ref|" : "|a|.|b|"),
+                         d->b_ref ? "b_ref" : "b", want,
                          fabs(stored - want), tol, bad);
     }
   }
@@ -830,6 +853,16 @@ precis_status precis_dataset_load(precis_dataset *ds, size_t index, precis_workl
   if ((st = read_array(ds, w, "c_ref", ELEM_F64, out->c_ref)) != PRECIS_OK) goto done;
   if ((st = read_array(ds, w, "ab_abs", ELEM_F64, out->ab_abs)) != PRECIS_OK) goto done;
   if (out->calib_a && (st = read_array(ds, w, "calib/a", ELEM_F32, out->calib_a)) != PRECIS_OK) goto done;
+  if (w->has_b_ref) {
+    out->b_ref = malloc((uint64_t)w->k * (uint64_t)w->n * sizeof(float));
+    if (!out->b_ref) {
+      st = precis_fail(PRECIS_E_NOMEM, "%s: /workloads/%s/b_ref: out of host memory", ds->path, w->name);
+      goto done;
+    }
+    if ((st = read_array(ds, w, "b_ref", ELEM_F32, out->b_ref)) != PRECIS_OK) goto done;
+    if ((st = check_finite_f32(ds, w, "b_ref", out->b_ref, (uint64_t)w->k * (uint64_t)w->n, w->k, w->n)) != PRECIS_OK)
+      goto done;
+  }
   if ((st = check_finite_f32(ds, w, "a", out->a, a_count, w->m, w->k)) != PRECIS_OK) goto done;
   if ((st = check_finite_f32(ds, w, "b", out->b, b_count, w->k, w->n)) != PRECIS_OK) goto done;
   if (out->calib_a && (st = check_finite_f32(ds, w, "calib/a", out->calib_a, calib_count, w->m, w->k)) != PRECIS_OK)
@@ -1073,7 +1106,9 @@ static hid_t workload_group(precis_dataset_writer *w, const precis_workload_info
       write_i64_attr(group, "n", info->n) < 0 || write_i64_attr(group, "k", info->k) < 0 ||
       write_i64_attr(group, "batch", info->batch) < 0 || write_string_attr(group, "description", info->description) < 0 ||
       write_string_attr(group, "a_dist", info->a_dist) < 0 || write_string_attr(group, "b_dist", info->b_dist) < 0 ||
-      (info->reference && info->reference[0] && write_string_attr(group, "reference", info->reference) < 0)) {
+      (info->reference && info->reference[0] && write_string_attr(group, "reference", info->reference) < 0) ||
+      (info->layer && write_string_attr(group, "layer", info->layer) < 0) ||
+      (info->source && write_string_attr(group, "source", info->source) < 0)) {
     close_id(&group);
     return -1;
   }
@@ -1095,6 +1130,8 @@ precis_status precis_dataset_writer_add(precis_dataset_writer *w, const precis_w
     goto failed;
   if (write_array(group, "c_ref", 3, c_dims, ELEM_F64, data->c_ref, w->gzip_level) < 0) goto failed;
   if (write_array(group, "ab_abs", 3, c_dims, ELEM_F64, data->ab_abs, w->gzip_level) < 0) goto failed;
+  if (data->b_ref && (info->b_batched || write_array(group, "b_ref", 2, b_dims3 + 1, ELEM_F32, data->b_ref, w->gzip_level) < 0))
+    goto failed;
   if (info->calib_samples > 0) {
     int64_t calib_dims[3] = {info->calib_samples, info->m, info->k};
     calib = H5Gcreate2(group, "calib", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);

@@ -24,6 +24,11 @@ typedef struct precis_workload_info {
   int64_t calib_samples; /* rows of /calib/a's first dimension; 0 when absent */
   /* Optional attribute `reference` (how c_ref was computed); "" when the file does not say. */
   char *reference;
+  /* Optional attributes of a model's layer (precis import --model); NULL when absent. `layer` is
+   * the PyTorch module name, `source` a JSON object {file, tensor, dtype, sha256} of its weight. */
+  char *layer;
+  char *source;
+  bool has_b_ref; /* /b_ref exists: c_ref and ab_abs come from it, not from b (precis import --converted) */
   bool checksummed;       /* every dataset of the workload has the Fletcher32 filter */
   bool compressed;        /* some dataset is gzip-compressed */
   uint64_t stored_bytes;  /* bytes the workload's datasets occupy in the file */
@@ -35,6 +40,8 @@ typedef struct precis_workload_data {
   double *c_ref;  /* [batch, m, n] */
   double *ab_abs; /* [batch, m, n] */
   float *calib_a; /* [calib_samples, m, k] or NULL */
+  float *b_ref;   /* [k, n] or NULL: the weights c_ref was computed from when b holds others (a
+                     converted checkpoint's weights evaluated against the original's references) */
 } precis_workload_data;
 
 typedef struct precis_dataset {
@@ -49,8 +56,13 @@ typedef struct precis_dataset {
   int64_t file_handle; /* hid_t, kept opaque here */
 } precis_dataset;
 
-/* Opens and validates the whole structure (not the data: see precis_dataset_verify_data). */
+/* Opens and validates the whole structure (not the data: see precis_dataset_verify_data). The file is
+ * first opened and validated in a child process (src/data/hdf5_guard.h): a damaged file that crashes
+ * or hangs libhdf5 there is refused with PRECIS_E_INPUT "PATH: corrupt file (the HDF5 library failed
+ * reading it)". */
 precis_status precis_dataset_open(const char *path, precis_dataset **out);
+/* The same in this process, without the child (what the child runs). */
+precis_status precis_dataset_open_in_process(const char *path, precis_dataset **out);
 /* Reads every dataset in full so that each chunk's checksum is verified (precis inspect). */
 precis_status precis_dataset_verify_data(precis_dataset *ds);
 /* The same, and recomputes dataset_id from the contents (dataset_digest.h) into id_hex. */
@@ -78,7 +90,8 @@ typedef struct precis_dataset_root_attrs {
 precis_status precis_dataset_writer_open(const char *path, const precis_dataset_write_options *options,
                                          precis_dataset_writer **out);
 /* Writes /workloads/<info->name> (name, kind, m, n, k, batch, b_batched, calib_samples,
- * description, a_dist, b_dist and reference are used) with data->calib_a when calib_samples > 0. */
+ * description, a_dist, b_dist, reference, layer and source are used) with data->calib_a when
+ * calib_samples > 0 and data->b_ref when not NULL with data->calib_a when calib_samples > 0. */
 precis_status precis_dataset_writer_add(precis_dataset_writer *w, const precis_workload_info *info,
                                         const precis_workload_data *data);
 /* Out-of-core writing of one workload (gen --tile-rows): begin creates its group, attributes and

@@ -131,6 +131,8 @@ void precis_dataset_id_add(precis_sha256 *h, const precis_workload_info *info, c
   put_floats(h, data->a, a_count);
   put_floats(h, data->b, b_count);
   put_floats(h, data->calib_a, calib_count);
+  /* Only datasets with b_ref hash it, so the ids of all others are unchanged. */
+  if (data->b_ref) put_floats(h, data->b_ref, (uint64_t)info->k * (uint64_t)info->n);
 }
 
 void precis_dataset_id_add_floats(precis_sha256 *h, const float *values, uint64_t count) { put_floats(h, values, count); }

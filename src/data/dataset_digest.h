@@ -3,7 +3,7 @@
  * What is hashed, in order (integers little-endian, strings as a u64 byte length then the bytes):
  *   "precis-dataset-id-v1", seed (u64), number of workloads (u64), then per workload in file order:
  *   name, kind, m, n, k, batch (i64), b batched (u8), calibration samples (i64), a_dist, b_dist,
- *   description, then the raw float32 bytes of a, b and calib/a.
+ *   description, then the raw float32 bytes of a, b and calib/a, and of b_ref when the workload has one.
  * c_ref and ab_abs are deliberately not hashed: they are a function of a and b, but OpenBLAS's
  * summation order (hence their last bits) depends on the CPU's kernel, and the id must be the same
  * on every machine for the same inputs. Their integrity is guarded by the Fletcher32 checksums

@@ -29,7 +29,7 @@ const precis_dist_spec precis_dist_specs[PRECIS_DIST_KIND_COUNT] = {
     [PRECIS_DIST_INTEGERS] = {"integers", 2, {"lo", "hi"}, {-4.0, 4.0},
                               "integers uniform in [lo, hi]: float recipes are exact while every partial sum stays "
                               "below 2^24 and every output is representable in the output format"},
-    [PRECIS_DIST_FILE] = {"file", 0, {NULL}, {0.0}, "a matrix from an HDF5 dataset or a safetensors tensor"},
+    [PRECIS_DIST_FILE] = {"file", 0, {NULL}, {0.0}, "a matrix from an HDF5 dataset, a safetensors tensor or a NumPy .npy/.npz array"},
 };
 
 int precis_dist_kind_from_name(const char *name) {
@@ -109,8 +109,8 @@ precis_status precis_dist_validate(const precis_dist *d) {
     break;
   case PRECIS_DIST_FILE:
     if (!d->path || !d->path[0]) return precis_fail(PRECIS_E_INPUT, "file: path is required");
-    if (!d->object || !d->object[0])
-      return precis_fail(PRECIS_E_INPUT, "file: dataset (HDF5) or tensor (safetensors) is required");
+    /* The object may be empty (a .npy holds one array): the reader, which knows the file's kind,
+     * says when a name is needed. */
     break;
   case PRECIS_DIST_KIND_COUNT: break;
   }
@@ -125,6 +125,8 @@ static void format_number(char *buf, size_t len, double v) {
 
 char *precis_dist_describe(const precis_dist *d) {
   const precis_dist_spec *spec = &precis_dist_specs[d->kind];
+  if (d->kind == PRECIS_DIST_FILE && (!d->object || !d->object[0]))
+    return precis_asprintf("file(path=%s%s)", d->path ? d->path : "", d->transpose ? ", transpose=true" : "");
   if (d->kind == PRECIS_DIST_FILE)
     return precis_asprintf("file(path=%s, %s=%s%s)", d->path ? d->path : "", d->object && d->object[0] == '/' ? "dataset" : "tensor",
                            d->object ? d->object : "", d->transpose ? ", transpose=true" : "");

@@ -14,9 +14,12 @@
 
 #include "dataset_digest.h"
 #include "fileio.h"
+#include "hdf5_guard.h"
 #include "precis_version.h"
 #include "results.h"
 #include "rng.h"
+#include "file_kind.h"
+#include "npy.h"
 #include "safetensors.h"
 
 /* ------------------------------------------------------------------------------------------------
@@ -92,6 +95,7 @@ static precis_status read_hdf5_matrix(const char *path, const char *object, floa
     H5Eclear2(H5E_DEFAULT);
     return precis_fail(PRECIS_E_INPUT, "%s: not an HDF5 file (or cannot be read)", path);
   }
+  if ((st = precis_hdf5_guard(path, precis_hdf5_check_object, object)) != PRECIS_OK) return st;
   file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
   if (file < 0) {
     H5Eclear2(H5E_DEFAULT);
@@ -156,22 +160,66 @@ precis_status precis_read_matrix_file(const precis_dist *d, const char *base_dir
   *data = NULL;
   char *path = resolve_path(base_dir, d->path);
   if (!path) return precis_fail(PRECIS_E_NOMEM, "out of memory");
-  precis_status st;
-  if (d->object[0] == '/') {
-    st = read_hdf5_matrix(path, d->object, data, rank, shape);
-  } else {
+  const char *object = d->object ? d->object : "";
+  precis_file_kind kind;
+  precis_status st = precis_file_kind_detect(path, &kind);
+  if (st == PRECIS_OK && kind == PRECIS_FILE_HDF5) {
+    /* HDF5 paths are absolute inside the file: "L0_in" is "/L0_in". */
+    char *absolute = object[0] == '/' ? precis_strdup(object) : precis_asprintf("/%s", object);
+    if (!absolute) st = precis_fail(PRECIS_E_NOMEM, "out of memory");
+    else if (!object[0]) st = precis_fail(PRECIS_E_INPUT, "%s: an HDF5 file: name the dataset, FILE:/path/to/dataset", path);
+    else st = read_hdf5_matrix(path, absolute, data, rank, shape);
+    free(absolute);
+  } else if (st == PRECIS_OK && (kind == PRECIS_FILE_NPY || kind == PRECIS_FILE_NPZ)) {
+    precis_npy_array arr;
+    if (kind == PRECIS_FILE_NPY && object[0])
+      st = precis_fail(PRECIS_E_INPUT, "%s: a NumPy .npy file holds one array: give the file alone, without \":%s\"", path,
+                       object);
+    else if (kind == PRECIS_FILE_NPZ && !object[0])
+      st = precis_fail(PRECIS_E_INPUT, "%s: a NumPy .npz archive: name the array, FILE.npz:NAME", path);
+    else if (kind == PRECIS_FILE_NPY) st = precis_npy_read(path, true, &arr);
+    else st = precis_npz_read(path, object[0] == '/' ? object + 1 : object, true, &arr);
+    if (st == PRECIS_OK) {
+      if (arr.rank != 2 && arr.rank != 3)
+        st = precis_fail(PRECIS_E_INPUT, "%s%s%s: expected a matrix (rank 2) or a stack of matrices (rank 3), found rank %d",
+                         path, object[0] ? ":" : "", object, arr.rank);
+      for (int i = 0; i < arr.rank && st == PRECIS_OK; i++)
+        if (arr.shape[i] <= 0)
+          st = precis_fail(PRECIS_E_INPUT, "%s%s%s: dimension %d is 0 (expected 1 .. 2^31-1)", path, object[0] ? ":" : "",
+                           object, i);
+      if (st == PRECIS_OK) {
+        *rank = arr.rank;
+        for (int i = 0; i < arr.rank; i++) shape[i] = arr.shape[i];
+        *data = arr.data;
+        arr.data = NULL;
+      }
+      precis_npy_array_free(&arr);
+    }
+  } else if (st == PRECIS_OK && kind == PRECIS_FILE_UNKNOWN) {
+    st = precis_fail(PRECIS_E_INPUT, "%s: not a matrix file precis reads: expected HDF5, NumPy .npy or .npz, or "
+                                     "safetensors (judged by the first bytes)", path);
+  } else if (st == PRECIS_OK) {
     precis_safetensors sf;
     st = precis_safetensors_open(path, &sf);
     if (st == PRECIS_OK) {
-      const precis_st_tensor *t = precis_safetensors_find(&sf, d->object);
-      if (!t) st = precis_fail(PRECIS_E_INPUT, "%s: no tensor named \"%s\"", path, d->object);
-      else if (t->rank != 2 && t->rank != 3)
-        st = precis_fail(PRECIS_E_INPUT, "%s: tensor \"%s\": expected rank 2 or 3, found rank %d", path, d->object, t->rank);
+      /* "FILE:/name" for a tensor named "name": the '/' came from HDF5 habits. */
+      const precis_st_tensor *t = precis_safetensors_find(&sf, object);
+      if (!t && object[0] == '/') t = precis_safetensors_find(&sf, object + 1);
+      if (!t) {
+        char closest[512] = "";
+        const char **names = calloc(sf.n_tensors ? sf.n_tensors : 1, sizeof *names);
+        for (size_t i = 0; names && i < sf.n_tensors; i++) names[i] = sf.tensors[i].name;
+        if (names) precis_closest_names(object, names, sf.n_tensors, closest, sizeof closest);
+        free(names);
+        st = precis_fail(PRECIS_E_INPUT, "%s: no tensor named \"%s\" (the file holds %zu; precis inspect %s lists them)%s", path,
+                         object, sf.n_tensors, path, closest);
+      } else if (t->rank != 2 && t->rank != 3)
+        st = precis_fail(PRECIS_E_INPUT, "%s: tensor \"%s\": expected rank 2 or 3, found rank %d", path, t->name, t->rank);
       else {
         for (int i = 0; i < t->rank && st == PRECIS_OK; i++)
           if (t->shape[i] <= 0 || t->shape[i] > INT32_MAX)
             st = precis_fail(PRECIS_E_INPUT, "%s: tensor \"%s\": dimension %d is %" PRId64 " (expected 1 .. 2^31-1)", path,
-                             d->object, i, t->shape[i]);
+                             t->name, i, t->shape[i]);
         if (st == PRECIS_OK) {
           *rank = t->rank;
           for (int i = 0; i < t->rank; i++) shape[i] = t->shape[i];
@@ -213,6 +261,7 @@ precis_status precis_read_matrix_file(const precis_dist *d, const char *base_dir
 typedef struct progress {
   bool enabled, tty;
   size_t index, count;
+  const char *command;
 } progress;
 
 static void progress_say(const progress *p, const char *name, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -223,8 +272,8 @@ static void progress_say(const progress *p, const char *name, const char *fmt, .
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  if (p->tty) fprintf(stderr, "\r\033[Kprecis gen: [%zu/%zu] %s: %s", p->index + 1, p->count, name, msg);
-  else fprintf(stderr, "precis gen: [%zu/%zu] %s: %s\n", p->index + 1, p->count, name, msg);
+  if (p->tty) fprintf(stderr, "\r\033[Kprecis %s: [%zu/%zu] %s: %s", p->command, p->index + 1, p->count, name, msg);
+  else fprintf(stderr, "precis %s: [%zu/%zu] %s: %s\n", p->command, p->index + 1, p->count, name, msg);
   fflush(stderr);
 }
 
@@ -253,7 +302,7 @@ static precis_status operand_from_file(const precis_suite *suite, const precis_s
   const uint64_t per = (uint64_t)rows * (uint64_t)cols;
   if (file_rows != rows || file_cols != cols) {
     st = precis_fail(PRECIS_E_INPUT, "workload %s: %s from %s:%s is [%" PRId64 ",%" PRId64 "]%s, expected [%" PRId64 ",%" PRId64 "] (%s)",
-                     w->name, what, d->path, d->object, file_rows, file_cols, d->transpose ? " after transposing" : "", rows,
+                     w->name, what, d->path, d->object ? d->object : "", file_rows, file_cols, d->transpose ? " after transposing" : "", rows,
                      cols, is_a ? "m x k" : "k x n");
     goto done;
   }
@@ -269,7 +318,7 @@ static precis_status operand_from_file(const precis_suite *suite, const precis_s
     } else {
       if (file_samples < w->batch + w->calib) {
         st = precis_fail(PRECIS_E_INPUT, "workload %s: a from %s:%s has %" PRId64 " samples, fewer than batch + calib = %" PRId64,
-                         w->name, d->path, d->object, file_samples, w->batch + w->calib);
+                         w->name, d->path, d->object ? d->object : "", file_samples, w->batch + w->calib);
         goto done;
       }
       memcpy(held_out, data, (uint64_t)w->batch * per * sizeof(float));
@@ -278,7 +327,7 @@ static precis_status operand_from_file(const precis_suite *suite, const precis_s
   } else {
     if (rank == 3 && (!w->b_batched || file_samples != w->batch)) {
       st = precis_fail(PRECIS_E_INPUT, "workload %s: b from %s:%s has rank 3 with %" PRId64 " matrices; that needs b_batched: true and batch: %" PRId64,
-                       w->name, d->path, d->object, file_samples, file_samples);
+                       w->name, d->path, d->object ? d->object : "", file_samples, file_samples);
       goto done;
     }
     if (rank == 2 && w->b_batched) {
@@ -298,7 +347,7 @@ static precis_status check_finite(const precis_suite_workload *w, const char *wh
     if (isfinite(v[i])) continue;
     if (d->kind == PRECIS_DIST_FILE)
       return precis_fail(PRECIS_E_INPUT, "%s: %s: element %" PRIu64 " is %s (workload %s: %s must be finite in float32)",
-                         d->path, d->object, i, isnan(v[i]) ? "NaN" : "infinite", w->name, what);
+                         d->path, d->object ? d->object : "", i, isnan(v[i]) ? "NaN" : "infinite", w->name, what);
     return precis_fail(PRECIS_E_INPUT,
                        "workload %s: %s element %" PRIu64 " is %s (the distribution's parameters overflow float32)", w->name,
                        what, i, isnan(v[i]) ? "NaN" : "infinite");
@@ -510,7 +559,8 @@ precis_status precis_generate_tiled(const precis_suite *suite, const precis_gen_
   precis_dataset_writer *writer = NULL;
   precis_status st = precis_dataset_writer_open(options->output, &wopt, &writer);
   if (st != PRECIS_OK) return st;
-  progress prog = {options->progress, options->progress && isatty(2), 0, suite->n_workloads};
+  progress prog = {options->progress, options->progress && isatty(2), 0, suite->n_workloads,
+                   options->command ? options->command : "gen"};
   precis_sha256 hash;
   precis_dataset_id_begin(&hash, suite->seed, suite->n_workloads);
   for (size_t i = 0; i < suite->n_workloads; i++) {

@@ -15,6 +15,7 @@ typedef struct precis_gen_options {
   bool force;
   int gzip_level; /* 0: none */
   bool progress;  /* a progress line on stderr */
+  const char *command; /* names the progress lines, "precis COMMAND: ..."; NULL: "gen" */
 } precis_gen_options;
 
 /* Generates every workload of the suite into options->output; dataset_id (65 bytes) receives the

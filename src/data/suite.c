@@ -178,6 +178,7 @@ static precis_status parse_dist(const parse_ctx *ctx, const yaml_node_t *node, c
       allowed[n++] = "path";
       allowed[n++] = "dataset";
       allowed[n++] = "tensor";
+      allowed[n++] = "array";
       allowed[n++] = "transpose";
     }
     for (int i = 0; i < spec->n_params; i++) allowed[n++] = spec->param_names[i];
@@ -196,7 +197,14 @@ static precis_status parse_dist(const parse_ctx *ctx, const yaml_node_t *node, c
         if ((st = get_string(ctx, v, key, &out->path)) != PRECIS_OK) return st;
       }
       const yaml_node_t *dset = map_get(ctx, node, "dataset"), *tensor = map_get(ctx, node, "tensor");
-      if (dset && tensor) return fail_at(ctx, tensor, where, "give either dataset (HDF5) or tensor (safetensors), not both");
+      const yaml_node_t *array = map_get(ctx, node, "array");
+      if ((dset != NULL) + (tensor != NULL) + (array != NULL) > 1)
+        return fail_at(ctx, array ? array : tensor, where,
+                       "give one of dataset (HDF5), tensor (safetensors) or array (a NumPy .npz member)");
+      if (array) {
+        snprintf(key, sizeof key, "%s.array", where);
+        if ((st = get_string(ctx, array, key, &out->object)) != PRECIS_OK) return st;
+      }
       if (dset) {
         snprintf(key, sizeof key, "%s.dataset", where);
         if ((st = get_string(ctx, dset, key, &out->object)) != PRECIS_OK) return st;
@@ -217,7 +225,8 @@ static precis_status parse_dist(const parse_ctx *ctx, const yaml_node_t *node, c
       }
     }
   } else if (kind == PRECIS_DIST_FILE) {
-    return fail_at(ctx, node, where, "file needs a mapping: {dist: file, path: FILE, dataset: /path} or {..., tensor: NAME}");
+    return fail_at(ctx, node, where, "file needs a mapping: {dist: file, path: FILE, dataset: /path}, {..., tensor: NAME}, "
+                                     "{..., array: NAME} (.npz) or {dist: file, path: FILE.npy}");
   }
   precis_status st = precis_dist_validate(out);
   if (st != PRECIS_OK) {

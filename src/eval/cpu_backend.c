@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "cpu_gemm_fp16acc.h"
 #include "format.h"
 #include "host_memory.h"
 #include "quant.h"
@@ -76,38 +77,6 @@ static precis_status out_of_memory(cpu_case *cc, const char *what, size_t bytes)
   return PRECIS_E_DOES_NOT_FIT;
 }
 
-/* Rounds a double to the nearest fp16 value (RNE, subnormals kept, overflow to inf) in double,
- * branch-light so that the fp16acc16 inner loop vectorizes. Exact: Veltkamp splitting for normal
- * values, a fixed quantum of 2^-24 in the subnormal range. */
-static inline double round_to_f16(double x) {
-  double ax = fabs(x);
-  double r;
-  if (ax < 0x1p-14) {
-    const double magic = 0x1.8p28; /* 1.5 * 2^52 * 2^-24: adding it rounds to a multiple of 2^-24 */
-    r = (x + magic) - magic;
-  } else {
-    const double split = 0x1p42 + 1.0; /* keeps 53 - 42 = 11 significant bits */
-    double t = x * split;
-    r = t - (t - x);
-  }
-  return fabs(r) > 65504.0 ? copysign(INFINITY, x) : r;
-}
-
-/* C = A·B for one [rows, k] x [k, n] product with every partial sum rounded to fp16. The products
- * of two fp16 values are exact in double; the order is the plain k loop. */
-static void gemm_f16_accumulate(const float *a, const float *b, float *c, size_t rows, size_t n, size_t k,
-                                double *acc) {
-  for (size_t i = 0; i < rows; i++) {
-    for (size_t j = 0; j < n; j++) acc[j] = 0.0;
-    for (size_t p = 0; p < k; p++) {
-      double aip = a[i * k + p];
-      const float *brow = b + p * n;
-      for (size_t j = 0; j < n; j++) acc[j] = round_to_f16(acc[j] + aip * (double)brow[j]);
-    }
-    for (size_t j = 0; j < n; j++) c[i * n + j] = (float)acc[j];
-  }
-}
-
 static const float *b_matrix_f(const cpu_case *cc, const float *b, size_t batch_index) {
   return b + (cc->w->b_batched ? batch_index * (size_t)(cc->w->k * cc->w->n) : 0);
 }
@@ -127,7 +96,7 @@ static void run_gemm(cpu_case *cc, double *f16_acc_row) {
                   cc->b_int + (w->b_batched ? g * k * n : 0), (int)n, 0.0, cc->acc_int + c_off, (int)n);
       break;
     case CPU_GEMM_F16_ACC:
-      gemm_f16_accumulate(cc->a_in + a_off, b_matrix_f(cc, cc->b_in, g), cc->c + c_off, rows, n, k, f16_acc_row);
+      precis_gemm_fp16acc(cc->a_in + a_off, b_matrix_f(cc, cc->b_in, g), cc->c + c_off, rows, n, k, f16_acc_row);
       break;
     case CPU_GEMM_SGEMM:
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)n, (int)k, 1.0f, cc->a_in + a_off, (int)k,

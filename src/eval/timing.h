@@ -14,6 +14,10 @@
 #include "backend.h"
 #include "results.h"
 
+/* The default sampling budget per case on the cpu backend (precis run), instead of the options'
+ * 1000 ms: its timings are CPU timings of an emulation, not GPU figures (docs/decisions.md). */
+#define PRECIS_CPU_MAX_TIME_MS 100.0
+
 typedef struct precis_sampler {
   const precis_case_options *options;
   double *samples_ms; /* per call */

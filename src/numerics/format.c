@@ -38,6 +38,33 @@ float precis_round_e4m3(float x) { return precis_bits_e4m3_to_f32(precis_bits_f3
 float precis_round_e5m2(float x) { return precis_bits_e5m2_to_f32(precis_bits_f32_to_e5m2(x, 0)); }
 float precis_round_e5m2_satfinite(float x) { return precis_bits_e5m2_to_f32(precis_bits_f32_to_e5m2(x, 1)); }
 
+uint8_t precis_f32_to_e2m1_bits(float x) { return precis_bits_f32_to_e2m1(x); }
+float precis_e2m1_bits_to_f32(uint8_t v) { return precis_bits_e2m1_to_f32(v); }
+float precis_round_e2m1(float x) { return precis_bits_e2m1_to_f32(precis_bits_f32_to_e2m1(x)); }
+float precis_e8m0_bits_to_f32(uint8_t v) { return precis_bits_e8m0_to_f32(v); }
+
+PRECIS_VECTOR_CLONES void precis_f32_to_e2m1_array(const float *in, uint8_t *out, size_t n) {
+  for (size_t i = 0; i < n; i++) out[i] = precis_bits_f32_to_e2m1(in[i]);
+}
+
+PRECIS_VECTOR_CLONES void precis_round_e2m1_array(const float *in, float *out, size_t n) {
+  for (size_t i = 0; i < n; i++) out[i] = precis_bits_e2m1_to_f32(precis_bits_f32_to_e2m1(in[i]));
+}
+
+void precis_pack_nibbles(const uint8_t *codes, size_t n, uint8_t *packed) {
+  size_t pairs = n / 2;
+  for (size_t i = 0; i < pairs; i++) packed[i] = precis_bits_pack_nibbles(codes[2 * i], codes[2 * i + 1]);
+  if (n % 2) packed[pairs] = precis_bits_pack_nibbles(codes[n - 1], 0);
+}
+
+void precis_unpack_nibbles(const uint8_t *packed, size_t n, uint8_t *codes) {
+  for (size_t i = 0; i < n; i++) codes[i] = (uint8_t)((packed[i / 2] >> (4 * (i % 2))) & 0xfu);
+}
+
+void precis_unpack_s4(const uint8_t *packed, size_t n, int8_t *values) {
+  for (size_t i = 0; i < n; i++) values[i] = precis_bits_s4_of_nibble((uint8_t)(packed[i / 2] >> (4 * (i % 2))));
+}
+
 static float round_identity(float x) { return x; }
 
 static void round_identity_array(const float *in, float *out, size_t n) {
@@ -233,19 +260,28 @@ static const precis_format formats[PRECIS_FMT_COUNT] = {
                         .storage_bits = 32, .significand_bits = 0, .unit_roundoff = 0.0, .max_finite = 2147483647.0,
                         .min_normal = 0.0, .min_subnormal = 0.0, .has_inf = false, .is_float = false,
                         .cuda_data_type = PRECIS_CUDA_R_32I, .round_f32 = NULL, .round_array = NULL},
-    /* The three below are rows so that specs can name them; their conversions are still missing. */
-    [PRECIS_FMT_E2M1] = {.id = PRECIS_FMT_E2M1, .name = "e2m1", .long_name = "OCP FP4 E2M1 (no inf, no NaN)",
-                         .storage_bits = 4, .significand_bits = 2, .unit_roundoff = 0x1p-2, .max_finite = 6.0,
-                         .min_normal = 1.0, .min_subnormal = 0.5, .has_inf = false, .is_float = true,
-                         .cuda_data_type = -1, .round_f32 = NULL, .round_array = NULL},
-    [PRECIS_FMT_S4] = {.id = PRECIS_FMT_S4, .name = "s4", .long_name = "signed 4-bit integer (symmetric, -7..7)",
+    [PRECIS_FMT_E2M1] = {.id = PRECIS_FMT_E2M1, .name = "e2m1",
+                         .long_name = "OCP MX FP4 E2M1 (satfinite, no inf, no NaN; two per byte)",
+                         .storage_bits = 4, .significand_bits = 2, .unit_roundoff = 0x1p-2,
+                         .max_finite = 6.0, .min_normal = 1.0, .min_subnormal = 0.5,
+                         .has_inf = false, .is_float = true, .cuda_data_type = PRECIS_CUDA_R_4F_E2M1,
+                         .round_f32 = precis_round_e2m1, .round_array = precis_round_e2m1_array},
+    /* A scale, set from an exponent by the MX rules rather than rounded from fp32: no round_f32. */
+    [PRECIS_FMT_E8M0] = {.id = PRECIS_FMT_E8M0, .name = "e8m0",
+                         .long_name = "OCP MX E8M0 scale (UE8M0: 2^(e-127), 0xff NaN, no zero, no sign)",
+                         .storage_bits = 8, .significand_bits = 1, .unit_roundoff = 0x1p-1,
+                         .max_finite = 0x1p127, .min_normal = 0x1p-127, .min_subnormal = 0x1p-127,
+                         .has_inf = false, .is_float = true, .cuda_data_type = PRECIS_CUDA_R_8F_UE8M0,
+                         .round_f32 = NULL, .round_array = NULL},
+    [PRECIS_FMT_S4] = {.id = PRECIS_FMT_S4, .name = "s4", .long_name = "signed 4-bit integer (-8..7, two per byte)",
                        .storage_bits = 4, .significand_bits = 0, .unit_roundoff = 0.0, .max_finite = 7.0,
                        .min_normal = 0.0, .min_subnormal = 0.0, .has_inf = false, .is_float = false,
-                       .cuda_data_type = -1, .round_f32 = NULL, .round_array = NULL},
-    [PRECIS_FMT_U4] = {.id = PRECIS_FMT_U4, .name = "u4", .long_name = "unsigned 4-bit integer (0..15, zero point)",
+                       .cuda_data_type = PRECIS_CUDA_R_4I, .round_f32 = NULL, .round_array = NULL},
+    [PRECIS_FMT_U4] = {.id = PRECIS_FMT_U4, .name = "u4",
+                       .long_name = "unsigned 4-bit integer (0..15 with a zero point, two per byte)",
                        .storage_bits = 4, .significand_bits = 0, .unit_roundoff = 0.0, .max_finite = 15.0,
                        .min_normal = 0.0, .min_subnormal = 0.0, .has_inf = false, .is_float = false,
-                       .cuda_data_type = -1, .round_f32 = NULL, .round_array = NULL},
+                       .cuda_data_type = PRECIS_CUDA_R_4U, .round_f32 = NULL, .round_array = NULL},
 };
 
 const precis_format *precis_format_get(precis_format_id id) {

@@ -17,10 +17,10 @@ typedef enum precis_format_id {
   PRECIS_FMT_E5M2,
   PRECIS_FMT_I8,
   PRECIS_FMT_I32,
-  /* Named by recipe specs (DESIGN §11); no conversion yet (issue 16 adds them). */
-  PRECIS_FMT_E2M1,
-  PRECIS_FMT_S4,
-  PRECIS_FMT_U4,
+  PRECIS_FMT_E2M1, /* OCP MX FP4 (element of mxfp4 and nvfp4) */
+  PRECIS_FMT_E8M0, /* OCP MX scale: a power of two, no sign, no zero */
+  PRECIS_FMT_S4,   /* signed 4-bit integer, two per byte */
+  PRECIS_FMT_U4,   /* unsigned 4-bit integer (asymmetric, with a zero point), two per byte */
   PRECIS_FMT_COUNT
 } precis_format_id;
 
@@ -31,9 +31,13 @@ enum {
   PRECIS_CUDA_R_16F = 2,
   PRECIS_CUDA_R_8I = 3,
   PRECIS_CUDA_R_32I = 10,
+  PRECIS_CUDA_R_4I = 16,
+  PRECIS_CUDA_R_4U = 18,
   PRECIS_CUDA_R_16BF = 14,
   PRECIS_CUDA_R_8F_E4M3 = 28,
   PRECIS_CUDA_R_8F_E5M2 = 29,
+  PRECIS_CUDA_R_8F_UE8M0 = 30,
+  PRECIS_CUDA_R_4F_E2M1 = 33,
 };
 
 typedef struct precis_format {
@@ -96,5 +100,21 @@ void precis_round_e4m3_array(const float *in, float *out, size_t n);
 void precis_round_e5m2_array(const float *in, float *out, size_t n);
 /* e5m2 with satfinite: overflow (and ±inf) gives ±57344 instead of ±inf. */
 float precis_round_e5m2_satfinite(float x);
+
+/* e2m1 (FP4): RNE with saturation to ±6 (|x| >= 7 and ±inf), NaN -> +6 (code 0x7); the code is the
+ * low nibble. e8m0: code -> 2^(code-127), 0xff -> NaN. */
+uint8_t precis_f32_to_e2m1_bits(float x);
+float precis_e2m1_bits_to_f32(uint8_t v);
+float precis_round_e2m1(float x);
+void precis_f32_to_e2m1_array(const float *in, uint8_t *out, size_t n);
+void precis_round_e2m1_array(const float *in, float *out, size_t n);
+float precis_e8m0_bits_to_f32(uint8_t v);
+
+/* 4-bit codes (s4, u4, e2m1), two per byte: element 2i in the low nibble, 2i+1 in the high nibble
+ * (CUDA's __nv_fp4x2 order). `packed` holds (n+1)/2 bytes; for odd n the last high nibble is 0.
+ * Unpacking gives the nibble (u4, e2m1) or its sign extension (s4, as int8). */
+void precis_pack_nibbles(const uint8_t *codes, size_t n, uint8_t *packed);
+void precis_unpack_nibbles(const uint8_t *packed, size_t n, uint8_t *codes);
+void precis_unpack_s4(const uint8_t *packed, size_t n, int8_t *values);
 
 #endif

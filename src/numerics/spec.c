@@ -23,7 +23,8 @@ static bool format_from_name(const char *name, precis_format_id *out) {
   for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++)
     if (strcmp(name, aliases[i].alias) == 0) name = aliases[i].name;
   const precis_format *f = precis_format_by_name(name);
-  if (!f || f->id == PRECIS_FMT_I32) return false; /* s32 is an accumulator, never an operand */
+  /* s32 is an accumulator and e8m0 a block scale (the `mx` granularity), never an operand or output. */
+  if (!f || f->id == PRECIS_FMT_I32 || f->id == PRECIS_FMT_E8M0) return false;
   *out = f->id;
   return true;
 }

@@ -131,14 +131,19 @@ static bool compare_errors(const precis_row *b, const precis_row *n, const preci
     if ((x > 0 && y > f * x) || (x == 0 && y > 0)) {
       c = add_change(cmp, n, PRECIS_CHANGE_ERROR, true, key, x, y);
       if (!c) return false;
+      char tx[40], ty[40], tr[40], tf[40];
+      precis_fmt_sig(tx, sizeof tx, x, 3), precis_fmt_sig(ty, sizeof ty, y, 3);
+      precis_fmt_sig(tr, sizeof tr, x > 0 ? y / x : NAN, 3), precis_fmt_sig(tf, sizeof tf, f, 6);
       if (x > 0)
-        snprintf(c->detail, sizeof c->detail, "%s worst %.3g → %.3g (%.3gx, limit %gx)", key, x, y, y / x, f);
+        snprintf(c->detail, sizeof c->detail, "%s worst %s → %s (%sx, limit %sx)", key, tx, ty, tr, tf);
       else
-        snprintf(c->detail, sizeof c->detail, "%s worst 0 (exact) → %.3g", key, y);
+        snprintf(c->detail, sizeof c->detail, "%s worst 0 (exact) → %s", key, ty);
     } else if (y < x / f) {
       c = add_change(cmp, n, PRECIS_CHANGE_ERROR, false, key, x, y);
       if (!c) return false;
-      snprintf(c->detail, sizeof c->detail, "%s worst %.3g → %.3g (%.3gx)", key, x, y, y / x);
+      char tx[40], ty[40], tr[40];
+      precis_fmt_sig(tx, sizeof tx, x, 3), precis_fmt_sig(ty, sizeof ty, y, 3), precis_fmt_sig(tr, sizeof tr, y / x, 3);
+      snprintf(c->detail, sizeof c->detail, "%s worst %s → %s (%sx)", key, tx, ty, tr);
     }
   }
   const precis_metric_value *bs = &b->error[PRECIS_METRIC_SQNR_DB], *ns = &n->error[PRECIS_METRIC_SQNR_DB];
@@ -177,13 +182,16 @@ static bool compare_speed(const precis_row *b, const precis_row *n, const precis
   if (nm > bp && nm > bm * (1 + opt->time_threshold)) {
     precis_change *c = add_change(cmp, n, PRECIS_CHANGE_SPEED, true, "median_ms", bm, nm);
     if (!c) return false;
-    snprintf(c->detail, sizeof c->detail,
-             "median %.4g → %.4g ms (+%.1f%%, above BASE p95 %.4g ms and the %.0f%% threshold)", bm, nm,
-             100 * (nm / bm - 1), bp, 100 * opt->time_threshold);
+    char tb[40], tn[40], tp[40];
+    precis_fmt_sig(tb, sizeof tb, bm, 4), precis_fmt_sig(tn, sizeof tn, nm, 4), precis_fmt_sig(tp, sizeof tp, bp, 4);
+    snprintf(c->detail, sizeof c->detail, "median %s → %s ms (+%.1f%%, above BASE p95 %s ms and the %.0f%% threshold)", tb,
+             tn, 100 * (nm / bm - 1), tp, 100 * opt->time_threshold);
   } else if (nm < bm * (1 - opt->time_threshold) && (isnan(np) || np < bm)) {
     precis_change *c = add_change(cmp, n, PRECIS_CHANGE_SPEED, false, "median_ms", bm, nm);
     if (!c) return false;
-    snprintf(c->detail, sizeof c->detail, "median %.4g → %.4g ms (%.1f%%)", bm, nm, 100 * (nm / bm - 1));
+    char tb[40], tn[40];
+    precis_fmt_sig(tb, sizeof tb, bm, 4), precis_fmt_sig(tn, sizeof tn, nm, 4);
+    snprintf(c->detail, sizeof c->detail, "median %s → %s ms (%.1f%%)", tb, tn, 100 * (nm / bm - 1));
   }
   return true;
 }

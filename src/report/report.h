@@ -18,6 +18,9 @@ precis_status precis_report_write_html(const precis_report *report, const char *
 precis_status precis_report_write_all(const precis_report *report, const char *dir, bool force);
 /* The compact table on stdout. */
 void precis_report_print_table(const precis_report *report, FILE *out);
+/* The answer under the table (recommend's rule on the rows' criteria): the recommendation when the
+ * run was given a target (--require), else the frontier and how to ask, naming report_path. */
+void precis_report_print_answer(const precis_report *report, const char *report_path, FILE *out);
 
 /* One row as a single JSON line (the journal, DESIGN §8), and back. */
 char *precis_row_to_json_line(const precis_row *row);

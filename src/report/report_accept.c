@@ -10,6 +10,7 @@
 #include "accept.h"
 #include "fileio.h"
 #include "precis_version.h"
+#include "report_util.h"
 
 /* ---- JSON ------------------------------------------------------------------------------------- */
 
@@ -255,7 +256,7 @@ static const char *signed_bytes_str(long long measured, long long predicted, cha
 }
 
 static const char *ms_str(double v, char *buf, size_t len) {
-  if (isfinite(v)) snprintf(buf, len, "%.4g", v);
+  if (isfinite(v)) precis_fmt_sig(buf, len, v, 4);
   else snprintf(buf, len, "n/a");
   return buf;
 }

@@ -28,6 +28,7 @@ static const char style[] =
     ".incomplete{background:#fde2e2;border:2px solid #c00;color:#900;font-weight:bold;font-size:16px}\n"
     ".cpu{background:#fff6d6;border:1px solid #d9b000}\n"
     ".decision{background:#e7f4e7;border:1px solid #3a3}\n.nodecision{background:#fde2e2;border:1px solid #c33}\n"
+    ".noanswer{background:#eef3fb;border:1px solid #7a9cc6}\n.banner p{margin:3px 0}\n"
     "table{border-collapse:collapse;margin:6px 0}td,th{border:1px solid #ccc;padding:2px 7px;font-size:12.5px;"
     "text-align:right}th{background:#f3f3f3}td.t,th.t{text-align:left}\n"
     ".kv td,.kv th{text-align:left}.pass{color:#070}.fail{color:#b00;font-weight:bold}\n"
@@ -124,9 +125,11 @@ static void html_scatter(precis_buf *b, const precis_report *report, const char 
   }
   for (double v = 0; v <= x_max + step / 2; v += step) {
     double x = SX(v);
+    char label[40];
+    precis_fmt_sig(label, sizeof label, v, 3);
     precis_buf_appendf(b, "<line class=\"grid\" x1=\"%.1f\" x2=\"%.1f\" y1=\"%d\" y2=\"%d\"/>"
-                          "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%.3g</text>\n",
-                       x, x, SC_T, SC_H - SC_B, x, SC_H - SC_B + 15, v);
+                          "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%s</text>\n",
+                       x, x, SC_T, SC_H - SC_B, x, SC_H - SC_B + 15, label);
   }
   precis_buf_appendf(b, "<line class=\"axis\" x1=\"%d\" x2=\"%d\" y1=\"%d\" y2=\"%d\"/>"
                         "<line class=\"axis\" x1=\"%d\" x2=\"%d\" y1=\"%d\" y2=\"%d\"/>\n",
@@ -165,8 +168,11 @@ static void html_scatter(precis_buf *b, const precis_report *report, const char 
     precis_buf_appendf(b, "\" cx=\"%.1f\" cy=\"%.1f\" r=\"6\" fill=\"%s\" stroke=\"%s\" stroke-width=\"2\"><title>",
                        cx, cy, fail ? "#fff" : color, color);
     precis_buf_html(b, row->recipe);
-    precis_buf_appendf(b, ": rel_fro %s%.3g, %.3g TFLOP/s%s</title></circle>\n", pts[i].exact ? "0 (exact), drawn at " : "",
-                       pts[i].y, pts[i].x, fail ? ", fails its criteria" : "");
+    char err_text[40], tflops_text[40];
+    precis_fmt_sig(err_text, sizeof err_text, pts[i].y, 3);
+    precis_fmt_sig(tflops_text, sizeof tflops_text, pts[i].x, 3);
+    precis_buf_appendf(b, ": rel_fro %s%s, %s TFLOP/s%s</title></circle>\n", pts[i].exact ? "0 (exact), drawn at " : "",
+                       err_text, tflops_text, fail ? ", fails its criteria" : "");
     bool left = cx > SC_W - 110;
     double lx = cx + (left ? -10 : 10), ly = cy - 8;
     static const double offsets[] = {-8, 16, -20, 28, -32, 40};
@@ -187,11 +193,13 @@ static void html_scatter(precis_buf *b, const precis_report *report, const char 
 #undef SX
 #undef SY
   precis_buf_append(b, "</svg>\n<p>Error against throughput. Filled: meets its criteria; hollow: fails. Dashed: the "
-                       "Pareto front (no other recipe is both faster and more accurate). Ring and \xe2\x98\x85: the "
-                       "recommended recipe (lowest total latency among those passing on every workload)");
+                       "Pareto front (no other recipe is both faster and more accurate). ");
   if (recommended) {
-    precis_buf_append(b, ", ");
+    precis_buf_append(b, "Ring and \xe2\x98\x85: the recommended recipe for the run's --require (lowest total "
+                         "latency among those passing on every workload; latencies within the noise tie), ");
     precis_buf_html(b, recommended);
+  } else {
+    precis_buf_append(b, "No recipe is marked recommended: the run was given no accuracy target (--require)");
   }
   precis_buf_append(b, ".");
   if (skipped.len) {
@@ -304,19 +312,37 @@ static double quantile_sorted(const double *v, size_t n, double q) {
   return v[i] + (v[i + 1] - v[i]) * (idx - (double)i);
 }
 
+typedef struct latency_axis {
+  bool log;
+  double lo, hi; /* linear: 0 .. hi ms; log: decades lo .. hi (log10 ms) */
+  double left, width;
+} latency_axis;
+
+static double lat_x(const latency_axis *ax, double v) {
+  if (!ax->log) return ax->left + v / ax->hi * ax->width;
+  double l = v > 0 ? log10(v) : ax->lo;
+  if (l < ax->lo) l = ax->lo;
+  return ax->left + (l - ax->lo) / (ax->hi - ax->lo) * ax->width;
+}
+
 static void html_latency(precis_buf *b, const precis_report *report, const char *workload, bool cpu) {
   enum { WIDTH = 540, LEFT = 90, RIGHT = 24, ROW_H = 30, MAX_DOTS = 300 };
   const precis_row *rows[64];
   size_t n = 0;
-  double max = 0;
+  double max = 0, min_pos = INFINITY;
   for (size_t i = 0; i < report->n_rows && n < 64; i++) {
     const precis_row *row = &report->rows[i];
     if (strcmp(row->workload, workload) != 0 || !isfinite(row->time.median_ms)) continue;
     rows[n++] = row;
     double top = isfinite(row->time.p99_ms) ? row->time.p99_ms : row->time.median_ms;
-    for (size_t s = 0; s < row->time.n_samples_ms; s++)
-      if (isfinite(row->time.samples_ms[s]) && row->time.samples_ms[s] > top) top = row->time.samples_ms[s];
+    double bottom = isfinite(row->time.min_ms) ? row->time.min_ms : row->time.median_ms;
+    for (size_t s = 0; s < row->time.n_samples_ms; s++) {
+      double v = row->time.samples_ms[s];
+      if (isfinite(v) && v > top) top = v;
+      if (isfinite(v) && v > 0 && v < bottom) bottom = v;
+    }
     if (top > max) max = top;
+    if (bottom > 0 && bottom < min_pos) min_pos = bottom;
   }
   int height = 20 + (int)n * ROW_H + 40;
   precis_buf_appendf(b, "<div class=\"chart\"><svg class=\"latency\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
@@ -327,19 +353,41 @@ static void html_latency(precis_buf *b, const precis_report *report, const char 
     return;
   }
   if (!(max > 0)) max = 1;
-  double step;
-  nice_ticks(max * 1.05, &step);
-  double x_max = ceil(max * 1.05 / step) * step;
-  double pw = WIDTH - LEFT - RIGHT;
+  /* A slow recipe more than ~10x the fastest would squash the others to a sliver on a linear axis:
+   * then the axis is logarithmic, in decades with 1-2-5 ticks, and labelled so. */
+  latency_axis ax = {.log = isfinite(min_pos) && max / min_pos > 10, .left = LEFT, .width = WIDTH - LEFT - RIGHT};
   int axis_y = 20 + (int)n * ROW_H;
-#define LX(v) (LEFT + (v) / x_max * pw)
-  for (double v = 0; v <= x_max + step / 2; v += step)
-    precis_buf_appendf(b, "<line class=\"grid\" x1=\"%.1f\" x2=\"%.1f\" y1=\"12\" y2=\"%d\"/><text x=\"%.1f\" y=\"%d\" "
-                          "text-anchor=\"middle\">%.3g</text>\n",
-                       LX(v), LX(v), axis_y, LX(v), axis_y + 15, v);
+  if (ax.log) {
+    ax.lo = floor(log10(min_pos));
+    ax.hi = ceil(log10(max));
+    if (ax.hi <= ax.lo) ax.hi = ax.lo + 1;
+    for (double e = ax.lo; e <= ax.hi + 1e-9; e += 1)
+      for (int m = 1; m <= 5; m += m == 1 ? 1 : 3) {
+        double v = (double)m * pow(10, e);
+        if (log10(v) > ax.hi + 1e-9) break;
+        char label[40];
+        precis_fmt_sig(label, sizeof label, v, 3);
+        precis_buf_appendf(b, "<line class=\"grid\" x1=\"%.1f\" x2=\"%.1f\" y1=\"12\" y2=\"%d\"/><text x=\"%.1f\" y=\"%d\" "
+                              "text-anchor=\"middle\">%s</text>\n",
+                           lat_x(&ax, v), lat_x(&ax, v), axis_y, lat_x(&ax, v), axis_y + 15, m == 1 ? label : "");
+      }
+  } else {
+    double step;
+    nice_ticks(max * 1.05, &step);
+    ax.hi = ceil(max * 1.05 / step) * step;
+    for (double v = 0; v <= ax.hi + step / 2; v += step) {
+      char label[40];
+      precis_fmt_sig(label, sizeof label, v, 3);
+      precis_buf_appendf(b, "<line class=\"grid\" x1=\"%.1f\" x2=\"%.1f\" y1=\"12\" y2=\"%d\"/><text x=\"%.1f\" y=\"%d\" "
+                            "text-anchor=\"middle\">%s</text>\n",
+                         lat_x(&ax, v), lat_x(&ax, v), axis_y, lat_x(&ax, v), axis_y + 15, label);
+    }
+  }
+#define LX(v) lat_x(&ax, (v))
+  double pw = ax.width;
   precis_buf_appendf(b, "<line class=\"axis\" x1=\"%d\" x2=\"%d\" y1=\"%d\" y2=\"%d\"/>\n", LEFT, WIDTH - RIGHT, axis_y, axis_y);
-  precis_buf_appendf(b, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">latency per call, ms%s</text>\n",
-                     LEFT + (int)pw / 2, axis_y + 32, cpu ? " (CPU timings, not GPU)" : "");
+  precis_buf_appendf(b, "<text class=\"lat-axis-label\" x=\"%d\" y=\"%d\" text-anchor=\"middle\">latency per call, ms%s%s</text>\n",
+                     LEFT + (int)pw / 2, axis_y + 32, ax.log ? " (log scale)" : "", cpu ? " (CPU timings, not GPU)" : "");
   for (size_t i = 0; i < n; i++) {
     const precis_row *row = rows[i];
     const precis_timing *t = &row->time;
@@ -366,8 +414,13 @@ static void html_latency(precis_buf *b, const precis_report *report, const char 
     precis_buf_appendf(b, "\" x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"%d\" fill=\"%s\" stroke=\"%s\"><title>",
                        LX(q1), yc - 9, fmax(LX(q3) - LX(q1), 1.0), 18, color, color);
     precis_buf_html(b, row->recipe);
-    precis_buf_appendf(b, ": median %.4g ms, p95 %.4g ms, p99 %.4g ms, min %.4g ms, %ld samples</title></rect>\n",
-                       t->median_ms, t->p95_ms, t->p99_ms, t->min_ms, t->samples);
+    char med[40], p95[40], p99[40], mn[40];
+    precis_fmt_ms(med, sizeof med, t->median_ms);
+    precis_fmt_ms(p95, sizeof p95, t->p95_ms);
+    precis_fmt_ms(p99, sizeof p99, t->p99_ms);
+    precis_fmt_ms(mn, sizeof mn, t->min_ms);
+    precis_buf_appendf(b, ": median %s, p95 %s, p99 %s, min %s, %ld samples</title></rect>\n", med, p95, p99, mn,
+                       t->samples);
     /* Samples as a strip, thinned evenly to at most MAX_DOTS, jittered deterministically. */
     size_t stride = t->n_samples_ms > MAX_DOTS ? (t->n_samples_ms + MAX_DOTS - 1) / MAX_DOTS : 1;
     for (size_t s = 0; s < t->n_samples_ms; s += stride) {
@@ -396,6 +449,7 @@ static void html_sig(precis_buf *b, double v, int digits) {
 }
 
 static void html_rows_table(precis_buf *b, const precis_report *report, const char *workload, bool cpu) {
+  long min_samples = precis_report_min_samples(report);
   precis_buf_appendf(b, "<table><tr><th class=\"t\">recipe</th><th class=\"t\">status</th><th class=\"t\">verdict</th>"
                         "<th>rel_fro</th><th>max_abs</th><th>max_cw</th><th>sqnr_db</th><th>nonfinite</th>"
                         "<th>median ms%s</th><th>p95 ms</th><th>TFLOP/s</th><th>tensor</th><th>peak</th>"
@@ -429,6 +483,10 @@ static void html_rows_table(precis_buf *b, const precis_report *report, const ch
     char bytes[32];
     precis_buf_append(b, "<td>");
     html_sig(b, row->time.median_ms, 4);
+    if (precis_row_few_samples(row, min_samples))
+      precis_buf_appendf(b, " <span class=\"fail few-samples\" title=\"fewer timed samples than --min-samples: the "
+                            "--max-time-ms budget ran out; a rough latency\">(%ld samples &lt; %ld)</span>",
+                         row->time.samples, min_samples);
     precis_buf_append(b, "</td><td>");
     html_sig(b, row->time.p95_ms, 4);
     precis_buf_append(b, "</td><td>");
@@ -469,32 +527,23 @@ static void html_kv_table(precis_buf *b, const precis_kv_list *list) {
   precis_buf_append(b, "</table>\n");
 }
 
-static void html_decision(precis_buf *b, const precis_report *report, const precis_recommendation *rec, bool have_rec) {
+static void html_decision(precis_buf *b, const precis_recommendation *rec, bool have_rec) {
   if (!have_rec) return;
-  if (rec->chosen >= 0) {
-    const precis_recipe_outcome *w = &rec->outcomes[rec->chosen];
-    precis_buf_append(b, "<p class=\"banner decision\"><b>Recommended: ");
-    precis_buf_html(b, w->recipe);
-    precis_buf_append(b, "</b> &mdash; meets each row's criteria on every workload with the lowest total median latency");
-    if (!isnan(w->speedup_vs_fp32)) precis_buf_appendf(b, " (%.2fx the speed of fp32", w->speedup_vs_fp32);
-    if (!isnan(w->memory_vs_fp32)) precis_buf_appendf(b, ", %.2fx its memory)", w->memory_vs_fp32);
-    else if (!isnan(w->speedup_vs_fp32)) precis_buf_append(b, ")");
-    precis_buf_append(b, ". <span class=\"muted\">precis recommend report.json gives the full evidence.</span></p>\n");
-  } else {
-    precis_buf_append(b, "<p class=\"banner nodecision\"><b>No recipe meets the criteria on every workload.</b>");
-    if (rec->closest_miss >= 0) {
-      const precis_recipe_outcome *c = &rec->outcomes[rec->closest_miss];
-      precis_buf_append(b, " Closest miss: ");
-      precis_buf_html(b, c->recipe);
-      precis_buf_append(b, " on ");
-      precis_buf_html(b, c->failed_workload);
-      precis_buf_append(b, ": ");
-      precis_buf_html(b, c->failed_what);
-      precis_buf_append(b, ".");
-    }
-    precis_buf_append(b, "</p>\n");
+  char *answer = precis_recommendation_headline(rec);
+  const char *cls = !rec->has_target ? "noanswer" : rec->chosen >= 0 ? "decision" : "nodecision";
+  precis_buf_appendf(b, "<div class=\"banner %s\">", cls);
+  if (rec->has_target && rec->chosen >= 0) precis_buf_append(b, "<b>Recommended</b> ");
+  else if (!rec->has_target) precis_buf_append(b, "<b>No target given, so nothing is recommended.</b> ");
+  else precis_buf_append(b, "<b>No recipe meets the target.</b> ");
+  for (char *line = answer, *next; line && *line; line = next) {
+    next = strchr(line, '\n');
+    if (next) *next++ = '\0';
+    precis_buf_append(b, "<p>");
+    precis_buf_html(b, line);
+    precis_buf_append(b, "</p>");
   }
-  (void)report;
+  precis_buf_append(b, "<p class=\"muted\">precis recommend report.json gives the full evidence.</p></div>\n");
+  free(answer);
 }
 
 static char *html_text(const precis_report *report) {
@@ -502,9 +551,10 @@ static char *html_text(const precis_report *report) {
   precis_buf_init(&b);
   bool cpu = precis_report_is_cpu_emulation(report);
   precis_recommendation rec;
-  precis_recommend_options options = {.objective = PRECIS_OBJECTIVE_LATENCY};
+  precis_recommend_options options = {
+      .objective = PRECIS_OBJECTIVE_LATENCY, .tie_threshold = PRECIS_TIE_THRESHOLD_DEFAULT, .report_path = "report.json"};
   bool have_rec = report->n_rows > 0 && precis_recommend(report, &options, &rec) == PRECIS_OK;
-  const char *recommended = have_rec && rec.chosen >= 0 ? rec.outcomes[rec.chosen].recipe : NULL;
+  const char *recommended = have_rec && rec.has_target && rec.chosen >= 0 ? rec.outcomes[rec.chosen].recipe : NULL;
 
   precis_buf_append(&b, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
                         "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
@@ -545,7 +595,7 @@ static char *html_text(const precis_report *report) {
     precis_buf_html(&b, when);
   }
   precis_buf_append(&b, "</p>\n");
-  html_decision(&b, report, &rec, have_rec);
+  html_decision(&b, &rec, have_rec);
 
   size_t n_workloads;
   const char **workloads = precis_report_workloads(report, &n_workloads);

@@ -10,6 +10,7 @@
 #include "fileio.h"
 #include "recipe.h"
 #include "report.h"
+#include "report_util.h"
 
 /* ---------------------------------------------------------------- writer */
 
@@ -163,7 +164,8 @@ static void jo_kv_members(json_out *o, const precis_kv_list *list) {
   }
 }
 
-static void write_row(json_out *o, const precis_row *row) {
+/* min_samples: the run's --min-samples, for below_min_samples (0: not known, as in the journal). */
+static void write_row(json_out *o, const precis_row *row, long min_samples) {
   jo_begin_object(o, false);
   jo_k(o, "workload"); jo_str(o, row->workload);
   jo_k(o, "recipe"); jo_str(o, row->recipe);
@@ -212,6 +214,10 @@ static void write_row(json_out *o, const precis_row *row) {
   jo_k(o, "stdev_ms"); jo_num(o, t->stdev_ms);
   jo_k(o, "samples"); jo_int(o, t->samples);
   jo_k(o, "calls_per_sample"); jo_int(o, t->calls_per_sample);
+  if (min_samples > 0) {
+    jo_k(o, "below_min_samples");
+    jo_bool(o, precis_row_few_samples(row, min_samples));
+  }
   jo_k(o, "convert_ms"); jo_num(o, t->convert_ms);
   jo_k(o, "e2e_median_ms"); jo_num(o, t->e2e_median_ms);
   jo_k(o, "samples_ms");
@@ -280,7 +286,7 @@ static void write_report(json_out *o, const precis_report *r) {
   jo_end_object(o);
   jo_k(o, "rows");
   jo_begin_array(o, false);
-  for (size_t i = 0; i < r->n_rows; i++) write_row(o, &r->rows[i]);
+  for (size_t i = 0; i < r->n_rows; i++) write_row(o, &r->rows[i], precis_report_min_samples(r));
   jo_end_array(o);
   jo_end_object(o);
 }
@@ -306,7 +312,7 @@ char *precis_row_to_json_line(const precis_row *row) {
   precis_buf b;
   precis_buf_init(&b);
   json_out o = {.b = &b, .pretty = false};
-  write_row(&o, row);
+  write_row(&o, row, 0);
   return precis_buf_take(&b);
 }
 

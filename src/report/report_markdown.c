@@ -6,6 +6,7 @@
 #include "escape.h"
 #include "fileio.h"
 #include "report.h"
+#include "recommend.h"
 #include "report_util.h"
 
 static void md_kv_table(precis_buf *b, const precis_kv_list *list) {
@@ -43,6 +44,7 @@ static void md_criteria(precis_buf *b, const precis_criteria *criteria) {
 }
 
 static void md_workload(precis_buf *b, const precis_report *report, const char *workload, bool cpu) {
+  long min_samples = precis_report_min_samples(report);
   const precis_row *first = NULL;
   for (size_t i = 0; i < report->n_rows && !first; i++)
     if (strcmp(report->rows[i].workload, workload) == 0) first = &report->rows[i];
@@ -77,6 +79,8 @@ static void md_workload(precis_buf *b, const precis_report *report, const char *
     }
     precis_buf_append(b, " | ");
     md_sig(b, row->time.median_ms);
+    if (precis_row_few_samples(row, min_samples))
+      precis_buf_appendf(b, " **(%ld samples < --min-samples %ld)**", row->time.samples, min_samples);
     precis_buf_append(b, " | ");
     md_sig(b, row->time.p95_ms);
     precis_buf_append(b, " | ");
@@ -164,7 +168,23 @@ static char *markdown_text(const precis_report *report) {
   precis_buf_markdown(&b, report->dataset_path ? report->dataset_path : "-");
   precis_buf_append(&b, ", id ");
   precis_buf_markdown(&b, report->dataset_id ? report->dataset_id : "-");
-  precis_buf_append(&b, ".\n\n## Settings\n\n- recipes: ");
+  precis_buf_append(&b, ".\n\n");
+  precis_recommendation rec;
+  precis_recommend_options options = {.objective = PRECIS_OBJECTIVE_LATENCY, .tie_threshold = PRECIS_TIE_THRESHOLD_DEFAULT, .report_path = "report.json"};
+  if (report->n_rows > 0 && precis_recommend(report, &options, &rec) == PRECIS_OK) {
+    char *answer = precis_recommendation_headline(&rec);
+    precis_buf_append(&b, "## Answer\n\n");
+    /* One paragraph per line of the headline. */
+    for (char *line = answer, *next; line && *line; line = next) {
+      next = strchr(line, '\n');
+      if (next) *next++ = '\0';
+      precis_buf_markdown(&b, line);
+      precis_buf_append(&b, "\n\n");
+    }
+    free(answer);
+    precis_recommendation_free(&rec);
+  }
+  precis_buf_append(&b, "## Settings\n\n- recipes: ");
   for (size_t i = 0; i < report->n_recipes; i++) {
     if (i) precis_buf_append(&b, ", ");
     precis_buf_markdown(&b, report->recipes[i]);

@@ -7,6 +7,7 @@
 #include "escape.h"
 #include "recipe.h"
 #include "report.h"
+#include "recommend.h"
 #include "report_util.h"
 
 enum { WORKLOAD_WIDTH_MAX = 28, RECIPE_WIDTH_MAX = 12 };
@@ -74,13 +75,16 @@ void precis_report_print_table(const precis_report *report, FILE *out) {
   cell(&b, "TFLOP/s", 8, true);
   cell(&b, "peak", 10, true);
   end_line(&b);
+  long min_samples = precis_report_min_samples(report);
   for (size_t i = 0; i < report->n_rows; i++) {
     const precis_row *row = &report->rows[i];
     char rel[32], cw[32], median[32], p95[32], tflops[32], peak[32];
+    bool few = precis_row_few_samples(row, min_samples);
     bool ok = row->status == PRECIS_ROW_OK;
     precis_fmt_sig(rel, sizeof rel, ok && row->error[PRECIS_METRIC_REL_FRO].present ? row->error[PRECIS_METRIC_REL_FRO].worst : NAN, 3);
     precis_fmt_sig(cw, sizeof cw, ok && row->error[PRECIS_METRIC_MAX_CW].present ? row->error[PRECIS_METRIC_MAX_CW].worst : NAN, 3);
     precis_fmt_sig(median, sizeof median, row->time.median_ms, 4);
+    if (few) snprintf(median + strlen(median), sizeof median - strlen(median), "!");
     precis_fmt_sig(p95, sizeof p95, row->time.p95_ms, 4);
     precis_fmt_sig(tflops, sizeof tflops, row->tflops, 3);
     precis_fmt_bytes(peak, sizeof peak, precis_row_peak_bytes(row));
@@ -104,6 +108,9 @@ void precis_report_print_table(const precis_report *report, FILE *out) {
       precis_buf_terminal(&b, ok ? row->verdict_detail : row->reason, 200);
       precis_buf_append(&b, "\n");
     }
+    if (few)
+      precis_buf_appendf(&b, "    ! only %ld timed sample%s, fewer than --min-samples %ld (--max-time-ms ran out): a rough latency\n",
+                         row->time.samples, row->time.samples == 1 ? "" : "s", min_samples);
   }
   for (size_t i = 0; i < n_long; i++) {
     precis_buf_appendf(&b, "spec%zu = ", i + 1);
@@ -116,4 +123,21 @@ void precis_report_print_table(const precis_report *report, FILE *out) {
   if (text) fputs(text, out);
   else fputs("precis: out of memory printing the table\n", out);
   free(text);
+}
+
+void precis_report_print_answer(const precis_report *report, const char *report_path, FILE *out) {
+  precis_recommendation rec;
+  precis_recommend_options options = {.objective = PRECIS_OBJECTIVE_LATENCY, .tie_threshold = PRECIS_TIE_THRESHOLD_DEFAULT, .report_path = report_path};
+  if (report->n_rows == 0 || precis_recommend(report, &options, &rec) != PRECIS_OK) return;
+  char *text = precis_recommendation_headline(&rec);
+  precis_buf b;
+  precis_buf_init(&b);
+  precis_buf_append(&b, "\n");
+  /* The headline is already sanitized for a terminal piece by piece; keep its line breaks. */
+  precis_buf_append(&b, text ? text : "");
+  char *all = precis_buf_take(&b);
+  if (all) fputs(all, out);
+  free(all);
+  free(text);
+  precis_recommendation_free(&rec);
 }

@@ -8,17 +8,57 @@
 #include "recipe.h"
 
 void precis_fmt_sig(char *buf, size_t len, double v, int digits) {
+  if (digits < 1) digits = 1;
+  if (digits > 17) digits = 17;
+  double mag = v != 0 && isfinite(v) ? fabs(v) : 1;
   if (isnan(v)) snprintf(buf, len, "-");
   else if (isinf(v)) snprintf(buf, len, v > 0 ? "inf" : "-inf");
-  else snprintf(buf, len, "%.*g", digits, v);
+  else if (v == 0) snprintf(buf, len, "0");
+  else if (mag < 1e-4 || mag >= 1e15) snprintf(buf, len, "%.*g", digits, v); /* only here: 3e-08 */
+  else {
+    /* Round to `digits` significant digits first, then print positionally: 12690, not 1.269e+04. */
+    char sci[40];
+    snprintf(sci, sizeof sci, "%.*e", digits - 1, v);
+    double rounded = strtod(sci, NULL);
+    int exponent = (int)floor(log10(fabs(rounded)));
+    int decimals = digits - 1 - exponent;
+    if (decimals < 0) decimals = 0;
+    snprintf(buf, len, "%.*f", decimals, rounded);
+    if (decimals > 0 && strchr(buf, '.')) {
+      size_t n = strlen(buf);
+      while (n > 0 && buf[n - 1] == '0') buf[--n] = '\0';
+      if (n > 0 && buf[n - 1] == '.') buf[--n] = '\0';
+    }
+  }
+}
+
+void precis_fmt_ms(char *buf, size_t len, double ms) {
+  char num[40];
+  if (isfinite(ms) && fabs(ms) >= 1000) {
+    precis_fmt_sig(num, sizeof num, ms / 1000, 3);
+    snprintf(buf, len, "%s s", num);
+  } else if (isfinite(ms)) {
+    precis_fmt_sig(num, sizeof num, ms, 4);
+    snprintf(buf, len, "%s ms", num);
+  } else {
+    snprintf(buf, len, "-");
+  }
 }
 
 void precis_fmt_bytes(char *buf, size_t len, long long bytes) {
   if (bytes < 0) snprintf(buf, len, "-");
-  else if (bytes >= 1024LL * 1024 * 1024) snprintf(buf, len, "%.3g GiB", (double)bytes / (1024.0 * 1024 * 1024));
-  else if (bytes >= 1024LL * 1024) snprintf(buf, len, "%.3g MiB", (double)bytes / (1024.0 * 1024));
-  else if (bytes >= 1024) snprintf(buf, len, "%.3g KiB", (double)bytes / 1024.0);
-  else snprintf(buf, len, "%lld B", bytes);
+  else {
+    static const char *const units[] = {"GiB", "MiB", "KiB"};
+    double scale = 1024.0 * 1024 * 1024;
+    for (int u = 0; u < 3; u++, scale /= 1024)
+      if ((double)bytes >= scale) {
+        char num[40];
+        precis_fmt_sig(num, sizeof num, (double)bytes / scale, 3);
+        snprintf(buf, len, "%s %s", num, units[u]);
+        return;
+      }
+    snprintf(buf, len, "%lld B", bytes);
+  }
 }
 
 const char *precis_report_backend(const precis_report *report) {
@@ -58,4 +98,17 @@ int precis_recipe_rank(const char *name) { return (int)precis_recipe_preset_inde
 long long precis_row_peak_bytes(const precis_row *row) {
   if (row->memory.tracked_peak_bytes >= 0) return row->memory.tracked_peak_bytes;
   return row->memory.tensor_bytes;
+}
+
+long precis_report_min_samples(const precis_report *report) {
+  const char *text = precis_kv_get(&report->settings, "min_samples");
+  if (!text) return 0;
+  char *end = NULL;
+  double v = strtod(text, &end);
+  return end != text && isfinite(v) && v > 0 && v < 1e9 ? (long)v : 0;
+}
+
+bool precis_row_few_samples(const precis_row *row, long min_samples) {
+  return min_samples > 0 && row->status == PRECIS_ROW_OK && isfinite(row->time.median_ms) &&
+         row->time.samples < min_samples;
 }

@@ -8,8 +8,13 @@
 
 #include "results.h"
 
-/* "%.3g"-style with `digits` significant digits; "-" for NaN. */
+/* The one number formatter of every human-facing output (table, Markdown, HTML, recommend,
+ * compare): `digits` significant digits written as people write them, 50, 1000, 12690, 0.0123, with
+ * no exponent between 1e-4 and 1e15; smaller magnitudes (errors such as 3e-08) in e-notation; "-"
+ * for NaN, "inf" for infinities. */
 void precis_fmt_sig(char *buf, size_t len, double v, int digits);
+/* A duration: "812.3 ms" below a second, "12.7 s" from a second on; "-" for NaN. */
+void precis_fmt_ms(char *buf, size_t len, double ms);
 /* "12.5 MiB", "812 KiB", "96 B"; "-" when negative (view absent). */
 void precis_fmt_bytes(char *buf, size_t len, long long bytes);
 
@@ -27,5 +32,11 @@ int precis_recipe_rank(const char *name);
 /* The peak memory a recipe needs on the backend, the figure recommend's memory objective and the
  * charts use: tracked_peak_bytes when recorded, else tensor_bytes; -1 when neither is. */
 long long precis_row_peak_bytes(const precis_row *row);
+
+/* The run's --min-samples (settings.min_samples); 0 when the report does not record it. */
+long precis_report_min_samples(const precis_report *report);
+/* True when a row was timed with fewer samples than --min-samples asked for (a slow emulation that
+ * ran out of --max-time-ms): its latency is rough, and the printers flag it. */
+bool precis_row_few_samples(const precis_row *row, long min_samples);
 
 #endif

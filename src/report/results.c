@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "escape.h"
+
 char *precis_strdup(const char *s) {
   if (!s) return NULL;
   size_t n = strlen(s) + 1;
@@ -60,19 +62,11 @@ void precis_kv_set_number(precis_kv_list *list, const char *key, double value) {
   precis_kv *kv = kv_slot(list, key);
   if (!kv) return;
   kv->is_number = true;
-  kv->value = isfinite(value) ? precis_asprintf("%.17g", value) : NULL;
-  if (kv->value) {
-    /* shortest form that round-trips */
-    for (int prec = 1; prec <= 17; prec++) {
-      char buf[64];
-      snprintf(buf, sizeof buf, "%.*g", prec, value);
-      if (strtod(buf, NULL) == value) {
-        free(kv->value);
-        kv->value = precis_strdup(buf);
-        break;
-      }
-    }
-  }
+  /* Shortest round-trip form, integers without an exponent (50, 1000, not 5e+01, 1e+03): the
+   * settings are printed as stored, in every report format. */
+  char text[64];
+  precis_format_double(text, sizeof text, value);
+  kv->value = isfinite(value) ? precis_strdup(text) : NULL;
 }
 
 void precis_kv_set_int(precis_kv_list *list, const char *key, long long value) {

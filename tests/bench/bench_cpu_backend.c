@@ -3,7 +3,11 @@
  * most 1.3x its time), int8 against dgemm (goal: at most 1.3x), and optionally the wall time of a
  * whole `precis run` of the default preset.
  *
- *   bench_cpu_backend [N] [--default-run PATH_TO_PRECIS]
+ *   bench_cpu_backend [N] [--default-run PATH_TO_PRECIS] [--report-only]
+ *
+ * The verdict (bench/bench_verdict.h) is computed from the measured ratios: exit 0 when every goal
+ * is met, 1 when one is not (or nothing was measured); --report-only keeps the verdict printed but
+ * exits 0 on unmet timing goals (.ci/run's short report mode).
  *
  * Each figure is the median of the backend's own timing loop (the GEMM in the recipe's arithmetic)
  * and, separately, that plus the one-off input conversion, so that both views are visible. */
@@ -14,6 +18,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "bench/bench_verdict.h"
 #include "recipe.h"
 #include "timing.h"
 
@@ -48,6 +53,8 @@ static double raw_dgemm_ms(const double *a, const double *b, double *c, int n, i
 }
 
 int main(int argc, char **argv) {
+  bench_verdict verdict;
+  bench_verdict_init(&verdict, &argc, argv);
   int n = 1024;
   const char *precis_path = NULL;
   for (int i = 1; i < argc; i++) {
@@ -55,7 +62,7 @@ int main(int argc, char **argv) {
     else n = atoi(argv[i]);
   }
   if (n < 16 || n > 8192) {
-    fprintf(stderr, "usage: bench_cpu_backend [N (16..8192)] [--default-run PATH_TO_PRECIS]\n");
+    fprintf(stderr, "usage: bench_cpu_backend [N (16..8192)] [--default-run PATH_TO_PRECIS] [--report-only]\n");
     return 2;
   }
   size_t count = (size_t)n * (size_t)n;
@@ -84,14 +91,16 @@ int main(int argc, char **argv) {
   o.max_time_ms = 3000;
   const precis_backend *cpu = precis_backend_cpu();
   void *ctx = NULL;
-  cpu->open(&ctx, &o);
+  if (cpu->open(&ctx, &o) != PRECIS_OK) {
+    fprintf(stderr, "cpu backend: %s\n", precis_last_error());
+    return 1;
+  }
 
   const int reps = 9;
   raw_sgemm_ms(a, b, c, n, 2); /* warm-up: OpenBLAS threads and page faults */
   printf("cpu backend vs raw BLAS at %d^3 (median of the backend's timing loop; +conv adds the one-off conversion)\n", n);
   printf("%-10s %12s %12s %12s %10s %10s\n", "recipe", "backend ms", "+conv ms", "raw ms", "ratio", "goal");
   const char *names[] = {"fp32", "fp16", "bf16", "int8"};
-  int failures = 0;
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
     precis_recipe recipe;
     if (precis_recipe_parse(names[i], &recipe) != PRECIS_OK) return 2;
@@ -101,15 +110,19 @@ int main(int argc, char **argv) {
     precis_case_output_init(&out);
     if (cpu->run_case(ctx, &r->spec, &w, &d, &o, &out) != PRECIS_OK || out.status != PRECIS_ROW_OK) {
       fprintf(stderr, "%s: %s\n", r->name, out.reason);
-      failures++;
+      bench_failed(&verdict);
       precis_case_output_free(&out);
       continue;
     }
     /* The raw reference right after, so that both see the same machine state. */
     double raw = integer ? raw_dgemm_ms(ad, bd, cd, n, reps) : raw_sgemm_ms(a, b, c, n, reps);
     double ratio = out.time.median_ms / raw;
-    printf("%-10s %12.3f %12.3f %12.3f %10.3f %10s\n", r->name, out.time.median_ms,
-           out.time.median_ms + out.time.convert_ms, raw, ratio, r->preset->baseline ? "-" : "<= 1.3");
+    /* fp32 is the plain sgemm itself: its ratio is shown, not judged. */
+    bool judged = !r->preset->baseline;
+    bool met = !judged || bench_goal(&verdict, ratio, NAN, 1.3);
+    printf("%-10s %12.3f %12.3f %12.3f %10.3f %10s %s\n", r->name, out.time.median_ms,
+           out.time.median_ms + out.time.convert_ms, raw, ratio, judged ? "<= 1.3" : "-",
+           judged ? (met ? "met" : "NOT met") : "");
     precis_case_output_free(&out);
   }
   cpu->close(ctx);
@@ -120,7 +133,8 @@ int main(int argc, char **argv) {
     int rc = system(cmd);
     printf("whole default run (%s run, all recipes): %.1f s wall, exit %d\n", precis_path, (precis_now_ms() - t0) / 1e3,
            rc);
+    if (rc != 0) bench_failed(&verdict);
   }
   free(a), free(b), free(c), free(ad), free(bd), free(cd);
-  return failures ? 1 : 0;
+  return bench_verdict_finish(&verdict);
 }

@@ -6,10 +6,13 @@
 writes every case into OUT_DIR and OUT_DIR/manifest.json: one entry per case with the file, the
 commands that must refuse it ("inspect", "run", "gen", "import") and the fragments (regular
 expressions) the one-line error message must hold besides the file's name: the object and what
-was expected. tests/py/test_corpus.py runs them. Nothing here is a checked-in binary: each file
-is made from a small valid dataset, suite or safetensors file by one named mutation, so that a
-failing case says exactly which defect was not caught.
+was expected. tests/py/test_corpus.py runs them. Each file is made from a small valid dataset,
+suite or safetensors file by one named mutation, so that a failing case says exactly which defect
+was not caught; except the few checked-in files under tests/corpus/libhdf5-crashes/: inputs the
+dataset fuzzer found that make libhdf5 1.10.8 itself crash or loop forever (see
+libhdf5-crashes/README.md), which precis must refuse as corrupt files without crashing or hanging.
 """
+import shutil
 import json
 import os
 import struct
@@ -94,6 +97,12 @@ class Corpus:
             with open(p, "wb") as fh:
                 fh.write(bytes(data))
         self.add(name, "dataset", file, list(commands), expect)
+
+    # A checked-in file, copied as it is (tests/corpus/libhdf5-crashes/).
+    def stored(self, name, source, expect, commands=("inspect", "run")):
+        file = name + ".h5"
+        shutil.copyfile(os.path.join(os.path.dirname(os.path.abspath(__file__)), source), self.path(file))
+        self.add(name, "libhdf5-crash", file, list(commands), expect)
 
     def suite(self, name, text, expect):
         file = name + ".yaml"
@@ -356,6 +365,14 @@ def build(out):
                   "data_offsets": ["0", "48"]}}, data=f32)
     c.safetensors("st-nan-weights", [r"\bw\b|finite", r"finite|NaN"], header=good,
                   data=np.array([1, 2, np.nan, 4, 5, 6, 7, 8, 9, 10, 11, 12], np.float32).tobytes())
+
+    # --- files that crash or hang libhdf5 1.10.8 itself (found by tests/fuzz/fuzz_dataset.c) -----
+    # Refused through the child-process check (src/data/hdf5_guard.c); without it, precis dies of
+    # SIGSEGV (segv) or never returns (hang) on each of them.
+    corrupt = [r"corrupt file \(the HDF5 library failed reading it\)"]
+    for crash in ("h5hg-read-segv-1", "h5hg-read-segv-2", "h5c-protect-segv", "h5c-protect-hang-1",
+                  "h5c-protect-hang-2"):
+        c.stored("libhdf5-" + crash, os.path.join("libhdf5-crashes", crash + ".h5"), corrupt)
 
     # A name with markup is legal: run must succeed and every report must escape it (tested apart).
     with open(os.path.join(out, "manifest.json"), "w") as fh:

@@ -6,8 +6,13 @@
 Seeds come from tests/fuzz/make_seeds.py. A crash, hang (5 s) or memory blow-up whose first stack
 frame in either library is inside libhdf5 (the HDF5 C library parsing a damaged file: HDF5 1.10 does
 not check every structure it reads, docs/robustness.md), or a leak whose allocation stack holds
-libhdf5 frames and none of precis's, is counted as an upstream defect and fuzzing goes on; any other crash, leak, sanitizer report or timeout fails (exit 1), and the input
-that caused it is kept (--keep DIR) for `BUILD_DIR/fuzz/TARGET INPUT`.
+libhdf5 frames and none of precis's, is counted as an upstream defect and fuzzing goes on. Except:
+when the bad memory was allocated by precis (the first attributable frame of ASan's "allocated by
+thread" / "freed by thread" stack is precis's), the defect is precis's wherever it was touched: a
+precis buffer too small for what H5Dread writes into it overflows inside libhdf5 but is precis's bug.
+Any other crash, leak, sanitizer report or timeout fails (exit 1), and the input that caused it is
+kept (--keep DIR) for `BUILD_DIR/fuzz/TARGET INPUT`. A target that is missing, or that ran zero
+executions (it did not start, or exited before fuzzing), also fails: nothing was checked.
 """
 import os
 import re
@@ -19,7 +24,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TARGETS = [("fuzz_criteria", "criteria"), ("fuzz_suite", "suite"), ("fuzz_safetensors", "safetensors"),
-           ("fuzz_dataset", "dataset")]
+           ("fuzz_numpy", "numpy"), ("fuzz_dataset", "dataset")]
 # libhdf5 1.10 leaks memory on some damaged files by itself, and its allocations are unwound through
 # precis's calls, so a leak report cannot be attributed reliably: the dataset target runs without
 # leak detection. precis's own handle hygiene on damaged files is checked with LeakSanitizer by the
@@ -32,25 +37,42 @@ FRAME = re.compile(r"^\s*#\d+ 0x[0-9a-f]+ (?:in (\S+) )?(.*)$")
 def frame_owner(function, where):
     if "libhdf5" in where or (function or "").startswith(("H5", "H5_")):
         return "hdf5"
-    if re.search(r"/(src|tests/fuzz)/[^/]+\.c:\d+", where):
+    # src/ is grouped by subsystem (src/data/dataset.c): any depth below src/.
+    if re.search(r"/(src|tests/fuzz)/(?:[^/]+/)*[^/]+\.c:\d+", where):
         return "precis"
     return None
 
 
+# The stacks of an ASan report after the access stack: where the memory came from or went.
+MEMORY_ORIGIN = re.compile(r"\b(?:previously allocated|allocated|freed) by thread\b")
+
+
 def first_owner(report):
-    """'hdf5' or 'precis' for the first stack frame that belongs to either, else None. A leak is
-    precis's when any frame of its allocation stack is precis's (a handle precis did not close), and
-    libhdf5's only when no frame is: HDF5 1.10 leaks on some damaged files by itself."""
-    owners = []
+    """'hdf5' or 'precis': who owns the defect in a sanitizer report, else None.
+
+    A leak is precis's when any frame of its allocation stack is precis's (a handle precis did not
+    close), and libhdf5's only when no frame is: HDF5 1.10 leaks on some damaged files by itself.
+    Otherwise the memory's origin decides first: when the first attributable frame of an
+    "allocated by" / "freed by" stack is precis's, the buffer is precis's and so is the defect,
+    even if libhdf5 made the bad access (precis handed H5Dread a buffer too small). Else the first
+    attributable frame of the access stack decides."""
+    access, origins, current = [], [], None
     for line in report.splitlines():
+        if MEMORY_ORIGIN.search(line):
+            current = []
+            origins.append(current)
+            continue
         m = FRAME.match(line)
         if m:
             owner = frame_owner(*m.groups())
             if owner:
-                owners.append(owner)
+                (access if current is None else current).append(owner)
     if "LeakSanitizer" in report:
+        owners = access + [o for stack in origins for o in stack]
         return "precis" if "precis" in owners else ("hdf5" if owners else None)
-    return owners[0] if owners else None
+    if any(stack and stack[0] == "precis" for stack in origins):
+        return "precis"
+    return access[0] if access else None
 
 
 def executions(output):
@@ -117,6 +139,10 @@ def main():
                        stdout=subprocess.DEVNULL)
         for target, kind in TARGETS:
             binary = os.path.join(build, "fuzz", target)
+            if not os.access(binary, os.X_OK):
+                print("FAIL: %s: no such fuzz target (build it: cmake --build %s --target fuzz)" % (binary, build))
+                status = 1
+                continue
             started = time.monotonic()
             total, upstream, failure = fuzz(binary, os.path.join(seeds, kind), seconds, keep,
                                             EXTRA_FLAGS.get(target, ()))
@@ -125,6 +151,9 @@ def main():
             if upstream:
                 line += "; %d defect(s) inside libhdf5 (upstream, not precis), first: %s" % (len(upstream), upstream[0])
             print(line, flush=True)
+            if total == 0 and not failure:
+                print("FAIL: %s ran zero executions: nothing was fuzzed" % target)
+                status = 1
             if failure:
                 output, kept = failure
                 print(output)

@@ -3,7 +3,8 @@
  * rounding midpoints and their neighbours at every exponent, overflow thresholds, infinities, NaNs
  * with payloads) plus 2^25 pseudo-random inputs; every fp16/bf16/e4m3 code widened; absmax,
  * scales, int8 and fp8 quantization (row/column/tensor scales, transposed and padded outputs,
- * clipped counts) and dequantization. Exits 77 (skipped) without a usable CUDA device. */
+ * clipped counts) and dequantization. Exits 77 (skipped) only on a machine without a CUDA device
+ * (tests/gpu/gpu_probe.h); any other device error fails. */
 #include <cuda_runtime_api.h>
 
 #include <stdint.h>
@@ -18,6 +19,7 @@ extern "C" {
 #include "quant.h"
 }
 #include "convert.cuh"
+#include "gpu_probe.h"
 #include "harness.h"
 
 #define CUDA_OK(expr)                                                                                 \
@@ -471,16 +473,8 @@ TEST(dequantize_matches_cpu) {
 }
 
 int main(void) {
-  int devices = 0;
-  cudaError_t err = cudaGetDeviceCount(&devices);
-  if (err != cudaSuccess) {
-    printf("skipped: cudaGetDeviceCount failed: %s\n", cudaGetErrorString(err));
-    return PRECIS_TEST_SKIP;
-  }
-  if (devices == 0) {
-    printf("skipped: no CUDA device\n");
-    return PRECIS_TEST_SKIP;
-  }
+  int probe = precis_gpu_probe();
+  if (probe != 0) return probe;
   cudaDeviceProp prop;
   if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess) printf("device 0: %s (sm_%d%d)\n", prop.name, prop.major, prop.minor);
   static const harness_test tests[] = {T(narrowing_conversions_match_cpu), T(widening_conversions_match_cpu),

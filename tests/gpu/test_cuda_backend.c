@@ -4,7 +4,7 @@
  * tests/backend_agreement.h (|gpu - cpu| <= 4*gamma_k*|a|·|b| + 2*u_out*(|gpu| + |cpu|), gamma_k of
  * the recipe's accumulation model, fp8's own; both approximate the same rounded-input product). Then the measurements, --cold and --autotune,
  * and an out-of-memory case that must become does-not-fit with the run going on.
- * Skipped (77) without a usable device, with the CUDA error that says why. */
+ * Skipped (77) only on a machine without a CUDA device (gpu_probe.h); a device that does not open fails. */
 #include <cuda_runtime_api.h>
 #include <math.h>
 #include <pthread.h>
@@ -17,6 +17,7 @@
 #include "backend_agreement.h"
 #include "cuda_api.h"
 #include "format.h"
+#include "gpu_probe.h"
 #include "harness.h"
 #include "preset_fixture.h"
 #include "quant.h"
@@ -455,15 +456,18 @@ TEST(environment_names_the_device) {
 int main(void) {
   cuda = precis_backend_cuda();
   cpu = precis_backend_cpu();
+  /* This test is only built with the CUDA backend: its absence is a build defect. */
   if (!cuda) {
-    printf("SKIP: this precis was built without the cuda backend\n");
-    return PRECIS_TEST_SKIP;
+    printf("FAIL: precis_backend_cuda() is NULL in a build with the CUDA backend\n");
+    return 1;
   }
+  int probe = precis_gpu_probe();
+  if (probe != 0) return probe;
   precis_case_options o;
   precis_case_options_default(&o);
   if (cuda->open(&cuda_ctx, &o) != PRECIS_OK) {
-    printf("SKIP: %s\n", precis_last_error());
-    return PRECIS_TEST_SKIP;
+    printf("FAIL: the cuda backend does not open on a machine with a device: %s\n", precis_last_error());
+    return 1;
   }
   precis_kv_list env = {0};
   cuda->environment(cuda_ctx, &env);

@@ -1,7 +1,7 @@
 /* The memory views' building blocks on a real device: the sampler thread catches a transient
  * allocation between the backend's own observations; the tracking allocator counts what precis
  * holds and turns an allocation larger than free memory into does-not-fit, after which the device
- * is still usable; PRECIS_TRY records the failing statement. Skipped (77) without a device. */
+ * is still usable; PRECIS_TRY records the failing statement. Skipped (77) only without a device (gpu_probe.h). */
 #include <cuda_runtime_api.h>
 #include <stdio.h>
 #include <string.h>
@@ -9,6 +9,7 @@
 
 #include "cuda_check.h"
 #include "device_memory.h"
+#include "gpu_probe.h"
 #include "harness.h"
 #include "mem_sampler.h"
 
@@ -92,15 +93,13 @@ TEST(try_macro_records_the_statement) {
 }
 
 int main(void) {
-  int count = 0;
-  cudaError_t err = cudaGetDeviceCount(&count);
-  if (err != cudaSuccess || count == 0) {
-    printf("SKIP: no usable CUDA device: %s\n", err != cudaSuccess ? cudaGetErrorName(err) : "0 devices");
-    return PRECIS_TEST_SKIP;
-  }
-  if (cudaSetDevice(0) != cudaSuccess || cudaFree(NULL) != cudaSuccess) {
-    printf("SKIP: cannot create a context on device 0\n");
-    return PRECIS_TEST_SKIP;
+  int probe = precis_gpu_probe();
+  if (probe != 0) return probe;
+  cudaError_t err = cudaSetDevice(0);
+  if (err == cudaSuccess) err = cudaFree(NULL);
+  if (err != cudaSuccess) {
+    printf("FAIL: cannot create a context on device 0: %s\n", cudaGetErrorName(err));
+    return 1;
   }
   static const harness_test tests[] = {T(sampler_catches_a_transient_allocation), T(tracking_allocator_counts_and_frees),
                                        T(allocation_larger_than_free_is_does_not_fit_and_the_device_goes_on),

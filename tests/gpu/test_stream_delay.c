@@ -1,11 +1,12 @@
 /* kernels/stream_delay.h on a real device: the delay lasts what it is asked (the global timer counts
  * nanoseconds), and it does what the backend's timing relies on: a host-side gap between recording
  * the start and the stop event is charged to an idle stream's elapsed time, but not when a delay
- * longer than the gap was enqueued before the start event. Skipped (77) without a device. */
+ * longer than the gap was enqueued before the start event. Skipped (77) only without a device (gpu_probe.h). */
 #include <cuda_runtime_api.h>
 #include <stdio.h>
 #include <time.h>
 
+#include "gpu_probe.h"
 #include "harness.h"
 #include "stream_delay.h"
 
@@ -55,16 +56,15 @@ TEST(delay_keeps_the_host_gap_out_of_the_timed_region) {
 }
 
 int main(void) {
-  int count = 0;
-  cudaError_t err = cudaGetDeviceCount(&count);
-  if (err != cudaSuccess || count == 0) {
-    printf("SKIP: no usable CUDA device: %s\n", err != cudaSuccess ? cudaGetErrorName(err) : "0 devices");
-    return PRECIS_TEST_SKIP;
-  }
-  if (cudaSetDevice(0) != cudaSuccess || cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess ||
-      cudaEventCreate(&start) != cudaSuccess || cudaEventCreate(&stop) != cudaSuccess) {
-    printf("SKIP: cannot create a stream and events on device 0\n");
-    return PRECIS_TEST_SKIP;
+  int probe = precis_gpu_probe();
+  if (probe != 0) return probe;
+  cudaError_t err = cudaSetDevice(0);
+  if (err == cudaSuccess) err = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+  if (err == cudaSuccess) err = cudaEventCreate(&start);
+  if (err == cudaSuccess) err = cudaEventCreate(&stop);
+  if (err != cudaSuccess) {
+    printf("FAIL: cannot create a stream and events on device 0: %s\n", cudaGetErrorName(err));
+    return 1;
   }
   static const harness_test tests[] = {T(delay_lasts_what_is_asked),
                                        T(delay_keeps_the_host_gap_out_of_the_timed_region)};

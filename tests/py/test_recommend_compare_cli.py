@@ -31,7 +31,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         base = fx.write(os.path.join(tmp, "base.json"), fx.report(fx.standard_rows()))
 
-        run = precis("recommend", base)
+        run = precis("recommend", base, "--require", "rel_fro<=1e-2", "--tie-threshold", "0")
         check(run.returncode == 0, "recommend: exit %d, expected 0" % run.returncode, run)
         check("recommendation: bf16" in run.stdout, "recommend: bf16 is the known winner", run)
         check("batched: rel_fro=0.02 > 0.01 (2x the limit)" in run.stdout, "recommend: int8's failing evidence", run)
@@ -41,7 +41,7 @@ def main():
         check(run.returncode == 3, "recommend none passing: exit %d, expected 3" % run.returncode, run)
         check("closest miss: fp32, off by a factor 12" in run.stdout, "recommend: closest miss and margin", run)
 
-        run = precis("recommend", base, "--per-workload", "--json")
+        run = precis("recommend", base, "--require", "rel_fro<=1e-2", "--tie-threshold", "0", "--per-workload", "--json")
         check(run.returncode == 0, "recommend --per-workload --json: exit %d" % run.returncode, run)
         try:
             doc = json.loads(run.stdout)
@@ -51,7 +51,7 @@ def main():
         except (ValueError, KeyError) as e:
             check(False, "recommend --json output is not the expected JSON: %s" % e, run)
 
-        run = precis("recommend", base, "--objective", "memory")
+        run = precis("recommend", base, "--require", "rel_fro<=1e-2", "--objective", "memory")
         check(run.returncode == 0 and "recommendation: int8" not in run.stdout and "recommendation: fp16" in run.stdout,
               "recommend --objective memory: fp16 (bf16 ties on bytes, fp16 has the lower error)", run)
 

@@ -115,9 +115,26 @@ def test_explain(dataset):
     proc = precis("explain", dataset, "--recipes", "int8", "--workloads", "odd", "--cc", "sm_75")
     check(proc.returncode == 0 and "CUBLAS_COMPUTE_32I" in proc.stdout and "lda" in proc.stdout, "explain: text output")
     for args, what in ((["--cc", "nine"], "--cc"), (["--recipes", "fp9"], "fp9"), (["--workloads", "nope"], "nope"),
-                       (["--recipes", "a=bf16@row"], "a=bf16@row")):
+                       (["--recipes", "a=bf16@row"], "a=bf16@row"), (["--cublaslt-version", "13.x"], "--cublaslt-version"),
+                       (["--cublaslt-version", "131"], "--cublaslt-version")):
         proc = precis("explain", dataset, *args)
         check(proc.returncode == 2 and what in proc.stderr, f"explain {' '.join(args)}: exit 2 naming it")
+    # The cuBLASLt version the plan is made for (issue 14.5): below 13.2 an int8 strided batch is one
+    # call per batch matrix; 13.2 keeps the batched call; the version is said in both outputs.
+    for version, calls in (("13.1.0", 3), ("130100", 3), ("13.2.0", 1)):
+        proc = precis("explain", dataset, "--recipes", "int8", "--workloads", "strided", "--cublaslt-version", version,
+                      "--json")
+        root = json.loads(proc.stdout) if proc.returncode == 0 else {}
+        said = "%d.%d.%d" % (int(version) // 10000, int(version) // 100 % 100, int(version) % 100) \
+            if "." not in version else version
+        check(root.get("cublaslt_version") == said, f"explain --cublaslt-version {version}: recorded as {said}")
+        plan = root["cases"][0]["plan"] if root.get("cases") else {}
+        check(plan.get("lt_calls") == calls, f"explain --cublaslt-version {version}: int8 strided lt_calls {calls}")
+        check(("lt_split" in plan) == (calls > 1), f"explain --cublaslt-version {version}: lt_split says why")
+    proc = precis("explain", dataset, "--recipes", "int8", "--workloads", "strided", "--cublaslt-version", "13.1.0")
+    check(proc.returncode == 0 and "with cuBLASLt 13.1.0" in proc.stdout, "explain text: names the cuBLASLt version")
+    proc = precis("recipes", "--cublaslt-version", "13.1.0")
+    check(proc.returncode == 2 and "--cublaslt-version" in proc.stderr, "recipes: --cublaslt-version is explain's alone")
 
 
 def test_recipes():

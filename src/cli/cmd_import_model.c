@@ -1,0 +1,165 @@
+/* precis import --model PATH: a dataset with one workload per linear layer of a safetensors
+ * checkpoint (model.h says what a layer is). precis import hands every command line holding
+ * --model to this file. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "model.h"
+#include "results.h"
+#include "suite.h"
+
+static void usage(FILE *out) {
+  fprintf(out,
+          "usage: precis import --model PATH [--layers GLOB]... [--exclude GLOB]... [options] -o OUT.h5\n\n"
+          "One workload per linear layer of a model: PATH is a .safetensors file, a sharded checkpoint's\n"
+          "*.safetensors.index.json, or a directory holding either. A linear layer is a 2-D \"<module>.weight\"\n"
+          "tensor (F32, F16, BF16 or F8_E4M3); the workload is named after the module, b = W^T (k = in_features,\n"
+          "n = out_features), with attributes layer and source (file, tensor, dtype, SHA-256 of the bytes).\n"
+          "Tensors whose name contains \"embed\" (lookup tables) are skipped unless --layers names them.\n\n"
+          "options:\n"
+          "  --layers GLOB       only layers whose name matches (fnmatch; repeatable: any of them)\n"
+          "  --exclude GLOB      skip layers whose name matches (repeatable)\n"
+          "  --list              print the layers found and exit (no -o needed)\n"
+          "  --tokens M          rows of the synthetic activations a (default 32)\n"
+          "  --a DIST            their distribution: a name or a YAML mapping such as '{dist: outlier_channels,\n"
+          "                      ratio: 0.01, scale: 50}' (default outlier_channels)\n"
+          "  --activations FILE  captured inputs instead: a safetensors or HDF5 file with, per layer, an array\n"
+          "                      named after the layer (HDF5: /<layer>) of shape [samples, tokens, in_features]\n"
+          "  --converted PATH    evaluate a converted checkpoint (file, index or directory) against PATH: b holds\n"
+          "                      its weights dequantized (<layer>.weight in F8_E4M3 or I8 times <layer>.weight_scale,\n"
+          "                      per tensor or per output channel), c_ref stays a.W^T of the original weights;\n"
+          "                      run --recipes fp32 then measures the conversion's error\n"
+          "  --batch B           held-out samples (default 1; from --activations: samples - calib)\n"
+          "  --calib S           calibration samples (default 0; from --activations: the last S samples)\n"
+          "  --seed S            seed for the synthetic activations (default 0)\n"
+          "  --compress          gzip every dataset\n"
+          "  --force             replace OUT.h5 when it exists\n"
+          "  -o, --output OUT    the dataset to write\n"
+          "  -q, --quiet         no progress bar on stderr\n\n"
+          "example: precis import --model ./Llama-3.2-1B --layers 'model.layers.0.*' --tokens 64 -o llama.h5\n");
+}
+
+/* The distribution given to --a, parsed the way a suite's `a:` is. */
+static precis_status parse_dist(const char *text, precis_dist *out) {
+  if (strpbrk(text, "\n\r")) return precis_fail(PRECIS_E_USAGE, "--a: one line expected");
+  char *yaml = precis_asprintf("workloads:\n  - name: x\n    m: 1\n    n: 1\n    k: 1\n    a: %s\n", text);
+  if (!yaml) return precis_fail(PRECIS_E_NOMEM, "out of memory");
+  precis_suite suite;
+  memset(&suite, 0, sizeof suite);
+  precis_status st = precis_suite_parse(yaml, strlen(yaml), "--a", ".", &suite);
+  free(yaml);
+  if (st != PRECIS_OK) return st;
+  if (suite.workloads[0].a.kind == PRECIS_DIST_FILE)
+    st = precis_fail(PRECIS_E_USAGE, "--a: a file distribution is not for --model (use --activations FILE)");
+  else
+    st = precis_dist_copy(out, &suite.workloads[0].a);
+  precis_suite_free(&suite);
+  return st;
+}
+
+static bool parse_count(const char *text, long long lo, int64_t *out) {
+  char *end = NULL;
+  errno = 0;
+  long long v = strtoll(text, &end, 10);
+  if (!text[0] || *end || errno || v < lo || v > INT32_MAX) return false;
+  *out = v;
+  return true;
+}
+
+int precis_cmd_import_model(int argc, char **argv) {
+  if (precis_cli_wants_help(argc, argv)) {
+    usage(stdout);
+    return 0;
+  }
+  const char *model_path = NULL, *output = NULL, *a_text = "outlier_channels", *activations = NULL, *converted = NULL;
+  const char **include = calloc((size_t)argc, sizeof *include), **exclude = calloc((size_t)argc, sizeof *exclude);
+  size_t n_include = 0, n_exclude = 0;
+  bool list = false, force = false, compress = false, quiet = false;
+  int64_t tokens = 32, batch = 0, calib = 0, seed = 0;
+  int exit_code = 2;
+  precis_model model, converted_model;
+  memset(&model, 0, sizeof model);
+  memset(&converted_model, 0, sizeof converted_model);
+  precis_dist a;
+  memset(&a, 0, sizeof a);
+  bool have_a = false;
+  if (!include || !exclude) {
+    fprintf(stderr, "precis import: out of memory\n");
+    goto done;
+  }
+  for (int i = 1; i < argc; i++) {
+    const char *arg = argv[i], *value = i + 1 < argc ? argv[i + 1] : NULL;
+    bool takes_value = !strcmp(arg, "--model") || !strcmp(arg, "--layers") || !strcmp(arg, "--exclude") ||
+                       !strcmp(arg, "--tokens") || !strcmp(arg, "--a") || !strcmp(arg, "--activations") ||
+                       !strcmp(arg, "--batch") || !strcmp(arg, "--calib") || !strcmp(arg, "--seed") || !strcmp(arg, "-o") ||
+                       !strcmp(arg, "--output") || !strcmp(arg, "--converted");
+    if (takes_value && !value) {
+      fprintf(stderr, "precis import: %s needs a value (see precis import --model x --help)\n", arg);
+      goto done;
+    }
+    if (takes_value) i++;
+    bool ok = true;
+    if (!strcmp(arg, "--model")) model_path = value;
+    else if (!strcmp(arg, "--layers")) include[n_include++] = value;
+    else if (!strcmp(arg, "--exclude")) exclude[n_exclude++] = value;
+    else if (!strcmp(arg, "--tokens")) ok = parse_count(value, 1, &tokens);
+    else if (!strcmp(arg, "--batch")) ok = parse_count(value, 1, &batch);
+    else if (!strcmp(arg, "--calib")) ok = parse_count(value, 0, &calib);
+    else if (!strcmp(arg, "--seed")) ok = parse_count(value, 0, &seed);
+    else if (!strcmp(arg, "--a")) a_text = value;
+    else if (!strcmp(arg, "--activations")) activations = value;
+    else if (!strcmp(arg, "--converted")) converted = value;
+    else if (!strcmp(arg, "-o") || !strcmp(arg, "--output")) output = value;
+    else if (!strcmp(arg, "--list")) list = true;
+    else if (!strcmp(arg, "--force")) force = true;
+    else if (!strcmp(arg, "--compress")) compress = true;
+    else if (!strcmp(arg, "-q") || !strcmp(arg, "--quiet")) quiet = true;
+    else {
+      fprintf(stderr, "precis import: --model: unknown argument %s (see precis import --model x --help)\n", arg);
+      goto done;
+    }
+    if (!ok) {
+      fprintf(stderr, "precis import: %s: expected a %s integer below 2^31, found \"%s\"\n", arg,
+              !strcmp(arg, "--calib") || !strcmp(arg, "--seed") ? "non-negative" : "positive", value);
+      goto done;
+    }
+  }
+  if (!model_path || (!output && !list)) {
+    fprintf(stderr, "precis import: --model PATH and -o OUT.h5 are required (see precis import --model x --help)\n");
+    goto done;
+  }
+  precis_status st = precis_model_discover(model_path, include, n_include, exclude, n_exclude, &model);
+  if (st != PRECIS_OK) goto report;
+  if (list) {
+    for (size_t i = 0; i < model.n_layers; i++)
+      printf("%s\t%" PRId64 "x%" PRId64 "\t%s\t%s\n", model.layers[i].name, model.layers[i].out_features,
+             model.layers[i].in_features, model.layers[i].dtype, model.layers[i].file);
+    exit_code = 0;
+    goto done;
+  }
+  if ((st = parse_dist(a_text, &a)) != PRECIS_OK) goto report;
+  if (converted && (st = precis_model_tensors(converted, &converted_model)) != PRECIS_OK) goto report;
+  have_a = true;
+  precis_install_signal_handlers();
+  precis_model_import_options options = {output, force, compress ? 4 : 0, !quiet, tokens, batch, calib, (uint64_t)seed,
+                                         &a, activations, converted ? &converted_model : NULL};
+  char id[65];
+  if ((st = precis_model_import(&model, &options, id)) != PRECIS_OK) goto report;
+  printf("%s: %zu linear layers of %s (of %zu tensors), dataset_id %s\n", output, model.n_layers, model_path,
+         model.n_tensors, id);
+  exit_code = 0;
+  goto done;
+report:
+  exit_code = precis_cli_report_error("import", st);
+done:
+  if (have_a) precis_dist_free(&a);
+  precis_model_free(&model);
+  precis_model_free(&converted_model);
+  free(include);
+  free(exclude);
+  return exit_code;
+}

@@ -1,0 +1,436 @@
+#include "plan.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "escape.h"
+#include "format.h"
+#include "recipe.h"
+#include "report_util.h"
+
+const char *precis_plan_budget_str(precis_plan_budget b) {
+  switch (b) {
+  case PRECIS_PLAN_NO_BUDGET: return "none";
+  case PRECIS_PLAN_MEMORY: return "memory";
+  case PRECIS_PLAN_BITS: return "bits";
+  case PRECIS_PLAN_LATENCY: return "latency";
+  }
+  return "?";
+}
+
+/* ------------------------------------------------------------------ the solver */
+
+typedef struct state {
+  double cost, error;
+  uint32_t parent; /* index in the previous layer's frontier */
+  int32_t recipe;
+} state;
+
+static int state_order(const void *pa, const void *pb) {
+  const state *a = pa, *b = pb;
+  if (a->cost != b->cost) return a->cost < b->cost ? -1 : 1;
+  if (a->error != b->error) return a->error < b->error ? -1 : 1;
+  /* Equal partial sums: keep the one reached with earlier recipes, so the plan is deterministic. */
+  if (a->parent != b->parent) return a->parent < b->parent ? -1 : 1;
+  return a->recipe < b->recipe ? -1 : a->recipe > b->recipe;
+}
+
+bool precis_plan_solve(size_t n_layers, size_t n_recipes, const double *cost, const double *error, const bool *allowed,
+                       double capacity, size_t state_limit, int *choice, double *total_cost, double *total_error,
+                       bool *exact, size_t *states_out) {
+  if (state_limit == 0) state_limit = (size_t)1 << 20;
+  *exact = true;
+  *states_out = 0;
+  bool found = false;
+  /* The cheapest completion of layers l.. lets a partial sum that cannot fit be dropped early. */
+  double *min_rest = calloc(n_layers + 1, sizeof *min_rest);
+  state **frontier = calloc(n_layers + 1, sizeof *frontier);
+  size_t *size = calloc(n_layers + 1, sizeof *size);
+  state *candidates = NULL;
+  if (!min_rest || !frontier || !size) goto done;
+  for (size_t l = n_layers; l-- > 0;) {
+    double best = INFINITY;
+    for (size_t r = 0; r < n_recipes; r++)
+      if (allowed[l * n_recipes + r] && cost[l * n_recipes + r] < best) best = cost[l * n_recipes + r];
+    if (!isfinite(best)) goto done; /* a layer with nothing allowed */
+    min_rest[l] = min_rest[l + 1] + best;
+  }
+  const double slack = fabs(capacity) * 1e-12;
+  frontier[0] = malloc(sizeof(state));
+  if (!frontier[0]) goto done;
+  frontier[0][0] = (state){0, 0, 0, -1};
+  size[0] = 1;
+  for (size_t l = 0; l < n_layers; l++) {
+    size_t n_cand = 0, cap = size[l] * n_recipes;
+    candidates = malloc((cap ? cap : 1) * sizeof *candidates);
+    if (!candidates) goto done;
+    for (size_t s = 0; s < size[l]; s++) {
+      const state *prev = &frontier[l][s];
+      for (size_t r = 0; r < n_recipes; r++) {
+        if (!allowed[l * n_recipes + r]) continue;
+        double c = prev->cost + cost[l * n_recipes + r];
+        /* Early pruning sums in another order than the final total, so it keeps a margin for
+         * rounding; the last layer compares the total itself. */
+        if (l + 1 < n_layers ? c + min_rest[l + 1] > capacity + slack : c > capacity) continue;
+        candidates[n_cand++] = (state){c, prev->error + error[l * n_recipes + r], (uint32_t)s, (int32_t)r};
+      }
+    }
+    qsort(candidates, n_cand, sizeof *candidates, state_order);
+    /* Pareto sweep: in order of cost, keep a state only when it is strictly more accurate than
+     * every cheaper (or equally cheap) one. */
+    size_t kept = 0;
+    double best_error = INFINITY;
+    for (size_t i = 0; i < n_cand; i++)
+      if (candidates[i].error < best_error) {
+        best_error = candidates[i].error;
+        candidates[kept++] = candidates[i];
+      }
+    if (kept == 0) goto done;
+    if (kept > state_limit) {
+      /* Thinning keeps both ends and evenly spaced states between: no longer exact. */
+      *exact = false;
+      for (size_t i = 0; i < state_limit; i++) candidates[i] = candidates[i * (kept - 1) / (state_limit - 1 ? state_limit - 1 : 1)];
+      kept = state_limit;
+    }
+    *states_out += kept;
+    frontier[l + 1] = realloc(candidates, kept * sizeof *candidates);
+    if (!frontier[l + 1]) goto done;
+    candidates = NULL;
+    size[l + 1] = kept;
+  }
+  /* The frontier is sorted by cost with strictly falling error: its last state is the most
+   * accurate, and the cheapest of those equally accurate. */
+  size_t s = size[n_layers] - 1;
+  *total_cost = frontier[n_layers][s].cost;
+  *total_error = frontier[n_layers][s].error;
+  for (size_t l = n_layers; l-- > 0;) {
+    choice[l] = frontier[l + 1][s].recipe;
+    s = frontier[l + 1][s].parent;
+  }
+  found = true;
+done:
+  if (frontier)
+    for (size_t l = 0; l <= n_layers; l++) free(frontier[l]);
+  free(frontier);
+  free(size);
+  free(min_rest);
+  free(candidates);
+  return found;
+}
+
+/* ------------------------------------------------------------------ cells */
+
+static const char *negated(precis_cmp op) {
+  switch (op) {
+  case PRECIS_CMP_LE: return ">";
+  case PRECIS_CMP_LT: return ">=";
+  case PRECIS_CMP_GE: return "<";
+  case PRECIS_CMP_GT: return "<=";
+  case PRECIS_CMP_EQ: return "!=";
+  }
+  return "!";
+}
+
+static void judge(const precis_row *row, const precis_criteria *require, precis_plan_cell *cell) {
+  cell->passes = false;
+  if (row->status != PRECIS_ROW_OK) {
+    snprintf(cell->what, sizeof cell->what, "status %s: %s", precis_row_status_str(row->status),
+             row->reason ? row->reason : "(no reason recorded)");
+    return;
+  }
+  if (!require || require->count == 0) {
+    cell->passes = row->verdict == PRECIS_VERDICT_PASS;
+    if (!cell->passes)
+      snprintf(cell->what, sizeof cell->what, "%s",
+               row->verdict == PRECIS_VERDICT_FAIL && row->verdict_detail ? row->verdict_detail
+                                                                           : "no criteria recorded (give --require)");
+    return;
+  }
+  size_t failed = 0;
+  double margin = NAN;
+  if (precis_criteria_check(require, row->error, &failed, &margin)) {
+    cell->passes = true;
+    return;
+  }
+  const precis_criterion *c = &require->items[failed];
+  const precis_metric_value *v = &row->error[c->metric];
+  char value[40], limit[40];
+  if (v->present) snprintf(value, sizeof value, "%.3g", v->worst);
+  else snprintf(value, sizeof value, "null");
+  precis_format_double(limit, sizeof limit, c->value);
+  snprintf(cell->what, sizeof cell->what, "%s=%s %s %s", precis_metric_get(c->metric)->key, value, negated(c->op), limit);
+}
+
+static double cell_cost(const precis_row *row, precis_plan_budget kind) {
+  switch (kind) {
+  case PRECIS_PLAN_NO_BUDGET:
+  case PRECIS_PLAN_MEMORY: return row->memory.tensor_bytes >= 0 ? (double)row->memory.tensor_bytes : NAN;
+  case PRECIS_PLAN_LATENCY: return row->time.median_ms;
+  case PRECIS_PLAN_BITS: {
+    /* The weights are the workload's b: their bits are the spec's b format (row->spec, or the
+     * preset's spec for a report written before specs). */
+    const char *text = row->spec ? row->spec : precis_recipe_name_spec(row->recipe);
+    precis_spec spec;
+    if (!text || row->k <= 0 || row->n <= 0 || precis_spec_parse(text, &spec) != PRECIS_OK) {
+      precis_clear_error();
+      return NAN;
+    }
+    /* Exact: an integer below 2^53 for any real layer. */
+    return (double)precis_format_get(spec.b.fmt)->storage_bits * (double)row->k * (double)row->n;
+  }
+  }
+  return NAN;
+}
+
+typedef struct ranked {
+  double sensitivity;
+  size_t layer;
+} ranked;
+
+/* Most sensitive first; layers without any error last; then by layer order. */
+static int by_sensitivity(const void *pa, const void *pb) {
+  const ranked *a = pa, *b = pb;
+  bool na = isnan(a->sensitivity), nb = isnan(b->sensitivity);
+  if (na != nb) return na ? 1 : -1;
+  if (!na && a->sensitivity != b->sensitivity) return a->sensitivity > b->sensitivity ? -1 : 1;
+  return a->layer < b->layer ? -1 : a->layer > b->layer;
+}
+
+static int compare_double(const void *pa, const void *pb) {
+  double a = *(const double *)pa, b = *(const double *)pb;
+  return a < b ? -1 : a > b;
+}
+
+/* Sensitivity of a layer: the mean over recipes of log2(its error / the recipe's median error over
+ * layers). 0 is a typical layer; +1 means errors twice the typical ones under every recipe. */
+static precis_status compute_sensitivity(precis_plan *p) {
+  double *column = malloc((p->n_layers ? p->n_layers : 1) * sizeof *column);
+  double *median = malloc((p->n_recipes ? p->n_recipes : 1) * sizeof *median);
+  if (!column || !median) {
+    free(column);
+    free(median);
+    return precis_fail(PRECIS_E_NOMEM, "out of memory");
+  }
+  for (size_t r = 0; r < p->n_recipes; r++) {
+    size_t n = 0;
+    for (size_t l = 0; l < p->n_layers; l++) {
+      double e = p->cells[l * p->n_recipes + r].error;
+      if (isfinite(e) && e > 0) column[n++] = e;
+    }
+    qsort(column, n, sizeof *column, compare_double);
+    median[r] = n == 0 ? NAN : n % 2 ? column[n / 2] : 0.5 * (column[n / 2 - 1] + column[n / 2]);
+  }
+  for (size_t l = 0; l < p->n_layers; l++) {
+    double sum = 0;
+    size_t n = 0;
+    for (size_t r = 0; r < p->n_recipes; r++) {
+      double e = p->cells[l * p->n_recipes + r].error;
+      if (isfinite(e) && e > 0 && isfinite(median[r]) && median[r] > 0) {
+        sum += log2(e / median[r]);
+        n++;
+      }
+    }
+    p->sensitivity[l] = n ? sum / (double)n : NAN;
+  }
+  ranked *order = malloc((p->n_layers ? p->n_layers : 1) * sizeof *order);
+  if (!order) {
+    free(column);
+    free(median);
+    return precis_fail(PRECIS_E_NOMEM, "out of memory");
+  }
+  for (size_t l = 0; l < p->n_layers; l++) order[l] = (ranked){p->sensitivity[l], l};
+  qsort(order, p->n_layers, sizeof *order, by_sensitivity);
+  for (size_t l = 0; l < p->n_layers; l++) p->by_sensitivity[l] = order[l].layer;
+  free(order);
+  free(column);
+  free(median);
+  return PRECIS_OK;
+}
+
+void precis_plan_free(precis_plan *p) {
+  free(p->layers);
+  free(p->recipes);
+  free(p->weights);
+  free(p->cells);
+  free(p->cheapest);
+  free(p->chosen);
+  free(p->sensitivity);
+  free(p->by_sensitivity);
+  free(p->blocking);
+  memset(p, 0, sizeof *p);
+}
+
+precis_status precis_plan_build(const precis_report *report, const precis_plan_options *options, precis_plan *out) {
+  memset(out, 0, sizeof *out);
+  precis_status st = PRECIS_OK;
+  double *cost = NULL, *error = NULL;
+  bool *allowed = NULL;
+  precis_plan *p = out;
+  p->budget = options->budget;
+  p->budget_value = options->budget_value;
+  p->cost_kind = options->budget != PRECIS_PLAN_NO_BUDGET ? options->budget
+                 : options->cost_kind != PRECIS_PLAN_NO_BUDGET ? options->cost_kind
+                                                               : PRECIS_PLAN_MEMORY;
+  p->capacity = NAN;
+  p->target = -1;
+  p->exact = true;
+  p->layers = precis_report_workloads(report, &p->n_layers);
+  p->recipes = precis_report_recipe_names(report, &p->n_recipes);
+  if (!p->layers || !p->recipes) goto nomem;
+  if (p->n_layers == 0 || p->n_recipes == 0) {
+    st = precis_fail(PRECIS_E_INPUT, "the report has no rows to plan from");
+    goto done;
+  }
+  size_t n_cells = p->n_layers * p->n_recipes;
+  p->cells = calloc(n_cells, sizeof *p->cells);
+  p->weights = malloc(p->n_layers * sizeof *p->weights);
+  p->cheapest = malloc(p->n_layers * sizeof *p->cheapest);
+  p->chosen = malloc(p->n_layers * sizeof *p->chosen);
+  p->sensitivity = malloc(p->n_layers * sizeof *p->sensitivity);
+  p->by_sensitivity = malloc(p->n_layers * sizeof *p->by_sensitivity);
+  p->blocking = malloc(p->n_layers * sizeof *p->blocking);
+  cost = malloc(n_cells * sizeof *cost);
+  error = malloc(n_cells * sizeof *error);
+  allowed = malloc(n_cells * sizeof *allowed);
+  if (!p->cells || !p->weights || !p->cheapest || !p->chosen || !p->sensitivity || !p->by_sensitivity || !p->blocking ||
+      !cost || !error || !allowed)
+    goto nomem;
+  bool use_require = options->require && options->require->count > 0;
+  if (use_require) {
+    size_t len = (size_t)snprintf(p->criteria_source, sizeof p->criteria_source, "--require");
+    for (size_t i = 0; i < options->require->count && len < sizeof p->criteria_source; i++) {
+      char buf[96];
+      precis_criterion_format(&options->require->items[i], buf, sizeof buf);
+      len += (size_t)snprintf(p->criteria_source + len, sizeof p->criteria_source - len, " %s", buf);
+    }
+  } else {
+    snprintf(p->criteria_source, sizeof p->criteria_source, "each row's recorded verdict");
+  }
+  for (size_t l = 0; l < p->n_layers; l++) {
+    p->weights[l] = -1;
+    for (size_t r = 0; r < p->n_recipes; r++) {
+      precis_plan_cell *cell = &p->cells[l * p->n_recipes + r];
+      cell->error = NAN;
+      cell->cost = NAN;
+      const precis_row *row = precis_report_find_row(report, p->layers[l], p->recipes[r]);
+      if (!row) {
+        snprintf(cell->what, sizeof cell->what, "not evaluated");
+        continue;
+      }
+      cell->present = true;
+      if (row->k > 0 && row->n > 0) p->weights[l] = row->k * row->n;
+      if (row->status == PRECIS_ROW_OK && row->error[PRECIS_METRIC_REL_FRO].present)
+        cell->error = row->error[PRECIS_METRIC_REL_FRO].worst;
+      cell->cost = row->status == PRECIS_ROW_OK ? cell_cost(row, p->cost_kind) : NAN;
+      judge(row, options->require, cell);
+      if (cell->passes && isnan(cell->cost)) {
+        cell->passes = false;
+        snprintf(cell->what, sizeof cell->what, "no %s cost recorded", precis_plan_budget_str(p->cost_kind));
+      }
+      if (cell->passes && isnan(cell->error)) {
+        cell->passes = false;
+        snprintf(cell->what, sizeof cell->what, "no rel_fro recorded");
+      }
+    }
+  }
+  /* Per layer: the cheapest passing recipe (ties: lower error, then the report's recipe order). */
+  p->cheapest_total_cost = 0;
+  for (size_t l = 0; l < p->n_layers; l++) {
+    int best = -1;
+    for (size_t r = 0; r < p->n_recipes; r++) {
+      const precis_plan_cell *c = &p->cells[l * p->n_recipes + r];
+      if (!c->passes) continue;
+      const precis_plan_cell *b = best >= 0 ? &p->cells[l * p->n_recipes + (size_t)best] : NULL;
+      if (!b || c->cost < b->cost || (c->cost == b->cost && c->error < b->error)) best = (int)r;
+    }
+    p->cheapest[l] = best;
+    p->chosen[l] = -1;
+    if (best < 0) p->blocking[p->n_blocking++] = l;
+    else p->cheapest_total_cost += p->cells[l * p->n_recipes + (size_t)best].cost;
+  }
+  if ((st = compute_sensitivity(p)) != PRECIS_OK) goto done;
+  if (p->n_blocking > 0) {
+    snprintf(p->infeasible_why, sizeof p->infeasible_why, "no recipe meets the criteria on %zu layer%s", p->n_blocking,
+             p->n_blocking == 1 ? "" : "s");
+    snprintf(p->method, sizeof p->method, "none: a layer has no passing recipe");
+    p->cheapest_total_cost = NAN;
+  } else if (p->budget == PRECIS_PLAN_NO_BUDGET) {
+    memcpy(p->chosen, p->cheapest, p->n_layers * sizeof *p->chosen);
+    p->feasible = true;
+    snprintf(p->method, sizeof p->method, "per layer, the cheapest passing recipe (%s)", precis_plan_budget_str(p->cost_kind));
+  } else {
+    if (p->budget == PRECIS_PLAN_BITS) {
+      double total_weights = 0;
+      for (size_t l = 0; l < p->n_layers; l++) total_weights += (double)p->weights[l];
+      p->capacity = p->budget_value * total_weights;
+    } else {
+      p->capacity = p->budget_value;
+    }
+    for (size_t i = 0; i < n_cells; i++) {
+      allowed[i] = p->cells[i].passes;
+      cost[i] = p->cells[i].cost;
+      error[i] = p->cells[i].error;
+    }
+    p->feasible = precis_plan_solve(p->n_layers, p->n_recipes, cost, error, allowed, p->capacity, options->state_limit,
+                                    p->chosen, &p->total_cost, &p->total_error, &p->exact, &p->states);
+    if (p->exact)
+      snprintf(p->method, sizeof p->method,
+               "exact: dynamic programming over layers on the Pareto frontier of (cost, error), %zu states", p->states);
+    else
+      snprintf(p->method, sizeof p->method,
+               "HEURISTIC: a frontier exceeded %zu states and was thinned; the plan fits but may not be optimal",
+               options->state_limit ? options->state_limit : (size_t)1 << 20);
+    if (!p->feasible) {
+      char cheapest[40], cap[40];
+      precis_fmt_sig(cheapest, sizeof cheapest, p->cheapest_total_cost, 6);
+      precis_fmt_sig(cap, sizeof cap, p->capacity, 6);
+      snprintf(p->infeasible_why, sizeof p->infeasible_why,
+               "the cheapest passing recipe of every layer costs %s in total (%s), over the budget's %s", cheapest,
+               precis_plan_budget_str(p->cost_kind), cap);
+      for (size_t l = 0; l < p->n_layers; l++) p->chosen[l] = -1;
+    }
+  }
+  if (p->feasible) {
+    p->total_cost = 0;
+    p->total_error = 0;
+    for (size_t l = 0; l < p->n_layers; l++) {
+      p->total_cost += p->cells[l * p->n_recipes + (size_t)p->chosen[l]].cost;
+      p->total_error += p->cells[l * p->n_recipes + (size_t)p->chosen[l]].error;
+    }
+  }
+  /* The exclusion lists' target: the recipe asked for, else the one of lowest total cost among
+   * those that pass on some layer (what a one-scheme quantizer would apply everywhere). */
+  double target_cost = INFINITY;
+  for (size_t r = 0; r < p->n_recipes; r++) {
+    if (options->target) {
+      if (strcmp(options->target, p->recipes[r]) == 0) p->target = (int)r;
+      continue;
+    }
+    double sum = 0;
+    bool any_pass = false;
+    for (size_t l = 0; l < p->n_layers; l++) {
+      const precis_plan_cell *c = &p->cells[l * p->n_recipes + r];
+      sum += isnan(c->cost) ? INFINITY : c->cost;
+      any_pass |= c->passes;
+    }
+    if (any_pass && sum < target_cost) {
+      target_cost = sum;
+      p->target = (int)r;
+    }
+  }
+  if (options->target && p->target < 0) {
+    st = precis_fail(PRECIS_E_USAGE, "--target %s: the report has no rows for this recipe", options->target);
+    goto done;
+  }
+  goto done;
+nomem:
+  st = precis_fail(PRECIS_E_NOMEM, "out of memory");
+done:
+  free(cost);
+  free(error);
+  free(allowed);
+  if (st != PRECIS_OK) precis_plan_free(p);
+  return st;
+}

@@ -1,0 +1,456 @@
+/* The generic quantizer of quantize.h: groups on a 2-D grid, a scale rule per granularity, the
+ * per-element rules of format_bits.h (shared with the CUDA kernels). docs/formats.md defines every
+ * rule; this file only walks the groups.
+ *
+ * The matrix is walked one band of group rows at a time, always along its rows: the group maxima
+ * of a band are gathered row by row (so `col` and B's k-groups, whose groups are columns, read
+ * memory in order), then the band is encoded row by row. */
+#include "quantize.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "format_bits.h"
+#include "quant.h"
+
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__) && !defined(__clang__)
+#define PRECIS_VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define PRECIS_VECTOR_CLONES
+#endif
+
+#define MX_BLOCK 32
+#define NV_BLOCK 16
+#define NV_TENSOR_DIVISOR 2688.0f /* 6 (e2m1 max) * 448 (e4m3 max) */
+#define SMOOTH_MIN_SCALE 1e-5
+#define SMOOTH_MAX_SCALE 1e5
+#define SMOOTH_ERROR_COLUMNS 64
+
+const char *precis_quant_gran_str(precis_quant_gran g) {
+  switch (g) {
+  case PRECIS_QUANT_GRAN_TENSOR: return "tensor";
+  case PRECIS_QUANT_GRAN_ROW: return "row";
+  case PRECIS_QUANT_GRAN_COL: return "col";
+  case PRECIS_QUANT_GRAN_K: return "k";
+  case PRECIS_QUANT_GRAN_BLOCK: return "block";
+  case PRECIS_QUANT_GRAN_MX: return "mx";
+  case PRECIS_QUANT_GRAN_MX_RCEIL: return "mx-rceil";
+  case PRECIS_QUANT_GRAN_NV: return "nv";
+  }
+  return "unknown";
+}
+
+const char *precis_quant_int_str(precis_quant_int c) {
+  switch (c) {
+  case PRECIS_QUANT_INT_SYMMETRIC: return "symmetric";
+  case PRECIS_QUANT_INT_SYMMETRIC_HALF: return "symmetric-half";
+  case PRECIS_QUANT_INT_ASYMMETRIC: return "asymmetric";
+  }
+  return "unknown";
+}
+
+static bool is_float_elem(precis_format_id f) {
+  return f == PRECIS_FMT_E4M3 || f == PRECIS_FMT_E5M2 || f == PRECIS_FMT_E2M1;
+}
+
+static bool is_int_elem(precis_format_id f) { return f == PRECIS_FMT_I8 || f == PRECIS_FMT_S4 || f == PRECIS_FMT_U4; }
+
+/* The largest exponent of a normal element (OCP MX v1.0, table 1: emax_elem). */
+static int emax_elem(precis_format_id f) { return f == PRECIS_FMT_E4M3 ? 8 : f == PRECIS_FMT_E5M2 ? 15 : 2; }
+
+static size_t div_up(size_t a, size_t b) { return (a + b - 1) / b; }
+
+precis_status precis_quant_layout_of(const precis_quant_desc *d, size_t rows, size_t cols, precis_quant_layout *out) {
+  const precis_format *ef = precis_format_get(d->elem);
+  if (!ef || !(is_float_elem(d->elem) || is_int_elem(d->elem)))
+    return precis_fail(PRECIS_E_USAGE, "quantizer: element format \"%s\" cannot be quantized (expected e4m3, e5m2, "
+                       "e2m1, int8, s4 or u4)", ef ? ef->name : "?");
+  if (rows == 0 || cols == 0)
+    return precis_fail(PRECIS_E_USAGE, "quantizer: empty %zux%zu matrix (expected at least 1x1)", rows, cols);
+  if (d->side != PRECIS_OPERAND_A && d->side != PRECIS_OPERAND_B)
+    return precis_fail(PRECIS_E_USAGE, "quantizer: operand side %d (expected A or B)", (int)d->side);
+  if (is_int_elem(d->elem)) {
+    bool asym = d->ints == PRECIS_QUANT_INT_ASYMMETRIC;
+    bool sym = d->ints == PRECIS_QUANT_INT_SYMMETRIC || d->ints == PRECIS_QUANT_INT_SYMMETRIC_HALF;
+    if (d->elem == PRECIS_FMT_U4 && !asym)
+      return precis_fail(PRECIS_E_USAGE, "quantizer: u4 needs the asymmetric convention (a zero point), got %s",
+                         precis_quant_int_str(d->ints));
+    if (d->elem != PRECIS_FMT_U4 && !sym)
+      return precis_fail(PRECIS_E_USAGE, "quantizer: %s needs a symmetric convention (qmax or qmax+0.5), got %s; "
+                         "asymmetric 4-bit weights are u4", ef->name, precis_quant_int_str(d->ints));
+  }
+  precis_quant_layout l = {.scale_fmt = PRECIS_FMT_F32};
+  size_t along_k = 0; /* group length along k for K, MX, NV */
+  switch (d->gran) {
+  case PRECIS_QUANT_GRAN_TENSOR: l.group_rows = rows, l.group_cols = cols; break;
+  case PRECIS_QUANT_GRAN_ROW: l.group_rows = 1, l.group_cols = cols; break;
+  case PRECIS_QUANT_GRAN_COL: l.group_rows = rows, l.group_cols = 1; break;
+  case PRECIS_QUANT_GRAN_K:
+    if (d->group < 1) return precis_fail(PRECIS_E_USAGE, "quantizer: k<G> needs G >= 1, got %d", d->group);
+    along_k = (size_t)d->group;
+    break;
+  case PRECIS_QUANT_GRAN_BLOCK:
+    if (d->group < 1 || d->group_cols < 1)
+      return precis_fail(PRECIS_E_USAGE, "quantizer: <R>x<C> blocks need R, C >= 1, got %dx%d", d->group, d->group_cols);
+    l.group_rows = (size_t)d->group, l.group_cols = (size_t)d->group_cols;
+    break;
+  case PRECIS_QUANT_GRAN_MX:
+  case PRECIS_QUANT_GRAN_MX_RCEIL:
+    if (!is_float_elem(d->elem))
+      return precis_fail(PRECIS_E_USAGE, "quantizer: %s needs e4m3, e5m2 or e2m1 elements, got %s",
+                         precis_quant_gran_str(d->gran), ef->name);
+    along_k = MX_BLOCK;
+    l.scale_fmt = PRECIS_FMT_E8M0;
+    break;
+  case PRECIS_QUANT_GRAN_NV:
+    if (d->elem != PRECIS_FMT_E2M1)
+      return precis_fail(PRECIS_E_USAGE, "quantizer: nv (NVFP4) needs e2m1 elements, got %s", ef->name);
+    along_k = NV_BLOCK;
+    l.scale_fmt = PRECIS_FMT_E4M3;
+    l.has_tensor_scale = true;
+    break;
+  default: return precis_fail(PRECIS_E_USAGE, "quantizer: unknown granularity %d", (int)d->gran);
+  }
+  if (along_k) {
+    l.group_rows = d->side == PRECIS_OPERAND_A ? 1 : along_k;
+    l.group_cols = d->side == PRECIS_OPERAND_A ? along_k : 1;
+  }
+  l.group_rows = l.group_rows < rows ? l.group_rows : rows;
+  l.group_cols = l.group_cols < cols ? l.group_cols : cols;
+  l.scale_rows = div_up(rows, l.group_rows);
+  l.scale_cols = div_up(cols, l.group_cols);
+  l.scale_count = l.scale_rows * l.scale_cols;
+  l.has_zero_points = is_int_elem(d->elem) && d->ints == PRECIS_QUANT_INT_ASYMMETRIC;
+  l.code_bytes = div_up(rows * cols * (size_t)ef->storage_bits, 8);
+  l.scale_bytes = l.scale_count * (size_t)precis_format_get(l.scale_fmt)->storage_bits / 8;
+  if (l.has_zero_points) l.scale_bytes += div_up(l.scale_count * (size_t)ef->storage_bits, 8);
+  if (l.has_tensor_scale) l.scale_bytes += sizeof(float);
+  *out = l;
+  return PRECIS_OK;
+}
+
+/* ---- encoding: one loop per element rule, with one divisor d (and zero point z) per element: each
+ * row is encoded in one call, whatever the group shape, with the group divisors spread over the
+ * row's columns (a row of floats that stays in cache). ---- */
+#define SPAN_CHUNK ((size_t)1 << 30)
+#define DEFINE_SPAN(name, RULE)                                                                                  \
+  PRECIS_VECTOR_CLONES static size_t name##_span(const float *restrict x, size_t n, const float *restrict dv,    \
+                                                 const float *restrict zv, float qmin, float qmax,              \
+                                                 uint8_t *restrict codes) {                                     \
+    size_t clipped = 0;                                                                                          \
+    /* A 32-bit count per chunk: a 64-bit one costs the vector loop widening steps. */                          \
+    for (size_t i0 = 0; i0 < n; i0 += SPAN_CHUNK) {                                                              \
+      size_t end = n - i0 < SPAN_CHUNK ? n : i0 + SPAN_CHUNK;                                                    \
+      uint32_t chunk_clipped = 0;                                                                                \
+      for (size_t i = i0; i < end; i++) {                                                                        \
+        int c;                                                                                                   \
+        float xi = x[i], di = dv[i], zi = zv[i];                                                                 \
+        codes[i] = (uint8_t)(RULE);                                                                              \
+        chunk_clipped += (uint32_t)c;                                                                            \
+        (void)zi;                                                                                                \
+      }                                                                                                          \
+      clipped += chunk_clipped;                                                                                  \
+    }                                                                                                            \
+    (void)qmin, (void)qmax;                                                                                      \
+    return clipped;                                                                                              \
+  }
+
+/* RULE encodes xi with the divisor di (and zero point zi), and sets c when the input clipped. The
+ * rules are written without branches (format_bits.h) so that these loops vectorize. */
+DEFINE_SPAN(e4m3, precis_bits_fp8_quantize(xi, di, &c))
+DEFINE_SPAN(e5m2, precis_bits_e5m2_quantize(xi, di, &c))
+DEFINE_SPAN(e2m1, precis_bits_e2m1_quantize(xi, di, &c))
+DEFINE_SPAN(int, precis_bits_int_quantize(xi, di, zi, qmin, qmax, &c))
+
+typedef struct encoder {
+  size_t (*span)(const float *, size_t, const float *, const float *, float, float, uint8_t *);
+  float qmin, qmax;    /* integers */
+  float max_elem;      /* the divisor of amax in the fp32 scale rules */
+} encoder;
+
+static encoder encoder_of(const precis_quant_desc *d) {
+  encoder e = {0};
+  switch (d->elem) {
+  case PRECIS_FMT_E4M3: e = (encoder){e4m3_span, 0, 0, 448.0f}; break;
+  case PRECIS_FMT_E5M2: e = (encoder){e5m2_span, 0, 0, 57344.0f}; break;
+  case PRECIS_FMT_E2M1: e = (encoder){e2m1_span, 0, 0, 6.0f}; break;
+  default: {
+    float qmax = d->elem == PRECIS_FMT_I8 ? 127.0f : d->elem == PRECIS_FMT_S4 ? 7.0f : 15.0f;
+    e = (encoder){int_span, -qmax, qmax, qmax};
+    if (d->ints == PRECIS_QUANT_INT_SYMMETRIC_HALF) e.qmin = -qmax - 1.0f, e.max_elem = qmax + 0.5f;
+    if (d->ints == PRECIS_QUANT_INT_ASYMMETRIC) e.qmin = 0.0f;
+    break;
+  }
+  }
+  return e;
+}
+
+/* Group statistics of one band, gathered row by row: the largest finite |x| as a bit pattern, and
+ * for asymmetric integers the min and max with non-finite values read as 0 (the range always
+ * includes 0, as in GPTQ, so a 0 in place of inf/NaN changes nothing). */
+PRECIS_VECTOR_CLONES static void band_absmax_percol(const float *row, size_t n, uint32_t *amax) {
+  for (size_t j = 0; j < n; j++) {
+    uint32_t a = precis_bits_finite_abs_bits(row[j]);
+    amax[j] = a > amax[j] ? a : amax[j];
+  }
+}
+
+/* The same along a row cut into groups of g columns: one call per row, not per group. */
+PRECIS_VECTOR_CLONES static void row_groups_absmax(const float *row, size_t n, size_t g, uint32_t *amax) {
+  for (size_t c0 = 0, gj = 0; c0 < n; c0 += g, gj++) {
+    size_t len = n - c0 < g ? n - c0 : g;
+    uint32_t m = amax[gj];
+    for (size_t i = 0; i < len; i++) {
+      uint32_t a = precis_bits_finite_abs_bits(row[c0 + i]);
+      m = a > m ? a : m;
+    }
+    amax[gj] = m;
+  }
+}
+
+PRECIS_VECTOR_CLONES static void band_minmax_percol(const float *row, size_t n, float *mn, float *mx) {
+  for (size_t j = 0; j < n; j++) {
+    float v = precis_bits_is_finite(row[j]) ? row[j] : 0.0f;
+    mn[j] = v < mn[j] ? v : mn[j];
+    mx[j] = v > mx[j] ? v : mx[j];
+  }
+}
+
+static void row_groups_minmax(const float *row, size_t n, size_t g, float *mn, float *mx) {
+  for (size_t c0 = 0, gj = 0; c0 < n; c0 += g, gj++) {
+    size_t len = n - c0 < g ? n - c0 : g;
+    float lo = mn[gj], hi = mx[gj];
+    for (size_t i = 0; i < len; i++) {
+      float v = precis_bits_is_finite(row[c0 + i]) ? row[c0 + i] : 0.0f;
+      lo = v < lo ? v : lo;
+      hi = v > hi ? v : hi;
+    }
+    mn[gj] = lo, mx[gj] = hi;
+  }
+}
+
+/* One group's scale: the value stored, its code (mx, nv), the zero point, and the divisor d of the
+ * elements (0 for a group that quantizes to all zeros). */
+/* The scale rule of the description, as format_bits.h numbers them (shared with the device). */
+static int scale_rule_of(const precis_quant_desc *d) {
+  switch (d->gran) {
+  case PRECIS_QUANT_GRAN_MX: return PRECIS_SCALE_RULE_MX_FLOOR;
+  case PRECIS_QUANT_GRAN_MX_RCEIL: return PRECIS_SCALE_RULE_MX_RCEIL;
+  case PRECIS_QUANT_GRAN_NV: return PRECIS_SCALE_RULE_NV;
+  default: return is_int_elem(d->elem) && d->ints == PRECIS_QUANT_INT_ASYMMETRIC ? PRECIS_SCALE_RULE_ASYM
+                                                                                : PRECIS_SCALE_RULE_DIVIDE;
+  }
+}
+
+precis_status precis_quantize(const precis_quant_desc *d, const float *x, size_t rows, size_t cols,
+                              precis_quant_tensor *q) {
+  precis_status st = PRECIS_OK;
+  precis_quant_layout l;
+  uint32_t *amax = NULL;
+  float *mins = NULL, *maxs = NULL, *dv = NULL, *zv = NULL;
+  if ((st = precis_quant_layout_of(d, rows, cols, &l)) != PRECIS_OK) goto done;
+  if (!q->codes || !q->scales || (l.has_zero_points && !q->zero_points)) {
+    st = precis_fail(PRECIS_E_USAGE, "quantizer: the output needs codes, scales%s (allocate them from the layout)",
+                     l.has_zero_points ? " and zero points" : "");
+    goto done;
+  }
+  size_t sc = l.scale_cols, gc = l.group_cols;
+  amax = malloc(sc * sizeof *amax);
+  mins = malloc(sc * sizeof *mins);
+  maxs = malloc(sc * sizeof *maxs);
+  dv = malloc(cols * sizeof *dv); /* each column's divisor and zero point in the current band */
+  zv = malloc(cols * sizeof *zv);
+  if (!amax || !mins || !maxs || !dv || !zv) {
+    st = precis_fail(PRECIS_E_NOMEM, "quantizer: cannot allocate scratch for a band of %zu columns", cols);
+    goto done;
+  }
+  encoder e = encoder_of(d);
+  int rule = scale_rule_of(d);
+  q->tensor_scale = 1.0f;
+  if (l.has_tensor_scale) {
+    float s2 = precis_div_rn(precis_absmax(x, rows * cols), NV_TENSOR_DIVISOR);
+    q->tensor_scale = s2 > 0.0f ? s2 : 1.0f;
+  }
+  bool asym = l.has_zero_points;
+  for (size_t c = 0; c < cols; c++) zv[c] = 0.0f; /* symmetric formats keep these zero points */
+  size_t clipped = 0;
+  for (size_t gi = 0; gi < l.scale_rows; gi++) {
+    size_t r0 = gi * l.group_rows, r1 = r0 + l.group_rows < rows ? r0 + l.group_rows : rows;
+    memset(amax, 0, sc * sizeof *amax);
+    for (size_t j = 0; j < sc; j++) mins[j] = 0.0f, maxs[j] = 0.0f;
+    for (size_t r = r0; r < r1; r++) {
+      const float *row = x + r * cols;
+      if (gc == 1) {
+        if (asym) band_minmax_percol(row, cols, mins, maxs);
+        else band_absmax_percol(row, cols, amax);
+      } else {
+        if (asym) row_groups_minmax(row, cols, gc, mins, maxs);
+        else row_groups_absmax(row, cols, gc, amax);
+      }
+    }
+    for (size_t gj = 0; gj < sc; gj++) {
+      precis_bits_scale g = precis_bits_group_scale(rule, precis_f32_of_bits(amax[gj]), mins[gj], maxs[gj],
+                                                    e.max_elem, emax_elem(d->elem), q->tensor_scale);
+      size_t idx = gi * sc + gj;
+      q->scales[idx] = g.scale;
+      if (q->scale_codes && l.scale_fmt != PRECIS_FMT_F32) q->scale_codes[idx] = (uint8_t)g.code;
+      if (asym) q->zero_points[idx] = (uint8_t)g.zero;
+      size_t c0 = gj * gc, c1 = c0 + gc < cols ? c0 + gc : cols;
+      for (size_t c = c0; c < c1; c++) dv[c] = g.divisor;
+      if (asym)
+        for (size_t c = c0; c < c1; c++) zv[c] = g.zero;
+    }
+    for (size_t r = r0; r < r1; r++) clipped += e.span(x + r * cols, cols, dv, zv, e.qmin, e.qmax, q->codes + r * cols);
+  }
+  q->clipped = clipped;
+done:
+  free(amax);
+  free(mins);
+  free(maxs);
+  free(dv);
+  free(zv);
+  return st;
+}
+
+static float decode_code(precis_format_id f, uint8_t c) {
+  switch (f) {
+  case PRECIS_FMT_E4M3: return precis_bits_e4m3_to_f32(c);
+  case PRECIS_FMT_E5M2: return precis_bits_e5m2_to_f32(c);
+  case PRECIS_FMT_E2M1: return precis_bits_e2m1_to_f32(c);
+  case PRECIS_FMT_U4: return (float)c;
+  default: return (float)(int8_t)c; /* int8, s4 (sign-extended) */
+  }
+}
+
+precis_status precis_dequantize(const precis_quant_desc *d, const precis_quant_tensor *q, size_t rows, size_t cols,
+                                float *y) {
+  precis_quant_layout l;
+  precis_status st = precis_quant_layout_of(d, rows, cols, &l);
+  if (st != PRECIS_OK) return st;
+  bool nv = d->gran == PRECIS_QUANT_GRAN_NV;
+  float table[256];
+  for (int c = 0; c < 256; c++) table[c] = decode_code(d->elem, (uint8_t)c);
+  for (size_t r = 0; r < rows; r++) {
+    size_t gi = r / l.group_rows;
+    for (size_t c = 0; c < cols; c++) {
+      size_t idx = gi * l.scale_cols + c / l.group_cols;
+      float v = table[q->codes[r * cols + c]];
+      if (l.has_zero_points) v = v - (float)q->zero_points[idx]; /* exact: small integers */
+      float s = q->scales[idx];
+      y[r * cols + c] = nv ? precis_mul_rn(precis_mul_rn(v, s), q->tensor_scale) : precis_mul_rn(v, s);
+    }
+  }
+  return PRECIS_OK;
+}
+
+/* ---- SmoothQuant ---- */
+precis_status precis_smooth_scales(const float *x, size_t m, size_t k, const float *w, size_t n, double alpha,
+                                   float *s) {
+  if (!(alpha >= 0.0 && alpha <= 1.0))
+    return precis_fail(PRECIS_E_USAGE, "smoothquant: alpha %g is out of range (expected 0 <= alpha <= 1, or auto)", alpha);
+  uint32_t *xmax = calloc(k ? k : 1, sizeof *xmax);
+  if (!xmax) return precis_fail(PRECIS_E_NOMEM, "smoothquant: cannot allocate %zu channel maxima", k);
+  for (size_t i = 0; i < m; i++) band_absmax_percol(x + i * k, k, xmax);
+  for (size_t j = 0; j < k; j++) {
+    double ax = precis_f32_of_bits(xmax[j]);
+    double aw = precis_absmax(w + j * n, n);
+    double v = 1.0;
+    if (ax > 0.0 && aw > 0.0) v = pow(ax, alpha) / pow(aw, 1.0 - alpha);
+    v = v < SMOOTH_MIN_SCALE ? SMOOTH_MIN_SCALE : (v > SMOOTH_MAX_SCALE ? SMOOTH_MAX_SCALE : v);
+    s[j] = (float)v;
+  }
+  free(xmax);
+  return PRECIS_OK;
+}
+
+void precis_smooth_apply(float *x, size_t m, size_t k, float *w, size_t n, const float *s) {
+  for (size_t i = 0; i < m; i++)
+    for (size_t j = 0; j < k; j++) x[i * k + j] = precis_div_rn(x[i * k + j], s[j]);
+  for (size_t j = 0; j < k; j++)
+    for (size_t l = 0; l < n; l++) w[j * n + l] = precis_mul_rn(w[j * n + l], s[j]);
+}
+
+/* Quantize then dequantize a copy of v in place. */
+static precis_status fake_quantize(const precis_quant_desc *d, float *v, size_t rows, size_t cols) {
+  precis_status st;
+  precis_quant_layout l;
+  precis_quant_tensor q = {0};
+  if ((st = precis_quant_layout_of(d, rows, cols, &l)) != PRECIS_OK) return st;
+  q.codes = malloc(rows * cols);
+  q.scales = malloc(l.scale_count * sizeof *q.scales);
+  q.zero_points = malloc(l.scale_count);
+  if (!q.codes || !q.scales || !q.zero_points) {
+    st = precis_fail(PRECIS_E_NOMEM, "smoothquant: cannot allocate a %zux%zu quantized copy", rows, cols);
+    goto done;
+  }
+  if ((st = precis_quantize(d, v, rows, cols, &q)) != PRECIS_OK) goto done;
+  st = precis_dequantize(d, &q, rows, cols, v);
+done:
+  free(q.codes);
+  free(q.scales);
+  free(q.zero_points);
+  return st;
+}
+
+precis_status precis_smooth_gemm_error(const float *s, void *ctx_v, double *error) {
+  const precis_smooth_gemm_ctx *c = ctx_v;
+  precis_status st = PRECIS_OK;
+  float *xs = malloc(c->m * c->k * sizeof *xs), *ws = malloc(c->k * c->n * sizeof *ws);
+  if (!xs || !ws) {
+    st = precis_fail(PRECIS_E_NOMEM, "smoothquant: cannot allocate the smoothed %zux%zu and %zux%zu copies", c->m,
+                     c->k, c->k, c->n);
+    goto done;
+  }
+  memcpy(xs, c->x, c->m * c->k * sizeof *xs);
+  memcpy(ws, c->w, c->k * c->n * sizeof *ws);
+  precis_smooth_apply(xs, c->m, c->k, ws, c->n, s);
+  if ((st = fake_quantize(&c->a, xs, c->m, c->k)) != PRECIS_OK) goto done;
+  if ((st = fake_quantize(&c->b, ws, c->k, c->n)) != PRECIS_OK) goto done;
+  size_t stride = div_up(c->n, SMOOTH_ERROR_COLUMNS);
+  double num = 0.0, den = 0.0;
+  for (size_t i = 0; i < c->m; i++) {
+    for (size_t l = 0; l < c->n; l += stride) {
+      double ref = 0.0, got = 0.0;
+      for (size_t j = 0; j < c->k; j++) {
+        ref += (double)c->x[i * c->k + j] * (double)c->w[j * c->n + l];
+        got += (double)xs[i * c->k + j] * (double)ws[j * c->n + l];
+      }
+      num += (got - ref) * (got - ref);
+      den += ref * ref;
+    }
+  }
+  *error = den > 0.0 ? sqrt(num / den) : sqrt(num);
+done:
+  free(xs);
+  free(ws);
+  return st;
+}
+
+precis_status precis_smooth_search(const float *x, size_t m, size_t k, const float *w, size_t n,
+                                   precis_smooth_error_fn error_fn, void *ctx, double *alpha_out, float *s_out) {
+  precis_status st = PRECIS_OK;
+  float *s = malloc((k ? k : 1) * sizeof *s);
+  double best = INFINITY;
+  int best_step = -1;
+  if (!s) return precis_fail(PRECIS_E_NOMEM, "smoothquant: cannot allocate %zu scales", k);
+  for (int step = 0; step <= 10; step++) {
+    double alpha = step / 10.0, err;
+    if ((st = precis_smooth_scales(x, m, k, w, n, alpha, s)) != PRECIS_OK) goto done;
+    if ((st = error_fn(s, ctx, &err)) != PRECIS_OK) goto done;
+    if (err < best) { /* strict: a tie keeps the smaller alpha; a NaN error never wins */
+      best = err;
+      best_step = step;
+      memcpy(s_out, s, k * sizeof *s);
+    }
+  }
+  if (best_step < 0) {
+    st = precis_fail(PRECIS_E_INPUT, "smoothquant: alpha=auto found no finite error on the calibration data "
+                     "(non-finite values in it?)");
+    goto done;
+  }
+  *alpha_out = best_step / 10.0;
+done:
+  free(s);
+  return st;
+}

@@ -1,0 +1,466 @@
+/* The plan's printers (DESIGN §12): plan.json (everything, for tools), plan.md (the decision and
+ * the sensitivity ranking), plan.html (a layers x recipes heatmap of error, one table row per
+ * layer so that 200+ layers stay readable; no script, no network) and the exclusion lists that
+ * ModelOpt (quant_cfg entries and hf_quant_config's exclude_modules) and llm-compressor (a recipe's
+ * `ignore:` list) read. Every name from the report goes through the escaper of its format. */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "escape.h"
+#include "fileio.h"
+#include "plan.h"
+#include "report_util.h"
+
+static const char *cost_unit(precis_plan_budget kind) {
+  switch (kind) {
+  case PRECIS_PLAN_NO_BUDGET:
+  case PRECIS_PLAN_MEMORY: return "tensor bytes";
+  case PRECIS_PLAN_BITS: return "weight bits";
+  case PRECIS_PLAN_LATENCY: return "ms (median per call)";
+  }
+  return "";
+}
+
+static void fmt_cost(char *buf, size_t len, precis_plan_budget kind, double v) {
+  if (isnan(v)) snprintf(buf, len, "-");
+  else if (kind == PRECIS_PLAN_MEMORY || kind == PRECIS_PLAN_NO_BUDGET) precis_fmt_bytes(buf, len, (long long)v);
+  else if (kind == PRECIS_PLAN_BITS) snprintf(buf, len, "%.0f bits", v);
+  else snprintf(buf, len, "%.4g ms", v);
+}
+
+/* A layer needs high precision when the plan gives it something other than the target recipe. */
+static bool keeps_high_precision(const precis_plan *p, size_t l) {
+  return p->feasible && p->target >= 0 && p->chosen[l] != p->target;
+}
+
+static cJSON *num(double v) { return isfinite(v) ? cJSON_CreateNumber(v) : cJSON_CreateNull(); }
+
+static char *plan_json(const precis_plan *p, const precis_report *report, const char *report_path) {
+  cJSON *root = cJSON_CreateObject();
+  if (!root) return NULL;
+  cJSON_AddStringToObject(root, "format", "precis-plan");
+  cJSON_AddNumberToObject(root, "format_version", 1);
+  cJSON_AddStringToObject(root, "report", report_path);
+  cJSON_AddStringToObject(root, "dataset_id", report->dataset_id ? report->dataset_id : "");
+  cJSON_AddStringToObject(root, "criteria", p->criteria_source);
+  cJSON_AddStringToObject(root, "error_metric", "rel_fro (worst over samples)");
+  cJSON_AddStringToObject(root, "cost", precis_plan_budget_str(p->cost_kind));
+  cJSON_AddStringToObject(root, "cost_unit", cost_unit(p->cost_kind));
+  cJSON *budget = p->budget == PRECIS_PLAN_NO_BUDGET ? cJSON_CreateNull() : cJSON_CreateObject();
+  if (p->budget != PRECIS_PLAN_NO_BUDGET) {
+    cJSON_AddStringToObject(budget, "kind", precis_plan_budget_str(p->budget));
+    cJSON_AddItemToObject(budget, "value", num(p->budget_value));
+    cJSON_AddItemToObject(budget, "capacity", num(p->capacity));
+  }
+  cJSON_AddItemToObject(root, "budget", budget);
+  cJSON_AddStringToObject(root, "objective",
+                          p->budget == PRECIS_PLAN_NO_BUDGET
+                              ? "per layer, the cheapest recipe meeting the criteria"
+                              : "minimize the sum over layers of rel_fro subject to the sum of costs <= capacity, "
+                                "every layer on a recipe meeting the criteria; ties: lower total cost");
+  cJSON_AddStringToObject(root, "method", p->method);
+  cJSON_AddBoolToObject(root, "exact", p->exact);
+  cJSON_AddBoolToObject(root, "feasible", p->feasible);
+  if (!p->feasible) cJSON_AddStringToObject(root, "why", p->infeasible_why);
+  cJSON_AddItemToObject(root, "total_cost", p->feasible ? num(p->total_cost) : cJSON_CreateNull());
+  cJSON_AddItemToObject(root, "total_error", p->feasible ? num(p->total_error) : cJSON_CreateNull());
+  cJSON_AddItemToObject(root, "cheapest_total_cost", num(p->cheapest_total_cost));
+  cJSON_AddStringToObject(root, "target", p->target >= 0 ? p->recipes[p->target] : "");
+  cJSON *recipes = cJSON_AddArrayToObject(root, "recipes");
+  for (size_t r = 0; r < p->n_recipes; r++) cJSON_AddItemToArray(recipes, cJSON_CreateString(p->recipes[r]));
+  cJSON *blocking = cJSON_AddArrayToObject(root, "blocking");
+  for (size_t i = 0; i < p->n_blocking; i++) cJSON_AddItemToArray(blocking, cJSON_CreateString(p->layers[p->blocking[i]]));
+  cJSON *keep = cJSON_AddArrayToObject(root, "keep_high_precision");
+  for (size_t l = 0; l < p->n_layers; l++)
+    if (keeps_high_precision(p, l)) cJSON_AddItemToArray(keep, cJSON_CreateString(p->layers[l]));
+  cJSON *ranking = cJSON_AddArrayToObject(root, "sensitivity_ranking");
+  for (size_t i = 0; i < p->n_layers; i++) cJSON_AddItemToArray(ranking, cJSON_CreateString(p->layers[p->by_sensitivity[i]]));
+  cJSON *layers = cJSON_AddArrayToObject(root, "layers");
+  for (size_t l = 0; l < p->n_layers; l++) {
+    cJSON *layer = cJSON_CreateObject();
+    cJSON_AddItemToArray(layers, layer);
+    cJSON_AddStringToObject(layer, "layer", p->layers[l]);
+    cJSON_AddItemToObject(layer, "weights", p->weights[l] >= 0 ? cJSON_CreateNumber((double)p->weights[l]) : cJSON_CreateNull());
+    cJSON_AddItemToObject(layer, "recipe", p->chosen[l] >= 0 ? cJSON_CreateString(p->recipes[p->chosen[l]]) : cJSON_CreateNull());
+    const precis_plan_cell *chosen = p->chosen[l] >= 0 ? &p->cells[l * p->n_recipes + (size_t)p->chosen[l]] : NULL;
+    cJSON_AddItemToObject(layer, "cost", chosen ? num(chosen->cost) : cJSON_CreateNull());
+    cJSON_AddItemToObject(layer, "error", chosen ? num(chosen->error) : cJSON_CreateNull());
+    cJSON_AddItemToObject(layer, "cheapest_passing",
+                          p->cheapest[l] >= 0 ? cJSON_CreateString(p->recipes[p->cheapest[l]]) : cJSON_CreateNull());
+    cJSON_AddItemToObject(layer, "sensitivity", num(p->sensitivity[l]));
+    cJSON_AddBoolToObject(layer, "keep_high_precision", keeps_high_precision(p, l));
+    cJSON *cells = cJSON_AddObjectToObject(layer, "recipes");
+    for (size_t r = 0; r < p->n_recipes; r++) {
+      const precis_plan_cell *c = &p->cells[l * p->n_recipes + r];
+      if (!c->present) continue;
+      cJSON *cell = cJSON_CreateObject();
+      cJSON_AddItemToObject(cells, p->recipes[r], cell);
+      cJSON_AddBoolToObject(cell, "passes", c->passes);
+      cJSON_AddItemToObject(cell, "error", num(c->error));
+      cJSON_AddItemToObject(cell, "cost", num(c->cost));
+      if (!c->passes) cJSON_AddStringToObject(cell, "why", c->what);
+    }
+  }
+  char *text = cJSON_Print(root);
+  cJSON_Delete(root);
+  return text;
+}
+
+static void md_header(precis_buf *b, const precis_plan *p, const char *report_path) {
+  char cost[48], cheapest[48];
+  precis_buf_append(b, "# precis plan\n\n- report: ");
+  precis_buf_markdown(b, report_path);
+  precis_buf_append(b, "\n- criteria: ");
+  precis_buf_markdown(b, p->criteria_source);
+  precis_buf_appendf(b, "\n- cost: %s (%s)\n", precis_plan_budget_str(p->cost_kind), cost_unit(p->cost_kind));
+  if (p->budget != PRECIS_PLAN_NO_BUDGET) {
+    fmt_cost(cost, sizeof cost, p->cost_kind, p->capacity);
+    precis_buf_appendf(b, "- budget: %s=%.6g (capacity %s); objective: the lowest sum of rel_fro over layers within it\n",
+                       precis_plan_budget_str(p->budget), p->budget_value, cost);
+  }
+  precis_buf_append(b, "- method: ");
+  precis_buf_markdown(b, p->method);
+  precis_buf_append(b, "\n\n");
+  if (p->feasible) {
+    fmt_cost(cost, sizeof cost, p->cost_kind, p->total_cost);
+    fmt_cost(cheapest, sizeof cheapest, p->cost_kind, p->cheapest_total_cost);
+    precis_buf_appendf(b, "**Plan:** %zu layers, total cost %s (every layer on its cheapest passing recipe: %s), "
+                          "sum of rel_fro %.4g.\n\n", p->n_layers, cost, cheapest, p->total_error);
+  } else {
+    precis_buf_append(b, "**No plan meets the criteria:** ");
+    precis_buf_markdown(b, p->infeasible_why);
+    precis_buf_append(b, ".\n\n");
+    for (size_t i = 0; i < p->n_blocking; i++) {
+      size_t l = p->blocking[i];
+      precis_buf_append(b, "- blocking: ");
+      precis_buf_markdown(b, p->layers[l]);
+      /* The closest miss says what it would take. */
+      for (size_t r = 0; r < p->n_recipes; r++) {
+        const precis_plan_cell *c = &p->cells[l * p->n_recipes + r];
+        if (!c->present) continue;
+        precis_buf_append(b, r ? "; " : " (");
+        precis_buf_markdown(b, p->recipes[r]);
+        precis_buf_append(b, ": ");
+        precis_buf_markdown(b, c->what);
+      }
+      precis_buf_append(b, ")\n");
+    }
+    precis_buf_append(b, "\n");
+  }
+}
+
+static char *plan_markdown(const precis_plan *p, const char *report_path) {
+  precis_buf b;
+  precis_buf_init(&b);
+  md_header(&b, p, report_path);
+  char cost[48], err[32], sens[32];
+  precis_buf_append(&b, "## Per layer\n\n| layer | plan | cost | rel_fro | cheapest passing | sensitivity | rank |\n"
+                        "|---|---|---:|---:|---|---:|---:|\n");
+  size_t *rank = malloc((p->n_layers ? p->n_layers : 1) * sizeof *rank);
+  if (rank)
+    for (size_t i = 0; i < p->n_layers; i++) rank[p->by_sensitivity[i]] = i + 1;
+  for (size_t l = 0; l < p->n_layers; l++) {
+    const precis_plan_cell *c = p->chosen[l] >= 0 ? &p->cells[l * p->n_recipes + (size_t)p->chosen[l]] : NULL;
+    fmt_cost(cost, sizeof cost, p->cost_kind, c ? c->cost : NAN);
+    precis_fmt_sig(err, sizeof err, c ? c->error : NAN, 3);
+    precis_fmt_sig(sens, sizeof sens, p->sensitivity[l], 3);
+    precis_buf_append(&b, "| ");
+    precis_buf_markdown(&b, p->layers[l]);
+    precis_buf_append(&b, " | ");
+    precis_buf_markdown(&b, c ? p->recipes[p->chosen[l]] : "-");
+    precis_buf_appendf(&b, " | %s | %s | ", cost, err);
+    precis_buf_markdown(&b, p->cheapest[l] >= 0 ? p->recipes[p->cheapest[l]] : "none");
+    precis_buf_appendf(&b, " | %s | %zu |\n", sens, rank ? rank[l] : 0);
+  }
+  free(rank);
+  precis_buf_append(&b, "\n## Sensitivity ranking (most sensitive first)\n\n"
+                        "Sensitivity = mean over recipes of log2(layer's rel_fro / the recipe's median rel_fro over layers); "
+                        "+1 = twice the typical error. A value marked * fails the criteria.\n\n| rank | layer | sensitivity |");
+  for (size_t r = 0; r < p->n_recipes; r++) {
+    precis_buf_append(&b, " ");
+    precis_buf_markdown(&b, p->recipes[r]);
+    precis_buf_append(&b, " |");
+  }
+  precis_buf_append(&b, "\n|---:|---|---:|");
+  for (size_t r = 0; r < p->n_recipes; r++) precis_buf_append(&b, "---:|");
+  precis_buf_append(&b, "\n");
+  for (size_t i = 0; i < p->n_layers; i++) {
+    size_t l = p->by_sensitivity[i];
+    precis_fmt_sig(sens, sizeof sens, p->sensitivity[l], 3);
+    precis_buf_appendf(&b, "| %zu | ", i + 1);
+    precis_buf_markdown(&b, p->layers[l]);
+    precis_buf_appendf(&b, " | %s |", sens);
+    for (size_t r = 0; r < p->n_recipes; r++) {
+      const precis_plan_cell *c = &p->cells[l * p->n_recipes + r];
+      precis_fmt_sig(err, sizeof err, c->error, 3);
+      precis_buf_appendf(&b, " %s%s |", err, c->present && !c->passes ? "\\*" : "");
+    }
+    precis_buf_append(&b, "\n");
+  }
+  precis_buf_append(&b, "\n## Keep in high precision\n\n");
+  if (!p->feasible) precis_buf_append(&b, "No plan, so no list.\n");
+  else {
+    precis_buf_append(&b, "Layers the plan does not put on ");
+    precis_buf_markdown(&b, p->target >= 0 ? p->recipes[p->target] : "-");
+    precis_buf_append(&b, " (the exclusion lists: `modelopt_exclude.json`, `llmcompressor_ignore.yaml`):\n\n");
+    size_t n = 0;
+    for (size_t l = 0; l < p->n_layers; l++)
+      if (keeps_high_precision(p, l)) {
+        precis_buf_append(&b, "- ");
+        precis_buf_markdown(&b, p->layers[l]);
+        precis_buf_append(&b, " → ");
+        precis_buf_markdown(&b, p->recipes[p->chosen[l]]);
+        precis_buf_append(&b, "\n");
+        n++;
+      }
+    if (n == 0) precis_buf_append(&b, "(none: every layer takes the target recipe)\n");
+  }
+  return precis_buf_take(&b);
+}
+
+/* log10 error on a white-yellow-red ramp between the smallest and largest error of the plan. */
+static double heat_color(double error, double lo, double hi, char *buf, size_t len) {
+  if (!isfinite(error)) {
+    snprintf(buf, len, "#ffffff");
+    return 0;
+  }
+  double t = error <= 0 || !(hi > lo) ? 0 : (log10(error) - lo) / (hi - lo);
+  t = t < 0 ? 0 : t > 1 ? 1 : t;
+  /* #fffbe6 (t=0) -> #fdae61 (t=0.5) -> #b2182b (t=1) */
+  double r0, g0, b0, r1, g1, b1, u;
+  if (t < 0.5) r0 = 255, g0 = 251, b0 = 230, r1 = 253, g1 = 174, b1 = 97, u = t / 0.5;
+  else r0 = 253, g0 = 174, b0 = 97, r1 = 178, g1 = 24, b1 = 43, u = (t - 0.5) / 0.5;
+  snprintf(buf, len, "#%02x%02x%02x", (int)(r0 + (r1 - r0) * u), (int)(g0 + (g1 - g0) * u), (int)(b0 + (b1 - b0) * u));
+  return t;
+}
+
+static char *plan_html(const precis_plan *p, const char *report_path) {
+  precis_buf b;
+  precis_buf_init(&b);
+  precis_buf_append(&b,
+                    "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>precis plan</title>\n<style>\n"
+                    "body{font-family:'DejaVu Sans',Verdana,sans-serif;margin:20px auto;max-width:1400px;color:#222;"
+                    "font-size:14px;padding:0 12px}h1{font-size:24px}h2{font-size:19px;border-bottom:2px solid #ddd}\n"
+                    ".banner{padding:8px 12px;margin:8px 0;border-radius:4px}.ok{background:#e7f4e7;border:1px solid #3a3}"
+                    ".bad{background:#fde2e2;border:1px solid #c33}\n"
+                    "table.heat{border-collapse:collapse;font-size:11px}table.heat td,table.heat th{border:1px solid #ddd;"
+                    "padding:0 5px;height:15px;text-align:right;white-space:nowrap}\n"
+                    "table.heat th{background:#f3f3f3;position:sticky;top:0}table.heat td.layer{text-align:left;"
+                    "max-width:420px;overflow:hidden;text-overflow:ellipsis}\n"
+                    "td.fail{background-image:repeating-linear-gradient(45deg,transparent 0 4px,rgba(0,0,0,.18) 4px 5px);"
+                    "color:#777}td.missing{color:#bbb}\n"
+                    "td.chosen{outline:3px solid #0040ff;outline-offset:-3px;font-weight:bold}\n"
+                    "td.dark{color:#fff}td.fail.dark{color:#f4c7c7}table.heat th.t{text-align:left}td.keep{color:#b00;font-weight:bold}.legend span{display:inline-block;padding:1px 8px;margin-right:6px;"
+                    "border:1px solid #ccc}\n.muted{color:#666;font-size:12px}\n</style></head><body>\n<h1>precis plan</h1>\n");
+  precis_buf_append(&b, "<p class=\"muted\">report ");
+  precis_buf_html(&b, report_path);
+  precis_buf_append(&b, " &middot; criteria: ");
+  precis_buf_html(&b, p->criteria_source);
+  precis_buf_appendf(&b, " &middot; cost: %s (%s)", precis_plan_budget_str(p->cost_kind), cost_unit(p->cost_kind));
+  precis_buf_append(&b, " &middot; method: ");
+  precis_buf_html(&b, p->method);
+  precis_buf_append(&b, "</p>\n");
+  char cost[48], cheapest[48], err[32], sens[32], color[16];
+  if (p->feasible) {
+    fmt_cost(cost, sizeof cost, p->cost_kind, p->total_cost);
+    fmt_cost(cheapest, sizeof cheapest, p->cost_kind, p->cheapest_total_cost);
+    precis_buf_appendf(&b, "<div class=\"banner ok\"><b>Plan:</b> %zu layers, total cost %s (all cheapest passing: %s), "
+                           "sum of rel_fro %.4g.</div>\n", p->n_layers, cost, cheapest, p->total_error);
+  } else {
+    precis_buf_append(&b, "<div class=\"banner bad\"><b>No plan meets the criteria:</b> ");
+    precis_buf_html(&b, p->infeasible_why);
+    if (p->n_blocking) {
+      precis_buf_append(&b, ". Blocking layers: ");
+      for (size_t i = 0; i < p->n_blocking; i++) {
+        if (i) precis_buf_append(&b, ", ");
+        precis_buf_html(&b, p->layers[p->blocking[i]]);
+      }
+    }
+    precis_buf_append(&b, "</div>\n");
+  }
+  double lo = INFINITY, hi = -INFINITY;
+  for (size_t i = 0; i < p->n_layers * p->n_recipes; i++) {
+    double e = p->cells[i].error;
+    if (isfinite(e) && e > 0) {
+      lo = fmin(lo, log10(e));
+      hi = fmax(hi, log10(e));
+    }
+  }
+  precis_buf_append(&b, "<h2>Error per layer and recipe (rel_fro, worst over samples)</h2>\n<p class=\"legend\">");
+  for (int i = 0; i <= 4; i++) {
+    double e = isfinite(lo) ? pow(10, lo + (hi - lo) * i / 4.0) : NAN;
+    heat_color(e, lo, hi, color, sizeof color);
+    precis_fmt_sig(err, sizeof err, e, 2);
+    precis_buf_appendf(&b, "<span style=\"background:%s\">%s</span>", color, err);
+  }
+  precis_buf_append(&b, " <span class=\"fail\" style=\"background-image:repeating-linear-gradient(45deg,transparent 0 4px,"
+                        "rgba(0,0,0,.18) 4px 5px)\">fails the criteria</span><span style=\"outline:3px solid #0040ff;"
+                        "outline-offset:-3px\">the plan's choice</span> Rows in model order; layer names in red stay in "
+                        "higher precision than the exclusion lists' target; hover a cell for its cost and why it fails.</p>\n<table class=\"heat\"><thead><tr><th>#</th><th class=\"t\">layer</th><th>sensitivity</th>");
+  for (size_t r = 0; r < p->n_recipes; r++) {
+    precis_buf_append(&b, "<th>");
+    precis_buf_html(&b, p->recipes[r]);
+    precis_buf_append(&b, "</th>");
+  }
+  precis_buf_append(&b, "</tr></thead><tbody>\n");
+  for (size_t l = 0; l < p->n_layers; l++) {
+    precis_fmt_sig(sens, sizeof sens, p->sensitivity[l], 2);
+    precis_buf_appendf(&b, "<tr><td>%zu</td><td class=\"layer%s\" title=\"", l + 1, keeps_high_precision(p, l) ? " keep" : "");
+    precis_buf_html(&b, p->layers[l]);
+    precis_buf_append(&b, "\">");
+    precis_buf_html(&b, p->layers[l]);
+    precis_buf_appendf(&b, "</td><td>%s</td>", sens);
+    for (size_t r = 0; r < p->n_recipes; r++) {
+      const precis_plan_cell *c = &p->cells[l * p->n_recipes + r];
+      if (!c->present) {
+        precis_buf_append(&b, "<td class=\"missing\">&middot;</td>");
+        continue;
+      }
+      bool dark = heat_color(c->error, lo, hi, color, sizeof color) > 0.7;
+      precis_fmt_sig(err, sizeof err, c->error, 2);
+      fmt_cost(cost, sizeof cost, p->cost_kind, c->cost);
+      bool chosen = p->chosen[l] == (int)r;
+      precis_buf_appendf(&b, "<td class=\"%s%s%s\" style=\"background-color:%s\" title=\"", c->passes ? "pass" : "fail",
+                         chosen ? " chosen" : "", dark ? " dark" : "", color);
+      precis_buf_html(&b, p->recipes[r]);
+      precis_buf_appendf(&b, ": rel_fro %s, cost %s", err, cost);
+      if (!c->passes) {
+        precis_buf_append(&b, "; fails: ");
+        precis_buf_html(&b, c->what);
+      }
+      precis_buf_appendf(&b, "\">%s</td>", err);
+    }
+    precis_buf_append(&b, "</tr>\n");
+  }
+  precis_buf_append(&b, "</tbody></table>\n</body></html>\n");
+  return precis_buf_take(&b);
+}
+
+/* ModelOpt: quant_cfg entries that switch off every quantizer of a kept module (its
+ * weight_quantizer and input_quantizer), in both the list form of current releases and the dict
+ * form of older ones, plus the exclude_modules list that its hf_quant_config.json carries. */
+static char *modelopt_json(const precis_plan *p) {
+  cJSON *root = cJSON_CreateObject();
+  if (!root) return NULL;
+  cJSON_AddStringToObject(root, "comment",
+                          "precis plan: modules to keep in high precision. Merge quant_cfg into your ModelOpt config "
+                          "after the format's entries (later entries win); exclude_modules is the hf_quant_config.json form.");
+  cJSON_AddStringToObject(root, "target_recipe", p->target >= 0 ? p->recipes[p->target] : "");
+  cJSON *exclude = cJSON_AddArrayToObject(root, "exclude_modules");
+  cJSON *list = cJSON_AddArrayToObject(root, "quant_cfg");
+  cJSON *dict = cJSON_AddObjectToObject(root, "quant_cfg_dict");
+  for (size_t l = 0; l < p->n_layers; l++) {
+    if (!keeps_high_precision(p, l)) continue;
+    cJSON_AddItemToArray(exclude, cJSON_CreateString(p->layers[l]));
+    char *pattern = precis_asprintf("*%s.*", p->layers[l]);
+    if (!pattern) continue;
+    cJSON *entry = cJSON_CreateObject();
+    cJSON_AddStringToObject(entry, "quantizer_name", pattern);
+    cJSON_AddBoolToObject(entry, "enable", false);
+    cJSON_AddItemToArray(list, entry);
+    cJSON *off = cJSON_CreateObject();
+    cJSON_AddBoolToObject(off, "enable", false);
+    cJSON_AddItemToObject(dict, pattern, off);
+    free(pattern);
+  }
+  char *text = cJSON_Print(root);
+  cJSON_Delete(root);
+  return text;
+}
+
+/* llm-compressor: the `ignore:` list of a QuantizationModifier (exact module names; names are
+ * double-quoted YAML scalars so that no module name can change the document's structure). */
+static char *llmcompressor_yaml(const precis_plan *p) {
+  precis_buf b;
+  precis_buf_init(&b);
+  precis_buf_append(&b, "# precis plan: modules to keep in high precision (layers not planned for ");
+  precis_buf_append(&b, p->target >= 0 ? p->recipes[p->target] : "-");
+  /* The llm-compressor preset scheme closest to the target recipe, for the example line. */
+  const char *target = p->target >= 0 ? p->recipes[p->target] : "";
+  const char *scheme = !strcmp(target, "int8") ? "W8A8" : !strcmp(target, "fp8") ? "FP8_DYNAMIC" : "<your scheme>";
+  precis_buf_appendf(&b, ").\n# Paste under your recipe's QuantizationModifier, e.g.\n"
+                         "#   QuantizationModifier: {targets: [Linear], scheme: %s, ignore: [...]}\nignore:", scheme);
+  size_t n = 0;
+  for (size_t l = 0; l < p->n_layers; l++) {
+    if (!keeps_high_precision(p, l)) continue;
+    precis_buf_append(&b, "\n  - \"");
+    for (const unsigned char *c = (const unsigned char *)p->layers[l]; *c; c++) {
+      if (*c == '"' || *c == '\\') precis_buf_appendf(&b, "\\%c", *c);
+      else if (*c < 0x20 || *c == 0x7f) precis_buf_appendf(&b, "\\x%02x", *c);
+      else precis_buf_appendf(&b, "%c", *c);
+    }
+    precis_buf_append(&b, "\"");
+    n++;
+  }
+  precis_buf_append(&b, n ? "\n" : " []\n");
+  return precis_buf_take(&b);
+}
+
+precis_status precis_plan_write_all(const precis_plan *p, const precis_report *report, const char *report_path,
+                                    const char *dir, bool force) {
+  precis_status st = precis_mkdirs(dir);
+  if (st != PRECIS_OK) return st;
+  char *texts[5] = {plan_json(p, report, report_path), plan_markdown(p, report_path), plan_html(p, report_path),
+                    modelopt_json(p), llmcompressor_yaml(p)};
+  static const char *const names[5] = {"plan.json", "plan.md", "plan.html", "modelopt_exclude.json",
+                                       "llmcompressor_ignore.yaml"};
+  for (int i = 0; i < 5 && st == PRECIS_OK; i++) {
+    if (!texts[i]) {
+      st = precis_fail(PRECIS_E_NOMEM, "out of memory writing %s", names[i]);
+      break;
+    }
+    char *path = precis_asprintf("%s/%s", dir, names[i]);
+    st = path ? precis_atomic_write_text(path, texts[i], force) : precis_fail(PRECIS_E_NOMEM, "out of memory");
+    free(path);
+  }
+  for (int i = 0; i < 5; i++) free(texts[i]);
+  return st;
+}
+
+/* Names come from the dataset: a terminal sees no control characters. */
+static const char *term(precis_buf *b, const char *s) {
+  b->len = 0;
+  if (b->data) b->data[0] = '\0';
+  precis_buf_terminal(b, s, 0);
+  return b->data && !b->failed ? b->data : "?";
+}
+
+void precis_plan_print(const precis_plan *p, FILE *out) {
+  precis_buf b;
+  precis_buf_init(&b);
+  char cost[48], err[32];
+  if (!p->feasible) {
+    fprintf(out, "no plan meets the criteria (%s): %s\n", p->criteria_source, p->infeasible_why);
+    for (size_t i = 0; i < p->n_blocking; i++) {
+      size_t l = p->blocking[i];
+      fprintf(out, "  blocking: %s", term(&b, p->layers[l]));
+      for (size_t r = 0; r < p->n_recipes; r++)
+        if (p->cells[l * p->n_recipes + r].present)
+          fprintf(out, "%s%s %s", r ? "; " : " (", p->recipes[r], p->cells[l * p->n_recipes + r].what);
+      fprintf(out, ")\n");
+    }
+    precis_buf_free(&b);
+    return;
+  }
+  fmt_cost(cost, sizeof cost, p->cost_kind, p->total_cost);
+  fprintf(out, "plan: %zu layers, total cost %s (%s), sum of rel_fro %.4g (%s)\n", p->n_layers, cost,
+          precis_plan_budget_str(p->cost_kind), p->total_error, p->method);
+  size_t *count = calloc(p->n_recipes ? p->n_recipes : 1, sizeof *count);
+  if (count) {
+    for (size_t l = 0; l < p->n_layers; l++) count[p->chosen[l]]++;
+    fprintf(out, "  layers per recipe:");
+    for (size_t r = 0; r < p->n_recipes; r++)
+      if (count[r]) fprintf(out, " %s %zu", p->recipes[r], count[r]);
+    fprintf(out, "\n");
+    free(count);
+  }
+  fprintf(out, "  most sensitive:");
+  for (size_t i = 0; i < p->n_layers && i < 5; i++) {
+    precis_fmt_sig(err, sizeof err, p->sensitivity[p->by_sensitivity[i]], 3);
+    fprintf(out, "%s %s (%s)", i ? "," : "", term(&b, p->layers[p->by_sensitivity[i]]), err);
+  }
+  fprintf(out, "\n");
+  precis_buf_free(&b);
+}

@@ -1,0 +1,234 @@
+/* precis plan: the solver's optimum against brute force on random small cases (ties included),
+ * per-layer cheapest, blocking layers, the budget in bits, the sensitivity ranking and the
+ * exclusion lists. */
+#include <unistd.h>
+
+#include "fileio.h"
+#include "harness.h"
+#include "plan.h"
+#include "report_fixture.h"
+
+static unsigned long long rng_state = 0x9e3779b97f4a7c15ULL;
+static unsigned next_u32(void) {
+  rng_state ^= rng_state << 13;
+  rng_state ^= rng_state >> 7;
+  rng_state ^= rng_state << 17;
+  return (unsigned)(rng_state >> 11);
+}
+
+/* Every assignment, in layer order summed like the solver; lexicographic (error, cost) minimum. */
+static bool brute_force(size_t L, size_t R, const double *cost, const double *error, const bool *allowed, double capacity,
+                        double *best_cost, double *best_error) {
+  size_t total = 1;
+  for (size_t l = 0; l < L; l++) total *= R;
+  bool found = false;
+  for (size_t code = 0; code < total; code++) {
+    size_t rest = code;
+    double c = 0, e = 0;
+    bool ok = true;
+    for (size_t l = 0; l < L && ok; l++) {
+      size_t r = rest % R;
+      rest /= R;
+      ok = allowed[l * R + r];
+      c += cost[l * R + r];
+      e += error[l * R + r];
+    }
+    if (!ok || c > capacity) continue;
+    if (!found || e < *best_error || (e == *best_error && c < *best_cost)) {
+      *best_cost = c;
+      *best_error = e;
+      found = true;
+    }
+  }
+  return found;
+}
+
+TEST(solver_matches_brute_force) {
+  int mismatches = 0, feasible_cases = 0;
+  for (int trial = 0; trial < 3000; trial++) {
+    size_t L = 1 + next_u32() % 6, R = 1 + next_u32() % 4;
+    double cost[24], error[24];
+    bool allowed[24];
+    /* Small integer costs and errors from a short list make ties frequent. */
+    static const double errors[] = {0.5, 0.25, 0.125, 0.1, 0.3, 1e-3, 0.0};
+    double max_total = 0;
+    for (size_t i = 0; i < L * R; i++) {
+      cost[i] = (double)(next_u32() % 9);
+      error[i] = trial % 2 ? errors[next_u32() % 7] : (double)(next_u32() % 1000) / 997.0;
+      allowed[i] = next_u32() % 5 != 0;
+      max_total += cost[i];
+    }
+    double capacity = (double)(next_u32() % (unsigned)(max_total + 2));
+    int choice[6];
+    double tc = -1, te = -1, bc = -2, be = -2;
+    bool exact = false;
+    size_t states = 0;
+    bool got = precis_plan_solve(L, R, cost, error, allowed, capacity, 0, choice, &tc, &te, &exact, &states);
+    bool want = brute_force(L, R, cost, error, allowed, capacity, &bc, &be);
+    CHECK(exact);
+    if (got != want) {
+      mismatches++;
+      continue;
+    }
+    if (!got) continue;
+    feasible_cases++;
+    /* The choice reproduces the reported totals, fits, uses allowed cells, and is optimal. */
+    double c = 0, e = 0;
+    bool ok = true;
+    for (size_t l = 0; l < L; l++) {
+      ok &= choice[l] >= 0 && (size_t)choice[l] < R && allowed[l * R + (size_t)choice[l]];
+      if (!ok) break;
+      c += cost[l * R + (size_t)choice[l]];
+      e += error[l * R + (size_t)choice[l]];
+    }
+    if (!ok || c != tc || e != te || c > capacity || te != be || tc != bc) mismatches++;
+  }
+  CHECK_EQ_INT(mismatches, 0);
+  CHECK(feasible_cases > 1000);
+}
+
+TEST(thinned_frontier_says_heuristic) {
+  /* 12 layers with 3 incomparable choices each grow the frontier past a limit of 4. */
+  enum { L = 12, R = 3 };
+  double cost[L * R], error[L * R];
+  bool allowed[L * R];
+  for (int l = 0; l < L; l++)
+    for (int r = 0; r < R; r++) {
+      cost[l * R + r] = (double)((r + 1) << l);
+      error[l * R + r] = 1.0 / (double)((r + 1) << l);
+      allowed[l * R + r] = true;
+    }
+  int choice[L];
+  double tc, te;
+  bool exact = true;
+  size_t states;
+  CHECK(precis_plan_solve(L, R, cost, error, allowed, 1e9, 4, choice, &tc, &te, &exact, &states));
+  CHECK(!exact);
+  CHECK(precis_plan_solve(L, R, cost, error, allowed, 1e9, 0, choice, &tc, &te, &exact, &states));
+  CHECK(exact);
+}
+
+/* Three layers: "q" tolerant, "fc2" sensitive (int8 fails), "head" only fp32 passes. */
+static void model_report(precis_report *r) {
+  fixture_report(r);
+  const char *layers[] = {"encoder.q", "encoder.fc2", "head"};
+  const double int8_err[] = {4e-3, 2e-2, 5e-2}, bf16_err[] = {2e-3, 3e-3, 2e-2};
+  for (int l = 0; l < 3; l++) {
+    fixture_row(r, layers[l], "fp32", 1e-7, 4.0, 4000 + 1024, 1e-2);
+    fixture_row(r, layers[l], "bf16", bf16_err[l], 2.0, 2000 + 1024, 1e-2);
+    fixture_row(r, layers[l], "int8", int8_err[l], 1.0, 1000 + 1024, 1e-2);
+  }
+}
+
+static const char *chosen(const precis_plan *p, size_t l) { return p->chosen[l] >= 0 ? p->recipes[p->chosen[l]] : "-"; }
+
+TEST(cheapest_per_layer_and_exclusions) {
+  precis_report r;
+  model_report(&r);
+  precis_plan_options opt = {.budget = PRECIS_PLAN_NO_BUDGET};
+  precis_plan p;
+  CHECK_OK(precis_plan_build(&r, &opt, &p));
+  CHECK(p.feasible);
+  CHECK_STR(chosen(&p, 0), "int8");
+  CHECK_STR(chosen(&p, 1), "bf16");
+  CHECK_STR(chosen(&p, 2), "fp32");
+  CHECK_NEAR(p.total_cost, 1000 + 2000 + 4000, 0);
+  CHECK_STR(p.target >= 0 ? p.recipes[p.target] : "-", "int8");
+  /* head is the most sensitive layer under every recipe. */
+  CHECK_STR(p.layers[p.by_sensitivity[0]], "head");
+  CHECK_STR(p.layers[p.by_sensitivity[2]], "encoder.q");
+  char dir[] = "/tmp/precis_test_plan_XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  CHECK_OK(precis_plan_write_all(&p, &r, "report.json", dir, false));
+  char *path = precis_asprintf("%s/llmcompressor_ignore.yaml", dir), *text = NULL;
+  size_t size = 0;
+  CHECK_OK(precis_read_file(path, &text, &size));
+  CHECK(text && strstr(text, "ignore:\n  - \"encoder.fc2\"\n  - \"head\"\n") != NULL);
+  CHECK(text && strstr(text, "encoder.q\"") == NULL);
+  free(text);
+  free(path);
+  path = precis_asprintf("%s/modelopt_exclude.json", dir);
+  CHECK_OK(precis_read_file(path, &text, &size));
+  CHECK(text && strstr(text, "\"quantizer_name\":\t\"*head.*\"") != NULL);
+  free(text);
+  free(path);
+  path = precis_asprintf("%s/plan.html", dir);
+  CHECK_OK(precis_read_file(path, &text, &size));
+  CHECK(text && strstr(text, "<script") == NULL && strstr(text, "class=\"pass chosen\"") != NULL);
+  free(text);
+  free(path);
+  const char *names[] = {"plan.json", "plan.md", "plan.html", "modelopt_exclude.json", "llmcompressor_ignore.yaml"};
+  for (int i = 0; i < 5; i++) {
+    path = precis_asprintf("%s/%s", dir, names[i]);
+    remove(path);
+    free(path);
+  }
+  rmdir(dir);
+  precis_plan_free(&p);
+  precis_report_free(&r);
+}
+
+TEST(budget_trades_error_for_cost) {
+  precis_report r;
+  model_report(&r);
+  precis_criteria require = {.count = 1, .items = {{PRECIS_METRIC_REL_FRO, PRECIS_CMP_LE, 1e-2}}};
+  /* 8000 bytes: the cheapest plan (7000) leaves 1000, enough to lift q from int8 to bf16 (err
+   * 4e-3 -> 2e-3) but not fc2 to fp32 (+2000, err 3e-3 -> 1e-7, a larger gain). */
+  precis_plan_options opt = {.require = &require, .budget = PRECIS_PLAN_MEMORY, .budget_value = 8000};
+  precis_plan p;
+  CHECK_OK(precis_plan_build(&r, &opt, &p));
+  CHECK(p.feasible && p.exact);
+  CHECK_STR(chosen(&p, 0), "bf16");
+  CHECK_STR(chosen(&p, 1), "bf16");
+  CHECK_STR(chosen(&p, 2), "fp32");
+  precis_plan_free(&p);
+  opt.budget_value = 9000;
+  CHECK_OK(precis_plan_build(&r, &opt, &p));
+  CHECK_STR(chosen(&p, 0), "int8");
+  CHECK_STR(chosen(&p, 1), "fp32");
+  precis_plan_free(&p);
+  opt.budget_value = 6999; /* below the cheapest passing plan */
+  CHECK_OK(precis_plan_build(&r, &opt, &p));
+  CHECK(!p.feasible && p.n_blocking == 0 && strstr(p.infeasible_why, "over the budget") != NULL);
+  precis_plan_free(&p);
+  /* bits: the fixture's layers are 256x256; fp32 32, bf16 16, int8 8 bits per weight. An average
+   * of 16 bits over 3 layers = 48 bits per weight to share: int8 + bf16 + fp32 = 56 does not fit. */
+  opt.budget = PRECIS_PLAN_BITS;
+  opt.budget_value = 16;
+  CHECK_OK(precis_plan_build(&r, &opt, &p));
+  CHECK(!p.feasible);
+  precis_plan_free(&p);
+  opt.budget_value = 56.0 / 3.0 + 1e-9;
+  CHECK_OK(precis_plan_build(&r, &opt, &p));
+  CHECK(p.feasible);
+  CHECK_NEAR(p.total_cost, 56.0 * 256 * 256, 0);
+  precis_plan_free(&p);
+  precis_report_free(&r);
+}
+
+TEST(blocking_layers_are_named) {
+  precis_report r;
+  model_report(&r);
+  precis_criteria require = {.count = 1, .items = {{PRECIS_METRIC_REL_FRO, PRECIS_CMP_LE, 1e-9}}};
+  precis_plan_options opt = {.require = &require};
+  precis_plan p;
+  CHECK_OK(precis_plan_build(&r, &opt, &p));
+  CHECK(!p.feasible);
+  CHECK_EQ_INT(p.n_blocking, 3);
+  precis_plan_free(&p);
+  require.items[0].value = 1e-3; /* only fp32 passes, on every layer */
+  CHECK_OK(precis_plan_build(&r, &opt, &p));
+  CHECK(p.feasible);
+  for (size_t l = 0; l < 3; l++) CHECK_STR(chosen(&p, l), "fp32");
+  precis_plan_free(&p);
+  fixture_failed_row(&r, "extra", "fp32", "out of memory");
+  require.items[0].value = 1e-2;
+  CHECK_OK(precis_plan_build(&r, &opt, &p));
+  CHECK(!p.feasible && p.n_blocking == 1 && strcmp(p.layers[p.blocking[0]], "extra") == 0);
+  CHECK(strstr(p.cells[p.blocking[0] * p.n_recipes].what, "out of memory") != NULL);
+  precis_plan_free(&p);
+  precis_report_free(&r);
+}
+
+RUN_TESTS(T(solver_matches_brute_force), T(thinned_frontier_says_heuristic), T(cheapest_per_layer_and_exclusions),
+          T(budget_trades_error_for_cost), T(blocking_layers_are_named))
