@@ -290,6 +290,8 @@ static int finish_report(precis_report *report, const char *out_dir, precis_stat
 static int part_worker(void *arg) {
   part_run *p = arg;
   precis_status run_st = PRECIS_OK;
+  /* A part that had not started when the run was stopped has no journal to resume: it starts. */
+  if (p->cfg.resume && !precis_path_exists(p->cfg.journal_path)) p->cfg.resume = false;
   int rc = measure_part(p, &run_st);
   if (rc == 0 && run_st != PRECIS_OK) {
     if (run_st != PRECIS_E_INTERRUPTED)

@@ -138,6 +138,13 @@ def main():
         check(sorted(r["part"] for r in merged["rows"]) == sorted(deal.values()), "merged rows lost their part")
         for name in ("report.csv", "report.md", "report.html"):
             check(os.path.exists(os.path.join(merged_dir, name)), "merged: no %s" % name)
+        with open(os.path.join(merged_dir, "report.md")) as fh:
+            md = fh.read()
+        part_lines = [l for l in md.split("\n") if l.startswith("| ") and "/report.json |" in l]
+        check("### Parts" in md and len(part_lines) == 3 and
+              all(l.startswith("| %d | %d | %s |" % (sum(v == p for v in deal.values()), p, socket.gethostname()))
+                  for p, l in zip((1, 2, 3), part_lines)),
+              "merged report.md: the parts table is %r" % part_lines)
         # The order of the arguments does not matter.
         p = run(["merge", shard_dirs[2], shard_dirs[0], os.path.join(shard_dirs[1], "report.json"), "-o",
                  os.path.join(work, "merged2"), "--quiet"])
