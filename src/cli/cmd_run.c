@@ -557,6 +557,8 @@ int precis_cmd_run(int argc, char **argv) {
     goto done;
   }
   if (devices_arg && !parse_devices(devices_arg, backend_arg, &devices, &n_devices)) goto done;
+  /* Devices are GPUs: a worker whose device cannot be opened fails, never falls back to the cpu. */
+  if (devices) backend_arg = "cuda";
   if ((devices || launcher_ranks > 1) && shard_count > 1) {
     fprintf(stderr, "precis run: --shard splits a run over separate jobs; %s splits it already (use one or the "
                     "other)\n",
