@@ -230,6 +230,13 @@ def main():
                   "--devices with %r: exit %d: %s" % (backend, p.returncode, p.stderr))
         p = run(["run", dataset, "--devices", "0,1", "--shard", "1/2", "-o", os.path.join(work, "devices")] + OPTIONS)
         check(p.returncode == 2, "--devices with --shard: exit %d" % p.returncode)
+        if os.environ.get("PRECIS_MPI_BUILT") == "0":
+            # Started as one of several MPI ranks without MPI built: refused, not run N times over.
+            p = run(["run", dataset, "-o", os.path.join(work, "nompi")] + OPTIONS,
+                    env=dict(os.environ, OMPI_COMM_WORLD_SIZE="3"))
+            check(p.returncode == 2 and "built without MPI" in p.stderr and
+                  not os.path.exists(os.path.join(work, "nompi")), "ranks without MPI: exit %d: %s" % (
+                      p.returncode, p.stderr))
         for bad in ("0/3", "4/3", "1/0", "x", "1/3x", "2"):
             p = run(["run", dataset, "--shard", bad, "-o", os.path.join(work, "bad")] + OPTIONS)
             check(p.returncode == 2 and "--shard" in p.stderr, "--shard %s: exit %d: %s" % (bad, p.returncode, p.stderr))
