@@ -102,7 +102,7 @@ static const char *make_dataset(void) {
   precis_suite suite;
   CHECK_OK(precis_suite_parse(text, strlen(text), "t.yaml", ".", &suite));
   char id[65];
-  precis_gen_options opt = {path, true, 0, false};
+  precis_gen_options opt = {.output = path, .force = true};
   CHECK_OK(precis_generate(&suite, &opt, id));
   precis_suite_free(&suite);
   return path;

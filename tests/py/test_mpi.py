@@ -37,6 +37,8 @@ def check(condition, what):
 
 
 def load(path):
+    if not check(os.path.exists(path), "%s was not written" % path):
+        return {"rows": [], "environment": {}, "settings": None, "complete": None}
     with open(path) as fh:
         return json.load(fh)
 
