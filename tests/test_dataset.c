@@ -284,7 +284,7 @@ static const char *write_sample(const char *name, bool checksum_target_calib) {
     precis_workload_info info = {.name = wname, .kind = kind, .description = desc, .a_dist = ad, .b_dist = bd,
                                  .m = m, .n = n, .k = k, .batch = batch, .b_batched = batched,
                                  .calib_samples = batched ? 0 : calib, .reference = ref};
-    precis_workload_data data = {a, b, c, ab, batched ? NULL : ca, NULL};
+    precis_workload_data data = {.a = a, .b = b, .c_ref = c, .ab_abs = ab, .calib_a = batched ? NULL : ca};
     CHECK_OK(precis_dataset_writer_add(w, &info, &data));
   }
   precis_dataset_root_attrs root = {"test", "2024-01-01T00:00:00Z", 77, "suite: text", "id-1"};

@@ -170,8 +170,8 @@ TEST(criteria_check_and_margin) {
 
 /* Every default gate must be able to fail: a perturbed output is rejected by each. */
 TEST(each_default_gate_rejects_a_perturbation) {
-  for (int r = 0; r < PRESET_COUNT; r++) {
-    const precis_recipe *recipe = preset_recipe_at((size_t)r);
+  for (int r = 0; r < PRESET_TABLE_COUNT; r++) {
+    const precis_recipe *recipe = preset_recipe_of_table((size_t)r);
     precis_criteria cr;
     precis_default_criteria(&recipe->spec, 1024, &cr);
     CHECK(cr.count >= 2);

@@ -88,15 +88,15 @@ static float one_b(int64_t p, int64_t j) { return (void)p, (void)j, 1.0f; }
 static void test_all_zero(void) {
   test_case t;
   make_case(&t, 4, 3, 16, 2, zero_a, zero_b);
-  for (int id = 0; id < PRESET_COUNT; id++) {
+  for (int id = 0; id < PRESET_TABLE_COUNT; id++) {
     precis_case_output out;
-    if (run_recipe(&t, preset_recipe_at((size_t)id), &out) == PRECIS_ROW_OK) {
+    if (run_recipe(&t, preset_recipe_of_table((size_t)id), &out) == PRECIS_ROW_OK) {
       size_t count = (size_t)(t.info.batch * t.info.m * t.info.n), nonzero = 0;
       for (size_t i = 0; i < count; i++) nonzero += !(out.c[i] == 0.0f);
       CHECK_MSG(nonzero == 0, "%s: all-zero inputs gave %zu outputs that are not zero (NaN from a zero scale?)",
-                preset_recipe_at((size_t)id)->name, nonzero);
+                preset_recipe_of_table((size_t)id)->name, nonzero);
     } else {
-      CHECK_MSG(false, "%s: all-zero inputs: status %d (%s)", preset_recipe_at((size_t)id)->name, out.status,
+      CHECK_MSG(false, "%s: all-zero inputs: status %d (%s)", preset_recipe_of_table((size_t)id)->name, out.status,
                 out.reason);
     }
     precis_case_output_free(&out);
@@ -109,10 +109,10 @@ static void test_zero_rows_and_columns(void) {
   for (int v = 0; v < 2; v++) {
     test_case t;
     make_case(&t, 4, 5, 24, 2, zero_row_a, bs[v]);
-    for (int id = 0; id < PRESET_COUNT; id++) {
+    for (int id = 0; id < PRESET_TABLE_COUNT; id++) {
       precis_case_output out;
-      const char *name = preset_recipe_at((size_t)id)->name;
-      if (run_recipe(&t, preset_recipe_at((size_t)id), &out) != PRECIS_ROW_OK) {
+      const char *name = preset_recipe_of_table((size_t)id)->name;
+      if (run_recipe(&t, preset_recipe_of_table((size_t)id), &out) != PRECIS_ROW_OK) {
         CHECK_MSG(false, "%s: status %d (%s)", name, out.status, out.reason);
         precis_case_output_free(&out);
         continue;
@@ -140,10 +140,10 @@ static void test_subnormal_only(void) {
   make_case(&t, 3, 4, 32, 1, subnormal_a, subnormal_b);
   for (size_t i = 0; i < 3 * 32; i++) CHECK(fpclassify(t.data.a[i]) == FP_SUBNORMAL);
   for (size_t i = 0; i < 32 * 4; i++) CHECK(fpclassify(t.data.b[i]) == FP_SUBNORMAL);
-  for (int id = 0; id < PRESET_COUNT; id++) {
+  for (int id = 0; id < PRESET_TABLE_COUNT; id++) {
     precis_case_output out;
-    const char *name = preset_recipe_at((size_t)id)->name;
-    if (run_recipe(&t, preset_recipe_at((size_t)id), &out) != PRECIS_ROW_OK) {
+    const char *name = preset_recipe_of_table((size_t)id)->name;
+    if (run_recipe(&t, preset_recipe_of_table((size_t)id), &out) != PRECIS_ROW_OK) {
       CHECK_MSG(false, "%s: subnormal inputs: status %d (%s)", name, out.status, out.reason);
       precis_case_output_free(&out);
       continue;
@@ -202,9 +202,20 @@ static void test_int8_long_reduction(void) {
   CHECK_MSG(strstr(out.reason, "int32") && strstr(out.reason, "140000"), "reason: %s", out.reason);
   CHECK(out.c == NULL);
   precis_case_output_free(&out);
+  /* Ozaki's int8 slice products have the same int32 accumulators, hence the same limit. */
+  CHECK(run_recipe(&t, preset_recipe("ozaki-int8-3"), &out) == PRECIS_ROW_UNSUPPORTED);
+  CHECK_MSG(strstr(out.reason, "int32") && strstr(out.reason, "140000"), "reason: %s", out.reason);
+  precis_case_output_free(&out);
   /* The float recipes have no such limit. */
   CHECK(run_recipe(&t, preset_recipe("fp32"), &out) == PRECIS_ROW_OK);
   if (out.c) CHECK_NEAR((double)out.c[0], 140000.0, 1.0);
+  precis_case_output_free(&out);
+  free_case(&t);
+
+  make_case(&t, 1, 1, 133143, 1, one_a, one_b);
+  CHECK(run_recipe(&t, preset_recipe("ozaki-int8-3"), &out) == PRECIS_ROW_OK);
+  CHECK_MSG(out.c64 && out.c64[0] == 133143.0, "ozaki-int8-3 at k=133143: c = %.17g, expected 133143 exactly",
+            out.c64 ? out.c64[0] : NAN);
   precis_case_output_free(&out);
   free_case(&t);
 }

@@ -45,7 +45,8 @@ static void check_error(const char *text, const char *mentions, const char *allo
 
 TEST(presets_are_canonical_specs) {
   size_t baselines = 0;
-  CHECK_EQ_INT(precis_recipe_preset_count(), 7);
+  CHECK_EQ_INT(precis_recipe_preset_all_count(), 7);
+  CHECK_EQ_INT(precis_recipe_preset_count(), 7 + 5 + 6); /* fp64, 3xtf32, bf16x3/6/9, ozaki-int8-3..8 */
   for (size_t i = 0; i < precis_recipe_preset_count(); i++) {
     const precis_recipe_preset *p = precis_recipe_preset_at(i);
     check_canonical(p->spec, p->spec);
@@ -222,11 +223,25 @@ TEST(recipe_lists_split_at_preset_names) {
   CHECK(precis_recipe_list_parse("a=bf16,b=bf16,a=fp16", &l) == PRECIS_E_USAGE);
   CHECK(strstr(precis_last_error(), "a given twice") != NULL);
   /* all: every preset in table order. */
-  CHECK_EQ_INT(list_count("all", &l), precis_recipe_preset_count());
+  CHECK_EQ_INT(list_count("all", &l), precis_recipe_preset_all_count());
   for (size_t i = 0; i < l.count; i++) CHECK_STR(l.items[i].name, precis_recipe_preset_at(i)->name);
   precis_recipe_list_free(&l);
-  CHECK_EQ_INT(list_count("all,a=bf16,out=fp32", &l), precis_recipe_preset_count() + 1);
+  CHECK_EQ_INT(list_count("all,a=bf16,out=fp32", &l), precis_recipe_preset_all_count() + 1);
   precis_recipe_list_free(&l);
+  CHECK_EQ_INT(list_count("high-precision", &l), precis_recipe_preset_count() - precis_recipe_preset_all_count());
+  precis_recipe_list_free(&l);
+  /* A range of a preset family, in order; every member must exist. */
+  CHECK_EQ_INT(list_count("fp64,ozaki-int8-3..8", &l), 7);
+  if (l.count == 7) {
+    CHECK_STR(l.items[1].name, "ozaki-int8-3");
+    CHECK_STR(l.items[6].name, "ozaki-int8-8");
+    CHECK_STR(l.items[6].canonical, "a=fp64,b=fp64,acc=fp64,out=fp64,scale=dynamic,smooth=none,split=int8x8");
+  }
+  precis_recipe_list_free(&l);
+  CHECK(precis_recipe_list_parse("ozaki-int8-3..9", &l) == PRECIS_E_USAGE);
+  CHECK_MSG(strstr(precis_last_error(), "ozaki-int8-9") != NULL, "%s", precis_last_error());
+  CHECK(precis_recipe_list_parse("ozaki-int8-8..3", &l) == PRECIS_E_USAGE);
+  CHECK(precis_recipe_list_parse("ozaki-int8-4..4,ozaki-int8-4", &l) == PRECIS_E_USAGE);
   /* Duplicates by canonical spec, whatever the spelling. */
   CHECK(precis_recipe_list_parse("fp32,fp32", &l) == PRECIS_E_USAGE);
   CHECK(precis_recipe_list_parse("all,bf16", &l) == PRECIS_E_USAGE);
@@ -294,6 +309,14 @@ TEST(backends_answer_from_the_spec) {
     precis_recipe r;
     CHECK_OK(precis_recipe_from_preset(precis_recipe_preset_at(i), &r));
     CHECK_MSG(cpu->supports(NULL, &r.spec, why, sizeof why), "%s: %s", r.name, why);
+    if (r.preset->high_precision) {
+      /* No cuda route yet: refused with the issue and what would run it. */
+      CHECK(!precis_lt_route_find(&r.spec, why, sizeof why));
+      CHECK_MSG(!precis_cuda_spec_supported(&r.spec, 9, 0, why, sizeof why) && strstr(why, "issue 19") &&
+                    strstr(why, "cpu backend"),
+                "%s: %s", r.name, why);
+      continue;
+    }
     const precis_lt_route *route = precis_lt_route_find(&r.spec, why, sizeof why);
     CHECK_MSG(route && strcmp(route->name, r.name) == 0, "%s: %s", r.name, why);
     CHECK_MSG(precis_cuda_spec_supported(&r.spec, 9, 0, why, sizeof why), "%s: %s", r.name, why);
@@ -313,10 +336,15 @@ TEST(backends_answer_from_the_spec) {
       {"a=bf16,b=s4@k128", false, "b=s4@k128:sym", false, "issue 16"},
       {"a=e5m2,b=e5m2", false, "a=e5m2@tensor", false, "issue 16"},
       {"a=e4m3@row,b=e4m3@col,out=bf16", false, "a=e4m3@row", false, "issue 16"},
-      {"a=fp32,split=tf32x3", false, "split=tf32x3", false, "issue 19"},
+      {"a=fp32,split=tf32x3", true, "", false, "issue 19"},
+      {"a=bf16,split=tf32x3", false, "split=tf32x3: splits take fp32 or fp64", false, "issue 19"},
+      {"a=fp32,acc=fp64,split=tf32x3", false, "emulates fp32", false, "issue 19"},
+      {"a=fp32,split=int8x4", false, "acc=fp64", false, "issue 19"},
+      {"a=fp32,acc=fp64,split=int8x4", true, "", false, "int8x4"},
+      {"a=fp64,b=fp32", false, "a=fp64, b=fp64 and acc=fp64 together", false, "issue 19"},
       {"a=s8,smooth=0.5", false, "SmoothQuant", false, "SmoothQuant"},
-      {"a=fp64", false, "issue 19", false, "issue 19"},
-      {"a=fp32,out=fp64", false, "out=fp64", false, "fp64"},
+      {"a=fp64", true, "", false, "issue 19"},
+      {"a=fp32,out=fp64", false, "out=fp64 needs acc=fp64", false, "fp64"},
       {"a=s8,b=s8,acc=fp32", false, "acc=s32", false, "no cuBLASLt route"},
       {"a=e4m3@tensor,scale=absmax", false, "scale=absmax", false, "no cuBLASLt route"},
   };

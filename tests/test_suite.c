@@ -153,7 +153,7 @@ TEST(tokens_give_m) {
 
 TEST(presets_are_the_shipped_files) {
   const char *source = getenv("PRECIS_SOURCE_DIR");
-  const char *expected[] = {"default", "llama2-7b", "deepbench", "square-sweep"};
+  const char *expected[] = {"default", "llama2-7b", "deepbench", "square-sweep", "ozaki-phi"};
   for (size_t i = 0; i < sizeof expected / sizeof expected[0]; i++) {
     precis_suite s;
     CHECK_OK(precis_suite_load_preset(expected[i], &s));

@@ -99,7 +99,8 @@ char *precis_cli_command_line(int argc, char **argv);
 /* The --recipes help text every command shows (one place for the syntax). */
 #define PRECIS_CLI_RECIPES_HELP                                                                                  \
   "comma-separated presets and specs (default all): fp32,tf32,fp16,fp16acc16,bf16,\n"                         \
-  "                        int8,fp8, all, or fields a=FMT[@GRAN],b=...,acc=,out=,scale=,smooth=,split=; the\n" \
+  "                        int8,fp8, all, high-precision (fp64,3xtf32,bf16x3,bf16x6,bf16x9,ozaki-int8-3..8),\n" \
+  "                        or fields a=FMT[@GRAN],b=...,acc=,out=,scale=,smooth=,split=; the\n"                 \
   "                        fields of one spec run until the next preset name (`precis recipes` lists them)\n"
 
 /* Parses a --recipes list (presets and specs, recipe.h) into *list, appending to what it holds and

@@ -1,6 +1,7 @@
 /* precis inspect: validates a dataset against the format (DESIGN §4), reads every checksum, and
  * describes it. Any violation: exit 2 with a message naming the object. */
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -190,6 +191,17 @@ int precis_cmd_inspect(int argc, char **argv) {
   else
     for (size_t i = 0; i < ds->n_workloads; i++)
       if (ds->workloads[i].reference[0]) printf("reference of %s: %s\n", ds->workloads[i].name, ds->workloads[i].reference);
+  /* What the high-precision recipes need to know (docs/high-precision.md). */
+  for (size_t i = 0; i < ds->n_workloads; i++) {
+    const precis_workload_info *w = &ds->workloads[i];
+    if (w->a_f64 || w->b_f64) printf("inputs of %s: a %s, b %s\n", w->name, w->a_f64 ? "float64" : "float32",
+                                     w->b_f64 ? "float64" : "float32");
+    if (!isnan(w->reference_error_bound))
+      printf("reference precision of %s: %s, |c_ref%s - a.b| <= %.3g * ab_abs\n", w->name, w->reference_precision,
+             w->has_c_ref_lo ? " + c_ref_lo" : "", w->reference_error_bound);
+    else if (w->has_c_ref_lo)
+      printf("reference precision of %s: %s (no reference_error_bound recorded)\n", w->name, w->reference_precision);
+  }
   for (size_t i = 0; i < ds->n_workloads; i++)
     if (!ds->workloads[i].checksummed)
       fprintf(stderr,

@@ -286,6 +286,35 @@ done:
   return st;
 }
 
+/* An optional float attribute of any float type; *present false when absent. */
+static precis_status read_optional_double_attr(const char *file, hid_t obj, const char *obj_path, const char *name,
+                                               double *value, bool *present) {
+  *present = false;
+  if (H5Aexists(obj, name) <= 0) {
+    H5Eclear2(H5E_DEFAULT);
+    return PRECIS_OK;
+  }
+  hid_t attr = -1, ftype = -1;
+  precis_status st = open_attr(file, obj, obj_path, name, "a float", &attr);
+  if (st != PRECIS_OK) return st;
+  ftype = H5Aget_type(attr);
+  if (ftype < 0 || H5Tget_class(ftype) != H5T_FLOAT) {
+    st = precis_fail(PRECIS_E_INPUT, "%s: %s: attribute %s: expected a float", file, obj_path, name);
+    goto done;
+  }
+  if ((st = check_single_element(file, attr, obj_path, name, "float")) != PRECIS_OK) goto done;
+  if (H5Aread(attr, H5T_NATIVE_DOUBLE, value) < 0) {
+    st = precis_fail(PRECIS_E_INPUT, "%s: %s: attribute %s cannot be read: %s", file, obj_path, name,
+                     hdf5_last_error().innermost);
+    goto done;
+  }
+  *present = true;
+done:
+  close_id(&ftype);
+  close_id(&attr);
+  return st;
+}
+
 static precis_status read_positive_attr(const char *file, hid_t obj, const char *obj_path, const char *name,
                                         int64_t *value) {
   precis_status st = read_integer_attr(file, obj, obj_path, name, value, NULL);
@@ -411,7 +440,8 @@ static bool workload_counts(const precis_workload_info *w, uint64_t *a, uint64_t
 uint64_t precis_workload_bytes(const precis_workload_info *info) {
   uint64_t a, b, c, calib;
   if (!workload_counts(info, &a, &b, &c, &calib)) return UINT64_MAX;
-  return 4 * a + 4 * b + 16 * c + 4 * calib + (info->has_b_ref ? 4 * (uint64_t)info->k * (uint64_t)info->n : 0);
+  return (info->a_f64 ? 12 : 4) * a + (info->b_f64 ? 12 : 4) * b + (info->has_c_ref_lo ? 24 : 16) * c + 4 * calib +
+         (info->has_b_ref ? 4 * (uint64_t)info->k * (uint64_t)info->n : 0);
 }
 
 static uint64_t host_memory_bytes(void) {
@@ -432,6 +462,7 @@ static void free_workload_info(precis_workload_info *w) {
   free(w->reference);
   free(w->layer);
   free(w->source);
+  free(w->reference_precision);
   memset(w, 0, sizeof *w);
 }
 
@@ -447,6 +478,22 @@ void precis_dataset_close(precis_dataset *ds) {
   free(ds->created_utc);
   free(ds->suite);
   free(ds);
+}
+
+/* Whether loc/name is a dataset of 8-byte floats (anything else is checked as float32). */
+static bool stored_as_float64(hid_t loc, const char *name) {
+  bool f64 = false;
+  if (H5Lexists(loc, name, H5P_DEFAULT) > 0) {
+    hid_t obj = H5Oopen(loc, name, H5P_DEFAULT);
+    if (obj >= 0 && H5Iget_type(obj) == H5I_DATASET) {
+      hid_t type = H5Dget_type(obj);
+      f64 = type >= 0 && H5Tget_class(type) == H5T_FLOAT && H5Tget_size(type) == 8;
+      if (type >= 0) H5Tclose(type);
+    }
+    if (obj >= 0) H5Oclose(obj);
+  }
+  H5Eclear2(H5E_DEFAULT);
+  return f64;
 }
 
 static precis_status validate_workload(const char *file, hid_t workloads, const char *name, precis_workload_info *w) {
@@ -488,6 +535,28 @@ static precis_status validate_workload(const char *file, hid_t workloads, const 
   if (H5Aexists(group, "source") > 0 && (st = read_string_attr(file, group, path, "source", &w->source)) != PRECIS_OK)
     goto done;
   H5Eclear2(H5E_DEFAULT);
+  if (H5Aexists(group, "reference_precision") > 0) {
+    if ((st = read_string_attr(file, group, path, "reference_precision", &w->reference_precision)) != PRECIS_OK)
+      goto done;
+    if (strcmp(w->reference_precision, "float64") != 0 && strcmp(w->reference_precision, "double-double") != 0) {
+      st = precis_fail(PRECIS_E_INPUT, "%s: %s: attribute reference_precision: expected \"float64\" or "
+                       "\"double-double\", found \"%s\"", file, path, w->reference_precision);
+      goto done;
+    }
+  } else {
+    H5Eclear2(H5E_DEFAULT);
+    w->reference_precision = precis_strdup("float64");
+  }
+  bool has_bound;
+  w->reference_error_bound = NAN;
+  if ((st = read_optional_double_attr(file, group, path, "reference_error_bound", &w->reference_error_bound,
+                                      &has_bound)) != PRECIS_OK)
+    goto done;
+  if (has_bound && !(w->reference_error_bound >= 0 && w->reference_error_bound < 1)) {
+    st = precis_fail(PRECIS_E_INPUT, "%s: %s: attribute reference_error_bound: expected a number in [0, 1), found %g",
+                     file, path, w->reference_error_bound);
+    goto done;
+  }
 
   /* Overflow before anything is multiplied for a shape (calib is checked once its size is known). */
   uint64_t a_count, b_count, c_count, calib_count;
@@ -511,8 +580,15 @@ static precis_status validate_workload(const char *file, hid_t workloads, const 
   snprintf(dpath_c_ref, sizeof dpath_c_ref, "%s/c_ref", path);
   snprintf(dpath_ab_abs, sizeof dpath_ab_abs, "%s/ab_abs", path);
   snprintf(dpath_calib_a, sizeof dpath_calib_a, "%s/calib/a", path);
-  if ((st = check_dataset(file, group, "a", dpath_a, ELEM_F32, 3, a_dims, 0, NULL, NULL, &facts[n_facts++])) != PRECIS_OK) goto done;
-  if ((st = check_dataset(file, group, "b", dpath_b, ELEM_F32, 2, b2, 3, b3, &which, &facts[n_facts++])) != PRECIS_OK) goto done;
+  /* a and b: float32, or float64 for inputs with all 53 bits (DESIGN §13). */
+  w->a_f64 = stored_as_float64(group, "a");
+  w->b_f64 = stored_as_float64(group, "b");
+  if ((st = check_dataset(file, group, "a", dpath_a, w->a_f64 ? ELEM_F64 : ELEM_F32, 3, a_dims, 0, NULL, NULL,
+                          &facts[n_facts++])) != PRECIS_OK)
+    goto done;
+  if ((st = check_dataset(file, group, "b", dpath_b, w->b_f64 ? ELEM_F64 : ELEM_F32, 2, b2, 3, b3, &which,
+                          &facts[n_facts++])) != PRECIS_OK)
+    goto done;
   w->b_batched = which == 1;
   if ((st = check_dataset(file, group, "c_ref", dpath_c_ref, ELEM_F64, 3, c_dims, 0, NULL, NULL, &facts[n_facts++])) != PRECIS_OK)
     goto done;
@@ -531,6 +607,24 @@ static precis_status validate_workload(const char *file, hid_t workloads, const 
     w->has_b_ref = true;
   }
   H5Eclear2(H5E_DEFAULT);
+  /* A double-double reference: its low part, present exactly when the attribute says so. */
+  w->has_c_ref_lo = H5Lexists(group, "c_ref_lo", H5P_DEFAULT) > 0;
+  H5Eclear2(H5E_DEFAULT);
+  bool dd = strcmp(w->reference_precision, "double-double") == 0;
+  if (w->has_c_ref_lo != dd) {
+    st = precis_fail(PRECIS_E_INPUT, "%s: %s: %s", file, path,
+                     dd ? "reference_precision is \"double-double\" but the dataset c_ref_lo is missing"
+                        : "c_ref_lo (the low part of a double-double reference) needs reference_precision = "
+                          "\"double-double\"");
+    goto done;
+  }
+  if (dd) {
+    char dpath_lo[1100];
+    snprintf(dpath_lo, sizeof dpath_lo, "%s/c_ref_lo", path);
+    if ((st = check_dataset(file, group, "c_ref_lo", dpath_lo, ELEM_F64, 3, c_dims, 0, NULL, NULL,
+                            &facts[n_facts++])) != PRECIS_OK)
+      goto done;
+  }
 
   htri_t has_calib = H5Lexists(group, "calib", H5P_DEFAULT);
   if (has_calib > 0) {
@@ -724,6 +818,9 @@ void precis_workload_data_free(precis_workload_data *d) {
   free(d->a);
   free(d->b);
   free(d->c_ref);
+  free(d->c_ref_lo);
+  free(d->a64);
+  free(d->b64);
   free(d->ab_abs);
   free(d->calib_a);
   free(d->b_ref);
@@ -765,7 +862,8 @@ static precis_status check_finite_f32(const precis_dataset *ds, const precis_wor
   return PRECIS_OK;
 }
 
-/* c_ref and ab_abs must be what a float64 accumulation of the stored float32 values gives. A
+/* c_ref and ab_abs must be what a float64 accumulation of the stored values gives (float32, or
+ * float64 inputs whose products the check splits exactly with fma). A
  * float32 matmul widened to float64 (a common slip when writing a dataset by hand) is off by about
  * 1e-7 relative to |a|.|b|, far outside float64's k*2^-53: check a spread of entries against a
  * compensated dot product (products of two float32 values are exact in float64). */
@@ -788,11 +886,18 @@ static precis_status check_references(const precis_dataset *ds, const precis_wor
   for (uint64_t t = 0; t < checks; t++) {
     uint64_t flat = t == checks - 1 ? total - 1 : (uint64_t)(((unsigned __int128)t * 0x9E3779B97F4A7C15ull) % total);
     uint64_t s = flat / ((uint64_t)m * (uint64_t)n), i = (flat / (uint64_t)n) % (uint64_t)m, j = flat % (uint64_t)n;
-    const float *arow = d->a + (s * (uint64_t)m + i) * (uint64_t)k;
-    const float *bmat = d->b_ref ? d->b_ref : d->b + (w->b_batched ? s * (uint64_t)k * (uint64_t)n : 0);
+    /* b_ref (a converted checkpoint's original weights, shared by every sample) when present. */
+    const uint64_t a_row = (s * (uint64_t)m + i) * (uint64_t)k,
+                   b_mat = !d->b_ref && w->b_batched ? s * (uint64_t)k * (uint64_t)n : 0;
+    const float *b32 = d->b_ref ? d->b_ref : d->b;
+    const double *b64 = d->b_ref ? NULL : d->b64;
     double sum = 0, comp = 0, abs_sum = 0, abs_comp = 0;
     for (int64_t l = 0; l < k; l++) {
-      double p = (double)arow[l] * (double)bmat[(uint64_t)l * (uint64_t)n + j];
+      uint64_t b_at = b_mat + (uint64_t)l * (uint64_t)n + j;
+      double x = d->a64 ? d->a64[a_row + (uint64_t)l] : (double)d->a[a_row + (uint64_t)l];
+      double y = b64 ? b64[b_at] : (double)b32[b_at];
+      double p = x * y;
+      comp += fma(x, y, -p); /* the product's rounding error: 0 for float32 inputs */
       double t2 = sum + p; /* Neumaier's compensated summation */
       comp += fabs(sum) >= fabs(p) ? (sum - t2) + p : (p - t2) + sum;
       sum = t2;
@@ -824,6 +929,27 @@ static precis_status check_references(const precis_dataset *ds, const precis_wor
   return PRECIS_OK;
 }
 
+/* An input stored as float64: kept in *wide, rounded to float32 into narrow. Values must be finite;
+ * one beyond float32's range rounds to +-inf in narrow, which is what a float32 recipe would see. */
+static precis_status read_input(const precis_dataset *ds, const precis_workload_info *w, const char *name, bool f64,
+                                uint64_t count, int64_t d1, int64_t d2, float *narrow, double **wide) {
+  if (!f64) return read_array(ds, w, name, ELEM_F32, narrow);
+  if (!(*wide = malloc(count * sizeof(double))))
+    return precis_fail(PRECIS_E_NOMEM, "%s: /workloads/%s/%s: out of host memory", ds->path, w->name, name);
+  precis_status st = read_array(ds, w, name, ELEM_F64, *wide);
+  if (st != PRECIS_OK) return st;
+  for (uint64_t i = 0; i < count; i++) {
+    if (!isfinite((*wide)[i])) {
+      char at[96];
+      index_text(i, d1, d2, at, sizeof at);
+      return precis_fail(PRECIS_E_INPUT, "%s: /workloads/%s/%s: element %s is %s (inputs must be finite)", ds->path,
+                         w->name, name, at, isnan((*wide)[i]) ? "NaN" : "infinite");
+    }
+    narrow[i] = (float)(*wide)[i];
+  }
+  return PRECIS_OK;
+}
+
 precis_status precis_dataset_load(precis_dataset *ds, size_t index, precis_workload_data *out) {
   memset(out, 0, sizeof *out);
   hdf5_quiet();
@@ -848,10 +974,27 @@ precis_status precis_dataset_load(precis_dataset *ds, size_t index, precis_workl
                      (double)need / 1073741824.0);
     goto done;
   }
-  if ((st = read_array(ds, w, "a", ELEM_F32, out->a)) != PRECIS_OK) goto done;
-  if ((st = read_array(ds, w, "b", ELEM_F32, out->b)) != PRECIS_OK) goto done;
+  if ((st = read_input(ds, w, "a", w->a_f64, a_count, w->m, w->k, out->a, &out->a64)) != PRECIS_OK) goto done;
+  if ((st = read_input(ds, w, "b", w->b_f64, b_count, w->k, w->n, out->b, &out->b64)) != PRECIS_OK) goto done;
   if ((st = read_array(ds, w, "c_ref", ELEM_F64, out->c_ref)) != PRECIS_OK) goto done;
   if ((st = read_array(ds, w, "ab_abs", ELEM_F64, out->ab_abs)) != PRECIS_OK) goto done;
+  if (w->has_c_ref_lo) {
+    if (!(out->c_ref_lo = malloc(c_count * sizeof(double)))) {
+      st = precis_fail(PRECIS_E_NOMEM, "%s: /workloads/%s: out of host memory loading c_ref_lo", ds->path, w->name);
+      goto done;
+    }
+    if ((st = read_array(ds, w, "c_ref_lo", ELEM_F64, out->c_ref_lo)) != PRECIS_OK) goto done;
+    for (uint64_t i = 0; i < c_count; i++)
+      if (!isfinite(out->c_ref_lo[i]) || fabs(out->c_ref_lo[i]) > 0x1p-52 * fabs(out->c_ref[i])) {
+        char at[96];
+        index_text(i, w->m, w->n, at, sizeof at);
+        st = precis_fail(PRECIS_E_INPUT,
+                         "%s: /workloads/%s/c_ref_lo: element %s is %g for c_ref %g (expected the low part of a "
+                         "double-double value: |c_ref_lo| <= ulp(c_ref)/2)",
+                         ds->path, w->name, at, out->c_ref_lo[i], out->c_ref[i]);
+        goto done;
+      }
+  }
   if (out->calib_a && (st = read_array(ds, w, "calib/a", ELEM_F32, out->calib_a)) != PRECIS_OK) goto done;
   if (w->has_b_ref) {
     out->b_ref = malloc((uint64_t)w->k * (uint64_t)w->n * sizeof(float));
@@ -863,8 +1006,8 @@ precis_status precis_dataset_load(precis_dataset *ds, size_t index, precis_workl
     if ((st = check_finite_f32(ds, w, "b_ref", out->b_ref, (uint64_t)w->k * (uint64_t)w->n, w->k, w->n)) != PRECIS_OK)
       goto done;
   }
-  if ((st = check_finite_f32(ds, w, "a", out->a, a_count, w->m, w->k)) != PRECIS_OK) goto done;
-  if ((st = check_finite_f32(ds, w, "b", out->b, b_count, w->k, w->n)) != PRECIS_OK) goto done;
+  if (!w->a_f64 && (st = check_finite_f32(ds, w, "a", out->a, a_count, w->m, w->k)) != PRECIS_OK) goto done;
+  if (!w->b_f64 && (st = check_finite_f32(ds, w, "b", out->b, b_count, w->k, w->n)) != PRECIS_OK) goto done;
   if (out->calib_a && (st = check_finite_f32(ds, w, "calib/a", out->calib_a, calib_count, w->m, w->k)) != PRECIS_OK)
     goto done;
   st = check_references(ds, w, out);
@@ -936,6 +1079,10 @@ done:
   close_id(&attr);
   close_id(&space);
   return rc;
+}
+
+static herr_t write_double_attr(hid_t obj, const char *name, double value) {
+  return write_int_attr(obj, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &value);
 }
 
 static herr_t write_i64_attr(hid_t obj, const char *name, int64_t value) {
@@ -1108,7 +1255,10 @@ static hid_t workload_group(precis_dataset_writer *w, const precis_workload_info
       write_string_attr(group, "a_dist", info->a_dist) < 0 || write_string_attr(group, "b_dist", info->b_dist) < 0 ||
       (info->reference && info->reference[0] && write_string_attr(group, "reference", info->reference) < 0) ||
       (info->layer && write_string_attr(group, "layer", info->layer) < 0) ||
-      (info->source && write_string_attr(group, "source", info->source) < 0)) {
+      (info->source && write_string_attr(group, "source", info->source) < 0) ||
+      (info->reference_precision && write_string_attr(group, "reference_precision", info->reference_precision) < 0) ||
+      (info->reference_precision && !isnan(info->reference_error_bound) &&
+       write_double_attr(group, "reference_error_bound", info->reference_error_bound) < 0)) {
     close_id(&group);
     return -1;
   }
@@ -1122,11 +1272,17 @@ precis_status precis_dataset_writer_add(precis_dataset_writer *w, const precis_w
   hid_t group = workload_group(w, info, &st);
   if (st != PRECIS_OK) return st;
   if (group < 0) goto failed;
+  if (data->c_ref_lo && write_array(group, "c_ref_lo", 3, (int64_t[3]){info->batch, info->m, info->n}, ELEM_F64,
+                                    data->c_ref_lo, w->gzip_level) < 0)
+    goto failed;
   int64_t a_dims[3] = {info->batch, info->m, info->k}, c_dims[3] = {info->batch, info->m, info->n};
   int64_t b_dims3[3] = {info->batch, info->k, info->n};
-  if (write_array(group, "a", 3, a_dims, ELEM_F32, data->a, w->gzip_level) < 0) goto failed;
-  if (info->b_batched ? write_array(group, "b", 3, b_dims3, ELEM_F32, data->b, w->gzip_level) < 0
-                      : write_array(group, "b", 2, b_dims3 + 1, ELEM_F32, data->b, w->gzip_level) < 0)
+  bool a64 = info->a_f64 && data->a64, b64 = info->b_f64 && data->b64;
+  if (write_array(group, "a", 3, a_dims, a64 ? ELEM_F64 : ELEM_F32, a64 ? (const void *)data->a64 : data->a,
+                  w->gzip_level) < 0)
+    goto failed;
+  if (write_array(group, "b", info->b_batched ? 3 : 2, info->b_batched ? b_dims3 : b_dims3 + 1,
+                  b64 ? ELEM_F64 : ELEM_F32, b64 ? (const void *)data->b64 : data->b, w->gzip_level) < 0)
     goto failed;
   if (write_array(group, "c_ref", 3, c_dims, ELEM_F64, data->c_ref, w->gzip_level) < 0) goto failed;
   if (write_array(group, "ab_abs", 3, c_dims, ELEM_F64, data->ab_abs, w->gzip_level) < 0) goto failed;
@@ -1276,8 +1432,8 @@ precis_status precis_outputs_open(const char *path, bool force, const char *data
   return PRECIS_OK;
 }
 
-precis_status precis_outputs_write(precis_outputs_writer *w, const char *workload, const char *recipe, const float *c,
-                                   int64_t batch, int64_t m, int64_t n) {
+static precis_status outputs_write(precis_outputs_writer *w, const char *workload, const char *recipe,
+                                   element_type type, const void *c, int64_t batch, int64_t m, int64_t n) {
   precis_status st = precis_dataset_check_name(workload);
   if (st == PRECIS_OK) st = precis_dataset_check_name(recipe);
   if (st != PRECIS_OK) return st;
@@ -1302,7 +1458,7 @@ precis_status precis_outputs_write(precis_outputs_writer *w, const char *workloa
   recipe_group = H5Gcreate2(group, recipe, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
   if (recipe_group < 0) goto failed;
   int64_t dims[3] = {batch, m, n};
-  if (write_array(recipe_group, "c", 3, dims, ELEM_F32, c, 0) < 0) goto failed;
+  if (write_array(recipe_group, "c", 3, dims, type, c, 0) < 0) goto failed;
   close_id(&recipe_group);
   close_id(&group);
   return PRECIS_OK;
@@ -1312,6 +1468,16 @@ failed:
   close_id(&recipe_group);
   close_id(&group);
   return st;
+}
+
+precis_status precis_outputs_write(precis_outputs_writer *w, const char *workload, const char *recipe, const float *c,
+                                   int64_t batch, int64_t m, int64_t n) {
+  return outputs_write(w, workload, recipe, ELEM_F32, c, batch, m, n);
+}
+
+precis_status precis_outputs_write_f64(precis_outputs_writer *w, const char *workload, const char *recipe,
+                                       const double *c, int64_t batch, int64_t m, int64_t n) {
+  return outputs_write(w, workload, recipe, ELEM_F64, c, batch, m, n);
 }
 
 precis_status precis_outputs_close(precis_outputs_writer *w, bool commit) {

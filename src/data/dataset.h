@@ -29,6 +29,15 @@ typedef struct precis_workload_info {
   char *layer;
   char *source;
   bool has_b_ref; /* /b_ref exists: c_ref and ab_abs come from it, not from b (precis import --converted) */
+  /* How good c_ref is (docs/high-precision.md): "float64" (dgemm; also when the file does not say)
+   * or "double-double" (c_ref + c_ref_lo, then has_c_ref_lo); reference_error_bound: B with
+   * |reference - exact a·b| <= B · ab_abs elementwise (NaN when the file does not say). */
+  char *reference_precision;
+  double reference_error_bound;
+  bool has_c_ref_lo;
+  /* a / b stored as float64 (DESIGN §13): the loaded data hold them in a64 / b64, and in a / b
+   * their float32 rounding (RNE), which is what recipes with narrower inputs read. */
+  bool a_f64, b_f64;
   bool checksummed;       /* every dataset of the workload has the Fletcher32 filter */
   bool compressed;        /* some dataset is gzip-compressed */
   uint64_t stored_bytes;  /* bytes the workload's datasets occupy in the file */
@@ -42,6 +51,8 @@ typedef struct precis_workload_data {
   float *calib_a; /* [calib_samples, m, k] or NULL */
   float *b_ref;   /* [k, n] or NULL: the weights c_ref was computed from when b holds others (a
                      converted checkpoint's weights evaluated against the original's references) */
+  double *c_ref_lo; /* [batch, m, n] low part of a double-double reference (c_ref + c_ref_lo), or NULL */
+  double *a64, *b64; /* float64 inputs as stored (info a_f64 / b_f64), else NULL */
 } precis_workload_data;
 
 typedef struct precis_dataset {
@@ -113,6 +124,9 @@ typedef struct precis_outputs_writer precis_outputs_writer;
 precis_status precis_outputs_open(const char *path, bool force, const char *dataset_id, precis_outputs_writer **out);
 precis_status precis_outputs_write(precis_outputs_writer *w, const char *workload, const char *recipe, const float *c,
                                    int64_t batch, int64_t m, int64_t n);
+/* The same for a float64 output (out=fp64): c is written as float64. */
+precis_status precis_outputs_write_f64(precis_outputs_writer *w, const char *workload, const char *recipe,
+                                       const double *c, int64_t batch, int64_t m, int64_t n);
 /* commit: rename into place (true) or discard the temporary file (false). */
 precis_status precis_outputs_close(precis_outputs_writer *w, bool commit);
 

@@ -116,6 +116,15 @@ static void put_floats(precis_sha256 *h, const float *v, uint64_t count) {
 #endif
 }
 
+static void put_doubles(precis_sha256 *h, const double *v, uint64_t count) {
+  if (!v) return;
+  for (uint64_t i = 0; i < count; i++) {
+    uint64_t bits;
+    memcpy(&bits, &v[i], 8);
+    put_u64(h, bits); /* little-endian, like every integer of the digest */
+  }
+}
+
 void precis_dataset_id_begin(precis_sha256 *h, uint64_t seed, uint64_t n_workloads) {
   precis_sha256_init(h);
   put_string(h, "precis-dataset-id-v1");
@@ -128,11 +137,25 @@ void precis_dataset_id_add(precis_sha256 *h, const precis_workload_info *info, c
   uint64_t a_count = (uint64_t)info->batch * (uint64_t)info->m * (uint64_t)info->k;
   uint64_t b_count = (info->b_batched ? (uint64_t)info->batch : 1) * (uint64_t)info->k * (uint64_t)info->n;
   uint64_t calib_count = (uint64_t)info->calib_samples * (uint64_t)info->m * (uint64_t)info->k;
-  put_floats(h, data->a, a_count);
-  put_floats(h, data->b, b_count);
+  /* float64 inputs hash their own bytes after a tag, so that float32 datasets keep their ids. */
+  if (info->a_f64) {
+    put_string(h, "a=float64");
+    put_doubles(h, data->a64, a_count);
+  } else {
+    put_floats(h, data->a, a_count);
+  }
+  if (info->b_f64) {
+    put_string(h, "b=float64");
+    put_doubles(h, data->b64, b_count);
+  } else {
+    put_floats(h, data->b, b_count);
+  }
   put_floats(h, data->calib_a, calib_count);
   /* Only datasets with b_ref hash it, so the ids of all others are unchanged. */
   if (data->b_ref) put_floats(h, data->b_ref, (uint64_t)info->k * (uint64_t)info->n);
+  /* Other references, other errors: a double-double dataset is another dataset (float64 ones keep
+   * the ids they always had). */
+  if (info->has_c_ref_lo) put_string(h, "reference=double-double");
 }
 
 void precis_dataset_id_add_floats(precis_sha256 *h, const float *values, uint64_t count) { put_floats(h, values, count); }

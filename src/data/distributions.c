@@ -29,6 +29,9 @@ const precis_dist_spec precis_dist_specs[PRECIS_DIST_KIND_COUNT] = {
     [PRECIS_DIST_INTEGERS] = {"integers", 2, {"lo", "hi"}, {-4.0, 4.0},
                               "integers uniform in [lo, hi]: float recipes are exact while every partial sum stays "
                               "below 2^24 and every output is representable in the output format"},
+    [PRECIS_DIST_EXP_SPREAD] = {"exp_spread", 2, {"phi", "scale"}, {1.0, 1.0},
+                                "scale * (U - 0.5) * exp(phi * N(0,1)), U uniform on [0,1): the exponent spread phi of "
+                                "the Ozaki-scheme papers (phi = 0: uniform; each +1 widens the range by e^(+-phi))"},
     [PRECIS_DIST_FILE] = {"file", 0, {NULL}, {0.0}, "a matrix from an HDF5 dataset, a safetensors tensor or a NumPy .npy/.npz array"},
 };
 
@@ -106,6 +109,11 @@ precis_status precis_dist_validate(const precis_dist *d) {
     if (!(p[0] <= p[1])) return precis_fail(PRECIS_E_INPUT, "integers: expected lo <= hi (found lo=%g, hi=%g)", p[0], p[1]);
     if (fabs(p[0]) > 16777216.0 || fabs(p[1]) > 16777216.0)
       return precis_fail(PRECIS_E_INPUT, "integers: |lo| and |hi| must be <= 2^24 (exact in float32)");
+    break;
+  case PRECIS_DIST_EXP_SPREAD:
+    /* exp(phi z) stays within float32 for |z| up to about 8 standard deviations when phi <= 10. */
+    if (!(p[0] >= 0 && p[0] <= 10)) return precis_fail(PRECIS_E_INPUT, "exp_spread: phi must be in [0, 10] (found %g)", p[0]);
+    if (!(p[1] > 0)) return precis_fail(PRECIS_E_INPUT, "exp_spread: scale must be > 0 (found %g)", p[1]);
     break;
   case PRECIS_DIST_FILE:
     if (!d->path || !d->path[0]) return precis_fail(PRECIS_E_INPUT, "file: path is required");
@@ -256,6 +264,14 @@ void precis_dist_fill_range(const precis_dist *d, precis_rng_key key, uint32_t s
   }
   case PRECIS_DIST_STUDENT_T:
     for (uint64_t i = first; i < end; i++) out[i - first] = (float)(p[1] * (double)student_t_at(key, stream, i, p[0]));
+    break;
+  case PRECIS_DIST_EXP_SPREAD:
+    for (uint64_t i = first; i < end; i++) {
+      uint32_t w[4];
+      precis_rng_block(key, stream, i, 0, w);
+      double u = precis_u53(w[0], w[1]) - 0.5;
+      out[i - first] = (float)(p[1] * u * precis_rng_exp(p[0] * normal_at(key, aux_stream(stream), i)));
+    }
     break;
   case PRECIS_DIST_SPIKES:
     for (uint64_t i = pairs_from; i < end; i += 2) {

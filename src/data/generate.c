@@ -78,6 +78,59 @@ precis_status precis_reference_compute(const float *a, const float *b, int64_t b
   return PRECIS_OK;
 }
 
+static double gamma_n(int64_t n) { return (double)n * 0x1p-53 / (1.0 - (double)n * 0x1p-53); }
+
+/* The stored bounds are relative to the stored ab_abs, itself a float64 dgemm within gamma_k of
+ * |a|.|b|: the factor (1 + 2 gamma_k) covers that. */
+double precis_reference_f64_bound(int64_t k) { return gamma_n(k) * (1 + 2 * gamma_n(k)); }
+
+double precis_reference_dd_bound(int64_t k) {
+  double g = gamma_n(k > 1 ? k - 1 : 1);
+  return g * g * (1 + 2 * gamma_n(k));
+}
+
+/* Columns per block of the double-double kernel: a block of B (k x 256 float32) stays in cache
+ * while every row of A passes over it. */
+enum { DD_BLOCK = 256 };
+
+/* One [m, k] x [k, n] product. The inner loop runs across columns so that it vectorizes; the k
+ * order is sequential (Sum2's bound holds for any order). */
+static void dd_gemm(const float *a, const float *b, int64_t m, int64_t n, int64_t k, double *c_hi, double *c_lo) {
+  double sum[DD_BLOCK], err[DD_BLOCK];
+  for (int64_t j0 = 0; j0 < n; j0 += DD_BLOCK) {
+    int64_t width = n - j0 < DD_BLOCK ? n - j0 : DD_BLOCK;
+    for (int64_t i = 0; i < m; i++) {
+      for (int64_t j = 0; j < width; j++) sum[j] = err[j] = 0.0;
+      const float *arow = a + i * k;
+      for (int64_t p = 0; p < k; p++) {
+        const double aip = arow[p];
+        const float *brow = b + p * n + j0;
+        for (int64_t j = 0; j < width; j++) {
+          double x = aip * (double)brow[j]; /* exact: 24 x 24 bits */
+          double s = sum[j] + x, z = s - sum[j];
+          err[j] += (sum[j] - (s - z)) + (x - z); /* TwoSum: s + that = sum + x exactly */
+          sum[j] = s;
+        }
+      }
+      for (int64_t j = 0; j < width; j++) {
+        double hi = sum[j] + err[j], z = hi - sum[j];
+        c_hi[i * n + j0 + j] = hi;
+        c_lo[i * n + j0 + j] = (sum[j] - (hi - z)) + (err[j] - z);
+      }
+    }
+  }
+}
+
+precis_status precis_reference_compute_dd(const float *a, const float *b, int64_t batch, int64_t m, int64_t n,
+                                          int64_t k, bool b_batched, double *c_hi, double *c_lo) {
+  for (int64_t s = 0; s < batch; s++) {
+    uint64_t a_off = (uint64_t)s * (uint64_t)m * (uint64_t)k, c_off = (uint64_t)s * (uint64_t)m * (uint64_t)n;
+    dd_gemm(a + a_off, b + (b_batched ? (uint64_t)s * (uint64_t)k * (uint64_t)n : 0), m, n, k, c_hi + c_off,
+            c_lo + c_off);
+  }
+  return PRECIS_OK;
+}
+
 /* ------------------------------------------------------------------------------------------------
  * Matrices from files */
 
@@ -370,7 +423,12 @@ static precis_status generate_workload(const precis_suite *suite, const precis_s
   info.b_batched = w->b_batched;
   info.calib_samples = w->calib;
   info.description = w->description;
-  info.reference = precis_strdup(precis_reference_method());
+  info.reference = precis_strdup(w->dd_reference ? "double-double: float32 products exact in float64, summed by "
+                                                   "cascaded TwoSum (Sum2, Ogita-Rump-Oishi 2005)"
+                                                 : precis_reference_method());
+  info.reference_precision = precis_strdup(w->dd_reference ? "double-double" : "float64");
+  info.reference_error_bound = w->dd_reference ? precis_reference_dd_bound(w->k) : precis_reference_f64_bound(w->k);
+  info.has_c_ref_lo = w->dd_reference;
   uint64_t bytes = precis_workload_bytes(&info);
   uint64_t a_count = (uint64_t)w->batch * (uint64_t)w->m * (uint64_t)w->k;
   uint64_t b_count = (w->b_batched ? (uint64_t)w->batch : 1) * (uint64_t)w->k * (uint64_t)w->n;
@@ -379,6 +437,7 @@ static precis_status generate_workload(const precis_suite *suite, const precis_s
   uint64_t need = bytes == UINT64_MAX ? UINT64_MAX : bytes + 8 * (a_count + b_count), have = host_memory();
   if (bytes == UINT64_MAX || need > have) {
     free(info.reference);
+    free(info.reference_precision);
     return precis_fail(PRECIS_E_INPUT,
                        "%s:%d: workload %s: needs %.3g GiB of host memory to generate, more than this machine has (%.3g GiB)",
                        suite->source, w->line, w->name, (double)need / 1073741824.0, (double)have / 1073741824.0);
@@ -391,7 +450,8 @@ static precis_status generate_workload(const precis_suite *suite, const precis_s
   data.c_ref = malloc(c_count * sizeof(double));
   data.ab_abs = malloc(c_count * sizeof(double));
   if (w->calib > 0) data.calib_a = malloc(calib_count * sizeof(float));
-  if (!info.reference || !info.a_dist || !info.b_dist || !data.a || !data.b || !data.c_ref || !data.ab_abs || (w->calib > 0 && !data.calib_a)) {
+  if (w->dd_reference) data.c_ref_lo = malloc(c_count * sizeof(double));
+  if ((w->dd_reference && !data.c_ref_lo) || !info.reference_precision || !info.reference || !info.a_dist || !info.b_dist || !data.a || !data.b || !data.c_ref || !data.ab_abs || (w->calib > 0 && !data.calib_a)) {
     st = precis_fail(PRECIS_E_NOMEM, "workload %s: out of host memory (%.3g GiB)", w->name, (double)bytes / 1073741824.0);
     goto done;
   }
@@ -418,6 +478,12 @@ static precis_status generate_workload(const precis_suite *suite, const precis_s
     precis_error_prefix("workload %s", w->name);
     goto done;
   }
+  if (w->dd_reference) {
+    progress_say(prog, w->name, "double-double references");
+    if ((st = precis_reference_compute_dd(data.a, data.b, w->batch, w->m, w->n, w->k, w->b_batched, data.c_ref,
+                                          data.c_ref_lo)) != PRECIS_OK)
+      goto done;
+  }
   for (uint64_t i = 0; i < c_count; i++)
     if (!isfinite(data.c_ref[i]) || !isfinite(data.ab_abs[i])) {
       st = precis_fail(PRECIS_E_INPUT, "workload %s: the reference overflows float64 at element %" PRIu64, w->name, i);
@@ -428,6 +494,7 @@ static precis_status generate_workload(const precis_suite *suite, const precis_s
   precis_dataset_id_add(hash, &info, &data);
 done:
   free(info.reference);
+  free(info.reference_precision);
   free(info.a_dist);
   free(info.b_dist);
   precis_workload_data_free(&data);
@@ -465,6 +532,8 @@ static precis_status generate_workload_tiled(const precis_suite *suite, const pr
   info.calib_samples = w->calib;
   info.description = w->description;
   info.reference = precis_strdup(precis_reference_method());
+  info.reference_precision = precis_strdup("float64");
+  info.reference_error_bound = precis_reference_f64_bound(w->k);
   info.a_dist = precis_dist_describe(&w->a);
   info.b_dist = precis_dist_describe(&w->b);
   /* Whole reference blocks per tile, so that each dgemm call is the in-core path's. */
@@ -474,7 +543,7 @@ static precis_status generate_workload_tiled(const precis_suite *suite, const pr
   float *b = malloc(kn * sizeof *b), *a = malloc((uint64_t)tile * (uint64_t)w->k * sizeof *a);
   double *c = malloc((uint64_t)tile * (uint64_t)w->n * sizeof *c), *abs_c = malloc((uint64_t)tile * (uint64_t)w->n * sizeof *abs_c);
   bool begun = false;
-  if (!info.reference || !info.a_dist || !info.b_dist || !b || !a || !c || !abs_c) {
+  if (!info.reference || !info.reference_precision || !info.a_dist || !info.b_dist || !b || !a || !c || !abs_c) {
     st = precis_fail(PRECIS_E_NOMEM, "workload %s: out of host memory for a tile of %" PRId64 " rows", w->name, tile);
     goto done;
   }
@@ -540,6 +609,7 @@ static precis_status generate_workload_tiled(const precis_suite *suite, const pr
 done:
   if (begun) precis_dataset_writer_end(writer);
   free(info.reference);
+  free(info.reference_precision);
   free(info.a_dist);
   free(info.b_dist);
   free(a);
@@ -570,7 +640,8 @@ precis_status precis_generate_tiled(const precis_suite *suite, const precis_gen_
     }
     prog.index = i;
     const precis_suite_workload *w = &suite->workloads[i];
-    bool tiled = tile_rows > 0 && w->a.kind != PRECIS_DIST_FILE && w->b.kind != PRECIS_DIST_FILE;
+    /* Matrices from files and double-double references are made in core. */
+    bool tiled = tile_rows > 0 && w->a.kind != PRECIS_DIST_FILE && w->b.kind != PRECIS_DIST_FILE && !w->dd_reference;
     st = tiled ? generate_workload_tiled(suite, w, writer, &hash, &prog, tile_rows)
                : generate_workload(suite, w, writer, &hash, &prog);
     if (st != PRECIS_OK) goto failed;

@@ -42,6 +42,16 @@ precis_status precis_reference_compute(const float *a, const float *b, int64_t b
 /* The text stored in each workload's `reference` attribute. */
 const char *precis_reference_method(void);
 
+/* c_hi + c_lo = a.b as double-double: each product of two float32 values is exact in float64 and
+ * the k products are summed by cascaded TwoSum (Ogita, Rump & Oishi 2005, Sum2) with the errors
+ * kept apart, then renormalized so that |c_lo| <= ulp(c_hi)/2. |c_hi + c_lo - a.b| <=
+ * precis_reference_dd_bound(k) · |a|.|b| elementwise. Shapes as precis_reference_compute. */
+precis_status precis_reference_compute_dd(const float *a, const float *b, int64_t batch, int64_t m, int64_t n,
+                                          int64_t k, bool b_batched, double *c_hi, double *c_lo);
+/* gamma_{k-1}^2 (Sum2's bound before the final rounding) and gamma_k of a float64 dgemm. */
+double precis_reference_dd_bound(int64_t k);
+double precis_reference_f64_bound(int64_t k);
+
 /* Reads a matrix for a `file` distribution: an HDF5 dataset (object starting with '/') or a
  * safetensors tensor, widened to float32. rank is 2 or 3; relative paths are taken from base_dir. */
 precis_status precis_read_matrix_file(const precis_dist *d, const char *base_dir, float **data, int *rank,

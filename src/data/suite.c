@@ -258,10 +258,18 @@ void precis_suite_free(precis_suite *suite) {
 
 #define DIM_MAX ((int64_t)INT32_MAX) /* OpenBLAS (LP64) takes int dimensions */
 
+/* reference: float64 (dgemm) | double-double (docs/high-precision.md). */
+static precis_status get_reference(const parse_ctx *ctx, const yaml_node_t *node, const char *key, bool *dd) {
+  if (node->type == YAML_SCALAR_NODE && strcmp(scalar(node), "float64") == 0) *dd = false;
+  else if (node->type == YAML_SCALAR_NODE && strcmp(scalar(node), "double-double") == 0) *dd = true;
+  else return fail_at(ctx, node, key, "expected float64 or double-double");
+  return PRECIS_OK;
+}
+
 static precis_status parse_workload(const parse_ctx *ctx, const precis_suite *suite, const yaml_node_t *node, size_t index,
                                     precis_suite_workload *w) {
   static const char *const allowed[] = {"name", "m", "n", "k", "batch", "calib", "a", "b", "b_batched", "seed",
-                                        "description", NULL};
+                                        "description", "reference", NULL};
   char where[300], key[360];
   snprintf(where, sizeof where, "workloads[%zu]", index);
   w->line = (int)node->start_mark.line + 1;
@@ -324,13 +332,18 @@ static precis_status parse_workload(const parse_ctx *ctx, const precis_suite *su
   } else {
     w->description = precis_strdup("");
   }
+  w->dd_reference = suite->dd_reference;
+  if ((v = map_get(ctx, node, "reference"))) {
+    snprintf(key, sizeof key, "%s.reference", where);
+    if ((st = get_reference(ctx, v, key, &w->dd_reference)) != PRECIS_OK) return st;
+  }
   if (w->a.kind == PRECIS_DIST_CANCELLATION && w->k < 2)
     return fail_at(ctx, node, where, "cancellation needs k >= 2 (values cancel in pairs along K)");
   return PRECIS_OK;
 }
 
 static precis_status parse_document(const parse_ctx *ctx, precis_suite *suite) {
-  static const char *const allowed[] = {"seed", "tokens", "description", "workloads", NULL};
+  static const char *const allowed[] = {"seed", "tokens", "description", "reference", "workloads", NULL};
   const yaml_node_t *root = yaml_document_get_root_node(ctx->doc);
   if (!root) return fail_at(ctx, NULL, NULL, "empty suite (expected a mapping with a workloads list)");
   precis_status st = check_mapping(ctx, root, "suite", allowed);
@@ -344,6 +357,8 @@ static precis_status parse_document(const parse_ctx *ctx, precis_suite *suite) {
   if ((v = map_get(ctx, root, "description")) && (st = get_string(ctx, v, "description", &suite->description)) != PRECIS_OK)
     return st;
   if (!suite->description) suite->description = precis_strdup("");
+  if ((v = map_get(ctx, root, "reference")) && (st = get_reference(ctx, v, "reference", &suite->dd_reference)) != PRECIS_OK)
+    return st;
   const yaml_node_t *list = map_get(ctx, root, "workloads");
   if (!list) return fail_at(ctx, root, "suite", "missing key \"workloads\" (a list of workloads)");
   if (list->type != YAML_SEQUENCE_NODE) return fail_at(ctx, list, "workloads", "expected a list, found %s", node_kind(list));

@@ -20,6 +20,7 @@ typedef struct precis_suite_workload {
   bool has_seed;
   uint64_t seed; /* the workload's own seed; else the suite's */
   char *description;
+  bool dd_reference; /* reference: double-double (else float64) */
   int line; /* 1-based line of the workload in the suite, for messages */
 } precis_suite_workload;
 
@@ -31,6 +32,7 @@ typedef struct precis_suite {
   bool has_tokens;
   int64_t tokens; /* m for workloads that do not give one */
   char *description;
+  bool dd_reference; /* top-level reference: the workloads' default */
   precis_suite_workload *workloads;
   size_t n_workloads;
 } precis_suite;

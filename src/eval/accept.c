@@ -195,8 +195,9 @@ precis_status precis_accept_tile_metrics(const precis_workload_info *w, const pr
   if (!samples) return precis_fail(PRECIS_E_NOMEM, "out of memory computing the acceptance point's metrics");
   for (size_t s = 0; s < (size_t)w->batch; s++)
     for (size_t t = 0; t < (size_t)factor; t++)
-      precis_metrics_sample(c + (s * (size_t)factor + t) * tile, d->c_ref + s * tile, d->ab_abs + s * tile, tile,
-                            &samples[s * (size_t)factor + t]);
+      precis_metrics_sample_wide(c + (s * (size_t)factor + t) * tile, NULL, d->c_ref + s * tile,
+                                 d->c_ref_lo ? d->c_ref_lo + s * tile : NULL, d->ab_abs + s * tile, tile,
+                                 &samples[s * (size_t)factor + t]);
   precis_metrics_aggregate(samples, tiles, out);
   free(samples);
   if (!isnan(clipped_fraction)) out[PRECIS_METRIC_CLIPPED] = (precis_metric_value){clipped_fraction, clipped_fraction, true};

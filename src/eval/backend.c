@@ -16,6 +16,7 @@ void precis_case_output_init(precis_case_output *out) {
 
 void precis_case_output_free(precis_case_output *out) {
   free(out->c);
+  free(out->c64);
   free(out->time.samples_ms);
   precis_kv_free(&out->details);
   precis_case_output_init(out);

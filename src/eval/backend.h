@@ -54,6 +54,9 @@ typedef struct precis_case_output {
   precis_row_status status;   /* ok, unsupported, does-not-fit, failed */
   char reason[512];           /* when status != ok */
   float *c;                   /* [batch, m, n], the recipe's output widened to float32 (malloc) */
+  /* out=fp64: the output in float64 [batch, m, n] (malloc), which metrics and saved outputs use;
+   * c is then its float32 rounding. NULL for every narrower output. */
+  double *c64;
   double clipped_fraction;    /* quantized recipes: fraction of A and B inputs that saturated; else NaN */
   precis_timing time;
   precis_memory memory;

@@ -50,13 +50,16 @@ static void why_no_route(const precis_spec *s, char *why, size_t len) {
   precis_operand_format(&s->a, a, sizeof a);
   precis_operand_format(&s->b, b, sizeof b);
   if (s->split != PRECIS_SPLIT_NONE)
-    snprintf(why, len, "split=%s: multi-term splitting is not yet implemented on the cuda backend (issue 19)",
-             precis_split_name(s->split));
+    snprintf(why, len,
+             "split=%s%.0d: not yet implemented on the cuda backend (issue 19): the split terms would run as "
+             "separate cuBLASLt GEMMs; run it on the cpu backend",
+             precis_split_name(s->split), s->split == PRECIS_SPLIT_INT8XN ? s->split_terms : 0);
   else if (precis_spec_smooths(s))
     snprintf(why, len, "smooth: SmoothQuant is not yet implemented on the cuda backend (issue 16)");
   else if (s->a.fmt == PRECIS_FMT_F64 || s->b.fmt == PRECIS_FMT_F64 || s->acc == PRECIS_FMT_F64 ||
            s->out == PRECIS_FMT_F64)
-    snprintf(why, len, "fp64: not yet implemented on the cuda backend (issue 19)");
+    snprintf(why, len, "fp64: not yet implemented on the cuda backend (issue 19): cuBLASLt CUDA_R_64F with "
+                       "CUBLAS_COMPUTE_64F has no route in precis yet; run it on the cpu backend");
   else
     snprintf(why, len, "a=%s,b=%s,acc=%s,out=%s: no cuBLASLt route in precis yet (issue 16); routes: the presets "
                        "fp32, tf32, fp16, fp16acc16, bf16, int8, fp8",

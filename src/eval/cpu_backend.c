@@ -1,7 +1,9 @@
 /* The cpu backend: emulates recipe specs (DESIGN §11) so that the whole pipeline runs without a
  * GPU. The path follows from the spec's fields (cpu_route): integer operands take the exact integer
- * GEMM, fp16 accumulation the rounding loop, every other float spec sgemm on the rounded or
- * decoded operands. A spec whose parts are not implemented here yet is a row `unsupported`. Inputs are rounded exactly as the GPU path rounds them (src/numerics/format.c, src/numerics/quant.c); products
+ * GEMM, fp16 accumulation the rounding loop, fp64 dgemm, the split recipes their own paths
+ * (split.h: float terms summed in fp32 in a fixed order; Ozaki int8 slices as exact dgemm calls on
+ * integer values, combined in fp64), every other float spec sgemm on the rounded or decoded
+ * operands. A spec whose parts are not implemented here yet is a row `unsupported`. Inputs are rounded exactly as the GPU path rounds them (src/numerics/format.c, src/numerics/quant.c); products
  * and sums are FP32 (OpenBLAS sgemm on the rounded inputs); int8 is exact integer arithmetic (dgemm
  * on integer-valued doubles: |acc| <= 127^2 k < 2^53); fp16acc16 rounds every partial sum to fp16.
  * Float recipes are an approximation of the GPU (tensor cores align and truncate inside a block
@@ -18,6 +20,7 @@
 #include "format.h"
 #include "host_memory.h"
 #include "quant.h"
+#include "split.h"
 #include "timing.h"
 
 /* 127 * 127 * k must stay below 2^31 for the int32 accumulators the GPU path uses. */
@@ -28,6 +31,9 @@ typedef enum cpu_gemm {
   CPU_GEMM_SGEMM,     /* float operands (rounded, or decoded and scaled), fp32 products and sums */
   CPU_GEMM_F16_ACC,   /* every partial sum rounded to fp16 */
   CPU_GEMM_INT_EXACT, /* integer operands: exact integer arithmetic (dgemm on integer values) */
+  CPU_GEMM_DGEMM,     /* fp64 operands and accumulation (OpenBLAS dgemm) */
+  CPU_GEMM_SPLIT_F32, /* tf32x3, bf16x3/x6/x9: split terms, fp32 sums in a fixed order (split.h) */
+  CPU_GEMM_OZAKI,     /* int8x<N>: exact slice products (dgemm on integer values), fp64 combination */
 } cpu_gemm;
 
 typedef struct cpu_case {
@@ -45,6 +51,13 @@ typedef struct cpu_case {
   float tensor_scale_a, tensor_scale_b; /* scaled float operands: per-tensor scales (1 when unscaled) */
   size_t clipped;
   float *c;                 /* output, float32 */
+  precis_float_split fsplit;  /* CPU_GEMM_SPLIT_F32 */
+  float *a_terms, *b_terms;   /* split terms: fsplit.terms arrays of a_count / b_count */
+  double *a_f64, *b_f64;      /* CPU_GEMM_DGEMM: the operands in float64 */
+  double *a_slices, *b_slices; /* CPU_GEMM_OZAKI: split_terms slices (split.h layouts) */
+  int *a_exps, *b_exps;       /* Ozaki: per row of A (a_rows), per column of each B (b_matrices*n) */
+  double *levels;             /* Ozaki: split_terms level sums of one GEMM group */
+  double *c64;                /* DGEMM, OZAKI: the output in float64 */
   char reason[512];
   precis_row_status status;
 } cpu_case;
@@ -58,6 +71,12 @@ static void case_free(cpu_case *cc, void *p, size_t count, size_t elem) {
   precis_tracked_free(&cc->tracker, p, count * elem);
 }
 
+/* Outputs of one GEMM group of run_gemm (with a shared B the batch folds into the rows). */
+static size_t ozaki_group_outputs(const cpu_case *cc) {
+  const precis_workload_info *w = cc->w;
+  return (size_t)(w->b_batched ? w->m : w->m * w->batch) * (size_t)w->n;
+}
+
 static void case_release(cpu_case *cc) {
   case_free(cc, cc->a_in, cc->a_count, sizeof(float));
   case_free(cc, cc->b_in, cc->b_count, sizeof(float));
@@ -69,6 +88,20 @@ static void case_release(cpu_case *cc) {
   cc->a_in = cc->b_in = NULL;
   cc->a_int = cc->b_int = cc->acc_int = NULL;
   cc->a_scales = cc->b_scales = NULL;
+  size_t terms = (size_t)cc->fsplit.terms, slices = (size_t)cc->spec->split_terms;
+  case_free(cc, cc->a_terms, terms * cc->a_count, sizeof(float));
+  case_free(cc, cc->b_terms, terms * cc->b_count, sizeof(float));
+  case_free(cc, cc->a_f64, cc->a_count, sizeof(double));
+  case_free(cc, cc->b_f64, cc->b_count, sizeof(double));
+  case_free(cc, cc->a_slices, slices * cc->a_count, sizeof(double));
+  case_free(cc, cc->b_slices, slices * cc->b_count, sizeof(double));
+  case_free(cc, cc->a_exps, cc->a_rows, sizeof(int));
+  case_free(cc, cc->b_exps, cc->b_matrices * (size_t)cc->w->n, sizeof(int));
+  case_free(cc, cc->levels, slices * ozaki_group_outputs(cc), sizeof(double));
+  case_free(cc, cc->c64, cc->c_count, sizeof(double));
+  cc->a_terms = cc->b_terms = NULL;
+  cc->a_f64 = cc->b_f64 = cc->a_slices = cc->b_slices = cc->levels = cc->c64 = NULL;
+  cc->a_exps = cc->b_exps = NULL;
 }
 
 static precis_status out_of_memory(cpu_case *cc, const char *what, size_t bytes) {
@@ -79,6 +112,27 @@ static precis_status out_of_memory(cpu_case *cc, const char *what, size_t bytes)
 
 static const float *b_matrix_f(const cpu_case *cc, const float *b, size_t batch_index) {
   return b + (cc->w->b_batched ? batch_index * (size_t)(cc->w->k * cc->w->n) : 0);
+}
+
+/* One GEMM group of the Ozaki scheme: level g = s + t gets every slice product A_s·B_t, summed
+ * exactly (integers below 2^53 whatever dgemm's order), then the levels are combined. */
+static void run_ozaki_group(cpu_case *cc, size_t group, size_t rows) {
+  const precis_workload_info *w = cc->w;
+  size_t n = (size_t)w->n, k = (size_t)w->k;
+  int slices = cc->spec->split_terms;
+  size_t mn = rows * n, row0 = group * rows, mat = w->b_batched ? group : 0;
+  const double *b_base = cc->b_slices + mat * (size_t)slices * k * n;
+  for (int level = 2; level <= slices + 1; level++) {
+    double *sum = cc->levels + (size_t)(level - 2) * mn;
+    for (int s = 1; s < level; s++) {
+      int t = level - s;
+      const double *as = cc->a_slices + ((size_t)(s - 1) * cc->a_rows + row0) * k;
+      const double *bt = b_base + (size_t)(t - 1) * k * n;
+      cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)n, (int)k, 1.0, as, (int)k, bt, (int)n,
+                  s == 1 ? 0.0 : 1.0, sum, (int)n);
+    }
+  }
+  precis_ozaki_combine(cc->levels, slices, rows, n, cc->a_exps + row0, cc->b_exps + mat * n, cc->c64 + row0 * n);
 }
 
 /* The timed operation: the GEMM in the recipe's arithmetic, writing cc->c (int8: accumulators). */
@@ -102,6 +156,15 @@ static void run_gemm(cpu_case *cc, double *f16_acc_row) {
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)n, (int)k, 1.0f, cc->a_in + a_off, (int)k,
                   b_matrix_f(cc, cc->b_in, g), (int)n, 0.0f, cc->c + c_off, (int)n);
       break;
+    case CPU_GEMM_DGEMM:
+      cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)n, (int)k, 1.0, cc->a_f64 + a_off, (int)k,
+                  cc->b_f64 + (w->b_batched ? g * k * n : 0), (int)n, 0.0, cc->c64 + c_off, (int)n);
+      break;
+    case CPU_GEMM_SPLIT_F32:
+      precis_split_float_gemm(&cc->fsplit, cc->a_terms + a_off, cc->a_count, b_matrix_f(cc, cc->b_terms, g),
+                              cc->b_count, rows, n, k, cc->c + c_off);
+      break;
+    case CPU_GEMM_OZAKI: run_ozaki_group(cc, g, rows); break;
     }
   }
 }
@@ -225,9 +288,67 @@ static precis_status prepare_float(cpu_case *cc, const precis_operand_spec *op, 
   return PRECIS_OK;
 }
 
+/* tf32x3, bf16x3/x6/x9: the terms of each operand (split.h). */
+static precis_status prepare_float_split(cpu_case *cc, precis_kv_list *details) {
+  size_t terms = (size_t)cc->fsplit.terms;
+  cc->a_terms = case_alloc(cc, terms * cc->a_count, sizeof(float));
+  cc->b_terms = case_alloc(cc, terms * cc->b_count, sizeof(float));
+  if (!cc->a_terms || !cc->b_terms)
+    return out_of_memory(cc, "the split terms", terms * (cc->a_count + cc->b_count) * sizeof(float));
+  precis_split_float_terms(&cc->fsplit, cc->d->a, cc->a_count, cc->a_terms);
+  precis_split_float_terms(&cc->fsplit, cc->d->b, cc->b_count, cc->b_terms);
+  char text[128];
+  snprintf(text, sizeof text, "%d %s terms per operand (RNE, exact fp32 residuals), %d products", cc->fsplit.terms,
+           precis_format_get(cc->fsplit.term_fmt)->name, cc->fsplit.products);
+  precis_kv_set(details, "split", text);
+  return PRECIS_OK;
+}
+
+/* fp64 and Ozaki: the operands widened to float64 (exact from float32); Ozaki then slices them. */
+static precis_status prepare_f64(cpu_case *cc, precis_kv_list *details) {
+  const precis_workload_info *w = cc->w;
+  size_t k = (size_t)w->k, n = (size_t)w->n;
+  cc->a_f64 = case_alloc(cc, cc->a_count, sizeof(double));
+  cc->b_f64 = case_alloc(cc, cc->b_count, sizeof(double));
+  cc->c64 = case_alloc(cc, cc->c_count, sizeof(double));
+  if (!cc->a_f64 || !cc->b_f64 || !cc->c64)
+    return out_of_memory(cc, "the float64 operands", (cc->a_count + cc->b_count + cc->c_count) * sizeof(double));
+  /* float64 datasets give all 53 bits; float32 ones widen exactly. */
+  for (size_t i = 0; i < cc->a_count; i++) cc->a_f64[i] = cc->d->a64 ? cc->d->a64[i] : cc->d->a[i];
+  for (size_t i = 0; i < cc->b_count; i++) cc->b_f64[i] = cc->d->b64 ? cc->d->b64[i] : cc->d->b[i];
+  if (cc->gemm != CPU_GEMM_OZAKI) return PRECIS_OK;
+  if (w->k > INT8_MAX_K) {
+    cc->status = PRECIS_ROW_UNSUPPORTED;
+    snprintf(cc->reason, sizeof cc->reason,
+             "k=%lld: an int32 slice product could overflow (127*127*k > 2^31-1 for k > %lld); split the reduction",
+             (long long)w->k, INT8_MAX_K);
+    return PRECIS_E_UNSUPPORTED;
+  }
+  size_t slices = (size_t)cc->spec->split_terms;
+  cc->a_slices = case_alloc(cc, slices * cc->a_count, sizeof(double));
+  cc->b_slices = case_alloc(cc, slices * cc->b_count, sizeof(double));
+  cc->a_exps = case_alloc(cc, cc->a_rows, sizeof(int));
+  cc->b_exps = case_alloc(cc, cc->b_matrices * n, sizeof(int));
+  cc->levels = case_alloc(cc, slices * ozaki_group_outputs(cc), sizeof(double));
+  if (!cc->a_slices || !cc->b_slices || !cc->a_exps || !cc->b_exps || !cc->levels)
+    return out_of_memory(cc, "the Ozaki slices",
+                         (slices * (cc->a_count + cc->b_count + ozaki_group_outputs(cc))) * sizeof(double));
+  precis_ozaki_split_rows(cc->a_f64, cc->a_rows, k, (int)slices, cc->a_exps, cc->a_slices);
+  for (size_t g = 0; g < cc->b_matrices; g++)
+    precis_ozaki_split_cols(cc->b_f64 + g * k * n, k, n, (int)slices, cc->b_exps + g * n,
+                            cc->b_slices + g * slices * k * n);
+  char text[160];
+  snprintf(text, sizeof text, "%zu int8 slices per operand (7 bits, truncated), power-of-two scales per row of A and "
+           "column of B, %zu exact int32 slice products", slices, slices * (slices + 1) / 2);
+  precis_kv_set(details, "split", text);
+  return PRECIS_OK;
+}
+
 /* Converts or quantizes A and B into the spec's operand formats (the part timed as convert_ms). */
 static precis_status prepare_inputs(cpu_case *cc, precis_kv_list *details) {
   if (cc->gemm == CPU_GEMM_INT_EXACT) return prepare_int8(cc, details);
+  if (cc->gemm == CPU_GEMM_DGEMM || cc->gemm == CPU_GEMM_OZAKI) return prepare_f64(cc, details);
+  if (cc->gemm == CPU_GEMM_SPLIT_F32) return prepare_float_split(cc, details);
   cc->a_in = case_alloc(cc, cc->a_count, sizeof(float));
   cc->b_in = case_alloc(cc, cc->b_count, sizeof(float));
   if (!cc->a_in || !cc->b_in)
@@ -260,9 +381,43 @@ static bool finish_output(cpu_case *cc) {
   } else if (spec_is_scaled(cc->spec)) {
     float s = cc->tensor_scale_a * cc->tensor_scale_b;
     for (size_t i = 0; i < cc->c_count; i++) cc->c[i] *= s;
+  } else if (cc->c64) {
+    /* A float64 result: out=fp64 hands it over as it is; c is its float32 rounding (then rounded
+     * to a narrower output format below). */
+    for (size_t i = 0; i < cc->c_count; i++) cc->c[i] = (float)cc->c64[i];
+    if (cc->spec->out == PRECIS_FMT_F64) return true;
   }
   const precis_format *out = precis_format_get(cc->spec->out);
   if (cc->spec->out != cc->spec->acc && out->round_array) out->round_array(cc->c, cc->c, cc->c_count);
+  return true;
+}
+
+/* The split recipes: float splits read fp32 operands and sum in fp32; Ozaki reads fp64 (or fp32)
+ * operands and sums in fp64. Scales and SmoothQuant belong to quantized recipes, not to these. */
+static bool cpu_route_split(const precis_spec *s, cpu_gemm *gemm, char *why, size_t len) {
+  const char *name = precis_split_name(s->split);
+  bool float_ops = (s->a.fmt == PRECIS_FMT_F32 || s->a.fmt == PRECIS_FMT_F64) &&
+                   (s->b.fmt == PRECIS_FMT_F32 || s->b.fmt == PRECIS_FMT_F64);
+  if (!float_ops || s->scale != PRECIS_SCALE_DYNAMIC || precis_spec_smooths(s)) {
+    snprintf(why, len, "split=%s%s: splits take fp32 or fp64 operands without static scales or SmoothQuant", name,
+             s->split == PRECIS_SPLIT_INT8XN ? "<N>" : "");
+    return false;
+  }
+  if (s->split == PRECIS_SPLIT_INT8XN) {
+    if (s->acc != PRECIS_FMT_F64) {
+      snprintf(why, len, "split=int8x%d: the Ozaki slice products are summed in fp64 (acc=fp64), not %s",
+               s->split_terms, precis_format_get(s->acc)->name);
+      return false;
+    }
+    *gemm = CPU_GEMM_OZAKI;
+    return true;
+  }
+  if (s->a.fmt != PRECIS_FMT_F32 || s->b.fmt != PRECIS_FMT_F32 || s->acc != PRECIS_FMT_F32 ||
+      s->out == PRECIS_FMT_F64) {
+    snprintf(why, len, "split=%s: emulates fp32: a=fp32, b=fp32, acc=fp32 and an output no wider than fp32", name);
+    return false;
+  }
+  *gemm = CPU_GEMM_SPLIT_F32;
   return true;
 }
 
@@ -270,11 +425,7 @@ static bool finish_output(cpu_case *cc) {
 static bool cpu_route(const precis_spec *s, cpu_gemm *gemm, char *why, size_t len) {
   const precis_operand_spec *ops[2] = {&s->a, &s->b};
   char text[48];
-  if (s->split != PRECIS_SPLIT_NONE) {
-    snprintf(why, len, "split=%s: multi-term splitting is not yet implemented on the cpu backend (issue 19)",
-             precis_split_name(s->split));
-    return false;
-  }
+  if (s->split != PRECIS_SPLIT_NONE) return cpu_route_split(s, gemm, why, len);
   if (precis_spec_smooths(s)) {
     snprintf(why, len, "smooth: SmoothQuant is not yet implemented on the cpu backend (issue 16)");
     return false;
@@ -286,7 +437,7 @@ static bool cpu_route(const precis_spec *s, cpu_gemm *gemm, char *why, size_t le
     bool int8 = op->fmt == PRECIS_FMT_I8 && op->conv == PRECIS_QCONV_SYM &&
                 (i ? op->gran == PRECIS_GRAN_COL : op->gran == PRECIS_GRAN_ROW || op->gran == PRECIS_GRAN_TENSOR);
     bool fp8 = op->fmt == PRECIS_FMT_E4M3 && op->gran == PRECIS_GRAN_TENSOR;
-    bool plain = !precis_operand_is_scaled(op) && op->fmt != PRECIS_FMT_F64;
+    bool plain = !precis_operand_is_scaled(op);
     if (!int8 && !fp8 && !plain) {
       snprintf(why, len, "%s=%s: not yet implemented on the cpu backend (issue %d)", field, text,
                op->fmt == PRECIS_FMT_F64 ? 19 : 16);
@@ -309,12 +460,18 @@ static bool cpu_route(const precis_spec *s, cpu_gemm *gemm, char *why, size_t le
              precis_scale_method_name(s->scale));
     return false;
   }
-  if (s->acc == PRECIS_FMT_F64) {
-    snprintf(why, len, "acc=fp64: not yet implemented on the cpu backend (issue 19)");
-    return false;
+  bool a64 = s->a.fmt == PRECIS_FMT_F64, b64 = s->b.fmt == PRECIS_FMT_F64;
+  if (a64 || b64 || s->acc == PRECIS_FMT_F64) {
+    if (!(a64 && b64 && s->acc == PRECIS_FMT_F64)) {
+      snprintf(why, len, "fp64 runs with a=fp64, b=fp64 and acc=fp64 together on the cpu backend (a=%s, b=%s, acc=%s)",
+               precis_format_get(s->a.fmt)->name, precis_format_get(s->b.fmt)->name, precis_format_get(s->acc)->name);
+      return false;
+    }
+    *gemm = CPU_GEMM_DGEMM;
+    return true;
   }
   if (s->out == PRECIS_FMT_F64) {
-    snprintf(why, len, "out=fp64: the cpu backend's outputs are float32 (issue 19)");
+    snprintf(why, len, "out=fp64 needs acc=fp64 (an fp32 accumulator has nothing more to give)");
     return false;
   }
   *gemm = a_int ? CPU_GEMM_INT_EXACT : s->acc == PRECIS_FMT_F16 ? CPU_GEMM_F16_ACC : CPU_GEMM_SGEMM;
@@ -382,6 +539,7 @@ static precis_status cpu_run_case(void *ctx, const precis_spec *spec, const prec
     cc.status = PRECIS_ROW_UNSUPPORTED;
     goto done;
   }
+  precis_float_split_of(spec->split, &cc.fsplit);
   cc.c = case_alloc(&cc, cc.c_count, sizeof(float));
   if (!cc.c) {
     out_of_memory(&cc, "the output", cc.c_count * sizeof(float));
@@ -451,7 +609,12 @@ static precis_status cpu_run_case(void *ctx, const precis_spec *spec, const prec
   precis_kv_set(&out->details, "emulation",
                 cc.gemm == CPU_GEMM_INT_EXACT  ? "exact integer GEMM (dgemm on integer values), dequant in f32"
                 : cc.gemm == CPU_GEMM_F16_ACC ? "every partial sum rounded to fp16, sequential k order"
-                                              : "rounded inputs, FP32 products and sums (OpenBLAS sgemm)");
+                : cc.gemm == CPU_GEMM_DGEMM   ? "FP64 products and sums (OpenBLAS dgemm)"
+                : cc.gemm == CPU_GEMM_SPLIT_F32
+                    ? "split terms, exact products, FP32 sums in k order, smallest products first"
+                : cc.gemm == CPU_GEMM_OZAKI ? "Ozaki scheme I: exact int8 slice products (dgemm on integer values), "
+                                              "levels summed in FP64"
+                                            : "rounded inputs, FP32 products and sums (OpenBLAS sgemm)");
 
 done:
   out->memory.tensor_bytes = precis_spec_tensor_bytes(spec, w->m, w->n, w->k, w->batch, w->b_batched);
@@ -462,6 +625,10 @@ done:
   if (cc.status == PRECIS_ROW_OK) {
     out->c = cc.c; /* handed over; its bytes stay counted in the peak */
     cc.c = NULL;
+    if (spec->out == PRECIS_FMT_F64) {
+      out->c64 = cc.c64;
+      cc.c64 = NULL;
+    }
   }
   free(flush_buffer);
   case_free(&cc, f16_acc_row, (size_t)w->n, sizeof(double));

@@ -41,7 +41,7 @@ void precis_row_judge(precis_row *row, const precis_criteria *criteria) {
 }
 
 static void compute_error_metrics(precis_row *row, const precis_workload_info *w, const precis_workload_data *d,
-                                  const float *c, double clipped_fraction) {
+                                  const float *c, const double *c64, double clipped_fraction) {
   size_t per_sample = (size_t)(w->m * w->n);
   precis_sample_metrics *samples = calloc((size_t)w->batch, sizeof *samples);
   if (!samples) {
@@ -50,10 +50,18 @@ static void compute_error_metrics(precis_row *row, const precis_workload_info *w
     return;
   }
   for (size_t b = 0; b < (size_t)w->batch; b++)
-    precis_metrics_sample(c + b * per_sample, d->c_ref + b * per_sample, d->ab_abs + b * per_sample, per_sample,
-                          &samples[b]);
+    precis_metrics_sample_wide(c + b * per_sample, c64 ? c64 + b * per_sample : NULL, d->c_ref + b * per_sample,
+                               d->c_ref_lo ? d->c_ref_lo + b * per_sample : NULL, d->ab_abs + b * per_sample,
+                               per_sample, &samples[b]);
   precis_metrics_aggregate(samples, (size_t)w->batch, row->error);
   free(samples);
+  if (d->c_ref_lo) {
+    /* Errors near fp64's are only meaningful next to the reference's own bound. */
+    char text[160];
+    snprintf(text, sizeof text, "double-double (c_ref + c_ref_lo), |reference - a.b| <= %.3g * ab_abs",
+             w->reference_error_bound);
+    precis_kv_set(&row->details, "reference", text);
+  }
   if (!isnan(clipped_fraction)) {
     row->error[PRECIS_METRIC_CLIPPED] = (precis_metric_value){clipped_fraction, clipped_fraction, true};
   }
@@ -127,11 +135,12 @@ static size_t kept_row(const precis_journal *kept, char *const *kept_keys, const
 
 /* Runs one (workload, recipe) case into *row. Only whole-run problems are returned as errors. */
 static void run_one_case(const precis_run_config *cfg, const precis_recipe *recipe, const precis_workload_info *w,
-                         const precis_workload_data *d, precis_row *row, float **output) {
+                         const precis_workload_data *d, precis_row *row, float **output, double **output64) {
   precis_case_output out;
   precis_case_output_init(&out);
   char reason[512] = "";
   *output = NULL;
+  *output64 = NULL;
   if (fault_injected(cfg, w->name, recipe->name)) {
     row->status = PRECIS_ROW_FAILED;
     row->reason = precis_strdup("fault injected by PRECIS_FAULT_INJECT (test of case isolation)");
@@ -162,9 +171,11 @@ static void run_one_case(const precis_run_config *cfg, const precis_recipe *reci
     memset(&out.time, 0, sizeof out.time);
     if (row->time.median_ms > 0)
       row->tflops = 2.0 * (double)w->m * (double)w->n * (double)w->k * (double)w->batch / (row->time.median_ms * 1e-3) / 1e12;
-    compute_error_metrics(row, w, d, out.c, out.clipped_fraction);
+    compute_error_metrics(row, w, d, out.c, out.c64, out.clipped_fraction);
     *output = out.c;
     out.c = NULL;
+    *output64 = out.c64;
+    out.c64 = NULL;
   } else {
     row->time.convert_ms = out.time.convert_ms;
   }
@@ -301,20 +312,24 @@ precis_status precis_run_workloads(const precis_run_config *cfg, precis_report *
         continue;
       }
       float *output = NULL;
-      run_one_case(cfg, recipe, w, &data, &row, &output);
+      double *output64 = NULL;
+      run_one_case(cfg, recipe, w, &data, &row, &output, &output64);
       if (precis_interrupt_signal && row.status != PRECIS_ROW_OK) {
         /* Abandoned mid-case by the interrupt: not a measurement, not journaled. */
         precis_row_free(&row);
         free(output);
+        free(output64);
         break;
       }
       precis_criteria defaults;
       if (!cfg->require) precis_default_criteria(&recipe->spec, w->k, &defaults);
       precis_row_judge(&row, cfg->require ? cfg->require : &defaults);
       if (saved && output) {
-        precis_status ws = precis_outputs_write(saved, w->name, recipe->name, output, w->batch, w->m, w->n);
+        precis_status ws = output64 ? precis_outputs_write_f64(saved, w->name, recipe->name, output64, w->batch, w->m, w->n)
+                                    : precis_outputs_write(saved, w->name, recipe->name, output, w->batch, w->m, w->n);
         if (ws != PRECIS_OK) {
           free(output);
+          free(output64);
           precis_row_free(&row);
           precis_workload_data_free(&data);
           st = ws;
@@ -322,6 +337,7 @@ precis_status precis_run_workloads(const precis_run_config *cfg, precis_report *
         }
       }
       free(output);
+      free(output64);
       if (journal.fd >= 0) {
         st = precis_journal_append(&journal, &row);
         if (st != PRECIS_OK) {

@@ -127,7 +127,17 @@ void precis_default_criteria(const precis_spec *spec, long long k, precis_criter
   const precis_format *outf = precis_format_get(spec->out);
   double u_a = operand_roundoff(&spec->a), u_b = operand_roundoff(&spec->b);
   double u_in = u_a > u_b ? u_a : u_b;
-  double bound = 2 * u_in + u_in * u_in + 2.0 * precis_accumulation_gamma(spec, k) + outf->unit_roundoff;
+  double input_error = 2 * u_in + u_in * u_in;
+  /* Float splits of fp32 operands: what the terms miss per product. Each term after the first is at
+   * most u_t of the one before (u_t = 2^-11 tf32, 2^-8 bf16) and the terms are exact products, so
+   * a product loses the dropped pairs and the last term's rounding: tf32x3 and bf16x3 drop
+   * small·small (u_t^2) and leave a residual of u_t^2 on each operand, 3 u_t^2 in all; bf16x6 drops
+   * the pairs of level 3 and 4 (2 u_t^3 + u_t^4); bf16x9 holds every bit of an fp32 value. */
+  if (spec->split == PRECIS_SPLIT_TF32X3) input_error = 3 * 0x1p-22;
+  else if (spec->split == PRECIS_SPLIT_BF16X3) input_error = 3 * 0x1p-16;
+  else if (spec->split == PRECIS_SPLIT_BF16X6) input_error = 3 * 0x1p-24;
+  else if (spec->split == PRECIS_SPLIT_BF16X9) input_error = 0;
+  double bound = input_error + 2.0 * precis_accumulation_gamma(spec, k) + outf->unit_roundoff;
   out->items[out->count++] = (precis_criterion){PRECIS_METRIC_MAX_CW, PRECIS_CMP_LE, round_up_3(bound)};
 }
 

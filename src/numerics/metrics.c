@@ -34,6 +34,11 @@ const precis_metric_def *precis_metric_by_key(const char *key) {
 
 void precis_metrics_sample(const float *c, const double *r, const double *ab, size_t count,
                            precis_sample_metrics *out) {
+  precis_metrics_sample_wide(c, NULL, r, NULL, ab, count, out);
+}
+
+void precis_metrics_sample_wide(const float *c, const double *c64, const double *r, const double *r_lo,
+                                const double *ab, size_t count, precis_sample_metrics *out) {
   double max_abs = 0, sum_sq_err = 0, sum_sq_r = 0, sum_sq_c = 0, dot = 0, sum_err = 0, max_cw = 0;
   long long nonfinite = 0;
   for (size_t i = 0; i < count; i++) {
@@ -44,7 +49,7 @@ void precis_metrics_sample(const float *c, const double *r, const double *ab, si
   double rel_floor = 1e-3 * rms_r;
   double max_rel = 0;
   for (size_t i = 0; i < count; i++) {
-    double ci = (double)c[i], ri = r[i];
+    double ci = c64 ? c64[i] : (double)c[i], ri = r[i];
     if (!isfinite(ci)) {
       /* A non-finite output is infinitely wrong: every error metric says so. */
       nonfinite++;
@@ -53,7 +58,8 @@ void precis_metrics_sample(const float *c, const double *r, const double *ab, si
       sum_err = isnan(ci) ? NAN : sum_err + (ci - ri);
       continue;
     }
-    double d = ci - ri, ad = fabs(d);
+    /* c - r is exact when c is near r (Sterbenz), so the low part of the reference still counts. */
+    double d = r_lo ? (ci - ri) - r_lo[i] : ci - ri, ad = fabs(d);
     if (ad > max_abs) max_abs = ad;
     double denom = fmax(fabs(ri), rel_floor);
     double rel = denom > 0 ? ad / denom : (ad > 0 ? INFINITY : 0.0);

@@ -53,6 +53,11 @@ typedef struct precis_sample_metrics {
 
 void precis_metrics_sample(const float *c, const double *r, const double *ab, size_t count,
                            precis_sample_metrics *out);
+/* The same with an output in float64 (c64, used instead of c when not NULL) and a reference held
+ * as an unevaluated pair r + r_lo (double-double; r_lo NULL: r alone). The error is (c - r) - r_lo,
+ * so errors far below float64's unit roundoff of r (down to about 1e-30 relative) are measured. */
+void precis_metrics_sample_wide(const float *c, const double *c64, const double *r, const double *r_lo,
+                                const double *ab, size_t count, precis_sample_metrics *out);
 /* Worst and mean over samples; `clipped` (a property of the quantized inputs, not of one sample) is
  * set by the caller afterwards. */
 void precis_metrics_aggregate(const precis_sample_metrics *samples, size_t n_samples,

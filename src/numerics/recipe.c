@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The presets of DESIGN §3 as specs. tf32 is spelled with tf32 operands (acc=fp32fast parses to
- * the same spec); fp16acc16 is acc=fp16. */
+/* The presets of DESIGN §3 as specs, then the high-precision family (docs/high-precision.md). tf32
+ * is spelled with tf32 operands (acc=fp32fast parses to the same spec); fp16acc16 is acc=fp16. */
 static const precis_recipe_preset presets[] = {
     {.name = "fp32", .spec = "a=fp32,b=fp32,acc=fp32,out=fp32,scale=dynamic,smooth=none,split=none",
      .description = "A,B f32; compute 32F; output f32", .baseline = true, .required = true},
@@ -23,11 +23,58 @@ static const precis_recipe_preset presets[] = {
      .required = true},
     {.name = "fp8", .spec = "a=e4m3@tensor,b=e4m3@tensor,acc=fp32,out=bf16,scale=dynamic,smooth=none,split=none",
      .description = "A,B e4m3 satfinite, per-tensor scales s=amax/448; compute 32F; output bf16"},
+    /* High precision at low-precision speed (issue 19, docs/high-precision.md). */
+    {.name = "fp64", .spec = "a=fp64,b=fp64,acc=fp64,out=fp64,scale=dynamic,smooth=none,split=none",
+     .description = "A,B f64 (exact from f32 inputs); compute 64F; output f64", .high_precision = true},
+    {.name = "3xtf32", .spec = "a=fp32,b=fp32,acc=fp32,out=fp32,scale=dynamic,smooth=none,split=tf32x3",
+     .description = "A,B f32 split into tf32 big + small (RNE); big*big + big*small + small*big summed in f32; "
+                    "output f32",
+     .high_precision = true},
+    {.name = "bf16x3", .spec = "a=fp32,b=fp32,acc=fp32,out=fp32,scale=dynamic,smooth=none,split=bf16x3",
+     .description = "A,B f32 split into 2 bf16 terms (RNE); the 3 largest products summed in f32; output f32",
+     .high_precision = true},
+    {.name = "bf16x6", .spec = "a=fp32,b=fp32,acc=fp32,out=fp32,scale=dynamic,smooth=none,split=bf16x6",
+     .description = "A,B f32 split into 3 bf16 terms (RNE); the 6 largest of the 9 products summed in f32; "
+                    "output f32",
+     .high_precision = true},
+    {.name = "bf16x9", .spec = "a=fp32,b=fp32,acc=fp32,out=fp32,scale=dynamic,smooth=none,split=bf16x9",
+     .description = "A,B f32 split into 3 bf16 terms (RNE); all 9 products summed in f32; output f32",
+     .high_precision = true},
+    {.name = "ozaki-int8-3", .spec = "a=fp64,b=fp64,acc=fp64,out=fp64,scale=dynamic,smooth=none,split=int8x3",
+     .description = "FP64 emulated on int8 (Ozaki scheme I): 3 int8 slices per row of A / column of B, power-of-two "
+                    "scales, 6 exact int32 slice products summed in f64; output f64",
+     .high_precision = true},
+    {.name = "ozaki-int8-4", .spec = "a=fp64,b=fp64,acc=fp64,out=fp64,scale=dynamic,smooth=none,split=int8x4",
+     .description = "FP64 emulated on int8 (Ozaki scheme I): 4 int8 slices per row of A / column of B, power-of-two "
+                    "scales, 10 exact int32 slice products summed in f64; output f64",
+     .high_precision = true},
+    {.name = "ozaki-int8-5", .spec = "a=fp64,b=fp64,acc=fp64,out=fp64,scale=dynamic,smooth=none,split=int8x5",
+     .description = "FP64 emulated on int8 (Ozaki scheme I): 5 int8 slices per row of A / column of B, power-of-two "
+                    "scales, 15 exact int32 slice products summed in f64; output f64",
+     .high_precision = true},
+    {.name = "ozaki-int8-6", .spec = "a=fp64,b=fp64,acc=fp64,out=fp64,scale=dynamic,smooth=none,split=int8x6",
+     .description = "FP64 emulated on int8 (Ozaki scheme I): 6 int8 slices per row of A / column of B, power-of-two "
+                    "scales, 21 exact int32 slice products summed in f64; output f64",
+     .high_precision = true},
+    {.name = "ozaki-int8-7", .spec = "a=fp64,b=fp64,acc=fp64,out=fp64,scale=dynamic,smooth=none,split=int8x7",
+     .description = "FP64 emulated on int8 (Ozaki scheme I): 7 int8 slices per row of A / column of B, power-of-two "
+                    "scales, 28 exact int32 slice products summed in f64; output f64",
+     .high_precision = true},
+    {.name = "ozaki-int8-8", .spec = "a=fp64,b=fp64,acc=fp64,out=fp64,scale=dynamic,smooth=none,split=int8x8",
+     .description = "FP64 emulated on int8 (Ozaki scheme I): 8 int8 slices per row of A / column of B, power-of-two "
+                    "scales, 36 exact int32 slice products summed in f64; output f64",
+     .high_precision = true},
 };
 
 _Static_assert(sizeof presets / sizeof presets[0] <= PRECIS_RECIPE_PRESET_MAX, "PRECIS_RECIPE_PRESET_MAX bounds the preset table");
 
 size_t precis_recipe_preset_count(void) { return sizeof presets / sizeof presets[0]; }
+
+size_t precis_recipe_preset_all_count(void) {
+  size_t count = 0;
+  for (size_t i = 0; i < precis_recipe_preset_count(); i++) count += !presets[i].high_precision;
+  return count;
+}
 
 const precis_recipe_preset *precis_recipe_preset_at(size_t index) {
   return index < precis_recipe_preset_count() ? &presets[index] : NULL;
@@ -86,11 +133,11 @@ precis_status precis_recipe_parse(const char *text, precis_recipe *out) {
   if (!strchr(text, '=')) {
     const precis_recipe_preset *p = precis_recipe_preset_find(text);
     if (p) return precis_recipe_from_preset(p, out);
-    char names[256];
+    char names[1024];
     preset_names(names, sizeof names);
     return precis_fail(PRECIS_E_USAGE,
-                       "--recipes: unknown recipe \"%s\" (expected a preset: %s, all; or a spec of fields a=, b=, "
-                       "acc=, out=, scale=, smooth=, split=)",
+                       "--recipes: unknown recipe \"%s\" (expected a preset: %s, all, high-precision; or a spec of "
+                       "fields a=, b=, acc=, out=, scale=, smooth=, split=)",
                        text, names);
   }
   memset(out, 0, sizeof *out);
@@ -120,10 +167,45 @@ void precis_recipe_list_free(precis_recipe_list *list) {
   list->count = 0;
 }
 
+/* "ozaki-int8-3..8": PREFIX<A>..<B> where every PREFIX<i> is a preset (the sweep of a family).
+ * Returns false when text is no range; a range with a missing member is an error. */
+static bool range_text(const char *text, precis_recipe_list *list, precis_status *st) {
+  const char *dots = strstr(text, "..");
+  if (!dots || dots == text) return false;
+  const char *digits = dots;
+  while (digits > text && digits[-1] >= '0' && digits[-1] <= '9') digits--;
+  char *end;
+  long from = strtol(digits, &end, 10);
+  if (digits == dots || end != dots) return false;
+  const char *hi = dots + 2;
+  if (*hi < '0' || *hi > '9') return false;
+  long to = strtol(hi, &end, 10);
+  if (*end) return false;
+  int prefix = (int)(digits - text);
+  if (to < from || to - from > 64) {
+    *st = precis_fail(PRECIS_E_USAGE, "--recipes: range \"%s\" must run upwards over at most 64 members", text);
+    return true;
+  }
+  *st = PRECIS_OK;
+  for (long i = from; i <= to && *st == PRECIS_OK; i++) {
+    char name[PRECIS_SPEC_TEXT_MAX];
+    snprintf(name, sizeof name, "%.*s%ld", prefix, text, i);
+    const precis_recipe_preset *p = precis_recipe_preset_find(name);
+    precis_recipe r;
+    if (!p) *st = precis_fail(PRECIS_E_USAGE, "--recipes: range \"%s\": no preset named \"%s\"", text, name);
+    else if ((*st = precis_recipe_from_preset(p, &r)) == PRECIS_OK) *st = precis_recipe_list_add(list, &r);
+  }
+  return true;
+}
+
 static precis_status add_text(precis_recipe_list *list, const char *text) {
   precis_recipe r;
-  if (strcmp(text, "all") == 0) {
+  precis_status ranged;
+  if (range_text(text, list, &ranged)) return ranged;
+  bool all = strcmp(text, "all") == 0, high = strcmp(text, "high-precision") == 0;
+  if (all || high) {
     for (size_t i = 0; i < precis_recipe_preset_count(); i++) {
+      if (presets[i].high_precision != high) continue;
       precis_status st = precis_recipe_from_preset(&presets[i], &r);
       if (st == PRECIS_OK) st = precis_recipe_list_add(list, &r);
       if (st != PRECIS_OK) return st;

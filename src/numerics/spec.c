@@ -419,7 +419,8 @@ bool precis_spec_equal(const precis_spec *x, const precis_spec *y) {
 static void describe_operand(const char *which, const precis_operand_spec *op, char *buf, size_t len) {
   const char *name = fmt_name(op->fmt);
   if (!precis_operand_is_scaled(op)) {
-    snprintf(buf, len, "%s %s%s", which, name, op->fmt == PRECIS_FMT_F32 ? "" : " (RNE from f32)");
+    snprintf(buf, len, "%s %s%s", which, name,
+             op->fmt == PRECIS_FMT_F32 ? "" : op->fmt == PRECIS_FMT_F64 ? " (exact from f32)" : " (RNE from f32)");
     return;
   }
   char gran[96];
@@ -449,7 +450,9 @@ void precis_spec_describe(const precis_spec *s, char *buf, size_t len) {
     used += (size_t)snprintf(extra + used, sizeof extra - used, "; A scales static (%s)", scale_names[s->scale]);
   if (precis_spec_smooths(s))
     used += (size_t)snprintf(extra + used, sizeof extra - used, "; SmoothQuant");
-  if (s->split != PRECIS_SPLIT_NONE && used < sizeof extra)
+  if (s->split == PRECIS_SPLIT_INT8XN && used < sizeof extra)
+    snprintf(extra + used, sizeof extra - used, "; split into %d int8 slices (Ozaki)", s->split_terms);
+  else if (s->split != PRECIS_SPLIT_NONE && used < sizeof extra)
     snprintf(extra + used, sizeof extra - used, "; split %s", split_names[s->split]);
   snprintf(buf, len, "%s; %s; acc %s; out %s%s", a, b, fmt_name(s->acc), fmt_name(s->out), extra);
 }
@@ -489,6 +492,18 @@ long long precis_spec_tensor_bytes(const precis_spec *s, long long m, long long 
              scale_bytes(&s->b, false, k, n, b_mats);
   } else {
     total += scale_bytes(&s->a, true, m, k, batch) + scale_bytes(&s->b, false, k, n, b_mats);
+  }
+  /* Split recipes hold their terms beside the operands: float splits 2 or 3 terms (tf32 stored in
+   * 32 bits, bf16 in 16); Ozaki N int8 slices, an exponent per row of A / column of B, one int32
+   * slice product and the fp64 sum of the levels. */
+  static const int float_terms[] = {[PRECIS_SPLIT_TF32X3] = 2, [PRECIS_SPLIT_BF16X3] = 2, [PRECIS_SPLIT_BF16X6] = 3,
+                                    [PRECIS_SPLIT_BF16X9] = 3};
+  switch (s->split) {
+  case PRECIS_SPLIT_NONE: break;
+  case PRECIS_SPLIT_INT8XN:
+    total += (long long)s->split_terms * (a + b) + 4 * (batch * m + b_mats * n) + c * (4 + 8);
+    break;
+  default: total += (long long)float_terms[s->split] * (a + b) * (s->split == PRECIS_SPLIT_TF32X3 ? 4 : 2); break;
   }
   return total;
 }

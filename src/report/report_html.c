@@ -213,6 +213,92 @@ static void html_scatter(precis_buf *b, const precis_report *report, const char 
 
 /* ------------------------------------------------------------ memory by view */
 
+/* The Ozaki slices sweep: rel_fro against slices (log scale), each point titled with its time, and
+ * fp64 as a dashed line when it ran. Exact outputs (rel_fro 0) sit on the axis floor. */
+static void html_sweep(precis_buf *b, const precis_report *report, const char *workload, bool cpu) {
+  precis_sweep_point pts[64];
+  const precis_row *fp64;
+  size_t n = precis_report_slice_sweep(report, workload, pts, 64, &fp64);
+  if (n < 2) return;
+  double ys[65];
+  double min_pos = INFINITY, max_err = 0;
+  for (size_t i = 0; i <= n; i++) {
+    const precis_row *row = i < n ? pts[i].row : fp64;
+    const precis_metric_value *v = row ? &row->error[PRECIS_METRIC_REL_FRO] : NULL;
+    ys[i] = v && v->present && isfinite(v->worst) ? v->worst : NAN;
+    if (ys[i] > 0 && ys[i] < min_pos) min_pos = ys[i];
+    if (ys[i] > max_err) max_err = ys[i];
+  }
+  if (!isfinite(min_pos)) min_pos = 1e-17;
+  if (!(max_err > 0)) max_err = min_pos * 10;
+  double lo = floor(log10(min_pos)) - 1, hi = ceil(log10(max_err));
+  if (hi <= lo) hi = lo + 1;
+  for (size_t i = 0; i <= n; i++)
+    if (!isnan(ys[i]) && !(ys[i] > pow(10, lo))) ys[i] = pow(10, lo);
+  int s_min = pts[0].slices, s_max = pts[n - 1].slices;
+  if (s_max == s_min) s_max = s_min + 1;
+  double pw = SC_W - SC_L - SC_R, ph = SC_H - SC_T - SC_B;
+#define SX(s) (SC_L + 20 + ((double)(s) - s_min) / (s_max - s_min) * (pw - 40))
+#define SY(v) (SC_T + (hi - log10(v)) / (hi - lo) * ph)
+  precis_buf_appendf(b, "<div class=\"chart\"><svg class=\"sweep\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
+                        "role=\"img\" aria-label=\"error against slices\">\n",
+                     SC_W, SC_H, SC_W, SC_H);
+  for (double e = lo; e <= hi + 1e-9; e += 1) {
+    double y = SC_T + (hi - e) / (hi - lo) * ph;
+    precis_buf_appendf(b, "<line class=\"grid\" x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\"/>"
+                          "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">1e%d</text>\n",
+                       SC_L, SC_W - SC_R, y, y, SC_L - 5, y + 4, (int)e);
+  }
+  for (size_t i = 0; i < n; i++)
+    precis_buf_appendf(b, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%d</text>\n", SX(pts[i].slices),
+                       SC_H - SC_B + 15, pts[i].slices);
+  precis_buf_appendf(b, "<line class=\"axis\" x1=\"%d\" x2=\"%d\" y1=\"%d\" y2=\"%d\"/>"
+                        "<line class=\"axis\" x1=\"%d\" x2=\"%d\" y1=\"%d\" y2=\"%d\"/>\n",
+                     SC_L, SC_W - SC_R, SC_H - SC_B, SC_H - SC_B, SC_L, SC_L, SC_T, SC_H - SC_B);
+  precis_buf_appendf(b, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">int8 slices per operand (Ozaki)</text>\n",
+                     SC_L + (int)pw / 2, SC_H - 10);
+  precis_buf_appendf(b, "<text transform=\"translate(16,%d) rotate(-90)\" text-anchor=\"middle\">rel_fro, worst "
+                        "over samples (log scale)</text>\n",
+                     SC_T + (int)ph / 2);
+  if (fp64 && !isnan(ys[n])) {
+    double y = SY(ys[n]);
+    precis_buf_appendf(b, "<line class=\"pareto\" x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\"/>"
+                          "<text x=\"%d\" y=\"%.1f\">",
+                       SC_L, SC_W - SC_R, y, y, SC_L + 4, y + 14);
+    precis_buf_html(b, fp64->recipe);
+    precis_buf_append(b, "</text>\n");
+  }
+  precis_buf_append(b, "<path class=\"pareto\" style=\"stroke-dasharray:none\" d=\"");
+  bool started = false;
+  for (size_t i = 0; i < n; i++) {
+    if (isnan(ys[i])) continue;
+    precis_buf_appendf(b, "%s%.1f %.1f", started ? " L" : "M", SX(pts[i].slices), SY(ys[i]));
+    started = true;
+  }
+  precis_buf_append(b, "\"/>\n");
+  for (size_t i = 0; i < n; i++) {
+    if (isnan(ys[i])) continue;
+    const precis_row *row = pts[i].row;
+    bool fail = row->verdict == PRECIS_VERDICT_FAIL;
+    const char *color = recipe_color(row->recipe);
+    precis_buf_appendf(b, "<circle class=\"point%s\" cx=\"%.1f\" cy=\"%.1f\" r=\"5\" fill=\"%s\" stroke=\"%s\" "
+                          "stroke-width=\"2\"><title>",
+                       fail ? " fail" : "", SX(pts[i].slices), SY(ys[i]), fail ? "#fff" : color, color);
+    precis_buf_html(b, row->recipe);
+    char t[32];
+    precis_fmt_sig(t, sizeof t, row->time.median_ms, 3);
+    precis_buf_appendf(b, ": rel_fro %.3g, median %s ms%s</title></circle>\n", ys[i], t, fail ? ", fails its criteria" : "");
+    precis_buf_appendf(b, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%s ms</text>\n", SX(pts[i].slices),
+                       SY(ys[i]) - 9, t);
+  }
+#undef SX
+#undef SY
+  precis_buf_appendf(b, "</svg>\n<p>Error against int8 slices per operand (Ozaki scheme I; N slices run N(N+1)/2 int8 "
+                        "GEMMs), each point labelled with its median time%s. Hollow: fails its criteria (fp64's "
+                        "componentwise bound by default). Dashed: fp64.</p></div>\n",
+                     cpu ? " (CPU emulation)" : "");
+}
+
 static void html_memory(precis_buf *b, const precis_report *report, const char *workload) {
   static const char *const view_names[] = {"tensor", "tracked peak", "device peak - baseline", "untracked",
                                            "host peak RSS (process)"};
@@ -612,6 +698,7 @@ static char *html_text(const precis_report *report) {
     }
     precis_buf_append(&b, "</p>\n<div class=\"charts\">\n");
     html_scatter(&b, report, workloads[w], recommended, cpu);
+    html_sweep(&b, report, workloads[w], cpu);
     html_latency(&b, report, workloads[w], cpu);
     html_memory(&b, report, workloads[w]);
     precis_buf_append(&b, "</div>\n");

@@ -86,6 +86,36 @@ static void md_criteria(precis_buf *b, const precis_criteria *criteria) {
   if (criteria->count == 0) precis_buf_append(b, "-");
 }
 
+/* The Ozaki slices sweep: error against slices and time, beside fp64 when it ran. */
+static void md_sweep(precis_buf *b, const precis_report *report, const char *workload, bool cpu) {
+  precis_sweep_point points[64];
+  const precis_row *fp64;
+  size_t n = precis_report_slice_sweep(report, workload, points, 64, &fp64);
+  if (n < 2) return;
+  precis_buf_appendf(b, "Slices sweep (Ozaki scheme, docs/high-precision.md):\n\n"
+                        "| slices | int8 GEMMs | recipe | rel_fro | max_cw | median ms%s | verdict |\n"
+                        "|---:|---:|---|---:|---:|---:|---|\n",
+                     cpu ? " (CPU)" : "");
+  for (size_t i = 0; i <= n; i++) {
+    const precis_row *row = i < n ? points[i].row : fp64;
+    if (!row) break;
+    if (i < n) precis_buf_appendf(b, "| %d | %d | ", points[i].slices, points[i].slices * (points[i].slices + 1) / 2);
+    else precis_buf_append(b, "| - | - | ");
+    precis_buf_markdown(b, row->recipe);
+    precis_buf_append(b, " | ");
+    md_metric(b, row, PRECIS_METRIC_REL_FRO);
+    precis_buf_append(b, " | ");
+    md_metric(b, row, PRECIS_METRIC_MAX_CW);
+    precis_buf_append(b, " | ");
+    md_sig(b, row->time.median_ms);
+    precis_buf_append(b, " | ");
+    const char *verdict = precis_verdict_str(row->verdict);
+    precis_buf_append(b, row->verdict == PRECIS_VERDICT_FAIL ? "**fail**" : verdict ? verdict : "-");
+    precis_buf_append(b, " |\n");
+  }
+  precis_buf_append(b, "\n");
+}
+
 static void md_workload(precis_buf *b, const precis_report *report, const char *workload, bool cpu) {
   long min_samples = precis_report_min_samples(report);
   const precis_row *first = NULL;
@@ -139,6 +169,7 @@ static void md_workload(precis_buf *b, const precis_report *report, const char *
     precis_buf_append(b, " |\n");
   }
   precis_buf_append(b, "\n");
+  md_sweep(b, report, workload, cpu);
 }
 
 static void md_failures(precis_buf *b, const precis_report *report) {

@@ -6,6 +6,31 @@
 #include <string.h>
 
 #include "recipe.h"
+#include "spec.h"
+
+size_t precis_report_slice_sweep(const precis_report *report, const char *workload, precis_sweep_point *points,
+                                 size_t max, const precis_row **fp64) {
+  size_t n = 0;
+  *fp64 = NULL;
+  for (size_t i = 0; i < report->n_rows; i++) {
+    const precis_row *row = &report->rows[i];
+    if (strcmp(row->workload, workload) != 0 || row->status != PRECIS_ROW_OK) continue;
+    const char *text = row->spec ? row->spec : precis_recipe_name_spec(row->recipe);
+    precis_spec spec;
+    if (!text || precis_spec_parse(text, &spec) != PRECIS_OK) continue;
+    if (spec.split == PRECIS_SPLIT_NONE && spec.a.fmt == PRECIS_FMT_F64 && spec.b.fmt == PRECIS_FMT_F64 &&
+        spec.acc == PRECIS_FMT_F64 && !*fp64)
+      *fp64 = row;
+    if (spec.split != PRECIS_SPLIT_INT8XN || n == max) continue;
+    size_t at = n++;
+    while (at > 0 && points[at - 1].slices > spec.split_terms) {
+      points[at] = points[at - 1];
+      at--;
+    }
+    points[at] = (precis_sweep_point){row, spec.split_terms};
+  }
+  return n;
+}
 
 void precis_fmt_sig(char *buf, size_t len, double v, int digits) {
   if (digits < 1) digits = 1;

@@ -29,6 +29,17 @@ const char **precis_report_recipe_names(const precis_report *report, size_t *cou
 /* Position of a preset in the preset table (recipe.c); other names sort after, by name. */
 int precis_recipe_rank(const char *name);
 
+/* The slices sweep of one workload (docs/high-precision.md): its measured rows whose spec splits
+ * into int8 slices (Ozaki), in increasing slice count, at most `max`; *fp64 the row of a plain
+ * fp64 GEMM (a, b, acc fp64, no split) when there is one, else NULL. A view draws the sweep when
+ * it has two points or more. */
+typedef struct precis_sweep_point {
+  const precis_row *row;
+  int slices;
+} precis_sweep_point;
+size_t precis_report_slice_sweep(const precis_report *report, const char *workload, precis_sweep_point *points,
+                                 size_t max, const precis_row **fp64);
+
 /* The peak memory a recipe needs on the backend, the figure recommend's memory objective and the
  * charts use: tracked_peak_bytes when recorded, else tensor_bytes; -1 when neither is. */
 long long precis_row_peak_bytes(const precis_row *row);

@@ -196,7 +196,8 @@ def build(out):
             data = w[key][...]
             replace(w, key, data.astype(dtype))
         return fn
-    c.dataset("a-float64", [W + "/a", r"expected float32", r"found float64"], fn=retype("a", np.float64))
+    # float64 a/b are valid inputs (DESIGN §13); other float widths are not.
+    c.dataset("a-float16", [W + "/a", r"expected float32", r"found float16"], fn=retype("a", np.float16))
     c.dataset("a-int32", [W + "/a", r"expected float32"], fn=retype("a", np.int32))
     c.dataset("c-ref-float32", [W + "/c_ref", r"expected float64", r"found float32"], fn=retype("c_ref", np.float32))
     c.dataset("ab-abs-float16", [W + "/ab_abs", r"expected float64"], fn=retype("ab_abs", np.float16))

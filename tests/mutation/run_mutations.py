@@ -28,6 +28,7 @@ Exit status: 0 when every applied mutation was caught, 1 when any survived or fa
 """
 import argparse
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -163,7 +164,8 @@ def main():
             else:
                 regex = "^(" + "|".join(m["tests"]) + ")$"
                 listing = subprocess.run(["ctest", "-N", "-R", regex], cwd=args.build, capture_output=True, text=True)
-                found = sum(1 for line in listing.stdout.splitlines() if line.strip().startswith("Test #"))
+                # ctest pads the number: "Test  #8:" below 10, "Test #12:" above.
+                found = sum(1 for line in listing.stdout.splitlines() if re.match(r"\s*Test\s+#\d+:", line))
                 if found != len(m["tests"]):
                     verdict, detail = "bad-test-name", f"{found} of {len(m['tests'])} tests exist: {m['tests']}"
                 else:

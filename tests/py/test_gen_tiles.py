@@ -2,7 +2,7 @@
 
 Workloads larger than a tile (several tiles per sample, tiles across samples with a shared b, a
 batched b, a calibration split, a tile of one row rounded up to a reference block, a tile larger
-than the workload), with every generated distribution: every array (a, b, c_ref, ab_abs, calib/a)
+than the workload, a double-double workload, which stays in core), with every generated distribution: every array (a, b, c_ref, ab_abs, calib/a)
 bit for bit, every attribute, and the dataset_id are those of the in-core `precis gen`; and
 `precis inspect` validates the tiled file. Needs Debian's python3-h5py and python3-numpy."""
 import os
@@ -27,6 +27,8 @@ workloads:
   - {name: small, m: 5, n: 7, k: 9, batch: 2, calib: 3, a: student_t, b: log_uniform}
   - {name: misc, m: 260, n: 17, k: 31, batch: 1, a: relu, b: integers}
   - {name: unif, m: 257, n: 9, k: 11, batch: 2, a: spikes, b: uniform}
+  - {name: spread, m: 300, n: 12, k: 24, batch: 1, a: exp_spread, b: exp_spread}
+  - {name: dd, m: 40, n: 8, k: 16, batch: 1, a: exp_spread, b: normal, reference: double-double}
 """
 
 

@@ -141,9 +141,15 @@ def test_recipes():
     proc = precis("recipes", "--json")
     check(proc.returncode == 0, "recipes --json")
     listed = json.loads(proc.stdout)["recipes"]
-    check([r["name"] for r in listed] == ["fp32", "tf32", "fp16", "fp16acc16", "bf16", "int8", "fp8"], "recipes: presets in order")
-    check(all(r["backends"]["cpu"]["status"] == "emulated" and r["backends"]["cuda"]["status"] == "native" for r in listed),
-          "recipes: every preset emulated on cpu, native on sm_90")
+    high = ["fp64", "3xtf32", "bf16x3", "bf16x6", "bf16x9"] + ["ozaki-int8-%d" % n for n in range(3, 9)]
+    check([r["name"] for r in listed] == ["fp32", "tf32", "fp16", "fp16acc16", "bf16", "int8", "fp8"] + high,
+          "recipes: presets in order")
+    check(all(r["backends"]["cpu"]["status"] == "emulated" and r["backends"]["cuda"]["status"] == "native"
+              for r in listed if r["name"] not in high),
+          "recipes: every preset of `all` emulated on cpu, native on sm_90")
+    check(all(r["backends"]["cpu"]["status"] == "emulated" and r["backends"]["cuda"]["status"] == "unsupported"
+              and "issue 19" in r["backends"]["cuda"]["reason"] for r in listed if r["name"] in high),
+          "recipes: the high-precision presets emulated on cpu, unsupported on cuda with the issue")
     check([r["name"] for r in listed if r["baseline"]] == ["fp32"], "recipes: one baseline")
     proc = precis("recipes", "--json", "--cc", "75", "--recipes", "bf16,int8,a=e2m1,b=e2m1")
     listed = json.loads(proc.stdout)["recipes"]
