@@ -24,8 +24,8 @@ precis_status precis_generate(const precis_suite *suite, const precis_gen_option
 /* The same out of core (gen --tile-rows): tile_rows rows of a (and of c_ref, ab_abs) at a time,
  * rounded up to whole PRECIS_REFERENCE_BLOCK_ROWS; the
  * file is the one precis_generate writes. Peak memory ~ 12·k·n bytes (b and its float64 copy) plus
- * tile_rows·(12·k + 16·n) instead of growing with m·batch. Workloads whose a or b come from a file
- * are generated in core. tile_rows 0: precis_generate. */
+ * tile_rows·(12·k + 16·n) instead of growing with m·batch. Workloads whose a or b come from a file,
+ * and double-double references, are generated in core. tile_rows 0: precis_generate. */
 precis_status precis_generate_tiled(const precis_suite *suite, const precis_gen_options *options, int64_t tile_rows,
                                     char dataset_id[65]);
 
