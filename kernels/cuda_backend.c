@@ -796,7 +796,6 @@ static void cuda_close(void *vctx) {
 }
 
 static precis_status cuda_open(void **out, const precis_case_options *options) {
-  (void)options;
   precis_status st = PRECIS_OK;
   *out = NULL;
   int count = 0;
@@ -810,7 +809,13 @@ static precis_status cuda_open(void **out, const precis_case_options *options) {
     return precis_fail(PRECIS_E_NO_DEVICE, "no usable CUDA device: cudaGetDeviceCount found none (cudaErrorNoDevice)");
   cuda_ctx *ctx = calloc(1, sizeof *ctx);
   if (!ctx) return precis_fail(PRECIS_E_NOMEM, "out of host memory opening the cuda backend");
-  ctx->device = 0; /* CUDA_VISIBLE_DEVICES chooses which physical device that is */
+  /* An ordinal among the devices CUDA_VISIBLE_DEVICES shows (run --devices, MPI ranks). */
+  ctx->device = options ? options->device : 0;
+  if (ctx->device < 0 || ctx->device >= count) {
+    free(ctx);
+    return precis_fail(PRECIS_E_NO_DEVICE, "no CUDA device %d: this process sees %d (ordinals 0 to %d)",
+                       options ? options->device : 0, count, count - 1);
+  }
   err = cudaSetDevice(ctx->device);
   if (err == cudaSuccess) err = cudaFree(NULL); /* creates the primary context now, not in the first case */
   if (err != cudaSuccess) {
@@ -867,6 +872,7 @@ static void cuda_environment(void *vctx, precis_kv_list *env) {
   char buf[128];
   precis_kv_set(env, "backend", "cuda");
   precis_kv_set(env, "device", ctx->name);
+  precis_kv_set_int(env, "device_ordinal", ctx->device);
   snprintf(buf, sizeof buf, "%d.%d", ctx->cc_major, ctx->cc_minor);
   precis_kv_set(env, "compute_capability", buf);
   precis_kv_set_int(env, "sm_count", ctx->sm_count);

@@ -20,6 +20,7 @@ int precis_cmd_import_model(int argc, char **argv); /* precis import --model (cm
 int precis_cmd_run(int argc, char **argv);
 int precis_cmd_recommend(int argc, char **argv);
 int precis_cmd_compare(int argc, char **argv);
+int precis_cmd_merge(int argc, char **argv);
 int precis_cmd_accept(int argc, char **argv);
 int precis_cmd_recipes(int argc, char **argv);
 int precis_cmd_explain(int argc, char **argv);

@@ -30,6 +30,9 @@ static void gen_usage(FILE *out) {
           "                        e.g. --preset llama2-7b --tokens 128\n"
           "  --seed S              set the suite's top-level seed (non-negative integer)\n"
           "  --compress            gzip (deflate level 4, with shuffle) every dataset\n"
+          "  --tile-rows R         out of core: R rows of a (and of the references) in memory at a time, so\n"
+          "                        that memory is bounded by the tile and b, not by m x batch; the file is\n"
+          "                        the one the in-core path writes (workloads read from files stay in core)\n"
           "  --force               replace FILE.h5 when it exists\n"
           "  -q, --quiet           no progress on stderr\n"
           "  -h, --help            this help\n\n"
@@ -55,12 +58,12 @@ int precis_cmd_gen(int argc, char **argv) {
   }
   const char *suite_path = NULL, *preset = NULL, *output = NULL;
   bool force = false, compress = false, quiet = false, have_seed = false, have_tokens = false;
-  uint64_t seed = 0, tokens_u = 0;
+  uint64_t seed = 0, tokens_u = 0, tile_rows = 0;
   for (int i = 1; i < argc; i++) {
     const char *arg = argv[i];
     const char *value = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(arg, "-o") || !strcmp(arg, "--output") || !strcmp(arg, "--preset") || !strcmp(arg, "--tokens") ||
-        !strcmp(arg, "--seed")) {
+        !strcmp(arg, "--seed") || !strcmp(arg, "--tile-rows")) {
       if (!value) {
         fprintf(stderr, "precis gen: %s needs a value (see precis gen --help)\n", arg);
         return 2;
@@ -73,6 +76,11 @@ int precis_cmd_gen(int argc, char **argv) {
           return 2;
         }
         have_tokens = true;
+      } else if (!strcmp(arg, "--tile-rows")) {
+        if (!parse_u64(value, &tile_rows) || tile_rows < 1 || tile_rows > INT32_MAX) {
+          fprintf(stderr, "precis gen: --tile-rows: expected a positive integer, found \"%s\"\n", value);
+          return 2;
+        }
       } else if (!strcmp(arg, "--seed")) {
         if (!parse_u64(value, &seed)) {
           fprintf(stderr, "precis gen: --seed: expected a non-negative integer, found \"%s\"\n", value);
@@ -123,7 +131,7 @@ int precis_cmd_gen(int argc, char **argv) {
   char id[65];
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
-  st = precis_generate(&suite, &options, id);
+  st = precis_generate_tiled(&suite, &options, (int64_t)tile_rows, id);
   clock_gettime(CLOCK_MONOTONIC, &t1);
   precis_output_lock_release(&lock);
   size_t count = suite.n_workloads;

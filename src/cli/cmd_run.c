@@ -6,11 +6,16 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <signal.h>
+
 #include "backend.h"
+#include "cuda_api.h"
 #include "cli.h"
 #include "default_dataset.h"
 #include "fileio.h"
 #include "journal.h"
+#include "mpi_world.h"
+#include "parts.h"
 #include "output_lock.h"
 #include "report.h"
 #include "runner.h"
@@ -47,13 +52,36 @@ static void usage(FILE *out) {
           "  --target-spread F     stop once stdev/mean <= F (default 0.02)\n"
           "  --cold                flush caches between samples\n"
           "  --autotune N          cuda: time the top N cuBLASLt candidates and keep the fastest\n"
+          "  --shard I/N           run only part I of N (1 <= I <= N) of the cases, dealt by estimated cost\n"
+          "                        (docs/scale-out.md); DIR gets a normal report of those cases and the journal\n"
+          "                        journal.part-IIII-of-NNNN.jsonl; `precis merge` joins the N reports\n"
+          "  --devices all|LIST    cuda: one worker process per device (e.g. --devices 0,2), each running the\n"
+          "                        cases dealt to it (as --shard) with its own journal; one report. Refused on\n"
+          "                        the cpu backend. Under mpirun each rank drives the GPU of its local rank\n"
           "  --quiet               no progress lines and no table on stdout\n\n"
           "exit codes: 0 ok, 1 runtime failure (incl. a failed row), 2 bad usage or input, 3 criteria not met\n"
           "(with --require or --gate), 130/143 interrupted (a report marked incomplete is still written;\n"
           "continue it with --resume DIR)\n");
 }
 
-enum { OPT_RECIPES = 1000, OPT_WORKLOADS, OPT_BACKEND, OPT_GATE, OPT_FORCE, OPT_SAVE, OPT_QUIET, OPT_RESUME };
+enum { OPT_RECIPES = 1000, OPT_WORKLOADS, OPT_BACKEND, OPT_GATE, OPT_FORCE, OPT_SAVE, OPT_QUIET, OPT_RESUME, OPT_SHARD,
+       OPT_DEVICES };
+
+/* "I/N" with 1 <= I <= N. */
+static bool parse_shard(const char *text, int *index, int *count) {
+  char *end = NULL;
+  long i = strtol(text, &end, 10);
+  if (end == text || *end != '/') goto bad;
+  const char *rest = end + 1;
+  long n = strtol(rest, &end, 10);
+  if (end == rest || *end != '\0' || n < 1 || n > 9999 || i < 1 || i > n) goto bad;
+  *index = (int)i;
+  *count = (int)n;
+  return true;
+bad:
+  fprintf(stderr, "precis run: --shard %s: expected I/N with 1 <= I <= N <= 9999 (e.g. --shard 2/8)\n", text);
+  return false;
+}
 
 static char **split_list(const char *text, size_t *count) {
   size_t n = 1;
@@ -77,13 +105,348 @@ static void free_list(char **items, size_t count) {
   free(items);
 }
 
+
+/* --devices all|LIST: the cuda device ordinals, one worker each. */
+static int probe_device_count(void *arg) {
+  (void)arg;
+  precis_cuda_inventory inv;
+  int count = precis_cuda_inventory_get(&inv) == PRECIS_OK ? inv.device_count : 0;
+  precis_cuda_inventory_free(&inv);
+  return count > 250 ? 250 : count;
+}
+
+static bool parse_devices(const char *text, const char *backend_arg, int **devices, size_t *count) {
+  *devices = NULL;
+  *count = 0;
+  if (strcmp(backend_arg, "cpu") == 0 || !precis_backend_cuda()) {
+    fprintf(stderr, "precis run: --devices %s: %s; the cpu backend runs on this machine's cores and has no "
+                    "devices to spread over (leave --devices out, or split the run with --shard I/N or MPI)\n",
+            text, strcmp(backend_arg, "cpu") == 0 ? "--backend cpu was asked for" : "this precis was built without the "
+                                                                                "CUDA backend");
+    return false;
+  }
+  int available = -1;
+  if (strcmp(text, "all") == 0) {
+    /* Counted in a child process: CUDA initialized here would be unusable in the workers. */
+    long pid = 0;
+    precis_part_end end = {.started = true};
+    if (precis_part_spawn(probe_device_count, NULL, &pid) == PRECIS_OK) precis_part_wait(pid, &end);
+    available = end.signal ? 0 : end.exit_code;
+    if (available <= 0) {
+      fprintf(stderr, "precis run: --devices all: no usable CUDA device (precis info says why)\n");
+      return false;
+    }
+    *devices = calloc((size_t)available, sizeof **devices);
+    if (!*devices) return false;
+    for (int d = 0; d < available; d++) (*devices)[(*count)++] = d;
+    return true;
+  }
+  size_t n = 0;
+  char **items = split_list(text, &n);
+  *devices = calloc(n ? n : 1, sizeof **devices);
+  bool ok = items && *devices && n > 0;
+  for (size_t i = 0; ok && i < n; i++) {
+    char *end = NULL;
+    long d = strtol(items[i], &end, 10);
+    ok = end != items[i] && *end == '\0' && d >= 0 && d < 1024;
+    for (size_t j = 0; ok && j < *count; j++) ok = (*devices)[j] != (int)d;
+    if (ok) (*devices)[(*count)++] = (int)d;
+  }
+  free_list(items, n);
+  if (!ok) {
+    fprintf(stderr, "precis run: --devices %s: expected all or distinct device ordinals, e.g. --devices 0,2\n", text);
+    free(*devices);
+    *devices = NULL;
+    *count = 0;
+  }
+  return ok;
+}
+
+/* Nothing of an earlier run in DIR: its reports and the journals of its parts. */
+static bool output_free(const char *out_dir, int n_parts, int only_part) {
+  const char *reports[] = {"report.json", "report.csv", "report.md", "report.html"};
+  for (int i = 0; i < 4 + n_parts; i++) {
+    int part = i - 3;
+    if (i >= 4 && only_part > 0 && part != only_part) continue;
+    char *name = i < 4 ? precis_strdup(reports[i]) : precis_journal_name(part, n_parts);
+    char *p = name ? precis_asprintf("%s/%s", out_dir, name) : NULL;
+    free(name);
+    bool exists = p && precis_path_exists(p);
+    /* A journal alone is a run killed before it wrote its reports: it can still be resumed. */
+    if (exists)
+      fprintf(stderr, "precis run: %s already exists (use --force to overwrite, or another -o%s)\n", p,
+              i >= 4 ? ", or --resume to continue that run" : "");
+    free(p);
+    if (exists) return false;
+  }
+  return true;
+}
+
+/* One part of a run, measured by this process (a run in one part, a shard) or by a worker process
+ * (a device or an MPI rank, parts.h). */
+typedef struct part_run {
+  precis_run_config cfg;
+  const char *backend_arg;
+  precis_cli_require *require;
+  bool gate;
+  const char *command_line;
+  const char *out_dir;
+  char host[256];
+  char *journal_path; /* a worker's own (cfg.journal_path points to it) */
+  bool max_time_given; /* --max-time-ms; else the backend's default budget */
+  int local_rank; /* >= 0 under MPI: the cuda device is the local rank modulo the devices seen */
+  const precis_backend *backend;
+  void *backend_ctx;
+  precis_report report;
+} part_run;
+
+/* Opens the backend, fills the report's header and runs the part. Returns an exit code when the
+ * backend cannot be opened (said already), else 0 with *run_st the runner's status. */
+static int measure_part(part_run *p, precis_status *run_st) {
+  precis_case_options *o = &p->cfg.case_options;
+  if (p->local_rank >= 0 && strcmp(p->backend_arg, "cpu") != 0) {
+    precis_cuda_inventory inv;
+    if (precis_cuda_inventory_get(&inv) == PRECIS_OK && inv.device_count > 0) o->device = p->local_rank % inv.device_count;
+    precis_cuda_inventory_free(&inv);
+    precis_clear_error();
+  }
+  int rc = precis_cli_open_backend("run", p->backend_arg, o, false, &p->backend, &p->backend_ctx);
+  if (rc != 0) return rc;
+  /* The cpu backend's timings are CPU timings of an emulation, not GPU figures: a long sampling
+   * budget buys precision nobody needs, so it samples each case for PRECIS_CPU_MAX_TIME_MS unless
+   * --max-time-ms says otherwise (docs/decisions.md). */
+  bool cpu_budget = !p->max_time_given && strcmp(p->backend->name, "cpu") == 0;
+  if (cpu_budget) o->max_time_ms = PRECIS_CPU_MAX_TIME_MS;
+  precis_report *report = &p->report;
+  report->tool_version = precis_strdup(PRECIS_VERSION);
+  precis_sysinfo_collect(&report->environment);
+  report->tool_commit = precis_strdup(precis_kv_get(&report->environment, "precis_commit"));
+  p->backend->environment(p->backend_ctx, &report->environment);
+  precis_kv_set(&report->environment, "command_line", p->command_line);
+  report->n_recipes = p->cfg.n_recipes;
+  report->recipes = calloc(p->cfg.n_recipes, sizeof *report->recipes);
+  for (size_t i = 0; report->recipes && i < p->cfg.n_recipes; i++)
+    report->recipes[i] = precis_strdup(p->cfg.recipes[i].name);
+  size_t n_require = p->require->n_texts;
+  report->criteria = p->require->texts;
+  report->n_criteria = p->require->n_texts;
+  p->require->texts = NULL;
+  p->require->n_texts = 0;
+  precis_kv_set(&report->settings, "backend", p->backend->name);
+  precis_cli_measure_settings(o, n_require, &report->settings);
+  precis_kv_set_int(&report->settings, "autotune", o->autotune);
+  precis_kv_set(&report->settings, "timing_policy",
+                cpu_budget ? "cpu backend: timings of an emulation, not GPU figures; each case is sampled for at most "
+                             "max_time_ms (the cpu default; --max-time-ms changes it), at least one sample"
+                           : "max_time_ms of sampling per case (DESIGN section 6)");
+  precis_kv_set(&report->settings, "gate", (n_require || p->gate) ? "true" : "false");
+  p->cfg.backend = p->backend;
+  p->cfg.backend_ctx = p->backend_ctx;
+  /* Rows record the cuda device ordinal they ran on; the cpu backend has none. */
+  p->cfg.device = strcmp(p->backend->name, "cuda") == 0 ? o->device : -1;
+  *run_st = precis_run_workloads(&p->cfg, report);
+  return 0;
+}
+
+/* Writes the reports of a run (also an interrupted or failed one: every row measured is kept)
+ * and returns its exit code. */
+static int finish_report(precis_report *report, const char *out_dir, precis_status run_st, bool quiet, bool gate) {
+  char run_error[2048];
+  snprintf(run_error, sizeof run_error, "%s", precis_last_error());
+  precis_status st = precis_report_write_all(report, out_dir, true);
+  if (st != PRECIS_OK) {
+    if (run_st != PRECIS_OK) fprintf(stderr, "precis run: %s\n", run_error);
+    return precis_cli_report_error("run", st);
+  }
+  if (!quiet) {
+    precis_report_print_table(report, stdout);
+    char *json_path = precis_asprintf("%s/report.json", out_dir);
+    precis_report_print_answer(report, json_path ? json_path : "report.json", stdout);
+    free(json_path);
+  }
+  fprintf(stderr, "precis: reports written to %s/ (report.json, report.csv, report.md, report.html)%s\n", out_dir,
+          report->complete ? "" : "; the report is marked incomplete");
+  if (run_st != PRECIS_OK) {
+    fprintf(stderr, "precis run: %s\n", run_error);
+    return precis_status_exit_code(run_st);
+  }
+  bool any_failed = false, any_fail_verdict = false;
+  for (size_t i = 0; i < report->n_rows; i++) {
+    any_failed = any_failed || report->rows[i].status == PRECIS_ROW_FAILED;
+    any_fail_verdict = any_fail_verdict || report->rows[i].verdict == PRECIS_VERDICT_FAIL;
+  }
+  if (any_failed) {
+    fprintf(stderr, "precis run: some cases failed (status failed in the report)\n");
+    return 1;
+  }
+  if (any_fail_verdict && (report->n_criteria || gate)) {
+    fprintf(stderr, "precis run: criteria not met (see verdicts)\n");
+    return 3;
+  }
+  return 0;
+}
+
+/* A worker process: measures its part into its journal and ends with a run's exit status. */
+static int part_worker(void *arg) {
+  part_run *p = arg;
+  precis_status run_st = PRECIS_OK;
+  /* A part that had not started when the run was stopped has no journal to resume: it starts. */
+  if (p->cfg.resume && !precis_path_exists(p->cfg.journal_path)) p->cfg.resume = false;
+  int rc = measure_part(p, &run_st);
+  if (rc == 0 && run_st != PRECIS_OK) {
+    if (run_st != PRECIS_E_INTERRUPTED)
+      fprintf(stderr, "precis run: part %d of %d: %s\n", p->cfg.part_index, p->cfg.part_count, precis_last_error());
+    rc = precis_status_exit_code(run_st);
+  }
+  if (p->backend) p->backend->close(p->backend_ctx);
+  precis_report_free(&p->report);
+  return rc;
+}
+
+/* How a rank's worker ended, as text for MPI: "exit_code signal pid host". */
+static void end_to_text(const precis_part_end *end, char *buf, size_t len) {
+  snprintf(buf, len, "%d %d %ld %s", end->exit_code, end->signal, end->pid, end->host);
+}
+
+static void end_from_text(const char *text, int rank, precis_part_end *end) {
+  memset(end, 0, sizeof *end);
+  end->rank = rank;
+  end->device = -1;
+  int used = 0;
+  if (text && sscanf(text, "%d %d %ld %n", &end->exit_code, &end->signal, &end->pid, &used) >= 3) {
+    end->started = true;
+    snprintf(end->host, sizeof end->host, "%s", text + used);
+  }
+}
+
+/* The run split over devices (one worker process each) or MPI ranks (one worker per rank), then
+ * gathered into one report by this process or rank 0. Returns the exit code. */
+static int run_in_parts(part_run *base, const precis_mpi_world *mpi, const int *devices, int n_parts, bool quiet) {
+  int first = mpi->active ? mpi->rank : 0, mine = mpi->active ? 1 : n_parts;
+  part_run *runs = calloc((size_t)mine, sizeof *runs);
+  precis_part_end *ends = calloc((size_t)n_parts, sizeof *ends);
+  precis_journal *journals = calloc((size_t)n_parts, sizeof *journals);
+  char **texts = calloc((size_t)n_parts, sizeof *texts), **end_texts = calloc((size_t)n_parts, sizeof *end_texts);
+  size_t *lens = calloc((size_t)n_parts, sizeof *lens), *end_lens = calloc((size_t)n_parts, sizeof *end_lens);
+  char *my_journal = NULL;
+  size_t my_journal_len = 0;
+  precis_report report;
+  precis_report_init(&report);
+  int rc = 1;
+  if (!runs || !ends || !journals || !texts || !end_texts || !lens || !end_lens) {
+    fprintf(stderr, "precis run: out of memory\n");
+    goto done;
+  }
+  for (int p = 0; p < n_parts; p++) {
+    precis_report_init(&journals[p].run);
+    ends[p].rank = ends[p].device = -1;
+  }
+  for (int i = 0; i < mine; i++) {
+    int p = first + i;
+    part_run *r = &runs[i];
+    *r = *base;
+    precis_report_init(&r->report);
+    r->cfg.host = r->host;
+    r->cfg.part_index = p + 1;
+    r->cfg.part_count = n_parts;
+    char *name = precis_journal_name(p + 1, n_parts);
+    r->journal_path = name ? precis_asprintf("%s/%s", base->out_dir, name) : NULL;
+    r->cfg.journal_path = r->journal_path;
+    free(name);
+    if (mpi->active) {
+      r->cfg.rank = mpi->rank;
+      r->local_rank = mpi->local_rank;
+    } else {
+      r->cfg.case_options.device = devices[p];
+    }
+    ends[p].rank = r->cfg.rank;
+    ends[p].device = mpi->active ? -1 : devices[p];
+    snprintf(ends[p].host, sizeof ends[p].host, "%s", r->host);
+    if (r->cfg.journal_path && precis_part_spawn(part_worker, r, &ends[p].pid) == PRECIS_OK) ends[p].started = true;
+    else fprintf(stderr, "precis run: part %d of %d: %s\n", p + 1, n_parts, precis_last_error());
+  }
+  for (int i = 0; i < mine; i++)
+    if (ends[first + i].started) precis_part_wait(ends[first + i].pid, &ends[first + i]);
+
+  if (mpi->active) {
+    /* Rank 0 gathers every rank's journal and how its worker ended; a journal is read back from
+     * this rank's own file, so the output directory need not be shared between nodes. */
+    char end_text[400];
+    end_to_text(&ends[first], end_text, sizeof end_text);
+    if (!ends[first].started) end_text[0] = '\0';
+    if (!runs[0].cfg.journal_path || precis_read_file(runs[0].cfg.journal_path, &my_journal, &my_journal_len) != PRECIS_OK) {
+      my_journal = NULL;
+      my_journal_len = 0;
+    }
+    precis_status a = precis_mpi_gather_text(mpi, end_text, strlen(end_text), end_texts, end_lens);
+    precis_status b = precis_mpi_gather_text(mpi, my_journal ? my_journal : "", my_journal_len, texts, lens);
+    if (mpi->rank != 0) {
+      rc = 0;
+      goto done;
+    }
+    if (a != PRECIS_OK || b != PRECIS_OK) {
+      rc = precis_cli_report_error("run", a != PRECIS_OK ? a : b);
+      goto done;
+    }
+    for (int p = 0; p < n_parts; p++) {
+      end_from_text(end_texts[p], p, &ends[p]);
+      if (lens[p] == 0) continue;
+      char *name = precis_asprintf("rank %d's journal", p);
+      if (precis_journal_parse(name ? name : "journal", texts[p], lens[p], &journals[p]) != PRECIS_OK)
+        fprintf(stderr, "precis run: %s\n", precis_last_error());
+      free(name);
+    }
+  } else {
+    for (int p = 0; p < n_parts; p++) {
+      if (!runs[p].cfg.journal_path || !precis_path_exists(runs[p].cfg.journal_path)) continue;
+      if (precis_journal_read(runs[p].cfg.journal_path, &journals[p]) != PRECIS_OK)
+        fprintf(stderr, "precis run: %s\n", precis_last_error());
+    }
+  }
+  precis_status st = precis_parts_gather(&base->cfg, journals, ends, n_parts, &report);
+  if (st != PRECIS_OK) {
+    rc = precis_cli_report_error("run", st);
+    goto done;
+  }
+  precis_status run_st = PRECIS_OK;
+  for (int p = 0; p < n_parts; p++) {
+    char how[160];
+    precis_part_end_describe(&ends[p], how, sizeof how);
+    if (!precis_part_end_normal(&ends[p]))
+      fprintf(stderr, "precis run: the worker of part %d of %d %s\n", p + 1, n_parts, how);
+    if (precis_part_end_interrupted(&ends[p]) && run_st == PRECIS_OK) {
+      if (!precis_interrupt_signal) precis_interrupt_signal = ends[p].exit_code == 143 || ends[p].signal == SIGTERM ? SIGTERM : SIGINT;
+      run_st = precis_fail(PRECIS_E_INTERRUPTED, "part %d of %d was interrupted: continue the run with --resume %s",
+                           p + 1, n_parts, base->out_dir);
+    }
+  }
+  rc = finish_report(&report, base->out_dir, run_st, quiet, base->gate || base->require->n_texts > 0);
+
+done:
+  for (int i = 0; runs && i < mine; i++) free(runs[i].journal_path);
+  for (int p = 0; journals && p < n_parts; p++) precis_journal_free(&journals[p]);
+  for (int p = 0; texts && p < n_parts; p++) free(texts[p]);
+  for (int p = 0; end_texts && p < n_parts; p++) free(end_texts[p]);
+  free(runs);
+  free(ends);
+  free(journals);
+  free(texts);
+  free(end_texts);
+  free(lens);
+  free(end_lens);
+  free(my_journal);
+  precis_report_free(&report);
+  return rc;
+}
+
 int precis_cmd_run(int argc, char **argv) {
   static const struct option long_options[] = {
       {"recipes", required_argument, 0, OPT_RECIPES}, {"workloads", required_argument, 0, OPT_WORKLOADS},
       {"backend", required_argument, 0, OPT_BACKEND}, {"gate", no_argument, 0, OPT_GATE},
       {"output", required_argument, 0, 'o'}, {"force", no_argument, 0, OPT_FORCE},
       {"save-outputs", required_argument, 0, OPT_SAVE}, {"quiet", no_argument, 0, OPT_QUIET},
-      {"resume", required_argument, 0, OPT_RESUME},
+      {"resume", required_argument, 0, OPT_RESUME}, {"shard", required_argument, 0, OPT_SHARD},
+      {"devices", required_argument, 0, OPT_DEVICES},
       {"help", no_argument, 0, 'h'}, PRECIS_CLI_MEASURE_OPTIONS, {0, 0, 0, 0}};
   precis_run_config cfg;
   precis_recipe_list recipes = {0};
@@ -99,6 +462,12 @@ int precis_cmd_run(int argc, char **argv) {
   precis_output_lock_init(&dir_lock);
   precis_output_lock_init(&saved_lock);
   bool gate = false, quiet = false, created_dir = false;
+  int shard_index = 1, shard_count = 1;
+  const char *devices_arg = NULL;
+  int *devices = NULL;
+  size_t n_devices = 0;
+  precis_mpi_world mpi;
+  memset(&mpi, 0, sizeof mpi);
   char *dataset_path = NULL, *journal_path = NULL, *command_line = precis_cli_command_line(argc, argv);
   precis_report report;
   precis_report_init(&report);
@@ -124,6 +493,10 @@ int precis_cmd_run(int argc, char **argv) {
     case OPT_SAVE: cfg.save_outputs = optarg; break;
     case OPT_QUIET: quiet = true; break;
     case OPT_RESUME: resume_dir = optarg; break;
+    case OPT_DEVICES: devices_arg = optarg; break;
+    case OPT_SHARD:
+      if (!parse_shard(optarg, &shard_index, &shard_count)) goto done;
+      break;
     case ':': fprintf(stderr, "precis run: %s needs a value\n", argv[optind - 1]); goto done;
     default: {
       int handled = precis_cli_measure_option("run", opt, optarg, &cfg.case_options, &require);
@@ -175,35 +548,66 @@ int precis_cmd_run(int argc, char **argv) {
     cfg.resume = true;
   }
 
-  /* The report directory is checked before any work, so that a refusal costs nothing. */
-  bool default_out = out_dir == NULL;
-  if (default_out) out_dir = "reports/latest";
-  /* One writer per output: taken before anything is written into them (and before looking at
-   * what is there, which a live writer may be changing), held to the end. */
-  created_dir = !precis_path_exists(out_dir);
-  st = precis_mkdirs(out_dir);
-  if (st != PRECIS_OK) {
+  /* Parts at once: one worker process per device, or per MPI rank (parts.h). */
+  int launcher_ranks = precis_mpi_launcher_size();
+  if (launcher_ranks > 1 && !precis_mpi_built()) {
+    fprintf(stderr, "precis run: started by an MPI launcher as one of %d ranks, but this precis was built without "
+                    "MPI (configure with -DPRECIS_MPI=ON; docs/scale-out.md): every rank would run the whole run\n",
+            launcher_ranks);
+    goto done;
+  }
+  if (devices_arg && !parse_devices(devices_arg, backend_arg, &devices, &n_devices)) goto done;
+  /* Devices are GPUs: a worker whose device cannot be opened fails, never falls back to the cpu. */
+  if (devices) backend_arg = "cuda";
+  if ((devices || launcher_ranks > 1) && shard_count > 1) {
+    fprintf(stderr, "precis run: --shard splits a run over separate jobs; %s splits it already (use one or the "
+                    "other)\n",
+            devices ? "--devices" : "an MPI launch");
+    goto done;
+  }
+  if ((devices || launcher_ranks > 1) && cfg.save_outputs) {
+    fprintf(stderr, "precis run: --save-outputs cannot be combined with %s (one file, several writers)\n",
+            devices ? "--devices" : "an MPI launch");
+    goto done;
+  }
+  if (devices && launcher_ranks > 1) {
+    fprintf(stderr, "precis run: under MPI each rank drives the GPU of its local rank: leave --devices out\n");
+    goto done;
+  }
+  if ((st = precis_mpi_join(&mpi)) != PRECIS_OK) {
     rc = precis_cli_report_error("run", st);
     goto done;
   }
-  if ((rc = precis_cli_lock_output("run", &dir_lock, out_dir, true)) != 0) goto done;
-  if (cfg.save_outputs && (rc = precis_cli_lock_output("run", &saved_lock, cfg.save_outputs, false)) != 0) goto done;
-  rc = 2;
-  if (!default_out && !cfg.force) {
-    static const char *names[] = {"report.json", "report.csv", "report.md", "report.html", "journal.jsonl"};
-    for (size_t i = 0; i < 5; i++) {
-      char *p = precis_asprintf("%s/%s", out_dir, names[i]);
-      bool exists = p && precis_path_exists(p);
-      /* A journal alone is a run killed before it wrote its reports: it can still be resumed. */
-      if (exists)
-        fprintf(stderr, "precis run: %s already exists (use --force to overwrite, or another -o%s)\n", p,
-                i == 4 ? ", or --resume to continue that run" : "");
-      free(p);
-      if (exists) goto done;
+  int n_parts = mpi.active ? mpi.size : devices ? (int)n_devices : shard_count;
+  bool in_parts = mpi.active || devices;
+  bool gatherer = !mpi.active || mpi.rank == 0;
+
+  /* The report directory is checked before any work, so that a refusal costs nothing. Under MPI
+   * rank 0 checks and locks it; the other ranks only write their part's journal there (or into a
+   * directory of that name on their node). */
+  bool default_out = out_dir == NULL;
+  if (default_out) out_dir = "reports/latest";
+  if (gatherer) {
+    /* One writer per output: taken before anything is written into them (and before looking at
+     * what is there, which a live writer may be changing), held to the end. */
+    created_dir = !precis_path_exists(out_dir);
+    st = precis_mkdirs(out_dir);
+    if (st != PRECIS_OK) rc = precis_cli_report_error("run", st);
+    else if ((rc = precis_cli_lock_output("run", &dir_lock, out_dir, true)) == 0 && cfg.save_outputs)
+      rc = precis_cli_lock_output("run", &saved_lock, cfg.save_outputs, false);
+    if (rc == 0 && !default_out && !cfg.force && !output_free(out_dir, in_parts ? n_parts : shard_count,
+                                                             in_parts ? 0 : shard_index))
+      rc = 2;
+    if (rc == 0 && cfg.save_outputs && !cfg.force && precis_path_exists(cfg.save_outputs)) {
+      fprintf(stderr, "precis run: %s already exists (use --force to overwrite)\n", cfg.save_outputs);
+      rc = 2;
     }
   }
-  if (cfg.save_outputs && !cfg.force && precis_path_exists(cfg.save_outputs)) {
-    fprintf(stderr, "precis run: %s already exists (use --force to overwrite)\n", cfg.save_outputs);
+  rc = precis_mpi_bcast_int(&mpi, rc);
+  if (rc != 0) goto done;
+  rc = 2;
+  if (!gatherer && (st = precis_mkdirs(out_dir)) != PRECIS_OK) {
+    rc = precis_cli_report_error("run", st);
     goto done;
   }
 
@@ -216,17 +620,39 @@ int precis_cmd_run(int argc, char **argv) {
     }
   }
 
-  rc = precis_cli_open_backend("run", backend_arg, &cfg.case_options, false, &backend, &backend_ctx);
-  if (rc != 0) goto done;
-  rc = 2;
-  /* The cpu backend's timings are CPU timings of an emulation, not GPU figures: a long sampling
-   * budget buys precision nobody needs, so it samples each case for PRECIS_CPU_MAX_TIME_MS unless
-   * --max-time-ms says otherwise (docs/decisions.md). */
-  bool cpu_budget = !max_time_given && strcmp(backend->name, "cpu") == 0;
-  if (cpu_budget) cfg.case_options.max_time_ms = PRECIS_CPU_MAX_TIME_MS;
+  part_run part;
+  memset(&part, 0, sizeof part);
+  precis_report_init(&part.report);
+  part.cfg = cfg;
+  part.cfg.dataset_path = dataset_path;
+  part.cfg.workloads = workloads;
+  part.cfg.n_workloads = n_workloads;
+  part.cfg.require = require.criteria.count ? &require.criteria : NULL;
+  part.cfg.progress_live = !quiet && isatty(STDERR_FILENO) && !in_parts;
+  part.cfg.progress_quiet = quiet;
+  part.cfg.fault_inject = getenv("PRECIS_FAULT_INJECT");
+  part.cfg.part_index = shard_index;
+  part.cfg.part_count = shard_count;
+  if (gethostname(part.host, sizeof part.host) != 0) part.host[0] = '\0';
+  part.host[sizeof part.host - 1] = '\0';
+  part.cfg.host = part.host;
+  part.cfg.rank = -1;
+  part.local_rank = -1;
+  part.backend_arg = backend_arg;
+  part.require = &require;
+  part.gate = gate;
+  part.command_line = command_line;
+  part.out_dir = out_dir;
+  part.max_time_given = max_time_given;
 
-  /* A run in one part; shards and MPI ranks (DESIGN §13) will each name their own journal. */
-  char *journal_name = precis_journal_name(0, 1);
+  precis_install_signal_handlers();
+  if (in_parts) {
+    rc = run_in_parts(&part, &mpi, devices, n_parts, quiet);
+    goto done;
+  }
+
+  /* A run in one part writes journal.jsonl; a shard its part's journal (journal.h). */
+  char *journal_name = precis_journal_name(shard_index, shard_count);
   journal_path = journal_name ? precis_asprintf("%s/%s", out_dir, journal_name) : NULL;
   free(journal_name);
   if (!journal_path) {
@@ -234,43 +660,13 @@ int precis_cmd_run(int argc, char **argv) {
     rc = 1;
     goto done;
   }
-
-  report.tool_version = precis_strdup(PRECIS_VERSION);
-  precis_sysinfo_collect(&report.environment);
-  report.tool_commit = precis_strdup(precis_kv_get(&report.environment, "precis_commit"));
-  backend->environment(backend_ctx, &report.environment);
-  precis_kv_set(&report.environment, "command_line", command_line);
-  report.n_recipes = cfg.n_recipes;
-  report.recipes = calloc(cfg.n_recipes, sizeof *report.recipes);
-  for (size_t i = 0; report.recipes && i < cfg.n_recipes; i++)
-    report.recipes[i] = precis_strdup(cfg.recipes[i].name);
-  size_t n_require = require.n_texts;
-  report.criteria = require.texts;
-  report.n_criteria = require.n_texts;
-  require.texts = NULL;
-  require.n_texts = 0;
-  precis_kv_set(&report.settings, "backend", backend->name);
-  precis_cli_measure_settings(&cfg.case_options, n_require, &report.settings);
-  precis_kv_set_int(&report.settings, "autotune", cfg.case_options.autotune);
-  precis_kv_set(&report.settings, "timing_policy",
-                cpu_budget ? "cpu backend: timings of an emulation, not GPU figures; each case is sampled for at most "
-                             "max_time_ms (the cpu default; --max-time-ms changes it), at least one sample"
-                           : "max_time_ms of sampling per case (DESIGN section 6)");
-  precis_kv_set(&report.settings, "gate", (n_require || gate) ? "true" : "false");
-
-  cfg.dataset_path = dataset_path;
-  cfg.workloads = workloads;
-  cfg.n_workloads = n_workloads;
-  cfg.backend = backend;
-  cfg.backend_ctx = backend_ctx;
-  cfg.require = require.criteria.count ? &require.criteria : NULL;
-  cfg.journal_path = journal_path;
-  cfg.progress_live = !quiet && isatty(STDERR_FILENO);
-  cfg.progress_quiet = quiet;
-  cfg.fault_inject = getenv("PRECIS_FAULT_INJECT");
-
-  precis_install_signal_handlers();
-  precis_status run_st = precis_run_workloads(&cfg, &report);
+  part.cfg.journal_path = journal_path;
+  precis_status run_st = PRECIS_OK;
+  rc = measure_part(&part, &run_st);
+  backend = part.backend;
+  backend_ctx = part.backend_ctx;
+  report = part.report;
+  if (rc != 0) goto done;
   if (run_st != PRECIS_OK && run_st != PRECIS_E_INTERRUPTED && report.n_rows == 0) {
     rc = precis_cli_report_error("run", run_st);
     if (!cfg.resume) {
@@ -282,45 +678,13 @@ int precis_cmd_run(int argc, char **argv) {
     }
     goto done;
   }
-  char run_error[2048];
-  snprintf(run_error, sizeof run_error, "%s", precis_last_error());
-
-  /* Every completed row is written, also after an interrupt or a whole-run failure. */
-  st = precis_report_write_all(&report, out_dir, true);
-  if (st != PRECIS_OK) {
-    if (run_st != PRECIS_OK) fprintf(stderr, "precis run: %s\n", run_error);
-    rc = precis_cli_report_error("run", st);
-    goto done;
-  }
-  if (!quiet) {
-    precis_report_print_table(&report, stdout);
-    char *json_path = precis_asprintf("%s/report.json", out_dir);
-    precis_report_print_answer(&report, json_path ? json_path : "report.json", stdout);
-    free(json_path);
-  }
-  fprintf(stderr, "precis: reports written to %s/ (report.json, report.csv, report.md, report.html)%s\n", out_dir,
-          report.complete ? "" : "; the report is marked incomplete");
-  if (run_st != PRECIS_OK) {
-    fprintf(stderr, "precis run: %s\n", run_error);
-    rc = precis_status_exit_code(run_st);
-    goto done;
-  }
-  bool any_failed = false, any_fail_verdict = false;
-  for (size_t i = 0; i < report.n_rows; i++) {
-    any_failed = any_failed || report.rows[i].status == PRECIS_ROW_FAILED;
-    any_fail_verdict = any_fail_verdict || report.rows[i].verdict == PRECIS_VERDICT_FAIL;
-  }
-  if (any_failed) {
-    fprintf(stderr, "precis run: some cases failed (status failed in the report)\n");
-    rc = 1;
-  } else if (any_fail_verdict && (n_require || gate)) {
-    fprintf(stderr, "precis run: criteria not met (see verdicts)\n");
-    rc = 3;
-  } else rc = 0;
+  rc = finish_report(&report, out_dir, run_st, quiet, gate);
 
 done:
   precis_output_lock_release(&saved_lock);
   precis_output_lock_release(&dir_lock);
+  precis_mpi_leave(&mpi);
+  free(devices);
   if (created_dir) rmdir(out_dir); /* only when this run wrote nothing into it */
   if (backend) backend->close(backend_ctx);
   precis_recipe_list_free(&recipes);

@@ -22,6 +22,7 @@ static const command commands[] = {
     {"recommend", precis_cmd_recommend, "the cheapest recipe that meets the accuracy criteria"},
     {"plan", precis_cmd_plan, "a precision per layer of a model from a report: cheapest passing, or exact under a budget"},
     {"compare", precis_cmd_compare, "accuracy and speed differences between two reports, with a verdict"},
+    {"merge", precis_cmd_merge, "join the reports of a run's shards (run --shard I/N) into one report"},
     {"recipes", precis_cmd_recipes, "presets, their canonical specs, and what each backend does with them"},
     {"explain", precis_cmd_explain, "the cuBLASLt call the cuda backend would make for each case (no GPU needed)"},
     {"accept", precis_cmd_accept, "acceptance test: batch/concurrency sweep, memory headroom, latency target"},

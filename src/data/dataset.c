@@ -1101,30 +1101,41 @@ static void choose_chunks(int rank, const hsize_t *dims, hsize_t *chunk) {
   if (rank == 3) chunk[0] = 1;
 }
 
-static herr_t write_array(hid_t loc, const char *name, int rank, const int64_t *dims, element_type type,
-                          const void *data, int gzip_level) {
+/* An empty chunked, checksummed (and optionally compressed) dataset; -1 on failure (remembered). */
+static hid_t create_array(hid_t loc, const char *name, int rank, const int64_t *dims, element_type type,
+                          int gzip_level) {
   hsize_t hdims[3], chunk[3];
   for (int i = 0; i < rank; i++) hdims[i] = (hsize_t)dims[i];
   choose_chunks(rank, hdims, chunk);
   hid_t space = H5Screate_simple(rank, hdims, NULL), dcpl = H5Pcreate(H5P_DATASET_CREATE), dset = -1;
-  herr_t rc = -1;
   if (space < 0 || dcpl < 0) goto done;
   if (H5Pset_chunk(dcpl, rank, chunk) < 0) goto done;
   /* Checksum last in the pipeline: it covers the bytes as stored, after compression. */
   if (gzip_level > 0 && (H5Pset_shuffle(dcpl) < 0 || H5Pset_deflate(dcpl, (unsigned)gzip_level) < 0)) goto done;
   if (H5Pset_fletcher32(dcpl) < 0) goto done;
   hid_t ftype = type == ELEM_F32 ? H5T_IEEE_F32LE : H5T_IEEE_F64LE;
-  hid_t mtype = type == ELEM_F32 ? H5T_NATIVE_FLOAT : H5T_NATIVE_DOUBLE;
   dset = H5Dcreate2(loc, name, ftype, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
-  if (dset < 0) goto done;
-  rc = H5Dwrite(dset, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, data);
 done:
-  if (rc < 0) hdf5_remember_error();
-  close_id(&dset);
+  if (dset < 0) hdf5_remember_error();
   close_id(&dcpl);
   close_id(&space);
+  return dset;
+}
+
+static herr_t write_array(hid_t loc, const char *name, int rank, const int64_t *dims, element_type type,
+                          const void *data, int gzip_level) {
+  hid_t dset = create_array(loc, name, rank, dims, type, gzip_level);
+  herr_t rc = -1;
+  if (dset >= 0) rc = H5Dwrite(dset, type == ELEM_F32 ? H5T_NATIVE_FLOAT : H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL,
+                               H5P_DEFAULT, data);
+  if (dset >= 0 && rc < 0) hdf5_remember_error();
+  close_id(&dset);
   return rc;
 }
+
+/* The arrays of a workload written out of core, in precis_dataset_writer_rows's names. */
+enum { TILED_A, TILED_B, TILED_C_REF, TILED_AB_ABS, TILED_CALIB_A, TILED_COUNT };
+static const char *const TILED_NAMES[TILED_COUNT] = {"a", "b", "c_ref", "ab_abs", "calib/a"};
 
 struct precis_dataset_writer {
   char *final_path;
@@ -1133,9 +1144,23 @@ struct precis_dataset_writer {
   hid_t workloads;
   int gzip_level;
   bool force;
+  /* The workload being written out of core (begin ... end). */
+  hid_t tiled_group, tiled_calib, tiled[TILED_COUNT];
+  int tiled_rank[TILED_COUNT];
+  int64_t tiled_cols[TILED_COUNT];
+  char *tiled_name;
 };
 
+static void tiled_close(precis_dataset_writer *w) {
+  for (int i = 0; i < TILED_COUNT; i++) close_id(&w->tiled[i]);
+  close_id(&w->tiled_calib);
+  close_id(&w->tiled_group);
+  free(w->tiled_name);
+  w->tiled_name = NULL;
+}
+
 static void writer_free(precis_dataset_writer *w, bool remove_temp) {
+  tiled_close(w);
   close_id(&w->workloads);
   close_id(&w->file);
   if (remove_temp && w->temp_path) unlink(w->temp_path);
@@ -1189,6 +1214,8 @@ precis_status precis_dataset_writer_open(const char *path, const precis_dataset_
   precis_dataset_writer *w = calloc(1, sizeof *w);
   if (!w) return precis_fail(PRECIS_E_NOMEM, "out of memory");
   w->file = w->workloads = -1;
+  w->tiled_group = w->tiled_calib = -1;
+  for (int i = 0; i < TILED_COUNT; i++) w->tiled[i] = -1;
   w->force = options && options->force;
   w->gzip_level = options ? options->gzip_level : 0;
   w->final_path = precis_strdup(path);
@@ -1210,29 +1237,41 @@ precis_status precis_dataset_writer_open(const char *path, const precis_dataset_
   return PRECIS_OK;
 }
 
-precis_status precis_dataset_writer_add(precis_dataset_writer *w, const precis_workload_info *info,
-                                        const precis_workload_data *data) {
-  precis_status st = precis_dataset_check_name(info->name);
-  if (st != PRECIS_OK) return st;
-  hid_t group = -1, calib = -1;
-  if (H5Lexists(w->workloads, info->name, H5P_DEFAULT) > 0)
-    return precis_fail(PRECIS_E_INPUT, "%s: /workloads/%s: written twice (workload names must be unique)", w->final_path,
-                       info->name);
+/* /workloads/<name> with its attributes; -1 with the error remembered, or *st set for a refusal. */
+static hid_t workload_group(precis_dataset_writer *w, const precis_workload_info *info, precis_status *st) {
+  *st = precis_dataset_check_name(info->name);
+  if (*st != PRECIS_OK) return -1;
+  if (H5Lexists(w->workloads, info->name, H5P_DEFAULT) > 0) {
+    *st = precis_fail(PRECIS_E_INPUT, "%s: /workloads/%s: written twice (workload names must be unique)", w->final_path,
+                      info->name);
+    return -1;
+  }
   H5Eclear2(H5E_DEFAULT);
-  group = H5Gcreate2(w->workloads, info->name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-  if (group < 0) goto failed;
+  hid_t group = H5Gcreate2(w->workloads, info->name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  if (group < 0) return -1;
   if (write_string_attr(group, "kind", "gemm") < 0 || write_i64_attr(group, "m", info->m) < 0 ||
       write_i64_attr(group, "n", info->n) < 0 || write_i64_attr(group, "k", info->k) < 0 ||
       write_i64_attr(group, "batch", info->batch) < 0 || write_string_attr(group, "description", info->description) < 0 ||
-      write_string_attr(group, "a_dist", info->a_dist) < 0 || write_string_attr(group, "b_dist", info->b_dist) < 0)
-    goto failed;
-  if (info->reference && info->reference[0] && write_string_attr(group, "reference", info->reference) < 0) goto failed;
-  if (info->layer && write_string_attr(group, "layer", info->layer) < 0) goto failed;
-  if (info->source && write_string_attr(group, "source", info->source) < 0) goto failed;
-  if (info->reference_precision && write_string_attr(group, "reference_precision", info->reference_precision) < 0)
-    goto failed;
-  if (info->reference_precision && !isnan(info->reference_error_bound) && write_double_attr(group, "reference_error_bound", info->reference_error_bound) < 0)
-    goto failed;
+      write_string_attr(group, "a_dist", info->a_dist) < 0 || write_string_attr(group, "b_dist", info->b_dist) < 0 ||
+      (info->reference && info->reference[0] && write_string_attr(group, "reference", info->reference) < 0) ||
+      (info->layer && write_string_attr(group, "layer", info->layer) < 0) ||
+      (info->source && write_string_attr(group, "source", info->source) < 0) ||
+      (info->reference_precision && write_string_attr(group, "reference_precision", info->reference_precision) < 0) ||
+      (info->reference_precision && !isnan(info->reference_error_bound) &&
+       write_double_attr(group, "reference_error_bound", info->reference_error_bound) < 0)) {
+    close_id(&group);
+    return -1;
+  }
+  return group;
+}
+
+precis_status precis_dataset_writer_add(precis_dataset_writer *w, const precis_workload_info *info,
+                                        const precis_workload_data *data) {
+  precis_status st = PRECIS_OK;
+  hid_t calib = -1;
+  hid_t group = workload_group(w, info, &st);
+  if (st != PRECIS_OK) return st;
+  if (group < 0) goto failed;
   if (data->c_ref_lo && write_array(group, "c_ref_lo", 3, (int64_t[3]){info->batch, info->m, info->n}, ELEM_F64,
                                     data->c_ref_lo, w->gzip_level) < 0)
     goto failed;
@@ -1262,6 +1301,68 @@ failed:
   close_id(&calib);
   close_id(&group);
   return st;
+}
+
+precis_status precis_dataset_writer_begin(precis_dataset_writer *w, const precis_workload_info *info) {
+  precis_status st = PRECIS_OK;
+  tiled_close(w);
+  w->tiled_group = workload_group(w, info, &st);
+  if (st != PRECIS_OK) return st;
+  w->tiled_name = precis_strdup(info->name);
+  if (w->tiled_group < 0 || !w->tiled_name) goto failed;
+  int64_t a_dims[3] = {info->batch, info->m, info->k}, c_dims[3] = {info->batch, info->m, info->n};
+  int64_t b_dims[3] = {info->batch, info->k, info->n}, calib_dims[3] = {info->calib_samples, info->m, info->k};
+  const int64_t *dims[TILED_COUNT] = {a_dims, info->b_batched ? b_dims : b_dims + 1, c_dims, c_dims, calib_dims};
+  for (int i = 0; i < TILED_COUNT; i++) {
+    w->tiled_rank[i] = i == TILED_B && !info->b_batched ? 2 : 3;
+    w->tiled_cols[i] = dims[i][w->tiled_rank[i] - 1];
+  }
+  w->tiled[TILED_A] = create_array(w->tiled_group, "a", 3, a_dims, ELEM_F32, w->gzip_level);
+  w->tiled[TILED_B] = create_array(w->tiled_group, "b", w->tiled_rank[TILED_B], dims[TILED_B], ELEM_F32, w->gzip_level);
+  w->tiled[TILED_C_REF] = create_array(w->tiled_group, "c_ref", 3, c_dims, ELEM_F64, w->gzip_level);
+  w->tiled[TILED_AB_ABS] = create_array(w->tiled_group, "ab_abs", 3, c_dims, ELEM_F64, w->gzip_level);
+  for (int i = 0; i < TILED_CALIB_A; i++)
+    if (w->tiled[i] < 0) goto failed;
+  if (info->calib_samples > 0) {
+    w->tiled_calib = H5Gcreate2(w->tiled_group, "calib", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    if (w->tiled_calib < 0) goto failed;
+    w->tiled[TILED_CALIB_A] = create_array(w->tiled_calib, "a", 3, calib_dims, ELEM_F32, w->gzip_level);
+    if (w->tiled[TILED_CALIB_A] < 0) goto failed;
+  }
+  return PRECIS_OK;
+failed:
+  st = precis_fail(PRECIS_E_IO, "%s: cannot write /workloads/%s: %s", w->final_path, info->name, hdf5_last_error().innermost);
+  tiled_close(w);
+  return st;
+}
+
+precis_status precis_dataset_writer_rows(precis_dataset_writer *w, const char *array, int64_t sample, int64_t first_row,
+                                         int64_t n_rows, const void *values) {
+  int i = 0;
+  while (i < TILED_COUNT && strcmp(TILED_NAMES[i], array) != 0) i++;
+  if (i == TILED_COUNT || w->tiled[i] < 0)
+    return precis_fail(PRECIS_E_RUNTIME, "%s: /workloads/%s/%s: not being written", w->final_path,
+                       w->tiled_name ? w->tiled_name : "?", array);
+  int rank = w->tiled_rank[i];
+  hsize_t start[3] = {(hsize_t)sample, (hsize_t)first_row, 0}, count[3] = {1, (hsize_t)n_rows, (hsize_t)w->tiled_cols[i]};
+  const hsize_t *s0 = rank == 3 ? start : start + 1, *c0 = rank == 3 ? count : count + 1;
+  hid_t file_space = H5Dget_space(w->tiled[i]), mem_space = H5Screate_simple(rank, c0, NULL);
+  herr_t rc = -1;
+  if (file_space >= 0 && mem_space >= 0 && H5Sselect_hyperslab(file_space, H5S_SELECT_SET, s0, NULL, c0, NULL) >= 0)
+    rc = H5Dwrite(w->tiled[i], i == TILED_C_REF || i == TILED_AB_ABS ? H5T_NATIVE_DOUBLE : H5T_NATIVE_FLOAT, mem_space,
+                  file_space, H5P_DEFAULT, values);
+  if (rc < 0) hdf5_remember_error();
+  close_id(&mem_space);
+  close_id(&file_space);
+  if (rc < 0)
+    return precis_fail(PRECIS_E_IO, "%s: cannot write /workloads/%s/%s: %s", w->final_path, w->tiled_name, array,
+                       hdf5_last_error().innermost);
+  return PRECIS_OK;
+}
+
+precis_status precis_dataset_writer_end(precis_dataset_writer *w) {
+  tiled_close(w);
+  return PRECIS_OK;
 }
 
 precis_status precis_dataset_writer_commit(precis_dataset_writer *w, const precis_dataset_root_attrs *root) {

@@ -133,18 +133,7 @@ void precis_dataset_id_begin(precis_sha256 *h, uint64_t seed, uint64_t n_workloa
 }
 
 void precis_dataset_id_add(precis_sha256 *h, const precis_workload_info *info, const precis_workload_data *data) {
-  put_string(h, info->name);
-  put_string(h, info->kind);
-  put_u64(h, (uint64_t)info->m);
-  put_u64(h, (uint64_t)info->n);
-  put_u64(h, (uint64_t)info->k);
-  put_u64(h, (uint64_t)info->batch);
-  uint8_t batched = info->b_batched ? 1 : 0;
-  precis_sha256_update(h, &batched, 1);
-  put_u64(h, (uint64_t)info->calib_samples);
-  put_string(h, info->a_dist);
-  put_string(h, info->b_dist);
-  put_string(h, info->description);
+  precis_dataset_id_add_header(h, info);
   uint64_t a_count = (uint64_t)info->batch * (uint64_t)info->m * (uint64_t)info->k;
   uint64_t b_count = (info->b_batched ? (uint64_t)info->batch : 1) * (uint64_t)info->k * (uint64_t)info->n;
   uint64_t calib_count = (uint64_t)info->calib_samples * (uint64_t)info->m * (uint64_t)info->k;
@@ -167,6 +156,23 @@ void precis_dataset_id_add(precis_sha256 *h, const precis_workload_info *info, c
   /* Other references, other errors: a double-double dataset is another dataset (float64 ones keep
    * the ids they always had). */
   if (info->has_c_ref_lo) put_string(h, "reference=double-double");
+}
+
+void precis_dataset_id_add_floats(precis_sha256 *h, const float *values, uint64_t count) { put_floats(h, values, count); }
+
+void precis_dataset_id_add_header(precis_sha256 *h, const precis_workload_info *info) {
+  put_string(h, info->name);
+  put_string(h, info->kind);
+  put_u64(h, (uint64_t)info->m);
+  put_u64(h, (uint64_t)info->n);
+  put_u64(h, (uint64_t)info->k);
+  put_u64(h, (uint64_t)info->batch);
+  uint8_t batched = info->b_batched ? 1 : 0;
+  precis_sha256_update(h, &batched, 1);
+  put_u64(h, (uint64_t)info->calib_samples);
+  put_string(h, info->a_dist);
+  put_string(h, info->b_dist);
+  put_string(h, info->description);
 }
 
 void precis_dataset_id_finish(precis_sha256 *h, char hex[65]) {

@@ -31,6 +31,10 @@ void precis_sha256_hex(const uint8_t digest[32], char hex[65]);
 
 void precis_dataset_id_begin(precis_sha256 *h, uint64_t seed, uint64_t n_workloads);
 void precis_dataset_id_add(precis_sha256 *h, const precis_workload_info *info, const precis_workload_data *data);
+/* The same in pieces, for out-of-core generation: the workload's header, then a, b and calib/a as
+ * consecutive runs of values (hashing is sequential, so tiles in order hash as the whole). */
+void precis_dataset_id_add_header(precis_sha256 *h, const precis_workload_info *info);
+void precis_dataset_id_add_floats(precis_sha256 *h, const float *values, uint64_t count);
 void precis_dataset_id_finish(precis_sha256 *h, char hex[65]);
 
 #endif

@@ -202,114 +202,130 @@ static float student_t_at(precis_rng_key key, uint32_t stream, uint64_t index, d
 
 void precis_dist_fill(const precis_dist *d, precis_rng_key key, uint32_t stream, precis_operand operand,
                       int64_t samples, int64_t rows, int64_t cols, float *out) {
+  precis_dist_fill_range(d, key, stream, operand, samples, rows, cols, 0,
+                         (uint64_t)samples * (uint64_t)rows * (uint64_t)cols, out);
+}
+
+/* Every value is a function of its element index (counter-based), so any range of elements comes
+ * out as it does in the whole tensor: out[j] is element first + j. Values drawn in pairs (normal
+ * deviates) are computed a pair at a time, the half outside the range discarded. */
+void precis_dist_fill_range(const precis_dist *d, precis_rng_key key, uint32_t stream, precis_operand operand,
+                            int64_t samples, int64_t rows, int64_t cols, uint64_t first, uint64_t count, float *out) {
   const double *p = d->params;
-  const uint64_t total = (uint64_t)samples * (uint64_t)rows * (uint64_t)cols;
+  const uint64_t end = first + count, pairs_from = first & ~(uint64_t)1;
+  (void)samples;
+#define PUT(index, value)                                                                                          \
+  do {                                                                                                             \
+    uint64_t at_ = (index);                                                                                        \
+    if (at_ >= first && at_ < end) out[at_ - first] = (value);                                                    \
+  } while (0)
   switch (d->kind) {
   case PRECIS_DIST_NORMAL:
-    for (uint64_t i = 0; i < total; i += 2) {
+    for (uint64_t i = pairs_from; i < end; i += 2) {
       double z[2];
       precis_rng_normal_pair(key, stream, i / 2, z);
-      out[i] = (float)(p[0] + p[1] * z[0]);
-      if (i + 1 < total) out[i + 1] = (float)(p[0] + p[1] * z[1]);
+      PUT(i, (float)(p[0] + p[1] * z[0]));
+      PUT(i + 1, (float)(p[0] + p[1] * z[1]));
     }
     break;
   case PRECIS_DIST_RELU:
-    for (uint64_t i = 0; i < total; i += 2) {
+    for (uint64_t i = pairs_from; i < end; i += 2) {
       double z[2];
       precis_rng_normal_pair(key, stream, i / 2, z);
-      for (int h = 0; h < 2 && i + (uint64_t)h < total; h++) {
+      for (int h = 0; h < 2; h++) {
         double x = p[0] + p[1] * z[h];
-        out[i + (uint64_t)h] = x > 0 ? (float)x : 0.0f;
+        PUT(i + (uint64_t)h, x > 0 ? (float)x : 0.0f);
       }
     }
     break;
   case PRECIS_DIST_UNIFORM:
   case PRECIS_DIST_INTEGERS:
-    for (uint64_t i = 0; i < total; i += 2) {
+    for (uint64_t i = pairs_from; i < end; i += 2) {
       uint32_t w[4];
       precis_rng_block(key, stream, i / 2, 0, w);
-      for (int h = 0; h < 2 && i + (uint64_t)h < total; h++) {
+      for (int h = 0; h < 2; h++) {
         uint32_t hi = w[2 * h], lo = w[2 * h + 1];
         double x = d->kind == PRECIS_DIST_UNIFORM
                        ? p[0] + (p[1] - p[0]) * precis_u53(hi, lo)
                        : p[0] + (double)precis_rng_below(hi, lo, (uint64_t)(p[1] - p[0]) + 1);
-        out[i + (uint64_t)h] = (float)x;
+        PUT(i + (uint64_t)h, (float)x);
       }
     }
     break;
   case PRECIS_DIST_LOG_UNIFORM: {
     const double log_lo = precis_rng_log(p[0]), log_hi = precis_rng_log(p[1]);
-    for (uint64_t i = 0; i < total; i++) {
+    for (uint64_t i = first; i < end; i++) {
       uint32_t w[4];
       precis_rng_block(key, stream, i, 0, w);
       double mag = precis_rng_exp(log_lo + (log_hi - log_lo) * precis_u53(w[0], w[1]));
-      out[i] = (float)((w[2] & 1u) ? -mag : mag);
+      out[i - first] = (float)((w[2] & 1u) ? -mag : mag);
     }
     break;
   }
   case PRECIS_DIST_STUDENT_T:
-    for (uint64_t i = 0; i < total; i++) out[i] = (float)(p[1] * (double)student_t_at(key, stream, i, p[0]));
+    for (uint64_t i = first; i < end; i++) out[i - first] = (float)(p[1] * (double)student_t_at(key, stream, i, p[0]));
     break;
   case PRECIS_DIST_EXP_SPREAD:
-    for (uint64_t i = 0; i < total; i++) {
+    for (uint64_t i = first; i < end; i++) {
       uint32_t w[4];
       precis_rng_block(key, stream, i, 0, w);
       double u = precis_u53(w[0], w[1]) - 0.5;
-      out[i] = (float)(p[1] * u * precis_rng_exp(p[0] * normal_at(key, aux_stream(stream), i)));
+      out[i - first] = (float)(p[1] * u * precis_rng_exp(p[0] * normal_at(key, aux_stream(stream), i)));
     }
     break;
   case PRECIS_DIST_SPIKES:
-    for (uint64_t i = 0; i < total; i += 2) {
+    for (uint64_t i = pairs_from; i < end; i += 2) {
       double z[2];
       precis_rng_normal_pair(key, stream, i / 2, z);
-      out[i] = (float)(p[1] * z[0]);
-      if (i + 1 < total) out[i + 1] = (float)(p[1] * z[1]);
+      PUT(i, (float)(p[1] * z[0]));
+      PUT(i + 1, (float)(p[1] * z[1]));
     }
-    for (uint64_t row = 0; row < (uint64_t)samples * (uint64_t)rows; row++) {
+    for (uint64_t row = first / (uint64_t)cols; count && row <= (end - 1) / (uint64_t)cols; row++) {
       uint32_t w[4];
       precis_rng_block(key, aux_stream(stream), row, 0, w);
       uint64_t col = precis_rng_below(w[0], w[1], (uint64_t)cols);
-      out[row * (uint64_t)cols + col] = (float)((w[2] & 1u) ? -p[0] : p[0]);
+      PUT(row * (uint64_t)cols + col, (float)((w[2] & 1u) ? -p[0] : p[0]));
     }
     break;
   case PRECIS_DIST_OUTLIER_CHANNELS: {
     const int64_t channels = operand == PRECIS_OPERAND_A ? cols : rows;
     uint32_t channel_stream = operand == PRECIS_OPERAND_A ? PRECIS_STREAM_CHANNELS_A : PRECIS_STREAM_CHANNELS_B;
     bool *mask = choose_channels(d, key, channel_stream, channels);
-    for (uint64_t i = 0; i < total; i++) {
+    for (uint64_t i = first; i < end; i++) {
       uint64_t col = i % (uint64_t)cols, row = (i / (uint64_t)cols) % (uint64_t)rows;
       bool outlier = mask ? mask[operand == PRECIS_OPERAND_A ? col : row] : false;
       if (outlier) {
         uint32_t w[4];
         precis_rng_block(key, aux_stream(stream), i, 0, w);
         double mag = p[1] + (p[2] - p[1]) * precis_u53(w[0], w[1]);
-        out[i] = (float)((w[2] & 1u) ? -mag : mag);
+        out[i - first] = (float)((w[2] & 1u) ? -mag : mag);
       } else {
-        out[i] = (float)(p[3] * normal_at(key, stream, i));
+        out[i - first] = (float)(p[3] * normal_at(key, stream, i));
       }
     }
     free(mask);
     break;
   }
   case PRECIS_DIST_CANCELLATION:
-    for (uint64_t i = 0; i < total; i++) {
+    /* Pairs along k: the even element of a pair draws both deviates (counter = its own index), the
+     * odd one repeats (A) or nearly cancels (B) its partner's value. */
+    for (uint64_t i = first; i < end; i++) {
       uint64_t col = i % (uint64_t)cols, row = (i / (uint64_t)cols) % (uint64_t)rows;
-      uint64_t along_k = operand == PRECIS_OPERAND_A ? col : row, k_len = operand == PRECIS_OPERAND_A ? (uint64_t)cols : (uint64_t)rows;
+      uint64_t along_k = operand == PRECIS_OPERAND_A ? col : row;
       uint64_t step = operand == PRECIS_OPERAND_A ? 1 : (uint64_t)cols; /* distance to the pair's partner */
-      if ((along_k & 1) == 0 && along_k + 1 < k_len) {
-        double z[2];
+      double z[2];
+      if ((along_k & 1) == 0) {
         precis_rng_normal_pair(key, stream, i, z);
-        float first = (float)(p[1] * z[0]);
-        out[i] = first;
-        out[i + step] = operand == PRECIS_OPERAND_A ? first : (float)(-((double)first + p[0] * p[1] * z[1]));
-      } else if ((along_k & 1) == 0) { /* odd K: the last channel has no partner */
-        double z[2];
-        precis_rng_normal_pair(key, stream, i, z);
-        out[i] = (float)(p[1] * z[0]);
+        out[i - first] = (float)(p[1] * z[0]);
+      } else {
+        precis_rng_normal_pair(key, stream, i - step, z);
+        float partner = (float)(p[1] * z[0]);
+        out[i - first] = operand == PRECIS_OPERAND_A ? partner : (float)(-((double)partner + p[0] * p[1] * z[1]));
       }
     }
     break;
   case PRECIS_DIST_FILE:
   case PRECIS_DIST_KIND_COUNT: break;
   }
+#undef PUT
 }

@@ -68,6 +68,10 @@ char *precis_dist_describe(const precis_dist *d);
  * of one call equals sample s + first_sample of a longer one. Not for PRECIS_DIST_FILE. */
 void precis_dist_fill(const precis_dist *d, precis_rng_key key, uint32_t stream, precis_operand operand,
                       int64_t samples, int64_t rows, int64_t cols, float *out);
+/* Elements [first, first + count) of the same tensor (flattened row-major): out-of-core generation
+ * fills it a tile at a time, and every tile equals that part of the whole. */
+void precis_dist_fill_range(const precis_dist *d, precis_rng_key key, uint32_t stream, precis_operand operand,
+                            int64_t samples, int64_t rows, int64_t cols, uint64_t first, uint64_t count, float *out);
 
 /* Streams: one per (operand, split), plus the per-channel choices that must be shared between the
  * held-out and calibration splits (the outlier channels are a property of the model, not of a

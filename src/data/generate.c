@@ -49,8 +49,6 @@ precis_status precis_reference_compute(const float *a, const float *b, int64_t b
     return precis_fail(PRECIS_E_NOMEM, "out of host memory for the float64 copies of a and b (%.3g GiB)",
                        (double)(a_count + b_count) * 8.0 / 1073741824.0);
   }
-  /* With a shared b, the whole batch is one GEMM of (batch*m) rows when that fits in an int. */
-  const bool one_call = !b_batched && (uint64_t)batch * (uint64_t)m <= (uint64_t)INT32_MAX;
   for (int pass = 0; pass < (ab_abs ? 2 : 1); pass++) {
     const bool absolute = pass == 1;
     double *c = absolute ? ab_abs : c_ref;
@@ -61,16 +59,19 @@ precis_status precis_reference_compute(const float *a, const float *b, int64_t b
       widen(a, a64, a_count);
       widen(b, b64, b_count);
     }
-    if (one_call) {
-      cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)(batch * m), (int)n, (int)k, 1.0, a64, (int)k, b64,
-                  (int)n, 0.0, c, (int)n);
-    } else {
-      for (int64_t s = 0; s < batch; s++)
-        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)n, (int)k, 1.0,
-                    a64 + (uint64_t)s * (uint64_t)m * (uint64_t)k, (int)k,
-                    b64 + (b_batched ? (uint64_t)s * (uint64_t)k * (uint64_t)n : 0), (int)n, 0.0,
-                    c + (uint64_t)s * (uint64_t)m * (uint64_t)n, (int)n);
-    }
+    /* One GEMM per block of PRECIS_REFERENCE_BLOCK_ROWS rows (of the whole batch when b is shared,
+     * of each sample when it is batched): OpenBLAS's result for an element can depend on the shape
+     * of the call it is in (its kernels and thread split change with M), so fixed blocks make the
+     * references independent of how many rows are computed at once, and gen --tile-rows (whole
+     * blocks per tile) writes the references this path writes. */
+    const int64_t samples = b_batched ? batch : 1, rows_per = b_batched ? m : batch * m;
+    for (int64_t s = 0; s < samples; s++)
+      for (int64_t r0 = 0; r0 < rows_per; r0 += PRECIS_REFERENCE_BLOCK_ROWS) {
+        int64_t rows = rows_per - r0 < PRECIS_REFERENCE_BLOCK_ROWS ? rows_per - r0 : PRECIS_REFERENCE_BLOCK_ROWS;
+        uint64_t row = (uint64_t)s * (uint64_t)rows_per + (uint64_t)r0;
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)n, (int)k, 1.0, a64 + row * (uint64_t)k,
+                    (int)k, b64 + (uint64_t)s * (uint64_t)k * (uint64_t)n, (int)n, 0.0, c + row * (uint64_t)n, (int)n);
+      }
   }
   free(a64);
   free(b64);
@@ -500,7 +501,130 @@ done:
   return st;
 }
 
+/* Rows [row, row + rows) of a [samples, m, cols] array, split at the samples' boundaries. */
+static precis_status write_stack_rows(precis_dataset_writer *writer, const char *array, int64_t m, int64_t row,
+                                      int64_t rows, const void *values, size_t row_bytes) {
+  for (int64_t done = 0; done < rows;) {
+    int64_t at = row + done, sample = at / m, local = at % m;
+    int64_t here = rows - done < m - local ? rows - done : m - local;
+    precis_status st = precis_dataset_writer_rows(writer, array, sample, local, here,
+                                                  (const char *)values + (size_t)done * row_bytes);
+    if (st != PRECIS_OK) return st;
+    done += here;
+  }
+  return PRECIS_OK;
+}
+
+/* One workload out of core: a (and calib/a) generated, checked, hashed and written `tile` rows at a
+ * time with its c_ref and ab_abs rows; b is held whole (per sample when batched). The values, the
+ * file and the dataset_id are those of generate_workload. */
+static precis_status generate_workload_tiled(const precis_suite *suite, const precis_suite_workload *w,
+                                             precis_dataset_writer *writer, precis_sha256 *hash, const progress *prog,
+                                             int64_t tile) {
+  precis_status st = PRECIS_OK;
+  precis_workload_info info;
+  memset(&info, 0, sizeof info);
+  info.name = w->name;
+  char kind[] = "gemm";
+  info.kind = kind;
+  info.m = w->m, info.n = w->n, info.k = w->k, info.batch = w->batch;
+  info.b_batched = w->b_batched;
+  info.calib_samples = w->calib;
+  info.description = w->description;
+  info.reference = precis_strdup(precis_reference_method());
+  info.reference_precision = precis_strdup("float64");
+  info.reference_error_bound = precis_reference_f64_bound(w->k);
+  info.a_dist = precis_dist_describe(&w->a);
+  info.b_dist = precis_dist_describe(&w->b);
+  /* Whole reference blocks per tile, so that each dgemm call is the in-core path's. */
+  tile = (tile + PRECIS_REFERENCE_BLOCK_ROWS - 1) / PRECIS_REFERENCE_BLOCK_ROWS * PRECIS_REFERENCE_BLOCK_ROWS;
+  if (tile > (w->b_batched ? w->m : w->batch * w->m)) tile = w->b_batched ? w->m : w->batch * w->m;
+  const uint64_t kn = (uint64_t)w->k * (uint64_t)w->n;
+  float *b = malloc(kn * sizeof *b), *a = malloc((uint64_t)tile * (uint64_t)w->k * sizeof *a);
+  double *c = malloc((uint64_t)tile * (uint64_t)w->n * sizeof *c), *abs_c = malloc((uint64_t)tile * (uint64_t)w->n * sizeof *abs_c);
+  bool begun = false;
+  if (!info.reference || !info.reference_precision || !info.a_dist || !info.b_dist || !b || !a || !c || !abs_c) {
+    st = precis_fail(PRECIS_E_NOMEM, "workload %s: out of host memory for a tile of %" PRId64 " rows", w->name, tile);
+    goto done;
+  }
+  const precis_rng_key key = precis_rng_key_for(w->has_seed ? w->seed : suite->seed, w->name);
+  const int64_t b_samples = w->b_batched ? w->batch : 1;
+  if ((st = precis_dataset_writer_begin(writer, &info)) != PRECIS_OK) goto done;
+  begun = true;
+  precis_dataset_id_add_header(hash, &info);
+  /* Tiles run over the rows of the whole batch when b is shared and over each sample's rows when it
+   * is batched: the blocks of precis_reference_compute. */
+  const int64_t groups = w->b_batched ? w->batch : 1, rows_per = w->b_batched ? w->m : w->batch * w->m;
+  if (tile > rows_per) tile = rows_per;
+  for (int64_t g = 0; g < groups; g++) {
+    precis_dist_fill_range(&w->b, key, PRECIS_STREAM_B, PRECIS_OPERAND_B, b_samples, w->k, w->n, (uint64_t)g * kn, kn, b);
+    if ((st = check_finite(w, "b", &w->b, b, kn)) != PRECIS_OK ||
+        (st = precis_dataset_writer_rows(writer, "b", g, 0, w->k, b)) != PRECIS_OK)
+      goto done;
+    for (int64_t r0 = 0; r0 < rows_per; r0 += tile) {
+      if (precis_interrupt_signal) {
+        st = precis_fail(PRECIS_E_INTERRUPTED, "interrupted in workload %s", w->name);
+        goto done;
+      }
+      int64_t rows = rows_per - r0 < tile ? rows_per - r0 : tile;
+      int64_t row = g * rows_per + r0; /* of the whole [batch * m] stack */
+      progress_say(prog, w->name, "rows %" PRId64 "-%" PRId64 " of %" PRId64, row, row + rows, w->batch * w->m);
+      uint64_t count = (uint64_t)rows * (uint64_t)w->k;
+      precis_dist_fill_range(&w->a, key, PRECIS_STREAM_A, PRECIS_OPERAND_A, w->batch, w->m, w->k,
+                             (uint64_t)row * (uint64_t)w->k, count, a);
+      if ((st = check_finite(w, "a", &w->a, a, count)) != PRECIS_OK) goto done;
+      precis_dataset_id_add_floats(hash, a, count);
+      if ((st = precis_reference_compute(a, b, 1, rows, w->n, w->k, false, c, abs_c)) != PRECIS_OK) {
+        precis_error_prefix("workload %s", w->name);
+        goto done;
+      }
+      for (uint64_t i = 0; i < (uint64_t)rows * (uint64_t)w->n; i++)
+        if (!isfinite(c[i]) || !isfinite(abs_c[i])) {
+          st = precis_fail(PRECIS_E_INPUT, "workload %s: the reference overflows float64 at element %" PRIu64, w->name,
+                           (uint64_t)row * (uint64_t)w->n + i);
+          goto done;
+        }
+      if ((st = write_stack_rows(writer, "a", w->m, row, rows, a, (size_t)w->k * sizeof *a)) != PRECIS_OK ||
+          (st = write_stack_rows(writer, "c_ref", w->m, row, rows, c, (size_t)w->n * sizeof *c)) != PRECIS_OK ||
+          (st = write_stack_rows(writer, "ab_abs", w->m, row, rows, abs_c, (size_t)w->n * sizeof *abs_c)) != PRECIS_OK)
+        goto done;
+    }
+  }
+  /* The digest takes b after the whole of a, as the in-core path does. */
+  for (int64_t g = 0; g < b_samples; g++) {
+    if (b_samples > 1)
+      precis_dist_fill_range(&w->b, key, PRECIS_STREAM_B, PRECIS_OPERAND_B, b_samples, w->k, w->n, (uint64_t)g * kn, kn, b);
+    precis_dataset_id_add_floats(hash, b, kn);
+  }
+  for (int64_t r0 = 0; r0 < w->calib * w->m; r0 += tile) {
+    int64_t rows = w->calib * w->m - r0 < tile ? w->calib * w->m - r0 : tile;
+    uint64_t count = (uint64_t)rows * (uint64_t)w->k;
+    precis_dist_fill_range(&w->a, key, PRECIS_STREAM_CALIB_A, PRECIS_OPERAND_A, w->calib, w->m, w->k,
+                           (uint64_t)r0 * (uint64_t)w->k, count, a);
+    if ((st = check_finite(w, "calib/a", &w->a, a, count)) != PRECIS_OK ||
+        (st = write_stack_rows(writer, "calib/a", w->m, r0, rows, a, (size_t)w->k * sizeof *a)) != PRECIS_OK)
+      goto done;
+    precis_dataset_id_add_floats(hash, a, count);
+  }
+done:
+  if (begun) precis_dataset_writer_end(writer);
+  free(info.reference);
+  free(info.reference_precision);
+  free(info.a_dist);
+  free(info.b_dist);
+  free(a);
+  free(b);
+  free(c);
+  free(abs_c);
+  return st;
+}
+
 precis_status precis_generate(const precis_suite *suite, const precis_gen_options *options, char dataset_id[65]) {
+  return precis_generate_tiled(suite, options, 0, dataset_id);
+}
+
+precis_status precis_generate_tiled(const precis_suite *suite, const precis_gen_options *options, int64_t tile_rows,
+                                    char dataset_id[65]) {
   precis_dataset_write_options wopt = {options->force, options->gzip_level};
   precis_dataset_writer *writer = NULL;
   precis_status st = precis_dataset_writer_open(options->output, &wopt, &writer);
@@ -515,7 +639,12 @@ precis_status precis_generate(const precis_suite *suite, const precis_gen_option
       goto failed;
     }
     prog.index = i;
-    if ((st = generate_workload(suite, &suite->workloads[i], writer, &hash, &prog)) != PRECIS_OK) goto failed;
+    const precis_suite_workload *w = &suite->workloads[i];
+    /* Matrices from files and double-double references are made in core. */
+    bool tiled = tile_rows > 0 && w->a.kind != PRECIS_DIST_FILE && w->b.kind != PRECIS_DIST_FILE && !w->dd_reference;
+    st = tiled ? generate_workload_tiled(suite, w, writer, &hash, &prog, tile_rows)
+               : generate_workload(suite, w, writer, &hash, &prog);
+    if (st != PRECIS_OK) goto failed;
   }
   if (prog.tty) fprintf(stderr, "\r\033[K");
   char id[65];

@@ -21,6 +21,17 @@ typedef struct precis_gen_options {
 /* Generates every workload of the suite into options->output; dataset_id (65 bytes) receives the
  * id written. */
 precis_status precis_generate(const precis_suite *suite, const precis_gen_options *options, char dataset_id[65]);
+/* The same out of core (gen --tile-rows): tile_rows rows of a (and of c_ref, ab_abs) at a time,
+ * rounded up to whole PRECIS_REFERENCE_BLOCK_ROWS; the
+ * file is the one precis_generate writes. Peak memory ~ 12·k·n bytes (b and its float64 copy) plus
+ * tile_rows·(12·k + 16·n) instead of growing with m·batch. Workloads whose a or b come from a file,
+ * and double-double references, are generated in core. tile_rows 0: precis_generate. */
+precis_status precis_generate_tiled(const precis_suite *suite, const precis_gen_options *options, int64_t tile_rows,
+                                    char dataset_id[65]);
+
+/* References are computed by GEMMs of this many rows of one sample at a time (the last block of a
+ * sample may be shorter); gen --tile-rows rounds its tiles up to whole blocks. */
+#define PRECIS_REFERENCE_BLOCK_ROWS 256
 
 /* c_ref = a.b and (when ab_abs is not NULL) ab_abs = |a|.|b|, accumulated in float64 by OpenBLAS
  * dgemm from the float32 values (each product of two float32 values is exact in float64).

@@ -42,6 +42,9 @@ typedef struct precis_case_options {
    * (callers that run one case at a time, such as the runner). Callers that run cases from several
    * threads at once (accept --concurrency N) give each thread its own. */
   void *worker;
+  /* cuda: the device ordinal the backend opens (default 0, among those CUDA_VISIBLE_DEVICES shows);
+   * `run --devices` and MPI ranks give each worker process its own (docs/scale-out.md). */
+  int device;
 } precis_case_options;
 
 void precis_case_options_default(precis_case_options *o);

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "dataset.h"
+#include "deal.h"
 #include "escape.h"
 #include "journal.h"
 #include "metrics.h"
@@ -116,8 +117,8 @@ static void progress(const precis_run_config *cfg, size_t done, size_t total, co
   fflush(stderr);
 }
 
-/* A row as a case of this run starts: names and shape, nothing measured. */
-static void case_row(precis_row *row, const precis_workload_info *w, const precis_recipe *recipe) {
+void precis_case_row(precis_row *row, const precis_run_config *cfg, const precis_workload_info *w,
+                     const precis_recipe *recipe) {
   precis_row_init(row);
   row->workload = precis_strdup(w->name);
   row->description = precis_strdup(w->description);
@@ -126,6 +127,10 @@ static void case_row(precis_row *row, const precis_workload_info *w, const preci
   row->spec = precis_strdup(recipe->canonical);
   row->recipe_description = precis_strdup(recipe->description);
   row->m = w->m, row->n = w->n, row->k = w->k, row->batch = w->batch;
+  row->host = precis_strdup(cfg->host);
+  row->part = cfg->part_count > 1 ? cfg->part_index : 0;
+  row->rank = cfg->rank;
+  row->device = cfg->device;
 }
 
 /* The index of the journal's row for this case, or SIZE_MAX. Rows are matched by
@@ -199,6 +204,8 @@ precis_status precis_run_workloads(const precis_run_config *cfg, precis_report *
   char **kept_keys = NULL;
   size_t n_kept = 0;
   precis_outputs_writer *saved = NULL;
+  const precis_workload_info **selected = NULL;
+  int *part_of = NULL; /* per case (selected workload × recipe): the part that runs it */
   precis_status st = precis_dataset_open(cfg->dataset_path, &ds);
   if (st != PRECIS_OK) return st;
   report->dataset_path = precis_strdup(cfg->dataset_path);
@@ -215,12 +222,32 @@ precis_status precis_run_workloads(const precis_run_config *cfg, precis_report *
       }
     }
   }
-  size_t total = 0, done_rows = 0;
+  size_t total = 0, done_rows = 0, n_selected = 0;
+  selected = calloc(ds->n_workloads ? ds->n_workloads : 1, sizeof *selected);
+  part_of = calloc(ds->n_workloads * cfg->n_recipes + 1, sizeof *part_of);
+  if (!selected || !part_of) {
+    st = precis_fail(PRECIS_E_NOMEM, "out of memory");
+    goto done;
+  }
   for (size_t wi = 0; wi < ds->n_workloads; wi++)
-    if (workload_selected(cfg, ds->workloads[wi].name)) total += cfg->n_recipes;
+    if (workload_selected(cfg, ds->workloads[wi].name)) selected[n_selected++] = &ds->workloads[wi];
+  int this_part = cfg->part_count > 1 ? cfg->part_index : 1;
+  if ((st = precis_deal_cases(selected, n_selected, cfg->recipes, cfg->n_recipes, cfg->part_count, part_of)) != PRECIS_OK)
+    goto done;
+  for (size_t c = 0; c < n_selected * cfg->n_recipes; c++) total += part_of[c] == this_part;
+  if (cfg->part_count > 1) {
+    /* Recorded before the journal header, which holds the settings: a part resumes only itself. */
+    char *shard = precis_deal_describe(cfg->part_index, cfg->part_count, total, selected, n_selected);
+    if (!shard) {
+      st = precis_fail(PRECIS_E_NOMEM, "out of memory");
+      goto done;
+    }
+    precis_kv_set_json(&report->settings, "shard", shard);
+    free(shard);
+  }
 
   if (cfg->journal_path) {
-    precis_journal_run this_run = {report, cfg->workloads, cfg->n_workloads, 0, 1};
+    precis_journal_run this_run = {report, cfg->workloads, cfg->n_workloads, cfg->part_index, cfg->part_count};
     if (cfg->resume) {
       if ((st = precis_journal_read(cfg->journal_path, &kept)) != PRECIS_OK) goto done;
       char *difference = precis_journal_difference(&kept, &this_run);
@@ -249,20 +276,23 @@ precis_status precis_run_workloads(const precis_run_config *cfg, precis_report *
     if (st != PRECIS_OK) goto done;
   }
 
-  for (size_t wi = 0; wi < ds->n_workloads && !precis_interrupt_signal; wi++) {
-    const precis_workload_info *w = &ds->workloads[wi];
-    if (!workload_selected(cfg, w->name)) continue;
-    /* A workload whose cases are all in the journal is not even loaded. */
-    bool all_kept = kept_keys != NULL;
-    for (size_t ri = 0; all_kept && ri < cfg->n_recipes; ri++) {
+  for (size_t si = 0; si < n_selected && !precis_interrupt_signal; si++) {
+    const precis_workload_info *w = selected[si];
+    size_t wi = (size_t)(w - ds->workloads);
+    const int *case_part = part_of + si * cfg->n_recipes;
+    /* A workload with nothing to run here (its cases are other parts', or in the journal) is not
+     * even loaded. */
+    bool nothing_to_run = true;
+    for (size_t ri = 0; nothing_to_run && ri < cfg->n_recipes; ri++) {
+      if (case_part[ri] != this_part) continue;
       precis_row probe;
-      case_row(&probe, w, &cfg->recipes[ri]);
-      all_kept = kept_row(&kept, kept_keys, &probe) != SIZE_MAX;
+      precis_case_row(&probe, cfg, w, &cfg->recipes[ri]);
+      nothing_to_run = kept_row(&kept, kept_keys, &probe) != SIZE_MAX;
       precis_row_free(&probe);
     }
     precis_workload_data data;
     memset(&data, 0, sizeof data);
-    if (!all_kept) {
+    if (!nothing_to_run) {
       precis_status load = precis_dataset_load(ds, wi, &data);
       if (load != PRECIS_OK) {
         /* A corrupt reference must never be used: the whole run stops with the dataset error. */
@@ -271,9 +301,10 @@ precis_status precis_run_workloads(const precis_run_config *cfg, precis_report *
       }
     }
     for (size_t ri = 0; ri < cfg->n_recipes && !precis_interrupt_signal; ri++) {
+      if (case_part[ri] != this_part) continue;
       const precis_recipe *recipe = &cfg->recipes[ri];
       precis_row row;
-      case_row(&row, w, recipe);
+      precis_case_row(&row, cfg, w, recipe);
       size_t earlier = kept_row(&kept, kept_keys, &row);
       if (earlier != SIZE_MAX) {
         /* Done before with the same dataset and settings: kept as measured, not run again. */
@@ -357,6 +388,8 @@ done:
   for (size_t i = 0; kept_keys && i < kept.run.n_rows; i++) free(kept_keys[i]);
   free(kept_keys);
   precis_journal_free(&kept);
+  free(selected);
+  free(part_of);
   precis_dataset_close(ds);
   return st;
 }

@@ -29,6 +29,13 @@ typedef struct precis_run_config {
   bool progress_live;             /* a live \r line (terminal) rather than one line per row */
   bool progress_quiet;            /* no progress lines at all */
   const char *fault_inject;       /* "workload:recipe" made to fail (tests of case isolation) */
+  /* A run split into parts (DESIGN §13): the cases are dealt to part_count parts by the rule of
+   * deal.h and this process runs part part_index (1-based) only; part_count <= 1: every case. The
+   * journal header records the part. */
+  int part_index, part_count;
+  /* Recorded in every row this process runs (precis_row's host, rank, device). */
+  const char *host;
+  int rank, device; /* -1: no MPI / no device */
 } precis_run_config;
 
 /* Fills report->rows (and dataset path/id); report->complete is false when interrupted. Returns
@@ -38,6 +45,11 @@ typedef struct precis_run_config {
  * them, and with `resume` they are compared with the journal's (a difference is PRECIS_E_USAGE,
  * naming it); the journal's rows of this run's cases are then kept, not run again. */
 precis_status precis_run_workloads(const precis_run_config *config, precis_report *report);
+
+/* A row as a case of this run starts: names, shape and where it runs (cfg's host, part, rank,
+ * device), nothing measured, status failed. */
+void precis_case_row(precis_row *row, const precis_run_config *cfg, const precis_workload_info *w,
+                     const precis_recipe *recipe);
 
 /* Applies criteria to a row with status ok: sets verdict and verdict_detail. */
 void precis_row_judge(precis_row *row, const precis_criteria *criteria);

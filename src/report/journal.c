@@ -85,6 +85,14 @@ static char *header_text(const precis_journal_run *run) {
   cJSON_AddStringToObject(root, "host", host);
   cJSON_AddNumberToObject(root, "pid", (double)getpid());
   cJSON_AddStringToObject(root, "started", started);
+  /* The environment the rows were measured in, for a gatherer that did not measure them (a rank
+   * or device worker's parent). */
+  cJSON *env = cJSON_AddObjectToObject(root, "environment");
+  for (size_t i = 0; env && i < r->environment.count; i++) {
+    const precis_kv *kv = &r->environment.items[i];
+    cJSON *value = kv->value && kv->is_number ? cJSON_Parse(kv->value) : NULL;
+    cJSON_AddItemToObject(env, kv->key, value ? value : kv_value_json(kv));
+  }
   char *text = cJSON_PrintUnformatted(root);
   cJSON_Delete(root);
   return text;
@@ -179,6 +187,31 @@ void precis_journal_free(precis_journal *j) {
   precis_report_init(&j->run);
 }
 
+/* A header object into a kv list as report.json's reader keeps it: strings, numbers, null, and any
+ * other value as its JSON text (written back as it is). */
+static void kv_from_object(const cJSON *obj, precis_kv_list *list, bool skip_lists) {
+  const cJSON *item;
+  cJSON_ArrayForEach(item, obj) {
+    if (skip_lists && (strcmp(item->string, "recipes") == 0 || strcmp(item->string, "criteria") == 0)) continue;
+    if (cJSON_IsNull(item)) precis_kv_set(list, item->string, NULL);
+    else if (cJSON_IsString(item)) precis_kv_set(list, item->string, item->valuestring);
+    else {
+      char *text = cJSON_PrintUnformatted(item);
+      if (text) precis_kv_set_json(list, item->string, text);
+      cJSON_free(text);
+    }
+  }
+}
+
+static char **strings_from_array(const cJSON *array, size_t *count) {
+  *count = 0;
+  int n = cJSON_IsArray(array) ? cJSON_GetArraySize(array) : 0;
+  char **items = n > 0 ? calloc((size_t)n, sizeof *items) : NULL;
+  const cJSON *s;
+  if (items) cJSON_ArrayForEach(s, array) if (cJSON_IsString(s)) items[(*count)++] = precis_strdup(s->valuestring);
+  return items;
+}
+
 static precis_status read_header(const char *path, const char *line, precis_journal *j) {
   cJSON *root = cJSON_Parse(line);
   precis_status st = PRECIS_OK;
@@ -201,6 +234,28 @@ static precis_status read_header(const char *path, const char *line, precis_jour
   const cJSON *dpath = dataset ? cJSON_GetObjectItemCaseSensitive(dataset, "path") : NULL;
   if (cJSON_IsString(id)) j->run.dataset_id = precis_strdup(id->valuestring);
   if (cJSON_IsString(dpath)) j->run.dataset_path = precis_strdup(dpath->valuestring);
+  const cJSON *tool = cJSON_GetObjectItemCaseSensitive(root, "tool");
+  const cJSON *tv = tool ? cJSON_GetObjectItemCaseSensitive(tool, "version") : NULL;
+  const cJSON *tc = tool ? cJSON_GetObjectItemCaseSensitive(tool, "commit") : NULL;
+  if (cJSON_IsString(tv)) j->run.tool_version = precis_strdup(tv->valuestring);
+  if (cJSON_IsString(tc)) j->run.tool_commit = precis_strdup(tc->valuestring);
+  const cJSON *settings = cJSON_GetObjectItemCaseSensitive(root, "settings");
+  if (cJSON_IsObject(settings)) {
+    j->run.recipes = strings_from_array(cJSON_GetObjectItemCaseSensitive(settings, "recipes"), &j->run.n_recipes);
+    j->run.criteria = strings_from_array(cJSON_GetObjectItemCaseSensitive(settings, "criteria"), &j->run.n_criteria);
+    kv_from_object(settings, &j->run.settings, true);
+  }
+  const cJSON *env = cJSON_GetObjectItemCaseSensitive(root, "environment");
+  if (cJSON_IsObject(env)) kv_from_object(env, &j->run.environment, false);
+  const cJSON *part = cJSON_GetObjectItemCaseSensitive(root, "part");
+  const cJSON *pi = part ? cJSON_GetObjectItemCaseSensitive(part, "index") : NULL;
+  const cJSON *pc = part ? cJSON_GetObjectItemCaseSensitive(part, "count") : NULL;
+  j->part_index = cJSON_IsNumber(pi) ? pi->valueint : 0;
+  j->part_count = cJSON_IsNumber(pc) ? pc->valueint : 1;
+  const cJSON *host = cJSON_GetObjectItemCaseSensitive(root, "host");
+  const cJSON *pid = cJSON_GetObjectItemCaseSensitive(root, "pid");
+  snprintf(j->host, sizeof j->host, "%s", cJSON_IsString(host) ? host->valuestring : "");
+  j->pid = cJSON_IsNumber(pid) ? (long)pid->valuedouble : 0;
   j->header_json = precis_strdup(line);
 done:
   cJSON_Delete(root);
@@ -214,6 +269,15 @@ precis_status precis_journal_read(const char *path, precis_journal *out) {
   size_t size = 0;
   precis_status st = precis_read_file(path, &text, &size);
   if (st != PRECIS_OK) return st;
+  st = precis_journal_parse(path, text, size, out);
+  free(text);
+  return st;
+}
+
+precis_status precis_journal_parse(const char *path, char *text, size_t size, precis_journal *out) {
+  memset(out, 0, sizeof *out);
+  precis_report_init(&out->run);
+  precis_status st = PRECIS_OK;
   char **keys = NULL;
   size_t line_no = 0, start = 0;
   while (start < size) {
@@ -274,7 +338,6 @@ precis_status precis_journal_read(const char *path, precis_journal *out) {
 done:
   for (size_t i = 0; keys && i < out->rows_lines; i++) free(keys[i]);
   free(keys);
-  free(text);
   if (st != PRECIS_OK) precis_journal_free(out);
   return st;
 }

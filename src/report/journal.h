@@ -57,7 +57,11 @@ void precis_journal_close(precis_journal_writer *w);
 
 typedef struct precis_journal {
   char *header_json;      /* the header line as written (for comparisons) */
-  precis_report run;      /* dataset, settings, recipes, criteria from the header; rows from the lines */
+  precis_report run;      /* tool, dataset, settings, recipes, criteria and environment from the header;
+                             rows from the lines */
+  int part_index, part_count; /* the header's part */
+  char host[256];         /* who wrote it (informative) */
+  long pid;
   size_t rows_lines;      /* whole row lines read */
   size_t torn_line;       /* 1-based number of an incomplete last line; 0 when the file ends whole */
   size_t torn_bytes;      /* its length */
@@ -68,6 +72,8 @@ typedef struct precis_journal {
  * torn_bytes. A malformed whole line, a missing or foreign header, or two rows of one case are
  * errors naming the file and the line. */
 precis_status precis_journal_read(const char *path, precis_journal *out);
+/* The same from a journal's text (size bytes; the text is modified); path names it in messages. */
+precis_status precis_journal_parse(const char *path, char *text, size_t size, precis_journal *out);
 void precis_journal_free(precis_journal *j);
 
 /* NULL when `run` is the run the journal recorded (same dataset_id, settings, recipes, criteria,

@@ -243,6 +243,10 @@ static void write_row(json_out *o, const precis_row *row, long min_samples) {
   jo_begin_object(o, false);
   jo_kv_members(o, &row->details);
   jo_end_object(o);
+  jo_k(o, "host"); jo_str(o, row->host);
+  jo_k(o, "part"); jo_int(o, row->part);
+  jo_k(o, "rank"); if (row->rank >= 0) jo_int(o, row->rank); else jo_str(o, NULL);
+  jo_k(o, "device"); if (row->device >= 0) jo_int(o, row->device); else jo_str(o, NULL);
   jo_end_object(o);
 }
 
@@ -564,6 +568,15 @@ static bool read_row(json_in *in, const cJSON *obj, precis_row *row) {
   const cJSON *details;
   if (!ji_object(in, obj, "details", &details, false)) return false;
   if (details && !ji_kv_object(in, details, &row->details, NULL)) return false;
+  /* Where it ran: absent in reports from before scale-out. */
+  long long part, rank, device;
+  if (!ji_string(in, obj, "host", &row->host, false) || !ji_integer(in, obj, "part", &part, 0) ||
+      !ji_integer(in, obj, "rank", &rank, -1) || !ji_integer(in, obj, "device", &device, -1))
+    return false;
+  if (part < 0 || part > 1000000) return ji_bad(in, "part", "a part number >= 0", cJSON_GetObjectItemCaseSensitive(obj, "part"));
+  if (rank < -1 || rank > 100000000) return ji_bad(in, "rank", "an MPI rank >= 0 or null", cJSON_GetObjectItemCaseSensitive(obj, "rank"));
+  if (device < -1 || device > 100000) return ji_bad(in, "device", "a device ordinal >= 0 or null", cJSON_GetObjectItemCaseSensitive(obj, "device"));
+  row->part = (int)part, row->rank = (int)rank, row->device = (int)device;
   return true;
 }
 

@@ -1,5 +1,6 @@
 /* report.md: the environment, the settings, a table per workload with verdicts, and the failures
  * explained. Every string from a dataset or a row goes through precis_buf_markdown. */
+#include <cjson/cJSON.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,6 +13,7 @@
 static void md_kv_table(precis_buf *b, const precis_kv_list *list) {
   precis_buf_append(b, "| key | value |\n|---|---|\n");
   for (size_t i = 0; i < list->count; i++) {
+    if (strcmp(list->items[i].key, "parts") == 0) continue; /* its own table (md_parts) */
     precis_buf_append(b, "| ");
     precis_buf_markdown(b, list->items[i].key);
     precis_buf_append(b, " | ");
@@ -19,6 +21,47 @@ static void md_kv_table(precis_buf *b, const precis_kv_list *list) {
     precis_buf_append(b, " |\n");
   }
   precis_buf_append(b, "\n");
+}
+
+/* A report gathered from parts (docs/scale-out.md): one line per part, where it ran and on what. */
+static void md_parts(precis_buf *b, const precis_report *report) {
+  const char *text = precis_kv_get(&report->environment, "parts");
+  cJSON *parts = text ? cJSON_Parse(text) : NULL;
+  if (!cJSON_IsArray(parts)) {
+    cJSON_Delete(parts);
+    return;
+  }
+  /* host: the gatherer's name for it, else the part's own hostname (merge); from: how a worker
+   * ended (devices, MPI) or the report it came from (merge). */
+  static const char *const keys[] = {"part", "host", "rank", "backend", "device", "cpu", "precis_commit", "from"};
+  precis_buf_append(b, "### Parts\n\nEach row's `part` says which of these measured it.\n\n| rows |");
+  for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) precis_buf_appendf(b, " %s |", keys[k]);
+  precis_buf_append(b, "\n|---|");
+  for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) precis_buf_append(b, "---|");
+  precis_buf_append(b, "\n");
+  const cJSON *part;
+  cJSON_ArrayForEach(part, parts) {
+    const cJSON *index = cJSON_GetObjectItemCaseSensitive(part, "part");
+    size_t rows = 0;
+    for (size_t i = 0; cJSON_IsNumber(index) && i < report->n_rows; i++) rows += report->rows[i].part == index->valueint;
+    precis_buf_appendf(b, "| %zu |", rows);
+    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
+      const cJSON *v = cJSON_GetObjectItemCaseSensitive(part, keys[k]);
+      if (!v && strcmp(keys[k], "host") == 0) v = cJSON_GetObjectItemCaseSensitive(part, "hostname");
+      if (strcmp(keys[k], "from") == 0) {
+        v = cJSON_GetObjectItemCaseSensitive(part, "worker");
+        if (!v) v = cJSON_GetObjectItemCaseSensitive(part, "source");
+      }
+      precis_buf_append(b, " ");
+      if (cJSON_IsString(v)) precis_buf_markdown(b, v->valuestring);
+      else if (cJSON_IsNumber(v)) precis_buf_appendf(b, "%d", v->valueint);
+      else precis_buf_append(b, "-");
+      precis_buf_append(b, " |");
+    }
+    precis_buf_append(b, "\n");
+  }
+  precis_buf_append(b, "\n");
+  cJSON_Delete(parts);
 }
 
 static void md_sig(precis_buf *b, double v) {
@@ -299,6 +342,7 @@ static char *markdown_text(const precis_report *report) {
   md_recipes(&b, report);
   precis_buf_append(&b, "## Environment\n\n");
   md_kv_table(&b, &report->environment);
+  md_parts(&b, report);
   return precis_buf_take(&b);
 }
 

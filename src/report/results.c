@@ -76,6 +76,13 @@ void precis_kv_set_int(precis_kv_list *list, const char *key, long long value) {
   kv->value = precis_asprintf("%lld", value);
 }
 
+void precis_kv_set_json(precis_kv_list *list, const char *key, const char *json) {
+  precis_kv *kv = kv_slot(list, key);
+  if (!kv) return;
+  kv->is_number = true; /* "bare": jo_kv_value writes parsable JSON as it is */
+  kv->value = precis_strdup(json);
+}
+
 const char *precis_kv_get(const precis_kv_list *list, const char *key) {
   for (size_t i = 0; i < list->count; i++)
     if (strcmp(list->items[i].key, key) == 0) return list->items[i].value;
@@ -139,6 +146,7 @@ void precis_row_init(precis_row *row) {
   timing_init(&row->time);
   row->tflops = NAN;
   row->memory = (precis_memory){-1, -1, -1, -1, -1, -1};
+  row->rank = row->device = -1;
 }
 
 void precis_row_free(precis_row *row) {
@@ -152,6 +160,7 @@ void precis_row_free(precis_row *row) {
   free(row->verdict_detail);
   free(row->time.samples_ms);
   precis_kv_free(&row->details);
+  free(row->host);
   precis_row_init(row);
 }
 

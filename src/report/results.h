@@ -29,6 +29,8 @@ typedef struct precis_kv_list {
 void precis_kv_set(precis_kv_list *list, const char *key, const char *value);     /* value may be NULL */
 void precis_kv_set_number(precis_kv_list *list, const char *key, double value);  /* NaN -> null */
 void precis_kv_set_int(precis_kv_list *list, const char *key, long long value);
+/* A JSON array or object given as its text, written as it is (the reader keeps such values so). */
+void precis_kv_set_json(precis_kv_list *list, const char *key, const char *json);
 const char *precis_kv_get(const precis_kv_list *list, const char *key);          /* NULL when absent or null */
 void precis_kv_free(precis_kv_list *list);
 
@@ -83,6 +85,12 @@ typedef struct precis_row {
   double tflops;            /* 2*m*n*k*batch / median; NaN when absent */
   precis_memory memory;
   precis_kv_list details;   /* recipe details: scales granularity, calibration, algorithm, padding */
+  /* Where the case ran (DESIGN §13), so that a report gathered from shards, ranks or devices says
+   * which machine measured each row: host always; part the 1-based part of a split run (0: a run
+   * in one part); rank the MPI rank and device the CUDA device ordinal (-1 where they do not apply:
+   * no MPI, the cpu backend). */
+  char *host;
+  int part, rank, device;
 } precis_row;
 
 typedef struct precis_report {

@@ -1,0 +1,139 @@
+#include "mpi_world.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef PRECIS_HAVE_MPI
+#include <mpi.h>
+#endif
+
+int precis_mpi_launcher_size(void) {
+  /* Open MPI's mpirun; MPICH/Hydra and Slurm's PMI-2; PMIx (srun --mpi=pmix, Open MPI 5). */
+  static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", NULL};
+  for (const char *const *v = vars; *v; v++) {
+    const char *text = getenv(*v);
+    if (text && *text) {
+      long n = strtol(text, NULL, 10);
+      if (n > 0 && n < INT_MAX) return (int)n;
+    }
+  }
+  return 0;
+}
+
+#ifdef PRECIS_HAVE_MPI
+
+bool precis_mpi_built(void) { return true; }
+
+precis_status precis_mpi_join(precis_mpi_world *w) {
+  memset(w, 0, sizeof *w);
+  w->size = 1;
+  if (precis_mpi_launcher_size() <= 1) return PRECIS_OK;
+  if (MPI_Init(NULL, NULL) != MPI_SUCCESS) return precis_fail(PRECIS_E_RUNTIME, "MPI_Init failed");
+  w->joined = true;
+  MPI_Comm_rank(MPI_COMM_WORLD, &w->rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &w->size);
+  MPI_Comm node;
+  if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, w->rank, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
+    MPI_Comm_rank(node, &w->local_rank);
+    MPI_Comm_free(&node);
+  }
+  w->active = w->size > 1;
+  return PRECIS_OK;
+}
+
+void precis_mpi_leave(precis_mpi_world *w) {
+  if (w->joined) MPI_Finalize();
+  w->joined = w->active = false;
+}
+
+int precis_mpi_bcast_int(const precis_mpi_world *w, int value) {
+  if (!w->active) return value;
+  MPI_Bcast(&value, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  return value;
+}
+
+bool precis_mpi_any(const precis_mpi_world *w, bool flag) {
+  if (!w->active) return flag;
+  int mine = flag, any = 0;
+  MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_LOR, MPI_COMM_WORLD);
+  return any != 0;
+}
+
+precis_status precis_mpi_gather_text(const precis_mpi_world *w, const char *text, size_t len, char **texts,
+                                     size_t *lens) {
+  precis_status st = PRECIS_OK;
+  /* A journal over 2 GiB (MPI's int counts) is sent as empty; rank 0 then reads it from the file. */
+  int mine = len < (size_t)INT_MAX ? (int)len : 0;
+  int *counts = NULL, *offsets = NULL;
+  char *all = NULL;
+  if (w->rank == 0) {
+    counts = calloc((size_t)w->size, sizeof *counts);
+    offsets = calloc((size_t)w->size, sizeof *offsets);
+    if (!counts || !offsets) st = precis_fail(PRECIS_E_NOMEM, "out of memory gathering the ranks' journals");
+  }
+  /* Every rank takes part in both collectives, also after a failure of rank 0, or the others hang. */
+  MPI_Gather(&mine, 1, MPI_INT, counts, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  long long total = 0;
+  if (w->rank == 0 && st == PRECIS_OK) {
+    for (int r = 0; r < w->size; r++) {
+      offsets[r] = (int)total;
+      total += counts[r];
+    }
+    if (total >= INT_MAX) {
+      st = precis_fail(PRECIS_E_RUNTIME, "the ranks' journals (%lld bytes) exceed what one MPI_Gatherv carries", total);
+      total = 0;
+      memset(counts, 0, (size_t)w->size * sizeof *counts);
+      memset(offsets, 0, (size_t)w->size * sizeof *offsets);
+    }
+    all = malloc((size_t)total + 1);
+    if (!all && st == PRECIS_OK) st = precis_fail(PRECIS_E_NOMEM, "out of memory gathering the ranks' journals");
+  }
+  MPI_Gatherv(text, mine, MPI_CHAR, all, counts, offsets, MPI_CHAR, 0, MPI_COMM_WORLD);
+  if (w->rank == 0 && st == PRECIS_OK) {
+    for (int r = 0; r < w->size; r++) {
+      texts[r] = malloc((size_t)counts[r] + 1);
+      if (!texts[r]) {
+        st = precis_fail(PRECIS_E_NOMEM, "out of memory gathering the ranks' journals");
+        break;
+      }
+      memcpy(texts[r], all + offsets[r], (size_t)counts[r]);
+      texts[r][counts[r]] = '\0';
+      lens[r] = (size_t)counts[r];
+    }
+  }
+  free(all);
+  free(counts);
+  free(offsets);
+  return st;
+}
+
+#else
+
+bool precis_mpi_built(void) { return false; }
+
+precis_status precis_mpi_join(precis_mpi_world *w) {
+  memset(w, 0, sizeof *w);
+  w->size = 1;
+  return PRECIS_OK;
+}
+
+void precis_mpi_leave(precis_mpi_world *w) { (void)w; }
+
+int precis_mpi_bcast_int(const precis_mpi_world *w, int value) {
+  (void)w;
+  return value;
+}
+
+bool precis_mpi_any(const precis_mpi_world *w, bool flag) {
+  (void)w;
+  return flag;
+}
+
+precis_status precis_mpi_gather_text(const precis_mpi_world *w, const char *text, size_t len, char **texts,
+                                     size_t *lens) {
+  (void)w, (void)text, (void)len, (void)texts, (void)lens;
+  return precis_fail(PRECIS_E_NOT_BUILT, "this precis was built without MPI (PRECIS_MPI=OFF)");
+}
+
+#endif
