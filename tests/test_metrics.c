@@ -202,7 +202,29 @@ TEST(default_bounds_scale_with_k_and_roundoff) {
   CHECK_NEAR(a.items[1].value, 0.0118, 1e-12);
 }
 
+/* Integer operands: 3 bits of headroom below the narrowest one's width (docs/criteria.md). */
+TEST(integer_gates_follow_the_narrowest_width) {
+  const struct {
+    const char *preset;
+    double limit;
+  } cases[] = {{"int8", 0x1p-5}, {"int8-sq", 0x1p-5}, {"w8a16", 0x1p-5}, {"w4a16", 0x1p-1}, {"w4a16-asym", 0x1p-1}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    precis_criteria c;
+    precis_default_criteria(&preset_recipe(cases[i].preset)->spec, 4096, &c);
+    CHECK_EQ_INT(c.count, 2);
+    CHECK_MSG(c.items[1].metric == PRECIS_METRIC_REL_FRO && c.items[1].op == PRECIS_CMP_LE &&
+                  c.items[1].value == cases[i].limit,
+              "%s: rel_fro<=%g expected, got %g", cases[i].preset, cases[i].limit, c.items[1].value);
+  }
+  precis_spec mixed;
+  CHECK_OK(precis_spec_parse("a=s8@row,b=s4@k128", &mixed)); /* the narrower operand decides */
+  precis_criteria c;
+  precis_default_criteria(&mixed, 4096, &c);
+  CHECK(c.items[1].value == 0x1p-1);
+}
+
 RUN_TESTS(T(exact_output_has_zero_error_and_null_sqnr), T(hand_worked_errors), T(max_rel_uses_the_rms_floor),
           T(zero_scale_elements_must_be_exact), T(nonfinite_outputs_are_counted_and_infinitely_wrong),
           T(aggregation_keeps_the_worst_sample), T(aggregation_skips_absent_samples), T(criterion_parsing_and_formatting), T(criteria_check_and_margin),
-          T(each_default_gate_rejects_a_perturbation), T(default_bounds_scale_with_k_and_roundoff))
+          T(each_default_gate_rejects_a_perturbation), T(default_bounds_scale_with_k_and_roundoff),
+          T(integer_gates_follow_the_narrowest_width))

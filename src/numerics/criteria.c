@@ -112,11 +112,16 @@ static double operand_roundoff(const precis_operand_spec *op) {
 void precis_default_criteria(const precis_spec *spec, long long k, precis_criteria *out) {
   memset(out, 0, sizeof *out);
   out->items[out->count++] = (precis_criterion){PRECIS_METRIC_NONFINITE, PRECIS_CMP_EQ, 0};
-  if (precis_operand_is_integer(&spec->a) || precis_operand_is_integer(&spec->b)) {
-    /* Quantization noise is relative to each row's/column's amax, not to each element, so no
-     * componentwise bound exists; 2^-5 (about 30 dB SQNR) leaves 3 of int8's 8 bits as headroom
-     * for ordinary activations and rejects outlier-dominated rows (docs/criteria.md). */
-    out->items[out->count++] = (precis_criterion){PRECIS_METRIC_REL_FRO, PRECIS_CMP_LE, 0.03125};
+  bool a_int = precis_operand_is_integer(&spec->a), b_int = precis_operand_is_integer(&spec->b);
+  if (a_int || b_int) {
+    /* Quantization noise is relative to each row's/column's (group's) amax, not to each element, so
+     * no componentwise bound exists. The gate leaves 3 of the narrowest integer operand's bits as
+     * headroom: 2^-5 (about 30 dB SQNR) for 8 bits, which rejects outlier-dominated int8 rows, and
+     * 2^-1 for 4-bit weights, whose round-to-nearest noise is about 0.1 (docs/criteria.md). */
+    int bits = 64;
+    if (a_int) bits = precis_format_get(spec->a.fmt)->storage_bits;
+    if (b_int && precis_format_get(spec->b.fmt)->storage_bits < bits) bits = precis_format_get(spec->b.fmt)->storage_bits;
+    out->items[out->count++] = (precis_criterion){PRECIS_METRIC_REL_FRO, PRECIS_CMP_LE, ldexp(1.0, -(bits - 3))};
     return;
   }
   /* Componentwise bound for a dot product of length K (Higham, Accuracy and Stability, §3.1):
