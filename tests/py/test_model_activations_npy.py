@@ -12,15 +12,16 @@
   last dimension (the shape found and in_features), rank 4, an integer array, a file that is none of
   the formats.
 """
-import json
 import os
-import struct
 import subprocess
 import sys
 import tempfile
 
 import h5py
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from safetensors_fixture import write_safetensors_f32 as write_safetensors  # noqa: E402
 
 PRECIS = os.environ["PRECIS"]
 FAILURES = []
@@ -40,17 +41,6 @@ def run(args, expect=0):
     return p
 
 
-def write_safetensors(path, tensors):
-    header, offset, blobs = {}, 0, []
-    for name, arr in tensors.items():
-        raw = np.ascontiguousarray(arr, "<f4").tobytes()
-        header[name] = {"dtype": "F32", "shape": list(arr.shape), "data_offsets": [offset, offset + len(raw)]}
-        offset += len(raw)
-        blobs.append(raw)
-    text = json.dumps(header).encode()
-    text += b" " * (-len(text) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
 
 
 def check_dataset(ds, weights, acts, calib, what):

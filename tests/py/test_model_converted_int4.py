@@ -18,13 +18,15 @@ llm-compressor saves for W4A16/W8A16), written here with NumPy alone:
 """
 import json
 import os
-import struct
 import subprocess
 import sys
 import tempfile
 
 import h5py
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from safetensors_fixture import write_safetensors  # noqa: E402
 
 PRECIS = os.environ["PRECIS"]
 FAILURES = []
@@ -45,17 +47,6 @@ def run(args, expect=0):
     return p
 
 
-def write_safetensors(path, tensors):
-    """tensors: name -> (dtype string, shape, raw bytes)."""
-    header, offset, blobs = {}, 0, []
-    for name, (dtype, shape, raw) in tensors.items():
-        header[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [offset, offset + len(raw)]}
-        offset += len(raw)
-        blobs.append(raw)
-    text = json.dumps(header).encode()
-    text += b" " * (-len(text) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
 
 
 def bf16_round(x):

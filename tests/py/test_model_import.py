@@ -15,13 +15,15 @@
 import hashlib
 import json
 import os
-import struct
 import subprocess
 import sys
 import tempfile
 
 import h5py
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from safetensors_fixture import write_safetensors  # noqa: E402
 
 PRECIS = os.environ["PRECIS"]
 FAILURES = []
@@ -57,17 +59,6 @@ def e4m3_value(bits):
     return s * (1 + m / 8) * 2.0 ** (e - 7)
 
 
-def write_safetensors(path, tensors):
-    """tensors: name -> (dtype string, shape, raw bytes)."""
-    header, offset, blobs = {}, 0, []
-    for name, (dtype, shape, raw) in tensors.items():
-        header[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [offset, offset + len(raw)]}
-        offset += len(raw)
-        blobs.append(raw)
-    text = json.dumps(header).encode()
-    text += b" " * (-len(text) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
 
 
 def main():

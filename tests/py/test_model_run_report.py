@@ -16,12 +16,14 @@ import html
 import json
 import os
 import re
-import struct
 import subprocess
 import sys
 import tempfile
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from safetensors_fixture import write_safetensors_f32 as write_safetensors  # noqa: E402
 
 try:
     import jsonschema
@@ -48,17 +50,6 @@ def run(args, expect=0):
     return p
 
 
-def write_safetensors(path, tensors):
-    header, offset, blobs = {}, 0, []
-    for name, arr in tensors.items():
-        raw = np.ascontiguousarray(arr, "<f4").tobytes()
-        header[name] = {"dtype": "F32", "shape": list(arr.shape), "data_offsets": [offset, offset + len(raw)]}
-        offset += len(raw)
-        blobs.append(raw)
-    text = json.dumps(header).encode()
-    text += b" " * (-len(text) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
 
 
 def md_section(text, title):

@@ -16,13 +16,15 @@ Every number asserted is recomputed here with NumPy and the reference safetensor
 """
 import hashlib
 import importlib.resources
-import struct
 import itertools
 import json
 import os
 import subprocess
 import sys
 import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "py"))
+from safetensors_fixture import write_safetensors  # noqa: E402
 
 try:
     import h5py
@@ -197,17 +199,6 @@ def brute_force(rows, layers, recipes, limit, capacity):
     return best
 
 
-def write_safetensors(path, tensors):
-    """tensors: name -> (dtype string, shape, raw bytes); F8_E4M3 has no NumPy dtype to save from."""
-    header, offset, blobs = {}, 0, []
-    for name, (dtype, shape, raw) in tensors.items():
-        header[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [offset, offset + len(raw)]}
-        offset += len(raw)
-        blobs.append(raw)
-    text = json.dumps(header).encode()
-    text += b" " * (-len(text) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
 
 
 def pack_int32(q, bits):
