@@ -37,7 +37,7 @@ static const char *const memory_columns[] = {"tensor_bytes",      "tracked_peak_
 
 static void header(precis_buf *b) {
   bool first = true;
-  static const char *const leading[] = {"workload", "recipe", "spec", "backend", "dataset_id", "description",
+  static const char *const leading[] = {"workload", "layer", "recipe", "spec", "backend", "dataset_id", "description",
                                         "recipe_description", "m", "n", "k", "batch", "status", "reason",
                                         "verdict", "verdict_detail", "criteria"};
   for (size_t i = 0; i < sizeof leading / sizeof leading[0]; i++) csv_text(b, &first, leading[i]);
@@ -50,12 +50,15 @@ static void header(precis_buf *b) {
                                        "samples", "calls_per_sample", "convert_ms", "e2e_median_ms", "tflops"};
   for (size_t i = 0; i < sizeof timing / sizeof timing[0]; i++) csv_text(b, &first, timing[i]);
   for (size_t i = 0; i < sizeof memory_columns / sizeof memory_columns[0]; i++) csv_text(b, &first, memory_columns[i]);
+  static const char *const placement[] = {"host", "part", "rank", "device"};
+  for (size_t i = 0; i < sizeof placement / sizeof placement[0]; i++) csv_text(b, &first, placement[i]);
   precis_buf_append(b, "\r\n");
 }
 
 static void row_line(precis_buf *b, const precis_report *report, const precis_row *row) {
   bool first = true;
   csv_text(b, &first, row->workload);
+  csv_text(b, &first, row->layer ? row->layer : "");
   csv_text(b, &first, row->recipe);
   csv_text(b, &first, row->spec);
   csv_text(b, &first, precis_kv_get(&report->environment, "backend"));
@@ -101,6 +104,12 @@ static void row_line(precis_buf *b, const precis_report *report, const precis_ro
   long long bytes[] = {mem->tensor_bytes,      mem->tracked_peak_bytes, mem->device_baseline_bytes,
                        mem->device_peak_bytes, mem->untracked_bytes,    mem->host_peak_rss_bytes};
   for (size_t i = 0; i < sizeof bytes / sizeof bytes[0]; i++) csv_int(b, &first, bytes[i], true);
+  /* Rows of a merged or MPI report came from different machines; rank and device are absent
+   * (empty) where they do not apply, as in report.json's null. */
+  csv_text(b, &first, row->host ? row->host : "");
+  csv_int(b, &first, row->part, false);
+  csv_int(b, &first, row->rank, true);
+  csv_int(b, &first, row->device, true);
   precis_buf_append(b, "\r\n");
 }
 

@@ -2,7 +2,7 @@
 installed):
 
 - every progress line names the layer and its position, `layer i/N NAME`, in model order;
-- every report.json row carries `layer`, the dataset's attribute, and validates against
+- every report.json row carries `layer`, the dataset's attribute (report.csv too, beside where it ran), and validates against
   docs/report-schema.json; a resumed run keeps it (rows read back from the journal);
 - report.md has a "Per layer" table: one line per layer in model order, one column per recipe,
   each cell the row's rel_fro (3 significant digits), ✗ exactly on failing cases, and the
@@ -12,6 +12,7 @@ installed):
 - 210 layers stay one table of 210 lines (the readable-at-scale case);
 - a dataset that is not a model's (precis gen of a suite) gets neither the key nor the tables.
 """
+import csv
 import html
 import json
 import os
@@ -86,6 +87,12 @@ def main():
     rows = {(r["workload"], r["recipe"]): r for r in report["rows"]}
     check(all(r.get("layer") == r["workload"] for r in report["rows"]) and len(rows) == 15,
           "every row carries its layer")
+    with open(os.path.join(rep, "report.csv"), newline="", encoding="utf-8") as fh:
+        csv_rows = list(csv.DictReader(fh))
+    check(len(csv_rows) == 15 and all(r["layer"] == r["workload"] for r in csv_rows),
+          "report.csv carries each row's layer")
+    check(all(r["host"] and r["part"] == "0" and r["rank"] == "" and r["device"] == "" for r in csv_rows),
+          "report.csv says where each row ran (host; no part, rank or device on a cpu run in one part)")
     if jsonschema:
         schema = json.load(open(os.path.join(SOURCE, "docs", "report-schema.json")))
         jsonschema.validate(report, schema)
