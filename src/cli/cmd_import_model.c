@@ -23,6 +23,10 @@ static void usage(FILE *out) {
           "options:\n"
           "  --layers GLOB       only layers whose name matches (fnmatch; repeatable: any of them)\n"
           "  --exclude GLOB      skip layers whose name matches (repeatable)\n"
+          "  --in-major GLOB     layers whose weight is stored [in, out] (transformers' Conv1D) instead of\n"
+          "                      nn.Linear's [out, in] (repeatable). Read from config.json beside the weights\n"
+          "                      when it says model_type gpt2 or openai-gpt (their c_attn, c_proj and c_fc;\n"
+          "                      GPT-2's wte and wpe are lookups, skipped); --in-major none ignores config.json\n"
           "  --list              print the layers found and exit (no -o needed)\n"
           "  --tokens M          rows of the synthetic activations a (default 32)\n"
           "  --a DIST            their distribution: a name or a YAML mapping such as '{dist: outlier_channels,\n"
@@ -80,8 +84,10 @@ int precis_cmd_import_model(int argc, char **argv) {
     return 0;
   }
   const char *model_path = NULL, *output = NULL, *a_text = "outlier_channels", *activations = NULL, *converted = NULL;
-  const char **include = calloc((size_t)argc, sizeof *include), **exclude = calloc((size_t)argc, sizeof *exclude);
-  size_t n_include = 0, n_exclude = 0;
+  const char **include = calloc((size_t)argc, sizeof *include), **exclude = calloc((size_t)argc + 4, sizeof *exclude);
+  const char **in_major = calloc((size_t)argc + 4, sizeof *in_major);
+  size_t n_include = 0, n_exclude = 0, n_in_major = 0;
+  bool read_config = true;
   bool list = false, force = false, compress = false, quiet = false;
   int64_t tokens = 32, batch = 0, calib = 0, seed = 0;
   int exit_code = 2;
@@ -91,13 +97,13 @@ int precis_cmd_import_model(int argc, char **argv) {
   precis_dist a;
   memset(&a, 0, sizeof a);
   bool have_a = false;
-  if (!include || !exclude) {
+  if (!include || !exclude || !in_major) {
     fprintf(stderr, "precis import: out of memory\n");
     goto done;
   }
   for (int i = 1; i < argc; i++) {
     const char *arg = argv[i], *value = i + 1 < argc ? argv[i + 1] : NULL;
-    bool takes_value = !strcmp(arg, "--model") || !strcmp(arg, "--layers") || !strcmp(arg, "--exclude") ||
+    bool takes_value = !strcmp(arg, "--model") || !strcmp(arg, "--layers") || !strcmp(arg, "--exclude") || !strcmp(arg, "--in-major") ||
                        !strcmp(arg, "--tokens") || !strcmp(arg, "--a") || !strcmp(arg, "--activations") ||
                        !strcmp(arg, "--batch") || !strcmp(arg, "--calib") || !strcmp(arg, "--seed") || !strcmp(arg, "-o") ||
                        !strcmp(arg, "--output") || !strcmp(arg, "--converted");
@@ -110,6 +116,8 @@ int precis_cmd_import_model(int argc, char **argv) {
     if (!strcmp(arg, "--model")) model_path = value;
     else if (!strcmp(arg, "--layers")) include[n_include++] = value;
     else if (!strcmp(arg, "--exclude")) exclude[n_exclude++] = value;
+    else if (!strcmp(arg, "--in-major") && !strcmp(value, "none")) read_config = false;
+    else if (!strcmp(arg, "--in-major")) in_major[n_in_major++] = value;
     else if (!strcmp(arg, "--tokens")) ok = parse_count(value, 1, &tokens);
     else if (!strcmp(arg, "--batch")) ok = parse_count(value, 1, &batch);
     else if (!strcmp(arg, "--calib")) ok = parse_count(value, 0, &calib);
@@ -136,12 +144,23 @@ int precis_cmd_import_model(int argc, char **argv) {
     fprintf(stderr, "precis import: --model PATH and -o OUT.h5 are required (see precis import --model x --help)\n");
     goto done;
   }
-  precis_status st = precis_model_discover(model_path, include, n_include, exclude, n_exclude, &model);
+  precis_model_layout layout;
+  memset(&layout, 0, sizeof layout);
+  precis_status st = read_config ? precis_model_read_layout(model_path, &layout) : PRECIS_OK;
   if (st != PRECIS_OK) goto report;
+  for (size_t i = 0; i < layout.n_in_major; i++) in_major[n_in_major++] = layout.in_major[i];
+  if (!n_include) /* a lookup table named by --layers is the user's choice */
+    for (size_t i = 0; i < layout.n_lookups; i++) exclude[n_exclude++] = layout.lookups[i];
+  if ((st = precis_model_discover(model_path, include, n_include, exclude, n_exclude, &model)) != PRECIS_OK) goto report;
+  size_t marked = precis_model_mark_in_major(&model, in_major, n_in_major);
+  if (layout.n_in_major && !list)
+    fprintf(stderr, "precis import: config.json says model_type %s: %zu layers read as [in, out] (Conv1D)%s\n",
+            layout.model_type, marked, layout.n_lookups ? ", its position and token tables skipped" : "");
   if (list) {
     for (size_t i = 0; i < model.n_layers; i++)
-      printf("%s\t%" PRId64 "x%" PRId64 "\t%s\t%s\n", model.layers[i].name, model.layers[i].out_features,
-             model.layers[i].in_features, model.layers[i].dtype, model.layers[i].file);
+      printf("%s\t%" PRId64 "x%" PRId64 "\t%s\t%s%s\n", model.layers[i].name, model.layers[i].out_features,
+             model.layers[i].in_features, model.layers[i].dtype, model.layers[i].file,
+             model.layers[i].in_major ? "\tstored [in, out]" : "");
     exit_code = 0;
     goto done;
   }
@@ -165,5 +184,6 @@ done:
   precis_model_free(&converted_model);
   free(include);
   free(exclude);
+  free(in_major);
   return exit_code;
 }

@@ -165,6 +165,68 @@ static char *dir_of(const char *path) {
   return slash ? precis_asprintf("%.*s", (int)(slash - path), path) : precis_strdup(".");
 }
 
+/* ------------------------------------------------------------------ layout */
+
+static const char *const conv1d_layers[] = {"*c_attn", "*c_proj", "*c_fc"};
+static const char *const gpt2_lookups[] = {"*wte", "*wpe"};
+static const struct {
+  const char *model_type;
+  const char *const *lookups;
+  size_t n_lookups;
+} conv1d_models[] = {
+    {"gpt2", gpt2_lookups, 2},
+    {"openai-gpt", NULL, 0}, /* its tables, tokens_embed and positions_embed, already say "embed" */
+};
+
+precis_status precis_model_read_layout(const char *path, precis_model_layout *out) {
+  memset(out, 0, sizeof *out);
+  char *dir = is_directory(path) ? precis_strdup(path) : dir_of(path);
+  char *config = dir ? precis_asprintf("%s/config.json", dir) : NULL, *text = NULL;
+  size_t size = 0;
+  cJSON *doc = NULL;
+  precis_status st = PRECIS_OK;
+  if (!config) {
+    st = precis_fail(PRECIS_E_NOMEM, "out of memory");
+    goto done;
+  }
+  if (!precis_path_exists(config)) goto done;
+  if ((st = precis_read_file(config, &text, &size)) != PRECIS_OK) goto done;
+  if (!(doc = cJSON_ParseWithLength(text, size))) {
+    st = precis_fail(PRECIS_E_INPUT, "%s: not valid JSON (it is read for model_type; remove or fix it)", config);
+    goto done;
+  }
+  const cJSON *type = cJSON_GetObjectItemCaseSensitive(doc, "model_type");
+  if (!cJSON_IsString(type)) goto done;
+  snprintf(out->model_type, sizeof out->model_type, "%s", type->valuestring);
+  for (size_t i = 0; i < sizeof conv1d_models / sizeof conv1d_models[0]; i++)
+    if (strcmp(type->valuestring, conv1d_models[i].model_type) == 0) {
+      out->in_major = conv1d_layers;
+      out->n_in_major = sizeof conv1d_layers / sizeof conv1d_layers[0];
+      out->lookups = conv1d_models[i].lookups;
+      out->n_lookups = conv1d_models[i].n_lookups;
+    }
+done:
+  cJSON_Delete(doc);
+  free(text);
+  free(config);
+  free(dir);
+  return st;
+}
+
+size_t precis_model_mark_in_major(precis_model *model, const char *const *globs, size_t n_globs) {
+  size_t marked = 0;
+  for (size_t i = 0; i < model->n_layers; i++) {
+    precis_model_layer *layer = &model->layers[i];
+    if (layer->in_major || !matches_any(layer->name, globs, n_globs)) continue;
+    int64_t stored_rows = layer->out_features;
+    layer->out_features = layer->in_features;
+    layer->in_features = stored_rows;
+    layer->in_major = true;
+    marked++;
+  }
+  return marked;
+}
+
 static precis_status scan_index(discovery *d, const char *index_path) {
   char *text = NULL, *dir = NULL;
   size_t size = 0, n_files = 0, cap_files = 0;
@@ -513,11 +575,17 @@ static precis_status layer_activations(const precis_model_import_options *o, con
     char dims[96];
     if (rank == 3) snprintf(dims, sizeof dims, "%" PRId64 ", %" PRId64 ", %" PRId64, shape[0], shape[1], shape[2]);
     else snprintf(dims, sizeof dims, "%" PRId64 ", %" PRId64, shape[0], shape[1]);
+    /* The activations fitting the other side of a square-less weight is the signature of a
+     * weight stored the other way round (GPT-2's Conv1D without its config.json). */
+    const char *hint = shape[rank - 1] != layer->out_features ? ""
+                       : layer->in_major ? "; it matches the weight read as [out, in]: drop --in-major for this layer"
+                                         : "; it matches the weight read as [in, out] (transformers' Conv1D, as in GPT-2): "
+                                           "pass --in-major GLOB for such layers";
     st = precis_fail(PRECIS_E_INPUT,
                      "%s%s%s: shape [%s]: the last dimension is %" PRId64 ", but layer %s has in_features = %" PRId64
-                     " (expected [samples, tokens, %" PRId64 "])",
+                     " (expected [samples, tokens, %" PRId64 "])%s",
                      path, object ? ": " : "", object ? object : "", dims, shape[rank - 1], layer->name,
-                     layer->in_features, layer->in_features);
+                     layer->in_features, layer->in_features, hint);
   } else {
     *samples = rank == 3 ? shape[0] : 1;
     *tokens = shape[rank - 2];
@@ -859,11 +927,19 @@ static precis_status import_layer(const precis_model_layer *layer, const precis_
   char kind[] = "gemm";
   const int64_t n = layer->out_features, k = layer->in_features;
   int64_t m = o->tokens, batch = o->batch > 0 ? o->batch : 1, samples = 0;
-  precis_dist b_dist = {.kind = PRECIS_DIST_FILE, .path = layer->file, .object = layer->tensor, .transpose = true};
+  precis_dist b_dist = {.kind = PRECIS_DIST_FILE, .path = layer->file, .object = layer->tensor, .transpose = !layer->in_major};
   precis_dist a_file = {.kind = PRECIS_DIST_FILE};
 
   if ((st = precis_dataset_check_name(layer->name)) != PRECIS_OK) goto done;
-  /* Weights: SHA-256 of the stored bytes, then b = W^T in float32 (every source dtype widens exactly). */
+  if (layer->in_major && o->converted) {
+    /* The converted formats' scales are per output row of an [out, in] weight. */
+    st = precis_fail(PRECIS_E_USAGE, "layer %s: --converted reads [out, in] weights; this layer is stored [in, out] "
+                                     "(--in-major): not supported",
+                     layer->name);
+    goto done;
+  }
+  /* Weights: SHA-256 of the stored bytes, then b = W^T in float32 (every source dtype widens exactly);
+   * an input-major weight already is W^T. */
   if ((st = read_weight(layer, &raw)) != PRECIS_OK) goto done;
   precis_sha256 h;
   precis_sha256_init(&h);
@@ -876,10 +952,12 @@ static precis_status import_layer(const precis_model_layer *layer, const precis_
   if (!data.b) goto nomem;
   for (int64_t j = 0; j < n; j++)
     for (int64_t i = 0; i < k; i++) {
-      float v = decode(raw, layer->dtype, (uint64_t)j * (uint64_t)k + (uint64_t)i);
+      uint64_t stored = layer->in_major ? (uint64_t)i * (uint64_t)n + (uint64_t)j : (uint64_t)j * (uint64_t)k + (uint64_t)i;
+      float v = decode(raw, layer->dtype, stored);
       if (!isfinite(v)) {
         st = precis_fail(PRECIS_E_INPUT, "%s: tensor \"%s\": element [%" PRId64 ", %" PRId64 "] is %s (weights must be finite)",
-                         layer->file, layer->tensor, j, i, isnan(v) ? "NaN" : "infinite");
+                         layer->file, layer->tensor, layer->in_major ? i : j, layer->in_major ? j : i,
+                         isnan(v) ? "NaN" : "infinite");
         goto done;
       }
       data.b[(uint64_t)i * (uint64_t)n + (uint64_t)j] = v;
@@ -955,8 +1033,9 @@ static precis_status import_layer(const precis_model_layer *layer, const precis_
   cJSON_AddStringToObject(src, "tensor", layer->tensor);
   cJSON_AddStringToObject(src, "dtype", layer->dtype);
   cJSON *shape = cJSON_AddArrayToObject(src, "shape");
-  cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)n));
-  cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)k));
+  cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)(layer->in_major ? k : n)));
+  cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)(layer->in_major ? n : k)));
+  cJSON_AddStringToObject(src, "layout", layer->in_major ? "[in, out]" : "[out, in]");
   cJSON_AddStringToObject(src, "sha256", sha);
   if (o->converted) {
     const precis_model_layer *t = NULL;
@@ -976,8 +1055,9 @@ static precis_status import_layer(const precis_model_layer *layer, const precis_
                                   "c_ref from the original %s weight in %s",
                                   layer->name, converted_what, o->converted->path, layer->dtype, layer->file);
   else
-    description = precis_asprintf("linear layer %s: %s weight [%" PRId64 ", %" PRId64 "] from %s, b = W^T", layer->name,
-                                  layer->dtype, n, k, layer->file);
+    description = precis_asprintf("linear layer %s: %s weight [%" PRId64 ", %" PRId64 "] from %s, %s", layer->name,
+                                  layer->dtype, layer->in_major ? k : n, layer->in_major ? n : k, layer->file,
+                                  layer->in_major ? "stored [in, out] (Conv1D): b = W as stored" : "b = W^T");
   info.name = layer->name;
   info.kind = kind;
   info.m = m;

@@ -22,7 +22,8 @@ typedef struct precis_model_layer {
   char *file;   /* the safetensors file holding the weight */
   char *tensor; /* the weight's tensor name */
   char dtype[12];
-  int64_t out_features, in_features; /* the weight is [out, in]: n = out, k = in */
+  int64_t out_features, in_features; /* n = out, k = in */
+  bool in_major;                     /* stored [in, out] (transformers' Conv1D) instead of nn.Linear's [out, in] */
   int rank;                          /* 2 for a layer; 0..2 for a converted checkpoint's tensors */
   uint64_t bytes;                    /* the weight's bytes in the file */
 } precis_model_layer;
@@ -39,6 +40,25 @@ typedef struct precis_model {
 precis_status precis_model_discover(const char *path, const char *const *include, size_t n_include,
                                     const char *const *exclude, size_t n_exclude, precis_model *out);
 void precis_model_free(precis_model *model);
+
+/* What a checkpoint's config.json (next to the weights: in the directory given, or beside the
+ * file or index) says about the layout of its weights. GPT-2-style models (model_type gpt2,
+ * openai-gpt) build their linear layers from transformers' Conv1D, whose weight is [in, out]:
+ * in_major lists those layers' globs, lookups the embedding tables whose name lacks "embed". Both
+ * empty when there is no config.json or the model is not one of these. A config.json that is not
+ * valid JSON is an error naming it. */
+typedef struct precis_model_layout {
+  char model_type[48];
+  const char *const *in_major;
+  size_t n_in_major;
+  const char *const *lookups;
+  size_t n_lookups;
+} precis_model_layout;
+precis_status precis_model_read_layout(const char *path, precis_model_layout *out);
+
+/* Marks the layers matching any glob as stored [in, out]: their in/out features swap. Returns how
+ * many were marked. */
+size_t precis_model_mark_in_major(precis_model *model, const char *const *globs, size_t n_globs);
 /* Every tensor of rank <= 2 of a checkpoint, unfiltered, named by its full tensor name (a
  * converted checkpoint's weights and weight_scale tensors). */
 precis_status precis_model_tensors(const char *path, precis_model *out);
