@@ -907,6 +907,17 @@ TEST(broken_scale_tensors_are_caught) {
   precis_clear_error();
 }
 
+/* The scale modes came with cuBLASLt 12.9: a plan for an older one is refused, naming it. */
+TEST(scale_modes_need_cublaslt_12_9) {
+  precis_gemm_plan p;
+  CHECK(precis_gemm_plan_make_for(&preset_recipe("fp8-block")->spec, 16, 16, 16, 1, false, 120800, &p) ==
+            PRECIS_E_UNSUPPORTED &&
+        strstr(precis_last_error(), "cuBLASLt 12.9") && strstr(precis_last_error(), "12.8.0"));
+  precis_clear_error();
+  CHECK_OK(precis_gemm_plan_make_for(&preset_recipe("fp8-block")->spec, 16, 16, 16, 1, false, 120900, &p));
+  CHECK_OK(precis_gemm_plan_make_for(&preset_recipe("fp8")->spec, 16, 16, 16, 1, false, 120800, &p));
+}
+
 /* fp8 output (out=e4m3): D e4m3 with scale_D and amax_D, C its own bf16 buffer (counted). */
 TEST(fp8_output_plan) {
   precis_recipe r;
@@ -937,4 +948,4 @@ RUN_TESTS(T(every_recipe_every_shape_equals_the_row_major_product), T(random_sha
           T(bad_dimensions_are_rejected), T(broken_plans_are_caught), T(int8_few_rows_are_padded_to_32),
           T(cublaslt_13_1_int8_strided_batch_is_one_call_per_matrix), T(cublaslt_13_1_int8_more_than_65536_rows_are_split),
           T(plan_check_rejects_what_cublaslt_rejects_at_call_time), T(fp8_scale_tensors_on_odd_shapes),
-          T(broken_scale_tensors_are_caught), T(fp8_output_plan))
+          T(broken_scale_tensors_are_caught), T(fp8_output_plan), T(scale_modes_need_cublaslt_12_9))

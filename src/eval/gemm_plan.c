@@ -131,6 +131,10 @@ precis_status precis_gemm_plan_make_for(const precis_spec *spec, int64_t m, int6
   const precis_lt_route *route = precis_lt_route_find(spec, why, sizeof why);
   if (!route) return precis_fail(PRECIS_E_UNSUPPORTED, "%s", why);
   const char *name = route->name;
+  /* A known cuBLASLt older than the route's (scale modes came with 12.9): refused with the need. */
+  if (lt_version > 0 && route->min_cublaslt > 0 && lt_version < route->min_cublaslt)
+    return precis_fail(PRECIS_E_UNSUPPORTED, "%s; planned for cuBLASLt %d.%d.%d", route->needs, lt_version / 10000,
+                       lt_version / 100 % 100, lt_version % 100);
   if (m <= 0 || n <= 0 || k <= 0 || batch <= 0)
     return precis_fail(PRECIS_E_INPUT, "GEMM plan for %s: dimensions must be positive (m=%lld n=%lld k=%lld batch=%lld)",
                        name, (long long)m, (long long)n, (long long)k, (long long)batch);
