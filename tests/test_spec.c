@@ -311,6 +311,8 @@ TEST(tensor_bytes_follow_the_formats_and_scales) {
   CHECK_EQ_INT(bytes_of("nvfp4", 3, 5, 7, 2, false), 21 + 18 + 30 * 2 + 6 + 4 + 5 + 4);
   /* fp8-block: A 1x128 groups (6 f32 scales), B 128x128 blocks (1 per matrix; b per batch: 2). */
   CHECK_EQ_INT(bytes_of("fp8-block", 3, 5, 7, 2, true), 42 + 70 + 30 * 2 + 6 * 4 + 2 * 4);
+  /* fp8 output: e4m3 codes of C and D's f32 scale. */
+  CHECK_EQ_INT(bytes_of("a=e4m3@tensor,b=e4m3@tensor,out=e4m3", 3, 5, 7, 2, false), 42 + 35 + 30 + 8 + 4);
 }
 
 TEST(backends_answer_from_the_spec) {
