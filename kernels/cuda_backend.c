@@ -171,12 +171,13 @@ done:
 
 /* Issue 16 (fp8-rowwise, fp8-block): one operand quantized on the host by the cpu backend's
  * quantizer (src/numerics/quantize.c), so that its codes and scales are the cpu backend's bit for
- * bit; the codes are copied into cuBLASLt's buffer as write `w` says (A's rows with ld k_pad; B
- * transposed to [n, k] with ld k_pad), the scales into the plan's scale tensor t. */
+ * bit; the codes are placed into a host image of cuBLASLt's buffer as write `w` says (A's rows with
+ * ld k_pad; B transposed to [n, k] with ld k_pad; padding zero) and the scales into the plan's
+ * scale tensor t, both by the plan's code (tested on the CPU), then uploaded. */
 static precis_status upload_host_quantized(cuda_case *cs, const precis_operand_spec *op, precis_operand_side side,
                                            const float *x, size_t rows, size_t cols, const precis_plan_write *w,
-                                           void *dst, const precis_lt_scale_tensor *t, float *d_scales,
-                                           size_t *clipped) {
+                                           const precis_lt_matrix *slot, void *dst, const precis_lt_scale_tensor *t,
+                                           float *d_scales, size_t *clipped) {
   precis_status st = PRECIS_OK;
   cudaStream_t s = cs->wk->stream;
   precis_quant_desc d = {.elem = op->fmt, .side = side, .ints = PRECIS_QUANT_INT_SYMMETRIC};
@@ -189,14 +190,15 @@ static precis_status upload_host_quantized(cuda_case *cs, const precis_operand_s
   }
   precis_quant_layout l;
   precis_quant_tensor q = {0};
-  uint8_t *transposed = NULL;
+  uint8_t *image = NULL;
   float *tensor = NULL;
+  size_t image_bytes = (size_t)slot->elements * slot->elem_bytes;
   if ((st = precis_quant_layout_of(&d, rows, cols, &l)) != PRECIS_OK) return st;
   q.codes = malloc(rows * cols);
   q.scales = malloc(l.scale_count * sizeof(float));
   tensor = malloc((size_t)t->elements * sizeof(float));
-  if (w->transpose_out) transposed = malloc(rows * cols);
-  if (!q.codes || !q.scales || !tensor || (w->transpose_out && !transposed)) {
+  image = calloc(image_bytes, 1);
+  if (!q.codes || !q.scales || !tensor || !image) {
     st = precis_fail(PRECIS_E_DOES_NOT_FIT, "host memory: %zu bytes for the host-quantized %s operand", rows * cols,
                      side == PRECIS_OPERAND_A ? "A" : "B");
     goto done;
@@ -206,21 +208,20 @@ static precis_status upload_host_quantized(cuda_case *cs, const precis_operand_s
   precis_gemm_plan_fill_scales(t, q.scales, (int64_t)l.scale_cols, (int64_t)l.group_rows, (int64_t)l.group_cols,
                                (int64_t)rows, (int64_t)cols, tensor);
   PRECIS_TRY(cuda, cudaMemcpyAsync(d_scales, tensor, (size_t)t->elements * sizeof(float), cudaMemcpyHostToDevice, s));
-  const uint8_t *src = q.codes;
-  size_t out_rows = rows, out_cols = cols;
-  if (w->transpose_out) {
-    for (size_t r = 0; r < rows; r++)
-      for (size_t c = 0; c < cols; c++) transposed[c * rows + r] = q.codes[r * cols + c];
-    src = transposed, out_rows = cols, out_cols = rows;
+  if ((size_t)(w->calls * w->rows * w->cols) != rows * cols) {
+    st = precis_fail(PRECIS_E_RUNTIME, "cuda backend: the plan writes %lld codes of %s, the quantizer made %zu",
+                     (long long)(w->calls * w->rows * w->cols), side == PRECIS_OPERAND_A ? "A" : "B", rows * cols);
+    goto done;
   }
-  PRECIS_TRY(cuda, cudaMemcpy2DAsync(dst, (size_t)w->ld_out, src, out_cols, out_cols, out_rows, cudaMemcpyHostToDevice, s));
+  precis_gemm_plan_place_codes(w, q.codes, image);
+  PRECIS_TRY(cuda, cudaMemcpyAsync(dst, image, image_bytes, cudaMemcpyHostToDevice, s));
   /* The host buffers are freed below: the copies must have read them. */
   PRECIS_TRY(cuda, cudaStreamSynchronize(s));
 done:
   free(q.codes);
   free(q.scales);
   free(tensor);
-  free(transposed);
+  free(image);
   return st;
 }
 
@@ -544,10 +545,10 @@ static precis_status run_case_body(cuda_case *cs, const precis_workload_data *da
     size_t clipped = 0;
     double h0 = precis_now_ms();
     st = upload_host_quantized(cs, &cs->spec->a, PRECIS_OPERAND_A, data->a, (size_t)(w->batch * w->m), (size_t)w->k,
-                               &p->write_a, cs->lt_b, &p->lt_b_scales, cs->lt_b_scales, &clipped);
+                               &p->write_a, &p->lt_b, cs->lt_b, &p->lt_b_scales, cs->lt_b_scales, &clipped);
     if (st == PRECIS_OK)
       st = upload_host_quantized(cs, &cs->spec->b, PRECIS_OPERAND_B, data->b, (size_t)w->k, (size_t)w->n, &p->write_b,
-                                 cs->lt_a, &p->lt_a_scales, cs->lt_a_scales, &clipped);
+                                 &p->lt_a, cs->lt_a, &p->lt_a_scales, cs->lt_a_scales, &clipped);
     if (st != PRECIS_OK) goto done;
     out->time.convert_ms = precis_now_ms() - h0;
     out->clipped_fraction = (double)clipped / (double)(cs->a_count + cs->b_count);

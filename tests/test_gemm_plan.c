@@ -312,10 +312,28 @@ static bool execute_plan(const precis_gemm_plan *p, const workload *w, char *why
     const precis_plan_write *wr = is_a ? writes[0] : writes[1];
     scale_axis axis = int8 ? (is_a ? SCALE_ROW : SCALE_COL) : fp8 ? SCALE_TENSOR : SCALE_NONE;
     const double *scales = int8 ? (is_a ? w->row_scales : w->col_scales) : is_a ? &w->scale_a : &w->scale_b;
-    const double *src = is_a ? w->a : w->b;
-    if (w->host_quantized) axis = SCALE_NONE, src = is_a ? w->qa : w->qb; /* the host quantizer's codes */
-    if (!emulate_write(wr, src, is_a ? w->batch * w->m * w->k : w->b_count * w->k * w->n, slots[s],
-                       slot_elements[s], axis, scales, why, why_len))
+    int64_t src_count = is_a ? w->batch * w->m * w->k : w->b_count * w->k * w->n;
+    if (w->host_quantized) {
+      /* The host quantizer's codes (small integers here, stored as int8 bytes), placed by the
+       * plan's own code as the cuda backend places them, then read back as values. */
+      const double *q = is_a ? w->qa : w->qb;
+      uint8_t *codes = malloc((size_t)src_count), *image = calloc((size_t)slot_elements[s], 1);
+      for (int64_t i = 0; i < src_count; i++) codes[i] = (uint8_t)(int8_t)q[i];
+      bool fits = wr->calls * wr->rows * wr->cols == src_count &&
+                  layout_fits(&(precis_lt_matrix){.rows = wr->transpose_out ? wr->rows : wr->cols,
+                                                  .cols = wr->transpose_out ? wr->cols : wr->rows, .ld = wr->ld_out,
+                                                  .batch_count = 1},
+                              0, slot_elements[s], "codes", why, why_len);
+      if (fits) {
+        precis_gemm_plan_place_codes(wr, codes, image);
+        for (int64_t i = 0; i < slot_elements[s]; i++) slots[s][i] = (double)(int8_t)image[i];
+      }
+      free(codes);
+      free(image);
+      if (!fits) goto done;
+      continue;
+    }
+    if (!emulate_write(wr, is_a ? w->a : w->b, src_count, slots[s], slot_elements[s], axis, scales, why, why_len))
       goto done;
   }
   double alpha = 1.0;

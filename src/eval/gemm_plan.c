@@ -456,6 +456,16 @@ void precis_gemm_plan_fill_scales(const precis_lt_scale_tensor *t, const float *
     }
 }
 
+void precis_gemm_plan_place_codes(const precis_plan_write *w, const uint8_t *codes, uint8_t *dst) {
+  for (int64_t c = 0; c < w->calls; c++) {
+    const uint8_t *src = codes + c * w->src_stride;
+    uint8_t *out = dst + c * w->dst_stride;
+    for (int64_t r = 0; r < w->rows; r++)
+      for (int64_t col = 0; col < w->cols; col++)
+        out[w->transpose_out ? col * w->ld_out + r : r * w->ld_out + col] = src[r * w->cols + col];
+  }
+}
+
 const char *precis_lt_scale_mode_name(int mode) {
   switch (mode) {
   case PRECIS_LT_SCALE_SCALAR_32F: return "SCALAR_32F";

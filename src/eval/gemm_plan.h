@@ -251,6 +251,13 @@ void precis_gemm_plan_fill_scales(const precis_lt_scale_tensor *t, const float *
                                   int64_t group_rows, int64_t group_cols, int64_t operand_rows, int64_t operand_cols,
                                   float *out);
 
+/* Places host-quantized codes (one byte each, row-major [w->rows, w->cols] per call, call c at
+ * codes + c*src_stride) into a host image of the slot's buffer (dst, zeroed by the caller, the
+ * slot's elements bytes) as the write says: element (r, col) of call c at c*dst_stride +
+ * r*ld_out + col, or c*dst_stride + col*ld_out + r when transpose_out. The cuda backend uploads
+ * the image as it is (fp8-rowwise, fp8-block). */
+void precis_gemm_plan_place_codes(const precis_plan_write *w, const uint8_t *codes, uint8_t *dst);
+
 /* "OUTER_VEC_32F", "VEC128_32F", ... for a PRECIS_LT_SCALE_* value ("none" for -1). */
 const char *precis_lt_scale_mode_name(int mode);
 
