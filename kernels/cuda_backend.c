@@ -26,6 +26,7 @@
 #include "mem_sampler.h"
 #include "nvml_clock.h"
 #include "quant.h"
+#include "quantize.h"
 #include "stream_delay.h"
 #include "timing.h"
 
@@ -78,6 +79,11 @@ typedef struct cuda_case {
   float *out;              /* dequantized (int8) or widened (f16/bf16) output; NULL: D is float32 */
   float *row_scales, *col_scales;
   float *amax, *fp8_scales; /* fp8: [0] the workload's A, [1] its B */
+  bool host_q;              /* fp8-rowwise/fp8-block: codes and scales from the host quantizer */
+  float *lt_a_scales, *lt_b_scales; /* their scale tensors (plan->lt_a_scales/lt_b_scales) */
+  void *c_buf;              /* fp8 output: C's own bf16 buffer */
+  float *d_fp8;             /* fp8 output: [0] scale_D, [1] amax_D */
+  float d_scale;            /* fp8 output: s, D's dequantization scale (scale_D = 1/s) */
   unsigned long long *clipped;
   void *workspace;
   void *flush;
@@ -163,6 +169,62 @@ done:
   return st;
 }
 
+/* Issue 16 (fp8-rowwise, fp8-block): one operand quantized on the host by the cpu backend's
+ * quantizer (src/numerics/quantize.c), so that its codes and scales are the cpu backend's bit for
+ * bit; the codes are placed into a host image of cuBLASLt's buffer as write `w` says (A's rows with
+ * ld k_pad; B transposed to [n, k] with ld k_pad; padding zero) and the scales into the plan's
+ * scale tensor t, both by the plan's code (tested on the CPU), then uploaded. */
+static precis_status upload_host_quantized(cuda_case *cs, const precis_operand_spec *op, precis_operand_side side,
+                                           const float *x, size_t rows, size_t cols, const precis_plan_write *w,
+                                           const precis_lt_matrix *slot, void *dst, const precis_lt_scale_tensor *t,
+                                           float *d_scales, size_t *clipped) {
+  precis_status st = PRECIS_OK;
+  cudaStream_t s = cs->wk->stream;
+  precis_quant_desc d = {.elem = op->fmt, .side = side, .ints = PRECIS_QUANT_INT_SYMMETRIC};
+  switch (op->gran) {
+  case PRECIS_GRAN_ROW: d.gran = PRECIS_QUANT_GRAN_ROW; break;
+  case PRECIS_GRAN_COL: d.gran = PRECIS_QUANT_GRAN_COL; break;
+  case PRECIS_GRAN_K: d.gran = PRECIS_QUANT_GRAN_K, d.group = op->group; break;
+  case PRECIS_GRAN_BLOCK: d.gran = PRECIS_QUANT_GRAN_BLOCK, d.group = op->block_rows, d.group_cols = op->block_cols; break;
+  default: return precis_fail(PRECIS_E_UNSUPPORTED, "cuda backend: no host quantization for %s", precis_gran_name(op->gran));
+  }
+  precis_quant_layout l;
+  precis_quant_tensor q = {0};
+  uint8_t *image = NULL;
+  float *tensor = NULL;
+  size_t image_bytes = (size_t)slot->elements * slot->elem_bytes;
+  if ((st = precis_quant_layout_of(&d, rows, cols, &l)) != PRECIS_OK) return st;
+  q.codes = malloc(rows * cols);
+  q.scales = malloc(l.scale_count * sizeof(float));
+  tensor = malloc((size_t)t->elements * sizeof(float));
+  image = calloc(image_bytes, 1);
+  if (!q.codes || !q.scales || !tensor || !image) {
+    st = precis_fail(PRECIS_E_DOES_NOT_FIT, "host memory: %zu bytes for the host-quantized %s operand", rows * cols,
+                     side == PRECIS_OPERAND_A ? "A" : "B");
+    goto done;
+  }
+  if ((st = precis_quantize(&d, x, rows, cols, &q)) != PRECIS_OK) goto done;
+  *clipped += q.clipped;
+  precis_gemm_plan_fill_scales(t, q.scales, (int64_t)l.scale_cols, (int64_t)l.group_rows, (int64_t)l.group_cols,
+                               (int64_t)rows, (int64_t)cols, tensor);
+  PRECIS_TRY(cuda, cudaMemcpyAsync(d_scales, tensor, (size_t)t->elements * sizeof(float), cudaMemcpyHostToDevice, s));
+  if ((size_t)(w->calls * w->rows * w->cols) != rows * cols) {
+    st = precis_fail(PRECIS_E_RUNTIME, "cuda backend: the plan writes %lld codes of %s, the quantizer made %zu",
+                     (long long)(w->calls * w->rows * w->cols), side == PRECIS_OPERAND_A ? "A" : "B", rows * cols);
+    goto done;
+  }
+  precis_gemm_plan_place_codes(w, q.codes, image);
+  PRECIS_TRY(cuda, cudaMemcpyAsync(dst, image, image_bytes, cudaMemcpyHostToDevice, s));
+  /* The host buffers are freed below: the copies must have read them. */
+  PRECIS_TRY(cuda, cudaStreamSynchronize(s));
+done:
+  free(q.codes);
+  free(q.scales);
+  free(tensor);
+  free(image);
+  return st;
+}
+
 static precis_status gemm(cuda_case *cs, long calls) {
   precis_status st = PRECIS_OK;
   for (long i = 0; i < calls; i++)
@@ -184,6 +246,9 @@ static precis_status finish_output(cuda_case *cs) {
                                                    cs->row_scales + c * q->row_scale_stride,
                                                    cs->col_scales + c * q->col_scale_stride, cs->out + c * q->out_stride,
                                                    (size_t)q->ld_out, s));
+  } else if (p->d_scaled) {
+    /* e4m3 codes to float32; the host multiplies them by s (dequantized output). */
+    PRECIS_TRY(cuda, precis_cuda_e4m3_to_f32(cs->d, cs->out, (size_t)p->lt_d.elements, s));
   } else if (p->widen) {
     if (p->lt_d.data_type == PRECIS_CUDA_R_16F)
       PRECIS_TRY(cuda, precis_cuda_widen_f16(cs->d, cs->out, (size_t)p->lt_d.elements, s));
@@ -400,8 +465,20 @@ static precis_status run_case_body(cuda_case *cs, const precis_workload_data *da
   if (st != PRECIS_OK) goto done;
   sampling = true;
 
-  st = alloc(cs, cs->a_count * sizeof(float), "a (float32 input)", (void **)&cs->a32);
-  if (st == PRECIS_OK) st = alloc(cs, cs->b_count * sizeof(float), "b (float32 input)", (void **)&cs->b32);
+  if (!cs->host_q) {
+    st = alloc(cs, cs->a_count * sizeof(float), "a (float32 input)", (void **)&cs->a32);
+    if (st == PRECIS_OK) st = alloc(cs, cs->b_count * sizeof(float), "b (float32 input)", (void **)&cs->b32);
+  } else {
+    st = alloc(cs, (size_t)p->lt_a_scales.elements * sizeof(float), "scale tensor of cuBLASLt A (b's scales)",
+               (void **)&cs->lt_a_scales);
+    if (st == PRECIS_OK)
+      st = alloc(cs, (size_t)p->lt_b_scales.elements * sizeof(float), "scale tensor of cuBLASLt B (a's scales)",
+                 (void **)&cs->lt_b_scales);
+  }
+  if (st == PRECIS_OK && p->d_scaled) {
+    st = alloc(cs, (size_t)p->lt_c.elements * p->lt_c.elem_bytes, "C (bf16, fp8 output; never read)", &cs->c_buf);
+    if (st == PRECIS_OK) st = alloc(cs, 2 * sizeof(float), "scale_D and amax_D", (void **)&cs->d_fp8);
+  }
   if (st != PRECIS_OK) goto done;
   if ((cs->spec->a.fmt == PRECIS_FMT_F32 && cs->spec->b.fmt == PRECIS_FMT_F32)) {
     cs->lt_a = cs->b32; /* no conversion, no padding: the layouts are the inputs' own */
@@ -440,8 +517,10 @@ static precis_status run_case_body(cuda_case *cs, const precis_workload_data *da
   if (st != PRECIS_OK) goto done;
 
   /* Inputs, padding, static scales. */
-  PRECIS_TRY(cuda, cudaMemcpyAsync(cs->a32, data->a, cs->a_count * sizeof(float), cudaMemcpyHostToDevice, s));
-  PRECIS_TRY(cuda, cudaMemcpyAsync(cs->b32, data->b, cs->b_count * sizeof(float), cudaMemcpyHostToDevice, s));
+  if (!cs->host_q) {
+    PRECIS_TRY(cuda, cudaMemcpyAsync(cs->a32, data->a, cs->a_count * sizeof(float), cudaMemcpyHostToDevice, s));
+    PRECIS_TRY(cuda, cudaMemcpyAsync(cs->b32, data->b, cs->b_count * sizeof(float), cudaMemcpyHostToDevice, s));
+  }
   if (p->lt_a.zero_fill)
     PRECIS_TRY(cuda, cudaMemsetAsync(cs->lt_a, 0, (size_t)p->lt_a.elements * p->lt_a.elem_bytes, s));
   if (p->lt_b.zero_fill)
@@ -461,6 +540,22 @@ static precis_status run_case_body(cuda_case *cs, const precis_workload_data *da
    * since CUDA 12.2) the first launch of each kernel in the process loads it, and that cost would
    * otherwise land in the first case's convert_ms. Running it twice writes the same values; the
    * clipped counter is cleared after the untimed run. */
+  if (cs->host_q) {
+    /* Host quantization and upload, timed on the host as convert_ms (it includes the copies). */
+    size_t clipped = 0;
+    double h0 = precis_now_ms();
+    st = upload_host_quantized(cs, &cs->spec->a, PRECIS_OPERAND_A, data->a, (size_t)(w->batch * w->m), (size_t)w->k,
+                               &p->write_a, &p->lt_b, cs->lt_b, &p->lt_b_scales, cs->lt_b_scales, &clipped);
+    if (st == PRECIS_OK)
+      st = upload_host_quantized(cs, &cs->spec->b, PRECIS_OPERAND_B, data->b, (size_t)w->k, (size_t)w->n, &p->write_b,
+                                 &p->lt_a, cs->lt_a, &p->lt_a_scales, cs->lt_a_scales, &clipped);
+    if (st != PRECIS_OK) goto done;
+    out->time.convert_ms = precis_now_ms() - h0;
+    out->clipped_fraction = (double)clipped / (double)(cs->a_count + cs->b_count);
+    precis_kv_set(details, "convert", "host: the cpu backend's quantizer (codes and scales bit for bit), then copies "
+                                      "of codes and scale tensors to the device");
+    goto converted;
+  }
   double enqueue_start = precis_now_ms();
   st = convert_a(cs);
   if (st == PRECIS_OK) st = convert_b(cs);
@@ -490,17 +585,28 @@ static precis_status run_case_body(cuda_case *cs, const precis_workload_data *da
     precis_kv_set_number(details, "fp8_scale_b", scales[1]);
   }
 
+converted:;
   /* The cuBLASLt call and its algorithm. The fp8 scale pointers follow the operands: A_lt holds
    * the workload's B, so A_SCALE_POINTER gets B's scale (the plan says which). */
   const float *scale_slot_a = NULL, *scale_slot_b = NULL;
   if (cs->fp8) {
     scale_slot_a = p->lt_a_scale == PRECIS_PLAN_WORKLOAD_A ? cs->fp8_scales : cs->fp8_scales + 1;
     scale_slot_b = p->lt_b_scale == PRECIS_PLAN_WORKLOAD_A ? cs->fp8_scales : cs->fp8_scales + 1;
+  } else if (cs->host_q) {
+    scale_slot_a = cs->lt_a_scales; /* the plan's lt_a_scales: the scales of the operand A_lt holds */
+    scale_slot_b = cs->lt_b_scales;
   }
   st = precis_lt_call_init(&cs->call, p, cs->lt_a, cs->lt_b, cs->d, scale_slot_a, scale_slot_b, cs->workspace,
                            PRECIS_LT_WORKSPACE_BYTES);
   if (st != PRECIS_OK) goto done;
   cs->call_ready = true;
+  if (p->d_scaled) {
+    const float one[2] = {1.0f, 0.0f};
+    PRECIS_TRY(cuda, cudaMemcpyAsync(cs->d_fp8, one, sizeof one, cudaMemcpyHostToDevice, s));
+    PRECIS_TRY(cuda, cudaStreamSynchronize(s));
+    st = precis_lt_call_set_fp8_output(&cs->call, cs->c_buf, cs->d_fp8, cs->d_fp8 + 1);
+    if (st != PRECIS_OK) goto done;
+  }
   cublasLtMatmulHeuristicResult_t cands[PRECIS_LT_MAX_CANDIDATES];
   int count = 0, chosen = 0;
   st = precis_lt_call_candidates(&cs->call, wk->lt, o->autotune > 1 ? o->autotune : 1, cands, &count);
@@ -514,6 +620,26 @@ static precis_status run_case_body(cuda_case *cs, const precis_workload_data *da
   precis_kv_set(details, "algo_from", count > 1 ? "autotune over cublasLtMatmulAlgoGetHeuristic candidates"
                                                 : "cublasLtMatmulAlgoGetHeuristic, first candidate");
 
+  /* fp8 output: a first pass with scale_D = 1 reads amax_D back; D's scale is then chosen as the
+   * cpu backend chooses it (s = amax/448, current scaling; docs/decisions.md) and scale_D = 1/s
+   * is used by the evaluated call and every timed one. */
+  if (p->d_scaled) {
+    st = gemm(cs, 1);
+    if (st != PRECIS_OK) goto done;
+    float fp8_pair[2];
+    PRECIS_TRY(cuda, cudaMemcpyAsync(fp8_pair, cs->d_fp8, sizeof fp8_pair, cudaMemcpyDeviceToHost, s));
+    PRECIS_TRY(cuda, cudaStreamSynchronize(s));
+    float amax = fp8_pair[1];
+    cs->d_scale = isfinite(amax) && amax > 0.0f ? precis_fp8_scale_from_amax(amax) : 1.0f;
+    if (!(cs->d_scale > 0.0f)) cs->d_scale = 1.0f; /* an amax that underflows: the quantizer's rule */
+    fp8_pair[0] = 1.0f / cs->d_scale;
+    PRECIS_TRY(cuda, cudaMemcpyAsync(cs->d_fp8, fp8_pair, sizeof(float), cudaMemcpyHostToDevice, s));
+    PRECIS_TRY(cuda, cudaStreamSynchronize(s));
+    precis_kv_set_number(details, "amax_d", amax);
+    precis_kv_set_number(details, "d_scale", cs->d_scale);
+    precis_kv_set(details, "d_scaling", "fp8 output: s = amax_D/448 from a first pass (AMAX_D_POINTER), scale_D = 1/s; "
+                                        "D dequantized as code x s");
+  }
   /* The evaluated output: one GEMM, then dequantize or widen, then read back. */
   st = gemm(cs, 1);
   if (st == PRECIS_OK) st = finish_output(cs);
@@ -530,6 +656,8 @@ static precis_status run_case_body(cuda_case *cs, const precis_workload_data *da
                                        src + c * rd->src_stride, (size_t)rd->src_ld * sizeof(float),
                                        (size_t)rd->cols * sizeof(float), (size_t)rd->rows, cudaMemcpyDeviceToHost, s));
   PRECIS_TRY(cuda, cudaStreamSynchronize(s));
+  if (p->d_scaled)
+    for (size_t i = 0; i < cs->c_count; i++) out->c[i] *= cs->d_scale;
 
   /* Memory views: every buffer is allocated and the GEMM has run. */
   long long nvml_used = 0;
@@ -563,6 +691,9 @@ static precis_status run_case_body(cuda_case *cs, const precis_workload_data *da
                                              "B (weights) quantized once"
                                            : "cuda: quantize A (amax + scale + quantize) + GEMM (scales applied by "
                                              "cuBLASLt), CUDA events; B (weights) quantized once");
+  } else if (cs->host_q) {
+    precis_kv_set(details, "e2e", "not measured: the operands are quantized on the host (convert_ms), not by a device "
+                                  "kernel a deployment would time");
   }
 
 done:
@@ -651,6 +782,7 @@ static precis_status cuda_run_case(void *vctx, const precis_spec *spec, const pr
   const precis_lt_route *route = precis_lt_route_find(spec, NULL, 0);
   cs.int8 = route->scaling == PRECIS_LT_SCALING_DEQUANT;
   cs.fp8 = route->scaling == PRECIS_LT_SCALING_TENSOR_POINTERS;
+  cs.host_q = route->scaling == PRECIS_LT_SCALING_OUTER_VEC || route->scaling == PRECIS_LT_SCALING_BLOCK128;
   cs.delay_us = 50;
   precis_clear_error();
   precis_status st = run_case_body(&cs, data, out);
@@ -691,9 +823,27 @@ static bool probe_route(cuda_ctx *ctx, const precis_spec *spec, char *why, size_
     snprintf(why, len, "%s", precis_last_error());
     return false;
   }
-  if (precis_lt_call_init(&call, &plan, NULL, NULL, NULL, NULL, NULL, NULL, PRECIS_LT_WORKSPACE_BYTES) != PRECIS_OK) {
+  /* Scale modes other than SCALAR_32F and an fp8 output need their pointers set for the heuristic
+   * to answer: small device buffers, never read (no call runs). */
+  float *probe_scales = NULL;
+  bool needs_pointers = plan.host_quantized || plan.d_scaled;
+  if (needs_pointers) {
+    size_t floats = (size_t)(plan.lt_a_scales.elements + plan.lt_b_scales.elements + 2);
+    if (cudaMalloc((void **)&probe_scales, floats * sizeof(float)) != cudaSuccess) {
+      (void)cudaGetLastError();
+      snprintf(why, len, "capability probe for %s: cannot allocate %zu bytes of scales", plan.route->name,
+               floats * sizeof(float));
+      return false;
+    }
+  }
+  const float *slot_a = needs_pointers && plan.host_quantized ? probe_scales : NULL;
+  const float *slot_b = needs_pointers && plan.host_quantized ? probe_scales + plan.lt_a_scales.elements : NULL;
+  if (precis_lt_call_init(&call, &plan, NULL, NULL, NULL, slot_a, slot_b, NULL, PRECIS_LT_WORKSPACE_BYTES) != PRECIS_OK ||
+      (plan.d_scaled && precis_lt_call_set_fp8_output(&call, NULL, probe_scales, probe_scales + 1) != PRECIS_OK)) {
     snprintf(why, len, "cuBLASLt rejects the %s descriptors on sm_%d%d: %s", plan.route->name, ctx->cc_major,
              ctx->cc_minor, precis_last_error());
+    if (call.desc) precis_lt_call_destroy(&call);
+    cudaFree(probe_scales);
     return false;
   }
   cublasLtMatmulHeuristicResult_t result;
@@ -703,6 +853,7 @@ static bool probe_route(cuda_ctx *ctx, const precis_spec *spec, char *why, size_
   else
     snprintf(why, len, "on sm_%d%d: %s", ctx->cc_major, ctx->cc_minor, precis_last_error());
   precis_lt_call_destroy(&call);
+  if (probe_scales) cudaFree(probe_scales);
   precis_clear_error();
   return ok;
 }
@@ -718,8 +869,11 @@ static bool cuda_supports(void *vctx, const precis_spec *spec, char *reason, siz
   /* cublasLtGetVersion() is major*10000 + minor*100 + patch. FP8 matmul came with CUDA 11.8, whose
    * cuBLAS is 11.11 (111100); 110800 would be cuBLAS 11.8, the library of CUDA 11.6. */
   if (cublasLtGetVersion() < (size_t)route->min_cublaslt) {
-    snprintf(reason, len, "FP8 matmul needs cuBLASLt 11.11 (CUDA 11.8) or newer; this one is %zu",
-             cublasLtGetVersion());
+    if (route->min_cublaslt >= PRECIS_LT_VERSION_SCALE_MODES)
+      snprintf(reason, len, "%s; this cuBLASLt is %zu", route->needs, cublasLtGetVersion());
+    else
+      snprintf(reason, len, "FP8 matmul needs cuBLASLt 11.11 (CUDA 11.8) or newer; this one is %zu",
+               cublasLtGetVersion());
     return false;
   }
   /* Workers ask concurrently (run_case checks support first): one probe per route, under the lock

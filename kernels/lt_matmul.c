@@ -19,6 +19,13 @@ _Static_assert(SAME_VALUE(PRECIS_CUDA_R_32F, CUDA_R_32F) && SAME_VALUE(PRECIS_CU
                    SAME_VALUE(PRECIS_CUDA_R_8F_E4M3, CUDA_R_8F_E4M3) && SAME_VALUE(PRECIS_CUDA_R_8F_E5M2, CUDA_R_8F_E5M2),
                "cudaDataType_t values");
 _Static_assert(CUDA_R_4F_E2M1 == 33, "gemm_plan.c's fp4 type value");
+_Static_assert(SAME_VALUE(PRECIS_LT_SCALE_SCALAR_32F, CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F) &&
+                   SAME_VALUE(PRECIS_LT_SCALE_VEC16_UE4M3, CUBLASLT_MATMUL_MATRIX_SCALE_VEC16_UE4M3) &&
+                   SAME_VALUE(PRECIS_LT_SCALE_VEC32_UE8M0, CUBLASLT_MATMUL_MATRIX_SCALE_VEC32_UE8M0) &&
+                   SAME_VALUE(PRECIS_LT_SCALE_OUTER_VEC_32F, CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F) &&
+                   SAME_VALUE(PRECIS_LT_SCALE_VEC128_32F, CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F) &&
+                   SAME_VALUE(PRECIS_LT_SCALE_BLK128X128_32F, CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F),
+               "cublasLtMatmulMatrixScale_t values");
 
 static precis_status make_layout(cublasLtMatrixLayout_t *out, const precis_lt_matrix *m) {
   precis_status st = PRECIS_OK;
@@ -79,10 +86,20 @@ precis_status precis_lt_call_init(precis_lt_call *call, const precis_gemm_plan *
   if (d_scale_b_slot)
     PRECIS_TRY(cublas, cublasLtMatmulDescSetAttribute(call->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &d_scale_b_slot,
                                                       sizeof d_scale_b_slot));
+  /* Scale tensors (issue 16): the mode says how cuBLASLt reads the scale pointer; SCALAR_32F is
+   * the default and stays unset, as before. */
+  const precis_lt_scale_tensor *modes[2] = {&plan->lt_a_scales, &plan->lt_b_scales};
+  const cublasLtMatmulDescAttributes_t mode_attrs[2] = {CUBLASLT_MATMUL_DESC_A_SCALE_MODE,
+                                                        CUBLASLT_MATMUL_DESC_B_SCALE_MODE};
+  for (int i = 0; i < 2; i++)
+    if (modes[i]->mode > PRECIS_LT_SCALE_SCALAR_32F) {
+      int32_t mode = modes[i]->mode;
+      PRECIS_TRY(cublas, cublasLtMatmulDescSetAttribute(call->desc, mode_attrs[i], &mode, sizeof mode));
+    }
   /* The layouts of one call (the whole GEMM unless the plan splits it; C is D's buffer). */
   st = make_layout(&call->a, &plan->call_a);
   if (st == PRECIS_OK) st = make_layout(&call->b, &plan->call_b);
-  if (st == PRECIS_OK) st = make_layout(&call->c, &plan->call_d);
+  if (st == PRECIS_OK) st = make_layout(&call->c, plan->c_separate ? &plan->lt_c : &plan->call_d);
   if (st == PRECIS_OK) st = make_layout(&call->d, &plan->call_d);
   if (st != PRECIS_OK) goto done;
   PRECIS_TRY(cublas, cublasLtMatmulPreferenceCreate(&call->preference));
@@ -100,6 +117,21 @@ precis_status precis_lt_call_init(precis_lt_call *call, const precis_gemm_plan *
   }
 done:
   if (st != PRECIS_OK) precis_lt_call_destroy(call);
+  return st;
+}
+
+precis_status precis_lt_call_set_fp8_output(precis_lt_call *call, void *C, const float *d_scale_d, float *d_amax_d) {
+  precis_status st = PRECIS_OK;
+  const precis_gemm_plan *plan = call->plan;
+  if (!plan->d_scaled)
+    return precis_fail(PRECIS_E_UNSUPPORTED, "cuBLASLt call for %s: scale_D/amax_D on an output that takes none",
+                       plan->route ? plan->route->name : "?");
+  call->C = C;
+  PRECIS_TRY(cublas, cublasLtMatmulDescSetAttribute(call->desc, CUBLASLT_MATMUL_DESC_D_SCALE_POINTER, &d_scale_d,
+                                                    sizeof d_scale_d));
+  PRECIS_TRY(cublas, cublasLtMatmulDescSetAttribute(call->desc, CUBLASLT_MATMUL_DESC_AMAX_D_POINTER, &d_amax_d,
+                                                    sizeof d_amax_d));
+done:
   return st;
 }
 
@@ -153,7 +185,8 @@ cublasStatus_t precis_lt_call_run(const precis_lt_call *call, cublasLtHandle_t h
     const char *A = (const char *)call->A + a_off * (int64_t)p->lt_a.elem_bytes;
     const char *B = (const char *)call->B + b_off * (int64_t)p->lt_b.elem_bytes;
     char *D = (char *)call->D + d_off * (int64_t)p->lt_d.elem_bytes;
-    status = cublasLtMatmul(handle, call->desc, &call->alpha, A, call->a, B, call->b, &call->beta, D, call->c, D,
+    void *C = call->C ? (char *)call->C + d_off * (int64_t)p->lt_c.elem_bytes : D;
+    status = cublasLtMatmul(handle, call->desc, &call->alpha, A, call->a, B, call->b, &call->beta, C, call->c, D,
                             call->d, algo, call->workspace, call->workspace_bytes, stream);
   }
   return status;

@@ -30,6 +30,7 @@ typedef struct precis_lt_call {
   precis_lt_scalar alpha, beta; /* in the plan's scale type; host pointer mode */
   const void *A, *B;
   void *D;
+  void *C; /* NULL: C is D's buffer; else its own (plan->c_separate) */
   void *workspace;
   size_t workspace_bytes;
 } precis_lt_call;
@@ -40,6 +41,10 @@ precis_status precis_lt_call_init(precis_lt_call *call, const precis_gemm_plan *
                                   void *D, const float *d_scale_a_slot, const float *d_scale_b_slot, void *workspace,
                                   size_t workspace_bytes);
 void precis_lt_call_destroy(precis_lt_call *call);
+
+/* fp8 output (plan->d_scaled): C's own buffer (NULL in capability probes), scale_D and amax_D
+ * device floats (CUBLASLT_MATMUL_DESC_D_SCALE_POINTER / AMAX_D_POINTER). After precis_lt_call_init. */
+precis_status precis_lt_call_set_fp8_output(precis_lt_call *call, void *C, const float *d_scale_d, float *d_amax_d);
 
 /* Up to `max` candidates (those with state CUBLAS_STATUS_SUCCESS). None: PRECIS_E_UNSUPPORTED
  * with the cuBLASLt status string and the problem in the message. */

@@ -37,6 +37,12 @@ typedef struct workload {
   double *a, *b;   /* float32-valued inputs as the device receives them */
   double *row_scales, *col_scales; /* int8: per row of a (batch*m), per column of each b */
   double scale_a, scale_b;         /* fp8: per tensor */
+  /* Host-quantized fp8 routes (issue 16): the codes, and the scale grids the host quantizer hands
+   * over (row-major, groups of group_rows x group_cols of the stored operand). */
+  bool host_quantized;
+  double *qa, *qb;
+  float *a_scales, *b_scales;
+  int64_t a_scale_cols, a_group_rows, a_group_cols, b_scale_cols, b_group_rows, b_group_cols;
   double *expected;                /* [batch, m, n] */
 } workload;
 
@@ -46,6 +52,10 @@ static void workload_free(workload *w) {
   free(w->row_scales);
   free(w->col_scales);
   free(w->expected);
+  free(w->qa);
+  free(w->qb);
+  free(w->a_scales);
+  free(w->b_scales);
   memset(w, 0, sizeof *w);
 }
 
@@ -68,12 +78,43 @@ static void workload_make(workload *w, const precis_spec *spec, int64_t m, int64
   for (int64_t j = 0; j < w->b_count * n; j++) w->col_scales[j] = int8 ? rng_pow2() : 1.0;
   w->scale_a = fp8 ? rng_pow2() : 1.0;
   w->scale_b = fp8 ? rng_pow2() : 1.0;
+  /* fp8-rowwise: one scale per row of a and column of b; fp8-block: per 1x128 of a, 128x128 of b. */
+  bool rowwise = fp8 && spec->a.gran == PRECIS_GRAN_ROW, block = fp8 && spec->b.gran == PRECIS_GRAN_BLOCK;
+  if (rowwise || block) {
+    w->host_quantized = true;
+    w->scale_a = w->scale_b = 1.0;
+    int64_t kb = (k + 127) / 128, nb = (n + 127) / 128;
+    w->a_scale_cols = rowwise ? 1 : kb, w->a_group_rows = 1, w->a_group_cols = rowwise ? k : 128;
+    w->b_scale_cols = rowwise ? n : nb, w->b_group_rows = rowwise ? k : 128, w->b_group_cols = rowwise ? 1 : 128;
+    int64_t a_cells = batch * m * w->a_scale_cols, b_cells = (rowwise ? 1 : kb) * w->b_scale_cols;
+    w->a_scales = malloc(sizeof(float) * (size_t)a_cells);
+    w->b_scales = malloc(sizeof(float) * (size_t)b_cells);
+    for (int64_t i = 0; i < a_cells; i++) w->a_scales[i] = (float)rng_pow2();
+    for (int64_t i = 0; i < b_cells; i++) w->b_scales[i] = (float)rng_pow2();
+    w->qa = malloc(sizeof(double) * (size_t)(batch * m * k));
+    w->qb = malloc(sizeof(double) * (size_t)(k * n));
+  }
   for (int64_t row = 0; row < batch * m; row++)
-    for (int64_t p = 0; p < k; p++)
-      w->a[row * k + p] = rng_int(-7, 7) * w->row_scales[row] * w->scale_a;
+    for (int64_t p = 0; p < k; p++) {
+      int q = rng_int(-7, 7);
+      double s = w->row_scales[row] * w->scale_a;
+      if (w->host_quantized) {
+        w->qa[row * k + p] = q;
+        s = w->a_scales[(row / w->a_group_rows) * w->a_scale_cols + p / w->a_group_cols];
+      }
+      w->a[row * k + p] = q * s;
+    }
   for (int64_t bb = 0; bb < w->b_count; bb++)
     for (int64_t p = 0; p < k; p++)
-      for (int64_t j = 0; j < n; j++) w->b[(bb * k + p) * n + j] = rng_int(-7, 7) * w->col_scales[bb * n + j] * w->scale_b;
+      for (int64_t j = 0; j < n; j++) {
+        int q = rng_int(-7, 7);
+        double s = w->col_scales[bb * n + j] * w->scale_b;
+        if (w->host_quantized) {
+          w->qb[p * n + j] = q;
+          s = w->b_scales[(p / w->b_group_rows) * w->b_scale_cols + j / w->b_group_cols];
+        }
+        w->b[(bb * k + p) * n + j] = q * s;
+      }
   for (int64_t b = 0; b < batch; b++) {
     const double *bm = w->b + (w->b_batched ? b : 0) * k * n;
     for (int64_t i = 0; i < m; i++)
@@ -141,11 +182,25 @@ static bool layout_fits(const precis_lt_matrix *mat, int64_t offset, int64_t buf
   return true;
 }
 
+/* The scale cuBLASLt applies to element (k index q, outer index j) of a slot whose scale mode is
+ * `mode`, read as cuBLASLt lays the tensor out (written here from its documentation and
+ * PyTorch's/NVIDIA's samples, independently of the plan's strides): OUTER_VEC_32F one per outer
+ * index; VEC128_32F a ceil(k/128) x outer grid with the outer index contiguous; BLK128x128_32F a
+ * ceil(k/128) x ceil(outer/128) grid with the k-blocks contiguous, their count padded to 4. */
+static double documented_scale(int mode, const float *buf, int64_t q, int64_t j, int64_t lt_k, int64_t outer) {
+  switch (mode) {
+  case PRECIS_LT_SCALE_OUTER_VEC_32F: return buf[j];
+  case PRECIS_LT_SCALE_VEC128_32F: return buf[(q / 128) * outer + j];
+  case PRECIS_LT_SCALE_BLK128X128_32F: return buf[q / 128 + (j / 128) * (((lt_k + 127) / 128 + 3) / 4 * 4)];
+  default: return buf[0];
+  }
+}
+
 /* cuBLASLt's cublasLtMatmul as documented: D = alpha * op(A)·op(B) (+ beta*C, C being D's buffer),
  * column-major, strided batches; once per call of the plan, at the call's offsets, with the
- * call layouts. */
+ * call layouts. sa/sb: the scale tensors of A_lt/B_lt (NULL: scales folded into alpha). */
 static bool emulate_lt_matmul(const precis_gemm_plan *p, const double *A, const double *B, double *D, double alpha,
-                              char *why, size_t why_len) {
+                              const float *sa, const float *sb, char *why, size_t why_len) {
   const precis_lt_matrix *la = &p->call_a, *lb = &p->call_b, *ld = &p->call_d;
   int64_t call_n = p->lt_call_rows;
   bool a_ok = p->transa == PRECIS_LT_OP_N ? (la->rows == p->lt_m && la->cols == p->lt_k)
@@ -158,7 +213,7 @@ static bool emulate_lt_matmul(const precis_gemm_plan *p, const double *A, const 
              (long long)call_n);
     return false;
   }
-  if (memcmp(&p->lt_c, &p->lt_d, sizeof p->lt_c) != 0) {
+  if (!p->c_separate && memcmp(&p->lt_c, &p->lt_d, sizeof p->lt_c) != 0) {
     snprintf(why, why_len, "matmul: C and D layouts differ while C is D's buffer");
     return false;
   }
@@ -187,6 +242,8 @@ static bool emulate_lt_matmul(const precis_gemm_plan *p, const double *A, const 
                                                    : A[oa + g * la->batch_stride + q + r * la->ld];
             double y = p->transb == PRECIS_LT_OP_N ? B[ob + g * lb->batch_stride + q + col * lb->ld]
                                                    : B[ob + g * lb->batch_stride + col + q * lb->ld];
+            if (sa) x *= documented_scale(p->lt_a_scales.mode, sa, q, r, p->lt_k, p->lt_m);
+            if (sb) y *= documented_scale(p->lt_b_scales.mode, sb, q, col, p->lt_k, p->lt_n);
             s += x * y;
           }
           double *out = &D[od + g * ld->batch_stride + r + col * ld->ld];
@@ -235,6 +292,7 @@ static bool execute_plan(const precis_gemm_plan *p, const workload *w, char *why
   bool int8 = p->spec.acc == PRECIS_FMT_I32, fp8 = p->spec.a.fmt == PRECIS_FMT_E4M3;
   double *lt_a = nan_buffer(p->lt_a.elements), *lt_b = nan_buffer(p->lt_b.elements);
   double *d = nan_buffer(p->lt_d.elements), *out = nan_buffer(p->out_elements);
+  float *sa = NULL, *sb = NULL;
   int64_t host_elements = w->batch * w->m * w->n;
   double *host = nan_buffer(host_elements);
   if (p->lt_a.zero_fill) memset(lt_a, 0, sizeof(double) * (size_t)p->lt_a.elements);
@@ -254,12 +312,55 @@ static bool execute_plan(const precis_gemm_plan *p, const workload *w, char *why
     const precis_plan_write *wr = is_a ? writes[0] : writes[1];
     scale_axis axis = int8 ? (is_a ? SCALE_ROW : SCALE_COL) : fp8 ? SCALE_TENSOR : SCALE_NONE;
     const double *scales = int8 ? (is_a ? w->row_scales : w->col_scales) : is_a ? &w->scale_a : &w->scale_b;
-    if (!emulate_write(wr, is_a ? w->a : w->b, is_a ? w->batch * w->m * w->k : w->b_count * w->k * w->n, slots[s],
-                       slot_elements[s], axis, scales, why, why_len))
+    int64_t src_count = is_a ? w->batch * w->m * w->k : w->b_count * w->k * w->n;
+    if (w->host_quantized) {
+      /* The host quantizer's codes (small integers here, stored as int8 bytes), placed by the
+       * plan's own code as the cuda backend places them, then read back as values. */
+      const double *q = is_a ? w->qa : w->qb;
+      uint8_t *codes = malloc((size_t)src_count), *image = calloc((size_t)slot_elements[s], 1);
+      for (int64_t i = 0; i < src_count; i++) codes[i] = (uint8_t)(int8_t)q[i];
+      bool fits = wr->calls * wr->rows * wr->cols == src_count &&
+                  layout_fits(&(precis_lt_matrix){.rows = wr->transpose_out ? wr->rows : wr->cols,
+                                                  .cols = wr->transpose_out ? wr->cols : wr->rows, .ld = wr->ld_out,
+                                                  .batch_count = 1},
+                              0, slot_elements[s], "codes", why, why_len);
+      if (fits) {
+        precis_gemm_plan_place_codes(wr, codes, image);
+        for (int64_t i = 0; i < slot_elements[s]; i++) slots[s][i] = (double)(int8_t)image[i];
+      }
+      free(codes);
+      free(image);
+      if (!fits) goto done;
+      continue;
+    }
+    if (!emulate_write(wr, is_a ? w->a : w->b, src_count, slots[s], slot_elements[s], axis, scales, why, why_len))
       goto done;
   }
   double alpha = 1.0;
-  if (fp8) {
+  if (w->host_quantized != p->host_quantized) {
+    snprintf(why, why_len, "the plan %s host-quantized codes", p->host_quantized ? "expects" : "does not take");
+    goto done;
+  }
+  if (w->host_quantized) {
+    /* The scale tensors, filled as the cuda backend fills them (from the plan), read as cuBLASLt
+     * reads them (documented_scale). */
+    const precis_lt_scale_tensor *ts[2] = {&p->lt_a_scales, &p->lt_b_scales};
+    float **bufs[2] = {&sa, &sb};
+    for (int s = 0; s < 2; s++) {
+      if (ts[s]->holds != holds[s]) {
+        snprintf(why, why_len, "the scale tensor of slot %d is not the scales of the operand it holds", s);
+        goto done;
+      }
+      bool is_a = holds[s] == PRECIS_PLAN_WORKLOAD_A;
+      *bufs[s] = malloc(sizeof(float) * (size_t)ts[s]->elements);
+      if (is_a)
+        precis_gemm_plan_fill_scales(ts[s], w->a_scales, w->a_scale_cols, w->a_group_rows, w->a_group_cols,
+                                     w->batch * w->m, w->k, *bufs[s]);
+      else
+        precis_gemm_plan_fill_scales(ts[s], w->b_scales, w->b_scale_cols, w->b_group_rows, w->b_group_cols, w->k,
+                                     w->n, *bufs[s]);
+    }
+  } else if (fp8) {
     precis_plan_operand sc[2] = {p->lt_a_scale, p->lt_b_scale};
     for (int s = 0; s < 2; s++) {
       if (sc[s] != holds[s]) {
@@ -269,7 +370,7 @@ static bool execute_plan(const precis_gemm_plan *p, const workload *w, char *why
       alpha *= sc[s] == PRECIS_PLAN_WORKLOAD_A ? w->scale_a : w->scale_b;
     }
   }
-  if (!emulate_lt_matmul(p, lt_a, lt_b, d, alpha, why, why_len)) goto done;
+  if (!emulate_lt_matmul(p, lt_a, lt_b, d, alpha, sa, sb, why, why_len)) goto done;
   const double *src = d;
   int64_t src_elements = p->lt_d.elements;
   if (p->dequant) {
@@ -294,6 +395,8 @@ done:
   free(d);
   free(out);
   free(host);
+  free(sa);
+  free(sb);
   return ok;
 }
 
@@ -319,7 +422,9 @@ static void check_requirements(const precis_gemm_plan *p) {
                   {"fp16acc16", "CUBLAS_COMPUTE_16F", PRECIS_CUDA_R_16F},
                   {"bf16", "CUBLAS_COMPUTE_32F", PRECIS_CUDA_R_16BF},
                   {"int8", "CUBLAS_COMPUTE_32I", PRECIS_CUDA_R_8I},
-                  {"fp8", "CUBLAS_COMPUTE_32F", PRECIS_CUDA_R_8F_E4M3}};
+                  {"fp8", "CUBLAS_COMPUTE_32F", PRECIS_CUDA_R_8F_E4M3},
+                  {"fp8-rowwise", "CUBLAS_COMPUTE_32F", PRECIS_CUDA_R_8F_E4M3},
+                  {"fp8-block", "CUBLAS_COMPUTE_32F", PRECIS_CUDA_R_8F_E4M3}};
   const precis_recipe_preset *preset = precis_recipe_preset_of_spec(&p->spec);
   CHECK(preset != NULL);
   if (!preset) return;
@@ -347,7 +452,7 @@ static void check_requirements(const precis_gemm_plan *p) {
   }
   /* Every matrix of a strided batch starts as aligned as the first (cudaMalloc'ed) one needs to be:
    * fp8 16 bytes, int8 IMMA 4 bytes. */
-  bool is_fp8 = strcmp(name, "fp8") == 0, is_int8 = strcmp(name, "int8") == 0;
+  bool is_fp8 = strncmp(name, "fp8", 3) == 0, is_int8 = strcmp(name, "int8") == 0;
   size_t align = is_fp8 ? 16 : is_int8 ? 4 : 1;
   for (size_t i = 0; i < 3; i++)
     CHECK((mats[i]->batch_stride * (int64_t)mats[i]->elem_bytes) % (int64_t)align == 0);
@@ -372,6 +477,23 @@ static void check_requirements(const precis_gemm_plan *p) {
     CHECK_EQ_INT(p->scale_type, PRECIS_CUDA_R_32F);
     CHECK(p->lt_a_scale == PRECIS_PLAN_WORKLOAD_B && p->lt_b_scale == PRECIS_PLAN_WORKLOAD_A);
     CHECK(p->widen && !p->dequant);
+    /* Scale modes per slot (A_lt holds the workload's B): fp8 SCALAR_32F on both; fp8-rowwise
+     * OUTER_VEC_32F on both; fp8-block BLK128x128_32F on A_lt and VEC128_32F on B_lt, never BLK x
+     * BLK. Every scale column of a 2-D tensor starts 16-byte aligned (ld a multiple of 4 floats). */
+    int mode_a = strcmp(name, "fp8-rowwise") == 0 ? PRECIS_LT_SCALE_OUTER_VEC_32F
+                 : strcmp(name, "fp8-block") == 0 ? PRECIS_LT_SCALE_BLK128X128_32F
+                                                  : PRECIS_LT_SCALE_SCALAR_32F;
+    int mode_b = mode_a == PRECIS_LT_SCALE_BLK128X128_32F ? PRECIS_LT_SCALE_VEC128_32F : mode_a;
+    CHECK_EQ_INT(p->lt_a_scales.mode, mode_a);
+    CHECK_EQ_INT(p->lt_b_scales.mode, mode_b);
+    CHECK_EQ_INT(p->host_quantized, mode_a != PRECIS_LT_SCALE_SCALAR_32F);
+    int64_t kb = (p->lt_k + 127) / 128;
+    if (mode_a == PRECIS_LT_SCALE_OUTER_VEC_32F) {
+      CHECK(p->lt_a_scales.elements == p->lt_m && p->lt_b_scales.elements == p->lt_n);
+    } else if (mode_a == PRECIS_LT_SCALE_BLK128X128_32F) {
+      CHECK(p->lt_a_scales.elements == (kb + 3) / 4 * 4 * ((p->lt_m + 127) / 128));
+      CHECK(p->lt_b_scales.elements == kb * p->lt_n && p->lt_n % 4 == 0);
+    }
   } else {
     CHECK(p->transa == PRECIS_LT_OP_N && p->transb == PRECIS_LT_OP_N);
     CHECK_EQ_INT(p->lt_d.data_type, precis_format_get(p->spec.out)->cuda_data_type);
@@ -383,6 +505,12 @@ static void check_requirements(const precis_gemm_plan *p) {
     CHECK(p->widen == (p->lt_d.data_type != PRECIS_CUDA_R_32F));
     CHECK(p->lt_a_scale == PRECIS_PLAN_NONE && p->lt_b_scale == PRECIS_PLAN_NONE);
   }
+}
+
+/* fp8-rowwise and fp8-block: scale tensors, which refuse a b per batch element. */
+static bool takes_scale_tensors(const precis_spec *spec) {
+  const precis_lt_route *route = precis_lt_route_find(spec, NULL, 0);
+  return route && (route->scaling == PRECIS_LT_SCALING_OUTER_VEC || route->scaling == PRECIS_LT_SCALING_BLOCK128);
 }
 
 typedef struct shape {
@@ -408,6 +536,14 @@ TEST(every_recipe_every_shape_equals_the_row_major_product) {
       for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         const shape *sh = &shapes[s];
         precis_gemm_plan plan;
+        if (takes_scale_tensors(&recipe->spec) && sh->b_batched && sh->batch > 1) {
+          /* Scale tensors have no batch stride: refused with the reason. */
+          CHECK(precis_gemm_plan_make_for(&recipe->spec, sh->m, sh->n, sh->k, sh->batch, true, versions[v], &plan) ==
+                    PRECIS_E_UNSUPPORTED &&
+                strstr(precis_last_error(), "no batch stride"));
+          precis_clear_error();
+          continue;
+        }
         CHECK_OK(precis_gemm_plan_make_for(&recipe->spec, sh->m, sh->n, sh->k, sh->batch, sh->b_batched, versions[v], &plan));
         check_requirements(&plan);
         workload w;
@@ -516,6 +652,7 @@ TEST(cublaslt_13_1_int8_strided_batch_is_one_call_per_matrix) {
   for (int r = 0; r < PRESET_COUNT; r++) {
     if (strcmp(preset_recipe_at((size_t)r)->name, "int8") == 0) continue;
     if (!precis_lt_route_find(&preset_recipe_at((size_t)r)->spec, NULL, 0)) continue;
+    if (takes_scale_tensors(&preset_recipe_at((size_t)r)->spec)) continue;
     CHECK_OK(precis_gemm_plan_make_for(&preset_recipe_at((size_t)r)->spec, 33, 5, 7, 3, true, 130100, &p));
     CHECK_EQ_INT(p.lt_calls, 1);
   }
@@ -590,6 +727,7 @@ TEST(random_shapes) {
     int64_t m = rng_int(1, 21), n = rng_int(1, 21), k = rng_int(1, 37), batch = rng_int(1, 4);
     bool b_batched = rng_int(0, 1);
     if (!precis_lt_route_find(&recipe->spec, NULL, 0)) continue; /* issue 16's presets: no cuda route yet */
+    if (takes_scale_tensors(&recipe->spec)) b_batched = false;
     precis_gemm_plan plan;
     CHECK_OK(precis_gemm_plan_make(&recipe->spec, m, n, k, batch, b_batched, &plan));
     workload w;
@@ -707,7 +845,125 @@ TEST(broken_plans_are_caught) {
   CHECK(broken_split_plan_fails((shape){70001, 4, 4, 1, false}, split_rows_one_call));
 }
 
+/* Issue 16: fp8-rowwise and fp8-block on shapes that are not multiples of 128 (nor of 16): padded
+ * with zeros (rows, n, k to 16; the last 128-block of k or n is partial), executed exactly through
+ * scale tensors filled from the plan and read as cuBLASLt documents them. */
+TEST(fp8_scale_tensors_on_odd_shapes) {
+  static const shape odd[] = {{17, 200, 300, 1, false}, {3, 130, 129, 2, false}, {1, 257, 385, 1, false},
+                              {33, 16, 128, 1, false},  {5, 7, 257, 3, false}};
+  const char *names[] = {"fp8-rowwise", "fp8-block"};
+  for (size_t r = 0; r < 2; r++)
+    for (size_t i = 0; i < sizeof odd / sizeof odd[0]; i++) {
+      const shape *sh = &odd[i];
+      precis_gemm_plan p;
+      CHECK_OK(precis_gemm_plan_make(&preset_recipe(names[r])->spec, sh->m, sh->n, sh->k, sh->batch, false, &p));
+      check_requirements(&p);
+      CHECK_EQ_INT(p.k_pad, (sh->k + 15) / 16 * 16);
+      CHECK_EQ_INT(p.n_pad, (sh->n + 15) / 16 * 16);
+      CHECK(executes(&p, sh->m, sh->n, sh->k, sh->batch, false));
+    }
+  /* The shapes and the layout explain prints: 17x200x300 fp8-block, k 300 -> 304 (3 k-blocks). */
+  precis_gemm_plan p;
+  CHECK_OK(precis_gemm_plan_make(&preset_recipe("fp8-block")->spec, 17, 200, 300, 1, false, &p));
+  CHECK(p.lt_a_scales.grid_rows == 3 && p.lt_a_scales.grid_cols == 2 && p.lt_a_scales.outer_stride == 4);
+  CHECK(p.lt_b_scales.grid_rows == 3 && p.lt_b_scales.grid_cols == 32 && p.lt_b_scales.inner_stride == 32);
+  precis_kv_list details = {0};
+  precis_gemm_plan_describe(&p, &details);
+  CHECK(strstr(precis_kv_get(&details, "a_scale_mode"), "BLK128x128_32F: 3x2 fp32 grid") != NULL);
+  CHECK(strstr(precis_kv_get(&details, "b_scale_mode"), "VEC128_32F: 3x32 fp32 grid") != NULL);
+  CHECK(strstr(precis_kv_get(&details, "padding"), "k 300->304") != NULL);
+  precis_kv_free(&details);
+  /* Device bytes: every scale at its real (padded) size, 8 + 96 floats here. */
+  long long data = p.lt_a.elements + p.lt_b.elements + p.lt_d.elements * 2 + p.out_elements * 4;
+  CHECK_EQ_INT(precis_gemm_plan_device_bytes(&p), data + (8 + 96) * 4);
+}
+
+static void blk_strides_swapped(precis_gemm_plan *p) {
+  int64_t t = p->lt_a_scales.inner_stride;
+  p->lt_a_scales.inner_stride = p->lt_a_scales.outer_stride;
+  p->lt_a_scales.outer_stride = t;
+}
+static void vec128_inner_major(precis_gemm_plan *p) {
+  p->lt_b_scales.inner_stride = 1;
+  p->lt_b_scales.outer_stride = p->lt_b_scales.grid_rows;
+}
+static void outer_vec_scales_swapped(precis_gemm_plan *p) {
+  p->lt_a_scales.holds = PRECIS_PLAN_WORKLOAD_A;
+  p->lt_b_scales.holds = PRECIS_PLAN_WORKLOAD_B;
+}
+static void blk_unpadded_ld(precis_gemm_plan *p) { p->lt_a_scales.outer_stride = p->lt_a_scales.grid_rows; }
+
+/* The checker of the scale tensors can fail: a wrong layout gives a wrong product, and what
+ * cuBLASLt rejects (BLK x BLK, an unaligned scale column) is refused by the plan check. */
+TEST(broken_scale_tensors_are_caught) {
+  precis_gemm_plan p;
+  CHECK_OK(precis_gemm_plan_make(&preset_recipe("fp8-block")->spec, 17, 300, 300, 1, false, &p));
+  CHECK(executes(&p, 17, 300, 300, 1, false));
+  precis_gemm_plan broken = p;
+  blk_strides_swapped(&broken);
+  CHECK(!executes(&broken, 17, 300, 300, 1, false));
+  broken = p;
+  vec128_inner_major(&broken);
+  CHECK(!executes(&broken, 17, 300, 300, 1, false));
+  /* kb = 3: the padded leading dimension is 4; 3 floats is not 16-byte aligned. */
+  broken = p;
+  blk_unpadded_ld(&broken);
+  CHECK(precis_gemm_plan_check(&broken) == PRECIS_E_UNSUPPORTED && strstr(precis_last_error(), "16 bytes"));
+  broken = p;
+  broken.lt_b_scales.mode = PRECIS_LT_SCALE_BLK128X128_32F;
+  CHECK(precis_gemm_plan_check(&broken) == PRECIS_E_UNSUPPORTED && strstr(precis_last_error(), "never BLK x BLK"));
+  precis_clear_error();
+  CHECK_OK(precis_gemm_plan_make(&preset_recipe("fp8-rowwise")->spec, 5, 20, 40, 2, false, &p));
+  CHECK(executes(&p, 5, 20, 40, 2, false));
+  broken = p;
+  outer_vec_scales_swapped(&broken);
+  CHECK(!executes(&broken, 5, 20, 40, 2, false));
+  /* A scale tensor on a non-narrow slot. */
+  broken = p;
+  broken.lt_a.data_type = PRECIS_CUDA_R_16BF;
+  CHECK(precis_gemm_plan_check(&broken) == PRECIS_E_UNSUPPORTED);
+  precis_clear_error();
+}
+
+/* The scale modes came with cuBLASLt 12.9: a plan for an older one is refused, naming it. */
+TEST(scale_modes_need_cublaslt_12_9) {
+  precis_gemm_plan p;
+  CHECK(precis_gemm_plan_make_for(&preset_recipe("fp8-block")->spec, 16, 16, 16, 1, false, 120800, &p) ==
+            PRECIS_E_UNSUPPORTED &&
+        strstr(precis_last_error(), "cuBLASLt 12.9") && strstr(precis_last_error(), "12.8.0"));
+  precis_clear_error();
+  CHECK_OK(precis_gemm_plan_make_for(&preset_recipe("fp8-block")->spec, 16, 16, 16, 1, false, 120900, &p));
+  CHECK_OK(precis_gemm_plan_make_for(&preset_recipe("fp8")->spec, 16, 16, 16, 1, false, 120800, &p));
+}
+
+/* fp8 output (out=e4m3): D e4m3 with scale_D and amax_D, C its own bf16 buffer (counted). */
+TEST(fp8_output_plan) {
+  precis_recipe r;
+  CHECK_OK(precis_recipe_parse("a=e4m3@tensor,b=e4m3@tensor,out=e4m3", &r));
+  precis_gemm_plan p;
+  CHECK_OK(precis_gemm_plan_make(&r.spec, 5, 20, 40, 2, false, &p));
+  CHECK_STR(p.route->name, "fp8-e4m3out");
+  CHECK(p.d_scaled && p.c_separate && !p.widen && !p.host_quantized);
+  CHECK_EQ_INT(p.lt_d.data_type, PRECIS_CUDA_R_8F_E4M3);
+  CHECK_EQ_INT(p.lt_c.data_type, PRECIS_CUDA_R_16BF);
+  CHECK(p.lt_c.rows == p.lt_d.rows && p.lt_c.cols == p.lt_d.cols && p.lt_c.ld == p.lt_d.ld);
+  CHECK_EQ_INT(p.out_elements, p.lt_d.elements);
+  long long expect = p.lt_a.elements + p.lt_b.elements + p.lt_d.elements + p.out_elements * 4 + 2 * 4 + 2 * 4 +
+                     p.lt_c.elements * 2;
+  CHECK_EQ_INT(precis_gemm_plan_device_bytes(&p), expect);
+  precis_kv_list details = {0};
+  precis_gemm_plan_describe(&p, &details);
+  CHECK(strstr(precis_kv_get(&details, "d_scale"), "AMAX_D_POINTER") != NULL);
+  CHECK(strstr(precis_kv_get(&details, "lt_types"), "C CUDA_R_16BF, D CUDA_R_8F_E4M3") != NULL);
+  precis_kv_free(&details);
+  precis_gemm_plan broken = p;
+  broken.lt_d.data_type = PRECIS_CUDA_R_16BF;
+  CHECK(precis_gemm_plan_check(&broken) == PRECIS_E_UNSUPPORTED && strstr(precis_last_error(), "scale_D"));
+  precis_clear_error();
+}
+
 RUN_TESTS(T(every_recipe_every_shape_equals_the_row_major_product), T(random_shapes), T(padding_and_batching_choices),
           T(bad_dimensions_are_rejected), T(broken_plans_are_caught), T(int8_few_rows_are_padded_to_32),
           T(cublaslt_13_1_int8_strided_batch_is_one_call_per_matrix), T(cublaslt_13_1_int8_more_than_65536_rows_are_split),
-          T(plan_check_rejects_what_cublaslt_rejects_at_call_time))
+          T(plan_check_rejects_what_cublaslt_rejects_at_call_time), T(fp8_scale_tensors_on_odd_shapes),
+          T(broken_scale_tensors_are_caught), T(fp8_output_plan), T(scale_modes_need_cublaslt_12_9))

@@ -311,6 +311,8 @@ TEST(tensor_bytes_follow_the_formats_and_scales) {
   CHECK_EQ_INT(bytes_of("nvfp4", 3, 5, 7, 2, false), 21 + 18 + 30 * 2 + 6 + 4 + 5 + 4);
   /* fp8-block: A 1x128 groups (6 f32 scales), B 128x128 blocks (1 per matrix; b per batch: 2). */
   CHECK_EQ_INT(bytes_of("fp8-block", 3, 5, 7, 2, true), 42 + 70 + 30 * 2 + 6 * 4 + 2 * 4);
+  /* fp8 output: e4m3 codes of C and D's f32 scale. */
+  CHECK_EQ_INT(bytes_of("a=e4m3@tensor,b=e4m3@tensor,out=e4m3", 3, 5, 7, 2, false), 42 + 35 + 30 + 8 + 4);
 }
 
 TEST(backends_answer_from_the_spec) {
@@ -329,6 +331,13 @@ TEST(backends_answer_from_the_spec) {
       continue;
     }
     const precis_lt_route *route = precis_lt_route_find(&r.spec, why, sizeof why);
+    if (strcmp(r.name, "fp8-rowwise") == 0 || strcmp(r.name, "fp8-block") == 0) {
+      /* Native on sm_90 through cuBLASLt's scale modes, not below. */
+      CHECK_MSG(route && strcmp(route->name, r.name) == 0, "%s: %s", r.name, why);
+      CHECK_MSG(precis_cuda_spec_supported(&r.spec, 9, 0, why, sizeof why), "%s: %s", r.name, why);
+      CHECK(!precis_cuda_spec_supported(&r.spec, 8, 9, why, sizeof why) && strstr(why, "sm_90"));
+      continue;
+    }
     if (i >= 7) {
       /* Issue 16's presets: no cuda route yet, and the reason names the way planned for it. */
       static const struct {
@@ -370,7 +379,13 @@ TEST(backends_answer_from_the_spec) {
       {"a=e2m1,b=e2m1", true, "", false, "VEC32_UE8M0"},
       {"a=bf16,b=s4@k128", true, "", false, "weight-only"},
       {"a=e5m2,b=e5m2", true, "", false, "e5m2 x e5m2"},
-      {"a=e4m3@row,b=e4m3@col,out=bf16", true, "", false, "OUTER_VEC_32F"},
+      {"a=e4m3@row,b=e4m3@col,out=bf16", true, "", true, ""},
+      {"a=e4m3@row,b=e4m3@col,out=fp32", true, "", false, "fp8-rowwise route"},
+      {"a=e4m3@1x128,b=e4m3@128x128,out=bf16", true, "", true, ""}, /* 1x128 on A is k128 */
+      {"a=e4m3@k128,b=e4m3@128x64,out=bf16", true, "", false, "BLK128x128_32F: b=e4m3@128x128"},
+      {"a=e4m3@k64,b=e4m3@128x128,out=bf16", true, "", false, "VEC128_32F"},
+      {"a=e4m3@tensor,b=e4m3@tensor,out=e4m3", true, "", true, ""},
+      {"a=e4m3@tensor,b=e4m3@tensor,out=e5m2", true, "", false, "e4m3 D only"},
       {"a=e4m3@128x128,b=e4m3@128x128", true, "", false, "never BLK x BLK"},
       {"a=e4m3@row,b=e4m3@col,acc=fp16", false, "acc=fp16 with fp32 group scales", false, "OUTER_VEC_32F"},
       {"a=e5m2@tensor,b=e4m3@tensor,scale=absmax", true, "", false, "e4m3 x e4m3 only"},

@@ -27,6 +27,22 @@ static const precis_lt_route routes[] = {
      .b_gran = PRECIS_GRAN_TENSOR, .acc = PRECIS_FMT_F32, .out = PRECIS_FMT_BF16, .compute_type = PRECIS_LT_COMPUTE_32F,
      .scaling = PRECIS_LT_SCALING_TENSOR_POINTERS, .min_cc = 89, .min_cublaslt = 111100,
      .needs = "FP8 (e4m3) matmul needs sm_89 (Ada) or sm_90 (Hopper) or newer"},
+    /* Issue 16: cuBLASLt's scale modes (cublasLtMatmulMatrixScale_t). OUTER_VEC_32F, VEC128_32F and
+     * BLK128x128_32F came with cuBLAS 12.9 and are documented for sm_90 only (NVIDIA's answer in
+     * CUDALibrarySamples issues 270 and 310); other devices answer through the capability probe. */
+    {.name = "fp8-rowwise", .a = PRECIS_FMT_E4M3, .b = PRECIS_FMT_E4M3, .a_gran = PRECIS_GRAN_ROW,
+     .b_gran = PRECIS_GRAN_COL, .acc = PRECIS_FMT_F32, .out = PRECIS_FMT_BF16, .compute_type = PRECIS_LT_COMPUTE_32F,
+     .scaling = PRECIS_LT_SCALING_OUTER_VEC, .min_cc = 90, .min_cublaslt = PRECIS_LT_VERSION_SCALE_MODES,
+     .needs = "fp8 outer-vector scales (OUTER_VEC_32F) need sm_90 (Hopper) and cuBLASLt 12.9 or newer"},
+    {.name = "fp8-block", .a = PRECIS_FMT_E4M3, .b = PRECIS_FMT_E4M3, .a_gran = PRECIS_GRAN_K, .a_group = 128,
+     .b_gran = PRECIS_GRAN_BLOCK, .b_block_rows = 128, .b_block_cols = 128, .acc = PRECIS_FMT_F32,
+     .out = PRECIS_FMT_BF16, .compute_type = PRECIS_LT_COMPUTE_32F, .scaling = PRECIS_LT_SCALING_BLOCK128,
+     .min_cc = 90, .min_cublaslt = PRECIS_LT_VERSION_SCALE_MODES,
+     .needs = "fp8 128-block scales (VEC128_32F x BLK128x128_32F) need sm_90 (Hopper) and cuBLASLt 12.9 or newer"},
+    {.name = "fp8-e4m3out", .a = PRECIS_FMT_E4M3, .b = PRECIS_FMT_E4M3, .a_gran = PRECIS_GRAN_TENSOR,
+     .b_gran = PRECIS_GRAN_TENSOR, .acc = PRECIS_FMT_F32, .out = PRECIS_FMT_E4M3, .compute_type = PRECIS_LT_COMPUTE_32F,
+     .scaling = PRECIS_LT_SCALING_TENSOR_POINTERS, .d_scaled = true, .min_cc = 89, .min_cublaslt = 111100,
+     .needs = "FP8 (e4m3) matmul with an e4m3 output needs sm_89 (Ada) or sm_90 (Hopper) or newer"},
 };
 _Static_assert(sizeof routes / sizeof routes[0] == PRECIS_LT_ROUTE_COUNT, "PRECIS_LT_ROUTE_COUNT is the table's size");
 
@@ -38,10 +54,22 @@ static bool operand_matches(const precis_operand_spec *op, precis_format_id fmt,
   return op->fmt == fmt && op->gran == gran && (!precis_operand_is_integer(op) || op->conv == PRECIS_QCONV_SYM);
 }
 
+/* The route's group sizes: A's k<G> (or the same groups spelled 1xG) and B's <R>x<C>. */
+static bool groups_match(const precis_lt_route *r, const precis_spec *s) {
+  const precis_operand_spec *a = &s->a, *b = &s->b;
+  if (r->a_group && !(a->gran == PRECIS_GRAN_K && a->group == r->a_group) &&
+      !(a->gran == PRECIS_GRAN_BLOCK && a->block_rows == 1 && a->block_cols == r->a_group))
+    return false;
+  return !r->b_block_rows || (b->block_rows == r->b_block_rows && b->block_cols == r->b_block_cols);
+}
+
 static bool route_matches(const precis_lt_route *r, const precis_spec *s) {
-  bool a_ok = s->scale == PRECIS_SCALE_DYNAMIC ? operand_matches(&s->a, r->a, r->a_gran)
-                                               : r->a_static_ok && operand_matches(&s->a, r->a, PRECIS_GRAN_TENSOR);
-  return a_ok && operand_matches(&s->b, r->b, r->b_gran) && s->acc == r->acc && s->out == r->out;
+  precis_operand_spec a = s->a;
+  if (r->a_group && a.gran == PRECIS_GRAN_BLOCK && a.block_rows == 1) a.gran = PRECIS_GRAN_K; /* 1xG is k<G> on A */
+  bool a_ok = s->scale == PRECIS_SCALE_DYNAMIC ? operand_matches(&a, r->a, r->a_gran)
+                                               : r->a_static_ok && operand_matches(&a, r->a, PRECIS_GRAN_TENSOR);
+  return a_ok && operand_matches(&s->b, r->b, r->b_gran) && groups_match(r, s) && s->acc == r->acc &&
+         s->out == r->out;
 }
 
 static bool is_fp8_fmt(precis_format_id f) { return f == PRECIS_FMT_E4M3 || f == PRECIS_FMT_E5M2; }
@@ -82,23 +110,39 @@ static bool why_no_quantized_route(const precis_spec *s, char *why, size_t len) 
       return true;
     }
     if (a->gran == PRECIS_GRAN_ROW && b->gran == PRECIS_GRAN_COL) {
-      snprintf(why, len, "fp8 outer-vector scales (A per row, B per column): planned through "
-                       "CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F in A_SCALE_MODE/B_SCALE_MODE on sm_90 (fp32 "
-                       "vectors, 16-byte aligned); %s", todo);
+      snprintf(why, len, "fp8 outer-vector scales (A per row, B per column): the fp8-rowwise route "
+                       "(CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F, sm_90) takes e4m3 x e4m3 with acc=fp32, out=bf16, "
+                       "dynamic scales only (this spec: a=%s, b=%s, out=%s)",
+               precis_format_get(a->fmt)->name, precis_format_get(b->fmt)->name, precis_format_get(s->out)->name);
       return true;
     }
     bool vec128_a = (a->gran == PRECIS_GRAN_K && a->group == 128) ||
                     (a->gran == PRECIS_GRAN_BLOCK && a->block_rows == 1 && a->block_cols == 128);
     bool blk_b = b->gran == PRECIS_GRAN_BLOCK && b->block_rows == 128 && b->block_cols == 128;
     if (vec128_a && blk_b) {
-      snprintf(why, len, "fp8 128-blocks (A 1x128, B 128x128): planned through CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F "
-                       "(A) and BLK128x128_32F (B) on sm_90 (fp32 scales); %s", todo);
+      snprintf(why, len, "fp8 128-blocks (A 1x128, B 128x128): the fp8-block route (CUBLASLT_MATMUL_MATRIX_SCALE_"
+                       "VEC128_32F x BLK128x128_32F, sm_90) takes e4m3 x e4m3 with acc=fp32, out=bf16, dynamic "
+                       "scales only (this spec: a=%s, b=%s, out=%s)",
+               precis_format_get(a->fmt)->name, precis_format_get(b->fmt)->name, precis_format_get(s->out)->name);
+      return true;
+    }
+    if (a->gran == PRECIS_GRAN_BLOCK || b->gran == PRECIS_GRAN_BLOCK || a->gran == PRECIS_GRAN_K ||
+        b->gran == PRECIS_GRAN_K) {
+      snprintf(why, len, "fp8 with %s/%s scales: cuBLASLt's block scales on sm_90 are A 1x128 (VEC128_32F: "
+                       "a=e4m3@k128 or a=e4m3@1x128) with B 128x128 (BLK128x128_32F: b=e4m3@128x128) only",
+               precis_gran_name(a->gran), precis_gran_name(b->gran));
       return true;
     }
     if (a->gran == PRECIS_GRAN_TENSOR && b->gran == PRECIS_GRAN_TENSOR && a->fmt != b->fmt) {
       snprintf(why, len, "fp8 %s x %s per tensor: cuBLASLt takes it (SCALAR_32F, sm_89+), but precis's fp8 route is "
                          "e4m3 x e4m3 only; %s",
                precis_format_get(a->fmt)->name, precis_format_get(b->fmt)->name, todo);
+      return true;
+    }
+    if (a->gran == PRECIS_GRAN_TENSOR && b->gran == PRECIS_GRAN_TENSOR && is_fp8_fmt(s->out) &&
+        s->out != PRECIS_FMT_E4M3) {
+      snprintf(why, len, "fp8 output %s: the fp8-e4m3out route writes e4m3 D only (scale_D, amax_D)",
+               precis_format_get(s->out)->name);
       return true;
     }
     if (a->gran == PRECIS_GRAN_TENSOR && b->gran == PRECIS_GRAN_TENSOR) return false; /* the fp8 route's own fields */
@@ -136,7 +180,7 @@ static void why_no_route(const precis_spec *s, char *why, size_t len) {
     return;
   else
     snprintf(why, len, "a=%s,b=%s,acc=%s,out=%s: no cuBLASLt route in precis yet (issue 16); routes: the presets "
-                       "fp32, tf32, fp16, fp16acc16, bf16, int8, fp8",
+                       "fp32, tf32, fp16, fp16acc16, bf16, int8, fp8, fp8-rowwise, fp8-block, and fp8 with out=e4m3",
              a, b, precis_format_get(s->acc)->name, precis_format_get(s->out)->name);
 }
 

@@ -78,6 +78,46 @@ static int pow2_alignment(int64_t bytes) {
   return align;
 }
 
+/* The scale tensors of the two slots (A_lt = the workload's B, k_pad x n_pad; B_lt = the workload's
+ * A, k_pad x rows_pad; both stored k-contiguous in the TN form). Layouts as cuBLASLt reads them
+ * (docs/cuda-backend.md, "fp8 scale tensors"):
+ *   OUTER_VEC_32F: one fp32 per column of the slot (per output row/column), contiguous;
+ *   VEC128_32F (B_lt, the workload's A in 1x128 blocks): ceil(k/128) x rows_pad, the outer
+ *     dimension contiguous (scale of k-block t of row i at i + t*rows_pad; rows_pad is a multiple
+ *     of 16, so every k-block's column starts 16-byte aligned);
+ *   BLK128x128_32F (A_lt, the workload's B in 128x128 blocks): ceil(k/128) x ceil(n/128), the
+ *     k-blocks contiguous with their count padded to a multiple of 4 (16 bytes) as the leading
+ *     dimension. */
+static void plan_scale_tensors(precis_gemm_plan *plan, precis_lt_scaling scaling) {
+  precis_lt_scale_tensor *a = &plan->lt_a_scales, *b = &plan->lt_b_scales;
+  memset(a, 0, sizeof *a);
+  memset(b, 0, sizeof *b);
+  a->mode = b->mode = -1;
+  a->holds = plan->lt_a_scale;
+  b->holds = plan->lt_b_scale;
+  int64_t kb = ceil_div(plan->k_pad, 128);
+  switch (scaling) {
+  case PRECIS_LT_SCALING_TENSOR_POINTERS:
+    *a = (precis_lt_scale_tensor){PRECIS_LT_SCALE_SCALAR_32F, a->holds, 1, 1, plan->k_pad, plan->n_pad, 0, 0, 1};
+    *b = (precis_lt_scale_tensor){PRECIS_LT_SCALE_SCALAR_32F, b->holds, 1, 1, plan->k_pad, plan->rows_pad, 0, 0, 1};
+    break;
+  case PRECIS_LT_SCALING_OUTER_VEC:
+    *a = (precis_lt_scale_tensor){PRECIS_LT_SCALE_OUTER_VEC_32F, a->holds, 1, plan->n_pad, plan->k_pad, 1, 0, 1,
+                                  plan->n_pad};
+    *b = (precis_lt_scale_tensor){PRECIS_LT_SCALE_OUTER_VEC_32F, b->holds, 1, plan->rows_pad, plan->k_pad, 1, 0, 1,
+                                  plan->rows_pad};
+    break;
+  case PRECIS_LT_SCALING_BLOCK128: {
+    int64_t nb = ceil_div(plan->n_pad, 128), ld = round_up(kb, 4);
+    *a = (precis_lt_scale_tensor){PRECIS_LT_SCALE_BLK128X128_32F, a->holds, kb, nb, 128, 128, 1, ld, ld * nb};
+    *b = (precis_lt_scale_tensor){PRECIS_LT_SCALE_VEC128_32F, b->holds, kb, plan->rows_pad, 128, 1, plan->rows_pad, 1,
+                                  kb * plan->rows_pad};
+    break;
+  }
+  default: break;
+  }
+}
+
 precis_status precis_gemm_plan_make(const precis_spec *spec, int64_t m, int64_t n, int64_t k, int64_t batch,
                                     bool b_batched, precis_gemm_plan *plan) {
   return precis_gemm_plan_make_for(spec, m, n, k, batch, b_batched, 0, plan);
@@ -91,6 +131,10 @@ precis_status precis_gemm_plan_make_for(const precis_spec *spec, int64_t m, int6
   const precis_lt_route *route = precis_lt_route_find(spec, why, sizeof why);
   if (!route) return precis_fail(PRECIS_E_UNSUPPORTED, "%s", why);
   const char *name = route->name;
+  /* A known cuBLASLt older than the route's (scale modes came with 12.9): refused with the need. */
+  if (lt_version > 0 && route->min_cublaslt > 0 && lt_version < route->min_cublaslt)
+    return precis_fail(PRECIS_E_UNSUPPORTED, "%s; planned for cuBLASLt %d.%d.%d", route->needs, lt_version / 10000,
+                       lt_version / 100 % 100, lt_version % 100);
   if (m <= 0 || n <= 0 || k <= 0 || batch <= 0)
     return precis_fail(PRECIS_E_INPUT, "GEMM plan for %s: dimensions must be positive (m=%lld n=%lld k=%lld batch=%lld)",
                        name, (long long)m, (long long)n, (long long)k, (long long)batch);
@@ -99,7 +143,8 @@ precis_status precis_gemm_plan_make_for(const precis_spec *spec, int64_t m, int6
   const precis_format *out_fmt = precis_format_get(spec->out);
 
   bool int8 = route->scaling == PRECIS_LT_SCALING_DEQUANT;
-  bool fp8 = route->scaling == PRECIS_LT_SCALING_TENSOR_POINTERS;
+  bool scale_tensors = route->scaling == PRECIS_LT_SCALING_OUTER_VEC || route->scaling == PRECIS_LT_SCALING_BLOCK128;
+  bool fp8 = route->scaling == PRECIS_LT_SCALING_TENSOR_POINTERS || scale_tensors;
   plan->spec = *spec;
   plan->route = route;
   plan->workspace_limit_bytes = PRECIS_LT_WORKSPACE_BYTES;
@@ -129,6 +174,15 @@ precis_status precis_gemm_plan_make_for(const precis_spec *spec, int64_t m, int6
     plan->batch_mode = plan->b_batched ? PRECIS_PLAN_BATCH_STRIDED : PRECIS_PLAN_BATCH_FOLDED;
   bool strided = plan->batch_mode == PRECIS_PLAN_BATCH_STRIDED;
   int64_t gemms = strided ? batch : 1;
+  /* A scale tensor has no batch stride in cuBLASLt (A_SCALE_POINTER is one tensor for the whole
+   * call), so per-row/column/block scales of a b per batch element would need one call per batch
+   * matrix; not planned. A b shared by the batch is folded into one GEMM and needs none. */
+  if (scale_tensors && strided)
+    return precis_fail(PRECIS_E_UNSUPPORTED,
+                       "GEMM plan for %s: a b per batch element (strided batch, batch %lld) is not planned: cuBLASLt's "
+                       "scale tensors (A/B_SCALE_POINTER with %s) have no batch stride; run it on the cpu backend",
+                       name, (long long)batch,
+                       route->scaling == PRECIS_LT_SCALING_OUTER_VEC ? "OUTER_VEC_32F" : "VEC128_32F/BLK128x128_32F");
 
   const int64_t int32_max = 2147483647;
   if (m > int32_max / batch && !strided)
@@ -188,12 +242,20 @@ precis_status precis_gemm_plan_make_for(const precis_spec *spec, int64_t m, int6
   /* D: lt_m x lt_n column-major = C row-major [rows, n_pad]. cuBLASLt writes all of it. */
   set_matrix(&plan->lt_d, d_type, plan->lt_m, plan->lt_n, (int32_t)gemms);
   plan->lt_c = plan->lt_d;
+  if (route->d_scaled) {
+    /* cuBLASLt's fp8 type table pairs an e4m3 D with a 16BF (or 16F) C: its own buffer, never read. */
+    plan->d_scaled = true;
+    plan->c_separate = true;
+    set_matrix(&plan->lt_c, PRECIS_CUDA_R_16BF, plan->lt_m, plan->lt_n, (int32_t)gemms);
+  }
   plan->alpha = 1.0;
   plan->beta = 0.0;
   plan->lt_a_holds = PRECIS_PLAN_WORKLOAD_B;
   plan->lt_b_holds = PRECIS_PLAN_WORKLOAD_A;
   plan->lt_a_scale = fp8 ? PRECIS_PLAN_WORKLOAD_B : PRECIS_PLAN_NONE;
   plan->lt_b_scale = fp8 ? PRECIS_PLAN_WORKLOAD_A : PRECIS_PLAN_NONE;
+  plan_scale_tensors(plan, route->scaling);
+  plan->host_quantized = scale_tensors;
 
   /* Writing B: one launch per distinct b ([k, n] each). */
   plan->write_b = (precis_plan_write){
@@ -232,7 +294,7 @@ precis_status precis_gemm_plan_make_for(const precis_spec *spec, int64_t m, int6
     plan->read = (precis_plan_read){.calls = 1, .rows = batch * m, .cols = n, .src_ld = n, .dst_ld = n};
   } else {
     plan->widen = d_type == PRECIS_CUDA_R_16F || d_type == PRECIS_CUDA_R_16BF;
-    plan->out_elements = plan->widen ? plan->lt_d.elements : 0;
+    plan->out_elements = plan->widen || plan->d_scaled ? plan->lt_d.elements : 0; /* e4m3 D: decoded codes */
     if (strided && plan->rows_pad != m)
       plan->read = (precis_plan_read){.calls = batch, .rows = m, .cols = n,
                                       .src_stride = plan->lt_d.ld * plan->lt_d.cols, .src_ld = plan->n_pad,
@@ -305,6 +367,32 @@ precis_status precis_gemm_plan_check(const precis_gemm_plan *plan) {
       return precis_fail(PRECIS_E_UNSUPPORTED,
                          "GEMM plan for %s: a scale pointer on cuBLASLt's %s, a %s operand (only fp8/fp4 take one)",
                          name, slots[i].slot, data_type_name(slots[i].mat->data_type));
+  const precis_lt_scale_tensor *st[2] = {&plan->lt_a_scales, &plan->lt_b_scales};
+  const precis_lt_matrix *slot_mats[2] = {&plan->lt_a, &plan->lt_b};
+  /* cuBLASLt pairs BLK128x128_32F only with VEC128_32F on the other operand, never BLK x BLK. */
+  bool blk_a = st[0]->mode == PRECIS_LT_SCALE_BLK128X128_32F, blk_b = st[1]->mode == PRECIS_LT_SCALE_BLK128X128_32F;
+  bool vec_a = st[0]->mode == PRECIS_LT_SCALE_VEC128_32F, vec_b = st[1]->mode == PRECIS_LT_SCALE_VEC128_32F;
+  if ((blk_a || blk_b || vec_a || vec_b) && !((blk_a && vec_b) || (vec_a && blk_b) || (vec_a && vec_b)))
+    return precis_fail(PRECIS_E_UNSUPPORTED, "GEMM plan for %s: scale modes %s x %s: cuBLASLt takes 128-blocks as "
+                       "VEC128_32F x BLK128x128_32F (either order) or VEC128_32F x VEC128_32F, never BLK x BLK", name,
+                       precis_lt_scale_mode_name(st[0]->mode), precis_lt_scale_mode_name(st[1]->mode));
+  for (size_t i = 0; i < 2; i++) {
+    int mode = st[i]->mode;
+    if (mode > PRECIS_LT_SCALE_SCALAR_32F && !precis_lt_type_is_narrow(slot_mats[i]->data_type))
+      return precis_fail(PRECIS_E_UNSUPPORTED, "GEMM plan for %s: a %s scale tensor on cuBLASLt's %s, a %s operand",
+                         name, precis_lt_scale_mode_name(mode), slots[i].slot, data_type_name(slot_mats[i]->data_type));
+    /* cuBLASLt reads every scale column with 16-byte loads: each must start 16-byte aligned. */
+    int64_t col_stride = mode == PRECIS_LT_SCALE_BLK128X128_32F ? st[i]->outer_stride
+                         : mode == PRECIS_LT_SCALE_VEC128_32F  ? st[i]->inner_stride
+                                                               : 0;
+    if ((col_stride * 4) % 16 != 0)
+      return precis_fail(PRECIS_E_UNSUPPORTED, "GEMM plan for %s: the %s scale tensor of %s has a leading dimension of "
+                         "%lld floats, not a multiple of 16 bytes", name, precis_lt_scale_mode_name(mode), slots[i].slot,
+                         (long long)col_stride);
+  }
+  if (plan->d_scaled && !precis_lt_type_is_narrow(plan->lt_d.data_type))
+    return precis_fail(PRECIS_E_UNSUPPORTED, "GEMM plan for %s: scale_D/amax_D on a %s output (fp8 outputs only)", name,
+                       data_type_name(plan->lt_d.data_type));
   if (plan->lt_calls < 1 || plan->lt_calls != plan->lt_batch_calls * plan->lt_row_calls ||
       plan->lt_call_rows * plan->lt_row_calls != plan->lt_n)
     return precis_fail(PRECIS_E_UNSUPPORTED, "GEMM plan for %s: inconsistent split (%lld calls, %lld x %lld rows)", name,
@@ -317,7 +405,10 @@ long long precis_gemm_plan_device_bytes(const precis_gemm_plan *plan) {
                     plan->lt_b.elements * (long long)plan->lt_b.elem_bytes +
                     plan->lt_d.elements * (long long)plan->lt_d.elem_bytes + plan->out_elements * 4LL;
   if (plan->dequant) bytes += (plan->row_scale_count + plan->col_scale_count) * 4LL;
-  if (plan->lt_a_scale != PRECIS_PLAN_NONE) bytes += 2 * 4;
+  /* Every scale at its real size (one float per tensor scale, the whole padded tensor otherwise). */
+  if (plan->lt_a_scale != PRECIS_PLAN_NONE) bytes += (plan->lt_a_scales.elements + plan->lt_b_scales.elements) * 4LL;
+  if (plan->d_scaled) bytes += 2 * 4; /* scale_D and amax_D */
+  if (plan->c_separate) bytes += plan->lt_c.elements * (long long)plan->lt_c.elem_bytes;
   return bytes;
 }
 
@@ -330,6 +421,12 @@ static const char *scaling_name(precis_lt_scaling s) {
   case PRECIS_LT_SCALING_NONE: return "none";
   case PRECIS_LT_SCALING_DEQUANT: return "int32 accumulators, then dequant c = s_a[i]*s_b[j]*acc (row/column vectors)";
   case PRECIS_LT_SCALING_TENSOR_POINTERS: return "per-tensor scales through A_SCALE_POINTER/B_SCALE_POINTER";
+  case PRECIS_LT_SCALING_OUTER_VEC:
+    return "A per row x B per column (OUTER_VEC_32F vectors through A/B_SCALE_POINTER), codes and scales from the host "
+           "quantizer";
+  case PRECIS_LT_SCALING_BLOCK128:
+    return "A 1x128 (VEC128_32F) x B 128x128 (BLK128x128_32F) scale tensors through A/B_SCALE_POINTER, codes and scales "
+           "from the host quantizer";
   }
   return "unknown";
 }
@@ -340,6 +437,64 @@ static void describe_matrix(precis_kv_list *details, const char *key, const prec
            data_type_name(mat->data_type), (long long)mat->rows, (long long)mat->cols, (long long)mat->ld,
            (int)mat->batch_count, (long long)mat->batch_stride, (long long)mat->elements,
            mat->zero_fill ? ", zeroed (padding)" : "");
+  precis_kv_set(details, key, buf);
+}
+
+void precis_gemm_plan_fill_scales(const precis_lt_scale_tensor *t, const float *scales, int64_t scale_cols,
+                                  int64_t group_rows, int64_t group_cols, int64_t operand_rows, int64_t operand_cols,
+                                  float *out) {
+  for (int64_t i = 0; i < t->elements; i++) out[i] = 1.0f;
+  bool holds_a = t->holds == PRECIS_PLAN_WORKLOAD_A;
+  for (int64_t r = 0; r < t->grid_rows; r++)
+    for (int64_t c = 0; c < t->grid_cols; c++) {
+      /* The cell's first element of the slot: k index p, outer index j; in the operand, A is
+       * [rows, k] (row j, column p) and B is [k, n] (row p, column j). */
+      int64_t p = r * t->block_inner, j = c * t->block_outer;
+      int64_t row = holds_a ? j : p, col = holds_a ? p : j;
+      if (row >= operand_rows || col >= operand_cols) continue; /* padding */
+      out[r * t->inner_stride + c * t->outer_stride] = scales[(row / group_rows) * scale_cols + col / group_cols];
+    }
+}
+
+void precis_gemm_plan_place_codes(const precis_plan_write *w, const uint8_t *codes, uint8_t *dst) {
+  for (int64_t c = 0; c < w->calls; c++) {
+    const uint8_t *src = codes + c * w->src_stride;
+    uint8_t *out = dst + c * w->dst_stride;
+    for (int64_t r = 0; r < w->rows; r++)
+      for (int64_t col = 0; col < w->cols; col++)
+        out[w->transpose_out ? col * w->ld_out + r : r * w->ld_out + col] = src[r * w->cols + col];
+  }
+}
+
+const char *precis_lt_scale_mode_name(int mode) {
+  switch (mode) {
+  case PRECIS_LT_SCALE_SCALAR_32F: return "SCALAR_32F";
+  case PRECIS_LT_SCALE_VEC16_UE4M3: return "VEC16_UE4M3";
+  case PRECIS_LT_SCALE_VEC32_UE8M0: return "VEC32_UE8M0";
+  case PRECIS_LT_SCALE_OUTER_VEC_32F: return "OUTER_VEC_32F";
+  case PRECIS_LT_SCALE_VEC128_32F: return "VEC128_32F";
+  case PRECIS_LT_SCALE_BLK128X128_32F: return "BLK128x128_32F";
+  default: return "none";
+  }
+}
+
+static void describe_scales(precis_kv_list *details, const char *key, const precis_lt_scale_tensor *t) {
+  char buf[240];
+  if (t->mode < 0) return;
+  if (t->mode == PRECIS_LT_SCALE_SCALAR_32F)
+    snprintf(buf, sizeof buf, "SCALAR_32F: one fp32 (%s), 4 bytes", t->holds == PRECIS_PLAN_WORKLOAD_A ? "a" : "b");
+  else if (t->mode == PRECIS_LT_SCALE_OUTER_VEC_32F)
+    snprintf(buf, sizeof buf, "OUTER_VEC_32F: %lld fp32 (one per %s, padding 1), contiguous, %lld bytes, 16-byte aligned",
+             (long long)t->grid_cols, t->holds == PRECIS_PLAN_WORKLOAD_A ? "row of a" : "column of b",
+             (long long)t->elements * 4);
+  else
+    snprintf(buf, sizeof buf,
+             "%s: %lldx%lld fp32 grid of %lldx%lld blocks (k x %s), element (t,u) at t*%lld + u*%lld (%s contiguous), "
+             "%lld floats = %lld bytes, columns 16-byte aligned",
+             precis_lt_scale_mode_name(t->mode), (long long)t->grid_rows, (long long)t->grid_cols,
+             (long long)t->block_inner, (long long)t->block_outer, t->holds == PRECIS_PLAN_WORKLOAD_A ? "rows" : "n",
+             (long long)t->inner_stride, (long long)t->outer_stride, t->inner_stride == 1 ? "k-blocks" : "outer index",
+             (long long)t->elements, (long long)t->elements * 4);
   precis_kv_set(details, key, buf);
 }
 
@@ -367,8 +522,14 @@ void precis_gemm_plan_describe(const precis_gemm_plan *plan, precis_kv_list *det
   precis_kv_set_int(details, "ldb", plan->lt_b.ld);
   precis_kv_set_int(details, "ldc", plan->lt_c.ld);
   precis_kv_set_int(details, "ldd", plan->lt_d.ld);
-  snprintf(buf, sizeof buf, "A %s, B %s, C/D %s, scale %s", data_type_name(plan->lt_a.data_type),
-           data_type_name(plan->lt_b.data_type), data_type_name(plan->lt_d.data_type), data_type_name(plan->scale_type));
+  if (plan->c_separate)
+    snprintf(buf, sizeof buf, "A %s, B %s, C %s, D %s, scale %s", data_type_name(plan->lt_a.data_type),
+             data_type_name(plan->lt_b.data_type), data_type_name(plan->lt_c.data_type),
+             data_type_name(plan->lt_d.data_type), data_type_name(plan->scale_type));
+  else
+    snprintf(buf, sizeof buf, "A %s, B %s, C/D %s, scale %s", data_type_name(plan->lt_a.data_type),
+             data_type_name(plan->lt_b.data_type), data_type_name(plan->lt_d.data_type),
+             data_type_name(plan->scale_type));
   precis_kv_set(details, "lt_types", buf);
   precis_kv_set(details, "lt_compute_type", compute_type_name(plan->compute_type));
   precis_kv_set(details, "lt_scale_type", data_type_name(plan->scale_type));
@@ -379,6 +540,14 @@ void precis_gemm_plan_describe(const precis_gemm_plan *plan, precis_kv_list *det
   precis_kv_set(details, "scaling", scaling_name(plan->route ? plan->route->scaling : PRECIS_LT_SCALING_NONE));
   precis_kv_set(details, "a_scale_pointer", operand_name(plan->lt_a_scale));
   precis_kv_set(details, "b_scale_pointer", operand_name(plan->lt_b_scale));
+  describe_scales(details, "a_scale_mode", &plan->lt_a_scales);
+  describe_scales(details, "b_scale_mode", &plan->lt_b_scales);
+  if (plan->host_quantized)
+    precis_kv_set(details, "quantize", "on the host (the cpu backend's quantizer): codes copied per write_a/write_b, "
+                                       "scale tensors uploaded");
+  if (plan->d_scaled)
+    precis_kv_set(details, "d_scale", "e4m3 D = fp8(scale_D * result) with scale_D = 1/s, s = amax_D/448 from a first "
+                                      "pass (AMAX_D_POINTER); C is its own bf16 buffer (never read)");
   precis_kv_set(details, "batch_mode", precis_plan_batch_mode_str(plan->batch_mode));
   precis_kv_set_int(details, "lt_batch_count", plan->lt_d.batch_count);
   snprintf(buf, sizeof buf, "rows %lld->%lld, n %lld->%lld, k %lld->%lld (zeros)", (long long)plan->rows,

@@ -36,7 +36,24 @@ typedef enum precis_lt_scaling {
   PRECIS_LT_SCALING_NONE,
   PRECIS_LT_SCALING_DEQUANT,        /* int32 accumulators, then a dequant kernel with row and column scale vectors */
   PRECIS_LT_SCALING_TENSOR_POINTERS, /* per-tensor scales through CUBLASLT_MATMUL_DESC_A/B_SCALE_POINTER */
+  /* Issue 16, sm_90: scale tensors through A/B_SCALE_POINTER with A/B_SCALE_MODE (cuBLASLt >= 12.9).
+   * The codes and scales come from the host quantizer (the cpu backend's), see docs/cuda-backend.md. */
+  PRECIS_LT_SCALING_OUTER_VEC, /* A per row x B per column: OUTER_VEC_32F on both slots */
+  PRECIS_LT_SCALING_BLOCK128,  /* A 1x128 (VEC128_32F) x B 128x128 (BLK128x128_32F) */
 } precis_lt_scaling;
+
+/* cublasLtMatmulMatrixScale_t values as plain integers (kernels/lt_matmul.c checks them). */
+enum {
+  PRECIS_LT_SCALE_SCALAR_32F = 0,
+  PRECIS_LT_SCALE_VEC16_UE4M3 = 1,
+  PRECIS_LT_SCALE_VEC32_UE8M0 = 2,
+  PRECIS_LT_SCALE_OUTER_VEC_32F = 3,
+  PRECIS_LT_SCALE_VEC128_32F = 4,
+  PRECIS_LT_SCALE_BLK128X128_32F = 5,
+};
+
+/* cuBLASLt 12.9.0 (CUDA 12.9): the first with OUTER_VEC_32F, VEC128_32F and BLK128x128_32F. */
+#define PRECIS_LT_VERSION_SCALE_MODES 120900
 
 /* One way the cuda backend runs a family of specs (EXAMPLES E5): which operand formats and
  * granularities, accumulation and output, and what cuBLASLt needs for it. A spec no row matches is
@@ -49,6 +66,9 @@ typedef struct precis_lt_route {
   precis_format_id acc, out;
   int compute_type;               /* PRECIS_LT_COMPUTE_* */
   precis_lt_scaling scaling;
+  int a_group;                    /* A's k<G> group (PRECIS_GRAN_K); 0: any */
+  int b_block_rows, b_block_cols; /* B's <R>x<C> block (PRECIS_GRAN_BLOCK); 0: any */
+  bool d_scaled;                  /* fp8 output: scale_D and amax_D (CUBLASLT_MATMUL_DESC_D_SCALE/AMAX_D_POINTER) */
   int min_cc;                     /* major*10 + minor */
   long long min_cublaslt;         /* cublasLtGetVersion(); 0: any */
   const char *needs;              /* why it cannot run below min_cc */
@@ -57,7 +77,7 @@ typedef struct precis_lt_route {
 /* The workspace handed to cuBLASLt: 32 MiB (cudaMalloc aligns to 256 bytes). */
 #define PRECIS_LT_WORKSPACE_BYTES ((size_t)32 << 20)
 
-#define PRECIS_LT_ROUTE_COUNT 7
+#define PRECIS_LT_ROUTE_COUNT 10
 const precis_lt_route *precis_lt_route_at(size_t index); /* index < PRECIS_LT_ROUTE_COUNT */
 size_t precis_lt_route_index(const precis_lt_route *route);
 /* The route of a spec, or NULL with the reason (naming the spec field no route covers). */
@@ -86,6 +106,20 @@ typedef struct precis_lt_matrix {
   int64_t elements;      /* size of the device buffer in elements, padding included */
   bool zero_fill;        /* holds padding: zero the buffer once before the conversion writes it */
 } precis_lt_matrix;
+
+/* A scale tensor of one cuBLASLt slot (A_lt or B_lt, a stored column-major inner x outer matrix:
+ * inner = k for the TN routes): a grid_rows x grid_cols grid of fp32 scales, scale (r, c) covering
+ * the block_inner x block_outer elements from (r*block_inner, c*block_outer) of the slot's matrix
+ * and stored at element r*inner_stride + c*outer_stride of a buffer of `elements` floats
+ * (entries for padding hold 1). mode is PRECIS_LT_SCALE_*; SCALAR_32F: one value, no grid. */
+typedef struct precis_lt_scale_tensor {
+  int mode;
+  precis_plan_operand holds; /* the workload operand whose scales these are */
+  int64_t grid_rows, grid_cols;
+  int64_t block_inner, block_outer;
+  int64_t inner_stride, outer_stride;
+  int64_t elements;
+} precis_lt_scale_tensor;
 
 /* How one workload operand is written into its cuBLASLt buffer: `calls` launches of a
  * kernels/convert.cuh launcher; call c reads the float32 row-major [rows, cols] at
@@ -138,6 +172,17 @@ typedef struct precis_gemm_plan {
   /* fp8 per-tensor scales: which workload operand's scale goes to CUBLASLT_MATMUL_DESC_A_SCALE_POINTER
    * and B_SCALE_POINTER (NONE for the other recipes). */
   precis_plan_operand lt_a_scale, lt_b_scale;
+  /* Issue 16: the scale mode and tensor of each slot (mode SCALAR_32F for the per-tensor fp8
+   * route; unused, mode -1, without scale pointers). Scale tensors other than SCALAR_32F are filled
+   * on the host from the host quantizer's scales and uploaded; the codes are written per
+   * write_a/write_b (host-quantized codes, copied with ld_out, transposed when transpose_out). */
+  precis_lt_scale_tensor lt_a_scales, lt_b_scales;
+  bool host_quantized; /* codes and scales from the host quantizer (OUTER_VEC / BLOCK128 routes) */
+  /* fp8 output (out=e4m3): D holds e4m3 codes of scale_D * (the f32 result); C is then its own
+   * bf16 buffer (cuBLASLt pairs an e4m3 D with a 16BF C; never read, beta = 0). scale_D is chosen
+   * from the amax of a first pass (AMAX_D_POINTER): docs/decisions.md. */
+  bool d_scaled;
+  bool c_separate;
 
   /* Writing the inputs. */
   precis_plan_write write_a, write_b;
@@ -197,6 +242,24 @@ precis_status precis_gemm_plan_make_for(const precis_spec *spec, int64_t m, int6
  * PRECIS_E_UNSUPPORTED with the reason. Called by precis_gemm_plan_make_for and before every
  * descriptor is built (kernels/lt_matmul.c). */
 precis_status precis_gemm_plan_check(const precis_gemm_plan *plan);
+
+/* Fills a slot's scale tensor (t->elements floats at out) from the host quantizer's scales of the
+ * workload operand it holds (t->holds): `scales` is their row-major grid with scale_cols columns,
+ * one per group_rows x group_cols group of the operand's stored operand_rows x operand_cols matrix
+ * (A: rows x k, B: k x n). Entries for padding, and gaps in the layout, hold 1. */
+void precis_gemm_plan_fill_scales(const precis_lt_scale_tensor *t, const float *scales, int64_t scale_cols,
+                                  int64_t group_rows, int64_t group_cols, int64_t operand_rows, int64_t operand_cols,
+                                  float *out);
+
+/* Places host-quantized codes (one byte each, row-major [w->rows, w->cols] per call, call c at
+ * codes + c*src_stride) into a host image of the slot's buffer (dst, zeroed by the caller, the
+ * slot's elements bytes) as the write says: element (r, col) of call c at c*dst_stride +
+ * r*ld_out + col, or c*dst_stride + col*ld_out + r when transpose_out. The cuda backend uploads
+ * the image as it is (fp8-rowwise, fp8-block). */
+void precis_gemm_plan_place_codes(const precis_plan_write *w, const uint8_t *codes, uint8_t *dst);
+
+/* "OUTER_VEC_32F", "VEC128_32F", ... for a PRECIS_LT_SCALE_* value ("none" for -1). */
+const char *precis_lt_scale_mode_name(int mode);
 
 /* true for the data types that take a cuBLASLt scale pointer: fp8 (E4M3, E5M2) and fp4 (E2M1). */
 bool precis_lt_type_is_narrow(int data_type);

@@ -500,6 +500,8 @@ long long precis_spec_tensor_bytes(const precis_spec *s, long long m, long long 
   } else {
     total += scale_bytes(&s->a, true, m, k, batch) + scale_bytes(&s->b, false, k, n, b_mats);
   }
+  /* An fp8 output carries its f32 scale (scale_D). */
+  if (s->out == PRECIS_FMT_E4M3 || s->out == PRECIS_FMT_E5M2) total += 4;
   /* Split recipes hold their terms beside the operands: float splits 2 or 3 terms (tf32 stored in
    * 32 bits, bf16 in 16); Ozaki N int8 slices, an exponent per row of A / column of B, one int32
    * slice product and the fp64 sum of the levels. */

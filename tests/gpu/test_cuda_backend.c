@@ -17,6 +17,7 @@
 #include "backend_agreement.h"
 #include "cuda_api.h"
 #include "format.h"
+#include "gemm_plan.h"
 #include "gpu_probe.h"
 #include "harness.h"
 #include "preset_fixture.h"
@@ -177,6 +178,13 @@ static const shape shapes[] = {
     {17, 1, 8, 1, false},   {2, 33, 17, 4, true}, {128, 96, 128, 2, false},
 };
 
+/* fp8-rowwise and fp8-block (issue 16): cuBLASLt scale tensors, which the plan refuses for a b
+ * per batch element. */
+static bool takes_scale_tensors(const precis_recipe *r) {
+  const precis_lt_route *route = precis_lt_route_find(&r->spec, NULL, 0);
+  return route && (route->scaling == PRECIS_LT_SCALING_OUTER_VEC || route->scaling == PRECIS_LT_SCALING_BLOCK128);
+}
+
 static void against_cpu(bool integers) {
   precis_case_options o = quick_options();
   for (int id = 0; id < PRESET_COUNT; id++) {
@@ -186,6 +194,15 @@ static void against_cpu(bool integers) {
       workload w;
       workload_make(&w, shapes[s].m, shapes[s].n, shapes[s].k, shapes[s].batch, shapes[s].b_batched, integers, 0);
       precis_case_output g, c;
+      if (takes_scale_tensors(r) && shapes[s].b_batched && shapes[s].batch > 1) {
+        precis_case_output_init(&g);
+        CHECK_OK(cuda->run_case(cuda_ctx, &r->spec, &w.info, &w.data, &o, &g));
+        CHECK_MSG(g.status == PRECIS_ROW_UNSUPPORTED && strstr(g.reason, "no batch stride"), "%s b_batched: %s: %s",
+                  r->name, precis_row_status_str(g.status), g.reason);
+        precis_case_output_free(&g);
+        workload_free(&w);
+        continue;
+      }
       bool ok_g = run(cuda, cuda_ctx, r, &w, &o, &g), ok_c = run(cpu, cpu_ctx, r, &w, &o, &c);
       CHECK_MSG(ok_g && ok_c, "%s shape %zu ran on both backends", r->name, s);
       /* fp8 rescales the integers (s = amax/448), and issue 16's scaled formats likewise, so they are
@@ -205,6 +222,66 @@ static void against_cpu(bool integers) {
 
 TEST(every_recipe_matches_the_cpu_backend_exactly_on_integers) { against_cpu(true); }
 TEST(every_recipe_matches_the_cpu_backend_within_the_bound_on_random_data) { against_cpu(false); }
+
+/* Issue 16 on sm_90: the cuBLASLt scale modes on shapes that are not multiples of 128 or 16 (partial
+ * k-blocks and n-blocks, padded rows), against the cpu backend within the bound; the codes and
+ * scales are the host quantizer's, so the clipped fractions are equal. */
+TEST(fp8_scale_modes_match_the_cpu_backend_on_odd_shapes) {
+  static const shape odd[] = {{17, 200, 300, 1, false}, {3, 130, 129, 2, false}, {1, 257, 385, 1, false},
+                              {33, 16, 128, 1, false}};
+  precis_case_options o = quick_options();
+  const char *names[] = {"fp8-rowwise", "fp8-block"};
+  for (size_t r = 0; r < 2; r++) {
+    const precis_recipe *recipe = preset_recipe(names[r]);
+    if (!recipe_runs_here(recipe)) continue;
+    for (size_t i = 0; i < sizeof odd / sizeof odd[0]; i++) {
+      workload w;
+      workload_make(&w, odd[i].m, odd[i].n, odd[i].k, odd[i].batch, false, false, 0);
+      precis_case_output g, c;
+      bool ok_g = run(cuda, cuda_ctx, recipe, &w, &o, &g), ok_c = run(cpu, cpu_ctx, recipe, &w, &o, &c);
+      CHECK_MSG(ok_g && ok_c, "%s odd shape %zu ran on both backends", names[r], i);
+      if (ok_g && ok_c) {
+        compare(recipe, &w, g.c, c.c, false, "odd");
+        CHECK_MSG(g.clipped_fraction == c.clipped_fraction, "%s clipped %g vs cpu %g", names[r], g.clipped_fraction,
+                  c.clipped_fraction);
+        const char *mode = precis_kv_get(&g.details, "a_scale_mode");
+        CHECK(mode && strstr(mode, r == 0 ? "OUTER_VEC_32F" : "BLK128x128_32F"));
+      }
+      precis_case_output_free(&g);
+      precis_case_output_free(&c);
+      workload_free(&w);
+    }
+  }
+}
+
+/* fp8 output (out=e4m3): both backends choose s = amax(D)/448 (the cuda backend from amax_D of a
+ * first pass), so the dequantized outputs agree to an e4m3 rounding of each other: within 2^-3
+ * relative plus one step of the smallest subnormal (2^-9 s), and the scales within 2^-10. */
+TEST(fp8_output_with_scale_d_and_amax_matches_the_cpu_backend) {
+  precis_recipe r;
+  CHECK_OK(precis_recipe_parse("a=e4m3@tensor,b=e4m3@tensor,acc=fp32,out=e4m3", &r));
+  if (!recipe_runs_here(&r)) return;
+  precis_case_options o = quick_options();
+  workload w;
+  workload_make(&w, 33, 40, 96, 2, false, false, 0);
+  precis_case_output g, c;
+  bool ok_g = run(cuda, cuda_ctx, &r, &w, &o, &g), ok_c = run(cpu, cpu_ctx, &r, &w, &o, &c);
+  CHECK(ok_g && ok_c);
+  if (ok_g && ok_c) {
+    const char *sg = precis_kv_get(&g.details, "d_scale"), *sc = precis_kv_get(&c.details, "d_scale");
+    CHECK(sg && sc && precis_kv_get(&g.details, "amax_d"));
+    double s_g = sg ? atof(sg) : 0, s_c = sc ? atof(sc) : 0;
+    CHECK_MSG(s_g > 0 && fabs(s_g - s_c) <= 0x1p-10 * s_c, "scale_D: cuda s %g, cpu s %g", s_g, s_c);
+    int64_t count = w.info.batch * w.info.m * w.info.n, bad = 0;
+    for (int64_t i = 0; i < count; i++)
+      if (!(fabs((double)g.c[i] - c.c[i]) <= 0x1p-3 * fmax(fabs(g.c[i]), fabs(c.c[i])) + 0x1p-9 * s_c)) bad++;
+    CHECK_MSG(bad == 0, "fp8 output: %lld of %lld outputs differ by more than an e4m3 step", (long long)bad,
+              (long long)count);
+  }
+  precis_case_output_free(&g);
+  precis_case_output_free(&c);
+  workload_free(&w);
+}
 
 TEST(int8_static_activation_scales_match_the_cpu_backend) {
   precis_scale_method modes[] = {PRECIS_SCALE_ABSMAX, PRECIS_SCALE_PERCENTILE, PRECIS_SCALE_MSE};
@@ -494,6 +571,8 @@ int main(void) {
       T(out_of_memory_becomes_does_not_fit_and_the_run_goes_on),
       T(two_workers_run_at_once_each_with_its_own_state),
       T(int8_padding_and_cublaslt_13_1_split_run_exactly),
+      T(fp8_scale_modes_match_the_cpu_backend_on_odd_shapes),
+      T(fp8_output_with_scale_d_and_amax_matches_the_cpu_backend),
   };
   int rc = harness_run(tests, sizeof tests / sizeof tests[0]);
   cuda->close(cuda_ctx);

@@ -141,6 +141,57 @@ def test_explain(dataset):
     check(proc.returncode == 2 and "--cublaslt-version" in proc.stderr, "recipes: --cublaslt-version is explain's alone")
 
 
+def test_explain_fp8_scale_modes(path):
+    """Issue 16: fp8-rowwise, fp8-block and the fp8 output planned on shapes that are not multiples of
+    128 or 16: the scale modes, the scale tensor shapes and alignment, the padding, and the refusals."""
+    rng = np.random.default_rng(5)
+    with h5py.File(path, "w") as f:
+        f.attrs.update(format="precis-dataset", format_version=1, generator="t", created_utc="now", seed=0, suite="",
+                       dataset_id="fp8-scale-modes")
+        for name, m, n, k, batch, b_batched in (("wide", 17, 200, 300, 1, False), ("strided", 3, 5, 7, 3, True)):
+            a = rng.standard_normal((batch, m, k)).astype(np.float32)
+            b = rng.standard_normal((batch, k, n) if b_batched else (k, n)).astype(np.float32)
+            w = f.create_group(f"workloads/{name}")
+            w.attrs.update(kind="gemm", m=m, n=n, k=k, batch=batch, description="", a_dist="", b_dist="")
+            w["a"], w["b"] = a, b
+            w["c_ref"] = a.astype(np.float64) @ b.astype(np.float64)
+            w["ab_abs"] = np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64))
+    recipes = "fp8-rowwise,fp8-block,a=e4m3@tensor,b=e4m3@tensor,out=e4m3"
+    proc = precis("explain", path, "--recipes", recipes, "--json", "--cc", "90", "--cublaslt-version", "13.1.0")
+    check(proc.returncode == 0, f"explain fp8 scale modes: exit 0 ({proc.stderr.strip()})")
+    cases = {(c["workload"], c["recipe"]): c for c in json.loads(proc.stdout)["cases"]} if proc.returncode == 0 else {}
+    out8 = "a=e4m3@tensor,b=e4m3@tensor,acc=fp32,out=e4m3,scale=dynamic,smooth=none,split=none"
+    row, blk, e4 = cases.get(("wide", "fp8-rowwise"), {}), cases.get(("wide", "fp8-block"), {}), cases.get(("wide", out8), {})
+    check(row.get("status") == "native" and blk.get("status") == "native" and e4.get("status") == "native",
+          "explain: fp8-rowwise, fp8-block and out=e4m3 native on sm_90")
+    p = row.get("plan", {})
+    check(p.get("a_scale_mode", "").startswith("OUTER_VEC_32F: 208 fp32") and
+          p.get("b_scale_mode", "").startswith("OUTER_VEC_32F: 32 fp32"), "explain fp8-rowwise: OUTER_VEC_32F vectors")
+    check(p.get("padding") == "rows 17->32, n 200->208, k 300->304 (zeros)", "explain fp8-rowwise: padded to 16")
+    p = blk.get("plan", {})
+    check(p.get("a_scale_mode", "").startswith("BLK128x128_32F: 3x2 fp32 grid") and "t*1 + u*4" in p.get("a_scale_mode", "")
+          and "16-byte aligned" in p.get("a_scale_mode", ""), "explain fp8-block: B's 128x128 scales, ld padded to 4")
+    check(p.get("b_scale_mode", "").startswith("VEC128_32F: 3x32 fp32 grid") and "t*32 + u*1" in p.get("b_scale_mode", ""),
+          "explain fp8-block: A's 1x128 scales, rows contiguous")
+    data = 304 * 208 + 304 * 32 + 208 * 32 * 2 + 208 * 32 * 4
+    check(p.get("device_bytes") == data + (8 + 96) * 4, "explain fp8-block: device bytes count the scale tensors")
+    p = e4.get("plan", {})
+    check("AMAX_D_POINTER" in p.get("d_scale", "") and "C CUDA_R_16BF, D CUDA_R_8F_E4M3" in p.get("lt_types", ""),
+          "explain out=e4m3: scale_D/amax_D, C its own bf16 buffer")
+    for recipe in ("fp8-rowwise", "fp8-block"):
+        c = cases.get(("strided", recipe), {})
+        check(c.get("status") == "unsupported" and "no batch stride" in c.get("reason", ""),
+              f"explain {recipe}: a b per batch element refused with the reason")
+    proc = precis("explain", path, "--recipes", recipes, "--json", "--cc", "8.9", "--workloads", "wide")
+    cases = json.loads(proc.stdout)["cases"] if proc.returncode == 0 else []
+    check([c["status"] for c in cases] == ["unsupported", "unsupported", "native"] and "sm_90" in cases[0]["reason"],
+          "explain --cc 8.9: the scale modes need sm_90, the per-tensor fp8 output runs")
+    proc = precis("explain", path, "--recipes", "fp8-block", "--json", "--workloads", "wide", "--cublaslt-version", "12.8.0")
+    cases = json.loads(proc.stdout)["cases"] if proc.returncode == 0 else []
+    check(len(cases) == 1 and cases[0]["status"] == "unsupported" and "12.9" in cases[0]["reason"],
+          "explain --cublaslt-version 12.8.0: fp8-block needs cuBLASLt 12.9")
+
+
 def test_recipes():
     proc = precis("recipes", "--json")
     check(proc.returncode == 0, "recipes --json")
@@ -150,13 +201,14 @@ def test_recipes():
     high = ["fp64", "3xtf32", "bf16x3", "bf16x6", "bf16x9"] + ["ozaki-int8-%d" % n for n in range(3, 9)]
     check([r["name"] for r in listed] == original + issue16 + high, "recipes: presets in order")
     check(all(r["backends"]["cpu"]["status"] == "emulated" for r in listed), "recipes: every preset emulated on cpu")
-    check(all(r["backends"]["cuda"]["status"] == "native" for r in listed if r["name"] in original),
-          "recipes: the original presets native on sm_90")
+    native16 = ["fp8-rowwise", "fp8-block"]
+    check(all(r["backends"]["cuda"]["status"] == "native" for r in listed if r["name"] in original + native16),
+          "recipes: the original presets, fp8-rowwise and fp8-block native on sm_90")
     emulated = {"w8a16", "w4a16", "w4a16-asym", "mxfp8", "mxfp4"}
     check(all(r["backends"]["cuda"]["status"] == "emulated" and "not a fused kernel's speed" in r["backends"]["cuda"]["how"]
               for r in listed if r["name"] in emulated), "recipes: weight-only and MX emulated on cuda by dequantization")
     check(all(r["backends"]["cuda"]["status"] == "unsupported" and "issue 16" in r["backends"]["cuda"]["reason"]
-              for r in listed if r["name"] in set(issue16) - emulated),
+              for r in listed if r["name"] in set(issue16) - emulated - set(native16)),
           "recipes: the other issue 16 presets unsupported on cuda, with the plan")
     check(all(r["backends"]["cuda"]["status"] == "unsupported" and "issue 19" in r["backends"]["cuda"]["reason"]
               for r in listed if r["name"] in high),
@@ -213,6 +265,7 @@ def main():
         dataset = os.path.join(tmp, "ds.h5")
         write_dataset(dataset)
         test_explain(dataset)
+        test_explain_fp8_scale_modes(os.path.join(tmp, "fp8.h5"))
         test_recipes()
         test_run_with_specs(tmp, dataset)
     finally:
