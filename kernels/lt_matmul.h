@@ -20,6 +20,7 @@ typedef union precis_lt_scalar {
   float f32;
   int32_t i32;
   uint16_t f16_bits;
+  double f64; /* the 64F compute types (issue 19) */
 } precis_lt_scalar;
 
 typedef struct precis_lt_call {
@@ -32,6 +33,7 @@ typedef struct precis_lt_call {
   void *D;
   void *workspace;
   size_t workspace_bytes;
+  void *emulation; /* cublasLtEmulationDesc_t of an emulated compute type (precis_lt_call_set_emulation), or NULL */
 } precis_lt_call;
 
 /* Builds the descriptors. A_lt/B_lt/D may be NULL when only the heuristic is asked (capability
@@ -40,6 +42,13 @@ precis_status precis_lt_call_init(precis_lt_call *call, const precis_gemm_plan *
                                   void *D, const float *d_scale_a_slot, const float *d_scale_b_slot, void *workspace,
                                   size_t workspace_bytes);
 void precis_lt_call_destroy(precis_lt_call *call);
+
+/* cuBLAS's FP64 fixed-point emulation (compute type CUBLAS_COMPUTE_64F_EMULATED_FIXEDPOINT, cuBLAS
+ * 13.1+): an emulation descriptor with the EAGER strategy (emulate whenever possible) whose
+ * mantissa-bit-count pointer is d_mantissa_bits (a device int: the bits retained, -1 when the call
+ * ran without emulation). PRECIS_E_UNSUPPORTED when this cuBLASLt (or the one built against) has no
+ * emulation descriptor. */
+precis_status precis_lt_call_set_emulation(precis_lt_call *call, int *d_mantissa_bits);
 
 /* Up to `max` candidates (those with state CUBLAS_STATUS_SUCCESS). None: PRECIS_E_UNSUPPORTED
  * with the cuBLASLt status string and the problem in the message. */
