@@ -7,7 +7,9 @@
  *   the exact product, so |gpu - cpu| <= 2 gamma_k |a|.|b|;
  * - 3xtf32, bf16x3/x6/x9: bit for bit on small integers (every term and sum exact); on random data
  *   both are float32 sums of the same P·k exact products in different orders (the tensor cores' over
- *   k), so |gpu - cpu| <= 2 gamma_{P k}(2^-24) (1 + 2^-7)^2 |a|.|b|; the worst ratio is printed;
+ *   k), each within gamma_{P k}(2^-24) (1 + 2^-7)^2 |a|.|b| of the exact sum with IEEE additions; the
+ *   test allows 4x that (2x for the two sides, 2x for accumulators that truncate instead of rounding,
+ *   as tests/backend_agreement.h allows 4 gamma_k) and prints the worst ratio;
  * - fp64-emu: `unsupported` below sm_100 or when cuBLAS ran native FP64 (the mantissa-bit-count
  *   pointer read -1, said in the reason); where it ran, within 4 gamma_k |a|.|b| of the cpu's fp64;
  * - every row has a latency and its details the number of cuBLASLt calls.
@@ -228,7 +230,7 @@ TEST(float_splits_exact_on_integers_and_within_the_bound) {
       workload_free(&w);
       workload_make(&w, shapes[s].m, shapes[s].n, shapes[s].k, shapes[s].batch, shapes[s].b_batched, VALUES_UNIFORM,
                     false);
-      double factor = 2 * gamma_of((double)sp.products * (double)shapes[s].k, 0x1p-24) * (1 + 0x1p-7) * (1 + 0x1p-7);
+      double factor = 4 * gamma_of((double)sp.products * (double)shapes[s].k, 0x1p-24) * (1 + 0x1p-7) * (1 + 0x1p-7);
       compare(r, &w, factor, "uniform");
       workload_free(&w);
     }
