@@ -788,6 +788,61 @@ TEST(ozaki_plan_executes_like_the_cpu_backend) {
   CHECK(ozaki_plan_matches_cpu(6, 3, 5, 7, 3, true, 130100));
 }
 
+/* The float-split plan carried out on the CPU with kernels/cuda_hiprec.c's layout (term t of every
+ * operand at t * count elements, each product's A_lt = b's term_b, B_lt = a's term_a, all summed into
+ * one D): bf16x9 keeps every product, so on 20-bit integers (three nonzero bf16 terms each, sums
+ * exact in double) it must give the exact product; a term taken from the wrong operand or offset
+ * does not. */
+static bool bf16x9_plan_is_exact(int64_t m, int64_t n, int64_t k, int64_t batch, bool b_batched) {
+  precis_split_plan sp;
+  if (precis_split_plan_make(&preset_recipe("bf16x9")->spec, m, n, k, batch, b_batched, 0, &sp) != PRECIS_OK)
+    return false;
+  const precis_gemm_plan *p = &sp.gemm;
+  int64_t b_count = p->b_batched ? batch : 1, na = batch * m * k, nb = b_count * k * n, out_n = batch * m * n;
+  float *a = malloc(sizeof(float) * (size_t)na), *b = malloc(sizeof(float) * (size_t)nb);
+  for (int64_t i = 0; i < na; i++) a[i] = (float)rng_int(-(1 << 20), 1 << 20);
+  for (int64_t i = 0; i < nb; i++) b[i] = (float)rng_int(-(1 << 20), 1 << 20);
+  precis_float_split fs;
+  precis_float_split_of(PRECIS_SPLIT_BF16X9, &fs);
+  float *at = malloc(sizeof(float) * (size_t)(fs.terms * na)), *bt = malloc(sizeof(float) * (size_t)(fs.terms * nb));
+  precis_split_float_terms(&fs, a, (size_t)na, at);
+  precis_split_float_terms(&fs, b, (size_t)nb, bt);
+  double *lt_a = malloc(sizeof(double) * (size_t)(fs.terms * nb)), *lt_b = malloc(sizeof(double) * (size_t)(fs.terms * na));
+  for (int64_t i = 0; i < fs.terms * nb; i++) lt_a[i] = bt[i];
+  for (int64_t i = 0; i < fs.terms * na; i++) lt_b[i] = at[i];
+  double *d = malloc(sizeof(double) * (size_t)p->lt_d.elements), *sum = calloc((size_t)p->lt_d.elements, sizeof(double));
+  double *host = malloc(sizeof(double) * (size_t)out_n);
+  char why[256] = "";
+  bool ok = p->lt_a.elements == nb && p->lt_b.elements == na && !p->lt_a.zero_fill && !p->lt_b.zero_fill;
+  for (int q = 0; q < sp.products && ok; q++) {
+    ok = emulate_lt_matmul(p, lt_a + sp.term_b[q] * nb, lt_b + sp.term_a[q] * na, d, 1.0, why, sizeof why);
+    for (int64_t i = 0; i < p->lt_d.elements && ok; i++) sum[i] += d[i]; /* beta = 1 after the first */
+  }
+  ok = ok && emulate_read(&p->read, sum, p->lt_d.elements, host, out_n, why, sizeof why);
+  for (int64_t s = 0; s < batch && ok; s++)
+    for (int64_t i = 0; i < m && ok; i++)
+      for (int64_t j = 0; j < n && ok; j++) {
+        double e = 0;
+        for (int64_t q = 0; q < k; q++)
+          e += (double)a[(s * m + i) * k + q] * (double)b[((p->b_batched ? s : 0) * k + q) * n + j];
+        if (host[(s * m + i) * n + j] != e) {
+          snprintf(why, sizeof why, "(%lld,%lld,%lld): %.17g, exact %.17g", (long long)s, (long long)i, (long long)j,
+                   host[(s * m + i) * n + j], e);
+          ok = false;
+        }
+      }
+  if (!ok) printf("  bf16x9 m=%lld n=%lld k=%lld batch=%lld: %s\n", (long long)m, (long long)n, (long long)k,
+                  (long long)batch, why);
+  free(a), free(b), free(at), free(bt), free(lt_a), free(lt_b), free(d), free(sum), free(host);
+  return ok;
+}
+
+TEST(float_split_plan_layout_gives_the_exact_product) {
+  CHECK(bf16x9_plan_is_exact(3, 5, 7, 1, false));
+  CHECK(bf16x9_plan_is_exact(4, 6, 9, 3, false));
+  CHECK(bf16x9_plan_is_exact(5, 3, 8, 2, true));
+}
+
 TEST(bad_dimensions_are_rejected) {
   precis_gemm_plan p;
   CHECK(precis_gemm_plan_make(&preset_recipe("fp32")->spec, 0, 4, 4, 1, false, &p) == PRECIS_E_INPUT);
@@ -868,4 +923,4 @@ RUN_TESTS(T(every_recipe_every_shape_equals_the_row_major_product), T(random_sha
           T(bad_dimensions_are_rejected), T(broken_plans_are_caught), T(int8_few_rows_are_padded_to_32),
           T(cublaslt_13_1_int8_strided_batch_is_one_call_per_matrix), T(cublaslt_13_1_int8_more_than_65536_rows_are_split),
           T(plan_check_rejects_what_cublaslt_rejects_at_call_time), T(split_plans_count_order_and_types),
-          T(ozaki_plan_executes_like_the_cpu_backend))
+          T(ozaki_plan_executes_like_the_cpu_backend), T(float_split_plan_layout_gives_the_exact_product))
