@@ -20,6 +20,7 @@
 #include "cpu_quantized.h"
 #include "cuda_api.h"
 #include "cuda_check.h"
+#include "cuda_hiprec.h"
 #include "device_memory.h"
 #include "gemm_plan.h"
 #include "lt_matmul.h"
@@ -27,6 +28,7 @@
 #include "nvml_clock.h"
 #include "quant.h"
 #include "quantize.h"
+#include "split_plan.h"
 #include "stream_delay.h"
 #include "timing.h"
 
@@ -706,6 +708,14 @@ done:
   return st;
 }
 
+/* Issue 19's recipes (fp64, fp64-emu, the splits: kernels/cuda_hiprec.c) with this case's worker
+ * and allocator. */
+static precis_status run_hiprec(cuda_case *cs, const precis_workload_data *data, precis_case_output *out) {
+  precis_cuda_hiprec_env env = {cs->wk->lt,          cs->wk->stream,      cs->wk->start,        cs->wk->stop,
+                                cs->ctx->cc_major, cs->ctx->cc_minor, cs->ctx->lt_version, &cs->mem};
+  return precis_cuda_hiprec_run(&env, cs->spec, cs->w, data, cs->o, out);
+}
+
 static bool cuda_supports(void *vctx, const precis_spec *spec, char *reason, size_t len);
 static precis_status cuda_run_case(void *vctx, const precis_spec *spec, const precis_workload_info *w,
                                    const precis_workload_data *data, const precis_case_options *o,
@@ -780,12 +790,12 @@ static precis_status cuda_run_case(void *vctx, const precis_spec *spec, const pr
   cs.w = w;
   cs.o = o;
   const precis_lt_route *route = precis_lt_route_find(spec, NULL, 0);
-  cs.int8 = route->scaling == PRECIS_LT_SCALING_DEQUANT;
-  cs.fp8 = route->scaling == PRECIS_LT_SCALING_TENSOR_POINTERS;
-  cs.host_q = route->scaling == PRECIS_LT_SCALING_OUTER_VEC || route->scaling == PRECIS_LT_SCALING_BLOCK128;
+  cs.int8 = route && route->scaling == PRECIS_LT_SCALING_DEQUANT; /* no single route: a split (issue 19) */
+  cs.fp8 = route && route->scaling == PRECIS_LT_SCALING_TENSOR_POINTERS;
+  cs.host_q = route && (route->scaling == PRECIS_LT_SCALING_OUTER_VEC || route->scaling == PRECIS_LT_SCALING_BLOCK128);
   cs.delay_us = 50;
   precis_clear_error();
-  precis_status st = run_case_body(&cs, data, out);
+  precis_status st = precis_cuda_hiprec_handles(spec) ? run_hiprec(&cs, data, out) : run_case_body(&cs, data, out);
   if (st != PRECIS_OK) {
     out->status = st == PRECIS_E_DOES_NOT_FIT    ? PRECIS_ROW_DOES_NOT_FIT
                   : st == PRECIS_E_UNSUPPORTED ? PRECIS_ROW_UNSUPPORTED
@@ -861,11 +871,18 @@ static bool probe_route(cuda_ctx *ctx, const precis_spec *spec, char *why, size_
 static bool cuda_supports(void *vctx, const precis_spec *spec, char *reason, size_t len) {
   cuda_ctx *ctx = vctx;
   if (!precis_cuda_spec_supported(spec, ctx->cc_major, ctx->cc_minor, reason, len)) return false;
-  /* A spec emulated by host dequantization runs the route of its plain GEMM. */
+  /* A spec emulated by host dequantization runs the route of its plain GEMM; a split (issue 19) the
+   * route of its partial products. */
   precis_spec sub;
-  if (!precis_lt_route_find(spec, NULL, 0) && precis_lt_dequant_emulation(spec, &sub, NULL, 0)) spec = &sub;
+  if (precis_split_term_spec(spec, &sub, NULL, 0)) spec = &sub;
+  else if (!precis_lt_route_find(spec, NULL, 0) && precis_lt_dequant_emulation(spec, &sub, NULL, 0)) spec = &sub;
   const precis_lt_route *route = precis_lt_route_find(spec, NULL, 0);
   size_t r = precis_lt_route_index(route);
+  if (route->split == PRECIS_SPLIT_CUBLAS_EMU && cublasLtGetVersion() < (size_t)route->min_cublaslt) {
+    snprintf(reason, len, "cuBLAS's FP64 emulation needs cuBLASLt 13.1 (CUDA 13.0 Update 2) or newer; this one is %zu",
+             cublasLtGetVersion());
+    return false;
+  }
   /* cublasLtGetVersion() is major*10000 + minor*100 + patch. FP8 matmul came with CUDA 11.8, whose
    * cuBLAS is 11.11 (111100); 110800 would be cuBLAS 11.8, the library of CUDA 11.6. */
   if (cublasLtGetVersion() < (size_t)route->min_cublaslt) {

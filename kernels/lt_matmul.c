@@ -1,5 +1,6 @@
 #include "lt_matmul.h"
 
+#include <cublas_api.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -26,6 +27,11 @@ _Static_assert(SAME_VALUE(PRECIS_LT_SCALE_SCALAR_32F, CUBLASLT_MATMUL_MATRIX_SCA
                    SAME_VALUE(PRECIS_LT_SCALE_VEC128_32F, CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F) &&
                    SAME_VALUE(PRECIS_LT_SCALE_BLK128X128_32F, CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F),
                "cublasLtMatmulMatrixScale_t values");
+_Static_assert(SAME_VALUE(PRECIS_LT_COMPUTE_64F, CUBLAS_COMPUTE_64F), "cublasComputeType_t 64F");
+#if defined(CUBLAS_VERSION) && CUBLAS_VERSION >= 130100
+_Static_assert(SAME_VALUE(PRECIS_LT_COMPUTE_64F_EMULATED_FIXEDPOINT, CUBLAS_COMPUTE_64F_EMULATED_FIXEDPOINT),
+               "cublasComputeType_t 64F emulated");
+#endif
 
 static precis_status make_layout(cublasLtMatrixLayout_t *out, const precis_lt_matrix *m) {
   precis_status st = PRECIS_OK;
@@ -69,6 +75,10 @@ precis_status precis_lt_call_init(precis_lt_call *call, const precis_gemm_plan *
   case PRECIS_CUDA_R_32I:
     call->alpha.i32 = (int32_t)plan->alpha;
     call->beta.i32 = (int32_t)plan->beta;
+    break;
+  case PRECIS_CUDA_R_64F:
+    call->alpha.f64 = plan->alpha;
+    call->beta.f64 = plan->beta;
     break;
   default:
     call->alpha.f32 = (float)plan->alpha;
@@ -135,7 +145,33 @@ done:
   return st;
 }
 
+precis_status precis_lt_call_set_emulation(precis_lt_call *call, int *d_mantissa_bits) {
+  precis_status st = PRECIS_OK;
+#if defined(CUBLAS_VERSION) && CUBLAS_VERSION >= 130100
+  cublasLtEmulationDesc_t emu = NULL;
+  PRECIS_TRY(cublas, cublasLtEmulationDescCreate(&emu));
+  call->emulation = emu;
+  int32_t strategy = CUBLAS_EMULATION_STRATEGY_EAGER;
+  PRECIS_TRY(cublas, cublasLtEmulationDescSetAttribute(emu, CUBLASLT_EMULATION_DESC_STRATEGY, &strategy, sizeof strategy));
+  PRECIS_TRY(cublas, cublasLtEmulationDescSetAttribute(emu, CUBLASLT_EMULATION_DESC_FIXEDPOINT_MANTISSA_BIT_COUNT_POINTER,
+                                                       &d_mantissa_bits, sizeof d_mantissa_bits));
+  PRECIS_TRY(cublas, cublasLtMatmulDescSetAttribute(call->desc, CUBLASLT_MATMUL_DESC_EMULATION_DESCRIPTOR, &emu,
+                                                    sizeof emu));
+done:
+#else
+  (void)call;
+  (void)d_mantissa_bits;
+  st = precis_fail(PRECIS_E_UNSUPPORTED, "precis was built against cuBLAS %d, before FP64 emulation (13.1)",
+                   (int)CUBLAS_VERSION);
+#endif
+  return st;
+}
+
 void precis_lt_call_destroy(precis_lt_call *call) {
+#if defined(CUBLAS_VERSION) && CUBLAS_VERSION >= 130100
+  if (call->emulation) cublasLtEmulationDescDestroy((cublasLtEmulationDesc_t)call->emulation);
+#endif
+  call->emulation = NULL;
   if (call->preference) cublasLtMatmulPreferenceDestroy(call->preference);
   if (call->d) cublasLtMatrixLayoutDestroy(call->d);
   if (call->c) cublasLtMatrixLayoutDestroy(call->c);

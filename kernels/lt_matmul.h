@@ -20,6 +20,7 @@ typedef union precis_lt_scalar {
   float f32;
   int32_t i32;
   uint16_t f16_bits;
+  double f64; /* the 64F compute types (issue 19) */
 } precis_lt_scalar;
 
 typedef struct precis_lt_call {
@@ -33,6 +34,7 @@ typedef struct precis_lt_call {
   void *C; /* NULL: C is D's buffer; else its own (plan->c_separate) */
   void *workspace;
   size_t workspace_bytes;
+  void *emulation; /* cublasLtEmulationDesc_t of an emulated compute type (precis_lt_call_set_emulation), or NULL */
 } precis_lt_call;
 
 /* Builds the descriptors. A_lt/B_lt/D may be NULL when only the heuristic is asked (capability
@@ -45,6 +47,13 @@ void precis_lt_call_destroy(precis_lt_call *call);
 /* fp8 output (plan->d_scaled): C's own buffer (NULL in capability probes), scale_D and amax_D
  * device floats (CUBLASLT_MATMUL_DESC_D_SCALE_POINTER / AMAX_D_POINTER). After precis_lt_call_init. */
 precis_status precis_lt_call_set_fp8_output(precis_lt_call *call, void *C, const float *d_scale_d, float *d_amax_d);
+
+/* cuBLAS's FP64 fixed-point emulation (compute type CUBLAS_COMPUTE_64F_EMULATED_FIXEDPOINT, cuBLAS
+ * 13.1+): an emulation descriptor with the EAGER strategy (emulate whenever possible) whose
+ * mantissa-bit-count pointer is d_mantissa_bits (a device int: the bits retained, -1 when the call
+ * ran without emulation). PRECIS_E_UNSUPPORTED when this cuBLASLt (or the one built against) has no
+ * emulation descriptor. */
+precis_status precis_lt_call_set_emulation(precis_lt_call *call, int *d_mantissa_bits);
 
 /* Up to `max` candidates (those with state CUBLAS_STATUS_SUCCESS). None: PRECIS_E_UNSUPPORTED
  * with the cuBLASLt status string and the problem in the message. */

@@ -1,5 +1,5 @@
 /* The recipe presets as precis_recipe values for tests, by name or by position among the presets
- * of `all` (the high-precision family, which has no cuda route yet, is tested on its own). */
+ * of `all` (the high-precision family is tested on its own: tests/gpu/test_hiprec.c on cuda). */
 #ifndef PRECIS_TEST_PRESET_FIXTURE_H
 #define PRECIS_TEST_PRESET_FIXTURE_H
 

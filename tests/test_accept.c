@@ -176,20 +176,20 @@ TEST(tile_metrics_compare_each_tile_with_its_reference) {
   precis_accept_point p;
   float *c = NULL;
   double clipped = 0;
-  CHECK_OK(precis_accept_run_point(&cfg, NULL, preset_recipe("fp32"), &in, 1, &p, &c, &clipped, NULL));
+  CHECK_OK(precis_accept_run_point(&cfg, NULL, preset_recipe("fp32"), &in, 1, &p, &c, NULL, &clipped, NULL));
   CHECK(p.status == PRECIS_ROW_OK);
   CHECK(c != NULL);
   CHECK(isnan(clipped));
   precis_metric_value err[PRECIS_METRIC_COUNT];
   if (c) {
     /* Integer inputs: fp32 is exact on every tile. */
-    CHECK_OK(precis_accept_tile_metrics(&t.info, &t.data, factor, c, clipped, err));
+    CHECK_OK(precis_accept_tile_metrics(&t.info, &t.data, factor, c, NULL, clipped, err));
     CHECK(err[PRECIS_METRIC_MAX_ABS].present && err[PRECIS_METRIC_MAX_ABS].worst == 0.0);
     /* One element of sample 1, tile 2 off by 0.5: the worst is exactly that, the mean over the six
      * tiles a sixth of it, so the tile->reference mapping is the one described. */
     size_t tile = (size_t)(t.info.m * t.info.n);
     c[(1 * factor + 2) * tile + 5] += 0.5f;
-    CHECK_OK(precis_accept_tile_metrics(&t.info, &t.data, factor, c, clipped, err));
+    CHECK_OK(precis_accept_tile_metrics(&t.info, &t.data, factor, c, NULL, clipped, err));
     CHECK_NEAR(err[PRECIS_METRIC_MAX_ABS].worst, 0.5, 0);
     CHECK_NEAR(err[PRECIS_METRIC_MAX_ABS].mean, 0.5 / 6, 1e-15);
   }

@@ -14,10 +14,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda_api.h"
 #include "format.h"
 #include "gemm_plan.h"
 #include "harness.h"
 #include "preset_fixture.h"
+#include "split.h"
+#include "split_plan.h"
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ULL;
 static uint64_t rng_next(void) {
@@ -769,6 +772,215 @@ TEST(padding_and_batching_choices) {
   precis_kv_free(&details);
 }
 
+/* Issue 19: the split recipes as several cuBLASLt GEMMs. */
+TEST(split_plans_count_order_and_types) {
+  const struct {
+    const char *preset;
+    int products, compute, ab_type;
+  } floats[] = {{"3xtf32", 3, PRECIS_LT_COMPUTE_32F_FAST_TF32, PRECIS_CUDA_R_32F},
+                {"bf16x3", 3, PRECIS_LT_COMPUTE_32F, PRECIS_CUDA_R_16BF},
+                {"bf16x6", 6, PRECIS_LT_COMPUTE_32F, PRECIS_CUDA_R_16BF},
+                {"bf16x9", 9, PRECIS_LT_COMPUTE_32F, PRECIS_CUDA_R_16BF}};
+  for (size_t f = 0; f < sizeof floats / sizeof floats[0]; f++) {
+    precis_split_plan sp;
+    CHECK_OK(precis_split_plan_make(&preset_recipe(floats[f].preset)->spec, 5, 6, 7, 2, true, 0, &sp));
+    CHECK_MSG(sp.products == floats[f].products && sp.lt_calls == sp.products * sp.gemm.lt_calls, "%s: %d products",
+              floats[f].preset, sp.products);
+    CHECK(sp.gemm.compute_type == floats[f].compute && sp.gemm.lt_a.data_type == floats[f].ab_type &&
+          sp.gemm.lt_b.data_type == floats[f].ab_type && sp.gemm.lt_d.data_type == PRECIS_CUDA_R_32F);
+    /* The cpu backend's order: levels never rise, big*big last, every pair once. */
+    for (int q = 1; q < sp.products; q++) CHECK(sp.level[q] <= sp.level[q - 1]);
+    CHECK(sp.term_a[sp.products - 1] == 0 && sp.term_b[sp.products - 1] == 0);
+    for (int q = 0; q < sp.products; q++)
+      for (int r = 0; r < q; r++) CHECK(sp.term_a[q] != sp.term_a[r] || sp.term_b[q] != sp.term_b[r]);
+  }
+  precis_split_plan sp;
+  CHECK_OK(precis_split_plan_make(&preset_recipe("3xtf32")->spec, 4, 4, 4, 1, false, 0, &sp));
+  CHECK(sp.term_a[0] == 0 && sp.term_b[0] == 1 && sp.term_a[1] == 1 && sp.term_b[1] == 0); /* a0*b1, a1*b0, a0*b0 */
+  for (int n_slices = 3; n_slices <= 8; n_slices++) {
+    char name[32];
+    snprintf(name, sizeof name, "ozaki-int8-%d", n_slices);
+    CHECK_OK(precis_split_plan_make(&preset_recipe(name)->spec, 5, 6, 7, 3, true, 0, &sp));
+    CHECK_MSG(sp.ozaki && sp.products == n_slices * (n_slices + 1) / 2, "%s: %d products", name, sp.products);
+    CHECK(sp.gemm.tn && sp.gemm.lt_a.data_type == PRECIS_CUDA_R_8I && sp.gemm.lt_d.data_type == PRECIS_CUDA_R_32I &&
+          sp.gemm.compute_type == PRECIS_LT_COMPUTE_32I);
+    for (int q = 0; q < sp.products; q++) {
+      CHECK(sp.level[q] == sp.term_a[q] + sp.term_b[q] + 2 && sp.level[q] <= n_slices + 1);
+      if (q) CHECK(sp.level[q] <= sp.level[q - 1]);
+    }
+  }
+  /* cuBLASLt 13.1 int8 limits: each product is then several calls, and the total says so. */
+  CHECK_OK(precis_split_plan_make(&preset_recipe("ozaki-int8-4")->spec, 5, 6, 7, 3, true, 130100, &sp));
+  CHECK(sp.gemm.lt_calls == 3 && sp.lt_calls == 30);
+  /* 127^2 k < 2^31: the largest k with exact int32 slice products. */
+  CHECK_OK(precis_split_plan_make(&preset_recipe("ozaki-int8-3")->spec, 2, 2, 133143, 1, false, 0, &sp));
+  CHECK(precis_split_plan_make(&preset_recipe("ozaki-int8-3")->spec, 2, 2, 133144, 1, false, 0, &sp) ==
+        PRECIS_E_UNSUPPORTED);
+  CHECK(precis_split_plan_make(&preset_recipe("fp32")->spec, 2, 2, 2, 1, false, 0, &sp) == PRECIS_E_UNSUPPORTED);
+  /* fp64 and cuBLAS's emulation are single calls of the route table. */
+  precis_gemm_plan gp;
+  CHECK_OK(precis_gemm_plan_make(&preset_recipe("fp64")->spec, 3, 4, 5, 1, false, &gp));
+  CHECK(gp.compute_type == PRECIS_LT_COMPUTE_64F && gp.scale_type == PRECIS_CUDA_R_64F &&
+        gp.lt_a.data_type == PRECIS_CUDA_R_64F && gp.lt_d.data_type == PRECIS_CUDA_R_64F && gp.lt_calls == 1);
+  CHECK_OK(precis_gemm_plan_make(&preset_recipe("fp64-emu")->spec, 3, 4, 5, 1, false, &gp));
+  CHECK(gp.compute_type == PRECIS_LT_COMPUTE_64F_EMULATED_FIXEDPOINT && gp.scale_type == PRECIS_CUDA_R_64F);
+  char why[256];
+  CHECK(!precis_cuda_spec_supported(&preset_recipe("fp64-emu")->spec, 9, 0, why, sizeof why) && strstr(why, "sm_100"));
+  CHECK(precis_cuda_spec_supported(&preset_recipe("fp64-emu")->spec, 10, 0, why, sizeof why));
+  CHECK(!precis_cuda_spec_supported(&preset_recipe("bf16x9")->spec, 7, 5, why, sizeof why) && strstr(why, "sm_80"));
+  CHECK(precis_cuda_spec_supported(&preset_recipe("ozaki-int8-5")->spec, 7, 5, why, sizeof why));
+}
+
+/* The Ozaki plan carried out on the CPU with the layouts kernels/cuda_hiprec.c follows (slices
+ * written through write_a/write_b, every product through the int8 plan's column-major call, each D
+ * read through dequant_step's mapping with unit scales into its level, levels combined from N+1
+ * down): equal, bit for bit, to the cpu backend's arithmetic (src/numerics/split.h). */
+static bool ozaki_plan_matches_cpu(int n_slices, int64_t m, int64_t n, int64_t k, int64_t batch, bool b_batched,
+                                   int lt_version) {
+  precis_spec spec = preset_recipe("ozaki-int8-3")->spec;
+  spec.split_terms = n_slices;
+  precis_split_plan sp;
+  if (precis_split_plan_make(&spec, m, n, k, batch, b_batched, lt_version, &sp) != PRECIS_OK) return false;
+  const precis_gemm_plan *p = &sp.gemm;
+  int64_t b_count = p->b_batched ? batch : 1, rows = batch * m, out_n = batch * m * n;
+  double *a = malloc(sizeof(double) * (size_t)(rows * k)), *b = malloc(sizeof(double) * (size_t)(b_count * k * n));
+  for (int64_t i = 0; i < rows * k; i++) a[i] = ldexp(rng_int(-1000000, 1000000), rng_int(-40, 0)) / 3.0;
+  for (int64_t i = 0; i < b_count * k * n; i++) b[i] = ldexp(rng_int(-1000000, 1000000), rng_int(-20, 20)) / 7.0;
+  /* The cpu backend's slices and exponents. */
+  int *a_exps = malloc(sizeof(int) * (size_t)rows), *b_exps = malloc(sizeof(int) * (size_t)(b_count * n));
+  double *a_sl = malloc(sizeof(double) * (size_t)(n_slices * rows * k));
+  double *b_sl = malloc(sizeof(double) * (size_t)(n_slices * b_count * k * n));
+  double *tmp = malloc(sizeof(double) * (size_t)(n_slices * k * n));
+  precis_ozaki_split_rows(a, (size_t)rows, (size_t)k, n_slices, a_exps, a_sl);
+  for (int64_t g = 0; g < b_count; g++) {
+    precis_ozaki_split_cols(b + g * k * n, (size_t)k, (size_t)n, n_slices, b_exps + g * n, tmp);
+    for (int t = 0; t < n_slices; t++)
+      memcpy(b_sl + ((int64_t)t * b_count + g) * k * n, tmp + (int64_t)t * k * n, sizeof(double) * (size_t)(k * n));
+  }
+  /* Expected: the cpu backend's levels (exact) and combination. */
+  double *levels = calloc((size_t)(n_slices * out_n), sizeof(double)), *want = malloc(sizeof(double) * (size_t)out_n);
+  for (int s = 1; s <= n_slices; s++)
+    for (int t = 1; s + t <= n_slices + 1; t++)
+      for (int64_t bi = 0; bi < batch; bi++)
+        for (int64_t i = 0; i < m; i++)
+          for (int64_t j = 0; j < n; j++) {
+            double acc = 0;
+            int64_t g = p->b_batched ? bi : 0;
+            for (int64_t q = 0; q < k; q++)
+              acc += a_sl[((int64_t)(s - 1) * rows + bi * m + i) * k + q] *
+                     b_sl[(((int64_t)(t - 1) * b_count + g) * k + q) * n + j];
+            levels[((bi * n_slices + s + t - 2) * m + i) * n + j] += acc; /* per sample, as the cpu backend */
+          }
+  for (int64_t bi = 0; bi < batch; bi++)
+    precis_ozaki_combine(levels + bi * n_slices * m * n, n_slices, (size_t)m, (size_t)n, a_exps + bi * m,
+                         b_exps + (p->b_batched ? bi : 0) * n, want + bi * m * n);
+  /* The plan's way. */
+  bool ok = true;
+  double *ones = malloc(sizeof(double) * (size_t)(rows + b_count * n + 1));
+  for (int64_t i = 0; i < rows + b_count * n + 1; i++) ones[i] = 1.0;
+  double *lt_a = malloc(sizeof(double) * (size_t)(n_slices * p->lt_a.elements));
+  double *lt_b = malloc(sizeof(double) * (size_t)(n_slices * p->lt_b.elements));
+  memset(lt_a, 0, sizeof(double) * (size_t)(n_slices * p->lt_a.elements));
+  memset(lt_b, 0, sizeof(double) * (size_t)(n_slices * p->lt_b.elements));
+  char why[256] = "";
+  for (int t = 0; t < n_slices && ok; t++) {
+    ok = emulate_write(&p->write_a, a_sl + (int64_t)t * rows * k, rows * k, lt_b + t * p->lt_b.elements,
+                       p->lt_b.elements, SCALE_NONE, ones, why, sizeof why) &&
+         emulate_write(&p->write_b, b_sl + (int64_t)t * b_count * k * n, b_count * k * n, lt_a + t * p->lt_a.elements,
+                       p->lt_a.elements, SCALE_NONE, ones, why, sizeof why);
+  }
+  double *d = malloc(sizeof(double) * (size_t)p->lt_d.elements), *level = calloc((size_t)out_n, sizeof(double));
+  double *prod = malloc(sizeof(double) * (size_t)out_n), *sum = calloc((size_t)out_n, sizeof(double));
+  for (int q = 0; q < sp.products && ok; q++) {
+    ok = emulate_lt_matmul(p, lt_a + sp.term_b[q] * p->lt_a.elements, lt_b + sp.term_a[q] * p->lt_b.elements, d, 1.0,
+                           why, sizeof why) &&
+         emulate_dequant(&p->dequant_step, d, p->lt_d.elements, ones, p->row_scale_count, ones, p->col_scale_count, prod,
+                         out_n, why, sizeof why);
+    for (int64_t i = 0; i < out_n && ok; i++) level[i] += prod[i];
+    if (q + 1 == sp.products || sp.level[q + 1] != sp.level[q]) { /* level complete */
+      for (int64_t i = 0; i < out_n; i++) {
+        sum[i] += ldexp(level[i], -PRECIS_OZAKI_SLICE_BITS * sp.level[q]);
+        level[i] = 0;
+      }
+    }
+  }
+  for (int64_t r = 0; r < rows && ok; r++)
+    for (int64_t j = 0; j < n && ok; j++) {
+      double got = ldexp(sum[r * n + j], a_exps[r] + b_exps[(p->b_batched ? r / m : 0) * n + j]);
+      if (!(got == want[r * n + j])) {
+        snprintf(why, sizeof why, "row %lld col %lld: %.17g, cpu %.17g", (long long)r, (long long)j, got, want[r * n + j]);
+        ok = false;
+      }
+    }
+  if (!ok) printf("  ozaki-int8-%d m=%lld n=%lld k=%lld batch=%lld: %s\n", n_slices, (long long)m, (long long)n,
+                  (long long)k, (long long)batch, why);
+  free(a), free(b), free(a_exps), free(b_exps), free(a_sl), free(b_sl), free(tmp), free(levels), free(want);
+  free(ones), free(lt_a), free(lt_b), free(d), free(level), free(prod), free(sum);
+  return ok;
+}
+
+TEST(ozaki_plan_executes_like_the_cpu_backend) {
+  CHECK(ozaki_plan_matches_cpu(3, 3, 5, 7, 1, false, 0));
+  CHECK(ozaki_plan_matches_cpu(5, 4, 6, 9, 3, false, 0));
+  CHECK(ozaki_plan_matches_cpu(4, 5, 3, 8, 2, true, 0));
+  CHECK(ozaki_plan_matches_cpu(6, 3, 5, 7, 3, true, 130100));
+}
+
+/* The float-split plan carried out on the CPU with kernels/cuda_hiprec.c's layout (term t of every
+ * operand at t * count elements, each product's A_lt = b's term_b, B_lt = a's term_a, all summed into
+ * one D): bf16x9 keeps every product, so on 20-bit integers (three nonzero bf16 terms each, sums
+ * exact in double) it must give the exact product; a term taken from the wrong operand or offset
+ * does not. */
+static bool bf16x9_plan_is_exact(int64_t m, int64_t n, int64_t k, int64_t batch, bool b_batched) {
+  precis_split_plan sp;
+  if (precis_split_plan_make(&preset_recipe("bf16x9")->spec, m, n, k, batch, b_batched, 0, &sp) != PRECIS_OK)
+    return false;
+  const precis_gemm_plan *p = &sp.gemm;
+  int64_t b_count = p->b_batched ? batch : 1, na = batch * m * k, nb = b_count * k * n, out_n = batch * m * n;
+  float *a = malloc(sizeof(float) * (size_t)na), *b = malloc(sizeof(float) * (size_t)nb);
+  for (int64_t i = 0; i < na; i++) a[i] = (float)rng_int(-(1 << 20), 1 << 20);
+  for (int64_t i = 0; i < nb; i++) b[i] = (float)rng_int(-(1 << 20), 1 << 20);
+  precis_float_split fs;
+  precis_float_split_of(PRECIS_SPLIT_BF16X9, &fs);
+  float *at = malloc(sizeof(float) * (size_t)(fs.terms * na)), *bt = malloc(sizeof(float) * (size_t)(fs.terms * nb));
+  precis_split_float_terms(&fs, a, (size_t)na, at);
+  precis_split_float_terms(&fs, b, (size_t)nb, bt);
+  double *lt_a = malloc(sizeof(double) * (size_t)(fs.terms * nb)), *lt_b = malloc(sizeof(double) * (size_t)(fs.terms * na));
+  for (int64_t i = 0; i < fs.terms * nb; i++) lt_a[i] = bt[i];
+  for (int64_t i = 0; i < fs.terms * na; i++) lt_b[i] = at[i];
+  double *d = malloc(sizeof(double) * (size_t)p->lt_d.elements), *sum = calloc((size_t)p->lt_d.elements, sizeof(double));
+  double *host = malloc(sizeof(double) * (size_t)out_n);
+  char why[256] = "";
+  bool ok = p->lt_a.elements == nb && p->lt_b.elements == na && !p->lt_a.zero_fill && !p->lt_b.zero_fill;
+  for (int q = 0; q < sp.products && ok; q++) {
+    ok = emulate_lt_matmul(p, lt_a + sp.term_b[q] * nb, lt_b + sp.term_a[q] * na, d, 1.0, why, sizeof why);
+    for (int64_t i = 0; i < p->lt_d.elements && ok; i++) sum[i] += d[i]; /* beta = 1 after the first */
+  }
+  ok = ok && emulate_read(&p->read, sum, p->lt_d.elements, host, out_n, why, sizeof why);
+  for (int64_t s = 0; s < batch && ok; s++)
+    for (int64_t i = 0; i < m && ok; i++)
+      for (int64_t j = 0; j < n && ok; j++) {
+        double e = 0;
+        for (int64_t q = 0; q < k; q++)
+          e += (double)a[(s * m + i) * k + q] * (double)b[((p->b_batched ? s : 0) * k + q) * n + j];
+        if (host[(s * m + i) * n + j] != e) {
+          snprintf(why, sizeof why, "(%lld,%lld,%lld): %.17g, exact %.17g", (long long)s, (long long)i, (long long)j,
+                   host[(s * m + i) * n + j], e);
+          ok = false;
+        }
+      }
+  if (!ok) printf("  bf16x9 m=%lld n=%lld k=%lld batch=%lld: %s\n", (long long)m, (long long)n, (long long)k,
+                  (long long)batch, why);
+  free(a), free(b), free(at), free(bt), free(lt_a), free(lt_b), free(d), free(sum), free(host);
+  return ok;
+}
+
+TEST(float_split_plan_layout_gives_the_exact_product) {
+  CHECK(bf16x9_plan_is_exact(3, 5, 7, 1, false));
+  CHECK(bf16x9_plan_is_exact(4, 6, 9, 3, false));
+  CHECK(bf16x9_plan_is_exact(5, 3, 8, 2, true));
+}
+
 TEST(bad_dimensions_are_rejected) {
   precis_gemm_plan p;
   CHECK(precis_gemm_plan_make(&preset_recipe("fp32")->spec, 0, 4, 4, 1, false, &p) == PRECIS_E_INPUT);
@@ -966,4 +1178,6 @@ RUN_TESTS(T(every_recipe_every_shape_equals_the_row_major_product), T(random_sha
           T(bad_dimensions_are_rejected), T(broken_plans_are_caught), T(int8_few_rows_are_padded_to_32),
           T(cublaslt_13_1_int8_strided_batch_is_one_call_per_matrix), T(cublaslt_13_1_int8_more_than_65536_rows_are_split),
           T(plan_check_rejects_what_cublaslt_rejects_at_call_time), T(fp8_scale_tensors_on_odd_shapes),
-          T(broken_scale_tensors_are_caught), T(fp8_output_plan), T(scale_modes_need_cublaslt_12_9))
+          T(broken_scale_tensors_are_caught), T(fp8_output_plan), T(scale_modes_need_cublaslt_12_9),
+          T(split_plans_count_order_and_types), T(ozaki_plan_executes_like_the_cpu_backend),
+          T(float_split_plan_layout_gives_the_exact_product))

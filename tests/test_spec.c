@@ -49,7 +49,7 @@ TEST(presets_are_canonical_specs) {
   size_t baselines = 0;
   /* The seven of DESIGN §3, then issue 16's nine (all in `all`), then the high-precision family. */
   CHECK_EQ_INT(precis_recipe_preset_all_count(), 16);
-  CHECK_EQ_INT(precis_recipe_preset_count(), 16 + 5 + 6); /* fp64, 3xtf32, bf16x3/6/9, ozaki-int8-3..8 */
+  CHECK_EQ_INT(precis_recipe_preset_count(), 16 + 5 + 6 + 1); /* fp64, 3xtf32, bf16x3/6/9, ozaki-int8-3..8, fp64-emu */
   for (size_t i = 0; i < precis_recipe_preset_count(); i++) {
     const precis_recipe_preset *p = precis_recipe_preset_at(i);
     check_canonical(p->spec, p->spec);
@@ -190,7 +190,7 @@ TEST(every_error_names_the_field_and_what_is_allowed) {
   check_error("a=s8,smooth=2", "smooth=2", "[0, 1], auto or none");
   check_error("a=s8,smooth=half", "smooth=half", "[0, 1], auto or none");
   check_error("a=s8,smooth=nan", "smooth=nan", "[0, 1]");
-  check_error("a=fp32,split=foo", "split=foo: unknown split", "none, tf32x3, bf16x3, bf16x6, bf16x9 or int8x<N>");
+  check_error("a=fp32,split=foo", "split=foo: unknown split", "none, tf32x3, bf16x3, bf16x6, bf16x9, int8x<N> or cublas-emu");
   check_error("a=fp32,split=int8x1", "split=int8x1", "from 2 to 16");
   check_error("a=fp32,split=int8x17", "split=int8x17", "from 2 to 16");
   char overlong[400];
@@ -321,13 +321,16 @@ TEST(backends_answer_from_the_spec) {
   for (size_t i = 0; i < precis_recipe_preset_count(); i++) {
     precis_recipe r;
     CHECK_OK(precis_recipe_from_preset(precis_recipe_preset_at(i), &r));
-    CHECK_MSG(cpu->supports(NULL, &r.spec, why, sizeof why), "%s: %s", r.name, why);
+    bool cuda_only = r.spec.split == PRECIS_SPLIT_CUBLAS_EMU;
+    CHECK_MSG(cpu->supports(NULL, &r.spec, why, sizeof why) != cuda_only, "%s: %s", r.name, why);
     if (r.preset->high_precision) {
-      /* No cuda route yet: refused with the issue and what would run it. */
-      CHECK(!precis_lt_route_find(&r.spec, why, sizeof why));
-      CHECK_MSG(!precis_cuda_spec_supported(&r.spec, 9, 0, why, sizeof why) && strstr(why, "issue 19") &&
-                    strstr(why, "cpu backend"),
-                "%s: %s", r.name, why);
+      /* Issue 19: fp64 and cuBLAS's emulation are one cuBLASLt call each (a route), the splits several
+       * (src/eval/split_plan.h); the emulation needs Blackwell. */
+      bool single = r.spec.split == PRECIS_SPLIT_NONE || cuda_only;
+      const precis_lt_route *route = precis_lt_route_find(&r.spec, why, sizeof why);
+      CHECK_MSG(single ? route && strcmp(route->name, r.name) == 0 : !route, "%s: %s", r.name, why);
+      CHECK_MSG(precis_cuda_spec_supported(&r.spec, 9, 0, why, sizeof why) == !cuda_only, "%s: %s", r.name, why);
+      if (cuda_only) CHECK(strstr(why, "sm_100") && precis_cuda_spec_supported(&r.spec, 10, 0, why, sizeof why));
       continue;
     }
     const precis_lt_route *route = precis_lt_route_find(&r.spec, why, sizeof why);
@@ -371,7 +374,8 @@ TEST(backends_answer_from_the_spec) {
     bool cuda;
     const char *cuda_why;
   } cases[] = {
-      {"a=bf16,b=bf16,out=fp32", true, "", false, "no cuBLASLt route"},
+      {"a=bf16,b=bf16,out=fp32", true, "", true, ""}, /* the bf16 splits' product route */
+      {"a=bf16,b=bf16,out=fp16", true, "", false, "no cuBLASLt route"},
       {"a=e4m3,b=bf16,out=bf16", true, "", true, ""}, /* A dequantized to bf16 (precis_lt_dequant_emulation) */
       {"a=e4m3,b=bf16,out=fp32", true, "", false, "weight-only"},
       {"a=s8@tensor,b=s8", true, "", false, "int8 route takes s8:sym A per row"},
@@ -396,13 +400,15 @@ TEST(backends_answer_from_the_spec) {
       {"a=s8,smooth=0.5", true, "", false, "SmoothQuant"},
       {"a=s8,b=s8,acc=fp32", true, "", false, "int8 route takes"},
       {"a=e4m3@tensor,scale=absmax", true, "", false, "no cuBLASLt route"},
-      {"a=fp32,split=tf32x3", true, "", false, "issue 19"},
-      {"a=bf16,split=tf32x3", false, "split=tf32x3: splits take fp32 or fp64", false, "issue 19"},
-      {"a=fp32,acc=fp64,split=tf32x3", false, "emulates fp32", false, "issue 19"},
-      {"a=fp32,split=int8x4", false, "acc=fp64", false, "issue 19"},
-      {"a=fp32,acc=fp64,split=int8x4", true, "", false, "int8x4"},
-      {"a=fp64,b=fp32", false, "a=fp64, b=fp64 and acc=fp64 together", false, "issue 19"},
-      {"a=fp64", true, "", false, "issue 19"},
+      {"a=fp32,split=tf32x3", true, "", true, ""},
+      {"a=bf16,split=tf32x3", false, "split=tf32x3: splits take fp32 or fp64", false, "a=fp32, b=fp32, acc=fp32"},
+      {"a=fp32,acc=fp64,split=tf32x3", false, "emulates fp32", false, "a=fp32, b=fp32, acc=fp32, out=fp32"},
+      {"a=fp32,split=int8x4", false, "acc=fp64", false, "acc=fp64"},
+      {"a=fp32,acc=fp64,split=int8x4", true, "", true, ""},
+      {"a=fp64,b=fp32", false, "a=fp64, b=fp64 and acc=fp64 together", false, "the cuda route is a=fp64,b=fp64"},
+      {"a=fp64", true, "", false, "out=fp32 has none"},
+      {"a=fp64,out=fp64,split=cublas-emu", false, "cuda backend only", false, "sm_100"},
+      {"a=fp32,split=cublas-emu", false, "cuda backend only", false, "takes a=fp64,b=fp64,acc=fp64,out=fp64"},
       {"a=fp32,out=fp64", false, "out=fp64 needs acc=fp64", false, "fp64"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

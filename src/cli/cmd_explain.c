@@ -12,6 +12,7 @@
 #include "dataset.h"
 #include "default_dataset.h"
 #include "gemm_plan.h"
+#include "split_plan.h"
 
 static void usage(FILE *out) {
   fprintf(out, "usage: precis explain [FILE.h5] [--recipes LIST] [--workloads LIST] [--cc 90]\n"
@@ -47,8 +48,18 @@ static bool selected(const char *list, const char *name) {
 static bool explain_case(const precis_recipe *r, const precis_workload_info *w, int major, int minor, int lt_version,
                          precis_kv_list *plan_kv, char *reason, size_t len) {
   if (!precis_cuda_spec_supported(&r->spec, major, minor, reason, len)) return false;
-  /* Specs emulated by host dequantization plan the GEMM that then runs. */
+  /* Splits (issue 19): one GEMM per partial product. */
   precis_spec sub;
+  if (precis_split_term_spec(&r->spec, &sub, NULL, 0)) {
+    precis_split_plan split;
+    if (precis_split_plan_make(&r->spec, w->m, w->n, w->k, w->batch, w->b_batched, lt_version, &split) != PRECIS_OK) {
+      snprintf(reason, len, "%s", precis_last_error());
+      return false;
+    }
+    precis_split_plan_describe(&split, plan_kv);
+    return true;
+  }
+  /* Specs emulated by host dequantization plan the GEMM that then runs. */
   char how[256] = "";
   const precis_spec *spec = &r->spec;
   if (!precis_lt_route_find(spec, NULL, 0) && precis_lt_dequant_emulation(spec, &sub, how, sizeof how)) spec = &sub;

@@ -29,6 +29,9 @@ static void gen_usage(FILE *out) {
           "  --tokens T            set the suite's top-level tokens (m of every workload that has no m);\n"
           "                        e.g. --preset llama2-7b --tokens 128\n"
           "  --seed S              set the suite's top-level seed (non-negative integer)\n"
+          "  --inputs float64      set the suite's top-level inputs: a and b drawn and stored in float64\n"
+          "                        (53-bit inputs for fp64 and the Ozaki recipes; the other recipes read\n"
+          "                        their float32 rounding); float32 (the default) sets it back\n"
           "  --compress            gzip (deflate level 4, with shuffle) every dataset\n"
           "  --tile-rows R         out of core: R rows of a (and of the references) in memory at a time, so\n"
           "                        that memory is bounded by the tile and b, not by m x batch; the file is\n"
@@ -36,7 +39,7 @@ static void gen_usage(FILE *out) {
           "  --force               replace FILE.h5 when it exists\n"
           "  -q, --quiet           no progress on stderr\n"
           "  -h, --help            this help\n\n"
-          "The dataset's `suite` attribute holds the YAML text used, including --tokens/--seed edits.\n"
+          "The dataset's `suite` attribute holds the YAML text used, including --tokens/--seed/--inputs edits.\n"
           "exit codes: 0 ok, 1 runtime failure, 2 bad usage or bad input (the message names the file,\n"
           "the line and the key)\n");
 }
@@ -56,20 +59,27 @@ int precis_cmd_gen(int argc, char **argv) {
     gen_usage(stdout);
     return 0;
   }
-  const char *suite_path = NULL, *preset = NULL, *output = NULL;
+  const char *suite_path = NULL, *preset = NULL, *output = NULL, *inputs = NULL;
   bool force = false, compress = false, quiet = false, have_seed = false, have_tokens = false;
   uint64_t seed = 0, tokens_u = 0, tile_rows = 0;
   for (int i = 1; i < argc; i++) {
     const char *arg = argv[i];
     const char *value = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(arg, "-o") || !strcmp(arg, "--output") || !strcmp(arg, "--preset") || !strcmp(arg, "--tokens") ||
-        !strcmp(arg, "--seed") || !strcmp(arg, "--tile-rows")) {
+        !strcmp(arg, "--seed") || !strcmp(arg, "--tile-rows") || !strcmp(arg, "--inputs")) {
       if (!value) {
         fprintf(stderr, "precis gen: %s needs a value (see precis gen --help)\n", arg);
         return 2;
       }
       i++;
       if (!strcmp(arg, "--preset")) preset = value;
+      else if (!strcmp(arg, "--inputs")) {
+        if (strcmp(value, "float32") != 0 && strcmp(value, "float64") != 0) {
+          fprintf(stderr, "precis gen: --inputs: expected float32 or float64, found \"%s\"\n", value);
+          return 2;
+        }
+        inputs = value;
+      }
       else if (!strcmp(arg, "--tokens")) {
         if (!parse_u64(value, &tokens_u) || tokens_u < 1 || tokens_u > INT32_MAX) {
           fprintf(stderr, "precis gen: --tokens: expected a positive integer, found \"%s\"\n", value);
@@ -111,6 +121,10 @@ int precis_cmd_gen(int argc, char **argv) {
   precis_suite suite;
   precis_status st = preset ? precis_suite_load_preset(preset, &suite) : precis_suite_load_file(suite_path, &suite);
   if (st != PRECIS_OK) return precis_cli_report_error("gen", st);
+  if (inputs && (st = precis_suite_override_inputs(&suite, inputs)) != PRECIS_OK) {
+    precis_suite_free(&suite);
+    return precis_cli_report_error("gen", st);
+  }
   if (have_seed || have_tokens) {
     int64_t tokens = (int64_t)tokens_u;
     st = precis_suite_override(&suite, have_seed ? &seed : NULL, have_tokens ? &tokens : NULL);

@@ -9,6 +9,7 @@
 #include "cli.h"
 #include "cuda_api.h"
 #include "gemm_plan.h"
+#include "split_plan.h"
 
 static void usage(FILE *out) {
   fprintf(out, "usage: precis recipes [--recipes LIST] [--cc 90] [--json]\n\n"
@@ -49,6 +50,16 @@ static void cuda_answer(const precis_recipe *r, int major, int minor, backend_an
   const precis_lt_route *route = precis_lt_route_find(&r->spec, NULL, 0);
   precis_spec sub;
   char how[256];
+  if (!route && precis_split_term_spec(&r->spec, &sub, NULL, 0)) { /* issue 19: one GEMM per partial product */
+    route = precis_lt_route_find(&sub, NULL, 0);
+    precis_split_plan plan;
+    int products = precis_split_plan_make(&r->spec, 64, 64, 64, 1, false, 0, &plan) == PRECIS_OK ? plan.products : 0;
+    precis_clear_error();
+    a->status = "native";
+    snprintf(a->detail, sizeof a->detail, "%d cuBLASLt GEMMs (one per partial product) of route %s (sm_%d+)", products,
+             route->name, route->min_cc);
+    return;
+  }
   if (!route && precis_lt_dequant_emulation(&r->spec, &sub, how, sizeof how)) {
     route = precis_lt_route_find(&sub, NULL, 0);
     a->status = "emulated";

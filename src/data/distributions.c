@@ -186,7 +186,7 @@ static bool *choose_channels(const precis_dist *d, precis_rng_key key, uint32_t 
   return mask;
 }
 
-static float student_t_at(precis_rng_key key, uint32_t stream, uint64_t index, double nu) {
+static double student_t_at(precis_rng_key key, uint32_t stream, uint64_t index, double nu) {
   /* Bailey's polar method (Math. Comp. 62, 1994): t = u sqrt(nu (w^(-2/nu) - 1) / w). */
   for (uint32_t attempt = 0;; attempt++) {
     uint32_t w4[4];
@@ -196,36 +196,39 @@ static float student_t_at(precis_rng_key key, uint32_t stream, uint64_t index, d
     double w = u * u + v * v;
     if (w >= 1.0 || w == 0.0) continue;
     double pow_w = precis_rng_exp(-2.0 / nu * precis_rng_log(w));
-    return (float)(u * sqrt(nu * (pow_w - 1.0) / w));
+    return u * sqrt(nu * (pow_w - 1.0) / w);
   }
-}
-
-void precis_dist_fill(const precis_dist *d, precis_rng_key key, uint32_t stream, precis_operand operand,
-                      int64_t samples, int64_t rows, int64_t cols, float *out) {
-  precis_dist_fill_range(d, key, stream, operand, samples, rows, cols, 0,
-                         (uint64_t)samples * (uint64_t)rows * (uint64_t)cols, out);
 }
 
 /* Every value is a function of its element index (counter-based), so any range of elements comes
  * out as it does in the whole tensor: out[j] is element first + j. Values drawn in pairs (normal
  * deviates) are computed a pair at a time, the half outside the range discarded. */
-void precis_dist_fill_range(const precis_dist *d, precis_rng_key key, uint32_t stream, precis_operand operand,
-                            int64_t samples, int64_t rows, int64_t cols, uint64_t first, uint64_t count, float *out) {
+static void fill_range(const precis_dist *d, precis_rng_key key, uint32_t stream, precis_operand operand, int64_t rows,
+                       int64_t cols, uint64_t first, uint64_t count, float *narrow, double *wide) {
   const double *p = d->params;
   const uint64_t end = first + count, pairs_from = first & ~(uint64_t)1;
-  (void)samples;
 #define PUT(index, value)                                                                                          \
   do {                                                                                                             \
     uint64_t at_ = (index);                                                                                        \
-    if (at_ >= first && at_ < end) out[at_ - first] = (value);                                                    \
+    if (at_ >= first && at_ < end) STORE(at_ - first, (value));                                                   \
   } while (0)
+  /* Values are computed in float64 and stored as such (wide) or rounded to float32 (narrow); a value
+   * that the float32 draw rounds before using it again (a cancelling pair's partner, a t deviate
+   * before its scale) is rounded only in the narrow draw. */
+#define STORE(j, value)                                                                                            \
+  do {                                                                                                             \
+    double v_ = (value);                                                                                           \
+    if (wide) wide[j] = v_;                                                                                        \
+    else narrow[j] = (float)v_;                                                                                    \
+  } while (0)
+#define NARROW(x) (wide ? (x) : (double)(float)(x))
   switch (d->kind) {
   case PRECIS_DIST_NORMAL:
     for (uint64_t i = pairs_from; i < end; i += 2) {
       double z[2];
       precis_rng_normal_pair(key, stream, i / 2, z);
-      PUT(i, (float)(p[0] + p[1] * z[0]));
-      PUT(i + 1, (float)(p[0] + p[1] * z[1]));
+      PUT(i, p[0] + p[1] * z[0]);
+      PUT(i + 1, p[0] + p[1] * z[1]);
     }
     break;
   case PRECIS_DIST_RELU:
@@ -234,7 +237,7 @@ void precis_dist_fill_range(const precis_dist *d, precis_rng_key key, uint32_t s
       precis_rng_normal_pair(key, stream, i / 2, z);
       for (int h = 0; h < 2; h++) {
         double x = p[0] + p[1] * z[h];
-        PUT(i + (uint64_t)h, x > 0 ? (float)x : 0.0f);
+        PUT(i + (uint64_t)h, x > 0 ? x : 0.0);
       }
     }
     break;
@@ -248,7 +251,7 @@ void precis_dist_fill_range(const precis_dist *d, precis_rng_key key, uint32_t s
         double x = d->kind == PRECIS_DIST_UNIFORM
                        ? p[0] + (p[1] - p[0]) * precis_u53(hi, lo)
                        : p[0] + (double)precis_rng_below(hi, lo, (uint64_t)(p[1] - p[0]) + 1);
-        PUT(i + (uint64_t)h, (float)x);
+        PUT(i + (uint64_t)h, x);
       }
     }
     break;
@@ -258,33 +261,33 @@ void precis_dist_fill_range(const precis_dist *d, precis_rng_key key, uint32_t s
       uint32_t w[4];
       precis_rng_block(key, stream, i, 0, w);
       double mag = precis_rng_exp(log_lo + (log_hi - log_lo) * precis_u53(w[0], w[1]));
-      out[i - first] = (float)((w[2] & 1u) ? -mag : mag);
+      STORE(i - first, (w[2] & 1u) ? -mag : mag);
     }
     break;
   }
   case PRECIS_DIST_STUDENT_T:
-    for (uint64_t i = first; i < end; i++) out[i - first] = (float)(p[1] * (double)student_t_at(key, stream, i, p[0]));
+    for (uint64_t i = first; i < end; i++) STORE(i - first, p[1] * NARROW(student_t_at(key, stream, i, p[0])));
     break;
   case PRECIS_DIST_EXP_SPREAD:
     for (uint64_t i = first; i < end; i++) {
       uint32_t w[4];
       precis_rng_block(key, stream, i, 0, w);
       double u = precis_u53(w[0], w[1]) - 0.5;
-      out[i - first] = (float)(p[1] * u * precis_rng_exp(p[0] * normal_at(key, aux_stream(stream), i)));
+      STORE(i - first, p[1] * u * precis_rng_exp(p[0] * normal_at(key, aux_stream(stream), i)));
     }
     break;
   case PRECIS_DIST_SPIKES:
     for (uint64_t i = pairs_from; i < end; i += 2) {
       double z[2];
       precis_rng_normal_pair(key, stream, i / 2, z);
-      PUT(i, (float)(p[1] * z[0]));
-      PUT(i + 1, (float)(p[1] * z[1]));
+      PUT(i, p[1] * z[0]);
+      PUT(i + 1, p[1] * z[1]);
     }
     for (uint64_t row = first / (uint64_t)cols; count && row <= (end - 1) / (uint64_t)cols; row++) {
       uint32_t w[4];
       precis_rng_block(key, aux_stream(stream), row, 0, w);
       uint64_t col = precis_rng_below(w[0], w[1], (uint64_t)cols);
-      PUT(row * (uint64_t)cols + col, (float)((w[2] & 1u) ? -p[0] : p[0]));
+      PUT(row * (uint64_t)cols + col, (w[2] & 1u) ? -p[0] : p[0]);
     }
     break;
   case PRECIS_DIST_OUTLIER_CHANNELS: {
@@ -298,9 +301,9 @@ void precis_dist_fill_range(const precis_dist *d, precis_rng_key key, uint32_t s
         uint32_t w[4];
         precis_rng_block(key, aux_stream(stream), i, 0, w);
         double mag = p[1] + (p[2] - p[1]) * precis_u53(w[0], w[1]);
-        out[i - first] = (float)((w[2] & 1u) ? -mag : mag);
+        STORE(i - first, (w[2] & 1u) ? -mag : mag);
       } else {
-        out[i - first] = (float)(p[3] * normal_at(key, stream, i));
+        STORE(i - first, p[3] * normal_at(key, stream, i));
       }
     }
     free(mask);
@@ -316,16 +319,34 @@ void precis_dist_fill_range(const precis_dist *d, precis_rng_key key, uint32_t s
       double z[2];
       if ((along_k & 1) == 0) {
         precis_rng_normal_pair(key, stream, i, z);
-        out[i - first] = (float)(p[1] * z[0]);
+        STORE(i - first, p[1] * z[0]);
       } else {
         precis_rng_normal_pair(key, stream, i - step, z);
-        float partner = (float)(p[1] * z[0]);
-        out[i - first] = operand == PRECIS_OPERAND_A ? partner : (float)(-((double)partner + p[0] * p[1] * z[1]));
+        double partner = NARROW(p[1] * z[0]);
+        STORE(i - first, operand == PRECIS_OPERAND_A ? partner : -(partner + p[0] * p[1] * z[1]));
       }
     }
     break;
   case PRECIS_DIST_FILE:
   case PRECIS_DIST_KIND_COUNT: break;
   }
+#undef NARROW
+#undef STORE
 #undef PUT
+}
+
+void precis_dist_fill(const precis_dist *d, precis_rng_key key, uint32_t stream, precis_operand operand,
+                      int64_t samples, int64_t rows, int64_t cols, float *out) {
+  fill_range(d, key, stream, operand, rows, cols, 0, (uint64_t)samples * (uint64_t)rows * (uint64_t)cols, out, NULL);
+}
+
+void precis_dist_fill_range(const precis_dist *d, precis_rng_key key, uint32_t stream, precis_operand operand,
+                            int64_t samples, int64_t rows, int64_t cols, uint64_t first, uint64_t count, float *out) {
+  (void)samples;
+  fill_range(d, key, stream, operand, rows, cols, first, count, out, NULL);
+}
+
+void precis_dist_fill_f64(const precis_dist *d, precis_rng_key key, uint32_t stream, precis_operand operand,
+                          int64_t samples, int64_t rows, int64_t cols, double *out) {
+  fill_range(d, key, stream, operand, rows, cols, 0, (uint64_t)samples * (uint64_t)rows * (uint64_t)cols, NULL, out);
 }

@@ -73,6 +73,12 @@ void precis_dist_fill(const precis_dist *d, precis_rng_key key, uint32_t stream,
 void precis_dist_fill_range(const precis_dist *d, precis_rng_key key, uint32_t stream, precis_operand operand,
                             int64_t samples, int64_t rows, int64_t cols, uint64_t first, uint64_t count, float *out);
 
+/* The same draws kept in float64 (gen --inputs float64): every value before its rounding to float32,
+ * so that precis_dist_fill's output is this one's float32 rounding except where the float32 draw
+ * reuses a rounded value (a cancelling pair's partner, a t deviate before its scale). */
+void precis_dist_fill_f64(const precis_dist *d, precis_rng_key key, uint32_t stream, precis_operand operand,
+                          int64_t samples, int64_t rows, int64_t cols, double *out);
+
 /* Streams: one per (operand, split), plus the per-channel choices that must be shared between the
  * held-out and calibration splits (the outlier channels are a property of the model, not of a
  * sample). */

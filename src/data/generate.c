@@ -36,8 +36,10 @@ static void widen(const float *in, double *out, uint64_t count) {
   for (uint64_t i = 0; i < count; i++) out[i] = (double)in[i];
 }
 
-precis_status precis_reference_compute(const float *a, const float *b, int64_t batch, int64_t m, int64_t n, int64_t k,
-                                       bool b_batched, double *c_ref, double *ab_abs) {
+/* a / b as float32 (a32, b32) or float64 (a_wide, b_wide, when a32 is NULL). */
+static precis_status reference_compute(const float *a32, const float *b32, const double *a_wide, const double *b_wide,
+                                       int64_t batch, int64_t m, int64_t n, int64_t k, bool b_batched, double *c_ref,
+                                       double *ab_abs) {
   if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX)
     return precis_fail(PRECIS_E_INPUT, "m, n and k must be below 2^31 (OpenBLAS's int dimensions)");
   const uint64_t a_count = (uint64_t)batch * (uint64_t)m * (uint64_t)k;
@@ -55,9 +57,12 @@ precis_status precis_reference_compute(const float *a, const float *b, int64_t b
     if (absolute) { /* |x| of the float64 copies: exact, and cheaper than widening again */
       for (uint64_t i = 0; i < a_count; i++) a64[i] = fabs(a64[i]);
       for (uint64_t i = 0; i < b_count; i++) b64[i] = fabs(b64[i]);
+    } else if (a32) {
+      widen(a32, a64, a_count);
+      widen(b32, b64, b_count);
     } else {
-      widen(a, a64, a_count);
-      widen(b, b64, b_count);
+      memcpy(a64, a_wide, a_count * sizeof *a64);
+      memcpy(b64, b_wide, b_count * sizeof *b64);
     }
     /* One GEMM per block of PRECIS_REFERENCE_BLOCK_ROWS rows (of the whole batch when b is shared,
      * of each sample when it is batched): OpenBLAS's result for an element can depend on the shape
@@ -78,6 +83,16 @@ precis_status precis_reference_compute(const float *a, const float *b, int64_t b
   return PRECIS_OK;
 }
 
+precis_status precis_reference_compute(const float *a, const float *b, int64_t batch, int64_t m, int64_t n, int64_t k,
+                                       bool b_batched, double *c_ref, double *ab_abs) {
+  return reference_compute(a, b, NULL, NULL, batch, m, n, k, b_batched, c_ref, ab_abs);
+}
+
+precis_status precis_reference_compute_f64(const double *a, const double *b, int64_t batch, int64_t m, int64_t n,
+                                           int64_t k, bool b_batched, double *c_ref, double *ab_abs) {
+  return reference_compute(NULL, NULL, a, b, batch, m, n, k, b_batched, c_ref, ab_abs);
+}
+
 static double gamma_n(int64_t n) { return (double)n * 0x1p-53 / (1.0 - (double)n * 0x1p-53); }
 
 /* The stored bounds are relative to the stored ab_abs, itself a float64 dgemm within gamma_k of
@@ -86,6 +101,13 @@ double precis_reference_f64_bound(int64_t k) { return gamma_n(k) * (1 + 2 * gamm
 
 double precis_reference_dd_bound(int64_t k) {
   double g = gamma_n(k > 1 ? k - 1 : 1);
+  return g * g * (1 + 2 * gamma_n(k));
+}
+
+/* Dot2 (Ogita, Rump & Oishi 2005, Prop. 5.3) before its final rounding: the k rounding errors of the
+ * products join the k - 1 of the sums, hence gamma_k^2. */
+double precis_reference_dd_bound_f64(int64_t k) {
+  double g = gamma_n(k > 1 ? k : 1);
   return g * g * (1 + 2 * gamma_n(k));
 }
 
@@ -119,6 +141,44 @@ static void dd_gemm(const float *a, const float *b, int64_t m, int64_t n, int64_
       }
     }
   }
+}
+
+/* dd_gemm for float64 inputs: a product is no longer exact in float64, so its rounding error
+ * (TwoProduct by fma, exact barring underflow) joins the TwoSum errors (Dot2). */
+static void dd_gemm_f64(const double *a, const double *b, int64_t m, int64_t n, int64_t k, double *c_hi, double *c_lo) {
+  double sum[DD_BLOCK], err[DD_BLOCK];
+  for (int64_t j0 = 0; j0 < n; j0 += DD_BLOCK) {
+    int64_t width = n - j0 < DD_BLOCK ? n - j0 : DD_BLOCK;
+    for (int64_t i = 0; i < m; i++) {
+      for (int64_t j = 0; j < width; j++) sum[j] = err[j] = 0.0;
+      const double *arow = a + i * k;
+      for (int64_t p = 0; p < k; p++) {
+        const double aip = arow[p];
+        const double *brow = b + p * n + j0;
+        for (int64_t j = 0; j < width; j++) {
+          double x = aip * brow[j], xe = fma(aip, brow[j], -x);
+          double s = sum[j] + x, z = s - sum[j];
+          err[j] += ((sum[j] - (s - z)) + (x - z)) + xe;
+          sum[j] = s;
+        }
+      }
+      for (int64_t j = 0; j < width; j++) {
+        double hi = sum[j] + err[j], z = hi - sum[j];
+        c_hi[i * n + j0 + j] = hi;
+        c_lo[i * n + j0 + j] = (sum[j] - (hi - z)) + (err[j] - z);
+      }
+    }
+  }
+}
+
+precis_status precis_reference_compute_dd_f64(const double *a, const double *b, int64_t batch, int64_t m, int64_t n,
+                                              int64_t k, bool b_batched, double *c_hi, double *c_lo) {
+  for (int64_t s = 0; s < batch; s++) {
+    uint64_t a_off = (uint64_t)s * (uint64_t)m * (uint64_t)k, c_off = (uint64_t)s * (uint64_t)m * (uint64_t)n;
+    dd_gemm_f64(a + a_off, b + (b_batched ? (uint64_t)s * (uint64_t)k * (uint64_t)n : 0), m, n, k, c_hi + c_off,
+                c_lo + c_off);
+  }
+  return PRECIS_OK;
 }
 
 precis_status precis_reference_compute_dd(const float *a, const float *b, int64_t batch, int64_t m, int64_t n,
@@ -394,6 +454,12 @@ done:
   return st;
 }
 
+/* The float32 rounding (RNE) of float64 inputs, which recipes with narrower inputs read: what the
+ * dataset reader derives from the stored float64 values. */
+static void narrow_inputs(const double *wide, float *narrow, uint64_t count) {
+  for (uint64_t i = 0; i < count; i++) narrow[i] = (float)wide[i];
+}
+
 static precis_status check_finite(const precis_suite_workload *w, const char *what, const precis_dist *d, const float *v,
                                   uint64_t count) {
   for (uint64_t i = 0; i < count; i++) {
@@ -423,17 +489,27 @@ static precis_status generate_workload(const precis_suite *suite, const precis_s
   info.b_batched = w->b_batched;
   info.calib_samples = w->calib;
   info.description = w->description;
-  info.reference = precis_strdup(w->dd_reference ? "double-double: float32 products exact in float64, summed by "
-                                                   "cascaded TwoSum (Sum2, Ogita-Rump-Oishi 2005)"
-                                                 : precis_reference_method());
+  const bool wide = w->f64_inputs;
+  if (w->dd_reference)
+    info.reference = precis_strdup(wide ? "double-double: float64 products split by TwoProduct (fma) and summed with "
+                                          "their errors by cascaded TwoSum (Dot2, Ogita-Rump-Oishi 2005)"
+                                        : "double-double: float32 products exact in float64, summed by "
+                                          "cascaded TwoSum (Sum2, Ogita-Rump-Oishi 2005)");
+  else if (wide)
+    info.reference = precis_asprintf("float64 dgemm of the stored float64 values (%s)", openblas_get_config());
+  else info.reference = precis_strdup(precis_reference_method());
   info.reference_precision = precis_strdup(w->dd_reference ? "double-double" : "float64");
-  info.reference_error_bound = w->dd_reference ? precis_reference_dd_bound(w->k) : precis_reference_f64_bound(w->k);
+  info.reference_error_bound = !w->dd_reference ? precis_reference_f64_bound(w->k)
+                               : wide           ? precis_reference_dd_bound_f64(w->k)
+                                                : precis_reference_dd_bound(w->k);
   info.has_c_ref_lo = w->dd_reference;
+  info.a_f64 = info.b_f64 = wide;
   uint64_t bytes = precis_workload_bytes(&info);
   uint64_t a_count = (uint64_t)w->batch * (uint64_t)w->m * (uint64_t)w->k;
   uint64_t b_count = (w->b_batched ? (uint64_t)w->batch : 1) * (uint64_t)w->k * (uint64_t)w->n;
   uint64_t c_count = (uint64_t)w->batch * (uint64_t)w->m * (uint64_t)w->n;
   uint64_t calib_count = (uint64_t)w->calib * (uint64_t)w->m * (uint64_t)w->k;
+  /* bytes counts the float64 inputs (and their float32 rounding) when wide. */
   uint64_t need = bytes == UINT64_MAX ? UINT64_MAX : bytes + 8 * (a_count + b_count), have = host_memory();
   if (bytes == UINT64_MAX || need > have) {
     free(info.reference);
@@ -451,7 +527,11 @@ static precis_status generate_workload(const precis_suite *suite, const precis_s
   data.ab_abs = malloc(c_count * sizeof(double));
   if (w->calib > 0) data.calib_a = malloc(calib_count * sizeof(float));
   if (w->dd_reference) data.c_ref_lo = malloc(c_count * sizeof(double));
-  if ((w->dd_reference && !data.c_ref_lo) || !info.reference_precision || !info.reference || !info.a_dist || !info.b_dist || !data.a || !data.b || !data.c_ref || !data.ab_abs || (w->calib > 0 && !data.calib_a)) {
+  if (wide) {
+    data.a64 = malloc(a_count * sizeof(double));
+    data.b64 = malloc(b_count * sizeof(double));
+  }
+  if ((wide && (!data.a64 || !data.b64)) || (w->dd_reference && !data.c_ref_lo) || !info.reference_precision || !info.reference || !info.a_dist || !info.b_dist || !data.a || !data.b || !data.c_ref || !data.ab_abs || (w->calib > 0 && !data.calib_a)) {
     st = precis_fail(PRECIS_E_NOMEM, "workload %s: out of host memory (%.3g GiB)", w->name, (double)bytes / 1073741824.0);
     goto done;
   }
@@ -459,12 +539,20 @@ static precis_status generate_workload(const precis_suite *suite, const precis_s
   const precis_rng_key key = precis_rng_key_for(w->has_seed ? w->seed : suite->seed, w->name);
   if (w->a.kind == PRECIS_DIST_FILE) {
     if ((st = operand_from_file(suite, w, &w->a, true, data.a, data.calib_a)) != PRECIS_OK) goto done;
+    if (wide) widen(data.a, data.a64, a_count);
   } else {
-    precis_dist_fill(&w->a, key, PRECIS_STREAM_A, PRECIS_OPERAND_A, w->batch, w->m, w->k, data.a);
+    if (wide) {
+      precis_dist_fill_f64(&w->a, key, PRECIS_STREAM_A, PRECIS_OPERAND_A, w->batch, w->m, w->k, data.a64);
+      narrow_inputs(data.a64, data.a, a_count);
+    } else precis_dist_fill(&w->a, key, PRECIS_STREAM_A, PRECIS_OPERAND_A, w->batch, w->m, w->k, data.a);
     if (w->calib > 0) precis_dist_fill(&w->a, key, PRECIS_STREAM_CALIB_A, PRECIS_OPERAND_A, w->calib, w->m, w->k, data.calib_a);
   }
   if (w->b.kind == PRECIS_DIST_FILE) {
     if ((st = operand_from_file(suite, w, &w->b, false, data.b, NULL)) != PRECIS_OK) goto done;
+    if (wide) widen(data.b, data.b64, b_count);
+  } else if (wide) {
+    precis_dist_fill_f64(&w->b, key, PRECIS_STREAM_B, PRECIS_OPERAND_B, w->b_batched ? w->batch : 1, w->k, w->n, data.b64);
+    narrow_inputs(data.b64, data.b, b_count);
   } else {
     precis_dist_fill(&w->b, key, PRECIS_STREAM_B, PRECIS_OPERAND_B, w->b_batched ? w->batch : 1, w->k, w->n, data.b);
   }
@@ -473,16 +561,20 @@ static precis_status generate_workload(const precis_suite *suite, const precis_s
       (data.calib_a && (st = check_finite(w, "calib/a", &w->a, data.calib_a, calib_count)) != PRECIS_OK))
     goto done;
   progress_say(prog, w->name, "float64 references");
-  if ((st = precis_reference_compute(data.a, data.b, w->batch, w->m, w->n, w->k, w->b_batched, data.c_ref, data.ab_abs)) !=
-      PRECIS_OK) {
+  st = wide ? precis_reference_compute_f64(data.a64, data.b64, w->batch, w->m, w->n, w->k, w->b_batched, data.c_ref,
+                                           data.ab_abs)
+            : precis_reference_compute(data.a, data.b, w->batch, w->m, w->n, w->k, w->b_batched, data.c_ref, data.ab_abs);
+  if (st != PRECIS_OK) {
     precis_error_prefix("workload %s", w->name);
     goto done;
   }
   if (w->dd_reference) {
     progress_say(prog, w->name, "double-double references");
-    if ((st = precis_reference_compute_dd(data.a, data.b, w->batch, w->m, w->n, w->k, w->b_batched, data.c_ref,
-                                          data.c_ref_lo)) != PRECIS_OK)
-      goto done;
+    st = wide ? precis_reference_compute_dd_f64(data.a64, data.b64, w->batch, w->m, w->n, w->k, w->b_batched, data.c_ref,
+                                                data.c_ref_lo)
+              : precis_reference_compute_dd(data.a, data.b, w->batch, w->m, w->n, w->k, w->b_batched, data.c_ref,
+                                            data.c_ref_lo);
+    if (st != PRECIS_OK) goto done;
   }
   for (uint64_t i = 0; i < c_count; i++)
     if (!isfinite(data.c_ref[i]) || !isfinite(data.ab_abs[i])) {
@@ -640,8 +732,9 @@ precis_status precis_generate_tiled(const precis_suite *suite, const precis_gen_
     }
     prog.index = i;
     const precis_suite_workload *w = &suite->workloads[i];
-    /* Matrices from files and double-double references are made in core. */
-    bool tiled = tile_rows > 0 && w->a.kind != PRECIS_DIST_FILE && w->b.kind != PRECIS_DIST_FILE && !w->dd_reference;
+    /* Matrices from files, double-double references and float64 inputs are made in core. */
+    bool tiled = tile_rows > 0 && w->a.kind != PRECIS_DIST_FILE && w->b.kind != PRECIS_DIST_FILE && !w->dd_reference &&
+                 !w->f64_inputs;
     st = tiled ? generate_workload_tiled(suite, w, writer, &hash, &prog, tile_rows)
                : generate_workload(suite, w, writer, &hash, &prog);
     if (st != PRECIS_OK) goto failed;

@@ -39,6 +39,10 @@ precis_status precis_generate_tiled(const precis_suite *suite, const precis_gen_
 precis_status precis_reference_compute(const float *a, const float *b, int64_t batch, int64_t m, int64_t n, int64_t k,
                                        bool b_batched, double *c_ref, double *ab_abs);
 
+/* The same from float64 inputs (gen --inputs float64): a and b as stored, |a| and |b| exact. */
+precis_status precis_reference_compute_f64(const double *a, const double *b, int64_t batch, int64_t m, int64_t n,
+                                           int64_t k, bool b_batched, double *c_ref, double *ab_abs);
+
 /* The text stored in each workload's `reference` attribute. */
 const char *precis_reference_method(void);
 
@@ -48,8 +52,15 @@ const char *precis_reference_method(void);
  * precis_reference_dd_bound(k) · |a|.|b| elementwise. Shapes as precis_reference_compute. */
 precis_status precis_reference_compute_dd(const float *a, const float *b, int64_t batch, int64_t m, int64_t n,
                                           int64_t k, bool b_batched, double *c_hi, double *c_lo);
-/* gamma_{k-1}^2 (Sum2's bound before the final rounding) and gamma_k of a float64 dgemm. */
+/* The same from float64 inputs: each product split exactly into float64 + error by TwoProduct (fma;
+ * exact unless it underflows) and both summed by cascaded TwoSum (Dot2), |c_hi + c_lo - a.b| <=
+ * precis_reference_dd_bound_f64(k) · |a|.|b|. */
+precis_status precis_reference_compute_dd_f64(const double *a, const double *b, int64_t batch, int64_t m, int64_t n,
+                                              int64_t k, bool b_batched, double *c_hi, double *c_lo);
+/* gamma_{k-1}^2 (Sum2's bound before the final rounding), gamma_k^2 (Dot2's) and gamma_k of a
+ * float64 dgemm. */
 double precis_reference_dd_bound(int64_t k);
+double precis_reference_dd_bound_f64(int64_t k);
 double precis_reference_f64_bound(int64_t k);
 
 /* Reads a matrix for a `file` distribution: an HDF5 dataset (object starting with '/') or a

@@ -266,10 +266,18 @@ static precis_status get_reference(const parse_ctx *ctx, const yaml_node_t *node
   return PRECIS_OK;
 }
 
+/* inputs: float32 | float64 (the stored dtype of a and b; docs/high-precision.md). */
+static precis_status get_inputs(const parse_ctx *ctx, const yaml_node_t *node, const char *key, bool *f64) {
+  if (node->type == YAML_SCALAR_NODE && strcmp(scalar(node), "float32") == 0) *f64 = false;
+  else if (node->type == YAML_SCALAR_NODE && strcmp(scalar(node), "float64") == 0) *f64 = true;
+  else return fail_at(ctx, node, key, "expected float32 or float64");
+  return PRECIS_OK;
+}
+
 static precis_status parse_workload(const parse_ctx *ctx, const precis_suite *suite, const yaml_node_t *node, size_t index,
                                     precis_suite_workload *w) {
   static const char *const allowed[] = {"name", "m", "n", "k", "batch", "calib", "a", "b", "b_batched", "seed",
-                                        "description", "reference", NULL};
+                                        "description", "reference", "inputs", NULL};
   char where[300], key[360];
   snprintf(where, sizeof where, "workloads[%zu]", index);
   w->line = (int)node->start_mark.line + 1;
@@ -337,13 +345,18 @@ static precis_status parse_workload(const parse_ctx *ctx, const precis_suite *su
     snprintf(key, sizeof key, "%s.reference", where);
     if ((st = get_reference(ctx, v, key, &w->dd_reference)) != PRECIS_OK) return st;
   }
+  w->f64_inputs = suite->f64_inputs;
+  if ((v = map_get(ctx, node, "inputs"))) {
+    snprintf(key, sizeof key, "%s.inputs", where);
+    if ((st = get_inputs(ctx, v, key, &w->f64_inputs)) != PRECIS_OK) return st;
+  }
   if (w->a.kind == PRECIS_DIST_CANCELLATION && w->k < 2)
     return fail_at(ctx, node, where, "cancellation needs k >= 2 (values cancel in pairs along K)");
   return PRECIS_OK;
 }
 
 static precis_status parse_document(const parse_ctx *ctx, precis_suite *suite) {
-  static const char *const allowed[] = {"seed", "tokens", "description", "reference", "workloads", NULL};
+  static const char *const allowed[] = {"seed", "tokens", "description", "reference", "inputs", "workloads", NULL};
   const yaml_node_t *root = yaml_document_get_root_node(ctx->doc);
   if (!root) return fail_at(ctx, NULL, NULL, "empty suite (expected a mapping with a workloads list)");
   precis_status st = check_mapping(ctx, root, "suite", allowed);
@@ -359,6 +372,7 @@ static precis_status parse_document(const parse_ctx *ctx, precis_suite *suite) {
   if (!suite->description) suite->description = precis_strdup("");
   if ((v = map_get(ctx, root, "reference")) && (st = get_reference(ctx, v, "reference", &suite->dd_reference)) != PRECIS_OK)
     return st;
+  if ((v = map_get(ctx, root, "inputs")) && (st = get_inputs(ctx, v, "inputs", &suite->f64_inputs)) != PRECIS_OK) return st;
   const yaml_node_t *list = map_get(ctx, root, "workloads");
   if (!list) return fail_at(ctx, root, "suite", "missing key \"workloads\" (a list of workloads)");
   if (list->type != YAML_SEQUENCE_NODE) return fail_at(ctx, list, "workloads", "expected a list, found %s", node_kind(list));
@@ -518,6 +532,19 @@ done:
   yaml_document_delete(&doc);
   yaml_parser_delete(&parser);
   return st;
+}
+
+precis_status precis_suite_override_inputs(precis_suite *suite, const char *inputs) {
+  if (strcmp(inputs, "float32") != 0 && strcmp(inputs, "float64") != 0)
+    return precis_fail(PRECIS_E_USAGE, "--inputs: expected float32 or float64, found \"%s\"", inputs);
+  precis_status st = set_top_level_line(suite, "inputs", inputs);
+  if (st != PRECIS_OK) return st;
+  precis_suite reparsed;
+  st = precis_suite_parse(suite->text, strlen(suite->text), suite->source, suite->base_dir, &reparsed);
+  if (st != PRECIS_OK) return st;
+  precis_suite_free(suite);
+  *suite = reparsed;
+  return PRECIS_OK;
 }
 
 precis_status precis_suite_override(precis_suite *suite, const uint64_t *seed, const int64_t *tokens) {

@@ -21,6 +21,7 @@ typedef struct precis_suite_workload {
   uint64_t seed; /* the workload's own seed; else the suite's */
   char *description;
   bool dd_reference; /* reference: double-double (else float64) */
+  bool f64_inputs;   /* inputs: float64 (a and b drawn and stored in float64; else float32) */
   int line; /* 1-based line of the workload in the suite, for messages */
 } precis_suite_workload;
 
@@ -33,6 +34,7 @@ typedef struct precis_suite {
   int64_t tokens; /* m for workloads that do not give one */
   char *description;
   bool dd_reference; /* top-level reference: the workloads' default */
+  bool f64_inputs;   /* top-level inputs: the workloads' default */
   precis_suite_workload *workloads;
   size_t n_workloads;
 } precis_suite;
@@ -46,6 +48,8 @@ precis_status precis_suite_load_preset(const char *name, precis_suite *out);
  * and parses it again, so that the text stored in the dataset is the one that was used. NULL
  * leaves a value alone. */
 precis_status precis_suite_override(precis_suite *suite, const uint64_t *seed, const int64_t *tokens);
+/* The same for the top-level `inputs` line (gen --inputs float32|float64). */
+precis_status precis_suite_override_inputs(precis_suite *suite, const char *inputs);
 void precis_suite_free(precis_suite *suite);
 
 /* The presets, generated from datasets/NAME.yaml by src/CMakeLists.txt. */

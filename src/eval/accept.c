@@ -138,16 +138,20 @@ static void add_reason(precis_accept_recipe_result *rr, char *reason) {
 
 /* ---- scaled inputs ---------------------------------------------------------------------------- */
 
-static float *tile_rows(const float *src, long long samples, long long m, long long k, long long factor) {
+static void *tile_rows_of(const void *src, size_t elem, long long samples, long long m, long long k, long long factor) {
   if (samples <= 0 || m <= 0 || k <= 0 || factor <= 0) return NULL;
-  if ((uint64_t)samples * (uint64_t)m > SIZE_MAX / (uint64_t)k / (uint64_t)factor / sizeof(float)) return NULL;
-  size_t sample_values = (size_t)(m * k);
-  float *out = malloc((size_t)samples * sample_values * (size_t)factor * sizeof *out);
+  if ((uint64_t)samples * (uint64_t)m > SIZE_MAX / (uint64_t)k / (uint64_t)factor / elem) return NULL;
+  size_t sample_bytes = (size_t)(m * k) * elem;
+  char *out = malloc((size_t)samples * sample_bytes * (size_t)factor);
   if (!out) return NULL;
   for (size_t s = 0; s < (size_t)samples; s++)
     for (size_t t = 0; t < (size_t)factor; t++)
-      memcpy(out + (s * (size_t)factor + t) * sample_values, src + s * sample_values, sample_values * sizeof *out);
+      memcpy(out + (s * (size_t)factor + t) * sample_bytes, (const char *)src + s * sample_bytes, sample_bytes);
   return out;
+}
+
+static float *tile_rows(const float *src, long long samples, long long m, long long k, long long factor) {
+  return tile_rows_of(src, sizeof(float), samples, m, k, factor);
 }
 
 precis_status precis_accept_input_build(const precis_workload_info *w, const precis_workload_data *d,
@@ -163,10 +167,17 @@ precis_status precis_accept_input_build(const precis_workload_info *w, const pre
   out->info.m = w->m * factor;
   out->factor = factor;
   out->data.b = d->b;
+  out->data.b64 = d->b64;
   out->data.a = tile_rows(d->a, w->batch, w->m, w->k, factor);
-  if (!out->data.a)
+  /* float64 inputs: the fp64 and Ozaki recipes read all 53 bits here too, as in precis run. */
+  if (d->a64) out->data.a64 = tile_rows_of(d->a64, sizeof(double), w->batch, w->m, w->k, factor);
+  if (!out->data.a || (d->a64 && !out->data.a64)) {
+    free(out->data.a);
+    free(out->data.a64);
+    memset(&out->data, 0, sizeof out->data);
     return precis_fail(PRECIS_E_NOMEM, "workload %s: cannot allocate a at %lld x %lld rows (batch %lld)", w->name,
                        (long long)w->batch, (long long)(w->m * factor), factor);
+  }
   out->info.calib_samples = 0;
   if (with_calib && d->calib_a && w->calib_samples > 0) {
     out->data.calib_a = tile_rows(d->calib_a, w->calib_samples, w->m, w->k, factor);
@@ -181,21 +192,23 @@ precis_status precis_accept_input_build(const precis_workload_info *w, const pre
 
 void precis_accept_input_free(precis_accept_input *in) {
   free(in->data.a);
+  free(in->data.a64);
   free(in->data.calib_a);
   memset(in, 0, sizeof *in);
 }
 
 precis_status precis_accept_tile_metrics(const precis_workload_info *w, const precis_workload_data *d, long long factor,
-                                         const float *c, double clipped_fraction,
+                                         const float *c, const double *c64, double clipped_fraction,
                                          precis_metric_value out[PRECIS_METRIC_COUNT]) {
-  if (!d->c_ref || !d->ab_abs || !c)
+  if (!d->c_ref || !d->ab_abs || (!c && !c64))
     return precis_fail(PRECIS_E_INPUT, "workload %s: the accuracy check needs c_ref, ab_abs and an output", w->name);
   size_t tile = (size_t)(w->m * w->n), tiles = (size_t)w->batch * (size_t)factor;
   precis_sample_metrics *samples = calloc(tiles, sizeof *samples);
   if (!samples) return precis_fail(PRECIS_E_NOMEM, "out of memory computing the acceptance point's metrics");
   for (size_t s = 0; s < (size_t)w->batch; s++)
     for (size_t t = 0; t < (size_t)factor; t++)
-      precis_metrics_sample_wide(c + (s * (size_t)factor + t) * tile, NULL, d->c_ref + s * tile,
+      precis_metrics_sample_wide(c ? c + (s * (size_t)factor + t) * tile : NULL,
+                                 c64 ? c64 + (s * (size_t)factor + t) * tile : NULL, d->c_ref + s * tile,
                                  d->c_ref_lo ? d->c_ref_lo + s * tile : NULL, d->ab_abs + s * tile, tile,
                                  &samples[s * (size_t)factor + t]);
   precis_metrics_aggregate(samples, tiles, out);
@@ -506,10 +519,11 @@ static long long workspace_of(const precis_accept_config *cfg, const precis_kv_l
 
 precis_status precis_accept_run_point(const precis_accept_config *cfg, precis_accept_pool *pool,
                                       const precis_recipe *recipe, const precis_accept_input *in, int workers,
-                                      precis_accept_point *point, float **first_output, double *first_clipped,
-                                      precis_kv_list *first_details) {
+                                      precis_accept_point *point, float **first_output, double **first_output64,
+                                      double *first_clipped, precis_kv_list *first_details) {
   point_init(point);
   if (first_output) *first_output = NULL;
+  if (first_output64) *first_output64 = NULL;
   if (first_clipped) *first_clipped = NAN;
   point->batch = in->factor;
   point->workers = workers;
@@ -660,6 +674,10 @@ precis_status precis_accept_run_point(const precis_accept_config *cfg, precis_ac
     if (first_output) {
       *first_output = wk[0].out.c;
       wk[0].out.c = NULL;
+    }
+    if (first_output64) {
+      *first_output64 = wk[0].out.c64;
+      wk[0].out.c64 = NULL;
     }
     if (first_clipped) *first_clipped = wk[0].out.clipped_fraction;
     if (first_details) {
@@ -871,17 +889,20 @@ static precis_status measure(const precis_accept_config *cfg, precis_accept_pool
                              const precis_workload_data *d, precis_accept_recipe_result *rr) {
   precis_accept_point p;
   float *output = NULL;
+  double *output64 = NULL; /* out=fp64: judged in float64, not through its float32 rounding */
   double clipped = NAN;
   precis_status st = precis_accept_run_point(cfg, pool, recipe, in, workers, &p, check_accuracy ? &output : NULL,
-                                             check_accuracy ? &clipped : NULL, check_accuracy ? &rr->details : NULL);
+                                             check_accuracy ? &output64 : NULL, check_accuracy ? &clipped : NULL,
+                                             check_accuracy ? &rr->details : NULL);
   if (st != PRECIS_OK) {
     precis_accept_point_free(&p);
     return st;
   }
   p.repeat = repeat;
   if (check_accuracy && output) {
-    st = precis_accept_tile_metrics(w, d, in->factor, output, clipped, rr->error);
+    st = precis_accept_tile_metrics(w, d, in->factor, output, output64, clipped, rr->error);
     free(output);
+    free(output64);
     if (st != PRECIS_OK) {
       precis_accept_point_free(&p);
       return st;

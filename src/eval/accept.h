@@ -165,9 +165,11 @@ void precis_accept_input_free(precis_accept_input *in);
 
 /* Metrics of an output of the scaled workload: each tile (factor per held-out sample, m*n values
  * each, exactly the stored sample's input) against that sample's c_ref and ab_abs; worst and mean
- * over every tile. clipped_fraction NaN: not a quantized recipe. */
+ * over every tile. c64 (out=fp64 recipes; c may then be NULL) is used instead of c when not NULL,
+ * so that a float64 output is not judged through its float32 rounding. clipped_fraction NaN: not a
+ * quantized recipe. */
 precis_status precis_accept_tile_metrics(const precis_workload_info *w, const precis_workload_data *d, long long factor,
-                                         const float *c, double clipped_fraction,
+                                         const float *c, const double *c64, double clipped_fraction,
                                          precis_metric_value out[PRECIS_METRIC_COUNT]);
 
 /* The worker threads, created once for a whole acceptance test (as a server's workers are). */
@@ -178,12 +180,13 @@ int precis_accept_pool_size(const precis_accept_pool *pool);
 
 /* Runs one point: the pool's first `workers` threads woken together, each calling run_case on `in`
  * (pool NULL: a pool of `workers` threads made for this point). Fills *point; with first_output,
- * worker 0's output is handed over (malloc'ed), with first_details its details too. Returns an
+ * worker 0's output is handed over (malloc'ed; first_output64 its float64 output, NULL unless
+ * out=fp64), with first_details its details too. Returns an
  * error only when the workers cannot run; a case that fails is point->status/reason. */
 precis_status precis_accept_run_point(const precis_accept_config *cfg, precis_accept_pool *pool,
                                       const precis_recipe *recipe, const precis_accept_input *in, int workers,
-                                      precis_accept_point *point, float **first_output, double *first_clipped,
-                                      precis_kv_list *first_details);
+                                      precis_accept_point *point, float **first_output, double **first_output64,
+                                      double *first_clipped, precis_kv_list *first_details);
 
 /* The memory judgement of the acceptance point from the peaks of its runs: fits when the largest
  * peak <= (1 - headroom) * limit; the headroom covers the spread when headroom * limit >= the

@@ -6,6 +6,7 @@
 
 #include "cuda_api.h"
 #include "gemm_plan.h"
+#include "split_plan.h"
 
 static const precis_lt_route routes[] = {
     {.name = "fp32", .a = PRECIS_FMT_F32, .b = PRECIS_FMT_F32, .acc = PRECIS_FMT_F32, .out = PRECIS_FMT_F32,
@@ -43,6 +44,18 @@ static const precis_lt_route routes[] = {
      .b_gran = PRECIS_GRAN_TENSOR, .acc = PRECIS_FMT_F32, .out = PRECIS_FMT_E4M3, .compute_type = PRECIS_LT_COMPUTE_32F,
      .scaling = PRECIS_LT_SCALING_TENSOR_POINTERS, .d_scaled = true, .min_cc = 89, .min_cublaslt = 111100,
      .needs = "FP8 (e4m3) matmul with an e4m3 output needs sm_89 (Ada) or sm_90 (Hopper) or newer"},
+    /* Issue 19: FP64 (DGEMM through cuBLASLt) and cuBLAS's own FP64 fixed-point emulation, which
+     * the library offers on Blackwell and later; the backend still asks it at run time (its
+     * mantissa-bit-count pointer reads -1 when it ran native FP64 instead). */
+    {.name = "fp64", .a = PRECIS_FMT_F64, .b = PRECIS_FMT_F64, .acc = PRECIS_FMT_F64, .out = PRECIS_FMT_F64,
+     .compute_type = PRECIS_LT_COMPUTE_64F, .min_cc = 50, .needs = "needs sm_50 or newer"},
+    {.name = "fp64-emu", .a = PRECIS_FMT_F64, .b = PRECIS_FMT_F64, .acc = PRECIS_FMT_F64, .out = PRECIS_FMT_F64,
+     .compute_type = PRECIS_LT_COMPUTE_64F_EMULATED_FIXEDPOINT, .min_cc = 100, .min_cublaslt = 130100,
+     .split = PRECIS_SPLIT_CUBLAS_EMU,
+     .needs = "cuBLAS's FP64 fixed-point emulation needs sm_100 (Blackwell) or newer"},
+    /* The partial products of the bf16 splits: bf16 terms, products summed into a float32 D. */
+    {.name = "bf16-f32out", .a = PRECIS_FMT_BF16, .b = PRECIS_FMT_BF16, .acc = PRECIS_FMT_F32, .out = PRECIS_FMT_F32,
+     .compute_type = PRECIS_LT_COMPUTE_32F, .min_cc = 80, .needs = "BF16 needs sm_80 (Ampere) or newer"},
 };
 _Static_assert(sizeof routes / sizeof routes[0] == PRECIS_LT_ROUTE_COUNT, "PRECIS_LT_ROUTE_COUNT is the table's size");
 
@@ -69,7 +82,7 @@ static bool route_matches(const precis_lt_route *r, const precis_spec *s) {
   bool a_ok = s->scale == PRECIS_SCALE_DYNAMIC ? operand_matches(&a, r->a, r->a_gran)
                                                : r->a_static_ok && operand_matches(&a, r->a, PRECIS_GRAN_TENSOR);
   return a_ok && operand_matches(&s->b, r->b, r->b_gran) && groups_match(r, s) && s->acc == r->acc &&
-         s->out == r->out;
+         s->out == r->out && s->split == r->split;
 }
 
 static bool is_fp8_fmt(precis_format_id f) { return f == PRECIS_FMT_E4M3 || f == PRECIS_FMT_E5M2; }
@@ -165,27 +178,31 @@ static void why_no_route(const precis_spec *s, char *why, size_t len) {
   char a[48], b[48];
   precis_operand_format(&s->a, a, sizeof a);
   precis_operand_format(&s->b, b, sizeof b);
-  if (s->split != PRECIS_SPLIT_NONE)
+  if (s->split == PRECIS_SPLIT_CUBLAS_EMU)
+    snprintf(why, len, "split=cublas-emu: cuBLAS's FP64 emulation takes a=fp64,b=fp64,acc=fp64,out=fp64 without "
+                       "scales or smoothing");
+  else if (s->split != PRECIS_SPLIT_NONE)
     snprintf(why, len,
-             "split=%s%.0d: not yet implemented on the cuda backend (issue 19): the split terms would run as "
-             "separate cuBLASLt GEMMs; run it on the cpu backend",
+             "split=%s%.0d: not one cuBLASLt call: the cuda backend runs it as several (precis_split_plan_make)",
              precis_split_name(s->split), s->split == PRECIS_SPLIT_INT8XN ? s->split_terms : 0);
   else if (precis_spec_smooths(s))
     snprintf(why, len, "smooth: SmoothQuant is not yet implemented on the cuda backend (issue 16)");
   else if (s->a.fmt == PRECIS_FMT_F64 || s->b.fmt == PRECIS_FMT_F64 || s->acc == PRECIS_FMT_F64 ||
            s->out == PRECIS_FMT_F64)
-    snprintf(why, len, "fp64: not yet implemented on the cuda backend (issue 19): cuBLASLt CUDA_R_64F with "
-                       "CUBLAS_COMPUTE_64F has no route in precis yet; run it on the cpu backend");
+    snprintf(why, len, "fp64: the cuda route is a=fp64,b=fp64,acc=fp64,out=fp64 (cuBLASLt CUDA_R_64F, "
+                       "CUBLAS_COMPUTE_64F); a=%s,b=%s,acc=%s,out=%s has none", a, b, precis_format_get(s->acc)->name,
+             precis_format_get(s->out)->name);
   else if (why_no_quantized_route(s, why, len))
     return;
   else
     snprintf(why, len, "a=%s,b=%s,acc=%s,out=%s: no cuBLASLt route in precis yet (issue 16); routes: the presets "
-                       "fp32, tf32, fp16, fp16acc16, bf16, int8, fp8, fp8-rowwise, fp8-block, and fp8 with out=e4m3",
+                       "fp32, tf32, fp16, fp16acc16, bf16, int8, fp8, fp8-rowwise, fp8-block, fp8 with out=e4m3, "
+                       "fp64, fp64-emu and the split recipes",
              a, b, precis_format_get(s->acc)->name, precis_format_get(s->out)->name);
 }
 
 const precis_lt_route *precis_lt_route_find(const precis_spec *spec, char *why, size_t len) {
-  if (spec->split == PRECIS_SPLIT_NONE && !precis_spec_smooths(spec))
+  if ((spec->split == PRECIS_SPLIT_NONE || spec->split == PRECIS_SPLIT_CUBLAS_EMU) && !precis_spec_smooths(spec))
     for (size_t i = 0; i < PRECIS_LT_ROUTE_COUNT; i++)
       if (route_matches(&routes[i], spec)) {
         if (why && len) why[0] = '\0';
@@ -230,6 +247,13 @@ bool precis_lt_dequant_emulation(const precis_spec *s, precis_spec *sub, char *h
 
 bool precis_cuda_spec_supported(const precis_spec *spec, int cc_major, int cc_minor, char *reason, size_t len) {
   precis_spec sub;
+  char why[256];
+  /* A split runs as GEMMs of its partial products: the device needs their route. */
+  if (precis_split_term_spec(spec, &sub, why, sizeof why)) spec = &sub;
+  else if (why[0]) {
+    if (reason && len) snprintf(reason, len, "%s", why);
+    return false;
+  }
   if (!precis_lt_route_find(spec, NULL, 0) && precis_lt_dequant_emulation(spec, &sub, NULL, 0)) spec = &sub;
   const precis_lt_route *route = precis_lt_route_find(spec, reason, len);
   if (!route) return false;

@@ -412,6 +412,11 @@ static bool finish_output(cpu_case *cc) {
  * operands and sums in fp64. Scales and SmoothQuant belong to quantized recipes, not to these. */
 static bool cpu_route_split(const precis_spec *s, cpu_gemm *gemm, char *why, size_t len) {
   const char *name = precis_split_name(s->split);
+  if (s->split == PRECIS_SPLIT_CUBLAS_EMU) {
+    snprintf(why, len, "split=cublas-emu: cuBLAS's own FP64 emulation runs on the cuda backend only (its split is "
+                       "the library's, not emulated here); ozaki-int8-N is the cpu's FP64 emulation");
+    return false;
+  }
   bool float_ops = (s->a.fmt == PRECIS_FMT_F32 || s->a.fmt == PRECIS_FMT_F64) &&
                    (s->b.fmt == PRECIS_FMT_F32 || s->b.fmt == PRECIS_FMT_F64);
   if (!float_ops || s->scale != PRECIS_SCALE_DYNAMIC || precis_spec_smooths(s)) {

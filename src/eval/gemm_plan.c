@@ -38,6 +38,8 @@ static const char *compute_type_name(int t) {
   case PRECIS_LT_COMPUTE_32F: return "CUBLAS_COMPUTE_32F";
   case PRECIS_LT_COMPUTE_32I: return "CUBLAS_COMPUTE_32I";
   case PRECIS_LT_COMPUTE_32F_FAST_TF32: return "CUBLAS_COMPUTE_32F_FAST_TF32";
+  case PRECIS_LT_COMPUTE_64F: return "CUBLAS_COMPUTE_64F";
+  case PRECIS_LT_COMPUTE_64F_EMULATED_FIXEDPOINT: return "CUBLAS_COMPUTE_64F_EMULATED_FIXEDPOINT";
   default: return "unknown";
   }
 }
@@ -219,8 +221,9 @@ precis_status precis_gemm_plan_make_for(const precis_spec *spec, int64_t m, int6
   plan->lt_n = plan->rows_pad;
   plan->lt_k = plan->k_pad;
   plan->compute_type = route->compute_type;
-  /* alpha and beta have the accumulator's type (16F, 32I, else 32F). */
-  plan->scale_type = compute_fmt->id == PRECIS_FMT_F16 || compute_fmt->id == PRECIS_FMT_I32
+  /* alpha and beta have the accumulator's type (16F, 32I, 64F, else 32F). */
+  plan->scale_type = compute_fmt->id == PRECIS_FMT_F16 || compute_fmt->id == PRECIS_FMT_I32 ||
+                             compute_fmt->id == PRECIS_FMT_F64
                          ? compute_fmt->cuda_data_type
                          : PRECIS_CUDA_R_32F;
   /* tf32 is carried as 32F. A_lt holds the workload's B, B_lt its A. */

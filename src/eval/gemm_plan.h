@@ -29,6 +29,8 @@ enum {
   PRECIS_LT_COMPUTE_32F = 68,
   PRECIS_LT_COMPUTE_32I = 72,
   PRECIS_LT_COMPUTE_32F_FAST_TF32 = 77,
+  PRECIS_LT_COMPUTE_64F = 70,
+  PRECIS_LT_COMPUTE_64F_EMULATED_FIXEDPOINT = 79, /* cuBLAS 13.1 (CUDA 13.0 Update 2) */
 };
 
 /* How a route's scales reach cuBLASLt. */
@@ -72,12 +74,13 @@ typedef struct precis_lt_route {
   int min_cc;                     /* major*10 + minor */
   long long min_cublaslt;         /* cublasLtGetVersion(); 0: any */
   const char *needs;              /* why it cannot run below min_cc */
+  precis_split split;             /* PRECIS_SPLIT_NONE, or PRECIS_SPLIT_CUBLAS_EMU: the library splits */
 } precis_lt_route;
 
 /* The workspace handed to cuBLASLt: 32 MiB (cudaMalloc aligns to 256 bytes). */
 #define PRECIS_LT_WORKSPACE_BYTES ((size_t)32 << 20)
 
-#define PRECIS_LT_ROUTE_COUNT 10
+#define PRECIS_LT_ROUTE_COUNT 13
 const precis_lt_route *precis_lt_route_at(size_t index); /* index < PRECIS_LT_ROUTE_COUNT */
 size_t precis_lt_route_index(const precis_lt_route *route);
 /* The route of a spec, or NULL with the reason (naming the spec field no route covers). */

@@ -92,6 +92,10 @@ static const precis_recipe_preset presets[] = {
      .description = "FP64 emulated on int8 (Ozaki scheme I): 8 int8 slices per row of A / column of B, power-of-two "
                     "scales, 36 exact int32 slice products summed in f64; output f64",
      .high_precision = true},
+    {.name = "fp64-emu", .spec = "a=fp64,b=fp64,acc=fp64,out=fp64,scale=dynamic,smooth=none,split=cublas-emu",
+     .description = "FP64 through cuBLAS's own fixed-point emulation (CUBLAS_COMPUTE_64F_EMULATED_FIXEDPOINT, CUDA 13, "
+                    "Blackwell): cuda only, found at run time; output f64",
+     .high_precision = true},
 };
 
 _Static_assert(sizeof presets / sizeof presets[0] <= PRECIS_RECIPE_PRESET_MAX, "PRECIS_RECIPE_PRESET_MAX bounds the preset table");

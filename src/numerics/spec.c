@@ -64,7 +64,8 @@ const char *precis_scale_method_name(precis_scale_method m) { return scale_names
 
 static const char *const split_names[] = {[PRECIS_SPLIT_NONE] = "none",     [PRECIS_SPLIT_TF32X3] = "tf32x3",
                                           [PRECIS_SPLIT_BF16X3] = "bf16x3", [PRECIS_SPLIT_BF16X6] = "bf16x6",
-                                          [PRECIS_SPLIT_BF16X9] = "bf16x9", [PRECIS_SPLIT_INT8XN] = "int8x"};
+                                          [PRECIS_SPLIT_BF16X9] = "bf16x9", [PRECIS_SPLIT_INT8XN] = "int8x",
+                                          [PRECIS_SPLIT_CUBLAS_EMU] = "cublas-emu"};
 const char *precis_split_name(precis_split s) { return split_names[s]; }
 
 /* A positive decimal integer of at most max, the whole string. */
@@ -270,8 +271,12 @@ static precis_status parse_split(const char *value, precis_spec *spec) {
     return precis_fail(PRECIS_E_USAGE, "split=%s: the Ozaki slice count N of int8x<N> must be from 2 to %d", value,
                        MAX_SPLIT_TERMS);
   }
+  if (strcmp(value, split_names[PRECIS_SPLIT_CUBLAS_EMU]) == 0) {
+    spec->split = PRECIS_SPLIT_CUBLAS_EMU;
+    return PRECIS_OK;
+  }
   return precis_fail(PRECIS_E_USAGE,
-                     "split=%s: unknown split (expected none, tf32x3, bf16x3, bf16x6, bf16x9 or int8x<N>)", value);
+                     "split=%s: unknown split (expected none, tf32x3, bf16x3, bf16x6, bf16x9, int8x<N> or cublas-emu)", value);
 }
 
 static precis_format_id default_acc(const precis_spec *s) {
@@ -508,7 +513,8 @@ long long precis_spec_tensor_bytes(const precis_spec *s, long long m, long long 
   static const int float_terms[] = {[PRECIS_SPLIT_TF32X3] = 2, [PRECIS_SPLIT_BF16X3] = 2, [PRECIS_SPLIT_BF16X6] = 3,
                                     [PRECIS_SPLIT_BF16X9] = 3};
   switch (s->split) {
-  case PRECIS_SPLIT_NONE: break;
+  case PRECIS_SPLIT_NONE:
+  case PRECIS_SPLIT_CUBLAS_EMU: break; /* the library's own buffers, not precis's */
   case PRECIS_SPLIT_INT8XN:
     total += (long long)s->split_terms * (a + b) + 4 * (batch * m + b_mats * n) + c * (4 + 8);
     break;

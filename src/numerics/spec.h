@@ -64,6 +64,9 @@ typedef enum precis_split {
   PRECIS_SPLIT_BF16X6,
   PRECIS_SPLIT_BF16X9,
   PRECIS_SPLIT_INT8XN, /* Ozaki: split_terms int8 slices per operand */
+  /* cuBLAS's own FP64 fixed-point emulation (CUBLAS_COMPUTE_64F_EMULATED_FIXEDPOINT, CUDA 13): the
+   * split is the library's, so only the cuda backend runs it, where it finds it at run time. */
+  PRECIS_SPLIT_CUBLAS_EMU,
 } precis_split;
 
 typedef struct precis_spec {

@@ -12,13 +12,14 @@
 #   4. precis gen --preset default, then precis run --backend cuda with a short sampling budget,
 #      one short run with --cold --autotune 4, and precis accept --concurrency 2 (two workers, each
 #      with its own stream, events and cuBLASLt handle, running at once)
+#      and (issue 19) precis run --backend cuda --recipes high-precision on ozaki-phi --inputs float64
 #   5. with --sanitize: compute-sanitizer memcheck over a small precis run (every recipe, padded
 #      and batched shapes): out-of-bounds writes by the conversion kernels or cuBLASLt show there
 #
 # OUTDIR receives few files (the device tool brings back at most 8): summary.txt (every step's
 # status and the important output, written as the steps finish), device-check.tar.gz (every log,
 # the reports and the GPU test logs; rewritten after each step), report.md of the cuda run. Exit
-# status: 0 when every step passed, 1 otherwise. A normal run takes 3-4 minutes on an H200; each
+# status: 0 when every step passed, 1 otherwise. A normal run takes 3-5 minutes on an H200; each
 # step has its own limit, so give the call 540 s or more.
 #
 # Programs are taken from PRECIS_BIN_DIR, else from the folder holding `precis` on PATH (.device/bin
@@ -202,6 +203,21 @@ PY
   fi
   step run-cuda-int8-static 120 --show 30 "$precis" run "$data" --backend cuda --workloads llm-128x4096x4096 \
     --recipes int8 --int8-act-scale percentile --max-time-ms 100 --min-samples 5 -o "$work/report-static" --force
+fi
+
+# Issue 19: the high-precision recipes on 53-bit phi data (fp64-emu is unsupported below sm_100, and
+# says why); the slices curve and times land in the report's sweep table.
+if step gen-phi64 120 "$precis" gen --preset ozaki-phi --inputs float64 -o "$work/phi64.h5" --force; then
+  step run-cuda-hiprec 240 --show 60 "$precis" run "$work/phi64.h5" --backend cuda --recipes high-precision \
+    --max-time-ms 100 --min-samples 5 -o "$work/report-hiprec" --force
+fi
+if [ -f "$work/gpu-tests/gpu_test_hiprec.log" ]; then
+  {
+    echo
+    echo "=== gpu_test_hiprec: worst |gpu-cpu|/bound per recipe and shape, failed checks (first 40)"
+    grep -E 'worst|unsupported here|fp64-emu' "$work/gpu-tests/gpu_test_hiprec.log" | head -60
+    grep -E 'CHECK|FAIL' "$work/gpu-tests/gpu_test_hiprec.log" | head -40
+  } >>"$summary"
 fi
 
 # 5. Optional: memcheck over a small run (slow; run it when time is left).

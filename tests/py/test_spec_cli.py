@@ -137,6 +137,27 @@ def test_explain(dataset):
         check(("lt_split" in plan) == (calls > 1), f"explain --cublaslt-version {version}: lt_split says why")
     proc = precis("explain", dataset, "--recipes", "int8", "--workloads", "strided", "--cublaslt-version", "13.1.0")
     check(proc.returncode == 0 and "with cuBLASLt 13.1.0" in proc.stdout, "explain text: names the cuBLASLt version")
+    # Issue 19: the number of cuBLASLt calls of each high-precision recipe and their types.
+    expect = {"fp64": (1, "CUBLAS_COMPUTE_64F"), "3xtf32": (3, "CUBLAS_COMPUTE_32F_FAST_TF32"),
+              "bf16x6": (6, "CUDA_R_16BF"), "bf16x9": (9, "CUDA_R_16BF"), "ozaki-int8-4": (10, "CUDA_R_8I")}
+    for version, per_product in (("13.2.0", 1), ("13.1.0", 3)):
+        cases = explain(dataset, "--recipes", ",".join(expect), "--cublaslt-version", version)
+        for name, (calls, types) in expect.items():
+            c = cases.get(("strided", name), {})
+            p = c.get("plan", {})
+            if name == "fp64":
+                ok = p.get("lt_calls") == 1 and p.get("lt_compute_type") == types and \
+                    p.get("lt_types") == "A CUDA_R_64F, B CUDA_R_64F, C/D CUDA_R_64F, scale CUDA_R_64F"
+            else:
+                n = per_product if name.startswith("ozaki") else 1  # cuBLASLt 13.1 splits int8 batches
+                ok = p.get("lt_calls_total") == calls * n and p.get("split_products") == calls and \
+                    types in p.get("split_call_types", "") and p.get("lt_calls") == n
+            check(c.get("status") == "native" and ok, f"explain {name} (cuBLASLt {version}): {calls} call(s) of {types}")
+    p = explain(dataset, "--recipes", "3xtf32", "--workloads", "odd")[("odd", "3xtf32")]["plan"]
+    check(p.get("split_order") == "a0*b1 a1*b0 a0*b0", "explain 3xtf32: the cpu backend's order, big*big last")
+    cases = explain(dataset, "--recipes", "fp64-emu", "--cc", "10.0")
+    check(cases[("odd", "fp64-emu")]["plan"]["lt_compute_type"] == "CUBLAS_COMPUTE_64F_EMULATED_FIXEDPOINT",
+          "explain --cc 10.0: fp64-emu is one call with the emulated compute type")
     proc = precis("recipes", "--cublaslt-version", "13.1.0")
     check(proc.returncode == 2 and "--cublaslt-version" in proc.stderr, "recipes: --cublaslt-version is explain's alone")
 
@@ -199,8 +220,13 @@ def test_recipes():
     original = ["fp32", "tf32", "fp16", "fp16acc16", "bf16", "int8", "fp8"]
     issue16 = ["fp8-rowwise", "fp8-block", "w8a16", "w4a16", "w4a16-asym", "mxfp8", "mxfp4", "nvfp4", "int8-sq"]
     high = ["fp64", "3xtf32", "bf16x3", "bf16x6", "bf16x9"] + ["ozaki-int8-%d" % n for n in range(3, 9)]
-    check([r["name"] for r in listed] == original + issue16 + high, "recipes: presets in order")
-    check(all(r["backends"]["cpu"]["status"] == "emulated" for r in listed), "recipes: every preset emulated on cpu")
+    check([r["name"] for r in listed] == original + issue16 + high + ["fp64-emu"], "recipes: presets in order")
+    check(all(r["backends"]["cpu"]["status"] == "emulated" for r in listed if r["name"] != "fp64-emu"),
+          "recipes: every preset but cuBLAS's emulation emulated on cpu")
+    emu = [r for r in listed if r["name"] == "fp64-emu"][0]["backends"]
+    check(emu["cpu"]["status"] == "unsupported" and "cuda backend only" in emu["cpu"]["reason"]
+          and emu["cuda"]["status"] == "unsupported" and "sm_100" in emu["cuda"]["reason"],
+          "recipes: fp64-emu is cuda only and needs Blackwell")
     native16 = ["fp8-rowwise", "fp8-block"]
     check(all(r["backends"]["cuda"]["status"] == "native" for r in listed if r["name"] in original + native16),
           "recipes: the original presets, fp8-rowwise and fp8-block native on sm_90")
@@ -210,9 +236,17 @@ def test_recipes():
     check(all(r["backends"]["cuda"]["status"] == "unsupported" and "issue 16" in r["backends"]["cuda"]["reason"]
               for r in listed if r["name"] in set(issue16) - emulated - set(native16)),
           "recipes: the other issue 16 presets unsupported on cuda, with the plan")
-    check(all(r["backends"]["cuda"]["status"] == "unsupported" and "issue 19" in r["backends"]["cuda"]["reason"]
+    # Issue 19: fp64 one cuBLASLt call, the splits one GEMM per partial product.
+    products = {"3xtf32": 3, "bf16x3": 3, "bf16x6": 6, "bf16x9": 9}
+    products.update({"ozaki-int8-%d" % n: n * (n + 1) // 2 for n in range(3, 9)})
+    check(all(r["backends"]["cuda"]["status"] == "native" and
+              ("route fp64" in r["backends"]["cuda"]["how"] if r["name"] == "fp64" else
+               "%d cuBLASLt GEMMs" % products[r["name"]] in r["backends"]["cuda"]["how"])
               for r in listed if r["name"] in high),
-          "recipes: the high-precision presets unsupported on cuda with the issue")
+          "recipes: the high-precision presets native on cuda, with their number of GEMMs")
+    proc = precis("recipes", "--json", "--cc", "100", "--recipes", "fp64-emu")
+    check(json.loads(proc.stdout)["recipes"][0]["backends"]["cuda"]["status"] == "native",
+          "recipes --cc 100: fp64-emu native (cuBLAS's emulation, still found at run time)")
     check([r["name"] for r in listed if r["baseline"]] == ["fp32"], "recipes: one baseline")
     proc = precis("recipes", "--json", "--cc", "75", "--recipes", "bf16,int8,a=e4m3@row,b=e4m3@col,acc=fp16")
     listed = json.loads(proc.stdout)["recipes"]
