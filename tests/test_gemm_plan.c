@@ -893,7 +893,7 @@ static bool ozaki_plan_matches_cpu(int n_slices, int64_t m, int64_t n, int64_t k
   double *prod = malloc(sizeof(double) * (size_t)out_n), *sum = calloc((size_t)out_n, sizeof(double));
   for (int q = 0; q < sp.products && ok; q++) {
     ok = emulate_lt_matmul(p, lt_a + sp.term_b[q] * p->lt_a.elements, lt_b + sp.term_a[q] * p->lt_b.elements, d, 1.0,
-                           why, sizeof why) &&
+                           NULL, NULL, why, sizeof why) &&
          emulate_dequant(&p->dequant_step, d, p->lt_d.elements, ones, p->row_scale_count, ones, p->col_scale_count, prod,
                          out_n, why, sizeof why);
     for (int64_t i = 0; i < out_n && ok; i++) level[i] += prod[i];
@@ -953,7 +953,7 @@ static bool bf16x9_plan_is_exact(int64_t m, int64_t n, int64_t k, int64_t batch,
   char why[256] = "";
   bool ok = p->lt_a.elements == nb && p->lt_b.elements == na && !p->lt_a.zero_fill && !p->lt_b.zero_fill;
   for (int q = 0; q < sp.products && ok; q++) {
-    ok = emulate_lt_matmul(p, lt_a + sp.term_b[q] * nb, lt_b + sp.term_a[q] * na, d, 1.0, why, sizeof why);
+    ok = emulate_lt_matmul(p, lt_a + sp.term_b[q] * nb, lt_b + sp.term_a[q] * na, d, 1.0, NULL, NULL, why, sizeof why);
     for (int64_t i = 0; i < p->lt_d.elements && ok; i++) sum[i] += d[i]; /* beta = 1 after the first */
   }
   ok = ok && emulate_read(&p->read, sum, p->lt_d.elements, host, out_n, why, sizeof why);
