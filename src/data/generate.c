@@ -36,45 +36,64 @@ static void widen(const float *in, double *out, uint64_t count) {
   for (uint64_t i = 0; i < count; i++) out[i] = (double)in[i];
 }
 
+static void widen_abs(const float *in, double *out, uint64_t count) {
+  for (uint64_t i = 0; i < count; i++) out[i] = fabs((double)in[i]);
+}
+
+/* The float64 copies are kept from one call to the next (gen calls this per tile and per
+ * workload): a fresh buffer of a few MiB costs a page fault per 4 KiB on first touch, which at
+ * m = n = k = 384 was a fifth of the dgemm's own time (bench_reference). Thread-local, so that
+ * concurrent callers never share one; precis_reference_release frees it. */
+static _Thread_local struct {
+  double *a64, *b64;
+  uint64_t a_cap, b_cap;
+} scratch;
+
+void precis_reference_release(void) {
+  free(scratch.a64);
+  free(scratch.b64);
+  memset(&scratch, 0, sizeof scratch);
+}
+
+static double *scratch_grow(double **buffer, uint64_t *cap, uint64_t count) {
+  if (count <= *cap) return *buffer;
+  free(*buffer);
+  *buffer = malloc(count * sizeof **buffer);
+  *cap = *buffer ? count : 0;
+  return *buffer;
+}
+
 precis_status precis_reference_compute(const float *a, const float *b, int64_t batch, int64_t m, int64_t n, int64_t k,
                                        bool b_batched, double *c_ref, double *ab_abs) {
   if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX)
     return precis_fail(PRECIS_E_INPUT, "m, n and k must be below 2^31 (OpenBLAS's int dimensions)");
-  const uint64_t a_count = (uint64_t)batch * (uint64_t)m * (uint64_t)k;
-  const uint64_t b_count = (b_batched ? (uint64_t)batch : 1) * (uint64_t)k * (uint64_t)n;
-  double *a64 = malloc(a_count * sizeof *a64), *b64 = malloc(b_count * sizeof *b64);
-  if (!a64 || !b64) {
-    free(a64);
-    free(b64);
+  const int64_t samples = b_batched ? batch : 1, rows_per = b_batched ? m : batch * m;
+  const int64_t block_rows = rows_per < PRECIS_REFERENCE_BLOCK_ROWS ? rows_per : PRECIS_REFERENCE_BLOCK_ROWS;
+  const uint64_t kn = (uint64_t)k * (uint64_t)n;
+  /* a is widened a block at a time (the block stays in cache for its dgemm), b a sample at a time. */
+  const uint64_t a_count = (uint64_t)block_rows * (uint64_t)k;
+  double *a64 = scratch_grow(&scratch.a64, &scratch.a_cap, a_count), *b64 = scratch_grow(&scratch.b64, &scratch.b_cap, kn);
+  if (!a64 || !b64)
     return precis_fail(PRECIS_E_NOMEM, "out of host memory for the float64 copies of a and b (%.3g GiB)",
-                       (double)(a_count + b_count) * 8.0 / 1073741824.0);
-  }
-  for (int pass = 0; pass < (ab_abs ? 2 : 1); pass++) {
-    const bool absolute = pass == 1;
-    double *c = absolute ? ab_abs : c_ref;
-    if (absolute) { /* |x| of the float64 copies: exact, and cheaper than widening again */
-      for (uint64_t i = 0; i < a_count; i++) a64[i] = fabs(a64[i]);
-      for (uint64_t i = 0; i < b_count; i++) b64[i] = fabs(b64[i]);
-    } else {
-      widen(a, a64, a_count);
-      widen(b, b64, b_count);
-    }
-    /* One GEMM per block of PRECIS_REFERENCE_BLOCK_ROWS rows (of the whole batch when b is shared,
-     * of each sample when it is batched): OpenBLAS's result for an element can depend on the shape
-     * of the call it is in (its kernels and thread split change with M), so fixed blocks make the
-     * references independent of how many rows are computed at once, and gen --tile-rows (whole
-     * blocks per tile) writes the references this path writes. */
-    const int64_t samples = b_batched ? batch : 1, rows_per = b_batched ? m : batch * m;
-    for (int64_t s = 0; s < samples; s++)
+                       (double)(a_count + kn) * 8.0 / 1073741824.0);
+  /* One GEMM per block of PRECIS_REFERENCE_BLOCK_ROWS rows (of the whole batch when b is shared,
+   * of each sample when it is batched): OpenBLAS's result for an element can depend on the shape
+   * of the call it is in (its kernels and thread split change with M), so fixed blocks make the
+   * references independent of how many rows are computed at once, and gen --tile-rows (whole
+   * blocks per tile) writes the references this path writes. */
+  for (int64_t s = 0; s < samples; s++)
+    for (int pass = 0; pass < (ab_abs ? 2 : 1); pass++) {
+      const bool absolute = pass == 1; /* |x| of a float32 value is exact in float64 */
+      double *c = absolute ? ab_abs : c_ref;
+      (absolute ? widen_abs : widen)(b + (uint64_t)s * kn, b64, kn);
       for (int64_t r0 = 0; r0 < rows_per; r0 += PRECIS_REFERENCE_BLOCK_ROWS) {
         int64_t rows = rows_per - r0 < PRECIS_REFERENCE_BLOCK_ROWS ? rows_per - r0 : PRECIS_REFERENCE_BLOCK_ROWS;
         uint64_t row = (uint64_t)s * (uint64_t)rows_per + (uint64_t)r0;
-        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)n, (int)k, 1.0, a64 + row * (uint64_t)k,
-                    (int)k, b64 + (uint64_t)s * (uint64_t)k * (uint64_t)n, (int)n, 0.0, c + row * (uint64_t)n, (int)n);
+        (absolute ? widen_abs : widen)(a + row * (uint64_t)k, a64, (uint64_t)rows * (uint64_t)k);
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)n, (int)k, 1.0, a64, (int)k, b64, (int)n,
+                    0.0, c + row * (uint64_t)n, (int)n);
       }
-  }
-  free(a64);
-  free(b64);
+    }
   return PRECIS_OK;
 }
 
@@ -623,8 +642,8 @@ precis_status precis_generate(const precis_suite *suite, const precis_gen_option
   return precis_generate_tiled(suite, options, 0, dataset_id);
 }
 
-precis_status precis_generate_tiled(const precis_suite *suite, const precis_gen_options *options, int64_t tile_rows,
-                                    char dataset_id[65]) {
+static precis_status generate_all(const precis_suite *suite, const precis_gen_options *options, int64_t tile_rows,
+                                  char dataset_id[65]) {
   precis_dataset_write_options wopt = {options->force, options->gzip_level};
   precis_dataset_writer *writer = NULL;
   precis_status st = precis_dataset_writer_open(options->output, &wopt, &writer);
@@ -663,5 +682,12 @@ precis_status precis_generate_tiled(const precis_suite *suite, const precis_gen_
 failed:
   if (prog.tty) fprintf(stderr, "\n");
   precis_dataset_writer_abort(writer);
+  return st;
+}
+
+precis_status precis_generate_tiled(const precis_suite *suite, const precis_gen_options *options, int64_t tile_rows,
+                                    char dataset_id[65]) {
+  precis_status st = generate_all(suite, options, tile_rows, dataset_id);
+  precis_reference_release();
   return st;
 }

@@ -35,9 +35,12 @@ precis_status precis_generate_tiled(const precis_suite *suite, const precis_gen_
 
 /* c_ref = a.b and (when ab_abs is not NULL) ab_abs = |a|.|b|, accumulated in float64 by OpenBLAS
  * dgemm from the float32 values (each product of two float32 values is exact in float64).
- * a is [batch, m, k]; b is [k, n], or [batch, k, n] when b_batched. */
+ * a is [batch, m, k]; b is [k, n], or [batch, k, n] when b_batched. Needs 8·(256·k + k·n) bytes of
+ * float64 copies, kept for the next call (precis_reference_release). */
 precis_status precis_reference_compute(const float *a, const float *b, int64_t batch, int64_t m, int64_t n, int64_t k,
                                        bool b_batched, double *c_ref, double *ab_abs);
+/* Frees the float64 copies precis_reference_compute keeps between calls (of this thread). */
+void precis_reference_release(void);
 
 /* The text stored in each workload's `reference` attribute. */
 const char *precis_reference_method(void);
