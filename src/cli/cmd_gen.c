@@ -7,7 +7,9 @@
 #include <time.h>
 
 #include "cli.h"
+#include "fileio.h"
 #include "generate.h"
+#include "mpi_world.h"
 #include "output_lock.h"
 #include "suite.h"
 
@@ -39,6 +41,29 @@ static void gen_usage(FILE *out) {
           "The dataset's `suite` attribute holds the YAML text used, including --tokens/--seed edits.\n"
           "exit codes: 0 ok, 1 runtime failure, 2 bad usage or bad input (the message names the file,\n"
           "the line and the key)\n");
+}
+
+/* A rank other than 0 of `mpirun ... precis gen`: rank 0's suite, then the reference blocks dealt
+ * to this rank; exits with rank 0's code (rank 0 reports every error). */
+static int gen_worker(precis_mpi_world *mpi) {
+  int rc = precis_mpi_bcast_int(mpi, 0);
+  if (rc == 0) {
+    char *fields[3] = {NULL, NULL, NULL};
+    size_t len = 0;
+    for (int i = 0; i < 3; i++) precis_mpi_bcast_bytes(mpi, &fields[i], &len);
+    precis_suite suite;
+    memset(&suite, 0, sizeof suite);
+    precis_status st = fields[0] && fields[1] && fields[2]
+                           ? precis_suite_parse(fields[0], strlen(fields[0]), fields[1], fields[2], &suite)
+                           : precis_fail(PRECIS_E_NOMEM, "out of memory receiving the suite");
+    precis_install_signal_handlers();
+    precis_generate_worker(st == PRECIS_OK ? &suite : NULL, mpi);
+    if (st == PRECIS_OK) precis_suite_free(&suite);
+    for (int i = 0; i < 3; i++) free(fields[i]);
+    rc = precis_mpi_bcast_int(mpi, 0);
+  }
+  precis_mpi_leave(mpi);
+  return rc;
 }
 
 static int parse_u64(const char *text, uint64_t *out) {
@@ -108,36 +133,68 @@ int precis_cmd_gen(int argc, char **argv) {
     fprintf(stderr, "precis gen: -o FILE.h5 is required\n");
     return 2;
   }
-  precis_suite suite;
-  precis_status st = preset ? precis_suite_load_preset(preset, &suite) : precis_suite_load_file(suite_path, &suite);
+  int launcher_ranks = precis_mpi_launcher_size();
+  if (launcher_ranks > 1 && !precis_mpi_built()) {
+    fprintf(stderr, "precis gen: started by an MPI launcher as one of %d ranks, but this precis was built without "
+                    "MPI (configure with -DPRECIS_MPI=ON; docs/scale-out.md): every rank would write %s\n",
+            launcher_ranks, output);
+    return 2;
+  }
+  precis_mpi_world mpi;
+  precis_status st = precis_mpi_join(&mpi);
   if (st != PRECIS_OK) return precis_cli_report_error("gen", st);
-  if (have_seed || have_tokens) {
+  if (mpi.active && mpi.rank != 0) return gen_worker(&mpi);
+  int rc = 0;
+  precis_output_lock lock;
+  precis_output_lock_init(&lock);
+  precis_suite suite;
+  memset(&suite, 0, sizeof suite);
+  st = preset ? precis_suite_load_preset(preset, &suite) : precis_suite_load_file(suite_path, &suite);
+  bool loaded = st == PRECIS_OK;
+  if (st == PRECIS_OK && (have_seed || have_tokens)) {
     int64_t tokens = (int64_t)tokens_u;
     st = precis_suite_override(&suite, have_seed ? &seed : NULL, have_tokens ? &tokens : NULL);
-    if (st != PRECIS_OK) {
-      precis_suite_free(&suite);
-      return precis_cli_report_error("gen", st);
+  }
+  if (st != PRECIS_OK) rc = precis_cli_report_error("gen", st);
+  /* One writer per output: a second gen to the same file would rename over the first one's. */
+  if (rc == 0) rc = precis_cli_lock_output("gen", &lock, output, false);
+  if (rc == 0 && mpi.active && !force && precis_path_exists(output)) {
+    fprintf(stderr, "precis gen: %s: already exists (use --force to overwrite)\n", output);
+    rc = 2;
+  }
+  /* Under MPI the other ranks wait for rank 0's suite: the text as used (--tokens/--seed applied),
+   * so that they need not read the file. */
+  if (mpi.active && (rc = precis_mpi_bcast_int(&mpi, rc)) == 0) {
+    char *fields[3] = {suite.text, suite.source, suite.base_dir};
+    for (int i = 0; i < 3; i++) {
+      size_t len = fields[i] ? strlen(fields[i]) : 0;
+      precis_mpi_bcast_bytes(&mpi, fields[i] ? &fields[i] : &(char *){""}, &len);
     }
   }
-  /* One writer per output: a second gen to the same file would rename over the first one's. */
-  precis_output_lock lock;
-  int lock_rc = precis_cli_lock_output("gen", &lock, output, false);
-  if (lock_rc != 0) {
-    precis_suite_free(&suite);
-    return lock_rc;
-  }
+  if (rc != 0) goto done;
   precis_install_signal_handlers();
-  precis_gen_options options = {output, force, compress ? 4 : 0, !quiet, "gen"};
+  precis_gen_options options = {output, force, compress ? 4 : 0, !quiet, "gen", &mpi};
   char id[65];
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
   st = precis_generate_tiled(&suite, &options, (int64_t)tile_rows, id);
   clock_gettime(CLOCK_MONOTONIC, &t1);
+  if (st != PRECIS_OK) rc = precis_cli_report_error("gen", st);
+  else
+    printf("%s: %zu workloads, dataset_id %s (%.1f s%s)\n", output, suite.n_workloads, id,
+           (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9,
+           mpi.active ? ", references over MPI ranks" : "");
+  if (mpi.active && st == PRECIS_E_INTERRUPTED) {
+    /* mpirun is ending the job (a rank died, or Ctrl-C): the file is removed; do not wait in a
+     * collective for ranks that may be gone. */
+    fflush(NULL);
+    precis_output_lock_release(&lock);
+    precis_mpi_abort(&mpi, rc);
+  }
+done:
   precis_output_lock_release(&lock);
-  size_t count = suite.n_workloads;
-  precis_suite_free(&suite);
-  if (st != PRECIS_OK) return precis_cli_report_error("gen", st);
-  printf("%s: %zu workloads, dataset_id %s (%.1f s)\n", output, count, id,
-         (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9);
-  return 0;
+  if (loaded) precis_suite_free(&suite);
+  rc = precis_mpi_bcast_int(&mpi, rc);
+  precis_mpi_leave(&mpi);
+  return rc;
 }

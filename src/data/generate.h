@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "dataset.h"
+#include "mpi_world.h"
 #include "status.h"
 #include "suite.h"
 
@@ -16,6 +17,9 @@ typedef struct precis_gen_options {
   int gzip_level; /* 0: none */
   bool progress;  /* a progress line on stderr */
   const char *command; /* names the progress lines, "precis COMMAND: ..."; NULL: "gen" */
+  /* Under MPI (active), on rank 0: the references' blocks are dealt to every rank (the others run
+   * precis_generate_worker), rank 0 writes the file. NULL: one process. */
+  const precis_mpi_world *mpi;
 } precis_gen_options;
 
 /* Generates every workload of the suite into options->output; dataset_id (65 bytes) receives the
@@ -24,10 +28,17 @@ precis_status precis_generate(const precis_suite *suite, const precis_gen_option
 /* The same out of core (gen --tile-rows): tile_rows rows of a (and of c_ref, ab_abs) at a time,
  * rounded up to whole PRECIS_REFERENCE_BLOCK_ROWS; the
  * file is the one precis_generate writes. Peak memory ~ 12·k·n bytes (b and its float64 copy) plus
- * tile_rows·(12·k + 16·n) instead of growing with m·batch. Workloads whose a or b come from a file,
- * and double-double references, are generated in core. tile_rows 0: precis_generate. */
+ * tile_rows·(12·k + 16·n) (+ 8·n for a double-double reference) instead of growing with m·batch.
+ * Workloads whose a or b come from a file are generated in core. tile_rows 0: in core, except
+ * under MPI (options->mpi), where a tile is a whole group of rows. */
 precis_status precis_generate_tiled(const precis_suite *suite, const precis_gen_options *options, int64_t tile_rows,
                                     char dataset_id[65]);
+
+/* Every MPI rank other than 0 of a gen: computes the reference blocks dealt to it (the block j of
+ * the walk over the suite's generated workloads belongs to rank j mod size) from inputs it
+ * generates itself, and sends them to rank 0, which runs precis_generate_tiled with options->mpi.
+ * Stops when rank 0 fails; its own failure is sent to rank 0, which reports it. */
+precis_status precis_generate_worker(const precis_suite *suite, const precis_mpi_world *mpi);
 
 /* References are computed by GEMMs of this many rows of one sample at a time (the last block of a
  * sample may be shorter); gen --tile-rows rounds its tiles up to whole blocks. */
