@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cuda_api.h"
 #include "dataset_digest.h"
 #include "fileio.h"
 #include "hdf5_guard.h"
@@ -353,6 +354,40 @@ static void progress_say(const progress *p, const char *name, const char *fmt, .
 /* ------------------------------------------------------------------------------------------------
  * Generation */
 
+/* What computes the float64 references: OpenBLAS on this CPU, or cublasDgemm on a CUDA device
+ * (gen --reference-device cuda); method is the workloads' `reference` text. */
+typedef struct ref_engine {
+  bool cuda;
+  int device;
+  char method[1024];
+} ref_engine;
+
+static precis_status engine_open(ref_engine *e, bool cuda, int device) {
+  memset(e, 0, sizeof *e);
+  e->cuda = cuda;
+  e->device = device;
+  if (cuda) return precis_cuda_reference_describe(device, e->method, sizeof e->method);
+  snprintf(e->method, sizeof e->method, "%s", precis_reference_method());
+  return PRECIS_OK;
+}
+
+static precis_status engine_compute(const ref_engine *e, const float *a, const float *b, int64_t batch, int64_t m,
+                                    int64_t n, int64_t k, bool b_batched, double *c_ref, double *ab_abs) {
+  return e->cuda ? precis_cuda_reference_compute(e->device, a, b, batch, m, n, k, b_batched, c_ref, ab_abs)
+                 : precis_reference_compute(a, b, batch, m, n, k, b_batched, c_ref, ab_abs);
+}
+
+precis_status precis_gen_check_reference_device(const precis_suite *suite, bool cuda) {
+  if (!cuda) return PRECIS_OK;
+  for (size_t i = 0; i < suite->n_workloads; i++)
+    if (suite->workloads[i].dd_reference)
+      return precis_fail(PRECIS_E_INPUT,
+                         "%s:%d: workload %s: reference: double-double is computed on the CPU only (Sum2); "
+                         "--reference-device cuda computes float64 references: generate the double-double "
+                         "workloads without it", suite->source, suite->workloads[i].line, suite->workloads[i].name);
+  return PRECIS_OK;
+}
+
 #define DD_REFERENCE_TEXT \
   "double-double: float32 products exact in float64, summed by cascaded TwoSum (Sum2, Ogita-Rump-Oishi 2005)"
 
@@ -432,7 +467,7 @@ static precis_status check_finite(const precis_suite_workload *w, const char *wh
 }
 
 static precis_status generate_workload(const precis_suite *suite, const precis_suite_workload *w, precis_dataset_writer *writer,
-                                       precis_sha256 *hash, const progress *prog) {
+                                       precis_sha256 *hash, const progress *prog, const ref_engine *eng) {
   precis_status st = PRECIS_OK;
   precis_workload_info info;
   memset(&info, 0, sizeof info);
@@ -446,7 +481,7 @@ static precis_status generate_workload(const precis_suite *suite, const precis_s
   info.b_batched = w->b_batched;
   info.calib_samples = w->calib;
   info.description = w->description;
-  info.reference = precis_strdup(w->dd_reference ? DD_REFERENCE_TEXT : precis_reference_method());
+  info.reference = precis_strdup(w->dd_reference ? DD_REFERENCE_TEXT : eng->method);
   info.reference_precision = precis_strdup(w->dd_reference ? "double-double" : "float64");
   info.reference_error_bound = w->dd_reference ? precis_reference_dd_bound(w->k) : precis_reference_f64_bound(w->k);
   info.has_c_ref_lo = w->dd_reference;
@@ -494,7 +529,7 @@ static precis_status generate_workload(const precis_suite *suite, const precis_s
       (data.calib_a && (st = check_finite(w, "calib/a", &w->a, data.calib_a, calib_count)) != PRECIS_OK))
     goto done;
   progress_say(prog, w->name, "float64 references");
-  if ((st = precis_reference_compute(data.a, data.b, w->batch, w->m, w->n, w->k, w->b_batched, data.c_ref, data.ab_abs)) !=
+  if ((st = engine_compute(eng, data.a, data.b, w->batch, w->m, w->n, w->k, w->b_batched, data.c_ref, data.ab_abs)) !=
       PRECIS_OK) {
     precis_error_prefix("workload %s", w->name);
     goto done;
@@ -566,9 +601,9 @@ static int deal_owner(ref_deal *d) { return (int)(d->next++ % (uint64_t)d->mpi->
 /* The references of `rows` rows of a against one b (k x n): c_ref and ab_abs by dgemm and, for a
  * double-double reference, c_ref + c_lo by Sum2 (per row: a row's values do not depend on the
  * others). The in-core path's values, as long as rows is whole reference blocks of a group. */
-static precis_status tile_references(const precis_suite_workload *w, const float *a, const float *b, int64_t rows,
-                                     double *c, double *abs_c, double *c_lo) {
-  precis_status st = precis_reference_compute(a, b, 1, rows, w->n, w->k, false, c, abs_c);
+static precis_status tile_references(const ref_engine *eng, const precis_suite_workload *w, const float *a, const float *b,
+                                     int64_t rows, double *c, double *abs_c, double *c_lo) {
+  precis_status st = engine_compute(eng, a, b, 1, rows, w->n, w->k, false, c, abs_c);
   if (st == PRECIS_OK && c_lo) st = precis_reference_compute_dd(a, b, 1, rows, w->n, w->k, false, c, c_lo);
   if (st != PRECIS_OK) precis_error_prefix("workload %s", w->name);
   return st;
@@ -617,15 +652,15 @@ static precis_status receive_block(ref_deal *d, int from, const precis_suite_wor
 
 /* Rank 0's references of a tile (rows from `row` of the group's stack, whole blocks): its own
  * blocks computed, the others received. Without MPI: the whole tile here. */
-static precis_status deal_tile(ref_deal *d, const precis_suite_workload *w, const float *a, const float *b, int64_t row,
+static precis_status deal_tile(ref_deal *d, const ref_engine *eng, const precis_suite_workload *w, const float *a, const float *b, int64_t row,
                                int64_t rows, double *c, double *abs_c, double *c_lo, bool *ended) {
-  if (!d) return tile_references(w, a, b, rows, c, abs_c, c_lo);
+  if (!d) return tile_references(eng, w, a, b, rows, c, abs_c, c_lo);
   for (int64_t r0 = 0; r0 < rows; r0 += PRECIS_REFERENCE_BLOCK_ROWS) {
     int64_t here = rows - r0 < PRECIS_REFERENCE_BLOCK_ROWS ? rows - r0 : PRECIS_REFERENCE_BLOCK_ROWS;
     const uint64_t off = (uint64_t)r0 * (uint64_t)w->n;
     int owner = deal_owner(d);
     precis_status st =
-        owner == 0 ? tile_references(w, a + (uint64_t)r0 * (uint64_t)w->k, b, here, c + off, abs_c + off, c_lo ? c_lo + off : NULL)
+        owner == 0 ? tile_references(eng, w, a + (uint64_t)r0 * (uint64_t)w->k, b, here, c + off, abs_c + off, c_lo ? c_lo + off : NULL)
                    : receive_block(d, owner, w, row + r0, here, c + off, abs_c + off, c_lo ? c_lo + off : NULL, ended);
     if (st != PRECIS_OK) return st;
   }
@@ -638,7 +673,7 @@ static precis_status deal_tile(ref_deal *d, const precis_suite_workload *w, cons
  * tiles' references are dealt to the ranks. */
 static precis_status generate_workload_tiled(const precis_suite *suite, const precis_suite_workload *w,
                                              precis_dataset_writer *writer, precis_sha256 *hash, const progress *prog,
-                                             int64_t tile, ref_deal *deal, bool *ended) {
+                                             int64_t tile, const ref_engine *eng, ref_deal *deal, bool *ended) {
   precis_status st = PRECIS_OK;
   precis_workload_info info;
   memset(&info, 0, sizeof info);
@@ -650,7 +685,7 @@ static precis_status generate_workload_tiled(const precis_suite *suite, const pr
   info.calib_samples = w->calib;
   info.description = w->description;
   info.reference = precis_strdup(w->dd_reference ? DD_REFERENCE_TEXT
-                                 : deal && deal->reference ? deal->reference : precis_reference_method());
+                                 : deal && deal->reference ? deal->reference : eng->method);
   info.reference_precision = precis_strdup(w->dd_reference ? "double-double" : "float64");
   info.reference_error_bound = w->dd_reference ? precis_reference_dd_bound(w->k) : precis_reference_f64_bound(w->k);
   info.has_c_ref_lo = w->dd_reference;
@@ -696,7 +731,7 @@ static precis_status generate_workload_tiled(const precis_suite *suite, const pr
                              (uint64_t)row * (uint64_t)w->k, count, a);
       if ((st = check_finite(w, "a", &w->a, a, count)) != PRECIS_OK) goto done;
       precis_dataset_id_add_floats(hash, a, count);
-      if ((st = deal_tile(deal, w, a, b, row, rows, c, abs_c, c_lo, ended)) != PRECIS_OK) goto done;
+      if ((st = deal_tile(deal, eng, w, a, b, row, rows, c, abs_c, c_lo, ended)) != PRECIS_OK) goto done;
       for (uint64_t i = 0; i < (uint64_t)rows * (uint64_t)w->n; i++)
         if (!isfinite(c[i]) || !isfinite(abs_c[i])) {
           st = precis_fail(PRECIS_E_INPUT, "workload %s: the reference overflows float64 at element %" PRIu64, w->name,
@@ -770,9 +805,8 @@ static precis_status deal_finish(ref_deal *d, bool *ended, bool failed) {
 
 /* Rank 0: every rank's reference method; ranks whose OpenBLAS differs from rank 0's are named in
  * the `reference` text of the dealt workloads (their blocks' last bits may differ). */
-static precis_status deal_methods(ref_deal *d, bool warn) {
+static precis_status deal_methods(ref_deal *d, const char *mine, bool warn) {
   const precis_mpi_world *mpi = d->mpi;
-  const char *mine = precis_reference_method();
   char **texts = calloc((size_t)mpi->size, sizeof *texts);
   size_t *lens = calloc((size_t)mpi->size, sizeof *lens);
   precis_status st = texts && lens ? PRECIS_OK : precis_fail(PRECIS_E_NOMEM, "out of memory");
@@ -784,7 +818,7 @@ static precis_status deal_methods(ref_deal *d, bool warn) {
     char *text = precis_strdup(mine);
     for (int r = 1; r < mpi->size && text; r++) {
       if (strcmp(texts[r], mine) == 0) continue;
-      if (warn) fprintf(stderr, "precis gen: warning: MPI rank %d computes references with another BLAS (%s) than rank 0 (%s): "
+      if (warn) fprintf(stderr, "precis gen: warning: MPI rank %d computes references otherwise (%s) than rank 0 (%s): "
                                 "the last bits of its blocks may differ from a single gen's\n", r, texts[r], mine);
       char *longer = precis_asprintf("%s; MPI rank %d's blocks: %s", text, r, texts[r]);
       free(text);
@@ -808,16 +842,23 @@ static precis_status generate_all(const precis_suite *suite, const precis_gen_op
   precis_dataset_writer *writer = NULL;
   ref_deal deal_state = {0}, *deal = NULL;
   bool *ended = NULL;
-  precis_status st = PRECIS_OK;
+  ref_engine eng;
+  memset(&eng, 0, sizeof eng);
+  precis_status st = precis_gen_check_reference_device(suite, options->reference_cuda);
+  if (st == PRECIS_OK) st = engine_open(&eng, options->reference_cuda, options->reference_cuda_device);
   if (options->mpi && options->mpi->active) {
     deal_state.mpi = options->mpi;
     deal = &deal_state;
     ended = calloc((size_t)options->mpi->size, sizeof *ended);
-    precis_status methods = deal_methods(deal, options->progress);
-    if (!ended) st = precis_fail(PRECIS_E_NOMEM, "out of memory");
+    /* Collective: taken part in also after a failure above, which is then reported. */
+    char failure[1024];
+    snprintf(failure, sizeof failure, "%s", precis_last_error());
+    precis_status methods = deal_methods(deal, eng.method, options->progress);
+    if (st != PRECIS_OK) precis_fail(st, "%s", failure);
+    else if (!ended) st = precis_fail(PRECIS_E_NOMEM, "out of memory");
     else st = methods;
-    if (st != PRECIS_OK) goto failed;
   }
+  if (st != PRECIS_OK) goto failed;
   precis_dataset_write_options wopt = {options->force, options->gzip_level};
   if ((st = precis_dataset_writer_open(options->output, &wopt, &writer)) != PRECIS_OK) goto failed;
   progress prog = {options->progress, options->progress && isatty(2), 0, suite->n_workloads,
@@ -835,8 +876,8 @@ static precis_status generate_all(const precis_suite *suite, const precis_gen_op
      * without --tile-rows a tile is a whole group: memory as in core. */
     bool tiled = dealt_workload(w) && (tile_rows > 0 || deal);
     st = tiled ? generate_workload_tiled(suite, w, writer, &hash, &prog, tile_rows > 0 ? tile_rows : w->batch * w->m,
-                                         deal, ended)
-               : generate_workload(suite, w, writer, &hash, &prog);
+                                         &eng, deal, ended)
+               : generate_workload(suite, w, writer, &hash, &prog, &eng);
     if (st != PRECIS_OK) goto failed;
   }
   if (prog.tty) fprintf(stderr, "\r\033[K");
@@ -879,7 +920,7 @@ precis_status precis_generate_tiled(const precis_suite *suite, const precis_gen_
 }
 
 /* A rank other than 0: its blocks of the walk, in order, each sent to rank 0; then TAG_END. */
-static precis_status worker_blocks(const precis_suite *suite, const precis_mpi_world *mpi) {
+static precis_status worker_blocks(const precis_suite *suite, const precis_mpi_world *mpi, const ref_engine *eng) {
   precis_status st = PRECIS_OK;
   uint64_t next = 0;
   float *a = NULL, *b = NULL;
@@ -927,7 +968,7 @@ static precis_status worker_blocks(const precis_suite *suite, const precis_mpi_w
                                (uint64_t)row * (uint64_t)w->k, (uint64_t)rows * (uint64_t)w->k, a);
         const size_t here = (size_t)rows * (size_t)w->n * sizeof(double);
         double *c = (double *)out, *abs_c = (double *)(out + here), *c_lo = w->dd_reference ? (double *)(out + 2 * here) : NULL;
-        if ((st = tile_references(w, a, b, rows, c, abs_c, c_lo)) != PRECIS_OK ||
+        if ((st = tile_references(eng, w, a, b, rows, c, abs_c, c_lo)) != PRECIS_OK ||
             (st = precis_mpi_send(mpi, 0, TAG_BLOCK, out, here * (w->dd_reference ? 3 : 2))) != PRECIS_OK)
           break;
       }
@@ -945,17 +986,26 @@ end:
   return st;
 }
 
-precis_status precis_generate_worker(const precis_suite *suite, const precis_mpi_world *mpi) {
+precis_status precis_generate_worker(const precis_suite *suite, const precis_mpi_world *mpi, bool reference_cuda,
+                                     int reference_cuda_device) {
   ref_deal deal = {.mpi = mpi};
-  precis_status st = deal_methods(&deal, false);
-  if (st == PRECIS_OK && !suite) st = precis_fail(PRECIS_E_INPUT, "rank 0's suite: %s", precis_last_error());
+  /* No suite: this rank could not take part; the reason is the current error message. */
+  precis_status st = suite ? PRECIS_OK : precis_fail(PRECIS_E_INPUT, "%s", precis_last_error());
+  ref_engine eng;
+  memset(&eng, 0, sizeof eng);
+  if (st == PRECIS_OK) st = engine_open(&eng, reference_cuda, reference_cuda_device);
+  char failure[1024];
+  snprintf(failure, sizeof failure, "%s", precis_last_error());
+  precis_status methods = deal_methods(&deal, eng.method, false);
+  if (st == PRECIS_OK) st = methods;
+  else precis_fail(st, "%s", failure);
   /* A rank that cannot take part still ends its part of the protocol: rank 0 is waiting for it. */
   if (st != PRECIS_OK) {
     const char *why = precis_last_error();
     precis_mpi_send(mpi, 0, TAG_FAIL, why, strlen(why) + 1);
     precis_mpi_send(mpi, 0, TAG_END, "", 0);
   } else {
-    st = worker_blocks(suite, mpi);
+    st = worker_blocks(suite, mpi, &eng);
   }
   precis_reference_release();
   return st;

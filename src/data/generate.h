@@ -20,7 +20,14 @@ typedef struct precis_gen_options {
   /* Under MPI (active), on rank 0: the references' blocks are dealt to every rank (the others run
    * precis_generate_worker), rank 0 writes the file. NULL: one process. */
   const precis_mpi_world *mpi;
+  /* float64 references by cublasDgemm on this CUDA device (gen --reference-device cuda) instead of
+   * OpenBLAS; refused for double-double references (precis_gen_check_reference_device). */
+  bool reference_cuda;
+  int reference_cuda_device;
 } precis_gen_options;
+
+/* Refuses --reference-device cuda for a suite with double-double references (CPU only). */
+precis_status precis_gen_check_reference_device(const precis_suite *suite, bool cuda);
 
 /* Generates every workload of the suite into options->output; dataset_id (65 bytes) receives the
  * id written. */
@@ -37,8 +44,10 @@ precis_status precis_generate_tiled(const precis_suite *suite, const precis_gen_
 /* Every MPI rank other than 0 of a gen: computes the reference blocks dealt to it (the block j of
  * the walk over the suite's generated workloads belongs to rank j mod size) from inputs it
  * generates itself, and sends them to rank 0, which runs precis_generate_tiled with options->mpi.
- * Stops when rank 0 fails; its own failure is sent to rank 0, which reports it. */
-precis_status precis_generate_worker(const precis_suite *suite, const precis_mpi_world *mpi);
+ * Stops when rank 0 fails; its own failure is sent to rank 0, which reports it (suite NULL: this
+ * rank cannot take part, for the reason in precis_last_error()). */
+precis_status precis_generate_worker(const precis_suite *suite, const precis_mpi_world *mpi, bool reference_cuda,
+                                     int reference_cuda_device);
 
 /* References are computed by GEMMs of this many rows of one sample at a time (the last block of a
  * sample may be shorter); gen --tile-rows rounds its tiles up to whole blocks. */
