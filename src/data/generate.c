@@ -490,7 +490,9 @@ static precis_status generate_workload(const precis_suite *suite, const precis_s
   uint64_t b_count = (w->b_batched ? (uint64_t)w->batch : 1) * (uint64_t)w->k * (uint64_t)w->n;
   uint64_t c_count = (uint64_t)w->batch * (uint64_t)w->m * (uint64_t)w->n;
   uint64_t calib_count = (uint64_t)w->calib * (uint64_t)w->m * (uint64_t)w->k;
-  uint64_t need = bytes == UINT64_MAX ? UINT64_MAX : bytes + 8 * (a_count + b_count), have = host_memory();
+  /* The float64 copies of precis_reference_compute: a block of rows of a, and one b. */
+  const uint64_t copies = 8 * ((uint64_t)PRECIS_REFERENCE_BLOCK_ROWS * (uint64_t)w->k + (uint64_t)w->k * (uint64_t)w->n);
+  uint64_t need = bytes == UINT64_MAX ? UINT64_MAX : bytes + copies, have = host_memory();
   if (bytes == UINT64_MAX || need > have) {
     free(info.reference);
     free(info.reference_precision);
@@ -618,7 +620,8 @@ static precis_status inbox_reserve(ref_deal *d, size_t bytes) {
   free(d->inbox);
   d->inbox = malloc(bytes);
   d->inbox_cap = d->inbox ? bytes : 0;
-  return d->inbox ? PRECIS_OK : precis_fail(PRECIS_E_NOMEM, "out of host memory for a block of references (%zu bytes)", bytes);
+  if (d->inbox) return PRECIS_OK;
+  return precis_fail(PRECIS_E_NOMEM, "out of host memory for a block of references (%zu bytes)", bytes);
 }
 
 /* Rank 0: the next message of rank `from`, which must be its block of `rows` rows. */
@@ -652,16 +655,17 @@ static precis_status receive_block(ref_deal *d, int from, const precis_suite_wor
 
 /* Rank 0's references of a tile (rows from `row` of the group's stack, whole blocks): its own
  * blocks computed, the others received. Without MPI: the whole tile here. */
-static precis_status deal_tile(ref_deal *d, const ref_engine *eng, const precis_suite_workload *w, const float *a, const float *b, int64_t row,
+static precis_status deal_tile(ref_deal *d, const ref_engine *eng, const precis_suite_workload *w, const float *a,
+                               const float *b, int64_t row,
                                int64_t rows, double *c, double *abs_c, double *c_lo, bool *ended) {
   if (!d) return tile_references(eng, w, a, b, rows, c, abs_c, c_lo);
   for (int64_t r0 = 0; r0 < rows; r0 += PRECIS_REFERENCE_BLOCK_ROWS) {
     int64_t here = rows - r0 < PRECIS_REFERENCE_BLOCK_ROWS ? rows - r0 : PRECIS_REFERENCE_BLOCK_ROWS;
     const uint64_t off = (uint64_t)r0 * (uint64_t)w->n;
     int owner = deal_owner(d);
-    precis_status st =
-        owner == 0 ? tile_references(eng, w, a + (uint64_t)r0 * (uint64_t)w->k, b, here, c + off, abs_c + off, c_lo ? c_lo + off : NULL)
-                   : receive_block(d, owner, w, row + r0, here, c + off, abs_c + off, c_lo ? c_lo + off : NULL, ended);
+    double *lo = c_lo ? c_lo + off : NULL;
+    precis_status st = owner == 0 ? tile_references(eng, w, a + (uint64_t)r0 * (uint64_t)w->k, b, here, c + off, abs_c + off, lo)
+                                  : receive_block(d, owner, w, row + r0, here, c + off, abs_c + off, lo, ended);
     if (st != PRECIS_OK) return st;
   }
   return PRECIS_OK;
@@ -741,7 +745,8 @@ static precis_status generate_workload_tiled(const precis_suite *suite, const pr
       if ((st = write_stack_rows(writer, "a", w->m, row, rows, a, (size_t)w->k * sizeof *a)) != PRECIS_OK ||
           (st = write_stack_rows(writer, "c_ref", w->m, row, rows, c, (size_t)w->n * sizeof *c)) != PRECIS_OK ||
           (st = write_stack_rows(writer, "ab_abs", w->m, row, rows, abs_c, (size_t)w->n * sizeof *abs_c)) != PRECIS_OK ||
-          (c_lo && (st = write_stack_rows(writer, "c_ref_lo", w->m, row, rows, c_lo, (size_t)w->n * sizeof *c_lo)) != PRECIS_OK))
+          (c_lo &&
+           (st = write_stack_rows(writer, "c_ref_lo", w->m, row, rows, c_lo, (size_t)w->n * sizeof *c_lo)) != PRECIS_OK))
         goto done;
     }
   }
@@ -967,7 +972,8 @@ static precis_status worker_blocks(const precis_suite *suite, const precis_mpi_w
         precis_dist_fill_range(&w->a, key, PRECIS_STREAM_A, PRECIS_OPERAND_A, w->batch, w->m, w->k,
                                (uint64_t)row * (uint64_t)w->k, (uint64_t)rows * (uint64_t)w->k, a);
         const size_t here = (size_t)rows * (size_t)w->n * sizeof(double);
-        double *c = (double *)out, *abs_c = (double *)(out + here), *c_lo = w->dd_reference ? (double *)(out + 2 * here) : NULL;
+        double *c = (double *)out, *abs_c = (double *)(out + here);
+        double *c_lo = w->dd_reference ? (double *)(out + 2 * here) : NULL;
         if ((st = tile_references(eng, w, a, b, rows, c, abs_c, c_lo)) != PRECIS_OK ||
             (st = precis_mpi_send(mpi, 0, TAG_BLOCK, out, here * (w->dd_reference ? 3 : 2))) != PRECIS_OK)
           break;
