@@ -51,8 +51,6 @@ static void gen_usage(FILE *out) {
           "the line and the key)\n");
 }
 
-/* A rank other than 0 of `mpirun ... precis gen`: rank 0's suite, then the reference blocks dealt
- * to this rank; exits with rank 0's code (rank 0 reports every error). */
 /* The CUDA device of this process for --reference-device cuda: the first one, or under MPI the one
  * of its local rank (modulo the devices the node shows). */
 static precis_status reference_device_for(const precis_mpi_world *mpi, int *device) {
@@ -70,6 +68,8 @@ static precis_status reference_device_for(const precis_mpi_world *mpi, int *devi
   return st;
 }
 
+/* A rank other than 0 of `mpirun ... precis gen`: rank 0's suite, then the reference blocks dealt
+ * to this rank; exits with rank 0's code (rank 0 reports every error). */
 static int gen_worker(precis_mpi_world *mpi, bool reference_cuda) {
   int rc = precis_mpi_bcast_int(mpi, 0);
   if (rc == 0) {
@@ -89,8 +89,9 @@ static int gen_worker(precis_mpi_world *mpi, bool reference_cuda) {
     precis_generate_worker(st == PRECIS_OK ? &suite : NULL, mpi, reference_cuda, device);
     if (parsed) precis_suite_free(&suite);
     for (int i = 0; i < 3; i++) free(fields[i]);
-    rc = precis_mpi_bcast_int(mpi, 0);
   }
+  /* Rank 0's final code, which it sends after an early refusal too. */
+  rc = precis_mpi_bcast_int(mpi, 0);
   precis_mpi_leave(mpi);
   return rc;
 }

@@ -5,6 +5,7 @@
   without --tile-rows, for a suite with several reference blocks per workload (shared and batched
   b, a calibration split, a double-double reference, a workload whose b is read from a file, which
   rank 0 makes alone).
+- An output that exists (no --force): exit 2 from every rank, before any work.
 - A rank other than 0 that fails (PRECIS_FAULT_INJECT=gen-rank:2) or dies (gen-rank-kill:1, a
   SIGKILL while rank 0 is writing): mpirun exits non-zero with an error naming the rank, no dataset
   and no temporary file is left, and a dataset already at the path (--force) is kept as it was.
@@ -105,6 +106,11 @@ def main():
             p = mpirun(mpiexec, [suite, "-o", out, "-q", "--force"] + extra)
             if check(p.returncode == 0, "%s: exit %d: %s" % (label, p.returncode, p.stderr)):
                 compare(single, out, label)
+
+        # Refused by rank 0 before any work (the file exists, no --force): every rank ends, exit 2.
+        p = mpirun(mpiexec, [suite, "-o", single, "-q"])
+        check(p.returncode == 2 and "already exists" in p.stderr, "existing file under mpirun: exit %d: %s" % (
+            p.returncode, p.stderr))
 
         # A rank that fails, one that dies: no dataset, no temporary file, the old file kept.
         for inject, expect in (("gen-rank:2", "MPI rank 2: workload"), ("gen-rank-kill:1", "MPI rank 1")):
