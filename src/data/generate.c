@@ -816,8 +816,7 @@ static precis_status deal_methods(ref_deal *d, const char *mine, bool warn) {
   size_t *lens = calloc((size_t)mpi->size, sizeof *lens);
   precis_status st = texts && lens ? PRECIS_OK : precis_fail(PRECIS_E_NOMEM, "out of memory");
   /* Collective: taken part in also after a failure here. */
-  precis_status gathered = precis_mpi_gather_text(mpi, mine, strlen(mine), texts ? texts : (char *[1]){0},
-                                                  lens ? lens : (size_t[1]){0});
+  precis_status gathered = precis_mpi_gather_text(mpi, mine, strlen(mine), texts && lens ? texts : NULL, lens);
   if (st == PRECIS_OK) st = gathered;
   if (st == PRECIS_OK && mpi->rank == 0) {
     char *text = precis_strdup(mine);

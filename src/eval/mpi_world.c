@@ -95,7 +95,7 @@ precis_status precis_mpi_gather_text(const precis_mpi_world *w, const char *text
     if (!all && st == PRECIS_OK) st = precis_fail(PRECIS_E_NOMEM, "out of memory gathering the ranks' journals");
   }
   MPI_Gatherv(text, mine, MPI_CHAR, all, counts, offsets, MPI_CHAR, 0, MPI_COMM_WORLD);
-  if (w->rank == 0 && st == PRECIS_OK) {
+  if (w->rank == 0 && st == PRECIS_OK && texts) {
     for (int r = 0; r < w->size; r++) {
       texts[r] = malloc((size_t)counts[r] + 1);
       if (!texts[r]) {

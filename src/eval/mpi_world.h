@@ -35,7 +35,8 @@ int precis_mpi_bcast_int(const precis_mpi_world *w, int value);
 /* The logical OR of every rank's flag, on every rank. */
 bool precis_mpi_any(const precis_mpi_world *w, bool flag);
 /* Every rank's text (len bytes) at rank 0: texts[r] malloc'ed and NUL-terminated, lens[r] its
- * length; both arrays have w->size entries (other ranks: untouched). */
+ * length; both arrays have w->size entries (other ranks: untouched). texts NULL: taken part in,
+ * and dropped (a rank 0 out of memory must still take part, or the others wait). */
 precis_status precis_mpi_gather_text(const precis_mpi_world *w, const char *text, size_t len, char **texts,
                                      size_t *lens);
 
