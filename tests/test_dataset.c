@@ -573,7 +573,7 @@ TEST(gen_is_deterministic_and_validates) {
   precis_suite suite;
   CHECK_OK(precis_suite_parse(text, strlen(text), "t.yaml", ".", &suite));
   char id1[65] = "", id2[65] = "";
-  precis_gen_options opt = {tmp_path("g1.h5"), true, 0, false, NULL};
+  precis_gen_options opt = {.output = tmp_path("g1.h5"), .force = true};
   CHECK_OK(precis_generate(&suite, &opt, id1));
   opt.output = tmp_path("g2.h5");
   opt.gzip_level = 6;

@@ -330,7 +330,8 @@ int precis_cmd_import(int argc, char **argv) {
   if ((exit_code = precis_cli_lock_output("import", &lock, output, false)) != 0) goto done;
   exit_code = 2;
   precis_install_signal_handlers();
-  precis_gen_options options = {output, force, compress ? 4 : 0, !quiet, "import"};
+  precis_gen_options options = {
+      .output = output, .force = force, .gzip_level = compress ? 4 : 0, .progress = !quiet, .command = "import"};
   char id[65];
   if ((st = precis_generate(&suite, &options, id)) != PRECIS_OK) goto report;
   printf("%s: workload %s, m=%" PRId64 " n=%" PRId64 " k=%" PRId64 " batch=%" PRId64 ", dataset_id %s\n", output,

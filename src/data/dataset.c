@@ -1134,8 +1134,8 @@ static herr_t write_array(hid_t loc, const char *name, int rank, const int64_t *
 }
 
 /* The arrays of a workload written out of core, in precis_dataset_writer_rows's names. */
-enum { TILED_A, TILED_B, TILED_C_REF, TILED_AB_ABS, TILED_CALIB_A, TILED_COUNT };
-static const char *const TILED_NAMES[TILED_COUNT] = {"a", "b", "c_ref", "ab_abs", "calib/a"};
+enum { TILED_A, TILED_B, TILED_C_REF, TILED_AB_ABS, TILED_CALIB_A, TILED_C_REF_LO, TILED_COUNT };
+static const char *const TILED_NAMES[TILED_COUNT] = {"a", "b", "c_ref", "ab_abs", "calib/a", "c_ref_lo"};
 
 struct precis_dataset_writer {
   char *final_path;
@@ -1312,11 +1312,15 @@ precis_status precis_dataset_writer_begin(precis_dataset_writer *w, const precis
   if (w->tiled_group < 0 || !w->tiled_name) goto failed;
   int64_t a_dims[3] = {info->batch, info->m, info->k}, c_dims[3] = {info->batch, info->m, info->n};
   int64_t b_dims[3] = {info->batch, info->k, info->n}, calib_dims[3] = {info->calib_samples, info->m, info->k};
-  const int64_t *dims[TILED_COUNT] = {a_dims, info->b_batched ? b_dims : b_dims + 1, c_dims, c_dims, calib_dims};
+  const int64_t *dims[TILED_COUNT] = {a_dims, info->b_batched ? b_dims : b_dims + 1, c_dims, c_dims, calib_dims, c_dims};
   for (int i = 0; i < TILED_COUNT; i++) {
     w->tiled_rank[i] = i == TILED_B && !info->b_batched ? 2 : 3;
     w->tiled_cols[i] = dims[i][w->tiled_rank[i] - 1];
   }
+  /* First, as precis_dataset_writer_add creates it. */
+  if (info->has_c_ref_lo &&
+      (w->tiled[TILED_C_REF_LO] = create_array(w->tiled_group, "c_ref_lo", 3, c_dims, ELEM_F64, w->gzip_level)) < 0)
+    goto failed;
   w->tiled[TILED_A] = create_array(w->tiled_group, "a", 3, a_dims, ELEM_F32, w->gzip_level);
   w->tiled[TILED_B] = create_array(w->tiled_group, "b", w->tiled_rank[TILED_B], dims[TILED_B], ELEM_F32, w->gzip_level);
   w->tiled[TILED_C_REF] = create_array(w->tiled_group, "c_ref", 3, c_dims, ELEM_F64, w->gzip_level);
@@ -1349,7 +1353,7 @@ precis_status precis_dataset_writer_rows(precis_dataset_writer *w, const char *a
   hid_t file_space = H5Dget_space(w->tiled[i]), mem_space = H5Screate_simple(rank, c0, NULL);
   herr_t rc = -1;
   if (file_space >= 0 && mem_space >= 0 && H5Sselect_hyperslab(file_space, H5S_SELECT_SET, s0, NULL, c0, NULL) >= 0)
-    rc = H5Dwrite(w->tiled[i], i == TILED_C_REF || i == TILED_AB_ABS ? H5T_NATIVE_DOUBLE : H5T_NATIVE_FLOAT, mem_space,
+    rc = H5Dwrite(w->tiled[i], i == TILED_C_REF || i == TILED_AB_ABS || i == TILED_C_REF_LO ? H5T_NATIVE_DOUBLE : H5T_NATIVE_FLOAT, mem_space,
                   file_space, H5P_DEFAULT, values);
   if (rc < 0) hdf5_remember_error();
   close_id(&mem_space);

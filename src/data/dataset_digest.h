@@ -35,6 +35,8 @@ void precis_dataset_id_add(precis_sha256 *h, const precis_workload_info *info, c
  * consecutive runs of values (hashing is sequential, so tiles in order hash as the whole). */
 void precis_dataset_id_add_header(precis_sha256 *h, const precis_workload_info *info);
 void precis_dataset_id_add_floats(precis_sha256 *h, const float *values, uint64_t count);
+/* After a workload's arrays: what its reference adds to the id (a double-double one's tag). */
+void precis_dataset_id_add_reference(precis_sha256 *h, const precis_workload_info *info);
 void precis_dataset_id_finish(precis_sha256 *h, char hex[65]);
 
 #endif

@@ -5,6 +5,7 @@
 #include <hdf5.h>
 #include <inttypes.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cuda_api.h"
 #include "dataset_digest.h"
 #include "fileio.h"
 #include "hdf5_guard.h"
@@ -36,50 +38,78 @@ static void widen(const float *in, double *out, uint64_t count) {
   for (uint64_t i = 0; i < count; i++) out[i] = (double)in[i];
 }
 
+static void widen_abs(const float *in, double *out, uint64_t count) {
+  for (uint64_t i = 0; i < count; i++) out[i] = fabs((double)in[i]);
+}
+
+/* count values of x (float32 x32, or float64 x64 when x32 is NULL) from offset into the float64
+ * scratch, as |x| for ab_abs: exact either way. */
+static void load_f64(const float *x32, const double *x64, uint64_t offset, double *out, uint64_t count, bool absolute) {
+  if (x32) {
+    (absolute ? widen_abs : widen)(x32 + offset, out, count);
+  } else if (absolute) {
+    for (uint64_t i = 0; i < count; i++) out[i] = fabs(x64[offset + i]);
+  } else {
+    memcpy(out, x64 + offset, count * sizeof *out);
+  }
+}
+
+/* The float64 copies are kept from one call to the next (gen calls this per tile and per
+ * workload): a fresh buffer of a few MiB costs a page fault per 4 KiB on first touch, which at
+ * m = n = k = 384 was a fifth of the dgemm's own time (bench_reference). Thread-local, so that
+ * concurrent callers never share one; precis_reference_release frees it. */
+static _Thread_local struct {
+  double *a64, *b64;
+  uint64_t a_cap, b_cap;
+} scratch;
+
+void precis_reference_release(void) {
+  free(scratch.a64);
+  free(scratch.b64);
+  memset(&scratch, 0, sizeof scratch);
+}
+
+static double *scratch_grow(double **buffer, uint64_t *cap, uint64_t count) {
+  if (count <= *cap) return *buffer;
+  free(*buffer);
+  *buffer = malloc(count * sizeof **buffer);
+  *cap = *buffer ? count : 0;
+  return *buffer;
+}
+
 /* a / b as float32 (a32, b32) or float64 (a_wide, b_wide, when a32 is NULL). */
 static precis_status reference_compute(const float *a32, const float *b32, const double *a_wide, const double *b_wide,
                                        int64_t batch, int64_t m, int64_t n, int64_t k, bool b_batched, double *c_ref,
                                        double *ab_abs) {
   if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX)
     return precis_fail(PRECIS_E_INPUT, "m, n and k must be below 2^31 (OpenBLAS's int dimensions)");
-  const uint64_t a_count = (uint64_t)batch * (uint64_t)m * (uint64_t)k;
-  const uint64_t b_count = (b_batched ? (uint64_t)batch : 1) * (uint64_t)k * (uint64_t)n;
-  double *a64 = malloc(a_count * sizeof *a64), *b64 = malloc(b_count * sizeof *b64);
-  if (!a64 || !b64) {
-    free(a64);
-    free(b64);
+  const int64_t samples = b_batched ? batch : 1, rows_per = b_batched ? m : batch * m;
+  const int64_t block_rows = rows_per < PRECIS_REFERENCE_BLOCK_ROWS ? rows_per : PRECIS_REFERENCE_BLOCK_ROWS;
+  const uint64_t kn = (uint64_t)k * (uint64_t)n;
+  /* a is loaded a block at a time (the block stays in cache for its dgemm), b a sample at a time. */
+  const uint64_t a_count = (uint64_t)block_rows * (uint64_t)k;
+  double *a64 = scratch_grow(&scratch.a64, &scratch.a_cap, a_count), *b64 = scratch_grow(&scratch.b64, &scratch.b_cap, kn);
+  if (!a64 || !b64)
     return precis_fail(PRECIS_E_NOMEM, "out of host memory for the float64 copies of a and b (%.3g GiB)",
-                       (double)(a_count + b_count) * 8.0 / 1073741824.0);
-  }
-  for (int pass = 0; pass < (ab_abs ? 2 : 1); pass++) {
-    const bool absolute = pass == 1;
-    double *c = absolute ? ab_abs : c_ref;
-    if (absolute) { /* |x| of the float64 copies: exact, and cheaper than widening again */
-      for (uint64_t i = 0; i < a_count; i++) a64[i] = fabs(a64[i]);
-      for (uint64_t i = 0; i < b_count; i++) b64[i] = fabs(b64[i]);
-    } else if (a32) {
-      widen(a32, a64, a_count);
-      widen(b32, b64, b_count);
-    } else {
-      memcpy(a64, a_wide, a_count * sizeof *a64);
-      memcpy(b64, b_wide, b_count * sizeof *b64);
-    }
-    /* One GEMM per block of PRECIS_REFERENCE_BLOCK_ROWS rows (of the whole batch when b is shared,
-     * of each sample when it is batched): OpenBLAS's result for an element can depend on the shape
-     * of the call it is in (its kernels and thread split change with M), so fixed blocks make the
-     * references independent of how many rows are computed at once, and gen --tile-rows (whole
-     * blocks per tile) writes the references this path writes. */
-    const int64_t samples = b_batched ? batch : 1, rows_per = b_batched ? m : batch * m;
-    for (int64_t s = 0; s < samples; s++)
+                       (double)(a_count + kn) * 8.0 / 1073741824.0);
+  /* One GEMM per block of PRECIS_REFERENCE_BLOCK_ROWS rows (of the whole batch when b is shared,
+   * of each sample when it is batched): OpenBLAS's result for an element can depend on the shape
+   * of the call it is in (its kernels and thread split change with M), so fixed blocks make the
+   * references independent of how many rows are computed at once, and gen --tile-rows (whole
+   * blocks per tile) writes the references this path writes. */
+  for (int64_t s = 0; s < samples; s++)
+    for (int pass = 0; pass < (ab_abs ? 2 : 1); pass++) {
+      const bool absolute = pass == 1;
+      double *c = absolute ? ab_abs : c_ref;
+      load_f64(b32, b_wide, (uint64_t)s * kn, b64, kn, absolute);
       for (int64_t r0 = 0; r0 < rows_per; r0 += PRECIS_REFERENCE_BLOCK_ROWS) {
         int64_t rows = rows_per - r0 < PRECIS_REFERENCE_BLOCK_ROWS ? rows_per - r0 : PRECIS_REFERENCE_BLOCK_ROWS;
         uint64_t row = (uint64_t)s * (uint64_t)rows_per + (uint64_t)r0;
-        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)n, (int)k, 1.0, a64 + row * (uint64_t)k,
-                    (int)k, b64 + (uint64_t)s * (uint64_t)k * (uint64_t)n, (int)n, 0.0, c + row * (uint64_t)n, (int)n);
+        load_f64(a32, a_wide, row * (uint64_t)k, a64, (uint64_t)rows * (uint64_t)k, absolute);
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)n, (int)k, 1.0, a64, (int)k, b64, (int)n,
+                    0.0, c + row * (uint64_t)n, (int)n);
       }
-  }
-  free(a64);
-  free(b64);
+    }
   return PRECIS_OK;
 }
 
@@ -393,6 +423,48 @@ static void progress_say(const progress *p, const char *name, const char *fmt, .
 /* ------------------------------------------------------------------------------------------------
  * Generation */
 
+/* What computes the float64 references: OpenBLAS on this CPU, or cublasDgemm on a CUDA device
+ * (gen --reference-device cuda); method is the workloads' `reference` text. */
+typedef struct ref_engine {
+  bool cuda;
+  int device;
+  char method[1024];
+} ref_engine;
+
+static precis_status engine_open(ref_engine *e, bool cuda, int device) {
+  memset(e, 0, sizeof *e);
+  e->cuda = cuda;
+  e->device = device;
+  if (cuda) return precis_cuda_reference_describe(device, e->method, sizeof e->method);
+  snprintf(e->method, sizeof e->method, "%s", precis_reference_method());
+  return PRECIS_OK;
+}
+
+static precis_status engine_compute(const ref_engine *e, const float *a, const float *b, int64_t batch, int64_t m,
+                                    int64_t n, int64_t k, bool b_batched, double *c_ref, double *ab_abs) {
+  return e->cuda ? precis_cuda_reference_compute(e->device, a, b, batch, m, n, k, b_batched, c_ref, ab_abs)
+                 : precis_reference_compute(a, b, batch, m, n, k, b_batched, c_ref, ab_abs);
+}
+
+precis_status precis_gen_check_reference_device(const precis_suite *suite, bool cuda) {
+  if (!cuda) return PRECIS_OK;
+  for (size_t i = 0; i < suite->n_workloads; i++)
+    if (suite->workloads[i].dd_reference)
+      return precis_fail(PRECIS_E_INPUT,
+                         "%s:%d: workload %s: reference: double-double is computed on the CPU only (Sum2); "
+                         "--reference-device cuda computes float64 references: generate the double-double "
+                         "workloads without it", suite->source, suite->workloads[i].line, suite->workloads[i].name);
+    else if (suite->workloads[i].f64_inputs)
+      return precis_fail(PRECIS_E_INPUT,
+                         "%s:%d: workload %s: inputs: float64 references are computed on the CPU only; "
+                         "--reference-device cuda takes float32 inputs: generate the float64 workloads without it",
+                         suite->source, suite->workloads[i].line, suite->workloads[i].name);
+  return PRECIS_OK;
+}
+
+#define DD_REFERENCE_TEXT \
+  "double-double: float32 products exact in float64, summed by cascaded TwoSum (Sum2, Ogita-Rump-Oishi 2005)"
+
 static uint64_t host_memory(void) {
   long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
   return pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : UINT64_MAX;
@@ -475,7 +547,7 @@ static precis_status check_finite(const precis_suite_workload *w, const char *wh
 }
 
 static precis_status generate_workload(const precis_suite *suite, const precis_suite_workload *w, precis_dataset_writer *writer,
-                                       precis_sha256 *hash, const progress *prog) {
+                                       precis_sha256 *hash, const progress *prog, const ref_engine *eng) {
   precis_status st = PRECIS_OK;
   precis_workload_info info;
   memset(&info, 0, sizeof info);
@@ -493,11 +565,10 @@ static precis_status generate_workload(const precis_suite *suite, const precis_s
   if (w->dd_reference)
     info.reference = precis_strdup(wide ? "double-double: float64 products split by TwoProduct (fma) and summed with "
                                           "their errors by cascaded TwoSum (Dot2, Ogita-Rump-Oishi 2005)"
-                                        : "double-double: float32 products exact in float64, summed by "
-                                          "cascaded TwoSum (Sum2, Ogita-Rump-Oishi 2005)");
-  else if (wide)
+                                        : DD_REFERENCE_TEXT);
+  else if (wide) /* precis_gen_check_reference_device keeps float64 inputs on the CPU */
     info.reference = precis_asprintf("float64 dgemm of the stored float64 values (%s)", openblas_get_config());
-  else info.reference = precis_strdup(precis_reference_method());
+  else info.reference = precis_strdup(eng->method);
   info.reference_precision = precis_strdup(w->dd_reference ? "double-double" : "float64");
   info.reference_error_bound = !w->dd_reference ? precis_reference_f64_bound(w->k)
                                : wide           ? precis_reference_dd_bound_f64(w->k)
@@ -509,8 +580,10 @@ static precis_status generate_workload(const precis_suite *suite, const precis_s
   uint64_t b_count = (w->b_batched ? (uint64_t)w->batch : 1) * (uint64_t)w->k * (uint64_t)w->n;
   uint64_t c_count = (uint64_t)w->batch * (uint64_t)w->m * (uint64_t)w->n;
   uint64_t calib_count = (uint64_t)w->calib * (uint64_t)w->m * (uint64_t)w->k;
-  /* bytes counts the float64 inputs (and their float32 rounding) when wide. */
-  uint64_t need = bytes == UINT64_MAX ? UINT64_MAX : bytes + 8 * (a_count + b_count), have = host_memory();
+  /* bytes counts the float64 inputs (and their float32 rounding) when wide; the float64 copies of
+   * precis_reference_compute are a block of rows of a, and one b. */
+  const uint64_t copies = 8 * ((uint64_t)PRECIS_REFERENCE_BLOCK_ROWS * (uint64_t)w->k + (uint64_t)w->k * (uint64_t)w->n);
+  uint64_t need = bytes == UINT64_MAX ? UINT64_MAX : bytes + copies, have = host_memory();
   if (bytes == UINT64_MAX || need > have) {
     free(info.reference);
     free(info.reference_precision);
@@ -563,7 +636,7 @@ static precis_status generate_workload(const precis_suite *suite, const precis_s
   progress_say(prog, w->name, "float64 references");
   st = wide ? precis_reference_compute_f64(data.a64, data.b64, w->batch, w->m, w->n, w->k, w->b_batched, data.c_ref,
                                            data.ab_abs)
-            : precis_reference_compute(data.a, data.b, w->batch, w->m, w->n, w->k, w->b_batched, data.c_ref, data.ab_abs);
+            : engine_compute(eng, data.a, data.b, w->batch, w->m, w->n, w->k, w->b_batched, data.c_ref, data.ab_abs);
   if (st != PRECIS_OK) {
     precis_error_prefix("workload %s", w->name);
     goto done;
@@ -607,12 +680,112 @@ static precis_status write_stack_rows(precis_dataset_writer *writer, const char 
   return PRECIS_OK;
 }
 
+/* ------------------------------------------------------------------------------------------------
+ * References dealt to MPI ranks (docs/scale-out.md). Every rank walks the suite's generated
+ * workloads in order and, within each, the reference blocks (PRECIS_REFERENCE_BLOCK_ROWS rows of a
+ * group: the whole batch when b is shared, one sample when it is batched); block number j of the
+ * walk belongs to rank j mod size. A rank other than 0 computes its blocks (it generates their rows
+ * of a and its b itself: the generators are counter-based) and sends each to rank 0, in order;
+ * rank 0 generates, hashes and writes everything, computes its own blocks and receives the others'
+ * where they fall. Each block is the same dgemm call (and Sum2 rows) as in one process, so the
+ * references are those of a single gen. */
+
+enum { TAG_BLOCK = 1, TAG_FAIL, TAG_END, TAG_CANCEL };
+
+typedef struct ref_deal {
+  const precis_mpi_world *mpi;
+  uint64_t next;       /* blocks dealt so far in the walk */
+  char *inbox;         /* one block's message */
+  size_t inbox_cap;
+  char *reference;     /* the float64 `reference` text of dealt workloads (NULL: this rank's) */
+} ref_deal;
+
+/* Workloads whose a and b come from files are generated by rank 0 alone, in core. */
+/* float64 inputs are made in core by rank 0 (their Dot2 references are not in the tiled path). */
+static bool dealt_workload(const precis_suite_workload *w) {
+  return w->a.kind != PRECIS_DIST_FILE && w->b.kind != PRECIS_DIST_FILE && !w->f64_inputs;
+}
+
+static int deal_owner(ref_deal *d) { return (int)(d->next++ % (uint64_t)d->mpi->size); }
+
+/* The references of `rows` rows of a against one b (k x n): c_ref and ab_abs by dgemm and, for a
+ * double-double reference, c_ref + c_lo by Sum2 (per row: a row's values do not depend on the
+ * others). The in-core path's values, as long as rows is whole reference blocks of a group. */
+static precis_status tile_references(const ref_engine *eng, const precis_suite_workload *w, const float *a, const float *b,
+                                     int64_t rows, double *c, double *abs_c, double *c_lo) {
+  precis_status st = engine_compute(eng, a, b, 1, rows, w->n, w->k, false, c, abs_c);
+  if (st == PRECIS_OK && c_lo) st = precis_reference_compute_dd(a, b, 1, rows, w->n, w->k, false, c, c_lo);
+  if (st != PRECIS_OK) precis_error_prefix("workload %s", w->name);
+  return st;
+}
+
+static size_t block_message_bytes(const precis_suite_workload *w, int64_t rows) {
+  return (size_t)rows * (size_t)w->n * sizeof(double) * (w->dd_reference ? 3 : 2);
+}
+
+static precis_status inbox_reserve(ref_deal *d, size_t bytes) {
+  if (bytes <= d->inbox_cap) return PRECIS_OK;
+  free(d->inbox);
+  d->inbox = malloc(bytes);
+  d->inbox_cap = d->inbox ? bytes : 0;
+  if (d->inbox) return PRECIS_OK;
+  return precis_fail(PRECIS_E_NOMEM, "out of host memory for a block of references (%zu bytes)", bytes);
+}
+
+/* Rank 0: the next message of rank `from`, which must be its block of `rows` rows. */
+static precis_status receive_block(ref_deal *d, int from, const precis_suite_workload *w, int64_t row, int64_t rows,
+                                   double *c, double *abs_c, double *c_lo, bool *ended) {
+  const size_t want = block_message_bytes(w, rows);
+  precis_status st = inbox_reserve(d, want < 4096 ? 4096 : want);
+  if (st != PRECIS_OK) return st;
+  int tag = 0;
+  size_t got = 0;
+  if ((st = precis_mpi_recv(d->mpi, from, &tag, d->inbox, d->inbox_cap, &got)) != PRECIS_OK) return st;
+  if (tag == TAG_FAIL) {
+    d->inbox[got < d->inbox_cap ? got : d->inbox_cap - 1] = '\0';
+    return precis_fail(PRECIS_E_RUNTIME, "MPI rank %d: %s", from, d->inbox);
+  }
+  if (tag == TAG_END) {
+    ended[from] = true;
+    return precis_fail(PRECIS_E_RUNTIME, "MPI rank %d ended before sending the references of workload %s, rows %" PRId64
+                       "-%" PRId64 " (do all ranks run the same precis?)", from, w->name, row, row + rows);
+  }
+  if (tag != TAG_BLOCK || got != want)
+    return precis_fail(PRECIS_E_RUNTIME, "MPI rank %d sent %zu bytes (tag %d) for workload %s, rows %" PRId64 "-%" PRId64
+                       ", expected a block of %zu bytes (do all ranks run the same precis?)", from, got, tag, w->name,
+                       row, row + rows, want);
+  const size_t part = (size_t)rows * (size_t)w->n * sizeof(double);
+  memcpy(c, d->inbox, part);
+  memcpy(abs_c, d->inbox + part, part);
+  if (c_lo) memcpy(c_lo, d->inbox + 2 * part, part);
+  return PRECIS_OK;
+}
+
+/* Rank 0's references of a tile (rows from `row` of the group's stack, whole blocks): its own
+ * blocks computed, the others received. Without MPI: the whole tile here. */
+static precis_status deal_tile(ref_deal *d, const ref_engine *eng, const precis_suite_workload *w, const float *a,
+                               const float *b, int64_t row,
+                               int64_t rows, double *c, double *abs_c, double *c_lo, bool *ended) {
+  if (!d) return tile_references(eng, w, a, b, rows, c, abs_c, c_lo);
+  for (int64_t r0 = 0; r0 < rows; r0 += PRECIS_REFERENCE_BLOCK_ROWS) {
+    int64_t here = rows - r0 < PRECIS_REFERENCE_BLOCK_ROWS ? rows - r0 : PRECIS_REFERENCE_BLOCK_ROWS;
+    const uint64_t off = (uint64_t)r0 * (uint64_t)w->n;
+    int owner = deal_owner(d);
+    double *lo = c_lo ? c_lo + off : NULL;
+    precis_status st = owner == 0 ? tile_references(eng, w, a + (uint64_t)r0 * (uint64_t)w->k, b, here, c + off, abs_c + off, lo)
+                                  : receive_block(d, owner, w, row + r0, here, c + off, abs_c + off, lo, ended);
+    if (st != PRECIS_OK) return st;
+  }
+  return PRECIS_OK;
+}
+
 /* One workload out of core: a (and calib/a) generated, checked, hashed and written `tile` rows at a
- * time with its c_ref and ab_abs rows; b is held whole (per sample when batched). The values, the
- * file and the dataset_id are those of generate_workload. */
+ * time with its c_ref and ab_abs (and c_ref_lo) rows; b is held whole (per sample when batched).
+ * The values, the file and the dataset_id are those of generate_workload. Under MPI (deal) the
+ * tiles' references are dealt to the ranks. */
 static precis_status generate_workload_tiled(const precis_suite *suite, const precis_suite_workload *w,
                                              precis_dataset_writer *writer, precis_sha256 *hash, const progress *prog,
-                                             int64_t tile) {
+                                             int64_t tile, const ref_engine *eng, ref_deal *deal, bool *ended) {
   precis_status st = PRECIS_OK;
   precis_workload_info info;
   memset(&info, 0, sizeof info);
@@ -623,19 +796,23 @@ static precis_status generate_workload_tiled(const precis_suite *suite, const pr
   info.b_batched = w->b_batched;
   info.calib_samples = w->calib;
   info.description = w->description;
-  info.reference = precis_strdup(precis_reference_method());
-  info.reference_precision = precis_strdup("float64");
-  info.reference_error_bound = precis_reference_f64_bound(w->k);
+  info.reference = precis_strdup(w->dd_reference ? DD_REFERENCE_TEXT
+                                 : deal && deal->reference ? deal->reference : eng->method);
+  info.reference_precision = precis_strdup(w->dd_reference ? "double-double" : "float64");
+  info.reference_error_bound = w->dd_reference ? precis_reference_dd_bound(w->k) : precis_reference_f64_bound(w->k);
+  info.has_c_ref_lo = w->dd_reference;
   info.a_dist = precis_dist_describe(&w->a);
   info.b_dist = precis_dist_describe(&w->b);
   /* Whole reference blocks per tile, so that each dgemm call is the in-core path's. */
   tile = (tile + PRECIS_REFERENCE_BLOCK_ROWS - 1) / PRECIS_REFERENCE_BLOCK_ROWS * PRECIS_REFERENCE_BLOCK_ROWS;
   if (tile > (w->b_batched ? w->m : w->batch * w->m)) tile = w->b_batched ? w->m : w->batch * w->m;
-  const uint64_t kn = (uint64_t)w->k * (uint64_t)w->n;
+  const uint64_t kn = (uint64_t)w->k * (uint64_t)w->n, tile_c = (uint64_t)tile * (uint64_t)w->n;
   float *b = malloc(kn * sizeof *b), *a = malloc((uint64_t)tile * (uint64_t)w->k * sizeof *a);
-  double *c = malloc((uint64_t)tile * (uint64_t)w->n * sizeof *c), *abs_c = malloc((uint64_t)tile * (uint64_t)w->n * sizeof *abs_c);
+  double *c = malloc(tile_c * sizeof *c), *abs_c = malloc(tile_c * sizeof *abs_c);
+  double *c_lo = w->dd_reference ? malloc(tile_c * sizeof *c_lo) : NULL;
   bool begun = false;
-  if (!info.reference || !info.reference_precision || !info.a_dist || !info.b_dist || !b || !a || !c || !abs_c) {
+  if (!info.reference || !info.reference_precision || !info.a_dist || !info.b_dist || !b || !a || !c || !abs_c ||
+      (w->dd_reference && !c_lo)) {
     st = precis_fail(PRECIS_E_NOMEM, "workload %s: out of host memory for a tile of %" PRId64 " rows", w->name, tile);
     goto done;
   }
@@ -666,10 +843,7 @@ static precis_status generate_workload_tiled(const precis_suite *suite, const pr
                              (uint64_t)row * (uint64_t)w->k, count, a);
       if ((st = check_finite(w, "a", &w->a, a, count)) != PRECIS_OK) goto done;
       precis_dataset_id_add_floats(hash, a, count);
-      if ((st = precis_reference_compute(a, b, 1, rows, w->n, w->k, false, c, abs_c)) != PRECIS_OK) {
-        precis_error_prefix("workload %s", w->name);
-        goto done;
-      }
+      if ((st = deal_tile(deal, eng, w, a, b, row, rows, c, abs_c, c_lo, ended)) != PRECIS_OK) goto done;
       for (uint64_t i = 0; i < (uint64_t)rows * (uint64_t)w->n; i++)
         if (!isfinite(c[i]) || !isfinite(abs_c[i])) {
           st = precis_fail(PRECIS_E_INPUT, "workload %s: the reference overflows float64 at element %" PRIu64, w->name,
@@ -678,7 +852,9 @@ static precis_status generate_workload_tiled(const precis_suite *suite, const pr
         }
       if ((st = write_stack_rows(writer, "a", w->m, row, rows, a, (size_t)w->k * sizeof *a)) != PRECIS_OK ||
           (st = write_stack_rows(writer, "c_ref", w->m, row, rows, c, (size_t)w->n * sizeof *c)) != PRECIS_OK ||
-          (st = write_stack_rows(writer, "ab_abs", w->m, row, rows, abs_c, (size_t)w->n * sizeof *abs_c)) != PRECIS_OK)
+          (st = write_stack_rows(writer, "ab_abs", w->m, row, rows, abs_c, (size_t)w->n * sizeof *abs_c)) != PRECIS_OK ||
+          (c_lo &&
+           (st = write_stack_rows(writer, "c_ref_lo", w->m, row, rows, c_lo, (size_t)w->n * sizeof *c_lo)) != PRECIS_OK))
         goto done;
     }
   }
@@ -698,6 +874,7 @@ static precis_status generate_workload_tiled(const precis_suite *suite, const pr
       goto done;
     precis_dataset_id_add_floats(hash, a, count);
   }
+  precis_dataset_id_add_reference(hash, &info);
 done:
   if (begun) precis_dataset_writer_end(writer);
   free(info.reference);
@@ -708,6 +885,63 @@ done:
   free(b);
   free(c);
   free(abs_c);
+  free(c_lo);
+  return st;
+}
+
+/* Rank 0, at the end: every other rank's TAG_END. After a failure the others are told to stop
+ * first and their blocks in flight are received and dropped (a rank blocked in a send would never
+ * reach its end). Not after an interrupt: mpirun is ending the job, and a dead rank sends nothing. */
+static precis_status deal_finish(ref_deal *d, bool *ended, bool failed) {
+  precis_status st = PRECIS_OK;
+  const precis_mpi_world *mpi = d->mpi;
+  if (failed)
+    for (int r = 1; r < mpi->size; r++)
+      if (!ended[r]) precis_mpi_send(mpi, r, TAG_CANCEL, "", 0);
+  for (int r = 1; r < mpi->size && st == PRECIS_OK; r++)
+    while (!ended[r]) {
+      int tag = 0;
+      size_t got = 0;
+      if ((st = inbox_reserve(d, 4096)) != PRECIS_OK ||
+          (st = precis_mpi_recv(mpi, r, &tag, d->inbox, d->inbox_cap, &got)) != PRECIS_OK)
+        break;
+      if (tag == TAG_END) ended[r] = true;
+      else if (!failed && tag == TAG_FAIL) {
+        d->inbox[got < d->inbox_cap ? got : d->inbox_cap - 1] = '\0';
+        st = precis_fail(PRECIS_E_RUNTIME, "MPI rank %d: %s", r, d->inbox);
+      } else if (!failed)
+        st = precis_fail(PRECIS_E_RUNTIME, "MPI rank %d sent more references than were dealt to it (do all ranks run "
+                         "the same precis?)", r);
+    }
+  return st;
+}
+
+/* Rank 0: every rank's reference method; ranks whose OpenBLAS differs from rank 0's are named in
+ * the `reference` text of the dealt workloads (their blocks' last bits may differ). */
+static precis_status deal_methods(ref_deal *d, const char *mine, bool warn) {
+  const precis_mpi_world *mpi = d->mpi;
+  char **texts = calloc((size_t)mpi->size, sizeof *texts);
+  size_t *lens = calloc((size_t)mpi->size, sizeof *lens);
+  precis_status st = texts && lens ? PRECIS_OK : precis_fail(PRECIS_E_NOMEM, "out of memory");
+  /* Collective: taken part in also after a failure here. */
+  precis_status gathered = precis_mpi_gather_text(mpi, mine, strlen(mine), texts && lens ? texts : NULL, lens);
+  if (st == PRECIS_OK) st = gathered;
+  if (st == PRECIS_OK && mpi->rank == 0) {
+    char *text = precis_strdup(mine);
+    for (int r = 1; r < mpi->size && text; r++) {
+      if (strcmp(texts[r], mine) == 0) continue;
+      if (warn) fprintf(stderr, "precis gen: warning: MPI rank %d computes references otherwise (%s) than rank 0 (%s): "
+                                "the last bits of its blocks may differ from a single gen's\n", r, texts[r], mine);
+      char *longer = precis_asprintf("%s; MPI rank %d's blocks: %s", text, r, texts[r]);
+      free(text);
+      text = longer;
+    }
+    if (!text) st = precis_fail(PRECIS_E_NOMEM, "out of memory");
+    d->reference = text;
+  }
+  for (int r = 0; texts && r < mpi->size; r++) free(texts[r]);
+  free(texts);
+  free(lens);
   return st;
 }
 
@@ -715,12 +949,30 @@ precis_status precis_generate(const precis_suite *suite, const precis_gen_option
   return precis_generate_tiled(suite, options, 0, dataset_id);
 }
 
-precis_status precis_generate_tiled(const precis_suite *suite, const precis_gen_options *options, int64_t tile_rows,
-                                    char dataset_id[65]) {
-  precis_dataset_write_options wopt = {options->force, options->gzip_level};
+static precis_status generate_all(const precis_suite *suite, const precis_gen_options *options, int64_t tile_rows,
+                                  char dataset_id[65]) {
   precis_dataset_writer *writer = NULL;
-  precis_status st = precis_dataset_writer_open(options->output, &wopt, &writer);
-  if (st != PRECIS_OK) return st;
+  ref_deal deal_state = {0}, *deal = NULL;
+  bool *ended = NULL;
+  ref_engine eng;
+  memset(&eng, 0, sizeof eng);
+  precis_status st = precis_gen_check_reference_device(suite, options->reference_cuda);
+  if (st == PRECIS_OK) st = engine_open(&eng, options->reference_cuda, options->reference_cuda_device);
+  if (options->mpi && options->mpi->active) {
+    deal_state.mpi = options->mpi;
+    deal = &deal_state;
+    ended = calloc((size_t)options->mpi->size, sizeof *ended);
+    /* Collective: taken part in also after a failure above, which is then reported. */
+    char failure[1024];
+    snprintf(failure, sizeof failure, "%s", precis_last_error());
+    precis_status methods = deal_methods(deal, eng.method, options->progress);
+    if (st != PRECIS_OK) precis_fail(st, "%s", failure);
+    else if (!ended) st = precis_fail(PRECIS_E_NOMEM, "out of memory");
+    else st = methods;
+  }
+  if (st != PRECIS_OK) goto failed;
+  precis_dataset_write_options wopt = {options->force, options->gzip_level};
+  if ((st = precis_dataset_writer_open(options->output, &wopt, &writer)) != PRECIS_OK) goto failed;
   progress prog = {options->progress, options->progress && isatty(2), 0, suite->n_workloads,
                    options->command ? options->command : "gen"};
   precis_sha256 hash;
@@ -732,14 +984,20 @@ precis_status precis_generate_tiled(const precis_suite *suite, const precis_gen_
     }
     prog.index = i;
     const precis_suite_workload *w = &suite->workloads[i];
-    /* Matrices from files, double-double references and float64 inputs are made in core. */
-    bool tiled = tile_rows > 0 && w->a.kind != PRECIS_DIST_FILE && w->b.kind != PRECIS_DIST_FILE && !w->dd_reference &&
-                 !w->f64_inputs;
-    st = tiled ? generate_workload_tiled(suite, w, writer, &hash, &prog, tile_rows)
-               : generate_workload(suite, w, writer, &hash, &prog);
+    /* Matrices from files are read whole, in core (and by rank 0 alone under MPI). Under MPI
+     * without --tile-rows a tile is a whole group: memory as in core. */
+    bool tiled = dealt_workload(w) && (tile_rows > 0 || deal);
+    st = tiled ? generate_workload_tiled(suite, w, writer, &hash, &prog, tile_rows > 0 ? tile_rows : w->batch * w->m,
+                                         &eng, deal, ended)
+               : generate_workload(suite, w, writer, &hash, &prog, &eng);
     if (st != PRECIS_OK) goto failed;
   }
   if (prog.tty) fprintf(stderr, "\r\033[K");
+  /* Every rank has sent all its blocks before the file is committed. */
+  if (deal && (st = deal_finish(deal, ended, false)) != PRECIS_OK) {
+    deal = NULL; /* finished, or failed in a way a second drain would not mend */
+    goto failed;
+  }
   char id[65];
   precis_dataset_id_finish(&hash, id);
   char created[32];
@@ -752,9 +1010,116 @@ precis_status precis_generate_tiled(const precis_suite *suite, const precis_gen_
   precis_dataset_root_attrs root = {generator, created, suite->seed, suite->text, id};
   st = precis_dataset_writer_commit(writer, &root);
   if (st == PRECIS_OK && dataset_id) memcpy(dataset_id, id, 65);
-  return st;
+  goto done;
 failed:
-  if (prog.tty) fprintf(stderr, "\n");
-  precis_dataset_writer_abort(writer);
+  if (options->progress && isatty(2)) fprintf(stderr, "\n");
+  if (writer) precis_dataset_writer_abort(writer);
+  if (options->mpi && options->mpi->active) precis_error_prefix("%s was not written", options->output);
+  /* The other ranks stop and are drained, unless the job is being ended (they may be dead). */
+  if (deal && st != PRECIS_E_INTERRUPTED) deal_finish(deal, ended, true);
+done:
+  free(deal_state.inbox);
+  free(deal_state.reference);
+  free(ended);
+  return st;
+}
+
+precis_status precis_generate_tiled(const precis_suite *suite, const precis_gen_options *options, int64_t tile_rows,
+                                    char dataset_id[65]) {
+  precis_status st = generate_all(suite, options, tile_rows, dataset_id);
+  precis_reference_release();
+  return st;
+}
+
+/* A rank other than 0: its blocks of the walk, in order, each sent to rank 0; then TAG_END. */
+static precis_status worker_blocks(const precis_suite *suite, const precis_mpi_world *mpi, const ref_engine *eng) {
+  precis_status st = PRECIS_OK;
+  uint64_t next = 0;
+  float *a = NULL, *b = NULL;
+  char *out = NULL;
+  const char *inject = getenv("PRECIS_FAULT_INJECT");
+  for (size_t i = 0; i < suite->n_workloads && st == PRECIS_OK; i++) {
+    const precis_suite_workload *w = &suite->workloads[i];
+    if (!dealt_workload(w)) continue;
+    free(a), free(b), free(out);
+    const uint64_t kn = (uint64_t)w->k * (uint64_t)w->n;
+    const int64_t groups = w->b_batched ? w->batch : 1, rows_per = w->b_batched ? w->m : w->batch * w->m;
+    const size_t part = (size_t)PRECIS_REFERENCE_BLOCK_ROWS * (size_t)w->n * sizeof(double);
+    a = malloc((uint64_t)PRECIS_REFERENCE_BLOCK_ROWS * (uint64_t)w->k * sizeof *a);
+    b = malloc(kn * sizeof *b);
+    out = malloc(part * (w->dd_reference ? 3 : 2));
+    if (!a || !b || !out) {
+      st = precis_fail(PRECIS_E_NOMEM, "workload %s: out of host memory for a block of references", w->name);
+      break;
+    }
+    const precis_rng_key key = precis_rng_key_for(w->has_seed ? w->seed : suite->seed, w->name);
+    for (int64_t g = 0; g < groups && st == PRECIS_OK; g++) {
+      bool have_b = false;
+      for (int64_t r0 = 0; r0 < rows_per; r0 += PRECIS_REFERENCE_BLOCK_ROWS) {
+        if (next++ % (uint64_t)mpi->size != (uint64_t)mpi->rank) continue;
+        /* Rank 0 has failed (its error is the one reported): stop. */
+        if (precis_mpi_pending(mpi, 0, TAG_CANCEL)) goto end;
+        if (precis_interrupt_signal) {
+          st = precis_fail(PRECIS_E_INTERRUPTED, "interrupted in workload %s", w->name);
+          break;
+        }
+        /* A test's way to make a rank other than 0 fail, or die, while rank 0 is writing
+         * (tests/py/test_mpi_gen.py): PRECIS_FAULT_INJECT=gen-rank:R or gen-rank-kill:R. */
+        if (inject && strncmp(inject, "gen-rank-kill:", 14) == 0 && atoi(inject + 14) == mpi->rank) raise(SIGKILL);
+        if (inject && strncmp(inject, "gen-rank:", 9) == 0 && atoi(inject + 9) == mpi->rank) {
+          st = precis_fail(PRECIS_E_RUNTIME, "workload %s: a failure injected by PRECIS_FAULT_INJECT=%s", w->name, inject);
+          break;
+        }
+        if (!have_b) {
+          precis_dist_fill_range(&w->b, key, PRECIS_STREAM_B, PRECIS_OPERAND_B, groups, w->k, w->n, (uint64_t)g * kn, kn, b);
+          have_b = true;
+        }
+        int64_t rows = rows_per - r0 < PRECIS_REFERENCE_BLOCK_ROWS ? rows_per - r0 : PRECIS_REFERENCE_BLOCK_ROWS;
+        int64_t row = g * rows_per + r0;
+        precis_dist_fill_range(&w->a, key, PRECIS_STREAM_A, PRECIS_OPERAND_A, w->batch, w->m, w->k,
+                               (uint64_t)row * (uint64_t)w->k, (uint64_t)rows * (uint64_t)w->k, a);
+        const size_t here = (size_t)rows * (size_t)w->n * sizeof(double);
+        double *c = (double *)out, *abs_c = (double *)(out + here);
+        double *c_lo = w->dd_reference ? (double *)(out + 2 * here) : NULL;
+        if ((st = tile_references(eng, w, a, b, rows, c, abs_c, c_lo)) != PRECIS_OK ||
+            (st = precis_mpi_send(mpi, 0, TAG_BLOCK, out, here * (w->dd_reference ? 3 : 2))) != PRECIS_OK)
+          break;
+      }
+    }
+  }
+  if (st != PRECIS_OK) {
+    const char *why = precis_last_error();
+    precis_mpi_send(mpi, 0, TAG_FAIL, why, strlen(why) + 1);
+  }
+end:
+  precis_mpi_send(mpi, 0, TAG_END, "", 0);
+  free(a);
+  free(b);
+  free(out);
+  return st;
+}
+
+precis_status precis_generate_worker(const precis_suite *suite, const precis_mpi_world *mpi, bool reference_cuda,
+                                     int reference_cuda_device) {
+  ref_deal deal = {.mpi = mpi};
+  /* No suite: this rank could not take part; the reason is the current error message. */
+  precis_status st = suite ? PRECIS_OK : precis_fail(PRECIS_E_INPUT, "%s", precis_last_error());
+  ref_engine eng;
+  memset(&eng, 0, sizeof eng);
+  if (st == PRECIS_OK) st = engine_open(&eng, reference_cuda, reference_cuda_device);
+  char failure[1024];
+  snprintf(failure, sizeof failure, "%s", precis_last_error());
+  precis_status methods = deal_methods(&deal, eng.method, false);
+  if (st == PRECIS_OK) st = methods;
+  else precis_fail(st, "%s", failure);
+  /* A rank that cannot take part still ends its part of the protocol: rank 0 is waiting for it. */
+  if (st != PRECIS_OK) {
+    const char *why = precis_last_error();
+    precis_mpi_send(mpi, 0, TAG_FAIL, why, strlen(why) + 1);
+    precis_mpi_send(mpi, 0, TAG_END, "", 0);
+  } else {
+    st = worker_blocks(suite, mpi, &eng);
+  }
+  precis_reference_release();
   return st;
 }

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "dataset.h"
+#include "mpi_world.h"
 #include "status.h"
 #include "suite.h"
 
@@ -16,7 +17,17 @@ typedef struct precis_gen_options {
   int gzip_level; /* 0: none */
   bool progress;  /* a progress line on stderr */
   const char *command; /* names the progress lines, "precis COMMAND: ..."; NULL: "gen" */
+  /* Under MPI (active), on rank 0: the references' blocks are dealt to every rank (the others run
+   * precis_generate_worker), rank 0 writes the file. NULL: one process. */
+  const precis_mpi_world *mpi;
+  /* float64 references by cublasDgemm on this CUDA device (gen --reference-device cuda) instead of
+   * OpenBLAS; refused for double-double references (precis_gen_check_reference_device). */
+  bool reference_cuda;
+  int reference_cuda_device;
 } precis_gen_options;
+
+/* Refuses --reference-device cuda for a suite with double-double references (CPU only). */
+precis_status precis_gen_check_reference_device(const precis_suite *suite, bool cuda);
 
 /* Generates every workload of the suite into options->output; dataset_id (65 bytes) receives the
  * id written. */
@@ -24,10 +35,19 @@ precis_status precis_generate(const precis_suite *suite, const precis_gen_option
 /* The same out of core (gen --tile-rows): tile_rows rows of a (and of c_ref, ab_abs) at a time,
  * rounded up to whole PRECIS_REFERENCE_BLOCK_ROWS; the
  * file is the one precis_generate writes. Peak memory ~ 12·k·n bytes (b and its float64 copy) plus
- * tile_rows·(12·k + 16·n) instead of growing with m·batch. Workloads whose a or b come from a file,
- * and double-double references, are generated in core. tile_rows 0: precis_generate. */
+ * tile_rows·(12·k + 16·n) (+ 8·n for a double-double reference) instead of growing with m·batch.
+ * Workloads whose a or b come from a file are generated in core. tile_rows 0: in core, except
+ * under MPI (options->mpi), where a tile is a whole group of rows. */
 precis_status precis_generate_tiled(const precis_suite *suite, const precis_gen_options *options, int64_t tile_rows,
                                     char dataset_id[65]);
+
+/* Every MPI rank other than 0 of a gen: computes the reference blocks dealt to it (the block j of
+ * the walk over the suite's generated workloads belongs to rank j mod size) from inputs it
+ * generates itself, and sends them to rank 0, which runs precis_generate_tiled with options->mpi.
+ * Stops when rank 0 fails; its own failure is sent to rank 0, which reports it (suite NULL: this
+ * rank cannot take part, for the reason in precis_last_error()). */
+precis_status precis_generate_worker(const precis_suite *suite, const precis_mpi_world *mpi, bool reference_cuda,
+                                     int reference_cuda_device);
 
 /* References are computed by GEMMs of this many rows of one sample at a time (the last block of a
  * sample may be shorter); gen --tile-rows rounds its tiles up to whole blocks. */
@@ -35,9 +55,12 @@ precis_status precis_generate_tiled(const precis_suite *suite, const precis_gen_
 
 /* c_ref = a.b and (when ab_abs is not NULL) ab_abs = |a|.|b|, accumulated in float64 by OpenBLAS
  * dgemm from the float32 values (each product of two float32 values is exact in float64).
- * a is [batch, m, k]; b is [k, n], or [batch, k, n] when b_batched. */
+ * a is [batch, m, k]; b is [k, n], or [batch, k, n] when b_batched. Needs 8·(256·k + k·n) bytes of
+ * float64 copies, kept for the next call (precis_reference_release). */
 precis_status precis_reference_compute(const float *a, const float *b, int64_t batch, int64_t m, int64_t n, int64_t k,
                                        bool b_batched, double *c_ref, double *ab_abs);
+/* Frees the float64 copies precis_reference_compute keeps between calls (of this thread). */
+void precis_reference_release(void);
 
 /* The same from float64 inputs (gen --inputs float64): a and b as stored, |a| and |b| exact. */
 precis_status precis_reference_compute_f64(const double *a, const double *b, int64_t batch, int64_t m, int64_t n,

@@ -1013,8 +1013,9 @@ static precis_status import_layer(const precis_model_layer *layer, const precis_
     precis_dist_fill(o->a, key, PRECIS_STREAM_A, PRECIS_OPERAND_A, batch, m, k, data.a);
     if (o->calib > 0) precis_dist_fill(o->a, key, PRECIS_STREAM_CALIB_A, PRECIS_OPERAND_A, o->calib, m, k, data.calib_a);
   }
-  if ((st = precis_reference_compute(data.a, b_original ? b_original : data.b, batch, m, n, k, false, data.c_ref,
-                                     data.ab_abs)) != PRECIS_OK) {
+  st = precis_reference_compute(data.a, b_original ? b_original : data.b, batch, m, n, k, false, data.c_ref, data.ab_abs);
+  precis_reference_release(); /* b's float64 copy is not held while the next layer is read */
+  if (st != PRECIS_OK) {
     precis_error_prefix("layer %s", layer->name);
     goto done;
   }

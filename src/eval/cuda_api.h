@@ -5,6 +5,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "recipe.h"
 #include "spec.h"
@@ -43,5 +44,14 @@ bool precis_cuda_spec_supported(const precis_spec *spec, int cc_major, int cc_mi
  * spec of the GEMM that then runs (bf16 or fp16 operands, fp32 accumulation) and a line for reports.
  * The dequantized operands are precis_cpu_quant_dequantized_inputs (cpu_quantized.h). */
 bool precis_lt_dequant_emulation(const precis_spec *spec, precis_spec *sub, char *how, size_t len);
+
+/* gen --reference-device cuda (kernels/reference_dgemm.c): c_ref = a.b and (when ab_abs is not
+ * NULL) ab_abs = |a|.|b| by cublasDgemm on CUDA device `device`, in calls of
+ * PRECIS_REFERENCE_BLOCK_ROWS rows as on the CPU; shapes as precis_reference_compute. Without
+ * CUDA: PRECIS_E_NOT_BUILT. */
+precis_status precis_cuda_reference_compute(int device, const float *a, const float *b, int64_t batch, int64_t m,
+                                            int64_t n, int64_t k, bool b_batched, double *c_ref, double *ab_abs);
+/* The `reference` text of those references: device, compute capability, cuBLAS and CUDA versions. */
+precis_status precis_cuda_reference_describe(int device, char *text, size_t len);
 
 #endif

@@ -21,4 +21,16 @@ void precis_cuda_inventory_free(precis_cuda_inventory *inv) {
 }
 
 const precis_backend *precis_backend_cuda(void) { return NULL; }
+
+precis_status precis_cuda_reference_compute(int device, const float *a, const float *b, int64_t batch, int64_t m,
+                                            int64_t n, int64_t k, bool b_batched, double *c_ref, double *ab_abs) {
+  (void)device, (void)a, (void)b, (void)batch, (void)m, (void)n, (void)k, (void)b_batched, (void)c_ref, (void)ab_abs;
+  return precis_fail(PRECIS_E_NOT_BUILT, "--reference-device cuda: this precis was built without the CUDA backend "
+                                         "(PRECIS_CUDA=OFF, or nvcc/cuBLAS not found at build time)");
+}
+
+precis_status precis_cuda_reference_describe(int device, char *text, size_t len) {
+  (void)device, (void)text, (void)len;
+  return precis_cuda_reference_compute(device, NULL, NULL, 0, 0, 0, 0, false, NULL, NULL);
+}
 #endif

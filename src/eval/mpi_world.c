@@ -3,6 +3,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #ifdef PRECIS_HAVE_MPI
 #include <mpi.h>
@@ -45,6 +46,10 @@ precis_status precis_mpi_join(precis_mpi_world *w) {
 void precis_mpi_leave(precis_mpi_world *w) {
   if (w->joined) MPI_Finalize();
   w->joined = w->active = false;
+}
+
+void precis_mpi_abort(const precis_mpi_world *w, int code) {
+  if (w->active) MPI_Abort(MPI_COMM_WORLD, code);
 }
 
 int precis_mpi_bcast_int(const precis_mpi_world *w, int value) {
@@ -90,7 +95,7 @@ precis_status precis_mpi_gather_text(const precis_mpi_world *w, const char *text
     if (!all && st == PRECIS_OK) st = precis_fail(PRECIS_E_NOMEM, "out of memory gathering the ranks' journals");
   }
   MPI_Gatherv(text, mine, MPI_CHAR, all, counts, offsets, MPI_CHAR, 0, MPI_COMM_WORLD);
-  if (w->rank == 0 && st == PRECIS_OK) {
+  if (w->rank == 0 && st == PRECIS_OK && texts) {
     for (int r = 0; r < w->size; r++) {
       texts[r] = malloc((size_t)counts[r] + 1);
       if (!texts[r]) {
@@ -108,6 +113,70 @@ precis_status precis_mpi_gather_text(const precis_mpi_world *w, const char *text
   return st;
 }
 
+precis_status precis_mpi_bcast_bytes(const precis_mpi_world *w, char **data, size_t *len) {
+  if (!w->active) return PRECIS_OK;
+  long long n = w->rank == 0 ? (long long)*len : 0;
+  if (n >= INT_MAX) n = -1; /* every rank must learn of the refusal, or the others wait */
+  MPI_Bcast(&n, 1, MPI_LONG_LONG, 0, MPI_COMM_WORLD);
+  if (n < 0) return precis_fail(PRECIS_E_INPUT, "%zu bytes exceed what one MPI_Bcast carries", *len);
+  char *buffer = w->rank == 0 ? *data : malloc((size_t)n + 1);
+  /* A rank out of memory still takes part (into a byte of its own), then fails. */
+  char spare;
+  MPI_Bcast(buffer ? buffer : &spare, buffer ? (int)n : 0, MPI_CHAR, 0, MPI_COMM_WORLD);
+  if (w->rank == 0) return PRECIS_OK;
+  if (!buffer) return precis_fail(PRECIS_E_NOMEM, "out of memory receiving %lld bytes from MPI rank 0", n);
+  buffer[n] = '\0';
+  *data = buffer;
+  *len = (size_t)n;
+  return PRECIS_OK;
+}
+
+precis_status precis_mpi_send(const precis_mpi_world *w, int dest, int tag, const void *data, size_t bytes) {
+  if (!w->active) return precis_fail(PRECIS_E_RUNTIME, "MPI: not in a job of several ranks");
+  if (bytes >= INT_MAX)
+    return precis_fail(PRECIS_E_INPUT, "MPI: a message of %zu bytes is over what one MPI_Send carries (2 GiB)", bytes);
+  if (MPI_Send(data, (int)bytes, MPI_BYTE, dest, tag, MPI_COMM_WORLD) != MPI_SUCCESS)
+    return precis_fail(PRECIS_E_RUNTIME, "MPI_Send to rank %d failed", dest);
+  return PRECIS_OK;
+}
+
+precis_status precis_mpi_recv(const precis_mpi_world *w, int source, int *tag, void *buf, size_t cap, size_t *bytes) {
+  if (!w->active) return precis_fail(PRECIS_E_RUNTIME, "MPI: not in a job of several ranks");
+  MPI_Status status;
+  int ready = 0;
+  /* A blocking MPI_Recv would not return on a signal: poll, 0.2 ms apart, the interrupt flag in
+   * between (the handler only sets it). */
+  for (;;) {
+    if (MPI_Iprobe(source, MPI_ANY_TAG, MPI_COMM_WORLD, &ready, &status) != MPI_SUCCESS)
+      return precis_fail(PRECIS_E_RUNTIME, "MPI_Iprobe of rank %d failed", source);
+    if (ready) break;
+    if (precis_interrupt_signal)
+      return precis_fail(PRECIS_E_INTERRUPTED, "signal %d while waiting for MPI rank %d (mpirun ends the job when a "
+                         "rank dies or the job is stopped)", (int)precis_interrupt_signal, source);
+    nanosleep(&(struct timespec){0, 200000}, NULL);
+  }
+  int count = 0;
+  MPI_Get_count(&status, MPI_BYTE, &count);
+  *tag = status.MPI_TAG;
+  *bytes = (size_t)count;
+  void *into = (size_t)count <= cap ? buf : malloc((size_t)count);
+  if (!into) return precis_fail(PRECIS_E_NOMEM, "out of memory receiving %d bytes from MPI rank %d", count, source);
+  int rc = MPI_Recv(into, count, MPI_BYTE, source, status.MPI_TAG, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+  if (into != buf) {
+    memcpy(buf, into, cap);
+    free(into);
+  }
+  if (rc != MPI_SUCCESS) return precis_fail(PRECIS_E_RUNTIME, "MPI_Recv from rank %d failed", source);
+  return PRECIS_OK;
+}
+
+bool precis_mpi_pending(const precis_mpi_world *w, int source, int tag) {
+  if (!w->active) return false;
+  int ready = 0;
+  MPI_Iprobe(source, tag, MPI_COMM_WORLD, &ready, MPI_STATUS_IGNORE);
+  return ready != 0;
+}
+
 #else
 
 bool precis_mpi_built(void) { return false; }
@@ -119,6 +188,8 @@ precis_status precis_mpi_join(precis_mpi_world *w) {
 }
 
 void precis_mpi_leave(precis_mpi_world *w) { (void)w; }
+
+void precis_mpi_abort(const precis_mpi_world *w, int code) { (void)w, (void)code; }
 
 int precis_mpi_bcast_int(const precis_mpi_world *w, int value) {
   (void)w;
@@ -134,6 +205,26 @@ precis_status precis_mpi_gather_text(const precis_mpi_world *w, const char *text
                                      size_t *lens) {
   (void)w, (void)text, (void)len, (void)texts, (void)lens;
   return precis_fail(PRECIS_E_NOT_BUILT, "this precis was built without MPI (PRECIS_MPI=OFF)");
+}
+
+precis_status precis_mpi_bcast_bytes(const precis_mpi_world *w, char **data, size_t *len) {
+  (void)w, (void)data, (void)len;
+  return PRECIS_OK;
+}
+
+precis_status precis_mpi_send(const precis_mpi_world *w, int dest, int tag, const void *data, size_t bytes) {
+  (void)w, (void)dest, (void)tag, (void)data, (void)bytes;
+  return precis_fail(PRECIS_E_NOT_BUILT, "this precis was built without MPI (PRECIS_MPI=OFF)");
+}
+
+precis_status precis_mpi_recv(const precis_mpi_world *w, int source, int *tag, void *buf, size_t cap, size_t *bytes) {
+  (void)w, (void)source, (void)tag, (void)buf, (void)cap, (void)bytes;
+  return precis_fail(PRECIS_E_NOT_BUILT, "this precis was built without MPI (PRECIS_MPI=OFF)");
+}
+
+bool precis_mpi_pending(const precis_mpi_world *w, int source, int tag) {
+  (void)w, (void)source, (void)tag;
+  return false;
 }
 
 #endif

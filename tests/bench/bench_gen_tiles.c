@@ -1,7 +1,7 @@
 /* Peak memory of `precis gen` against the tile size (gen --tile-rows, DESIGN §13): one workload
  * generated in core and with several tiles, each in a child process whose peak RSS (wait4's
- * ru_maxrss) is printed with its time. In core the peak grows with m·batch (a, its float64 copy,
- * c_ref and ab_abs); tiled it is b (and its float64 copy) plus the tile.
+ * ru_maxrss) is printed with its time. In core the peak grows with m·batch (a, c_ref and ab_abs);
+ * tiled it is b (and its float64 copy) plus the tile.
  *
  * The verdict (bench/bench_verdict.h): the smallest tile's peak is at most a quarter of the in-core
  * peak (the tile, not m, sets the memory).
