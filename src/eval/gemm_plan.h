@@ -49,6 +49,8 @@ typedef struct precis_lt_route {
   precis_format_id acc, out;
   int compute_type;               /* PRECIS_LT_COMPUTE_* */
   precis_lt_scaling scaling;
+  bool fast_accum;                /* CUBLASLT_MATMUL_DESC_FAST_ACCUM = 1 (fp8: the k-sum never promoted); matches
+                                   * spec->fast_accum */
   int min_cc;                     /* major*10 + minor */
   long long min_cublaslt;         /* cublasLtGetVersion(); 0: any */
   const char *needs;              /* why it cannot run below min_cc */
@@ -57,7 +59,7 @@ typedef struct precis_lt_route {
 /* The workspace handed to cuBLASLt: 32 MiB (cudaMalloc aligns to 256 bytes). */
 #define PRECIS_LT_WORKSPACE_BYTES ((size_t)32 << 20)
 
-#define PRECIS_LT_ROUTE_COUNT 7
+#define PRECIS_LT_ROUTE_COUNT 8
 const precis_lt_route *precis_lt_route_at(size_t index); /* index < PRECIS_LT_ROUTE_COUNT */
 size_t precis_lt_route_index(const precis_lt_route *route);
 /* The route of a spec, or NULL with the reason (naming the spec field no route covers). */
@@ -138,6 +140,8 @@ typedef struct precis_gemm_plan {
   /* fp8 per-tensor scales: which workload operand's scale goes to CUBLASLT_MATMUL_DESC_A_SCALE_POINTER
    * and B_SCALE_POINTER (NONE for the other recipes). */
   precis_plan_operand lt_a_scale, lt_b_scale;
+  /* CUBLASLT_MATMUL_DESC_FAST_ACCUM (int8_t, cublasLt.h: default 0): 1 for fp8 fast accumulation. */
+  bool fast_accum;
 
   /* Writing the inputs. */
   precis_plan_write write_a, write_b;
