@@ -289,6 +289,8 @@ DEFINE_AVX2_SPAN(e4m3)
 DEFINE_AVX2_SPAN(e5m2)
 DEFINE_AVX2_SPAN(e2m1)
 DEFINE_AVX2_SPAN(int)
+#else
+#define PRECIS_AVX2_SPANS 0
 #endif
 
 typedef struct encoder {
