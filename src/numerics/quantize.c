@@ -505,11 +505,33 @@ static void band_scales(int rule, const band_scale_args *a) {
   }
 }
 
+/* The statistics of band gi (its group rows): each group's amax bits, or (asymmetric) its min and
+ * max, into amax / mins, maxs of l->scale_cols entries, which this sets first (mins and maxs may
+ * be NULL when not asym). */
+static void gather_band(const float *x, size_t rows, size_t cols, const precis_quant_layout *l, size_t gi, bool asym,
+                        uint32_t *amax, float *mins, float *maxs) {
+  size_t sc = l->scale_cols, gc = l->group_cols;
+  size_t r0 = gi * l->group_rows, r1 = r0 + l->group_rows < rows ? r0 + l->group_rows : rows;
+  memset(amax, 0, sc * sizeof *amax);
+  if (mins && maxs)
+    for (size_t j = 0; j < sc; j++) mins[j] = 0.0f, maxs[j] = 0.0f;
+  for (size_t r = r0; r < r1; r++) {
+    const float *row = x + r * cols;
+    if (gc == 1) {
+      if (asym) band_minmax_percol(row, cols, mins, maxs);
+      else band_absmax_percol(row, cols, amax);
+    } else {
+      if (asym) row_groups_minmax(row, cols, gc, mins, maxs);
+      else row_groups_absmax_any(row, cols, gc, amax);
+    }
+  }
+}
+
 precis_status precis_quantize(const precis_quant_desc *d, const float *x, size_t rows, size_t cols,
                               precis_quant_tensor *q) {
   precis_status st = PRECIS_OK;
   precis_quant_layout l;
-  uint32_t *amax = NULL;
+  uint32_t *amax = NULL, *all_amax = NULL;
   float *mins = NULL, *maxs = NULL, *dv = NULL, *zv = NULL;
   if ((st = precis_quant_layout_of(d, rows, cols, &l)) != PRECIS_OK) goto done;
   if (!q->codes || !q->scales || (l.has_zero_points && !q->zero_points)) {
@@ -529,31 +551,33 @@ precis_status precis_quantize(const precis_quant_desc *d, const float *x, size_t
   }
   encoder e = encoder_of(d);
   int rule = scale_rule_of(d);
+  bool asym = l.has_zero_points;
   q->tensor_scale = 1.0f;
   if (l.has_tensor_scale) {
-    float s2 = precis_div_rn(precis_absmax(x, rows * cols), NV_TENSOR_DIVISOR);
+    /* nv: the tensor scale needs the whole matrix before any block scale, so the matrix is read
+     * twice. The first pass keeps every group's amax (their max is the tensor's), so that the
+     * second only encodes, streaming, instead of waiting on memory for the maxima and then
+     * computing. Without room for them, the maxima are gathered again band by band. */
+    all_amax = calloc(l.scale_count, sizeof *all_amax);
+    uint32_t m = 0;
+    if (all_amax) {
+      for (size_t gi = 0; gi < l.scale_rows; gi++)
+        gather_band(x, rows, cols, &l, gi, false, all_amax + gi * sc, NULL, NULL);
+      for (size_t i = 0; i < l.scale_count; i++) m = all_amax[i] > m ? all_amax[i] : m;
+    }
+    float s2 = precis_div_rn(all_amax ? precis_f32_of_bits(m) : precis_absmax(x, rows * cols), NV_TENSOR_DIVISOR);
     q->tensor_scale = s2 > 0.0f ? s2 : 1.0f;
   }
-  bool asym = l.has_zero_points;
   for (size_t c = 0; c < cols; c++) zv[c] = 0.0f; /* symmetric formats keep these zero points */
+  for (size_t j = 0; j < sc; j++) mins[j] = 0.0f, maxs[j] = 0.0f; /* nv gathers none; only asym reads them */
   float e4m3_values[256];
   for (int c = 0; c < 256; c++) e4m3_values[c] = precis_bits_e4m3_to_f32((uint8_t)c);
   size_t clipped = 0;
   for (size_t gi = 0; gi < l.scale_rows; gi++) {
     size_t r0 = gi * l.group_rows, r1 = r0 + l.group_rows < rows ? r0 + l.group_rows : rows;
-    memset(amax, 0, sc * sizeof *amax);
-    for (size_t j = 0; j < sc; j++) mins[j] = 0.0f, maxs[j] = 0.0f;
-    for (size_t r = r0; r < r1; r++) {
-      const float *row = x + r * cols;
-      if (gc == 1) {
-        if (asym) band_minmax_percol(row, cols, mins, maxs);
-        else band_absmax_percol(row, cols, amax);
-      } else {
-        if (asym) row_groups_minmax(row, cols, gc, mins, maxs);
-        else row_groups_absmax_any(row, cols, gc, amax);
-      }
-    }
-    band_scale_args a = {.amax = amax, .mins = mins, .maxs = maxs, .count = sc, .group_cols = gc, .cols = cols,
+    if (!all_amax) gather_band(x, rows, cols, &l, gi, asym, amax, mins, maxs);
+    band_scale_args a = {.amax = all_amax ? all_amax + gi * sc : amax, .mins = mins, .maxs = maxs, .count = sc,
+                         .group_cols = gc, .cols = cols,
                          .max_elem = e.max_elem, .emax_elem = emax_elem(d->elem), .tensor_scale = q->tensor_scale,
                          .scales = q->scales + gi * sc,
                          .scale_codes = q->scale_codes && l.scale_fmt != PRECIS_FMT_F32 ? q->scale_codes + gi * sc : NULL,
@@ -564,6 +588,7 @@ precis_status precis_quantize(const precis_quant_desc *d, const float *x, size_t
   }
   q->clipped = clipped;
 done:
+  free(all_amax);
   free(amax);
   free(mins);
   free(maxs);
