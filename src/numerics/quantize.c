@@ -466,9 +466,19 @@ __attribute__((target("avx2"))) static size_t nv_band_scales_avx2(const band_sca
     _mm256_storeu_ps(divisors, divisor);
     if (a->scale_codes)
       for (int l = 0; l < 8; l++) a->scale_codes[gj + (size_t)l] = (uint8_t)codes[l];
-    for (int l = 0; l < 8; l++) {
-      size_t c0 = (gj + (size_t)l) * a->group_cols, c1 = c0 + a->group_cols < a->cols ? c0 + a->group_cols : a->cols;
-      for (size_t c = c0; c < c1; c++) a->dv[c] = divisors[l];
+    if (a->group_cols == 1 && gj + 8 <= a->cols) {
+      _mm256_storeu_ps(a->dv + gj, divisor); /* B: one group per column */
+    } else if (a->group_cols == 16 && (gj + 8) * 16 <= a->cols) {
+      for (int l = 0; l < 8; l++) { /* A: 16 columns per group */
+        __m256 v = _mm256_set1_ps(divisors[l]);
+        _mm256_storeu_ps(a->dv + (gj + (size_t)l) * 16, v);
+        _mm256_storeu_ps(a->dv + (gj + (size_t)l) * 16 + 8, v);
+      }
+    } else {
+      for (int l = 0; l < 8; l++) {
+        size_t c0 = (gj + (size_t)l) * a->group_cols, c1 = c0 + a->group_cols < a->cols ? c0 + a->group_cols : a->cols;
+        for (size_t c = c0; c < c1; c++) a->dv[c] = divisors[l];
+      }
     }
   }
   return gj;
