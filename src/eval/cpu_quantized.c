@@ -528,7 +528,8 @@ precis_status precis_cpu_quant_prepare(const precis_spec *spec, const precis_wor
       goto done;
     }
   }
-  q->direct = q->nseg == 1 && q->a.unit && q->b.unit && q->kind != QUANT_INT;
+  /* Fast accumulation always takes the segment path, which holds its model (fast_segment). */
+  q->direct = q->nseg == 1 && q->a.unit && q->b.unit && q->kind != QUANT_INT && !spec->fast_accum;
   size_t rows = w->b_batched ? q->m : q->batch * q->m;
   if (!q->direct) {
     q->fb_row = q_alloc(q, q->n, sizeof(float));
