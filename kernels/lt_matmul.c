@@ -106,6 +106,10 @@ precis_status precis_lt_call_init(precis_lt_call *call, const precis_gemm_plan *
       int32_t mode = modes[i]->mode;
       PRECIS_TRY(cublas, cublasLtMatmulDescSetAttribute(call->desc, mode_attrs[i], &mode, sizeof mode));
     }
+  if (plan->fast_accum) {
+    int8_t fast = 1; /* cublasLt.h: int8_t, default 0 */
+    PRECIS_TRY(cublas, cublasLtMatmulDescSetAttribute(call->desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof fast));
+  }
   /* The layouts of one call (the whole GEMM unless the plan splits it; C is D's buffer). */
   st = make_layout(&call->a, &plan->call_a);
   if (st == PRECIS_OK) st = make_layout(&call->b, &plan->call_b);

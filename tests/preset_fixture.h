@@ -25,7 +25,7 @@ static inline const precis_recipe *preset_recipe_of_table(size_t index) {
 /* The index-th preset of `all`. */
 static inline const precis_recipe *preset_recipe_at(size_t index) {
   for (size_t i = 0; i < precis_recipe_preset_count(); i++)
-    if (!precis_recipe_preset_at(i)->high_precision && index-- == 0) return preset_recipe_of_table(i);
+    if (!precis_recipe_preset_at(i)->high_precision && !precis_recipe_preset_at(i)->optional && index-- == 0) return preset_recipe_of_table(i);
   fprintf(stderr, "preset_recipe_at: no such preset\n");
   abort();
 }

@@ -433,6 +433,132 @@ TEST(operand_b_groups_run_along_k) {
   quant_free(&ra);
 }
 
+/* A deliberately plain quantizer from the rules of format_bits.h (docs/formats.md, "The generic
+ * quantizer"): each group's statistics element by element, its scale by precis_bits_group_scale,
+ * each element by the scalar rule. precis_quantize (band walks, vector encoders, specialised scale
+ * loops) must give the same codes, scales, scale codes, zero points and clipped count. */
+static void naive_quantize(const precis_quant_desc *d, const float *x, size_t rows, size_t cols,
+                           const precis_quant_layout *l, uint8_t *codes, float *scales, uint8_t *scale_codes,
+                           uint8_t *zeros, size_t *clipped) {
+  int rule = d->gran == PRECIS_QUANT_GRAN_MX         ? PRECIS_SCALE_RULE_MX_FLOOR
+             : d->gran == PRECIS_QUANT_GRAN_MX_RCEIL ? PRECIS_SCALE_RULE_MX_RCEIL
+             : d->gran == PRECIS_QUANT_GRAN_NV       ? PRECIS_SCALE_RULE_NV
+             : d->ints == PRECIS_QUANT_INT_ASYMMETRIC && d->elem == PRECIS_FMT_U4 ? PRECIS_SCALE_RULE_ASYM
+                                                                                 : PRECIS_SCALE_RULE_DIVIDE;
+  bool is_int = d->elem == PRECIS_FMT_I8 || d->elem == PRECIS_FMT_S4 || d->elem == PRECIS_FMT_U4;
+  float qmax = d->elem == PRECIS_FMT_I8 ? 127.0f : d->elem == PRECIS_FMT_S4 ? 7.0f : 15.0f, qmin = -qmax;
+  float max_elem = d->elem == PRECIS_FMT_E4M3 ? 448.0f : d->elem == PRECIS_FMT_E5M2 ? 57344.0f
+                   : d->elem == PRECIS_FMT_E2M1 ? 6.0f : qmax;
+  if (is_int && d->ints == PRECIS_QUANT_INT_SYMMETRIC_HALF) qmin = -qmax - 1.0f, max_elem = qmax + 0.5f;
+  if (rule == PRECIS_SCALE_RULE_ASYM) qmin = 0.0f;
+  int emax = d->elem == PRECIS_FMT_E4M3 ? 8 : d->elem == PRECIS_FMT_E5M2 ? 15 : 2;
+  float ts = 1.0f;
+  if (rule == PRECIS_SCALE_RULE_NV) {
+    float m = 0;
+    for (size_t i = 0; i < rows * cols; i++) m = fmaxf(m, precis_bits_finite_abs(x[i]));
+    ts = m / 2688.0f > 0.0f ? m / 2688.0f : 1.0f;
+  }
+  *clipped = 0;
+  for (size_t gr = 0; gr < l->scale_rows; gr++)
+    for (size_t gc = 0; gc < l->scale_cols; gc++) {
+      size_t r0 = gr * l->group_rows, c0 = gc * l->group_cols;
+      size_t r1 = r0 + l->group_rows < rows ? r0 + l->group_rows : rows;
+      size_t c1 = c0 + l->group_cols < cols ? c0 + l->group_cols : cols;
+      float amax = 0, lo = 0, hi = 0;
+      for (size_t r = r0; r < r1; r++)
+        for (size_t c = c0; c < c1; c++) {
+          float v = x[r * cols + c], f = precis_bits_is_finite(v) ? v : 0.0f;
+          amax = fmaxf(amax, precis_bits_finite_abs(v));
+          lo = fminf(lo, f), hi = fmaxf(hi, f);
+        }
+      precis_bits_scale g = precis_bits_group_scale(rule, amax, lo, hi, max_elem, emax, ts);
+      size_t idx = gr * l->scale_cols + gc;
+      scales[idx] = g.scale, scale_codes[idx] = (uint8_t)g.code, zeros[idx] = (uint8_t)g.zero;
+      for (size_t r = r0; r < r1; r++)
+        for (size_t c = c0; c < c1; c++) {
+          float v = x[r * cols + c];
+          int clip = 0;
+          uint8_t code = d->elem == PRECIS_FMT_E4M3   ? precis_bits_fp8_quantize(v, g.divisor, &clip)
+                         : d->elem == PRECIS_FMT_E5M2 ? precis_bits_e5m2_quantize(v, g.divisor, &clip)
+                         : d->elem == PRECIS_FMT_E2M1 ? precis_bits_e2m1_quantize(v, g.divisor, &clip)
+                                                      : (uint8_t)precis_bits_int_quantize(v, g.divisor, g.zero, qmin, qmax, &clip);
+          codes[r * cols + c] = code;
+          *clipped += (size_t)clip;
+        }
+    }
+}
+
+TEST(every_granularity_matches_a_plain_reference) {
+  static const precis_quant_desc descs[] = {
+      {PRECIS_FMT_E4M3, PRECIS_QUANT_GRAN_TENSOR, 0, 0, 0, PRECIS_OPERAND_A},
+      {PRECIS_FMT_E4M3, PRECIS_QUANT_GRAN_ROW, 0, 0, 0, PRECIS_OPERAND_A},
+      {PRECIS_FMT_E4M3, PRECIS_QUANT_GRAN_COL, 0, 0, 0, PRECIS_OPERAND_B},
+      {PRECIS_FMT_E4M3, PRECIS_QUANT_GRAN_K, 128, 0, 0, PRECIS_OPERAND_A},
+      {PRECIS_FMT_E4M3, PRECIS_QUANT_GRAN_K, 24, 0, 0, PRECIS_OPERAND_B},
+      {PRECIS_FMT_E4M3, PRECIS_QUANT_GRAN_BLOCK, 16, 40, 0, PRECIS_OPERAND_B},
+      {PRECIS_FMT_E5M2, PRECIS_QUANT_GRAN_ROW, 0, 0, 0, PRECIS_OPERAND_A},
+      {PRECIS_FMT_E4M3, PRECIS_QUANT_GRAN_MX, 0, 0, 0, PRECIS_OPERAND_A},
+      {PRECIS_FMT_E5M2, PRECIS_QUANT_GRAN_MX, 0, 0, 0, PRECIS_OPERAND_B},
+      {PRECIS_FMT_E2M1, PRECIS_QUANT_GRAN_MX, 0, 0, 0, PRECIS_OPERAND_A},
+      {PRECIS_FMT_E2M1, PRECIS_QUANT_GRAN_MX_RCEIL, 0, 0, 0, PRECIS_OPERAND_B},
+      {PRECIS_FMT_E2M1, PRECIS_QUANT_GRAN_NV, 0, 0, 0, PRECIS_OPERAND_A},
+      {PRECIS_FMT_E2M1, PRECIS_QUANT_GRAN_NV, 0, 0, 0, PRECIS_OPERAND_B},
+      {PRECIS_FMT_I8, PRECIS_QUANT_GRAN_ROW, 0, 0, PRECIS_QUANT_INT_SYMMETRIC, PRECIS_OPERAND_A},
+      {PRECIS_FMT_I8, PRECIS_QUANT_GRAN_COL, 0, 0, PRECIS_QUANT_INT_SYMMETRIC_HALF, PRECIS_OPERAND_B},
+      {PRECIS_FMT_S4, PRECIS_QUANT_GRAN_K, 128, 0, PRECIS_QUANT_INT_SYMMETRIC, PRECIS_OPERAND_B},
+      {PRECIS_FMT_S4, PRECIS_QUANT_GRAN_K, 32, 0, PRECIS_QUANT_INT_SYMMETRIC_HALF, PRECIS_OPERAND_A},
+      {PRECIS_FMT_U4, PRECIS_QUANT_GRAN_K, 128, 0, PRECIS_QUANT_INT_ASYMMETRIC, PRECIS_OPERAND_B},
+      {PRECIS_FMT_U4, PRECIS_QUANT_GRAN_K, 16, 0, PRECIS_QUANT_INT_ASYMMETRIC, PRECIS_OPERAND_A},
+  };
+  /* Shapes with and without ragged groups; values over many binades, with zeros, subnormals, huge
+   * values, inf and NaN, and whole groups of zeros (zero divisors). */
+  static const size_t shapes[][2] = {{37, 70}, {64, 256}, {3, 300}};
+  uint32_t state = 12345;
+  for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+    size_t rows = shapes[s][0], cols = shapes[s][1], n = rows * cols;
+    float *x = malloc(n * sizeof *x);
+    for (size_t i = 0; i < n; i++) {
+      state = state * 1664525u + 1013904223u;
+      uint32_t r = state >> 8;
+      float v = ldexpf((float)(r & 0xffff) / 65536.0f - 0.5f, (int)((r >> 16) % 40) - 20);
+      switch (r % 97) {
+      case 0: v = INFINITY; break;
+      case 1: v = -INFINITY; break;
+      case 2: v = NAN; break;
+      case 3: v = -NAN; break;
+      case 4: v = 1e-40f; break;
+      case 5: v = -3e38f; break;
+      default: break;
+      }
+      x[i] = (i / cols) % 7 == 5 ? 0.0f : v; /* zero rows: zero groups on every side */
+    }
+    for (size_t k = 0; k < sizeof descs / sizeof descs[0]; k++) {
+      const precis_quant_desc *d = &descs[k];
+      precis_quant_layout l;
+      CHECK_OK(precis_quant_layout_of(d, rows, cols, &l));
+      uint8_t *codes = malloc(n), *want_codes = malloc(n), *sc = calloc(l.scale_count, 1),
+              *want_sc = calloc(l.scale_count, 1), *zp = calloc(l.scale_count, 1), *want_zp = calloc(l.scale_count, 1);
+      float *scales = malloc(l.scale_count * sizeof *scales), *want_scales = malloc(l.scale_count * sizeof *scales);
+      precis_quant_tensor q = {.codes = codes, .scales = scales, .scale_codes = sc, .zero_points = zp};
+      CHECK_OK(precis_quantize(d, x, rows, cols, &q));
+      size_t want_clipped = 0;
+      naive_quantize(d, x, rows, cols, &l, want_codes, want_scales, want_sc, want_zp, &want_clipped);
+      size_t bad = 0;
+      for (size_t i = 0; i < n; i++) bad += codes[i] != want_codes[i];
+      for (size_t i = 0; i < l.scale_count; i++) {
+        bad += bits_of(scales[i]) != bits_of(want_scales[i]);
+        if (l.scale_fmt != PRECIS_FMT_F32) bad += sc[i] != want_sc[i];
+        if (l.has_zero_points) bad += zp[i] != want_zp[i];
+      }
+      CHECK_MSG(bad == 0 && q.clipped == want_clipped, "%s@%s:%s side %d, %zux%zu: %zu mismatches, clipped %zu vs %zu",
+                precis_format_get(d->elem)->name, precis_quant_gran_str(d->gran), precis_quant_int_str(d->ints),
+                (int)d->side, rows, cols, bad, q.clipped, want_clipped);
+      free(codes), free(want_codes), free(sc), free(want_sc), free(zp), free(want_zp), free(scales), free(want_scales);
+    }
+    free(x);
+  }
+}
+
 static precis_status parabola_error(const float *s, void *ctx, double *error) {
   (void)s;
   int *calls = ctx;
@@ -486,4 +612,5 @@ TEST(smoothquant_scales_and_search) {
 RUN_TESTS(T(e2m1_codes_and_rounding), T(e8m0_codes_and_scale_rules), T(nibble_packing_order_and_round_trip),
           T(format_rows_of_new_formats), T(layouts_of_each_granularity), T(invalid_descriptions_are_usage_errors),
           T(fp8_scale_rule_edges), T(mx_and_nv_rules), T(integer_conventions), T(legacy_quantizers_reproduced),
-          T(operand_b_groups_run_along_k), T(smoothquant_scales_and_search), T(static_amax_quantizes_per_tensor))
+          T(operand_b_groups_run_along_k), T(smoothquant_scales_and_search), T(static_amax_quantizes_per_tensor),
+          T(every_granularity_matches_a_plain_reference))

@@ -47,9 +47,10 @@ static void check_error(const char *text, const char *mentions, const char *allo
 
 TEST(presets_are_canonical_specs) {
   size_t baselines = 0;
-  /* The seven of DESIGN §3, then issue 16's nine (all in `all`), then the high-precision family. */
+  /* The seven of DESIGN §3, then issue 16's nine (all in `all`), fp8-fast (optional), then the
+   * high-precision family. */
   CHECK_EQ_INT(precis_recipe_preset_all_count(), 16);
-  CHECK_EQ_INT(precis_recipe_preset_count(), 16 + 5 + 6 + 1); /* fp64, 3xtf32, bf16x3/6/9, ozaki-int8-3..8, fp64-emu */
+  CHECK_EQ_INT(precis_recipe_preset_count(), 16 + 1 + 5 + 6 + 1); /* fp8-fast; fp64, 3xtf32, bf16x3/6/9, ozaki-int8-3..8, fp64-emu */
   for (size_t i = 0; i < precis_recipe_preset_count(); i++) {
     const precis_recipe_preset *p = precis_recipe_preset_at(i);
     check_canonical(p->spec, p->spec);
@@ -100,6 +101,42 @@ TEST(presets_mean_what_design_says) {
   check_canonical("a=s8,b=s8", expected[5].spec);
   check_canonical("a=s8@row:sym,b=s8@col:sym,acc=s32,out=f32,scale=dynamic", expected[5].spec);
   check_canonical("a=e4m3,b=e4m3,out=bf16", expected[6].spec);
+}
+
+/* acc=fp32fast: tf32 operands with fp32 ones (the tf32 preset, above), cuBLASLt FAST_ACCUM with fp8
+ * ones -- a field of its own that round-trips and makes a spec distinct from fp8's. */
+TEST(fp8_fast_accumulation_is_its_own_spec) {
+  const char *fast = "a=e4m3@tensor,b=e4m3@tensor,acc=fp32fast,out=bf16" TAIL;
+  check_canonical("a=e4m3,acc=f32fast,out=bf16", fast);
+  check_canonical("a=e4m3,b=e4m3,acc=fp32fast,out=bf16", fast);
+  check_canonical(fast, fast);
+  check_canonical("a=e4m3@row,b=e5m2@col,acc=f32fast", "a=e4m3@row,b=e5m2@col,acc=fp32fast,out=fp32" TAIL);
+  precis_spec f, plain;
+  CHECK_OK(precis_spec_parse(fast, &f));
+  CHECK_OK(precis_spec_parse(precis_recipe_preset_find("fp8")->spec, &plain));
+  CHECK(f.fast_accum && !plain.fast_accum && f.acc == PRECIS_FMT_F32);
+  CHECK(!precis_spec_equal(&f, &plain));
+  CHECK_STR(precis_spec_acc_name(&f), "fp32fast");
+  const precis_recipe_preset *p = precis_recipe_preset_find("fp8-fast");
+  CHECK(p && strcmp(p->spec, fast) == 0 && p->optional);
+  /* fp8-fast and fp8 are two recipes in one list; fp8-fast is not in `all`. */
+  precis_recipe_list l;
+  CHECK(precis_recipe_list_parse("fp8-fast,a=e4m3,acc=f32fast,out=bf16,int8", &l) == PRECIS_E_USAGE); /* the same */
+  CHECK_OK(precis_recipe_list_parse("fp8,fp8-fast", &l));
+  CHECK_EQ_INT((long long)l.count, 2);
+  precis_recipe_list_free(&l);
+  CHECK_OK(precis_recipe_list_parse("all", &l));
+  for (size_t i = 0; i < l.count; i++) CHECK_MSG(strcmp(l.items[i].name, "fp8-fast") != 0, "fp8-fast in all");
+  CHECK_EQ_INT((long long)l.count, (long long)precis_recipe_preset_all_count());
+  precis_recipe_list_free(&l);
+  /* The describe line says so. */
+  char line[512];
+  precis_spec_describe(&f, line, sizeof line);
+  CHECK_MSG(strstr(line, "FAST_ACCUM") != NULL, "%s", line);
+  /* Where FAST_ACCUM means nothing: one fp8 operand, or scales applied per k-block. */
+  check_error("a=e4m3,b=bf16,acc=fp32fast", "acc=fp32fast with a=e4m3,b=bf16", "both operands e4m3 or e5m2");
+  check_error("a=e4m3@k128,b=e4m3@128x128,acc=fp32fast", "a=e4m3@k128", "tensor, row (A) or col (B)");
+  check_error("a=e4m3,b=e4m3@mx,acc=f32fast", "b=e4m3@mx", "tensor, row (A) or col (B)");
 }
 
 TEST(every_field_parses) {
@@ -231,7 +268,8 @@ TEST(recipe_lists_split_at_preset_names) {
   precis_recipe_list_free(&l);
   CHECK_EQ_INT(list_count("all,a=bf16,out=fp32", &l), precis_recipe_preset_all_count() + 1);
   precis_recipe_list_free(&l);
-  CHECK_EQ_INT(list_count("high-precision", &l), precis_recipe_preset_count() - precis_recipe_preset_all_count());
+  /* Every preset is in `all`, in high-precision, or optional (fp8-fast). */
+  CHECK_EQ_INT(list_count("high-precision", &l), precis_recipe_preset_count() - precis_recipe_preset_all_count() - 1);
   precis_recipe_list_free(&l);
   /* A range of a preset family, in order; every member must exist. */
   CHECK_EQ_INT(list_count("fp64,ozaki-int8-3..8", &l), 7);
@@ -339,6 +377,12 @@ TEST(backends_answer_from_the_spec) {
       CHECK_MSG(route && strcmp(route->name, r.name) == 0, "%s: %s", r.name, why);
       CHECK_MSG(precis_cuda_spec_supported(&r.spec, 9, 0, why, sizeof why), "%s: %s", r.name, why);
       CHECK(!precis_cuda_spec_supported(&r.spec, 8, 9, why, sizeof why) && strstr(why, "sm_90"));
+      continue;
+    }
+    if (r.preset->optional) {
+      /* fp8-fast: the fp8 route plus FAST_ACCUM. */
+      CHECK_MSG(route && strcmp(route->name, r.name) == 0 && route->fast_accum, "%s: %s", r.name, why);
+      CHECK_MSG(precis_cuda_spec_supported(&r.spec, 9, 0, why, sizeof why), "%s: %s", r.name, why);
       continue;
     }
     if (i >= 7) {
@@ -578,7 +622,8 @@ TEST(dequantized_inputs_reproduce_the_spec) {
   CHECK(ad == NULL && bd == NULL);
 }
 
-RUN_TESTS(T(presets_are_canonical_specs), T(presets_mean_what_design_says), T(every_field_parses),
+RUN_TESTS(T(presets_are_canonical_specs), T(presets_mean_what_design_says), T(fp8_fast_accumulation_is_its_own_spec),
+          T(every_field_parses),
           T(every_error_names_the_field_and_what_is_allowed), T(recipe_lists_split_at_preset_names),
           T(static_activation_scales_rewrite_the_spec), T(tensor_bytes_follow_the_formats_and_scales),
           T(backends_answer_from_the_spec), T(cpu_runs_specs_by_their_fields), T(dequantized_inputs_reproduce_the_spec))

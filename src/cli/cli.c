@@ -265,8 +265,9 @@ int precis_cli_parse_plan_args(const char *command, int argc, char **argv, bool 
                                                {NULL, 0, NULL, 0}};
   memset(args, 0, sizeof *args);
   args->cc_major = 9;
-  /* `precis recipes` is the catalogue: every preset, the high-precision family included. */
-  const char *recipes = strcmp(command, "recipes") == 0 ? "all,high-precision" : "all";
+  /* `precis recipes` is the catalogue: every preset, the optional ones and the high-precision family
+   * included. */
+  const char *recipes = strcmp(command, "recipes") == 0 ? "all,fp8-fast,high-precision" : "all";
   optind = 1;
   opterr = 0;
   int opt;

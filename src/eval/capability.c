@@ -56,6 +56,11 @@ static const precis_lt_route routes[] = {
     /* The partial products of the bf16 splits: bf16 terms, products summed into a float32 D. */
     {.name = "bf16-f32out", .a = PRECIS_FMT_BF16, .b = PRECIS_FMT_BF16, .acc = PRECIS_FMT_F32, .out = PRECIS_FMT_F32,
      .compute_type = PRECIS_LT_COMPUTE_32F, .min_cc = 80, .needs = "BF16 needs sm_80 (Ampere) or newer"},
+    /* fp8 with the k-sum left in the tensor core's accumulator: the fp8 route plus FAST_ACCUM. */
+    {.name = "fp8-fast", .a = PRECIS_FMT_E4M3, .b = PRECIS_FMT_E4M3, .a_gran = PRECIS_GRAN_TENSOR,
+     .b_gran = PRECIS_GRAN_TENSOR, .acc = PRECIS_FMT_F32, .out = PRECIS_FMT_BF16, .compute_type = PRECIS_LT_COMPUTE_32F,
+     .scaling = PRECIS_LT_SCALING_TENSOR_POINTERS, .fast_accum = true, .min_cc = 89, .min_cublaslt = 111100,
+     .needs = "FP8 (e4m3) matmul needs sm_89 (Ada) or sm_90 (Hopper) or newer"},
 };
 _Static_assert(sizeof routes / sizeof routes[0] == PRECIS_LT_ROUTE_COUNT, "PRECIS_LT_ROUTE_COUNT is the table's size");
 
@@ -82,7 +87,8 @@ static bool route_matches(const precis_lt_route *r, const precis_spec *s) {
   bool a_ok = s->scale == PRECIS_SCALE_DYNAMIC ? operand_matches(&a, r->a, r->a_gran)
                                                : r->a_static_ok && operand_matches(&a, r->a, PRECIS_GRAN_TENSOR);
   return a_ok && operand_matches(&s->b, r->b, r->b_gran) && groups_match(r, s) && s->acc == r->acc &&
-         s->out == r->out && s->split == r->split;
+         s->out == r->out && s->split == r->split &&
+         s->fast_accum == r->fast_accum;
 }
 
 static bool is_fp8_fmt(precis_format_id f) { return f == PRECIS_FMT_E4M3 || f == PRECIS_FMT_E5M2; }
@@ -196,9 +202,9 @@ static void why_no_route(const precis_spec *s, char *why, size_t len) {
     return;
   else
     snprintf(why, len, "a=%s,b=%s,acc=%s,out=%s: no cuBLASLt route in precis yet (issue 16); routes: the presets "
-                       "fp32, tf32, fp16, fp16acc16, bf16, int8, fp8, fp8-rowwise, fp8-block, fp8 with out=e4m3, "
-                       "fp64, fp64-emu and the split recipes",
-             a, b, precis_format_get(s->acc)->name, precis_format_get(s->out)->name);
+                       "fp32, tf32, fp16, fp16acc16, bf16, int8, fp8, fp8-fast, fp8-rowwise, fp8-block, fp8 with "
+                       "out=e4m3, fp64, fp64-emu and the split recipes",
+             a, b, precis_spec_acc_name(s), precis_format_get(s->out)->name);
 }
 
 const precis_lt_route *precis_lt_route_find(const precis_spec *spec, char *why, size_t len) {

@@ -29,6 +29,24 @@
 #include "quant.h"
 #include "quantize.h"
 
+/* fp8 fast accumulation (CUBLASLT_MATMUL_DESC_FAST_ACCUM; docs/formats.md, "fp8 fast accumulation"):
+ * the accumulator keeps FAST_FRACTION_BITS fraction bits, truncating, and takes FAST_BLOCK products
+ * at a time (Hopper's fp8 wgmma has k = 32); nothing is promoted to fp32 until the k-sum ends. The
+ * width is the published estimate for Hopper (DeepSeek-V3 §3.3.2; Khattak & Mikaitis, arXiv
+ * 2512.07004) of an undocumented datapath: a model, not the hardware's bits. */
+enum { FAST_FRACTION_BITS = 13, FAST_BLOCK = 32 };
+
+/* acc + block, truncated toward zero to FAST_FRACTION_BITS fraction bits (clearing the low bits of
+ * a double's significand); the sum is formed in double, whose rounding is far below the truncation. */
+static float fast_accumulate(float acc, float block) {
+  double sum = (double)acc + (double)block;
+  uint64_t bits;
+  memcpy(&bits, &sum, sizeof bits);
+  bits &= ~((UINT64_C(1) << (52 - FAST_FRACTION_BITS)) - 1);
+  memcpy(&sum, &bits, sizeof bits);
+  return (float)sum;
+}
+
 typedef enum quant_kind {
   QUANT_FLOAT,       /* fp32 sums of units per segment */
   QUANT_INT,         /* exact integer sums per segment (acc=s32) */
@@ -55,6 +73,7 @@ struct precis_cpu_quant {
   size_t *seg; /* nseg + 1 boundaries along k, seg[0] = 0, seg[nseg] = k */
   size_t nseg, seg_cap;
   float *partial;  /* rows x n, one segment's sums */
+  float *block;    /* fast_accum: rows x n, one block of FAST_BLOCK products */
   double *ipartial;
   float *fb_row;   /* n: B's factors of the current segment */
   double *f16_row; /* acc=fp16 scratch */
@@ -90,7 +109,7 @@ static bool legacy_operand(const precis_operand_spec *op, bool is_b) {
 
 bool precis_cpu_quant_claims(const precis_spec *s) {
   if (s->split != PRECIS_SPLIT_NONE || spec_has_f64(s)) return false;
-  if (precis_spec_smooths(s) || is_fp8(s->out)) return true;
+  if (precis_spec_smooths(s) || is_fp8(s->out) || s->fast_accum) return true;
   /* Static scales: the original path has them for s8 A only. */
   if (s->scale != PRECIS_SCALE_DYNAMIC && !precis_operand_is_integer(&s->a)) return true;
   if (!legacy_operand(&s->a, false) || !legacy_operand(&s->b, true)) return true;
@@ -509,12 +528,19 @@ precis_status precis_cpu_quant_prepare(const precis_spec *spec, const precis_wor
       goto done;
     }
   }
-  q->direct = q->nseg == 1 && q->a.unit && q->b.unit && q->kind != QUANT_INT;
+  /* Fast accumulation always takes the segment path, which holds its model (fast_segment). */
+  q->direct = q->nseg == 1 && q->a.unit && q->b.unit && q->kind != QUANT_INT && !spec->fast_accum;
   size_t rows = w->b_batched ? q->m : q->batch * q->m;
   if (!q->direct) {
     q->fb_row = q_alloc(q, q->n, sizeof(float));
     if (q->kind == QUANT_INT) q->ipartial = q_alloc(q, rows * q->n, sizeof(double));
     else q->partial = q_alloc(q, rows * q->n, sizeof(float));
+  }
+  if (spec->fast_accum && !(q->block = q_alloc(q, rows * q->n, sizeof(float)))) {
+    st = PRECIS_E_DOES_NOT_FIT;
+    *status = PRECIS_ROW_DOES_NOT_FIT;
+    snprintf(reason, reason_len, "host allocation of the %zux%zu fast-accumulation block sums failed", rows, q->n);
+    goto done;
   }
   if (spec->acc == PRECIS_FMT_F16) q->f16_row = q_alloc(q, q->n, sizeof(double));
   if ((!q->direct && (!q->fb_row || (!q->ipartial && !q->partial))) || (spec->acc == PRECIS_FMT_F16 && !q->f16_row)) {
@@ -525,7 +551,12 @@ precis_status precis_cpu_quant_prepare(const precis_spec *spec, const precis_wor
   }
   const char *sums = spec->acc == PRECIS_FMT_F16 ? "every partial sum rounded to fp16 (sequential k)"
                                                  : "f32 products and sums (OpenBLAS sgemm)";
-  if (q->kind == QUANT_INT)
+  if (spec->fast_accum)
+    snprintf(q->emulation, sizeof q->emulation,
+             "fp8 fast accumulation model: decoded codes, f32 sums of %d products (OpenBLAS sgemm) added into an "
+             "accumulator truncated to %d fraction bits over the whole k (no promotion), then c = (s_a*s_b)*acc in f32",
+             FAST_BLOCK, FAST_FRACTION_BITS);
+  else if (q->kind == QUANT_INT)
     snprintf(q->emulation, sizeof q->emulation,
              "exact integer products and s32 sums per k-segment (%zu), then c += (s_a*s_b)*float(acc) in f32", q->nseg);
   else if (q->kind == QUANT_WEIGHT_ONLY)
@@ -573,6 +604,22 @@ static void scale_segment(precis_cpu_quant *q, float *c, size_t rows, size_t row
   }
 }
 
+/* One segment's sums in the fast-accumulation model: FAST_BLOCK products at a time into q->partial. */
+static void fast_segment(precis_cpu_quant *q, size_t rows, size_t row0, size_t g, size_t k0, size_t len) {
+  size_t n = q->n, k = q->k, count = rows * n;
+  for (size_t p0 = 0; p0 < len; p0 += FAST_BLOCK) {
+    size_t blen = len - p0 < FAST_BLOCK ? len - p0 : FAST_BLOCK;
+    float *dst = p0 == 0 ? q->partial : q->block;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)n, (int)blen, 1.0f,
+                q->a.units + row0 * k + k0 + p0, (int)k, q->b.units + g * k * n + (k0 + p0) * n, (int)n, 0.0f, dst,
+                (int)n);
+    if (p0 == 0)
+      for (size_t i = 0; i < count; i++) q->partial[i] = fast_accumulate(0.0f, q->partial[i]);
+    else
+      for (size_t i = 0; i < count; i++) q->partial[i] = fast_accumulate(q->partial[i], q->block[i]);
+  }
+}
+
 void precis_cpu_quant_gemm(precis_cpu_quant *q, float *c) {
   size_t m = q->m, n = q->n, k = q->k;
   bool batched = q->mats > 1;
@@ -594,6 +641,8 @@ void precis_cpu_quant_gemm(precis_cpu_quant *q, float *c) {
         cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)n, (int)len, 1.0,
                     q->a.ints + row0 * k + k0, (int)k, q->b.ints + g * k * n + k0 * n, (int)n, 0.0, q->ipartial,
                     (int)n);
+      else if (q->block)
+        fast_segment(q, rows, row0, g, k0, len);
       else
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)n, (int)len, 1.0f,
                     q->a.units + row0 * k + k0, (int)k, q->b.units + g * k * n + k0 * n, (int)n, 0.0f, q->partial,
@@ -692,6 +741,7 @@ void precis_cpu_quant_free(precis_cpu_quant *q) {
   free_operand(q, &q->b);
   q_free(q, q->seg, q->seg_cap, sizeof(size_t));
   q_free(q, q->partial, rows * q->n, sizeof(float));
+  q_free(q, q->block, rows * q->n, sizeof(float));
   q_free(q, q->ipartial, rows * q->n, sizeof(double));
   q_free(q, q->fb_row, q->n, sizeof(float));
   q_free(q, q->f16_row, q->n, sizeof(double));

@@ -156,6 +156,7 @@ precis_status precis_gemm_plan_make_for(const precis_spec *spec, int64_t m, int6
   plan->batch = batch;
   plan->b_batched = b_batched && batch > 1;
   plan->tn = int8 || fp8;
+  plan->fast_accum = route->fast_accum;
 
   /* cuBLASLt's requirements, in the workload's names (lt_m = n, lt_k = k, lt_n = rows):
    * int8 IMMA with regular ordering: m and k multiples of 4, lda/ldb/ldc multiples of 4, TN.
@@ -536,6 +537,10 @@ void precis_gemm_plan_describe(const precis_gemm_plan *plan, precis_kv_list *det
   precis_kv_set(details, "lt_types", buf);
   precis_kv_set(details, "lt_compute_type", compute_type_name(plan->compute_type));
   precis_kv_set(details, "lt_scale_type", data_type_name(plan->scale_type));
+  precis_kv_set(details, "fast_accum",
+                plan->fast_accum ? "CUBLASLT_MATMUL_DESC_FAST_ACCUM = 1: the k-sum stays in the fp8 tensor core's "
+                                   "accumulator, never promoted to fp32"
+                                 : "0 (cuBLASLt default)");
   describe_matrix(details, "lt_a", &plan->lt_a);
   describe_matrix(details, "lt_b", &plan->lt_b);
   describe_matrix(details, "lt_c", &plan->lt_c);

@@ -71,6 +71,8 @@ typedef struct precis_lt_route {
   int a_group;                    /* A's k<G> group (PRECIS_GRAN_K); 0: any */
   int b_block_rows, b_block_cols; /* B's <R>x<C> block (PRECIS_GRAN_BLOCK); 0: any */
   bool d_scaled;                  /* fp8 output: scale_D and amax_D (CUBLASLT_MATMUL_DESC_D_SCALE/AMAX_D_POINTER) */
+  bool fast_accum;                /* CUBLASLT_MATMUL_DESC_FAST_ACCUM = 1 (fp8: the k-sum never promoted); matches
+                                   * spec->fast_accum */
   int min_cc;                     /* major*10 + minor */
   long long min_cublaslt;         /* cublasLtGetVersion(); 0: any */
   const char *needs;              /* why it cannot run below min_cc */
@@ -80,7 +82,7 @@ typedef struct precis_lt_route {
 /* The workspace handed to cuBLASLt: 32 MiB (cudaMalloc aligns to 256 bytes). */
 #define PRECIS_LT_WORKSPACE_BYTES ((size_t)32 << 20)
 
-#define PRECIS_LT_ROUTE_COUNT 13
+#define PRECIS_LT_ROUTE_COUNT 14
 const precis_lt_route *precis_lt_route_at(size_t index); /* index < PRECIS_LT_ROUTE_COUNT */
 size_t precis_lt_route_index(const precis_lt_route *route);
 /* The route of a spec, or NULL with the reason (naming the spec field no route covers). */
@@ -186,6 +188,8 @@ typedef struct precis_gemm_plan {
    * from the amax of a first pass (AMAX_D_POINTER): docs/decisions.md. */
   bool d_scaled;
   bool c_separate;
+  /* CUBLASLT_MATMUL_DESC_FAST_ACCUM (int8_t, cublasLt.h: default 0): 1 for fp8 fast accumulation. */
+  bool fast_accum;
 
   /* Writing the inputs. */
   precis_plan_write write_a, write_b;

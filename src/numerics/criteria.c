@@ -94,6 +94,8 @@ static bool is_fp8(precis_format_id fmt) { return fmt == PRECIS_FMT_E4M3 || fmt 
 
 precis_accumulation precis_spec_accumulation(const precis_spec *spec) {
   const precis_format *acc = precis_format_get(spec->acc);
+  /* FAST_ACCUM: no promotion, the whole k in the narrow accumulator (docs/formats.md). */
+  if (spec->fast_accum) return (precis_accumulation){FP8_ACC_UNIT, 0, FP8_ACC_UNIT};
   if ((is_fp8(spec->a.fmt) || is_fp8(spec->b.fmt)) && spec->acc == PRECIS_FMT_F32)
     return (precis_accumulation){FP8_ACC_UNIT, FP8_ACC_INTERVAL, acc->unit_roundoff};
   return (precis_accumulation){acc->unit_roundoff, 0, acc->unit_roundoff};

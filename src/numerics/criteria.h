@@ -36,7 +36,8 @@ const char *precis_cmp_str(precis_cmp op);
  * `promoted_unit` (interval 0: every sum in `unit`). fp8 on Hopper tensor cores keeps about 13-14
  * fraction bits between promotions (DeepSeek-V3 technical report §3.3.2; Khattak & Mikaitis, arXiv
  * 2512.07004): unit 2^-13, promoted into float32 every 128 products (DeepSeek-V3's N_C; cuBLASLt's
- * interval with CUBLASLT_MATMUL_DESC_FAST_ACCUM = 0 is not documented: docs/cuda-backend.md). */
+ * interval with CUBLASLT_MATMUL_DESC_FAST_ACCUM = 0 is not documented: docs/cuda-backend.md). With
+ * FAST_ACCUM (spec->fast_accum) nothing is promoted: unit 2^-13 over all k (interval 0). */
 typedef struct precis_accumulation {
   double unit;
   long long interval;

@@ -163,6 +163,136 @@ DEFINE_SPAN(e5m2, precis_bits_e5m2_quantize(xi, di, &c))
 DEFINE_SPAN(e2m1, precis_bits_e2m1_quantize(xi, di, &c))
 DEFINE_SPAN(int, precis_bits_int_quantize(xi, di, zi, qmin, qmax, &c))
 
+/* ---- AVX2 encoders: the same rules, eight elements at a time, 32 codes per store. GCC does not
+ * vectorize these rules well on its own (the 32-to-8-bit narrowing of the codes and the NaN/zero
+ * selects cost more than the arithmetic), so they are written with intrinsics and chosen at run
+ * time (encoder_of). The floating-point formats round by addition: for |v| in [2^e, 2^(e+1)) (or
+ * below the smallest normal) M = 2^(e + 23 - fraction bits) (at least the subnormal unit times
+ * 2^23) has the format's spacing as its ulp, so the IEEE sum |v| + M, rounded to nearest even, is
+ * M plus |v| rounded to the format, and the difference of the bit patterns counts its units; the
+ * exponent of M gives the code's exponent field. Saturation, NaN and zero divisors are the scalar
+ * rules' selects. tests/exhaustive_quantize_spans.c checks every fp32 input against the scalar
+ * rules (format_bits.h). ---- */
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define PRECIS_AVX2_SPANS 1
+#include <immintrin.h>
+
+#define AVX2_FN __attribute__((target("avx2"))) static inline
+#define V32(v) _mm256_set1_epi32((int)(v))
+
+/* |v| rounded to nearest even on a float grid by adding M (see above): the code's magnitude bits.
+ * mant_bits: the format's fraction bits; min_m_exp: the biased exponent of the smallest M (the
+ * subnormal unit times 2^23). Inputs whose M overflows are saturated by the caller. */
+AVX2_FN __m256i avx2_round_magnitude(__m256i a, int mant_bits, unsigned min_m_exp) {
+  __m256i m = _mm256_max_epu32(_mm256_add_epi32(_mm256_and_si256(a, V32(0x7f800000u)), V32((23u - (unsigned)mant_bits) << 23)),
+                               V32(min_m_exp << 23));
+  __m256i sum = _mm256_castps_si256(_mm256_add_ps(_mm256_castsi256_ps(a), _mm256_castsi256_ps(m)));
+  __m256i exp_field = _mm256_slli_epi32(_mm256_sub_epi32(_mm256_srli_epi32(m, 23), V32(min_m_exp)), mant_bits);
+  return _mm256_add_epi32(_mm256_sub_epi32(sum, m), exp_field);
+}
+
+/* Lanes with a zero divisor: code 0, clipped when x is not finite (the scalar rules' zero_scale).
+ * Every rule ends here: it counts the lane's clipping into *clip (a mask is -1, so subtracting it
+ * adds 1) and returns the codes. */
+AVX2_FN __m256i avx2_zero_divisor(__m256 x, __m256 d, __m256i code, __m256i clipped, __m256i *clip) {
+  __m256i zero = _mm256_castps_si256(_mm256_cmp_ps(d, _mm256_setzero_ps(), _CMP_EQ_OQ));
+  __m256i x_abs = _mm256_and_si256(_mm256_castps_si256(x), V32(0x7fffffffu));
+  __m256i not_finite = _mm256_cmpgt_epi32(x_abs, V32(0x7f7fffffu));
+  *clip = _mm256_sub_epi32(*clip, _mm256_blendv_epi8(clipped, not_finite, zero));
+  return _mm256_andnot_si256(zero, code);
+}
+
+/* precis_bits_fp8_quantize */
+AVX2_FN __m256i avx2_e4m3(__m256 x, __m256 d, __m256 z, __m256 qmin, __m256 qmax, __m256i *clip) {
+  (void)z, (void)qmin, (void)qmax;
+  __m256i u = _mm256_castps_si256(_mm256_div_ps(x, d));
+  __m256i a = _mm256_and_si256(u, V32(0x7fffffffu));
+  __m256i saturated = _mm256_cmpgt_epi32(a, V32(0x43e80000u)); /* |v| > 464, NaN included */
+  __m256i mag = _mm256_blendv_epi8(avx2_round_magnitude(a, 3, 141), V32(0x7eu), saturated);
+  __m256i code = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(u, 24), V32(0x80u)), mag);
+  __m256i nan_code = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(_mm256_castps_si256(x), 24), V32(0x80u)),
+                                     V32(0x7fu));
+  code = _mm256_blendv_epi8(code, nan_code, _mm256_cmpgt_epi32(a, V32(0x7f800000u)));
+  return avx2_zero_divisor(x, d, code, saturated, clip);
+}
+
+/* precis_bits_e5m2_quantize (satfinite) */
+AVX2_FN __m256i avx2_e5m2(__m256 x, __m256 d, __m256 z, __m256 qmin, __m256 qmax, __m256i *clip) {
+  (void)z, (void)qmin, (void)qmax;
+  __m256i u = _mm256_castps_si256(_mm256_div_ps(x, d));
+  __m256i a = _mm256_and_si256(u, V32(0x7fffffffu));
+  __m256i saturated = _mm256_cmpgt_epi32(a, V32(0x476fffffu)); /* |v| >= 61440, inf and NaN included */
+  __m256i mag = _mm256_blendv_epi8(avx2_round_magnitude(a, 2, 134), V32(0x7bu), saturated);
+  __m256i code = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(u, 24), V32(0x80u)), mag);
+  __m256i nan_code = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(_mm256_castps_si256(x), 24), V32(0x80u)),
+                                     V32(0x7eu));
+  code = _mm256_blendv_epi8(code, nan_code, _mm256_cmpgt_epi32(a, V32(0x7f800000u)));
+  return avx2_zero_divisor(x, d, code, saturated, clip);
+}
+
+/* precis_bits_e2m1_quantize: NaN gives +6 (code 7), |v| >= 7 saturates to 6 with v's sign. */
+AVX2_FN __m256i avx2_e2m1(__m256 x, __m256 d, __m256 z, __m256 qmin, __m256 qmax, __m256i *clip) {
+  (void)z, (void)qmin, (void)qmax;
+  __m256i u = _mm256_castps_si256(_mm256_div_ps(x, d));
+  __m256i a = _mm256_and_si256(u, V32(0x7fffffffu));
+  __m256i saturated = _mm256_cmpgt_epi32(a, V32(0x40dfffffu)); /* |v| >= 7, inf and NaN included */
+  __m256i mag = _mm256_blendv_epi8(avx2_round_magnitude(a, 1, 149), V32(0x7u), saturated);
+  __m256i nan = _mm256_cmpgt_epi32(a, V32(0x7f800000u));
+  __m256i sign = _mm256_andnot_si256(nan, _mm256_and_si256(_mm256_srli_epi32(u, 28), V32(0x8u)));
+  return avx2_zero_divisor(x, d, _mm256_or_si256(sign, mag), saturated, clip);
+}
+
+/* precis_bits_int_quantize: clamp(rne(x/d) + z, qmin, qmax), NaN -> z; the code is the low byte. */
+AVX2_FN __m256i avx2_int(__m256 x, __m256 d, __m256 z, __m256 qmin, __m256 qmax, __m256i *clip) {
+  __m256 v = _mm256_div_ps(x, d);
+  __m256 r = _mm256_add_ps(_mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), z);
+  __m256 over = _mm256_cmp_ps(r, qmax, _CMP_GT_OQ), under = _mm256_cmp_ps(r, qmin, _CMP_LT_OQ);
+  __m256 nan = _mm256_cmp_ps(v, v, _CMP_UNORD_Q);
+  __m256 t = _mm256_blendv_ps(r, qmax, over);
+  t = _mm256_blendv_ps(t, qmin, under);
+  t = _mm256_blendv_ps(t, z, nan);
+  __m256i clipped = _mm256_castps_si256(_mm256_or_ps(_mm256_or_ps(over, under), nan));
+  __m256i code = _mm256_and_si256(_mm256_cvttps_epi32(t), V32(0xffu));
+  return avx2_zero_divisor(x, d, code, clipped, clip);
+}
+
+/* The span loop: 32 elements per store (the four groups' codes packed to bytes in order), the tail
+ * by the scalar span. */
+#define DEFINE_AVX2_SPAN(name)                                                                                  \
+  __attribute__((target("avx2"))) static size_t name##_span_avx2(const float *restrict x, size_t n,            \
+                                                                  const float *restrict dv,                   \
+                                                                  const float *restrict zv, float qmin,       \
+                                                                  float qmax, uint8_t *restrict codes) {      \
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);                                         \
+    const __m256 lo = _mm256_set1_ps(qmin), hi = _mm256_set1_ps(qmax);                                        \
+    size_t i = 0, clipped = 0;                                                                                 \
+    while (i + 32 <= n) {                                                                                      \
+      /* Per-lane counts of clipped elements stay far from overflow within a chunk. */                         \
+      size_t end = n - i < SPAN_CHUNK ? n : i + SPAN_CHUNK;                                                    \
+      __m256i clip = _mm256_setzero_si256();                                                                   \
+      for (; i + 32 <= end; i += 32) {                                                                         \
+        __m256i c[4];                                                                                          \
+        for (int g = 0; g < 4; g++)                                                                            \
+          c[g] = avx2_##name(_mm256_loadu_ps(x + i + 8 * g), _mm256_loadu_ps(dv + i + 8 * g),                  \
+                             _mm256_loadu_ps(zv + i + 8 * g), lo, hi, &clip);                                   \
+        __m256i bytes = _mm256_packus_epi16(_mm256_packus_epi32(c[0], c[1]), _mm256_packus_epi32(c[2], c[3])); \
+        _mm256_storeu_si256((__m256i *)(codes + i), _mm256_permutevar8x32_epi32(bytes, order));               \
+      }                                                                                                        \
+      uint32_t lanes[8];                                                                                       \
+      _mm256_storeu_si256((__m256i *)lanes, clip);                                                             \
+      for (int l = 0; l < 8; l++) clipped += lanes[l];                                                         \
+    }                                                                                                          \
+    return clipped + name##_span(x + i, n - i, dv + i, zv + i, qmin, qmax, codes + i);                         \
+  }
+
+DEFINE_AVX2_SPAN(e4m3)
+DEFINE_AVX2_SPAN(e5m2)
+DEFINE_AVX2_SPAN(e2m1)
+DEFINE_AVX2_SPAN(int)
+#else
+#define PRECIS_AVX2_SPANS 0
+#endif
+
 typedef struct encoder {
   size_t (*span)(const float *, size_t, const float *, const float *, float, float, uint8_t *);
   float qmin, qmax;    /* integers */
@@ -183,6 +313,11 @@ static encoder encoder_of(const precis_quant_desc *d) {
     break;
   }
   }
+#if PRECIS_AVX2_SPANS
+  if (__builtin_cpu_supports("avx2"))
+    e.span = e.span == e4m3_span ? e4m3_span_avx2 : e.span == e5m2_span ? e5m2_span_avx2
+           : e.span == e2m1_span ? e2m1_span_avx2 : int_span_avx2;
+#endif
   return e;
 }
 
@@ -207,6 +342,41 @@ PRECIS_VECTOR_CLONES static void row_groups_absmax(const float *row, size_t n, s
     }
     amax[gj] = m;
   }
+}
+
+#if PRECIS_AVX2_SPANS
+/* row_groups_absmax for groups of a multiple of 8 columns: one vector max per 8 elements, one
+ * horizontal max per group (GCC's own loop pays a peel and an epilogue per group). */
+__attribute__((target("avx2"))) static void row_groups_absmax_avx2(const float *row, size_t n, size_t g,
+                                                                   uint32_t *amax) {
+  size_t full = n / g, gj = 0;
+  for (; gj < full; gj++) {
+    const float *p = row + gj * g;
+    __m256i m = _mm256_setzero_si256();
+    for (size_t i = 0; i < g; i += 8) {
+      __m256i a = _mm256_and_si256(_mm256_castps_si256(_mm256_loadu_ps(p + i)), V32(0x7fffffffu));
+      /* finite |x| (its bits below the infinity's), else 0: precis_bits_finite_abs_bits */
+      m = _mm256_max_epu32(m, _mm256_and_si256(a, _mm256_cmpgt_epi32(V32(0x7f800000u), a)));
+    }
+    __m128i h = _mm_max_epu32(_mm256_castsi256_si128(m), _mm256_extracti128_si256(m, 1));
+    h = _mm_max_epu32(h, _mm_shuffle_epi32(h, 0x4e));
+    h = _mm_max_epu32(h, _mm_shuffle_epi32(h, 0xb1));
+    uint32_t v = (uint32_t)_mm_cvtsi128_si32(h);
+    amax[gj] = v > amax[gj] ? v : amax[gj];
+  }
+  if (full * g < n) row_groups_absmax(row + full * g, n - full * g, g, amax + full);
+}
+#endif
+
+/* Per row, groups of g columns (one call per row); the vector loop where the CPU has it. */
+static void row_groups_absmax_any(const float *row, size_t n, size_t g, uint32_t *amax) {
+#if PRECIS_AVX2_SPANS
+  if (g % 8 == 0 && __builtin_cpu_supports("avx2")) {
+    row_groups_absmax_avx2(row, n, g, amax);
+    return;
+  }
+#endif
+  row_groups_absmax(row, n, g, amax);
 }
 
 PRECIS_VECTOR_CLONES static void band_minmax_percol(const float *row, size_t n, float *mn, float *mx) {
@@ -243,11 +413,135 @@ static int scale_rule_of(const precis_quant_desc *d) {
   }
 }
 
+/* One band's groups: their maxima in, their scales, scale codes, zero points and each column's
+ * divisor and zero point out. */
+typedef struct band_scale_args {
+  const uint32_t *amax;
+  const float *mins, *maxs;
+  size_t count, group_cols, cols;
+  float max_elem;
+  int emax_elem;
+  float tensor_scale;
+  float *scales;
+  uint8_t *scale_codes; /* NULL: fp32 scales only */
+  uint8_t *zero_points; /* NULL: symmetric */
+  float *dv, *zv;
+  const float *e4m3_values; /* nv: the value of each E4M3 code */
+} band_scale_args;
+
+/* The loop of one scale rule: RULE is a constant, so the rule's other branches fold away. */
+#define BAND_SCALE_LOOP(RULE)                                                                                  \
+  for (size_t gj = 0; gj < a->count; gj++) {                                                                   \
+    precis_bits_scale g = precis_bits_group_scale(RULE, precis_f32_of_bits(a->amax[gj]), a->mins[gj],         \
+                                                  a->maxs[gj], a->max_elem, a->emax_elem, a->tensor_scale);   \
+    a->scales[gj] = g.scale;                                                                                   \
+    if (a->scale_codes) a->scale_codes[gj] = (uint8_t)g.code;                                                  \
+    size_t c0 = gj * a->group_cols, c1 = c0 + a->group_cols < a->cols ? c0 + a->group_cols : a->cols;         \
+    for (size_t c = c0; c < c1; c++) a->dv[c] = g.divisor;                                                     \
+    if (a->zero_points) {                                                                                      \
+      a->zero_points[gj] = (uint8_t)g.zero;                                                                    \
+      for (size_t c = c0; c < c1; c++) a->zv[c] = g.zero;                                                      \
+    }                                                                                                          \
+  }
+
+#if PRECIS_AVX2_SPANS
+/* The nv loop below, eight groups at a time (nv's groups of 16 make a million of them in a 4096²
+ * matrix); returns the groups done, the rest is the scalar loop's. The quotient amax/(6·s2) is
+ * finite and >= 0 (amax <= the tensor's amax = 2688·s2), so its E4M3 code needs no sign or NaN. */
+__attribute__((target("avx2"))) static size_t nv_band_scales_avx2(const band_scale_args *a) {
+  float denom = precis_mul_rn(6.0f, a->tensor_scale);
+  const __m256 vdenom = _mm256_set1_ps(denom), vts = _mm256_set1_ps(a->tensor_scale);
+  size_t gj = 0;
+  for (; gj + 8 <= a->count; gj += 8) {
+    __m256 amax = _mm256_castsi256_ps(_mm256_loadu_si256((const __m256i *)(a->amax + gj)));
+    __m256i q = _mm256_castps_si256(_mm256_div_ps(amax, vdenom));
+    __m256i code = _mm256_blendv_epi8(avx2_round_magnitude(q, 3, 141), V32(0x7eu), _mm256_cmpgt_epi32(q, V32(0x43e80000u)));
+    code = _mm256_blendv_epi8(code, V32(0x38u), _mm256_cmpeq_epi32(code, _mm256_setzero_si256()));
+    __m256 scale = _mm256_i32gather_ps(a->e4m3_values, code, 4);
+    __m256 divisor = _mm256_and_ps(_mm256_mul_ps(scale, vts), _mm256_cmp_ps(amax, _mm256_setzero_ps(), _CMP_GT_OQ));
+    _mm256_storeu_ps(a->scales + gj, scale);
+    uint32_t codes[8];
+    float divisors[8];
+    _mm256_storeu_si256((__m256i *)codes, code);
+    _mm256_storeu_ps(divisors, divisor);
+    if (a->scale_codes)
+      for (int l = 0; l < 8; l++) a->scale_codes[gj + (size_t)l] = (uint8_t)codes[l];
+    if (a->group_cols == 1 && gj + 8 <= a->cols) {
+      _mm256_storeu_ps(a->dv + gj, divisor); /* B: one group per column */
+    } else if (a->group_cols == 16 && (gj + 8) * 16 <= a->cols) {
+      for (int l = 0; l < 8; l++) { /* A: 16 columns per group */
+        __m256 v = _mm256_set1_ps(divisors[l]);
+        _mm256_storeu_ps(a->dv + (gj + (size_t)l) * 16, v);
+        _mm256_storeu_ps(a->dv + (gj + (size_t)l) * 16 + 8, v);
+      }
+    } else {
+      for (int l = 0; l < 8; l++) {
+        size_t c0 = (gj + (size_t)l) * a->group_cols, c1 = c0 + a->group_cols < a->cols ? c0 + a->group_cols : a->cols;
+        for (size_t c = c0; c < c1; c++) a->dv[c] = divisors[l];
+      }
+    }
+  }
+  return gj;
+}
+#endif
+
+static void band_scales(int rule, const band_scale_args *a) {
+  switch (rule) {
+  case PRECIS_SCALE_RULE_MX_FLOOR: BAND_SCALE_LOOP(PRECIS_SCALE_RULE_MX_FLOOR) break;
+  case PRECIS_SCALE_RULE_MX_RCEIL: BAND_SCALE_LOOP(PRECIS_SCALE_RULE_MX_RCEIL) break;
+  case PRECIS_SCALE_RULE_NV: {
+    /* precis_bits_group_scale's NV rule with the E4M3 decoding from a table (its branches made
+     * this loop the slowest part of nv with groups of 16). */
+    float denom = precis_mul_rn(6.0f, a->tensor_scale);
+    size_t gj = 0;
+#if PRECIS_AVX2_SPANS
+    if (__builtin_cpu_supports("avx2")) gj = nv_band_scales_avx2(a);
+#endif
+    for (; gj < a->count; gj++) {
+      float amax = precis_f32_of_bits(a->amax[gj]);
+      uint32_t code = precis_bits_f32_to_e4m3(precis_div_rn(amax, denom));
+      code = code == 0u ? 0x38u : code; /* a block scale that rounds to 0 becomes 1.0 */
+      float scale = a->e4m3_values[code];
+      float divisor = amax > 0.0f ? precis_mul_rn(scale, a->tensor_scale) : 0.0f;
+      a->scales[gj] = scale;
+      if (a->scale_codes) a->scale_codes[gj] = (uint8_t)code;
+      size_t c0 = gj * a->group_cols, c1 = c0 + a->group_cols < a->cols ? c0 + a->group_cols : a->cols;
+      for (size_t c = c0; c < c1; c++) a->dv[c] = divisor;
+    }
+    break;
+  }
+  case PRECIS_SCALE_RULE_ASYM: BAND_SCALE_LOOP(PRECIS_SCALE_RULE_ASYM) break;
+  default: BAND_SCALE_LOOP(PRECIS_SCALE_RULE_DIVIDE) break;
+  }
+}
+
+/* The statistics of band gi (its group rows): each group's amax bits, or (asymmetric) its min and
+ * max, into amax / mins, maxs of l->scale_cols entries, which this sets first (mins and maxs may
+ * be NULL when not asym). */
+static void gather_band(const float *x, size_t rows, size_t cols, const precis_quant_layout *l, size_t gi, bool asym,
+                        uint32_t *amax, float *mins, float *maxs) {
+  size_t sc = l->scale_cols, gc = l->group_cols;
+  size_t r0 = gi * l->group_rows, r1 = r0 + l->group_rows < rows ? r0 + l->group_rows : rows;
+  memset(amax, 0, sc * sizeof *amax);
+  if (mins && maxs)
+    for (size_t j = 0; j < sc; j++) mins[j] = 0.0f, maxs[j] = 0.0f;
+  for (size_t r = r0; r < r1; r++) {
+    const float *row = x + r * cols;
+    if (gc == 1) {
+      if (asym) band_minmax_percol(row, cols, mins, maxs);
+      else band_absmax_percol(row, cols, amax);
+    } else {
+      if (asym) row_groups_minmax(row, cols, gc, mins, maxs);
+      else row_groups_absmax_any(row, cols, gc, amax);
+    }
+  }
+}
+
 precis_status precis_quantize(const precis_quant_desc *d, const float *x, size_t rows, size_t cols,
                               precis_quant_tensor *q) {
   precis_status st = PRECIS_OK;
   precis_quant_layout l;
-  uint32_t *amax = NULL;
+  uint32_t *amax = NULL, *all_amax = NULL;
   float *mins = NULL, *maxs = NULL, *dv = NULL, *zv = NULL;
   if ((st = precis_quant_layout_of(d, rows, cols, &l)) != PRECIS_OK) goto done;
   if (!q->codes || !q->scales || (l.has_zero_points && !q->zero_points)) {
@@ -267,44 +561,44 @@ precis_status precis_quantize(const precis_quant_desc *d, const float *x, size_t
   }
   encoder e = encoder_of(d);
   int rule = scale_rule_of(d);
+  bool asym = l.has_zero_points;
   q->tensor_scale = 1.0f;
   if (l.has_tensor_scale) {
-    float s2 = precis_div_rn(precis_absmax(x, rows * cols), NV_TENSOR_DIVISOR);
+    /* nv: the tensor scale needs the whole matrix before any block scale, so the matrix is read
+     * twice. The first pass keeps every group's amax (their max is the tensor's), so that the
+     * second only encodes, streaming, instead of waiting on memory for the maxima and then
+     * computing. Without room for them, the maxima are gathered again band by band. */
+    all_amax = calloc(l.scale_count, sizeof *all_amax);
+    uint32_t m = 0;
+    if (all_amax) {
+      for (size_t gi = 0; gi < l.scale_rows; gi++)
+        gather_band(x, rows, cols, &l, gi, false, all_amax + gi * sc, NULL, NULL);
+      for (size_t i = 0; i < l.scale_count; i++) m = all_amax[i] > m ? all_amax[i] : m;
+    }
+    float s2 = precis_div_rn(all_amax ? precis_f32_of_bits(m) : precis_absmax(x, rows * cols), NV_TENSOR_DIVISOR);
     q->tensor_scale = s2 > 0.0f ? s2 : 1.0f;
   }
-  bool asym = l.has_zero_points;
   for (size_t c = 0; c < cols; c++) zv[c] = 0.0f; /* symmetric formats keep these zero points */
+  for (size_t j = 0; j < sc; j++) mins[j] = 0.0f, maxs[j] = 0.0f; /* nv gathers none; only asym reads them */
+  float e4m3_values[256];
+  for (int c = 0; c < 256; c++) e4m3_values[c] = precis_bits_e4m3_to_f32((uint8_t)c);
   size_t clipped = 0;
   for (size_t gi = 0; gi < l.scale_rows; gi++) {
     size_t r0 = gi * l.group_rows, r1 = r0 + l.group_rows < rows ? r0 + l.group_rows : rows;
-    memset(amax, 0, sc * sizeof *amax);
-    for (size_t j = 0; j < sc; j++) mins[j] = 0.0f, maxs[j] = 0.0f;
-    for (size_t r = r0; r < r1; r++) {
-      const float *row = x + r * cols;
-      if (gc == 1) {
-        if (asym) band_minmax_percol(row, cols, mins, maxs);
-        else band_absmax_percol(row, cols, amax);
-      } else {
-        if (asym) row_groups_minmax(row, cols, gc, mins, maxs);
-        else row_groups_absmax(row, cols, gc, amax);
-      }
-    }
-    for (size_t gj = 0; gj < sc; gj++) {
-      precis_bits_scale g = precis_bits_group_scale(rule, precis_f32_of_bits(amax[gj]), mins[gj], maxs[gj],
-                                                    e.max_elem, emax_elem(d->elem), q->tensor_scale);
-      size_t idx = gi * sc + gj;
-      q->scales[idx] = g.scale;
-      if (q->scale_codes && l.scale_fmt != PRECIS_FMT_F32) q->scale_codes[idx] = (uint8_t)g.code;
-      if (asym) q->zero_points[idx] = (uint8_t)g.zero;
-      size_t c0 = gj * gc, c1 = c0 + gc < cols ? c0 + gc : cols;
-      for (size_t c = c0; c < c1; c++) dv[c] = g.divisor;
-      if (asym)
-        for (size_t c = c0; c < c1; c++) zv[c] = g.zero;
-    }
+    if (!all_amax) gather_band(x, rows, cols, &l, gi, asym, amax, mins, maxs);
+    band_scale_args a = {.amax = all_amax ? all_amax + gi * sc : amax, .mins = mins, .maxs = maxs, .count = sc,
+                         .group_cols = gc, .cols = cols,
+                         .max_elem = e.max_elem, .emax_elem = emax_elem(d->elem), .tensor_scale = q->tensor_scale,
+                         .scales = q->scales + gi * sc,
+                         .scale_codes = q->scale_codes && l.scale_fmt != PRECIS_FMT_F32 ? q->scale_codes + gi * sc : NULL,
+                         .zero_points = asym ? q->zero_points + gi * sc : NULL, .dv = dv, .zv = zv,
+                         .e4m3_values = e4m3_values};
+    band_scales(rule, &a);
     for (size_t r = r0; r < r1; r++) clipped += e.span(x + r * cols, cols, dv, zv, e.qmin, e.qmax, q->codes + r * cols);
   }
   q->clipped = clipped;
 done:
+  free(all_amax);
   free(amax);
   free(mins);
   free(maxs);

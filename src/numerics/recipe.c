@@ -51,6 +51,14 @@ static const precis_recipe_preset presets[] = {
     {.name = "int8-sq", .spec = "a=s8@row:sym,b=s8@col:sym,acc=s32,out=fp32,scale=dynamic,smooth=0.5,split=none",
      .description = "SmoothQuant (alpha 0.5, scales from the calibration split) then int8: A per row, B per "
                     "column, s=amax/127; compute 32I; output f32"},
+    /* cuBLASLt's FAST_ACCUM (issue 16): fp8's spec with the k-sum never promoted out of the tensor
+     * core. Not in `all`: a speed switch the cpu backend cannot time, and its error only differs from
+     * fp8's at long k (docs/decisions.md). */
+    {.name = "fp8-fast", .spec = "a=e4m3@tensor,b=e4m3@tensor,acc=fp32fast,out=bf16,scale=dynamic,smooth=none,split=none",
+     .description = "A,B e4m3 satfinite, per-tensor scales s=amax/448; compute 32F with CUBLASLT_MATMUL_DESC_FAST_ACCUM "
+                    "(the k-sum kept in the tensor core's ~13-bit accumulator, never promoted); output bf16 "
+                    "(torch._scaled_mm use_fast_accum=True)",
+     .optional = true},
     /* High precision at low-precision speed (issue 19, docs/high-precision.md). */
     {.name = "fp64", .spec = "a=fp64,b=fp64,acc=fp64,out=fp64,scale=dynamic,smooth=none,split=none",
      .description = "A,B f64 (exact from f32 inputs); compute 64F; output f64", .high_precision = true},
@@ -104,7 +112,7 @@ size_t precis_recipe_preset_count(void) { return sizeof presets / sizeof presets
 
 size_t precis_recipe_preset_all_count(void) {
   size_t count = 0;
-  for (size_t i = 0; i < precis_recipe_preset_count(); i++) count += !presets[i].high_precision;
+  for (size_t i = 0; i < precis_recipe_preset_count(); i++) count += !presets[i].high_precision && !presets[i].optional;
   return count;
 }
 
@@ -237,7 +245,7 @@ static precis_status add_text(precis_recipe_list *list, const char *text) {
   bool all = strcmp(text, "all") == 0, high = strcmp(text, "high-precision") == 0;
   if (all || high) {
     for (size_t i = 0; i < precis_recipe_preset_count(); i++) {
-      if (presets[i].high_precision != high) continue;
+      if (presets[i].high_precision != high || (all && presets[i].optional)) continue;
       precis_status st = precis_recipe_from_preset(&presets[i], &r);
       if (st == PRECIS_OK) st = precis_recipe_list_add(list, &r);
       if (st != PRECIS_OK) return st;

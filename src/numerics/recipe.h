@@ -20,13 +20,16 @@ typedef struct precis_recipe_preset {
   /* Issue 19's family (fp64, float splits, Ozaki): not part of `all`, which stays the recipes of
    * ML inference; `--recipes high-precision` names them all. */
   bool high_precision;
+  /* A variant kept out of `all` (docs/decisions.md says why for each): run when named in --recipes,
+   * listed by `precis recipes`. */
+  bool optional;
 } precis_recipe_preset;
 
 /* Bound for per-preset arrays (device inventories); recipe.c asserts the table fits. */
 #define PRECIS_RECIPE_PRESET_MAX 64
 
 size_t precis_recipe_preset_count(void);
-size_t precis_recipe_preset_all_count(void); /* presets in `all`: those not high_precision */
+size_t precis_recipe_preset_all_count(void); /* presets in `all`: those neither high_precision nor optional */
 const precis_recipe_preset *precis_recipe_preset_at(size_t index);
 const precis_recipe_preset *precis_recipe_preset_find(const char *name); /* NULL when unknown */
 const precis_recipe_preset *precis_recipe_preset_baseline(void);
@@ -55,8 +58,8 @@ precis_status precis_recipe_parse(const char *text, precis_recipe *out);
 /* A --recipes list: presets and specs separated by commas; PREFIX<A>..<B> ("ozaki-int8-3..8")
  * stands for the presets PREFIX<A> to PREFIX<B>. Splitting rule: an item containing '='
  * is a field and belongs to the spec that the first such item started; the spec ends at the next
- * item without '=', which is a preset name (or `all`: every preset but the high-precision ones, in
- * table order; `high-precision`: those). So
+ * item without '=', which is a preset name (or `all`: every preset but the high-precision and the
+ * optional ones, in table order; `high-precision`: those). So
  * "fp8,a=bf16,b=bf16,out=fp32,int8" is fp8, the spec a=bf16,b=bf16,out=fp32, and int8. Two
  * recipes with the same canonical spec are refused (PRECIS_E_USAGE). */
 typedef struct precis_recipe_list {

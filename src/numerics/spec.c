@@ -285,6 +285,42 @@ static precis_format_id default_acc(const precis_spec *s) {
   return PRECIS_FMT_F32;
 }
 
+static bool is_fp8_operand(const precis_operand_spec *op) {
+  return op->fmt == PRECIS_FMT_E4M3 || op->fmt == PRECIS_FMT_E5M2;
+}
+
+/* acc=fp32fast names two cuBLAS(Lt) switches, told apart by the operands. With fp8 operands it is
+ * CUBLASLT_MATMUL_DESC_FAST_ACCUM (the k-sum stays in the tensor core's narrow accumulator, never
+ * promoted), a field of its own. Otherwise it is COMPUTE_32F_FAST_TF32: fp32 accumulation of fp32
+ * operands read as tf32, spelled with tf32 operands so that one computation has one canonical spec. */
+static precis_status apply_fast_accum(precis_spec *s) {
+  bool a8 = is_fp8_operand(&s->a), b8 = is_fp8_operand(&s->b);
+  if (!a8 && !b8) {
+    if (s->a.fmt == PRECIS_FMT_F32) s->a.fmt = PRECIS_FMT_TF32;
+    if (s->b.fmt == PRECIS_FMT_F32) s->b.fmt = PRECIS_FMT_TF32;
+    return PRECIS_OK;
+  }
+  if (!a8 || !b8)
+    return precis_fail(PRECIS_E_USAGE, "acc=fp32fast with a=%s,b=%s: fp8 fast accumulation (cuBLASLt FAST_ACCUM) "
+                                       "needs both operands e4m3 or e5m2",
+                       fmt_name(s->a.fmt), fmt_name(s->b.fmt));
+  const precis_operand_spec *ops[2] = {&s->a, &s->b};
+  for (int i = 0; i < 2; i++) {
+    precis_gran g = ops[i]->gran;
+    char text[48];
+    precis_operand_format(ops[i], text, sizeof text);
+    if (g != PRECIS_GRAN_TENSOR && g != PRECIS_GRAN_ROW && g != PRECIS_GRAN_COL)
+      return precis_fail(PRECIS_E_USAGE,
+                         "acc=fp32fast with %s=%s: fp8 fast accumulation keeps the whole k-sum in the tensor core's "
+                         "accumulator, which scales applied per k-block (k<G>, <R>x<C>, mx) interrupt; use tensor, "
+                         "row (A) or col (B) scales",
+                         i ? "b" : "a", text);
+  }
+  s->fast_accum = true;
+  s->acc = PRECIS_FMT_F32;
+  return PRECIS_OK;
+}
+
 /* Combinations of valid fields that mean nothing. */
 static precis_status check_spec(const precis_spec *s) {
   bool a_int = precis_operand_is_integer(&s->a), b_int = precis_operand_is_integer(&s->b);
@@ -367,11 +403,9 @@ precis_status precis_spec_parse(const char *text, precis_spec *out) {
     s.b.fmt = s.a.fmt;
     operand_defaults(&s.b, false);
   }
-  /* fp32fast (cuBLAS COMPUTE_32F_FAST_TF32) is fp32 accumulation of fp32 operands read as tf32:
-   * spelled with tf32 operands so that one computation has one canonical spec. */
   if (fast) {
-    if (s.a.fmt == PRECIS_FMT_F32) s.a.fmt = PRECIS_FMT_TF32;
-    if (s.b.fmt == PRECIS_FMT_F32) s.b.fmt = PRECIS_FMT_TF32;
+    precis_status fst = apply_fast_accum(&s);
+    if (fst != PRECIS_OK) return fst;
   }
   if (!given[FIELD_ACC]) s.acc = default_acc(&s);
   precis_status st = check_spec(&s);
@@ -409,10 +443,12 @@ bool precis_spec_format(const precis_spec *s, char *buf, size_t len) {
   else format_number(s->smooth, smooth, sizeof smooth);
   if (s->split == PRECIS_SPLIT_INT8XN) snprintf(split, sizeof split, "int8x%d", s->split_terms);
   else snprintf(split, sizeof split, "%s", split_names[s->split]);
-  int n = snprintf(buf, len, "a=%s,b=%s,acc=%s,out=%s,scale=%s,smooth=%s,split=%s", a, b, fmt_name(s->acc),
+  int n = snprintf(buf, len, "a=%s,b=%s,acc=%s,out=%s,scale=%s,smooth=%s,split=%s", a, b, precis_spec_acc_name(s),
                    fmt_name(s->out), scale, smooth, split);
   return n >= 0 && (size_t)n < len;
 }
+
+const char *precis_spec_acc_name(const precis_spec *s) { return s->fast_accum ? "fp32fast" : fmt_name(s->acc); }
 
 bool precis_spec_equal(const precis_spec *x, const precis_spec *y) {
   char tx[PRECIS_SPEC_TEXT_MAX], ty[PRECIS_SPEC_TEXT_MAX];
@@ -459,7 +495,9 @@ void precis_spec_describe(const precis_spec *s, char *buf, size_t len) {
     snprintf(extra + used, sizeof extra - used, "; split into %d int8 slices (Ozaki)", s->split_terms);
   else if (s->split != PRECIS_SPLIT_NONE && used < sizeof extra)
     snprintf(extra + used, sizeof extra - used, "; split %s", split_names[s->split]);
-  snprintf(buf, len, "%s; %s; acc %s; out %s%s", a, b, fmt_name(s->acc), fmt_name(s->out), extra);
+  snprintf(buf, len, "%s; %s; acc %s; out %s%s", a, b,
+           s->fast_accum ? "fp32 fast (FAST_ACCUM: the k-sum never promoted out of the tensor core)" : fmt_name(s->acc),
+           fmt_name(s->out), extra);
 }
 
 static long long ceil_div(long long x, long long y) { return (x + y - 1) / y; }

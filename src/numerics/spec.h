@@ -71,7 +71,12 @@ typedef enum precis_split {
 
 typedef struct precis_spec {
   precis_operand_spec a, b;
-  precis_format_id acc; /* PRECIS_FMT_F64, F32, F16 or I32 (s32); fp32fast is parsed into tf32 operands */
+  precis_format_id acc; /* PRECIS_FMT_F64, F32, F16 or I32 (s32) */
+  /* acc=fp32fast with fp8 operands: cuBLASLt's CUBLASLT_MATMUL_DESC_FAST_ACCUM, the whole k summed in
+   * the tensor core's narrow accumulator without periodic promotion (acc is then F32; canonical
+   * `acc=fp32fast`). With fp32 operands fp32fast means tf32 operands instead (COMPUTE_32F_FAST_TF32)
+   * and this stays false, so that each computation has one spelling. */
+  bool fast_accum;
   precis_format_id out;
   precis_scale_method scale;
   double percentile;    /* PRECIS_SCALE_PERCENTILE: (0, 100] */
@@ -93,6 +98,9 @@ bool precis_spec_format(const precis_spec *spec, char *buf, size_t len);
 
 /* One field of the canonical form ("e4m3@row", "s8@col:sym", "bf16"). */
 void precis_operand_format(const precis_operand_spec *op, char *buf, size_t len);
+
+/* The canonical name of the accumulation: the format's ("fp32"), or "fp32fast" for fast_accum. */
+const char *precis_spec_acc_name(const precis_spec *spec);
 
 /* One line for reports: "A s8 per row (sym, amax/127), B s8 per column (sym); acc s32; out fp32". */
 void precis_spec_describe(const precis_spec *spec, char *buf, size_t len);

@@ -187,8 +187,10 @@ static bool takes_scale_tensors(const precis_recipe *r) {
 
 static void against_cpu(bool integers) {
   precis_case_options o = quick_options();
-  for (int id = 0; id < PRESET_COUNT; id++) {
-    const precis_recipe *r = preset_recipe_at((size_t)id);
+  /* The presets of `all`, then fp8-fast (optional: FAST_ACCUM against the cpu backend's model of
+   * the unpromoted accumulator, within its bound k*2^-13). */
+  for (int id = 0; id <= PRESET_COUNT; id++) {
+    const precis_recipe *r = id < PRESET_COUNT ? preset_recipe_at((size_t)id) : preset_recipe("fp8-fast");
     if (!recipe_runs_here(r)) continue;
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
       workload w;

@@ -24,6 +24,7 @@ PRECIS = os.environ.get("PRECIS") or os.path.join(os.environ.get("PRECIS_BUILD_D
 FAST = ["--backend", "cpu", "--quiet", "--max-time-ms", "1", "--min-samples", "1", "--max-samples", "1"]
 BF16 = "a=bf16,b=bf16,acc=fp32,out=bf16,scale=dynamic,smooth=none,split=none"
 FP8 = "a=e4m3@tensor,b=e4m3@tensor,acc=fp32,out=bf16,scale=dynamic,smooth=none,split=none"
+FP8_FAST = "a=e4m3@tensor,b=e4m3@tensor,acc=fp32fast,out=bf16,scale=dynamic,smooth=none,split=none"
 
 failures = []
 
@@ -87,6 +88,19 @@ def test_explain(dataset):
     check((p["a_scale_pointer"], p["b_scale_pointer"]) == ("workload b", "workload a"), "fp8: scale pointers")
     check("written transposed" in p["write_b"] and "zeroed" in p["lt_a"], "fp8: B transposed into a zeroed buffer")
     check(p["widen"] != "none", "fp8: bf16 D widened for read-back")
+    check(p["fast_accum"].startswith("0"), "fp8: no fast accumulation")
+    # fp8-fast: fp8's plan with CUBLASLT_MATMUL_DESC_FAST_ACCUM set; f32fast spells the same spec.
+    proc = precis("explain", dataset, "--recipes", "fp8-fast", "--workloads", "odd", "--json")
+    fast = json.loads(proc.stdout)["cases"][0] if proc.returncode == 0 else {}
+    check(fast.get("spec") == FP8_FAST and fast.get("status") == "native", "explain fp8-fast: acc=fp32fast, native")
+    q = fast.get("plan", {})
+    check(q.get("lt_route") == "fp8-fast" and "CUBLASLT_MATMUL_DESC_FAST_ACCUM = 1" in q.get("fast_accum", ""),
+          "explain fp8-fast: the plan sets FAST_ACCUM")
+    check(all(q.get(key) == p[key] for key in ("lt_types", "lt_op", "padding", "a_scale_pointer", "lt_compute_type")),
+          "explain fp8-fast: otherwise fp8's plan")
+    proc = precis("explain", dataset, "--recipes", "a=e4m3,acc=f32fast,out=bf16", "--workloads", "odd")
+    check(proc.returncode == 0 and "CUBLASLT_MATMUL_DESC_FAST_ACCUM = 1" in proc.stdout and "acc=fp32fast" in proc.stdout,
+          "explain: acc=f32fast with e4m3 operands is fp8-fast (text output)")
     # int8: the IMMA requirements (TN, multiples of 4), int32 accumulators and a dequantization.
     p = cases[("odd", "int8")]["plan"]
     check(p["transa"] == "CUBLAS_OP_T" and p["lt_op"] == "TN", "int8: TN")
@@ -220,16 +234,20 @@ def test_recipes():
     original = ["fp32", "tf32", "fp16", "fp16acc16", "bf16", "int8", "fp8"]
     issue16 = ["fp8-rowwise", "fp8-block", "w8a16", "w4a16", "w4a16-asym", "mxfp8", "mxfp4", "nvfp4", "int8-sq"]
     high = ["fp64", "3xtf32", "bf16x3", "bf16x6", "bf16x9"] + ["ozaki-int8-%d" % n for n in range(3, 9)]
-    check([r["name"] for r in listed] == original + issue16 + high + ["fp64-emu"], "recipes: presets in order")
+    check([r["name"] for r in listed] == original + issue16 + ["fp8-fast"] + high + ["fp64-emu"],
+          "recipes: presets in order")
     check(all(r["backends"]["cpu"]["status"] == "emulated" for r in listed if r["name"] != "fp64-emu"),
           "recipes: every preset but cuBLAS's emulation emulated on cpu")
     emu = [r for r in listed if r["name"] == "fp64-emu"][0]["backends"]
     check(emu["cpu"]["status"] == "unsupported" and "cuda backend only" in emu["cpu"]["reason"]
           and emu["cuda"]["status"] == "unsupported" and "sm_100" in emu["cuda"]["reason"],
           "recipes: fp64-emu is cuda only and needs Blackwell")
-    native16 = ["fp8-rowwise", "fp8-block"]
+    native16 = ["fp8-rowwise", "fp8-block", "fp8-fast"]
     check(all(r["backends"]["cuda"]["status"] == "native" for r in listed if r["name"] in original + native16),
-          "recipes: the original presets, fp8-rowwise and fp8-block native on sm_90")
+          "recipes: the original presets, fp8-rowwise, fp8-block and fp8-fast native on sm_90")
+    fast = [r for r in listed if r["name"] == "fp8-fast"]
+    check(len(fast) == 1 and fast[0]["spec"] == FP8_FAST and "route fp8-fast" in fast[0]["backends"]["cuda"]["how"],
+          "recipes: fp8-fast listed with acc=fp32fast and its own cuBLASLt route")
     emulated = {"w8a16", "w4a16", "w4a16-asym", "mxfp8", "mxfp4"}
     check(all(r["backends"]["cuda"]["status"] == "emulated" and "not a fused kernel's speed" in r["backends"]["cuda"]["how"]
               for r in listed if r["name"] in emulated), "recipes: weight-only and MX emulated on cuda by dequantization")
@@ -276,6 +294,13 @@ def test_run_with_specs(tmp, dataset):
     check(rows[1]["spec"] == spec, "report.csv: spec column")
     with open(os.path.join(out, "report.md"), encoding="utf-8") as fp:
         check(FP8 in fp.read(), "report.md: specs")
+    # fp8-fast runs on the cpu backend as its own row, with its spec and the accumulation model said.
+    proc = precis("run", dataset, "--recipes", "fp8,fp8-fast", "-o", os.path.join(tmp, "fast"), *FAST)
+    with open(os.path.join(tmp, "fast", "report.json"), encoding="utf-8") as fp:
+        rows = json.load(fp)["rows"]
+    fast = [r for r in rows if r["recipe"] == "fp8-fast"]
+    check(proc.returncode in (0, 3) and len(fast) == 3 and all(r["spec"] == FP8_FAST and r["status"] == "ok" for r in fast),
+          "run fp8-fast: ok rows with acc=fp32fast")
     proc = precis("run", dataset, "--recipes", "bf16,a=bf16,out=bf16", "-o", os.path.join(tmp, "dup"), *FAST)
     check(proc.returncode == 2 and "same recipe" in proc.stderr, "run: the same spec twice is refused, exit 2")
     proc = precis("run", dataset, "--recipes", "a=e4m3@row,b=e4m3@col,acc=fp16", "-o", os.path.join(tmp, "unsup"), *FAST)
