@@ -651,7 +651,8 @@ converted:;
     st = precis_fail(PRECIS_E_DOES_NOT_FIT, "host memory: %zu bytes for the output", cs->c_count * sizeof(float));
     goto done;
   }
-  const float *src = p->dequant || p->widen ? cs->out : (const float *)cs->d;
+  /* cs->out exists for every D that is not float32 (int8 dequantized, f16/bf16 widened, e4m3 decoded). */
+  const float *src = cs->out ? cs->out : (const float *)cs->d;
   const precis_plan_read *rd = &p->read;
   for (int64_t c = 0; c < rd->calls; c++)
     PRECIS_TRY(cuda, cudaMemcpy2DAsync(out->c + c * rd->dst_stride, (size_t)rd->dst_ld * sizeof(float),

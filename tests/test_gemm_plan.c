@@ -809,6 +809,15 @@ TEST(split_plans_count_order_and_types) {
       if (q) CHECK(sp.level[q] <= sp.level[q - 1]);
     }
   }
+  /* Terms share one buffer per operand: the heuristic is told how far the term strides align
+   * each product's pointers (3xtf32 5x6x7: a's terms 5*7 floats = 140 bytes apart, 4-aligned). */
+  CHECK_OK(precis_split_plan_make(&preset_recipe("3xtf32")->spec, 5, 6, 7, 1, false, 0, &sp));
+  CHECK_MSG(sp.gemm.call_align_bytes == 4, "3xtf32 5x6x7: call_align_bytes %d", sp.gemm.call_align_bytes);
+  CHECK_OK(precis_split_plan_make(&preset_recipe("bf16x9")->spec, 64, 64, 64, 1, false, 0, &sp));
+  CHECK(sp.gemm.call_align_bytes == 256); /* 64*64 bf16 = 8 KiB apart */
+  CHECK_OK(precis_split_plan_make(&preset_recipe("ozaki-int8-3")->spec, 5, 6, 7, 1, false, 0, &sp));
+  CHECK_MSG(sp.gemm.call_align_bytes == 64, "ozaki 5x6x7: call_align_bytes %d (8x8 and 8x32 int8 slices)",
+            sp.gemm.call_align_bytes);
   /* cuBLASLt 13.1 int8 limits: each product is then several calls, and the total says so. */
   CHECK_OK(precis_split_plan_make(&preset_recipe("ozaki-int8-4")->spec, 5, 6, 7, 3, true, 130100, &sp));
   CHECK(sp.gemm.lt_calls == 3 && sp.lt_calls == 30);

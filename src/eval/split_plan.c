@@ -98,6 +98,17 @@ precis_status precis_split_plan_make(const precis_spec *spec, int64_t m, int64_t
   }
   precis_status st = precis_gemm_plan_make_for(&term, m, n, k, batch, b_batched, lt_version, &plan->gemm);
   if (st != PRECIS_OK) return st;
+  /* Term t of each operand starts t * elements into one buffer (kernels/cuda_hiprec.c), so a
+   * product's A and B pointers are only as aligned as that stride: cuBLASLt's heuristic assumes
+   * 256 bytes unless CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_*_BYTES says less (kernels/lt_matmul.c sets
+   * them from call_align_bytes), and an algorithm picked for 256 may refuse the call. */
+  const precis_lt_matrix *slots[2] = {&plan->gemm.lt_a, &plan->gemm.lt_b};
+  for (int i = 0; i < 2 && plan->terms > 1; i++) {
+    int64_t stride_bytes = slots[i]->elements * (int64_t)slots[i]->elem_bytes;
+    int align = plan->gemm.call_align_bytes;
+    while (align > 1 && stride_bytes % align != 0) align /= 2;
+    plan->gemm.call_align_bytes = align;
+  }
   plan->lt_calls = (int64_t)plan->products * plan->gemm.lt_calls;
   return PRECIS_OK;
 }
