@@ -341,6 +341,21 @@ TEST(backends_answer_from_the_spec) {
       CHECK(!precis_cuda_spec_supported(&r.spec, 8, 9, why, sizeof why) && strstr(why, "sm_90"));
       continue;
     }
+    if (strcmp(r.name, "mxfp8") == 0 || strcmp(r.name, "mxfp4") == 0 || strcmp(r.name, "nvfp4") == 0) {
+      /* Native on sm_100 (VEC32_UE8M0 / VEC16_UE4M3); below, the bf16 GEMM of the exactly
+       * dequantized inputs (nv: with the tensor scales in alpha), down to sm_80. */
+      precis_spec sub;
+      CHECK_MSG(route && strcmp(route->name, r.name) == 0 && route->min_cc == 100, "%s: %s", r.name, why);
+      CHECK_MSG(!precis_lt_emulated_on(&r.spec, 10, 0, &sub, why, sizeof why), "%s native on sm_100", r.name);
+      CHECK_MSG(precis_lt_emulated_on(&r.spec, 9, 0, &sub, why, sizeof why), "%s emulated on sm_90", r.name);
+      CHECK(strstr(why, "not a fused kernel's speed") && (strcmp(r.name, "nvfp4") != 0 || strstr(why, "alpha")));
+      const precis_lt_route *plain = precis_lt_route_find(&sub, NULL, 0);
+      CHECK_MSG(plain && strcmp(plain->name, "bf16") == 0, "%s: emulated as %s", r.name, plain ? plain->name : "?");
+      CHECK_MSG(precis_cuda_spec_supported(&r.spec, 9, 0, why, sizeof why), "%s: %s", r.name, why);
+      CHECK_MSG(precis_cuda_spec_supported(&r.spec, 10, 0, why, sizeof why), "%s: %s", r.name, why);
+      CHECK(!precis_cuda_spec_supported(&r.spec, 7, 5, why, sizeof why) && strstr(why, "sm_80"));
+      continue;
+    }
     if (i >= 7) {
       /* Issue 16's presets: no cuda route yet, and the reason names the way planned for it. */
       static const struct {
