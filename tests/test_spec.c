@@ -309,6 +309,8 @@ TEST(tensor_bytes_follow_the_formats_and_scales) {
    * column of B (5). nvfp4: one E4M3 byte per 16 k, plus an f32 tensor scale per operand. */
   CHECK_EQ_INT(bytes_of("mxfp4", 3, 5, 7, 2, false), 21 + 18 + 30 * 2 + 6 + 5);
   CHECK_EQ_INT(bytes_of("nvfp4", 3, 5, 7, 2, false), 21 + 18 + 30 * 2 + 6 + 4 + 5 + 4);
+  /* A b per batch element: each b matrix its own E4M3 grid and fp32 tensor scale. */
+  CHECK_EQ_INT(bytes_of("nvfp4", 3, 5, 7, 2, true), 21 + 35 + 30 * 2 + 6 + 4 + 2 * (5 + 4));
   /* fp8-block: A 1x128 groups (6 f32 scales), B 128x128 blocks (1 per matrix; b per batch: 2). */
   CHECK_EQ_INT(bytes_of("fp8-block", 3, 5, 7, 2, true), 42 + 70 + 30 * 2 + 6 * 4 + 2 * 4);
   /* fp8 output: e4m3 codes of C and D's f32 scale. */
