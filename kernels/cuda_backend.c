@@ -925,7 +925,7 @@ static bool cuda_supports(void *vctx, const precis_spec *spec, char *reason, siz
   /* cublasLtGetVersion() is major*10000 + minor*100 + patch. FP8 matmul came with CUDA 11.8, whose
    * cuBLAS is 11.11 (111100); 110800 would be cuBLAS 11.8, the library of CUDA 11.6. */
   if (cublasLtGetVersion() < (size_t)route->min_cublaslt) {
-    if (route->min_cublaslt >= PRECIS_LT_VERSION_SCALE_MODES)
+    if (route->min_cublaslt >= PRECIS_LT_VERSION_BLOCK_SCALED) /* the scale-mode routes say which version */
       snprintf(reason, len, "%s; this cuBLASLt is %zu", route->needs, cublasLtGetVersion());
     else
       snprintf(reason, len, "FP8 matmul needs cuBLASLt 11.11 (CUDA 11.8) or newer; this one is %zu",
