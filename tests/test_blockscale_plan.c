@@ -202,14 +202,16 @@ static bool executes_exactly(const char *preset, int64_t m, int64_t n, int64_t k
   const precis_lt_scale_tensor *ts[2] = {&p.lt_a_scales, &p.lt_b_scales};
   uint8_t *sbufs[2] = {sa, sb};
   uint8_t *cbufs[2] = {la, lb};
-  const precis_plan_write *writes[2] = {&p.write_b, &p.write_a};
+  const precis_plan_operand slot_holds[2] = {p.lt_a_holds, p.lt_b_holds};
   for (int s = 0; s < 2; s++) {
-    bool is_a = ts[s]->holds == PRECIS_PLAN_WORKLOAD_A;
-    const quantized *q = is_a ? &qa : &qb;
+    /* The scales of the operand the plan's scale tensor names, the codes of the one the slot holds. */
+    bool scales_of_a = ts[s]->holds == PRECIS_PLAN_WORKLOAD_A, codes_of_a = slot_holds[s] == PRECIS_PLAN_WORKLOAD_A;
+    const quantized *q = scales_of_a ? &qa : &qb;
     precis_gemm_plan_fill_block_scales(ts[s], q->t.scale_codes, (int64_t)q->l.scale_cols, (int64_t)q->l.group_rows,
-                                       (int64_t)q->l.group_cols, is_a ? m : k, is_a ? k : n, 0, sbufs[s]);
-    if (fp4) precis_gemm_plan_place_codes4(writes[s], (is_a ? qa : qb).t.codes, cbufs[s]);
-    else precis_gemm_plan_place_codes(writes[s], (is_a ? qa : qb).t.codes, cbufs[s]);
+                                       (int64_t)q->l.group_cols, scales_of_a ? m : k, scales_of_a ? k : n, 0, sbufs[s]);
+    const precis_plan_write *wr = codes_of_a ? &p.write_a : &p.write_b;
+    if (fp4) precis_gemm_plan_place_codes4(wr, (codes_of_a ? qa : qb).t.codes, cbufs[s]);
+    else precis_gemm_plan_place_codes(wr, (codes_of_a ? qa : qb).t.codes, cbufs[s]);
   }
   int block = p.lt_a_scales.mode == PRECIS_LT_SCALE_VEC16_UE4M3 ? 16 : 32;
   int64_t kb_total = (p.lt_k + block - 1) / block;
