@@ -297,7 +297,7 @@ TEST(block_scaled_plans_refuse_what_they_cannot_take) {
  * sum) to bf16. Modelled here with the k-sum in reverse order, the stated bound is
  * |d_cuda - d_cpu| <= 2 (k + 1) 2^-24 alpha sum|a||b| + 2^-8 max(|d_cuda|, |d_cpu|). */
 TEST(nvfp4_emulation_is_within_the_bound_of_the_cpu_backend) {
-  enum { M = 7, N = 9, K = 100 };
+  enum { M = 16, N = 16, K = 2000 };
   static float a[M * K], b[K * N];
   static double c_ref[M * N], ab_abs[M * N];
   for (int i = 0; i < M * K; i++) a[i] = (float)sin(0.41 * i) * (i % 11 == 0 ? 30.0f : 1.0f);
