@@ -353,6 +353,17 @@ TEST(nvfp4_emulation_is_within_the_bound_of_the_cpu_backend) {
   CHECK(out.c && fabs((double)bf16_round(d0) - out.c[0]) > 2.0 * fabs(out.c[0]) + 1e-30);
   precis_case_output_free(&out);
   free(ad), free(bd);
+  /* A b per batch element whose matrices have different tensor scales: one GEMM has one alpha. */
+  static float a2[2 * 3 * 32], b2[2 * 32 * 4];
+  for (int i = 0; i < 2 * 3 * 32; i++) a2[i] = (float)sin(0.3 * i);
+  for (int i = 0; i < 2 * 32 * 4; i++) b2[i] = (float)cos(0.7 * i) * (i < 32 * 4 ? 1.0f : 100.0f);
+  precis_workload_info batched = {.name = name, .kind = kind, .description = empty, .a_dist = empty, .b_dist = empty,
+                                  .reference = empty, .m = 3, .n = 4, .k = 32, .batch = 2, .b_batched = true};
+  precis_workload_data data2 = {.a = a2, .b = b2, .c_ref = c_ref, .ab_abs = ab_abs};
+  ad = bd = NULL;
+  CHECK(precis_cpu_quant_dequantized_inputs_alpha(spec, &batched, &data2, &ad, &bd, &alpha, &clipped, reason,
+                                                  sizeof reason) == PRECIS_E_UNSUPPORTED &&
+        strstr(reason, "one alpha") && !ad && !bd);
 }
 
 RUN_TESTS(T(e2m1_times_e4m3_block_scale_is_exact_in_bf16), T(block_scale_offsets_match_the_documented_examples),
