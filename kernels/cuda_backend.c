@@ -21,6 +21,7 @@
 #include "cuda_api.h"
 #include "cuda_check.h"
 #include "cuda_hiprec.h"
+#include "format_bits.h"
 #include "device_memory.h"
 #include "gemm_plan.h"
 #include "lt_matmul.h"
@@ -82,7 +83,7 @@ typedef struct cuda_case {
   float *row_scales, *col_scales;
   float *amax, *fp8_scales; /* fp8: [0] the workload's A, [1] its B */
   bool host_q;              /* fp8-rowwise/fp8-block: codes and scales from the host quantizer */
-  float *lt_a_scales, *lt_b_scales; /* their scale tensors (plan->lt_a_scales/lt_b_scales) */
+  void *lt_a_scales, *lt_b_scales; /* their scale tensors (plan->lt_a_scales/lt_b_scales): fp32, or bytes (block-scaled) */
   void *c_buf;              /* fp8 output: C's own bf16 buffer */
   float *d_fp8;             /* fp8 output: [0] scale_D, [1] amax_D */
   float d_scale;            /* fp8 output: s, D's dequantization scale (scale_D = 1/s) */
@@ -95,6 +96,7 @@ typedef struct cuda_case {
   bool call_ready;
   cublasLtMatmulAlgo_t algo;
   double delay_us; /* the device delay before each timed region: twice the host's last enqueue time */
+  float alpha;     /* nv (NVFP4): fp32(s_a * s_b), the tensor scales; 1 otherwise */
 } cuda_case;
 
 /* ---------------------------------------------------------------------------------------------
@@ -179,7 +181,7 @@ done:
 static precis_status upload_host_quantized(cuda_case *cs, const precis_operand_spec *op, precis_operand_side side,
                                            const float *x, size_t rows, size_t cols, const precis_plan_write *w,
                                            const precis_lt_matrix *slot, void *dst, const precis_lt_scale_tensor *t,
-                                           float *d_scales, size_t *clipped) {
+                                           void *d_scales, float *tensor_scale, size_t *clipped) {
   precis_status st = PRECIS_OK;
   cudaStream_t s = cs->wk->stream;
   precis_quant_desc d = {.elem = op->fmt, .side = side, .ints = PRECIS_QUANT_INT_SYMMETRIC};
@@ -188,40 +190,55 @@ static precis_status upload_host_quantized(cuda_case *cs, const precis_operand_s
   case PRECIS_GRAN_COL: d.gran = PRECIS_QUANT_GRAN_COL; break;
   case PRECIS_GRAN_K: d.gran = PRECIS_QUANT_GRAN_K, d.group = op->group; break;
   case PRECIS_GRAN_BLOCK: d.gran = PRECIS_QUANT_GRAN_BLOCK, d.group = op->block_rows, d.group_cols = op->block_cols; break;
+  case PRECIS_GRAN_MX: d.gran = PRECIS_QUANT_GRAN_MX; break;
+  case PRECIS_GRAN_MX_RCEIL: d.gran = PRECIS_QUANT_GRAN_MX_RCEIL; break;
+  case PRECIS_GRAN_NV: d.gran = PRECIS_QUANT_GRAN_NV; break;
   default: return precis_fail(PRECIS_E_UNSUPPORTED, "cuda backend: no host quantization for %s", precis_gran_name(op->gran));
   }
   precis_quant_layout l;
   precis_quant_tensor q = {0};
   uint8_t *image = NULL;
-  float *tensor = NULL;
-  size_t image_bytes = (size_t)slot->elements * slot->elem_bytes;
+  void *tensor = NULL;
+  bool block_scaled = t->mode == PRECIS_LT_SCALE_VEC32_UE8M0 || t->mode == PRECIS_LT_SCALE_VEC16_UE4M3;
+  size_t image_bytes = (size_t)precis_lt_matrix_bytes(slot);
+  size_t tensor_bytes = (size_t)precis_lt_scale_tensor_bytes(t);
   if ((st = precis_quant_layout_of(&d, rows, cols, &l)) != PRECIS_OK) return st;
   q.codes = malloc(rows * cols);
   q.scales = malloc(l.scale_count * sizeof(float));
-  tensor = malloc((size_t)t->elements * sizeof(float));
+  q.scale_codes = block_scaled ? malloc(l.scale_count) : NULL;
+  tensor = malloc(tensor_bytes);
   image = calloc(image_bytes, 1);
-  if (!q.codes || !q.scales || !tensor || !image) {
+  if (!q.codes || !q.scales || !tensor || !image || (block_scaled && !q.scale_codes)) {
     st = precis_fail(PRECIS_E_DOES_NOT_FIT, "host memory: %zu bytes for the host-quantized %s operand", rows * cols,
                      side == PRECIS_OPERAND_A ? "A" : "B");
     goto done;
   }
   if ((st = precis_quantize(&d, x, rows, cols, &q)) != PRECIS_OK) goto done;
   *clipped += q.clipped;
-  precis_gemm_plan_fill_scales(t, q.scales, (int64_t)l.scale_cols, (int64_t)l.group_rows, (int64_t)l.group_cols,
-                               (int64_t)rows, (int64_t)cols, tensor);
-  PRECIS_TRY(cuda, cudaMemcpyAsync(d_scales, tensor, (size_t)t->elements * sizeof(float), cudaMemcpyHostToDevice, s));
+  if (tensor_scale) *tensor_scale = q.tensor_scale; /* nv's s2; 1 for the other rules */
+  if (block_scaled)
+    /* Padding scales: 1.0 (E8M0 127, E4M3 0x38); the codes they cover are zeros anyway. */
+    precis_gemm_plan_fill_block_scales(t, q.scale_codes, (int64_t)l.scale_cols, (int64_t)l.group_rows,
+                                       (int64_t)l.group_cols, (int64_t)rows, (int64_t)cols,
+                                       t->mode == PRECIS_LT_SCALE_VEC32_UE8M0 ? 127u : 0x38u, tensor);
+  else
+    precis_gemm_plan_fill_scales(t, q.scales, (int64_t)l.scale_cols, (int64_t)l.group_rows, (int64_t)l.group_cols,
+                                 (int64_t)rows, (int64_t)cols, tensor);
+  PRECIS_TRY(cuda, cudaMemcpyAsync(d_scales, tensor, tensor_bytes, cudaMemcpyHostToDevice, s));
   if ((size_t)(w->calls * w->rows * w->cols) != rows * cols) {
     st = precis_fail(PRECIS_E_RUNTIME, "cuda backend: the plan writes %lld codes of %s, the quantizer made %zu",
                      (long long)(w->calls * w->rows * w->cols), side == PRECIS_OPERAND_A ? "A" : "B", rows * cols);
     goto done;
   }
-  precis_gemm_plan_place_codes(w, q.codes, image);
+  if (slot->data_type == PRECIS_CUDA_R_4F_E2M1) precis_gemm_plan_place_codes4(w, q.codes, image);
+  else precis_gemm_plan_place_codes(w, q.codes, image);
   PRECIS_TRY(cuda, cudaMemcpyAsync(dst, image, image_bytes, cudaMemcpyHostToDevice, s));
   /* The host buffers are freed below: the copies must have read them. */
   PRECIS_TRY(cuda, cudaStreamSynchronize(s));
 done:
   free(q.codes);
   free(q.scales);
+  free(q.scale_codes);
   free(tensor);
   free(image);
   return st;
@@ -471,11 +488,11 @@ static precis_status run_case_body(cuda_case *cs, const precis_workload_data *da
     st = alloc(cs, cs->a_count * sizeof(float), "a (float32 input)", (void **)&cs->a32);
     if (st == PRECIS_OK) st = alloc(cs, cs->b_count * sizeof(float), "b (float32 input)", (void **)&cs->b32);
   } else {
-    st = alloc(cs, (size_t)p->lt_a_scales.elements * sizeof(float), "scale tensor of cuBLASLt A (b's scales)",
-               (void **)&cs->lt_a_scales);
+    st = alloc(cs, (size_t)precis_lt_scale_tensor_bytes(&p->lt_a_scales), "scale tensor of cuBLASLt A (b's scales)",
+               &cs->lt_a_scales);
     if (st == PRECIS_OK)
-      st = alloc(cs, (size_t)p->lt_b_scales.elements * sizeof(float), "scale tensor of cuBLASLt B (a's scales)",
-                 (void **)&cs->lt_b_scales);
+      st = alloc(cs, (size_t)precis_lt_scale_tensor_bytes(&p->lt_b_scales), "scale tensor of cuBLASLt B (a's scales)",
+                 &cs->lt_b_scales);
   }
   if (st == PRECIS_OK && p->d_scaled) {
     st = alloc(cs, (size_t)p->lt_c.elements * p->lt_c.elem_bytes, "C (bf16, fp8 output; never read)", &cs->c_buf);
@@ -486,9 +503,8 @@ static precis_status run_case_body(cuda_case *cs, const precis_workload_data *da
     cs->lt_a = cs->b32; /* no conversion, no padding: the layouts are the inputs' own */
     cs->lt_b = cs->a32;
   } else {
-    st = alloc(cs, (size_t)p->lt_a.elements * p->lt_a.elem_bytes, "b converted (cuBLASLt A)", &cs->lt_a);
-    if (st == PRECIS_OK)
-      st = alloc(cs, (size_t)p->lt_b.elements * p->lt_b.elem_bytes, "a converted (cuBLASLt B)", &cs->lt_b);
+    st = alloc(cs, (size_t)precis_lt_matrix_bytes(&p->lt_a), "b converted (cuBLASLt A)", &cs->lt_a);
+    if (st == PRECIS_OK) st = alloc(cs, (size_t)precis_lt_matrix_bytes(&p->lt_b), "a converted (cuBLASLt B)", &cs->lt_b);
     if (st != PRECIS_OK) goto done;
   }
   st = alloc(cs, (size_t)p->lt_d.elements * p->lt_d.elem_bytes, "D (GEMM output)", &cs->d);
@@ -523,10 +539,8 @@ static precis_status run_case_body(cuda_case *cs, const precis_workload_data *da
     PRECIS_TRY(cuda, cudaMemcpyAsync(cs->a32, data->a, cs->a_count * sizeof(float), cudaMemcpyHostToDevice, s));
     PRECIS_TRY(cuda, cudaMemcpyAsync(cs->b32, data->b, cs->b_count * sizeof(float), cudaMemcpyHostToDevice, s));
   }
-  if (p->lt_a.zero_fill)
-    PRECIS_TRY(cuda, cudaMemsetAsync(cs->lt_a, 0, (size_t)p->lt_a.elements * p->lt_a.elem_bytes, s));
-  if (p->lt_b.zero_fill)
-    PRECIS_TRY(cuda, cudaMemsetAsync(cs->lt_b, 0, (size_t)p->lt_b.elements * p->lt_b.elem_bytes, s));
+  if (p->lt_a.zero_fill) PRECIS_TRY(cuda, cudaMemsetAsync(cs->lt_a, 0, (size_t)precis_lt_matrix_bytes(&p->lt_a), s));
+  if (p->lt_b.zero_fill) PRECIS_TRY(cuda, cudaMemsetAsync(cs->lt_b, 0, (size_t)precis_lt_matrix_bytes(&p->lt_b), s));
   if (cs->static_act) {
     host_scales = malloc((size_t)p->row_scale_count * sizeof(float));
     if (!host_scales) {
@@ -545,13 +559,20 @@ static precis_status run_case_body(cuda_case *cs, const precis_workload_data *da
   if (cs->host_q) {
     /* Host quantization and upload, timed on the host as convert_ms (it includes the copies). */
     size_t clipped = 0;
+    float s_a = 1.0f, s_b = 1.0f;
     double h0 = precis_now_ms();
     st = upload_host_quantized(cs, &cs->spec->a, PRECIS_OPERAND_A, data->a, (size_t)(w->batch * w->m), (size_t)w->k,
-                               &p->write_a, &p->lt_b, cs->lt_b, &p->lt_b_scales, cs->lt_b_scales, &clipped);
+                               &p->write_a, &p->lt_b, cs->lt_b, &p->lt_b_scales, cs->lt_b_scales, &s_a, &clipped);
     if (st == PRECIS_OK)
       st = upload_host_quantized(cs, &cs->spec->b, PRECIS_OPERAND_B, data->b, (size_t)w->k, (size_t)w->n, &p->write_b,
-                                 &p->lt_a, cs->lt_a, &p->lt_a_scales, cs->lt_a_scales, &clipped);
+                                 &p->lt_a, cs->lt_a, &p->lt_a_scales, cs->lt_a_scales, &s_b, &clipped);
     if (st != PRECIS_OK) goto done;
+    /* nvfp4 on sm_100: the fp32 tensor scales as alpha, the product rounded once to fp32 as the cpu
+     * backend rounds it (the plan strides a b per batch element off this route). */
+    if (p->alpha_from_tensor_scales) {
+      cs->alpha = precis_mul_rn(s_a, s_b);
+      precis_kv_set_number(details, "alpha_tensor_scales", cs->alpha);
+    }
     out->time.convert_ms = precis_now_ms() - h0;
     out->clipped_fraction = (double)clipped / (double)(cs->a_count + cs->b_count);
     precis_kv_set(details, "convert", "host: the cpu backend's quantizer (codes and scales bit for bit), then copies "
@@ -588,6 +609,9 @@ static precis_status run_case_body(cuda_case *cs, const precis_workload_data *da
   }
 
 converted:;
+  /* An emulated nv spec (or the native nvfp4 route, alpha set by the host quantization above): the
+   * tensor scales as alpha. The plan's own alpha is 1. */
+  if (cs->alpha != 1.0f) cs->plan.alpha = (double)cs->alpha;
   /* The cuBLASLt call and its algorithm. The fp8 scale pointers follow the operands: A_lt holds
    * the workload's B, so A_SCALE_POINTER gets B's scale (the plan says which). */
   const float *scale_slot_a = NULL, *scale_slot_b = NULL;
@@ -721,6 +745,9 @@ static bool cuda_supports(void *vctx, const precis_spec *spec, char *reason, siz
 static precis_status cuda_run_case(void *vctx, const precis_spec *spec, const precis_workload_info *w,
                                    const precis_workload_data *data, const precis_case_options *o,
                                    precis_case_output *out);
+static precis_status run_case_alpha(void *vctx, const precis_spec *spec, const precis_workload_info *w,
+                                    const precis_workload_data *data, const precis_case_options *o, float alpha,
+                                    precis_case_output *out);
 
 /* Weight-only and MX specs (issue 16, precis_lt_dequant_emulation): the operands dequantized on the
  * host exactly as the cpu backend multiplies them (bf16 or fp16 values), then the plain GEMM of
@@ -732,8 +759,9 @@ static precis_status run_dequant_emulation(void *vctx, const precis_spec *spec, 
   float *a = NULL, *b = NULL;
   size_t clipped = 0;
   double t0 = precis_now_ms();
-  precis_status st =
-      precis_cpu_quant_dequantized_inputs(spec, w, data, &a, &b, &clipped, out->reason, sizeof out->reason);
+  float alpha = 1.0f;
+  precis_status st = precis_cpu_quant_dequantized_inputs_alpha(spec, w, data, &a, &b, &alpha, &clipped, out->reason,
+                                                               sizeof out->reason);
   double host_ms = precis_now_ms() - t0;
   if (st != PRECIS_OK) {
     out->status = st == PRECIS_E_DOES_NOT_FIT   ? PRECIS_ROW_DOES_NOT_FIT
@@ -745,7 +773,9 @@ static precis_status run_dequant_emulation(void *vctx, const precis_spec *spec, 
   precis_workload_data dequantized = *data;
   dequantized.a = a;
   dequantized.b = b;
-  st = cuda_run_case(vctx, sub, w, &dequantized, o, out);
+  /* nv: D = alpha * (code x block scale products), alpha = fp32(s_a * s_b) as the cpu backend
+   * multiplies its k-sum (docs/cuda-backend.md states what differs). */
+  st = run_case_alpha(vctx, sub, w, &dequantized, o, alpha, out);
   free(a);
   free(b);
   out->memory.tensor_bytes = precis_spec_tensor_bytes(spec, w->m, w->n, w->k, w->batch, w->b_batched);
@@ -754,6 +784,7 @@ static precis_status run_dequant_emulation(void *vctx, const precis_spec *spec, 
     out->clipped_fraction = (double)clipped / (double)inputs;
     precis_kv_set(&out->details, "emulation", how);
     precis_kv_set_number(&out->details, "host_dequantize_ms", host_ms);
+    if (alpha != 1.0f) precis_kv_set_number(&out->details, "alpha_tensor_scales", alpha);
   }
   return st;
 }
@@ -761,11 +792,17 @@ static precis_status run_dequant_emulation(void *vctx, const precis_spec *spec, 
 static precis_status cuda_run_case(void *vctx, const precis_spec *spec, const precis_workload_info *w,
                                    const precis_workload_data *data, const precis_case_options *o,
                                    precis_case_output *out) {
+  return run_case_alpha(vctx, spec, w, data, o, 1.0f, out);
+}
+
+static precis_status run_case_alpha(void *vctx, const precis_spec *spec, const precis_workload_info *w,
+                                    const precis_workload_data *data, const precis_case_options *o, float alpha,
+                                    precis_case_output *out) {
   cuda_ctx *ctx = vctx;
   char why[512];
   precis_spec sub;
   char how[256];
-  if (!precis_lt_route_find(spec, NULL, 0) && precis_lt_dequant_emulation(spec, &sub, how, sizeof how))
+  if (precis_lt_emulated_on(spec, ctx->cc_major, ctx->cc_minor, &sub, how, sizeof how))
     return run_dequant_emulation(vctx, spec, &sub, how, w, data, o, out);
   out->memory.tensor_bytes = precis_spec_tensor_bytes(spec, w->m, w->n, w->k, w->batch, w->b_batched);
   /* The calling thread's current device is per thread: a worker thread starts on device 0 of the
@@ -793,8 +830,10 @@ static precis_status cuda_run_case(void *vctx, const precis_spec *spec, const pr
   const precis_lt_route *route = precis_lt_route_find(spec, NULL, 0);
   cs.int8 = route && route->scaling == PRECIS_LT_SCALING_DEQUANT; /* no single route: a split (issue 19) */
   cs.fp8 = route && route->scaling == PRECIS_LT_SCALING_TENSOR_POINTERS;
-  cs.host_q = route && (route->scaling == PRECIS_LT_SCALING_OUTER_VEC || route->scaling == PRECIS_LT_SCALING_BLOCK128);
+  cs.host_q = route && (route->scaling == PRECIS_LT_SCALING_OUTER_VEC || route->scaling == PRECIS_LT_SCALING_BLOCK128 ||
+                        route->scaling == PRECIS_LT_SCALING_BLOCK_SCALED);
   cs.delay_us = 50;
+  cs.alpha = alpha;
   precis_clear_error();
   precis_status st = precis_cuda_hiprec_handles(spec) ? run_hiprec(&cs, data, out) : run_case_body(&cs, data, out);
   if (st != PRECIS_OK) {
@@ -876,7 +915,7 @@ static bool cuda_supports(void *vctx, const precis_spec *spec, char *reason, siz
    * route of its partial products. */
   precis_spec sub;
   if (precis_split_term_spec(spec, &sub, NULL, 0)) spec = &sub;
-  else if (!precis_lt_route_find(spec, NULL, 0) && precis_lt_dequant_emulation(spec, &sub, NULL, 0)) spec = &sub;
+  else if (precis_lt_emulated_on(spec, ctx->cc_major, ctx->cc_minor, &sub, NULL, 0)) spec = &sub;
   const precis_lt_route *route = precis_lt_route_find(spec, NULL, 0);
   size_t r = precis_lt_route_index(route);
   if (route->split == PRECIS_SPLIT_CUBLAS_EMU && cublasLtGetVersion() < (size_t)route->min_cublaslt) {
@@ -887,7 +926,7 @@ static bool cuda_supports(void *vctx, const precis_spec *spec, char *reason, siz
   /* cublasLtGetVersion() is major*10000 + minor*100 + patch. FP8 matmul came with CUDA 11.8, whose
    * cuBLAS is 11.11 (111100); 110800 would be cuBLAS 11.8, the library of CUDA 11.6. */
   if (cublasLtGetVersion() < (size_t)route->min_cublaslt) {
-    if (route->min_cublaslt >= PRECIS_LT_VERSION_SCALE_MODES)
+    if (route->min_cublaslt >= PRECIS_LT_VERSION_BLOCK_SCALED) /* the scale-mode routes say which version */
       snprintf(reason, len, "%s; this cuBLASLt is %zu", route->needs, cublasLtGetVersion());
     else
       snprintf(reason, len, "FP8 matmul needs cuBLASLt 11.11 (CUDA 11.8) or newer; this one is %zu",

@@ -347,6 +347,8 @@ TEST(tensor_bytes_follow_the_formats_and_scales) {
    * column of B (5). nvfp4: one E4M3 byte per 16 k, plus an f32 tensor scale per operand. */
   CHECK_EQ_INT(bytes_of("mxfp4", 3, 5, 7, 2, false), 21 + 18 + 30 * 2 + 6 + 5);
   CHECK_EQ_INT(bytes_of("nvfp4", 3, 5, 7, 2, false), 21 + 18 + 30 * 2 + 6 + 4 + 5 + 4);
+  /* A b per batch element: each b matrix its own E4M3 grid and fp32 tensor scale. */
+  CHECK_EQ_INT(bytes_of("nvfp4", 3, 5, 7, 2, true), 21 + 35 + 30 * 2 + 6 + 4 + 2 * (5 + 4));
   /* fp8-block: A 1x128 groups (6 f32 scales), B 128x128 blocks (1 per matrix; b per batch: 2). */
   CHECK_EQ_INT(bytes_of("fp8-block", 3, 5, 7, 2, true), 42 + 70 + 30 * 2 + 6 * 4 + 2 * 4);
   /* fp8 output: e4m3 codes of C and D's f32 scale. */
@@ -383,6 +385,21 @@ TEST(backends_answer_from_the_spec) {
       /* fp8-fast: the fp8 route plus FAST_ACCUM. */
       CHECK_MSG(route && strcmp(route->name, r.name) == 0 && route->fast_accum, "%s: %s", r.name, why);
       CHECK_MSG(precis_cuda_spec_supported(&r.spec, 9, 0, why, sizeof why), "%s: %s", r.name, why);
+      continue;
+    }
+    if (strcmp(r.name, "mxfp8") == 0 || strcmp(r.name, "mxfp4") == 0 || strcmp(r.name, "nvfp4") == 0) {
+      /* Native on sm_100 (VEC32_UE8M0 / VEC16_UE4M3); below, the bf16 GEMM of the exactly
+       * dequantized inputs (nv: with the tensor scales in alpha), down to sm_80. */
+      precis_spec sub;
+      CHECK_MSG(route && strcmp(route->name, r.name) == 0 && route->min_cc == 100, "%s: %s", r.name, why);
+      CHECK_MSG(!precis_lt_emulated_on(&r.spec, 10, 0, &sub, why, sizeof why), "%s native on sm_100", r.name);
+      CHECK_MSG(precis_lt_emulated_on(&r.spec, 9, 0, &sub, why, sizeof why), "%s emulated on sm_90", r.name);
+      CHECK(strstr(why, "not a fused kernel's speed") && (strcmp(r.name, "nvfp4") != 0 || strstr(why, "alpha")));
+      const precis_lt_route *plain = precis_lt_route_find(&sub, NULL, 0);
+      CHECK_MSG(plain && strcmp(plain->name, "bf16") == 0, "%s: emulated as %s", r.name, plain ? plain->name : "?");
+      CHECK_MSG(precis_cuda_spec_supported(&r.spec, 9, 0, why, sizeof why), "%s: %s", r.name, why);
+      CHECK_MSG(precis_cuda_spec_supported(&r.spec, 10, 0, why, sizeof why), "%s: %s", r.name, why);
+      CHECK(!precis_cuda_spec_supported(&r.spec, 7, 5, why, sizeof why) && strstr(why, "sm_80"));
       continue;
     }
     if (i >= 7) {

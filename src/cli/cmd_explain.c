@@ -62,7 +62,7 @@ static bool explain_case(const precis_recipe *r, const precis_workload_info *w, 
   /* Specs emulated by host dequantization plan the GEMM that then runs. */
   char how[256] = "";
   const precis_spec *spec = &r->spec;
-  if (!precis_lt_route_find(spec, NULL, 0) && precis_lt_dequant_emulation(spec, &sub, how, sizeof how)) spec = &sub;
+  if (precis_lt_emulated_on(spec, major, minor, &sub, how, sizeof how)) spec = &sub;
   precis_gemm_plan plan;
   if (precis_gemm_plan_make_for(spec, w->m, w->n, w->k, w->batch, w->b_batched, lt_version, &plan) != PRECIS_OK) {
     snprintf(reason, len, "%s", precis_last_error());
@@ -157,7 +157,7 @@ int precis_cmd_explain(int argc, char **argv) {
       bool planned = explain_case(r, w, major, minor, lt_version, &kv, reason, sizeof reason);
       precis_spec sub;
       const char *status = !planned ? "unsupported"
-                           : !precis_lt_route_find(&r->spec, NULL, 0) && precis_lt_dequant_emulation(&r->spec, &sub, NULL, 0)
+                           : precis_lt_emulated_on(&r->spec, major, minor, &sub, NULL, 0)
                                ? "emulated"
                                : "native";
       if (json) {

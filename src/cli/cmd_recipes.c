@@ -60,7 +60,7 @@ static void cuda_answer(const precis_recipe *r, int major, int minor, backend_an
              route->name, route->min_cc);
     return;
   }
-  if (!route && precis_lt_dequant_emulation(&r->spec, &sub, how, sizeof how)) {
+  if (precis_lt_emulated_on(&r->spec, major, minor, &sub, how, sizeof how)) {
     route = precis_lt_route_find(&sub, NULL, 0);
     a->status = "emulated";
     snprintf(a->detail, sizeof a->detail, "%s; cuBLASLt route %s (sm_%d+)", how, route->name, route->min_cc);

@@ -61,6 +61,23 @@ static const precis_lt_route routes[] = {
      .b_gran = PRECIS_GRAN_TENSOR, .acc = PRECIS_FMT_F32, .out = PRECIS_FMT_BF16, .compute_type = PRECIS_LT_COMPUTE_32F,
      .scaling = PRECIS_LT_SCALING_TENSOR_POINTERS, .fast_accum = true, .min_cc = 89, .min_cublaslt = 111100,
      .needs = "FP8 (e4m3) matmul needs sm_89 (Ada) or sm_90 (Hopper) or newer"},
+    /* Issue 16, Blackwell: the block-scaled MMA through cuBLASLt's VEC32_UE8M0 (MX: 32 elements
+     * per E8M0 scale along k) and VEC16_UE4M3 (NVFP4: 16 per E4M3 scale, the fp32 tensor scales in
+     * alpha) scale modes, TN, with the scales in the 128x4 tiled layout (gemm_plan.c). Below cc
+     * 10.0 these specs are emulated (precis_lt_emulated_on). mx-rceil takes the same route (its
+     * scales are E8M0 too). */
+    {.name = "mxfp8", .a = PRECIS_FMT_E4M3, .b = PRECIS_FMT_E4M3, .a_gran = PRECIS_GRAN_MX, .b_gran = PRECIS_GRAN_MX,
+     .acc = PRECIS_FMT_F32, .out = PRECIS_FMT_BF16, .compute_type = PRECIS_LT_COMPUTE_32F,
+     .scaling = PRECIS_LT_SCALING_BLOCK_SCALED, .min_cc = 100, .min_cublaslt = PRECIS_LT_VERSION_BLOCK_SCALED,
+     .needs = "MXFP8 block scales (VEC32_UE8M0) need sm_100 (Blackwell) and cuBLASLt 12.8 or newer"},
+    {.name = "mxfp4", .a = PRECIS_FMT_E2M1, .b = PRECIS_FMT_E2M1, .a_gran = PRECIS_GRAN_MX, .b_gran = PRECIS_GRAN_MX,
+     .acc = PRECIS_FMT_F32, .out = PRECIS_FMT_BF16, .compute_type = PRECIS_LT_COMPUTE_32F,
+     .scaling = PRECIS_LT_SCALING_BLOCK_SCALED, .min_cc = 100, .min_cublaslt = PRECIS_LT_VERSION_BLOCK_SCALED,
+     .needs = "MXFP4 block scales (VEC32_UE8M0) need sm_100 (Blackwell) and cuBLASLt 12.8 or newer"},
+    {.name = "nvfp4", .a = PRECIS_FMT_E2M1, .b = PRECIS_FMT_E2M1, .a_gran = PRECIS_GRAN_NV, .b_gran = PRECIS_GRAN_NV,
+     .acc = PRECIS_FMT_F32, .out = PRECIS_FMT_BF16, .compute_type = PRECIS_LT_COMPUTE_32F,
+     .scaling = PRECIS_LT_SCALING_BLOCK_SCALED, .min_cc = 100, .min_cublaslt = PRECIS_LT_VERSION_BLOCK_SCALED,
+     .needs = "NVFP4 block scales (VEC16_UE4M3) need sm_100 (Blackwell) and cuBLASLt 12.8 or newer"},
 };
 _Static_assert(sizeof routes / sizeof routes[0] == PRECIS_LT_ROUTE_COUNT, "PRECIS_LT_ROUTE_COUNT is the table's size");
 
@@ -82,13 +99,16 @@ static bool groups_match(const precis_lt_route *r, const precis_spec *s) {
 }
 
 static bool route_matches(const precis_lt_route *r, const precis_spec *s) {
-  precis_operand_spec a = s->a;
+  precis_operand_spec a = s->a, b = s->b;
   if (r->a_group && a.gran == PRECIS_GRAN_BLOCK && a.block_rows == 1) a.gran = PRECIS_GRAN_K; /* 1xG is k<G> on A */
+  if (r->scaling == PRECIS_LT_SCALING_BLOCK_SCALED) { /* mx-rceil: E8M0 scales as mx, another rounding rule */
+    if (a.gran == PRECIS_GRAN_MX_RCEIL) a.gran = PRECIS_GRAN_MX;
+    if (b.gran == PRECIS_GRAN_MX_RCEIL) b.gran = PRECIS_GRAN_MX;
+  }
   bool a_ok = s->scale == PRECIS_SCALE_DYNAMIC ? operand_matches(&a, r->a, r->a_gran)
                                                : r->a_static_ok && operand_matches(&a, r->a, PRECIS_GRAN_TENSOR);
-  return a_ok && operand_matches(&s->b, r->b, r->b_gran) && groups_match(r, s) && s->acc == r->acc &&
-         s->out == r->out && s->split == r->split &&
-         s->fast_accum == r->fast_accum;
+  return a_ok && operand_matches(&b, r->b, r->b_gran) && groups_match(r, s) && s->acc == r->acc &&
+         s->out == r->out && s->split == r->split && s->fast_accum == r->fast_accum;
 }
 
 static bool is_fp8_fmt(precis_format_id f) { return f == PRECIS_FMT_E4M3 || f == PRECIS_FMT_E5M2; }
@@ -111,10 +131,12 @@ static bool why_no_quantized_route(const precis_spec *s, char *why, size_t len) 
     return true;
   }
   if (block) {
-    snprintf(why, len, "MX/NVFP4 block scales: native only on cc >= 10.0 (VEC32_UE8M0 / VEC16_UE4M3), %s; the "
-                       "exact bf16 dequantization the cuda backend emulates covers mx x mx with out=bf16 only (nv's "
-                       "f32 tensor scale would make bf16 inputs inexact)",
-             todo);
+    snprintf(why, len, "MX/NVFP4 block scales: the native routes (mxfp8, mxfp4, nvfp4: VEC32_UE8M0 / VEC16_UE4M3, "
+                       "cc >= 10.0) take e4m3@mx x e4m3@mx, e2m1@mx x e2m1@mx or e2m1@nv x e2m1@nv with acc=fp32, "
+                       "out=bf16; the exact bf16 dequantization the cuda backend emulates takes mx/nv on both "
+                       "operands with out=bf16 (this spec: a=%s@%s, b=%s@%s, out=%s)",
+             precis_format_get(a->fmt)->name, precis_gran_name(a->gran), precis_format_get(b->fmt)->name,
+             precis_gran_name(b->gran), precis_format_get(s->out)->name);
     return true;
   }
   if (is_fp8_fmt(a->fmt) && is_fp8_fmt(b->fmt)) {
@@ -203,7 +225,7 @@ static void why_no_route(const precis_spec *s, char *why, size_t len) {
   else
     snprintf(why, len, "a=%s,b=%s,acc=%s,out=%s: no cuBLASLt route in precis yet (issue 16); routes: the presets "
                        "fp32, tf32, fp16, fp16acc16, bf16, int8, fp8, fp8-fast, fp8-rowwise, fp8-block, fp8 with "
-                       "out=e4m3, fp64, fp64-emu and the split recipes",
+                       "out=e4m3, mxfp8/mxfp4/nvfp4 (native on sm_100), fp64, fp64-emu and the split recipes",
              a, b, precis_spec_acc_name(s), precis_format_get(s->out)->name);
 }
 
@@ -222,6 +244,18 @@ static bool is_mx(const precis_operand_spec *op) {
   return op->gran == PRECIS_GRAN_MX || op->gran == PRECIS_GRAN_MX_RCEIL;
 }
 
+/* Block-scaled operands whose dequantized values (code x block scale) are exact in bf16: MX
+ * (e2m1/e4m3/e5m2 codes x 2^e) and NVFP4 (e2m1 x an E4M3 block scale; the fp32 tensor scale is
+ * left out of the values and folded into alpha). Exactness of e2m1 x e4m3: a nonzero e2m1 value is
+ * m x 2^e with m in {1, 3} (at most 2 significant bits) and 2^e in [2^-1, 2^2]; a nonzero e4m3
+ * value has at most 4 significant bits and lies in [2^-9 (its smallest subnormal), 448]; so the
+ * product has at most 2 + 4 = 6 significant bits (bf16 holds 8) and magnitude in
+ * [2^-1 * 2^-9, 6 * 448] = [2^-10, 2688], inside bf16's normal range [2^-126, 3.4e38]: no rounding,
+ * no subnormal, no overflow. tests/test_gemm_plan.c checks all 16 x 256 code pairs. */
+static bool is_block_scaled(const precis_operand_spec *op) {
+  return is_mx(op) || (op->gran == PRECIS_GRAN_NV && op->fmt == PRECIS_FMT_E2M1);
+}
+
 bool precis_lt_dequant_emulation(const precis_spec *s, precis_spec *sub, char *how, size_t len) {
   if (s->split != PRECIS_SPLIT_NONE || precis_spec_smooths(s) || s->scale != PRECIS_SCALE_DYNAMIC ||
       s->acc != PRECIS_FMT_F32)
@@ -233,8 +267,8 @@ bool precis_lt_dequant_emulation(const precis_spec *s, precis_spec *sub, char *h
     f = a_sc ? s->b.fmt : s->a.fmt; /* weight-only: dequantized to the unscaled operand's format */
     what = a_sc ? "A" : "B";
     if (f != PRECIS_FMT_BF16 && f != PRECIS_FMT_F16) return false;
-  } else if (a_sc && is_mx(&s->a) && is_mx(&s->b)) {
-    f = PRECIS_FMT_BF16; /* code x 2^e has at most 4 significant bits: exact in bf16 */
+  } else if (a_sc && is_block_scaled(&s->a) && is_block_scaled(&s->b)) {
+    f = PRECIS_FMT_BF16; /* code x block scale: exact in bf16 (is_block_scaled) */
     what = "A and B";
   } else {
     return false;
@@ -244,11 +278,21 @@ bool precis_lt_dequant_emulation(const precis_spec *s, precis_spec *sub, char *h
   t.a = (precis_operand_spec){.fmt = f, .gran = PRECIS_GRAN_NONE, .conv = PRECIS_QCONV_NONE};
   t.b = t.a;
   *sub = t;
+  bool nv = s->a.gran == PRECIS_GRAN_NV || s->b.gran == PRECIS_GRAN_NV;
   if (how && len)
     snprintf(how, len, "%s dequantized on the host to the %s values the cpu backend uses, then the %s "
-                       "cuBLASLt GEMM (exact inputs, not a fused kernel's speed)",
-             what, precis_format_get(f)->name, precis_format_get(f)->name);
+                       "cuBLASLt GEMM%s (exact inputs, not a fused kernel's speed)",
+             what, precis_format_get(f)->name, precis_format_get(f)->name,
+             nv ? " with alpha = fp32(s_a * s_b), the nv fp32 tensor scales (code x E4M3 block scale on the host)"
+                : "");
   return true;
+}
+
+bool precis_lt_emulated_on(const precis_spec *spec, int cc_major, int cc_minor, precis_spec *sub, char *how,
+                           size_t len) {
+  const precis_lt_route *route = precis_lt_route_find(spec, NULL, 0);
+  if (route && cc_major * 10 + cc_minor >= route->min_cc) return false;
+  return precis_lt_dequant_emulation(spec, sub, how, len);
 }
 
 bool precis_cuda_spec_supported(const precis_spec *spec, int cc_major, int cc_minor, char *reason, size_t len) {
@@ -260,7 +304,7 @@ bool precis_cuda_spec_supported(const precis_spec *spec, int cc_major, int cc_mi
     if (reason && len) snprintf(reason, len, "%s", why);
     return false;
   }
-  if (!precis_lt_route_find(spec, NULL, 0) && precis_lt_dequant_emulation(spec, &sub, NULL, 0)) spec = &sub;
+  if (precis_lt_emulated_on(spec, cc_major, cc_minor, &sub, NULL, 0)) spec = &sub;
   const precis_lt_route *route = precis_lt_route_find(spec, reason, len);
   if (!route) return false;
   if (cc_major * 10 + cc_minor >= route->min_cc) return true;

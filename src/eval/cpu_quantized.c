@@ -684,7 +684,15 @@ static void free_operand(precis_cpu_quant *q, q_operand *o);
 precis_status precis_cpu_quant_dequantized_inputs(const precis_spec *spec, const precis_workload_info *w,
                                                   const precis_workload_data *d, float **a_out, float **b_out,
                                                   size_t *clipped, char *reason, size_t reason_len) {
+  return precis_cpu_quant_dequantized_inputs_alpha(spec, w, d, a_out, b_out, NULL, clipped, reason, reason_len);
+}
+
+precis_status precis_cpu_quant_dequantized_inputs_alpha(const precis_spec *spec, const precis_workload_info *w,
+                                                        const precis_workload_data *d, float **a_out, float **b_out,
+                                                        float *alpha, size_t *clipped, char *reason,
+                                                        size_t reason_len) {
   *a_out = *b_out = NULL;
+  if (alpha) *alpha = 1.0f;
   if (precis_spec_smooths(spec) || spec->scale != PRECIS_SCALE_DYNAMIC) {
     snprintf(reason, reason_len, "dequantized inputs: smoothing and static scales are not covered");
     return PRECIS_E_UNSUPPORTED;
@@ -705,9 +713,22 @@ precis_status precis_cpu_quant_dequantized_inputs(const precis_spec *spec, const
   if (st == PRECIS_OK)
     st = prep_operand(&q, &spec->b, PRECIS_OPERAND_B, d->b, q.k, q.n, q.mats, b_round, NULL, &q.b, clipped, reason,
                       reason_len);
-  if (st == PRECIS_OK && (!q.a.unit || !q.b.unit)) {
+  /* nv: one fp32 factor per matrix (the tensor scale), applied by the cpu backend as
+   * fp32(f_a * f_b) times the whole k-sum: the same product becomes the GEMM's alpha. */
+  bool per_matrix = alpha && (q.a.unit || q.a.fcount == 1) && (q.b.unit || q.b.fcount == 1) &&
+                    q.a.klen == q.k && q.b.klen == q.k;
+  if (st == PRECIS_OK && (!q.a.unit || !q.b.unit) && !per_matrix) {
     snprintf(reason, reason_len, "dequantized inputs: the spec has f32 group scales applied after the k-sum");
     st = PRECIS_E_UNSUPPORTED;
+  }
+  if (st == PRECIS_OK && per_matrix) {
+    for (size_t g = 1; g < q.b.mats && st == PRECIS_OK; g++)
+      if (q.b.factors[g] != q.b.factors[0]) {
+        snprintf(reason, reason_len, "dequantized inputs: b per batch element has %zu different nv tensor scales, and "
+                                     "one GEMM has one alpha (run it on the cpu backend)", q.b.mats);
+        st = PRECIS_E_UNSUPPORTED;
+      }
+    if (st == PRECIS_OK) *alpha = precis_mul_rn(q.a.factors[0], q.b.factors[0]);
   }
   if (st == PRECIS_OK) {
     *a_out = malloc(a_count * sizeof(float));

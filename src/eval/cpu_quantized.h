@@ -41,6 +41,13 @@ const char *precis_cpu_quant_emulation(const precis_cpu_quant *q);
 precis_status precis_cpu_quant_dequantized_inputs(const precis_spec *spec, const precis_workload_info *w,
                                                   const precis_workload_data *d, float **a_out, float **b_out,
                                                   size_t *clipped, char *reason, size_t reason_len);
+/* The same, and for nv operands (NVFP4) also the factor the cpu backend multiplies the whole k-sum
+ * by: *alpha = fp32(s_a * s_b) of the fp32 tensor scales (1 without nv), the inputs then being
+ * code x E4M3 block scale. PRECIS_E_UNSUPPORTED when the factor varies (a b per batch element). */
+precis_status precis_cpu_quant_dequantized_inputs_alpha(const precis_spec *spec, const precis_workload_info *w,
+                                                        const precis_workload_data *d, float **a_out, float **b_out,
+                                                        float *alpha, size_t *clipped, char *reason,
+                                                        size_t reason_len);
 void precis_cpu_quant_free(precis_cpu_quant *q);
 
 #endif

@@ -28,6 +28,7 @@ static const char *data_type_name(int t) {
   case PRECIS_CUDA_R_8I: return "CUDA_R_8I";
   case PRECIS_CUDA_R_8F_E4M3: return "CUDA_R_8F_E4M3";
   case PRECIS_CUDA_R_8F_E5M2: return "CUDA_R_8F_E5M2";
+  case PRECIS_CUDA_R_4F_E2M1: return "CUDA_R_4F_E2M1 (two per byte)";
   default: return "unknown";
   }
 }
@@ -73,6 +74,34 @@ bool precis_lt_type_is_narrow(int data_type) {
 
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+long long precis_lt_matrix_bytes(const precis_lt_matrix *mat) {
+  /* fp4: two elements per byte (elem_bytes says 1, the smallest addressable unit). */
+  if (mat->data_type == LT_TYPE_4F_E2M1) return (mat->elements + 1) / 2;
+  return mat->elements * (long long)mat->elem_bytes;
+}
+
+static bool block_scale_mode(int mode) {
+  return mode == PRECIS_LT_SCALE_VEC16_UE4M3 || mode == PRECIS_LT_SCALE_VEC32_UE8M0;
+}
+
+long long precis_lt_scale_tensor_bytes(const precis_lt_scale_tensor *t) {
+  if (t->mode < 0) return 0;
+  return t->elements * (block_scale_mode(t->mode) ? 1LL : 4LL); /* E8M0/UE4M3 bytes, else fp32 */
+}
+
+int64_t precis_lt_block_scale_offset(int64_t outer, int64_t inner_block, int64_t inner_blocks) {
+  /* cuBLASLt's "1D block scaling factors layout": the outer x inner_blocks grid of scales, padded
+   * to multiples of 128 x 4, is cut into 128x4 tiles of 512 bytes each, stored tile by tile with the
+   * inner (k) tile index fastest; inside a tile, row r = 32*r_hi + r_lo and column c go to
+   * r_lo*16 + r_hi*4 + c (four 32-row slabs interleaved so that one 16-byte load holds rows r_lo,
+   * r_lo+32, r_lo+64, r_lo+96 for four k-blocks). Documented example (nvmath-python
+   * get_block_scale_offset, NVFP4, M=K=128): (5, 2) -> 82, (5, 5) -> 593. */
+  int64_t tiles_inner = ceil_div(inner_blocks, 4);
+  int64_t tile = (outer / 128) * tiles_inner + inner_block / 4;
+  int64_t r = outer % 128;
+  return tile * 512 + (r % 32) * 16 + (r / 32) * 4 + inner_block % 4;
+}
+
 /* The largest power of two <= 256 dividing `bytes` (256 for 0). */
 static int pow2_alignment(int64_t bytes) {
   int align = 256;
@@ -109,6 +138,18 @@ static void plan_scale_tensors(precis_gemm_plan *plan, precis_lt_scaling scaling
     *b = (precis_lt_scale_tensor){PRECIS_LT_SCALE_OUTER_VEC_32F, b->holds, 1, plan->rows_pad, plan->k_pad, 1, 0, 1,
                                   plan->rows_pad};
     break;
+  case PRECIS_LT_SCALING_BLOCK_SCALED: {
+    /* One byte per block of `block` elements along k of each outer index (a column of the slot),
+     * grid kb x outer padded to 4 x 128 in the tiled layout (precis_lt_block_scale_offset). */
+    bool nv = plan->spec.a.gran == PRECIS_GRAN_NV;
+    int mode = nv ? PRECIS_LT_SCALE_VEC16_UE4M3 : PRECIS_LT_SCALE_VEC32_UE8M0;
+    int64_t block = nv ? 16 : 32, kbs = ceil_div(plan->k_pad, block);
+    *a = (precis_lt_scale_tensor){mode, a->holds, kbs, plan->n_pad, block, 1, 0, 0,
+                                  round_up(kbs, 4) * round_up(plan->n_pad, 128)};
+    *b = (precis_lt_scale_tensor){mode, b->holds, kbs, plan->rows_pad, block, 1, 0, 0,
+                                  round_up(kbs, 4) * round_up(plan->rows_pad, 128)};
+    break;
+  }
   case PRECIS_LT_SCALING_BLOCK128: {
     int64_t nb = ceil_div(plan->n_pad, 128), ld = round_up(kb, 4);
     *a = (precis_lt_scale_tensor){PRECIS_LT_SCALE_BLK128X128_32F, a->holds, kb, nb, 128, 128, 1, ld, ld * nb};
@@ -145,7 +186,9 @@ precis_status precis_gemm_plan_make_for(const precis_spec *spec, int64_t m, int6
   const precis_format *out_fmt = precis_format_get(spec->out);
 
   bool int8 = route->scaling == PRECIS_LT_SCALING_DEQUANT;
-  bool scale_tensors = route->scaling == PRECIS_LT_SCALING_OUTER_VEC || route->scaling == PRECIS_LT_SCALING_BLOCK128;
+  bool block_scaled = route->scaling == PRECIS_LT_SCALING_BLOCK_SCALED;
+  bool scale_tensors = route->scaling == PRECIS_LT_SCALING_OUTER_VEC || route->scaling == PRECIS_LT_SCALING_BLOCK128 ||
+                       block_scaled;
   bool fp8 = route->scaling == PRECIS_LT_SCALING_TENSOR_POINTERS || scale_tensors;
   plan->spec = *spec;
   plan->route = route;
@@ -165,6 +208,10 @@ precis_status precis_gemm_plan_make_for(const precis_spec *spec, int64_t m, int6
   plan->align_rows = fp8 ? 16 : 1;
   plan->align_n = fp8 ? 16 : int8 ? 4 : 1;
   plan->align_k = fp8 ? 16 : int8 ? 4 : 1;
+  /* Block-scaled (sm_100): k in whole groups of 4 scale blocks (128 = 4 x 32 for mx, 8 x 16 for
+   * nv), so that every k-block of codes has its scale and the scale grid's inner padding to 4
+   * covers zeros only; rows and n multiples of 32 (16 bytes of fp4). */
+  if (block_scaled) plan->align_rows = 32, plan->align_n = 32, plan->align_k = 128;
   plan->min_rows = int8 ? 32 : 1;
   plan->lt_version = lt_version;
   /* cuBLASLt 13.1.x and int8: see lt_calls in gemm_plan.h. Earlier versions get the workaround too,
@@ -185,7 +232,9 @@ precis_status precis_gemm_plan_make_for(const precis_spec *spec, int64_t m, int6
                        "GEMM plan for %s: a b per batch element (strided batch, batch %lld) is not planned: cuBLASLt's "
                        "scale tensors (A/B_SCALE_POINTER with %s) have no batch stride; run it on the cpu backend",
                        name, (long long)batch,
-                       route->scaling == PRECIS_LT_SCALING_OUTER_VEC ? "OUTER_VEC_32F" : "VEC128_32F/BLK128x128_32F");
+                       route->scaling == PRECIS_LT_SCALING_OUTER_VEC ? "OUTER_VEC_32F"
+                       : block_scaled                                 ? "VEC32_UE8M0/VEC16_UE4M3"
+                                                                      : "VEC128_32F/BLK128x128_32F");
 
   const int64_t int32_max = 2147483647;
   if (m > int32_max / batch && !strided)
@@ -260,6 +309,10 @@ precis_status precis_gemm_plan_make_for(const precis_spec *spec, int64_t m, int6
   plan->lt_b_scale = fp8 ? PRECIS_PLAN_WORKLOAD_A : PRECIS_PLAN_NONE;
   plan_scale_tensors(plan, route->scaling);
   plan->host_quantized = scale_tensors;
+  /* nv: the two fp32 tensor scales are not in the block scales: alpha = fp32(s_a * s_b), set by the
+   * backend once the host quantizer has them (the cpu backend multiplies the k-sum by the same
+   * fp32 product). */
+  plan->alpha_from_tensor_scales = block_scaled && spec->a.gran == PRECIS_GRAN_NV;
 
   /* Writing B: one launch per distinct b ([k, n] each). */
   plan->write_b = (precis_plan_write){
@@ -405,12 +458,12 @@ precis_status precis_gemm_plan_check(const precis_gemm_plan *plan) {
 }
 
 long long precis_gemm_plan_device_bytes(const precis_gemm_plan *plan) {
-  long long bytes = plan->lt_a.elements * (long long)plan->lt_a.elem_bytes +
-                    plan->lt_b.elements * (long long)plan->lt_b.elem_bytes +
-                    plan->lt_d.elements * (long long)plan->lt_d.elem_bytes + plan->out_elements * 4LL;
+  long long bytes = precis_lt_matrix_bytes(&plan->lt_a) + precis_lt_matrix_bytes(&plan->lt_b) +
+                    precis_lt_matrix_bytes(&plan->lt_d) + plan->out_elements * 4LL;
   if (plan->dequant) bytes += (plan->row_scale_count + plan->col_scale_count) * 4LL;
   /* Every scale at its real size (one float per tensor scale, the whole padded tensor otherwise). */
-  if (plan->lt_a_scale != PRECIS_PLAN_NONE) bytes += (plan->lt_a_scales.elements + plan->lt_b_scales.elements) * 4LL;
+  if (plan->lt_a_scale != PRECIS_PLAN_NONE)
+    bytes += precis_lt_scale_tensor_bytes(&plan->lt_a_scales) + precis_lt_scale_tensor_bytes(&plan->lt_b_scales);
   if (plan->d_scaled) bytes += 2 * 4; /* scale_D and amax_D */
   if (plan->c_separate) bytes += plan->lt_c.elements * (long long)plan->lt_c.elem_bytes;
   return bytes;
@@ -431,6 +484,9 @@ static const char *scaling_name(precis_lt_scaling s) {
   case PRECIS_LT_SCALING_BLOCK128:
     return "A 1x128 (VEC128_32F) x B 128x128 (BLK128x128_32F) scale tensors through A/B_SCALE_POINTER, codes and scales "
            "from the host quantizer";
+  case PRECIS_LT_SCALING_BLOCK_SCALED:
+    return "block scales inside the MMA (VEC32_UE8M0 for mx, VEC16_UE4M3 for nv) through A/B_SCALE_POINTER in the "
+           "128x4 tiled layout, codes (fp4 two per byte) and scales from the host quantizer";
   }
   return "unknown";
 }
@@ -460,6 +516,36 @@ void precis_gemm_plan_fill_scales(const precis_lt_scale_tensor *t, const float *
     }
 }
 
+void precis_gemm_plan_fill_block_scales(const precis_lt_scale_tensor *t, const uint8_t *scale_codes,
+                                        int64_t scale_cols, int64_t group_rows, int64_t group_cols,
+                                        int64_t operand_rows, int64_t operand_cols, uint8_t pad_code, uint8_t *out) {
+  for (int64_t i = 0; i < t->elements; i++) out[i] = pad_code;
+  bool holds_a = t->holds == PRECIS_PLAN_WORKLOAD_A;
+  for (int64_t kb = 0; kb < t->grid_rows; kb++)
+    for (int64_t j = 0; j < t->grid_cols; j++) {
+      int64_t p = kb * t->block_inner; /* first k of the block; A is [rows, k], B is [k, n] */
+      int64_t row = holds_a ? j : p, col = holds_a ? p : j;
+      if (row >= operand_rows || col >= operand_cols) continue; /* padding */
+      out[precis_lt_block_scale_offset(j, kb, t->grid_rows)] =
+          scale_codes[(row / group_rows) * scale_cols + col / group_cols];
+    }
+}
+
+void precis_gemm_plan_place_codes4(const precis_plan_write *w, const uint8_t *codes, uint8_t *dst) {
+  for (int64_t c = 0; c < w->calls; c++) {
+    const uint8_t *src = codes + c * w->src_stride;
+    int64_t base = c * w->dst_stride; /* in elements: two per byte */
+    for (int64_t r = 0; r < w->rows; r++)
+      for (int64_t col = 0; col < w->cols; col++) {
+        int64_t e = base + (w->transpose_out ? col * w->ld_out + r : r * w->ld_out + col);
+        uint8_t code = src[r * w->cols + col] & 0x0fu;
+        /* Element 2i in the low nibble, 2i+1 in the high one (cuda_fp4.h __nv_fp4x2_storage_t:
+         * __nv_cvt_float2_to_fp4x2 puts .x low, .y high). */
+        dst[e / 2] = (uint8_t)(e % 2 ? (dst[e / 2] & 0x0fu) | (code << 4) : (dst[e / 2] & 0xf0u) | code);
+      }
+  }
+}
+
 void precis_gemm_plan_place_codes(const precis_plan_write *w, const uint8_t *codes, uint8_t *dst) {
   for (int64_t c = 0; c < w->calls; c++) {
     const uint8_t *src = codes + c * w->src_stride;
@@ -485,7 +571,15 @@ const char *precis_lt_scale_mode_name(int mode) {
 static void describe_scales(precis_kv_list *details, const char *key, const precis_lt_scale_tensor *t) {
   char buf[240];
   if (t->mode < 0) return;
-  if (t->mode == PRECIS_LT_SCALE_SCALAR_32F)
+  if (block_scale_mode(t->mode))
+    snprintf(buf, sizeof buf,
+             "%s: %lld k-blocks of %lld x %lld %s, one %s byte each, padded to %lldx%lld in 128x4 tiles of 512 "
+             "bytes (k tiles fastest), %lld bytes",
+             precis_lt_scale_mode_name(t->mode), (long long)t->grid_rows, (long long)t->block_inner,
+             (long long)t->grid_cols, t->holds == PRECIS_PLAN_WORKLOAD_A ? "rows of a" : "columns of b",
+             t->mode == PRECIS_LT_SCALE_VEC16_UE4M3 ? "UE4M3" : "UE8M0", (long long)round_up(t->grid_rows, 4),
+             (long long)round_up(t->grid_cols, 128), (long long)precis_lt_scale_tensor_bytes(t));
+  else if (t->mode == PRECIS_LT_SCALE_SCALAR_32F)
     snprintf(buf, sizeof buf, "SCALAR_32F: one fp32 (%s), 4 bytes", t->holds == PRECIS_PLAN_WORKLOAD_A ? "a" : "b");
   else if (t->mode == PRECIS_LT_SCALE_OUTER_VEC_32F)
     snprintf(buf, sizeof buf, "OUTER_VEC_32F: %lld fp32 (one per %s, padding 1), contiguous, %lld bytes, 16-byte aligned",
@@ -550,6 +644,9 @@ void precis_gemm_plan_describe(const precis_gemm_plan *plan, precis_kv_list *det
   precis_kv_set(details, "b_scale_pointer", operand_name(plan->lt_b_scale));
   describe_scales(details, "a_scale_mode", &plan->lt_a_scales);
   describe_scales(details, "b_scale_mode", &plan->lt_b_scales);
+  if (plan->alpha_from_tensor_scales)
+    precis_kv_set(details, "alpha", "fp32(s_a * s_b): the nv fp32 tensor scales of a and b (the block scales hold the "
+                                    "rest), set once the host quantizer has them");
   if (plan->host_quantized)
     precis_kv_set(details, "quantize", "on the host (the cpu backend's quantizer): codes copied per write_a/write_b, "
                                        "scale tensors uploaded");

@@ -42,6 +42,9 @@ typedef enum precis_lt_scaling {
    * The codes and scales come from the host quantizer (the cpu backend's), see docs/cuda-backend.md. */
   PRECIS_LT_SCALING_OUTER_VEC, /* A per row x B per column: OUTER_VEC_32F on both slots */
   PRECIS_LT_SCALING_BLOCK128,  /* A 1x128 (VEC128_32F) x B 128x128 (BLK128x128_32F) */
+  /* Issue 16, sm_100: block scales inside the MMA, one byte each in the 128x4 tiled layout:
+   * VEC32_UE8M0 (mx) or VEC16_UE4M3 (nv, whose fp32 tensor scales go into alpha). */
+  PRECIS_LT_SCALING_BLOCK_SCALED,
 } precis_lt_scaling;
 
 /* cublasLtMatmulMatrixScale_t values as plain integers (kernels/lt_matmul.c checks them). */
@@ -56,6 +59,8 @@ enum {
 
 /* cuBLASLt 12.9.0 (CUDA 12.9): the first with OUTER_VEC_32F, VEC128_32F and BLK128x128_32F. */
 #define PRECIS_LT_VERSION_SCALE_MODES 120900
+/* cuBLASLt 12.8.0 (CUDA 12.8): the first with VEC16_UE4M3, VEC32_UE8M0 and CUDA_R_4F_E2M1 (Blackwell). */
+#define PRECIS_LT_VERSION_BLOCK_SCALED 120800
 
 /* One way the cuda backend runs a family of specs (EXAMPLES E5): which operand formats and
  * granularities, accumulation and output, and what cuBLASLt needs for it. A spec no row matches is
@@ -82,7 +87,7 @@ typedef struct precis_lt_route {
 /* The workspace handed to cuBLASLt: 32 MiB (cudaMalloc aligns to 256 bytes). */
 #define PRECIS_LT_WORKSPACE_BYTES ((size_t)32 << 20)
 
-#define PRECIS_LT_ROUTE_COUNT 14
+#define PRECIS_LT_ROUTE_COUNT 17
 const precis_lt_route *precis_lt_route_at(size_t index); /* index < PRECIS_LT_ROUTE_COUNT */
 size_t precis_lt_route_index(const precis_lt_route *route);
 /* The route of a spec, or NULL with the reason (naming the spec field no route covers). */
@@ -182,7 +187,10 @@ typedef struct precis_gemm_plan {
    * on the host from the host quantizer's scales and uploaded; the codes are written per
    * write_a/write_b (host-quantized codes, copied with ld_out, transposed when transpose_out). */
   precis_lt_scale_tensor lt_a_scales, lt_b_scales;
-  bool host_quantized; /* codes and scales from the host quantizer (OUTER_VEC / BLOCK128 routes) */
+  bool host_quantized; /* codes and scales from the host quantizer (OUTER_VEC / BLOCK128 / block-scaled routes) */
+  /* nvfp4 (sm_100): alpha is fp32(s_a * s_b), the two fp32 tensor scales, known only after the host
+   * quantizer ran; the backend sets plan.alpha before the call descriptor is built. */
+  bool alpha_from_tensor_scales;
   /* fp8 output (out=e4m3): D holds e4m3 codes of scale_D * (the f32 result); C is then its own
    * bf16 buffer (cuBLASLt pairs an e4m3 D with a 16BF C; never read, beta = 0). scale_D is chosen
    * from the amax of a first pass (AMAX_D_POINTER): docs/decisions.md. */
@@ -264,6 +272,25 @@ void precis_gemm_plan_fill_scales(const precis_lt_scale_tensor *t, const float *
  * r*ld_out + col, or c*dst_stride + col*ld_out + r when transpose_out. The cuda backend uploads
  * the image as it is (fp8-rowwise, fp8-block). */
 void precis_gemm_plan_place_codes(const precis_plan_write *w, const uint8_t *codes, uint8_t *dst);
+
+/* Block-scaled routes (VEC32_UE8M0 / VEC16_UE4M3, sm_100): fills the slot's scale tensor
+ * (t->elements bytes at out) from the host quantizer's scale codes (E8M0 for mx, E4M3 for nv), a
+ * row-major grid with scale_cols columns, one per group_rows x group_cols group of the operand's
+ * stored operand_rows x operand_cols matrix (A: rows x k, B: k x n), in cuBLASLt's 128x4 tiled
+ * layout (precis_lt_block_scale_offset); padding holds pad_code. */
+void precis_gemm_plan_fill_block_scales(const precis_lt_scale_tensor *t, const uint8_t *scale_codes,
+                                        int64_t scale_cols, int64_t group_rows, int64_t group_cols,
+                                        int64_t operand_rows, int64_t operand_cols, uint8_t pad_code, uint8_t *out);
+/* Byte offset of the scale of outer index `outer` (a row of A, a column of B) and k-block
+ * `inner_block` in the 128x4 tiled layout of a grid with inner_blocks k-blocks per outer index. */
+int64_t precis_lt_block_scale_offset(int64_t outer, int64_t inner_block, int64_t inner_blocks);
+/* precis_gemm_plan_place_codes for fp4 (e2m1 codes in the low nibble of each byte): element e of
+ * the slot (offsets as there, in elements) goes to byte e/2, the low nibble when e is even. dst is
+ * zeroed by the caller (precis_lt_matrix_bytes bytes). */
+void precis_gemm_plan_place_codes4(const precis_plan_write *w, const uint8_t *codes, uint8_t *dst);
+/* Bytes of a cuBLASLt matrix (fp4 counts half a byte per element) and of a scale tensor. */
+long long precis_lt_matrix_bytes(const precis_lt_matrix *mat);
+long long precis_lt_scale_tensor_bytes(const precis_lt_scale_tensor *t);
 
 /* "OUTER_VEC_32F", "VEC128_32F", ... for a PRECIS_LT_SCALE_* value ("none" for -1). */
 const char *precis_lt_scale_mode_name(int mode);

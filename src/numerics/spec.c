@@ -522,7 +522,9 @@ static long long scale_bytes(const precis_operand_spec *op, bool is_a, long long
   case PRECIS_GRAN_BLOCK: return mats * ceil_div(rows, op->block_rows) * ceil_div(cols, op->block_cols) * 4;
   case PRECIS_GRAN_MX:
   case PRECIS_GRAN_MX_RCEIL: return mats * across * ceil_div(along_k, 32);
-  case PRECIS_GRAN_NV: return mats * across * ceil_div(along_k, 16) + 4;
+  /* nv: plus the fp32 tensor scales: one for A (quantized as one tensor over the batch), one per
+   * b matrix (each is its own tensor). */
+  case PRECIS_GRAN_NV: return mats * across * ceil_div(along_k, 16) + 4 * (is_a ? 1 : mats);
   }
   return 0;
 }

@@ -219,6 +219,15 @@ if [ -f "$work/gpu-tests/gpu_test_hiprec.log" ]; then
     grep -E 'CHECK|FAIL' "$work/gpu-tests/gpu_test_hiprec.log" | head -40
   } >>"$summary"
 fi
+# Issue 16: mxfp8/mxfp4/nvfp4 (native on sm_100+, emulated below) against the cpu backend.
+if [ -f "$work/gpu-tests/gpu_test_blockscale.log" ]; then
+  {
+    echo
+    echo "=== gpu_test_blockscale: worst |gpu-cpu|/bound per preset and shape (native or emulated), failed checks"
+    grep -E 'worst|unsupported here' "$work/gpu-tests/gpu_test_blockscale.log" | head -30
+    grep -E 'CHECK|FAIL' "$work/gpu-tests/gpu_test_blockscale.log" | head -40
+  } >>"$summary"
+fi
 
 # 5. Optional: memcheck over a small run (slow; run it when time is left).
 if [ $sanitize -eq 1 ]; then

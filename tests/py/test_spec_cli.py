@@ -225,6 +225,41 @@ def test_explain_fp8_scale_modes(path):
     cases = json.loads(proc.stdout)["cases"] if proc.returncode == 0 else []
     check(len(cases) == 1 and cases[0]["status"] == "unsupported" and "12.9" in cases[0]["reason"],
           "explain --cublaslt-version 12.8.0: fp8-block needs cuBLASLt 12.9")
+    # Blackwell's block-scaled routes: rows 17->32, n 200->224, k 300->384; one scale byte per k-block
+    # (16 for nv, 32 for mx) per row of a / column of b, padded to 4 k-blocks x 128 in the tiled layout.
+    proc = precis("explain", path, "--recipes", "nvfp4,mxfp4,mxfp8", "--json", "--cc", "10.0", "--workloads", "wide",
+                  "--cublaslt-version", "13.1.0")
+    cases = {c["recipe"]: c for c in json.loads(proc.stdout)["cases"]} if proc.returncode == 0 else {}
+    check(all(cases.get(r, {}).get("status") == "native" for r in ("nvfp4", "mxfp4", "mxfp8")),
+          "explain --cc 10.0: nvfp4, mxfp4, mxfp8 native")
+    for recipe, block, mode, code_bytes in (("nvfp4", 16, "VEC16_UE4M3", 0.5), ("mxfp4", 32, "VEC32_UE8M0", 0.5),
+                                            ("mxfp8", 32, "VEC32_UE8M0", 1)):
+        p = cases.get(recipe, {}).get("plan", {})
+        kb = 384 // block
+        check(p.get("padding") == "rows 17->32, n 200->224, k 300->384 (zeros)", f"explain {recipe}: padding")
+        check(p.get("a_scale_mode", "").startswith(f"{mode}: {kb} k-blocks of {block} x 224 columns of b")
+              and f"padded to {kb}x256" in p["a_scale_mode"] and p["a_scale_mode"].endswith(f"{kb * 256} bytes"),
+              f"explain {recipe}: b's block scales, {mode}, padded to 128 columns")
+        check(p.get("b_scale_mode", "").endswith(f"{kb * 128} bytes"), f"explain {recipe}: a's block scales")
+        data = int((384 * 224 + 384 * 32) * code_bytes) + 224 * 32 * 2 + 224 * 32 * 4
+        check(p.get("device_bytes") == data + kb * 256 + kb * 128,
+              f"explain {recipe}: device bytes count packed codes and padded scales ({p.get('device_bytes')})")
+        check(p.get("transa") == "CUBLAS_OP_T" and p.get("transb") == "CUBLAS_OP_N", f"explain {recipe}: TN")
+        check(("alpha" in p) == (recipe == "nvfp4"), f"explain {recipe}: tensor scales in alpha for nv only")
+    check("CUDA_R_4F_E2M1" in cases.get("nvfp4", {}).get("plan", {}).get("lt_types", ""), "explain nvfp4: fp4 operands")
+    proc = precis("explain", path, "--recipes", "nvfp4", "--json", "--cc", "9.0", "--workloads", "wide,strided")
+    cases = json.loads(proc.stdout)["cases"] if proc.returncode == 0 else []
+    check(len(cases) == 2 and cases[0]["status"] == "emulated" and cases[0]["plan"]["lt_route"] == "bf16"
+          and "alpha = fp32(s_a * s_b)" in cases[0]["plan"]["emulation"], "explain --cc 9.0: nvfp4 emulated in bf16")
+    proc = precis("explain", path, "--recipes", "nvfp4", "--json", "--cc", "10.0", "--workloads", "strided")
+    cases = json.loads(proc.stdout)["cases"] if proc.returncode == 0 else []
+    check(len(cases) == 1 and cases[0]["status"] == "unsupported" and "no batch stride" in cases[0]["reason"],
+          "explain --cc 10.0: nvfp4 with a b per batch element refused")
+    proc = precis("explain", path, "--recipes", "nvfp4", "--json", "--cc", "10.0", "--workloads", "wide",
+                  "--cublaslt-version", "12.7.0")
+    cases = json.loads(proc.stdout)["cases"] if proc.returncode == 0 else []
+    check(len(cases) == 1 and cases[0]["status"] == "unsupported" and "12.8" in cases[0]["reason"],
+          "explain --cublaslt-version 12.7.0: nvfp4 needs cuBLASLt 12.8")
 
 
 def test_recipes():
@@ -248,9 +283,16 @@ def test_recipes():
     fast = [r for r in listed if r["name"] == "fp8-fast"]
     check(len(fast) == 1 and fast[0]["spec"] == FP8_FAST and "route fp8-fast" in fast[0]["backends"]["cuda"]["how"],
           "recipes: fp8-fast listed with acc=fp32fast and its own cuBLASLt route")
-    emulated = {"w8a16", "w4a16", "w4a16-asym", "mxfp8", "mxfp4"}
+    emulated = {"w8a16", "w4a16", "w4a16-asym", "mxfp8", "mxfp4", "nvfp4"}
     check(all(r["backends"]["cuda"]["status"] == "emulated" and "not a fused kernel's speed" in r["backends"]["cuda"]["how"]
-              for r in listed if r["name"] in emulated), "recipes: weight-only and MX emulated on cuda by dequantization")
+              for r in listed if r["name"] in emulated),
+          "recipes: weight-only, MX and NVFP4 emulated on cuda (sm_90) by dequantization")
+    nv = [r for r in listed if r["name"] == "nvfp4"][0]["backends"]["cuda"]["how"]
+    check("alpha" in nv, "recipes: nvfp4's emulation puts the tensor scales in alpha")
+    proc = precis("recipes", "--json", "--cc", "10.0")
+    blackwell = {r["name"]: r["backends"]["cuda"] for r in json.loads(proc.stdout)["recipes"]}
+    check(all(blackwell[name]["status"] == "native" and "route %s (sm_100+)" % name in blackwell[name]["how"]
+              for name in ("mxfp8", "mxfp4", "nvfp4")), "recipes --cc 10.0: mxfp8, mxfp4, nvfp4 native")
     check(all(r["backends"]["cuda"]["status"] == "unsupported" and "issue 16" in r["backends"]["cuda"]["reason"]
               for r in listed if r["name"] in set(issue16) - emulated - set(native16)),
           "recipes: the other issue 16 presets unsupported on cuda, with the plan")
