@@ -19,7 +19,6 @@ records, with hooks of its own, every Linear's input and output. Then:
 import json
 import os
 import struct
-import subprocess
 import sys
 import tempfile
 
@@ -36,23 +35,8 @@ import h5py
 SOURCE = os.environ.get("PRECIS_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
 sys.path.insert(0, os.path.join(SOURCE, "tools"))
 from capture_activations import CaptureError, capture  # noqa: E402
-
-PRECIS = os.environ["PRECIS"]
-FAILURES = []
-
-
-def check(cond, msg):
-    if not cond:
-        FAILURES.append(msg)
-        print("FAIL:", msg, file=sys.stderr)
-
-
-def run(args, expect=0):
-    p = subprocess.run([PRECIS] + args, capture_output=True, text=True)
-    if expect is not None and p.returncode != expect:
-        print(p.stdout[-2000:], p.stderr[-2000:], file=sys.stderr)
-        raise SystemExit(f"precis {' '.join(args)}: exit {p.returncode}, expected {expect}")
-    return p
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cli_checks import FAILURES, PRECIS, check, run  # noqa: E402
 
 
 class Block(torch.nn.Module):

@@ -13,7 +13,6 @@
   the formats.
 """
 import os
-import subprocess
 import sys
 import tempfile
 
@@ -21,26 +20,8 @@ import h5py
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cli_checks import FAILURES, PRECIS, check, run  # noqa: E402
 from safetensors_fixture import write_safetensors_f32 as write_safetensors  # noqa: E402
-
-PRECIS = os.environ["PRECIS"]
-FAILURES = []
-
-
-def check(cond, msg):
-    if not cond:
-        FAILURES.append(msg)
-        print("FAIL:", msg, file=sys.stderr)
-
-
-def run(args, expect=0):
-    p = subprocess.run([PRECIS] + args, capture_output=True, text=True)
-    if expect is not None and p.returncode != expect:
-        print(p.stdout[-2000:], p.stderr[-2000:], file=sys.stderr)
-        raise SystemExit(f"precis {' '.join(args)}: exit {p.returncode}, expected {expect}")
-    return p
-
-
 
 
 def check_dataset(ds, weights, acts, calib, what):

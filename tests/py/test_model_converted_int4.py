@@ -18,7 +18,6 @@ llm-compressor saves for W4A16/W8A16), written here with NumPy alone:
 """
 import json
 import os
-import subprocess
 import sys
 import tempfile
 
@@ -26,27 +25,10 @@ import h5py
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cli_checks import FAILURES, PRECIS, check, run  # noqa: E402
 from safetensors_fixture import write_safetensors  # noqa: E402
 
-PRECIS = os.environ["PRECIS"]
-FAILURES = []
 FAST = ["--min-samples", "1", "--max-samples", "2", "--max-time-ms", "2"]
-
-
-def check(cond, msg):
-    if not cond:
-        FAILURES.append(msg)
-        print("FAIL:", msg, file=sys.stderr)
-
-
-def run(args, expect=0):
-    p = subprocess.run([PRECIS] + args, capture_output=True, text=True)
-    if expect is not None and p.returncode != expect:
-        print(p.stdout[-2000:], p.stderr[-2000:], file=sys.stderr)
-        raise SystemExit(f"precis {' '.join(args)}: exit {p.returncode}, expected {expect}")
-    return p
-
-
 
 
 def bf16_round(x):

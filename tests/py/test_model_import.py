@@ -15,7 +15,6 @@
 import hashlib
 import json
 import os
-import subprocess
 import sys
 import tempfile
 
@@ -23,24 +22,8 @@ import h5py
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cli_checks import FAILURES, PRECIS, check, run  # noqa: E402
 from safetensors_fixture import write_safetensors  # noqa: E402
-
-PRECIS = os.environ["PRECIS"]
-FAILURES = []
-
-
-def check(cond, msg):
-    if not cond:
-        FAILURES.append(msg)
-        print("FAIL:", msg, file=sys.stderr)
-
-
-def run(args, expect=0):
-    p = subprocess.run([PRECIS] + args, capture_output=True, text=True)
-    if expect is not None and p.returncode != expect:
-        print(p.stdout[-2000:], p.stderr[-2000:], file=sys.stderr)
-        raise SystemExit(f"precis {' '.join(args)}: exit {p.returncode}, expected {expect}")
-    return p
 
 
 def bf16_bits(x):
@@ -57,8 +40,6 @@ def e4m3_value(bits):
     if e == 0:
         return s * m / 8 * 2.0 ** -6
     return s * (1 + m / 8) * 2.0 ** (e - 7)
-
-
 
 
 def main():

@@ -17,13 +17,13 @@ import html
 import json
 import os
 import re
-import subprocess
 import sys
 import tempfile
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cli_checks import FAILURES, PRECIS, check, run  # noqa: E402
 from safetensors_fixture import write_safetensors_f32 as write_safetensors  # noqa: E402
 
 try:
@@ -31,26 +31,8 @@ try:
 except ImportError:
     jsonschema = None
 
-PRECIS = os.environ["PRECIS"]
 SOURCE = os.environ.get("PRECIS_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
-FAILURES = []
 FAST = ["--min-samples", "1", "--max-samples", "2", "--max-time-ms", "1"]
-
-
-def check(cond, msg):
-    if not cond:
-        FAILURES.append(msg)
-        print("FAIL:", msg, file=sys.stderr)
-
-
-def run(args, expect=0):
-    p = subprocess.run([PRECIS] + args, capture_output=True, text=True)
-    if expect is not None and p.returncode != expect:
-        print(p.stdout[-2000:], p.stderr[-2000:], file=sys.stderr)
-        raise SystemExit(f"precis {' '.join(args)}: exit {p.returncode}, expected {expect}")
-    return p
-
-
 
 
 def md_section(text, title):

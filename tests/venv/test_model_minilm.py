@@ -19,12 +19,12 @@ import importlib.resources
 import itertools
 import json
 import os
-import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "py"))
 from safetensors_fixture import write_safetensors  # noqa: E402
+from cli_checks import FAILURES, PRECIS, check, run  # noqa: E402
 
 try:
     import h5py
@@ -35,24 +35,8 @@ except ImportError as e:  # the venv is older than this test's requirements
     print(f"SKIP: {e} (cmake/quickstart.sh test installs cmake/python-test-requirements.txt)", file=sys.stderr)
     sys.exit(1 if os.environ.get("CI") == "true" else 77)
 
-PRECIS = os.environ["PRECIS"]
-FAILURES = []
 FAST = ["--min-samples", "1", "--max-samples", "2", "--max-time-ms", "2"]
 RECIPES = "fp32,bf16,fp16,int8,fp8"
-
-
-def check(cond, msg):
-    if not cond:
-        FAILURES.append(msg)
-        print("FAIL:", msg, file=sys.stderr)
-
-
-def run(args, expect=0):
-    p = subprocess.run([PRECIS] + args, capture_output=True, text=True)
-    if expect is not None and p.returncode != expect:
-        print(p.stdout[-3000:], p.stderr[-3000:], file=sys.stderr)
-        raise SystemExit(f"precis {' '.join(args)}: exit {p.returncode}, expected {expect}")
-    return p
 
 
 def model_file():
@@ -197,8 +181,6 @@ def brute_force(rows, layers, recipes, limit, capacity):
         if best is None or (err, cost) < best[:2]:
             best = (err, cost, combo)
     return best
-
-
 
 
 def pack_int32(q, bits):
