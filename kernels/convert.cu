@@ -6,11 +6,11 @@
  *
  * Grid-stride loops with 256-thread blocks; every launcher checks its arguments, returns the first
  * CUDA error, and ends with cudaGetLastError() after its launches. */
-#include "convert.cuh"
+#include "kernels/convert.cuh"
 
 #include <stdint.h>
 
-#include "format_bits.h"
+#include "numerics/format_bits.h"
 
 namespace {
 

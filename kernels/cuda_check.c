@@ -1,4 +1,4 @@
-#include "cuda_check.h"
+#include "kernels/cuda_check.h"
 
 #include <string.h>
 

@@ -13,7 +13,7 @@
 #include <cuda_runtime_api.h>
 #include <stdbool.h>
 
-#include "status.h"
+#include "base/status.h"
 
 #define PRECIS_TRY(lib, stmt)                                                                                  \
   do {                                                                                                         \

@@ -1,18 +1,18 @@
-#include "cuda_hiprec.h"
+#include "kernels/cuda_hiprec.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda_check.h"
-#include "format.h"
-#include "gemm_plan.h"
-#include "hiprec.cuh"
-#include "lt_matmul.h"
-#include "split_plan.h"
-#include "stream_delay.h"
-#include "timing.h"
+#include "kernels/cuda_check.h"
+#include "numerics/format.h"
+#include "eval/gemm_plan.h"
+#include "kernels/hiprec.cuh"
+#include "kernels/lt_matmul.h"
+#include "eval/split_plan.h"
+#include "kernels/stream_delay.h"
+#include "eval/timing.h"
 
 typedef enum hp_kind { HP_FP64, HP_FP64_EMU, HP_FLOAT_SPLIT, HP_OZAKI } hp_kind;
 

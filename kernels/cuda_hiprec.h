@@ -9,11 +9,11 @@
 #include <cuda_runtime_api.h>
 #include <stdbool.h>
 
-#include "backend.h"
-#include "dataset.h"
-#include "device_memory.h"
-#include "spec.h"
-#include "status.h"
+#include "eval/backend.h"
+#include "data/dataset.h"
+#include "kernels/device_memory.h"
+#include "numerics/spec.h"
+#include "base/status.h"
 
 /* What the backend lends one case: its worker's stream, events and handle, and its allocator. */
 typedef struct precis_cuda_hiprec_env {

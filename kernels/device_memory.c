@@ -1,9 +1,9 @@
-#include "device_memory.h"
+#include "kernels/device_memory.h"
 
 #include <cuda_runtime_api.h>
 #include <stdlib.h>
 
-#include "cuda_check.h"
+#include "kernels/cuda_check.h"
 
 precis_status precis_dmem_alloc(precis_dmem *t, size_t bytes, const char *what, void **out) {
   *out = NULL;

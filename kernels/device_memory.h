@@ -6,7 +6,7 @@
 
 #include <stddef.h>
 
-#include "status.h"
+#include "base/status.h"
 
 typedef struct precis_dmem_block {
   void *ptr;

@@ -2,11 +2,11 @@
  * with the same float operations in the same order (no contraction can change them: subtractions,
  * ldexp and trunc are exact or single roundings), so terms, slices and the Ozaki output are the
  * cpu backend's bit for bit. */
-#include "hiprec.cuh"
+#include "kernels/hiprec.cuh"
 
 #include <math.h>
 
-#include "format_bits.h"
+#include "numerics/format_bits.h"
 
 namespace {
 

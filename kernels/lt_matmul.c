@@ -1,10 +1,10 @@
-#include "lt_matmul.h"
+#include "kernels/lt_matmul.h"
 
 #include <cublas_api.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "cuda_check.h"
+#include "kernels/cuda_check.h"
 
 /* src/ carries cuBLAS enum values as plain integers: they must be the real ones. */
 #define SAME_VALUE(ours, theirs) ((int)(ours) == (int)(theirs))

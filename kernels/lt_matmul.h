@@ -8,9 +8,9 @@
 #include <cuda_runtime_api.h>
 #include <stdint.h>
 
-#include "gemm_plan.h"
-#include "results.h"
-#include "status.h"
+#include "eval/gemm_plan.h"
+#include "report/results.h"
+#include "base/status.h"
 
 /* PRECIS_LT_WORKSPACE_BYTES: in gemm_plan.h, so that `precis explain` prints it without CUDA. */
 /* Heuristic candidates asked for at most (--autotune N is clamped to it). */

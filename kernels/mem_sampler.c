@@ -1,4 +1,4 @@
-#include "mem_sampler.h"
+#include "kernels/mem_sampler.h"
 
 #include <cuda_runtime_api.h>
 #include <errno.h>

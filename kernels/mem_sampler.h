@@ -8,7 +8,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
-#include "status.h"
+#include "base/status.h"
 
 typedef struct precis_mem_sampler {
   pthread_t thread;

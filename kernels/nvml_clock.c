@@ -1,4 +1,4 @@
-#include "nvml_clock.h"
+#include "kernels/nvml_clock.h"
 
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>

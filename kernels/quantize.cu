@@ -1,10 +1,10 @@
 /* The device twin of precis_quantize: see quantize.cuh. Every rule is the __host__ __device__ text
  * of src/numerics/format_bits.h, as in convert.cu. */
-#include "quantize.cuh"
+#include "kernels/quantize.cuh"
 
 #include <stdint.h>
 
-#include "format_bits.h"
+#include "numerics/format_bits.h"
 
 namespace {
 

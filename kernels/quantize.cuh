@@ -16,7 +16,7 @@
 extern "C" {
 #endif
 
-#include "quantize.h"
+#include "numerics/quantize.h"
 
 /* x: device rows x cols row-major. Outputs are device arrays sized from precis_quant_layout_of:
  * codes (rows*cols), scales (scale_count), scale_codes (scale_count; mx and nv, may be NULL

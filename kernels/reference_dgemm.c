@@ -10,9 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "cuda_api.h"
-#include "cuda_check.h"
-#include "generate.h"
+#include "eval/cuda_api.h"
+#include "kernels/cuda_check.h"
+#include "data/generate.h"
 
 precis_status precis_cuda_reference_describe(int device, char *text, size_t len) {
   precis_status st = PRECIS_OK;

@@ -1,5 +1,5 @@
 /* kernels/stream_delay.h: a kernel that keeps a stream busy for a given time. */
-#include "stream_delay.h"
+#include "kernels/stream_delay.h"
 
 namespace {
 

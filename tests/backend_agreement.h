@@ -13,9 +13,9 @@
 #include <math.h>
 #include <stdbool.h>
 
-#include "criteria.h"
-#include "format.h"
-#include "recipe.h"
+#include "numerics/criteria.h"
+#include "numerics/format.h"
+#include "numerics/recipe.h"
 
 typedef struct agreement {
   double acc_coef; /* times |a|·|b|: the accumulation part of the bound */

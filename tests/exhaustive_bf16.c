@@ -5,7 +5,7 @@
 #include <stdio.h>
 
 #include "exhaustive.h"
-#include "format.h"
+#include "numerics/format.h"
 
 static const generic_format bf16 = {.name = "bf16", .p = 8, .emin = -126, .emax = 127, .max_finite = 0x1.fep127};
 

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "exhaustive.h"
-#include "format.h"
+#include "numerics/format.h"
 
 static const generic_format e2m1 = {.name = "e2m1", .p = 2, .emin = 0, .emax = 2, .max_finite = 6.0, .saturate = true};
 

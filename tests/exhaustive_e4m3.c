@@ -5,7 +5,7 @@
 #include <stdio.h>
 
 #include "exhaustive.h"
-#include "format.h"
+#include "numerics/format.h"
 
 static const generic_format e4m3 = {.name = "e4m3", .p = 4, .emin = -6, .emax = 8, .max_finite = 448.0, .saturate = true};
 

@@ -5,7 +5,7 @@
 #include <stdio.h>
 
 #include "exhaustive.h"
-#include "format.h"
+#include "numerics/format.h"
 
 static const generic_format e5m2 = {.name = "e5m2", .p = 3, .emin = -14, .emax = 15, .max_finite = 57344.0};
 static const generic_format e5m2_satfinite = {

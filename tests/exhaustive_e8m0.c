@@ -9,8 +9,8 @@
 #include <string.h>
 
 #include "exhaustive.h"
-#include "format.h"
-#include "format_bits.h"
+#include "numerics/format.h"
+#include "numerics/format_bits.h"
 
 static int clamp_code(int c) { return c < 0 ? 0 : (c > 254 ? 254 : c); }
 

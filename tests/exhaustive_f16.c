@@ -7,7 +7,7 @@
 #include <stdio.h>
 
 #include "exhaustive.h"
-#include "format.h"
+#include "numerics/format.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>

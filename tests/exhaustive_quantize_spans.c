@@ -7,8 +7,8 @@
 #include <stdio.h>
 
 #include "exhaustive.h"
-#include "format_bits.h"
-#include "quantize.h"
+#include "numerics/format_bits.h"
+#include "numerics/quantize.h"
 
 typedef struct span_case {
   const char *name;

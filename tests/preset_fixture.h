@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "recipe.h"
+#include "numerics/recipe.h"
 
 static inline const precis_recipe *preset_recipe_of_table(size_t index) {
   static precis_recipe cache[PRECIS_RECIPE_PRESET_MAX];

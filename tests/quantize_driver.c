@@ -17,10 +17,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "format.h"
-#include "format_bits.h"
-#include "quantize.h"
-#include "status.h"
+#include "numerics/format.h"
+#include "numerics/format_bits.h"
+#include "numerics/quantize.h"
+#include "base/status.h"
 
 static void *read_all(const char *path, size_t *bytes) {
   FILE *f = fopen(path, "rb");

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "report.h"
+#include "report/report.h"
 
 static inline void fixture_report(precis_report *r) {
   precis_report_init(r);

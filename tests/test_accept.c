@@ -13,8 +13,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "accept.h"
-#include "backend.h"
+#include "eval/accept.h"
+#include "eval/backend.h"
 #include "harness.h"
 #include "preset_fixture.h"
 

@@ -8,10 +8,10 @@
 #include <unistd.h>
 
 #include "harness.h"
-#include "recommend.h"
-#include "report.h"
+#include "report/recommend.h"
+#include "report/report.h"
 #include "report_fixture.h"
-#include "report_util.h"
+#include "report/report_util.h"
 
 static const char *chosen(const precis_recommendation *rec) {
   return rec->chosen >= 0 ? rec->outcomes[rec->chosen].recipe : "(none)";

@@ -14,15 +14,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
-#include "cpu_quantized.h"
-#include "cuda_api.h"
-#include "format.h"
-#include "format_bits.h"
-#include "gemm_plan.h"
+#include "eval/backend.h"
+#include "eval/cpu_quantized.h"
+#include "eval/cuda_api.h"
+#include "numerics/format.h"
+#include "numerics/format_bits.h"
+#include "eval/gemm_plan.h"
 #include "harness.h"
 #include "preset_fixture.h"
-#include "quantize.h"
+#include "numerics/quantize.h"
 
 static float bf16_round(float x) { return precis_bits_bf16_to_f32(precis_bits_f32_to_bf16(x)); }
 

@@ -1,12 +1,12 @@
 /* Foundation: statuses, recipes, the capability rule, atomic files. */
 #include <unistd.h>
 
-#include "cuda_api.h"
-#include "fileio.h"
+#include "eval/cuda_api.h"
+#include "base/fileio.h"
 #include "harness.h"
 #include "preset_fixture.h"
-#include "recipe.h"
-#include "status.h"
+#include "numerics/recipe.h"
+#include "base/status.h"
 
 TEST(status_exit_codes) {
   CHECK_EQ_INT(precis_status_exit_code(PRECIS_OK), 0);

@@ -1,7 +1,7 @@
 /* precis compare on crafted reports: a report against itself has no regression; rel_fro 10x worse
  * is an accuracy regression naming the row; a timing change inside the noise is not a regression,
  * one beyond it is; memory; verdict and status flips; missing rows; environment warnings. */
-#include "compare.h"
+#include "report/compare.h"
 #include "harness.h"
 #include "report_fixture.h"
 

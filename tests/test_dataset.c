@@ -7,15 +7,15 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "dataset.h"
-#include "dataset_digest.h"
-#include "distributions.h"
-#include "fileio.h"
-#include "generate.h"
+#include "data/dataset.h"
+#include "data/dataset_digest.h"
+#include "data/distributions.h"
+#include "base/fileio.h"
+#include "data/generate.h"
 #include "harness.h"
-#include "results.h"
-#include "rng.h"
-#include "suite.h"
+#include "report/results.h"
+#include "data/rng.h"
+#include "data/suite.h"
 
 static char tmpdir[256];
 

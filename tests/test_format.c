@@ -6,7 +6,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "format.h"
+#include "numerics/format.h"
 #include "harness.h"
 
 static uint32_t bits_of(float x) {

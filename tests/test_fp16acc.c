@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cpu_gemm_fp16acc.h"
-#include "format.h"
+#include "eval/cpu_gemm_fp16acc.h"
+#include "numerics/format.h"
 #include "harness.h"
 
 static uint64_t state = 0x9e3779b97f4a7c15ull;

@@ -12,12 +12,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
+#include "eval/backend.h"
 #include "backend_agreement.h"
-#include "format.h"
+#include "numerics/format.h"
 #include "harness.h"
 #include "preset_fixture.h"
-#include "quant.h"
+#include "numerics/quant.h"
 
 #define FRACTION_BITS 13
 #define PROMOTION_INTERVAL 128

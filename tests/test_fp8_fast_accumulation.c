@@ -13,11 +13,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
-#include "criteria.h"
-#include "format.h"
+#include "eval/backend.h"
+#include "numerics/criteria.h"
+#include "numerics/format.h"
 #include "harness.h"
-#include "spec.h"
+#include "numerics/spec.h"
 
 static uint64_t rng = 0x9e3779b97f4a7c15ULL;
 static uint32_t next_u32(void) {

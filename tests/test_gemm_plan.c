@@ -14,13 +14,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda_api.h"
-#include "format.h"
-#include "gemm_plan.h"
+#include "eval/cuda_api.h"
+#include "numerics/format.h"
+#include "eval/gemm_plan.h"
 #include "harness.h"
 #include "preset_fixture.h"
-#include "split.h"
-#include "split_plan.h"
+#include "numerics/split.h"
+#include "eval/split_plan.h"
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ULL;
 static uint64_t rng_next(void) {

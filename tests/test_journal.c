@@ -8,10 +8,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "fileio.h"
+#include "base/fileio.h"
 #include "harness.h"
-#include "journal.h"
-#include "report.h"
+#include "report/journal.h"
+#include "report/report.h"
 
 static char *temp_path(const char *name) {
   char *dir = precis_strdup("/tmp/precis-test-journal-XXXXXX");

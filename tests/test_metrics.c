@@ -1,9 +1,9 @@
 /* Metrics of DESIGN §5 on hand-worked cases, and the criteria that judge them. */
-#include "criteria.h"
+#include "numerics/criteria.h"
 #include "harness.h"
 #include "preset_fixture.h"
-#include "metrics.h"
-#include "recipe.h"
+#include "numerics/metrics.h"
+#include "numerics/recipe.h"
 
 TEST(exact_output_has_zero_error_and_null_sqnr) {
   float c[4] = {1, -2, 3, 0};

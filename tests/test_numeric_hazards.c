@@ -8,11 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
-#include "criteria.h"
+#include "eval/backend.h"
+#include "numerics/criteria.h"
 #include "harness.h"
 #include "preset_fixture.h"
-#include "metrics.h"
+#include "numerics/metrics.h"
 
 typedef struct test_case {
   precis_workload_info info;

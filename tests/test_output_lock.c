@@ -7,10 +7,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "fileio.h"
+#include "base/fileio.h"
 #include "harness.h"
-#include "output_lock.h"
-#include "results.h"
+#include "base/output_lock.h"
+#include "report/results.h"
 
 static char *temp_dir(void) {
   char *dir = precis_strdup("/tmp/precis-test-lock-XXXXXX");

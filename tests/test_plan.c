@@ -3,9 +3,9 @@
  * exclusion lists. */
 #include <unistd.h>
 
-#include "fileio.h"
+#include "base/fileio.h"
 #include "harness.h"
-#include "plan.h"
+#include "eval/plan.h"
 #include "report_fixture.h"
 
 static unsigned long long rng_state = 0x9e3779b97f4a7c15ULL;

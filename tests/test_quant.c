@@ -6,10 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "format.h"
+#include "numerics/format.h"
 #include "harness.h"
-#include "quant.h"
-#include "status.h"
+#include "numerics/quant.h"
+#include "base/status.h"
 
 TEST(int8_rounding_is_ties_to_even) {
   const float s = 1.0f;

@@ -9,12 +9,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "format.h"
-#include "format_bits.h"
+#include "numerics/format.h"
+#include "numerics/format_bits.h"
 #include "harness.h"
-#include "quant.h"
-#include "quantize.h"
-#include "status.h"
+#include "numerics/quant.h"
+#include "numerics/quantize.h"
+#include "base/status.h"
 
 static uint32_t bits_of(float x) {
   uint32_t u;

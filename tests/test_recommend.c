@@ -2,7 +2,7 @@
  * miss and margin), ties (lower error, then the recipe table), failed rows, --require, the memory
  * objective, per workload, and the frontier. */
 #include "harness.h"
-#include "recommend.h"
+#include "report/recommend.h"
 #include "report_fixture.h"
 
 static const precis_recipe_outcome *outcome(const precis_recommendation *rec, const char *recipe) {

@@ -4,11 +4,11 @@
 #include <math.h>
 #include <unistd.h>
 
-#include "escape.h"
-#include "fileio.h"
+#include "report/escape.h"
+#include "base/fileio.h"
 #include "harness.h"
-#include "recipe.h"
-#include "report.h"
+#include "numerics/recipe.h"
+#include "report/report.h"
 
 static const char *const hostile_name = "<img src=x onerror=alert(1)>";
 static const char *const hostile_description = "<script>alert(1)</script>";

@@ -6,7 +6,7 @@
 #include <unistd.h>
 
 #include "harness.h"
-#include "safetensors.h"
+#include "data/safetensors.h"
 
 static char path[256];
 

@@ -8,16 +8,16 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "backend.h"
-#include "deal.h"
-#include "fileio.h"
-#include "generate.h"
+#include "eval/backend.h"
+#include "eval/deal.h"
+#include "base/fileio.h"
+#include "data/generate.h"
 #include "harness.h"
-#include "journal.h"
-#include "merge.h"
-#include "parts.h"
-#include "recipe.h"
-#include "runner.h"
+#include "report/journal.h"
+#include "report/merge.h"
+#include "eval/parts.h"
+#include "numerics/recipe.h"
+#include "eval/runner.h"
 
 static char tmpdir[256];
 

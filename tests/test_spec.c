@@ -4,15 +4,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
-#include "format.h"
-#include "cpu_quantized.h"
-#include "quantize.h"
-#include "cuda_api.h"
-#include "gemm_plan.h"
+#include "eval/backend.h"
+#include "numerics/format.h"
+#include "eval/cpu_quantized.h"
+#include "numerics/quantize.h"
+#include "eval/cuda_api.h"
+#include "eval/gemm_plan.h"
 #include "harness.h"
-#include "recipe.h"
-#include "spec.h"
+#include "numerics/recipe.h"
+#include "numerics/spec.h"
 
 #define TAIL ",scale=dynamic,smooth=none,split=none"
 

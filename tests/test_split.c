@@ -4,8 +4,8 @@
 #include <stdint.h>
 
 #include "harness.h"
-#include "metrics.h"
-#include "split.h"
+#include "numerics/metrics.h"
+#include "numerics/split.h"
 
 static uint64_t lcg(uint64_t *s) {
   *s = *s * 6364136223846793005ULL + 1442695040888963407ULL;

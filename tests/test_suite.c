@@ -2,9 +2,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fileio.h"
+#include "base/fileio.h"
 #include "harness.h"
-#include "suite.h"
+#include "data/suite.h"
 
 static precis_status parse(const char *text, precis_suite *s) {
   return precis_suite_parse(text, strlen(text), "t.yaml", ".", s);

@@ -8,7 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "results.h"
+#include "report/results.h"
 
 static atomic_uint temp_counter;
 

@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "output_lock.h"
-#include "results.h"
+#include "base/output_lock.h"
+#include "report/results.h"
 
 int precis_cli_report_error(const char *command, precis_status status) {
   const char *msg = precis_last_error();

@@ -7,10 +7,10 @@
 #include <stdbool.h>
 #include <stdio.h>
 
-#include "backend.h"
-#include "criteria.h"
-#include "recipe.h"
-#include "status.h"
+#include "eval/backend.h"
+#include "numerics/criteria.h"
+#include "numerics/recipe.h"
+#include "base/status.h"
 
 int precis_cmd_info(int argc, char **argv);
 int precis_cmd_gen(int argc, char **argv);

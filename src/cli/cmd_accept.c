@@ -7,16 +7,16 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "accept.h"
-#include "backend.h"
+#include "eval/accept.h"
+#include "eval/backend.h"
 #include "cli.h"
-#include "cuda_api.h"
-#include "dataset.h"
-#include "default_dataset.h"
-#include "fileio.h"
-#include "output_lock.h"
+#include "eval/cuda_api.h"
+#include "data/dataset.h"
+#include "data/default_dataset.h"
+#include "base/fileio.h"
+#include "base/output_lock.h"
 #include "precis_version.h"
-#include "sysinfo.h"
+#include "eval/sysinfo.h"
 
 static void usage(FILE *out) {
   fprintf(out,

@@ -5,9 +5,9 @@
 #include <string.h>
 
 #include "cli.h"
-#include "compare.h"
-#include "fileio.h"
-#include "report.h"
+#include "report/compare.h"
+#include "base/fileio.h"
+#include "report/report.h"
 
 static const char usage_text[] =
     "usage: precis compare BASE.json NEW.json [--error-factor F] [--time-threshold PCT]\n"

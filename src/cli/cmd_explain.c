@@ -8,11 +8,11 @@
 #include <string.h>
 
 #include "cli.h"
-#include "cuda_api.h"
-#include "dataset.h"
-#include "default_dataset.h"
-#include "gemm_plan.h"
-#include "split_plan.h"
+#include "eval/cuda_api.h"
+#include "data/dataset.h"
+#include "data/default_dataset.h"
+#include "eval/gemm_plan.h"
+#include "eval/split_plan.h"
 
 static void usage(FILE *out) {
   fprintf(out, "usage: precis explain [FILE.h5] [--recipes LIST] [--workloads LIST] [--cc 90]\n"

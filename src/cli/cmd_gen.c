@@ -7,12 +7,12 @@
 #include <time.h>
 
 #include "cli.h"
-#include "cuda_api.h"
-#include "fileio.h"
-#include "generate.h"
-#include "mpi_world.h"
-#include "output_lock.h"
-#include "suite.h"
+#include "eval/cuda_api.h"
+#include "base/fileio.h"
+#include "data/generate.h"
+#include "eval/mpi_world.h"
+#include "base/output_lock.h"
+#include "data/suite.h"
 
 static void gen_usage(FILE *out) {
   fprintf(out,

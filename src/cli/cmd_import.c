@@ -8,12 +8,12 @@
 #include <string.h>
 
 #include "cli.h"
-#include "file_kind.h"
-#include "fileio.h"
-#include "generate.h"
-#include "output_lock.h"
-#include "results.h"
-#include "suite.h"
+#include "data/file_kind.h"
+#include "base/fileio.h"
+#include "data/generate.h"
+#include "base/output_lock.h"
+#include "report/results.h"
+#include "data/suite.h"
 
 #define IMPORT_SOURCE "precis import (its options as a suite)"
 

@@ -8,9 +8,9 @@
 #include <string.h>
 
 #include "cli.h"
-#include "model.h"
-#include "results.h"
-#include "suite.h"
+#include "data/model.h"
+#include "report/results.h"
+#include "data/suite.h"
 
 static void usage(FILE *out) {
   fprintf(out,

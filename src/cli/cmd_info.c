@@ -4,12 +4,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
+#include "eval/backend.h"
 #include "cli.h"
-#include "cuda_api.h"
-#include "recipe.h"
-#include "results.h"
-#include "sysinfo.h"
+#include "eval/cuda_api.h"
+#include "numerics/recipe.h"
+#include "report/results.h"
+#include "eval/sysinfo.h"
 
 static void version_string(int v, char *buf, size_t len) {
   /* CUDA encodes 1000*major + 10*minor */

@@ -7,10 +7,10 @@
 #include <string.h>
 
 #include "cli.h"
-#include "dataset.h"
-#include "file_kind.h"
-#include "npy.h"
-#include "safetensors.h"
+#include "data/dataset.h"
+#include "data/file_kind.h"
+#include "data/npy.h"
+#include "data/safetensors.h"
 
 static void inspect_usage(FILE *out) {
   fprintf(out,

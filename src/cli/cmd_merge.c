@@ -6,10 +6,10 @@
 #include <sys/stat.h>
 
 #include "cli.h"
-#include "fileio.h"
-#include "merge.h"
-#include "output_lock.h"
-#include "report.h"
+#include "base/fileio.h"
+#include "report/merge.h"
+#include "base/output_lock.h"
+#include "report/report.h"
 
 static const char usage_text[] =
     "usage: precis merge DIR|REPORT.json... -o DIR [--force] [--quiet]\n"

@@ -7,8 +7,8 @@
 #include <string.h>
 
 #include "cli.h"
-#include "plan.h"
-#include "report.h"
+#include "eval/plan.h"
+#include "report/report.h"
 
 static const char usage_text[] =
     "usage: precis plan REPORT.json [--require EXPR]... [--budget memory=BYTES|bits=B|latency=MS]\n"

@@ -7,9 +7,9 @@
 #include <string.h>
 
 #include "cli.h"
-#include "cuda_api.h"
-#include "gemm_plan.h"
-#include "split_plan.h"
+#include "eval/cuda_api.h"
+#include "eval/gemm_plan.h"
+#include "eval/split_plan.h"
 
 static void usage(FILE *out) {
   fprintf(out, "usage: precis recipes [--recipes LIST] [--cc 90] [--json]\n\n"

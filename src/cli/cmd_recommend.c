@@ -5,9 +5,9 @@
 #include <string.h>
 
 #include "cli.h"
-#include "recommend.h"
-#include "report.h"
-#include "report_util.h"
+#include "report/recommend.h"
+#include "report/report.h"
+#include "report/report_util.h"
 
 static const char usage_text[] =
     "usage: precis recommend REPORT.json [--require EXPR]... [--objective latency|memory] [--tie-threshold PCT]\n"

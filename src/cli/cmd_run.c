@@ -8,20 +8,20 @@
 
 #include <signal.h>
 
-#include "backend.h"
-#include "cuda_api.h"
+#include "eval/backend.h"
+#include "eval/cuda_api.h"
 #include "cli.h"
-#include "default_dataset.h"
-#include "fileio.h"
-#include "journal.h"
-#include "mpi_world.h"
-#include "parts.h"
-#include "output_lock.h"
-#include "report.h"
-#include "runner.h"
+#include "data/default_dataset.h"
+#include "base/fileio.h"
+#include "report/journal.h"
+#include "eval/mpi_world.h"
+#include "eval/parts.h"
+#include "base/output_lock.h"
+#include "report/report.h"
+#include "eval/runner.h"
 #include "precis_version.h"
-#include "sysinfo.h"
-#include "timing.h"
+#include "eval/sysinfo.h"
+#include "eval/timing.h"
 
 static void usage(FILE *out) {
   fprintf(out,

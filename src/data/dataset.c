@@ -15,8 +15,8 @@
 #include <unistd.h>
 
 #include "dataset_digest.h"
-#include "fileio.h"
-#include "results.h"
+#include "base/fileio.h"
+#include "report/results.h"
 
 /* ------------------------------------------------------------------------------------------------
  * HDF5 errors */

@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "status.h"
+#include "base/status.h"
 
 #define PRECIS_DATASET_FORMAT "precis-dataset"
 #define PRECIS_DATASET_FORMAT_VERSION 1

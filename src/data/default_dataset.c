@@ -6,10 +6,10 @@
 #include <string.h>
 
 #include "dataset.h"
-#include "fileio.h"
+#include "base/fileio.h"
 #include "generate.h"
 #include "precis_version.h"
-#include "results.h"
+#include "report/results.h"
 #include "suite.h"
 
 static char *cache_dir(void) {

@@ -3,7 +3,7 @@
 #ifndef PRECIS_DEFAULT_DATASET_H
 #define PRECIS_DEFAULT_DATASET_H
 
-#include "status.h"
+#include "base/status.h"
 
 /* Cache directory: $PRECIS_CACHE_DIR, else $XDG_CACHE_HOME/precis, else $HOME/.cache/precis. */
 precis_status precis_default_dataset_path(char **path);

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "results.h"
+#include "report/results.h"
 
 #if defined(__clang__)
 #pragma STDC FP_CONTRACT OFF

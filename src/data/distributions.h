@@ -11,7 +11,7 @@
 #include <stdint.h>
 
 #include "rng.h"
-#include "status.h"
+#include "base/status.h"
 
 typedef enum precis_dist_kind {
   PRECIS_DIST_NORMAL,

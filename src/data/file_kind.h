@@ -8,7 +8,7 @@
 
 #include <stddef.h>
 
-#include "status.h"
+#include "base/status.h"
 
 typedef enum precis_file_kind {
   PRECIS_FILE_HDF5,

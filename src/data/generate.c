@@ -13,12 +13,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cuda_api.h"
+#include "eval/cuda_api.h"
 #include "dataset_digest.h"
-#include "fileio.h"
+#include "base/fileio.h"
 #include "hdf5_guard.h"
 #include "precis_version.h"
-#include "results.h"
+#include "report/results.h"
 #include "rng.h"
 #include "file_kind.h"
 #include "npy.h"

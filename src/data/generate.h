@@ -7,8 +7,8 @@
 #include <stdint.h>
 
 #include "dataset.h"
-#include "mpi_world.h"
-#include "status.h"
+#include "eval/mpi_world.h"
+#include "base/status.h"
 #include "suite.h"
 
 typedef struct precis_gen_options {

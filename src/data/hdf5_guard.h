@@ -5,7 +5,7 @@
 #ifndef PRECIS_HDF5_GUARD_H
 #define PRECIS_HDF5_GUARD_H
 
-#include "status.h"
+#include "base/status.h"
 
 /* What the child runs on the file: PRECIS_OK or a clean refusal (either lets the parent go on: it
  * then gets the same answer itself, without risk). */

@@ -15,13 +15,13 @@
 
 #include "dataset.h"
 #include "dataset_digest.h"
-#include "escape.h"
+#include "report/escape.h"
 #include "file_kind.h"
-#include "fileio.h"
-#include "format.h"
+#include "base/fileio.h"
+#include "numerics/format.h"
 #include "generate.h"
 #include "precis_version.h"
-#include "results.h"
+#include "report/results.h"
 #include "rng.h"
 #include "safetensors.h"
 

@@ -15,7 +15,7 @@
 #include <stdint.h>
 
 #include "distributions.h"
-#include "status.h"
+#include "base/status.h"
 
 typedef struct precis_model_layer {
   char *name;   /* module name */

@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "status.h"
+#include "base/status.h"
 
 #define PRECIS_SAFETENSORS_MAX_RANK 8
 

@@ -12,8 +12,8 @@
 #include <yaml.h>
 
 #include "dataset.h"
-#include "fileio.h"
-#include "results.h"
+#include "base/fileio.h"
+#include "report/results.h"
 
 typedef struct parse_ctx {
   const char *source;

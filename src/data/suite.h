@@ -8,7 +8,7 @@
 #include <stdint.h>
 
 #include "distributions.h"
-#include "status.h"
+#include "base/status.h"
 
 typedef struct precis_suite_workload {
   char *name;

@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "host_memory.h"
-#include "metrics.h"
+#include "numerics/metrics.h"
 #include "timing.h"
 
 void precis_accept_config_default(precis_accept_config *cfg) {

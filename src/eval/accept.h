@@ -20,11 +20,11 @@
 #include <stdio.h>
 
 #include "backend.h"
-#include "criteria.h"
-#include "dataset.h"
-#include "recipe.h"
-#include "results.h"
-#include "status.h"
+#include "numerics/criteria.h"
+#include "data/dataset.h"
+#include "numerics/recipe.h"
+#include "report/results.h"
+#include "base/status.h"
 
 #define PRECIS_ACCEPT_FORMAT "precis-accept"
 #define PRECIS_ACCEPT_FORMAT_VERSION 1

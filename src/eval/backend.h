@@ -7,12 +7,12 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "dataset.h"
-#include "quant.h"
-#include "recipe.h"
-#include "spec.h"
-#include "results.h"
-#include "status.h"
+#include "data/dataset.h"
+#include "numerics/quant.h"
+#include "numerics/recipe.h"
+#include "numerics/spec.h"
+#include "report/results.h"
+#include "base/status.h"
 
 /* The --int8-act-scale option; precis_recipe_set_static_act_scale writes it into the specs, which
  * are what the backends read. */

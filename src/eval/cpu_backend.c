@@ -19,10 +19,10 @@
 #include "backend.h"
 #include "cpu_gemm_fp16acc.h"
 #include "cpu_quantized.h"
-#include "format.h"
+#include "numerics/format.h"
 #include "host_memory.h"
-#include "quant.h"
-#include "split.h"
+#include "numerics/quant.h"
+#include "numerics/split.h"
 #include "timing.h"
 
 /* 127 * 127 * k must stay below 2^31 for the int32 accumulators the GPU path uses. */

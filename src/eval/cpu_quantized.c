@@ -24,10 +24,10 @@
 #include <string.h>
 
 #include "cpu_gemm_fp16acc.h"
-#include "format.h"
-#include "format_bits.h"
-#include "quant.h"
-#include "quantize.h"
+#include "numerics/format.h"
+#include "numerics/format_bits.h"
+#include "numerics/quant.h"
+#include "numerics/quantize.h"
 
 /* fp8 fast accumulation (CUBLASLT_MATMUL_DESC_FAST_ACCUM; docs/formats.md, "fp8 fast accumulation"):
  * the accumulator keeps FAST_FRACTION_BITS fraction bits, truncating, and takes FAST_BLOCK products

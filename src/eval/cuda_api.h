@@ -7,9 +7,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "recipe.h"
-#include "spec.h"
-#include "status.h"
+#include "numerics/recipe.h"
+#include "numerics/spec.h"
+#include "base/status.h"
 
 typedef struct precis_device_info {
   int index;

@@ -3,7 +3,7 @@
 #include <cjson/cJSON.h>
 #include <stdlib.h>
 
-#include "results.h"
+#include "report/results.h"
 
 static uint64_t sat_mul(uint64_t a, uint64_t b) {
   if (a != 0 && b > UINT64_MAX / a) return UINT64_MAX;

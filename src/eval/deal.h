@@ -14,9 +14,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "dataset.h"
-#include "recipe.h"
-#include "status.h"
+#include "data/dataset.h"
+#include "numerics/recipe.h"
+#include "base/status.h"
 
 /* A byte moved counts as this many flops: roughly a machine's arithmetic-to-memory balance, so that
  * a skinny, memory-bound GEMM is not dealt as if it were free. */

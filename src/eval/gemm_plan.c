@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "format.h"
+#include "numerics/format.h"
 
 static int64_t round_up(int64_t v, int64_t to) { return (v + to - 1) / to * to; }
 

@@ -17,9 +17,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "results.h"
-#include "spec.h"
-#include "status.h"
+#include "report/results.h"
+#include "numerics/spec.h"
+#include "base/status.h"
 
 /* cublasOperation_t and cublasComputeType_t values as plain integers (src/ includes no CUDA
  * header); kernels/ checks them against the CUDA headers at compile time. */

@@ -8,7 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "status.h"
+#include "base/status.h"
 
 typedef struct precis_mpi_world {
   bool active;    /* MPI_Init was called and the job has more than one rank */

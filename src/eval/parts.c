@@ -10,9 +10,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "dataset.h"
+#include "data/dataset.h"
 #include "deal.h"
-#include "escape.h"
+#include "report/escape.h"
 
 precis_status precis_part_spawn(int (*fn)(void *), void *arg, long *pid) {
   fflush(stdout);

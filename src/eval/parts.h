@@ -14,7 +14,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "journal.h"
+#include "report/journal.h"
 #include "runner.h"
 
 /* How a part's worker ended. */

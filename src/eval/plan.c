@@ -5,10 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "escape.h"
-#include "format.h"
-#include "recipe.h"
-#include "report_util.h"
+#include "report/escape.h"
+#include "numerics/format.h"
+#include "numerics/recipe.h"
+#include "report/report_util.h"
 
 const char *precis_plan_budget_str(precis_plan_budget b) {
   switch (b) {

@@ -24,9 +24,9 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "criteria.h"
-#include "results.h"
-#include "status.h"
+#include "numerics/criteria.h"
+#include "report/results.h"
+#include "base/status.h"
 
 typedef enum precis_plan_budget { PRECIS_PLAN_NO_BUDGET, PRECIS_PLAN_MEMORY, PRECIS_PLAN_BITS, PRECIS_PLAN_LATENCY } precis_plan_budget;
 const char *precis_plan_budget_str(precis_plan_budget b); /* "none", "memory", "bits", "latency" */

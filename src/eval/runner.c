@@ -7,12 +7,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "dataset.h"
+#include "data/dataset.h"
 #include "deal.h"
-#include "escape.h"
-#include "journal.h"
-#include "metrics.h"
-#include "report.h"
+#include "report/escape.h"
+#include "report/journal.h"
+#include "numerics/metrics.h"
+#include "report/report.h"
 
 void precis_row_judge(precis_row *row, const precis_criteria *criteria) {
   row->criteria = *criteria;

@@ -8,9 +8,9 @@
 #include <stdbool.h>
 
 #include "backend.h"
-#include "criteria.h"
-#include "recipe.h"
-#include "results.h"
+#include "numerics/criteria.h"
+#include "numerics/recipe.h"
+#include "report/results.h"
 
 typedef struct precis_run_config {
   const char *dataset_path;

@@ -3,8 +3,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "format.h"
-#include "split.h"
+#include "numerics/format.h"
+#include "numerics/split.h"
 
 bool precis_split_term_spec(const precis_spec *s, precis_spec *term, char *why, size_t len) {
   if (why && len) why[0] = '\0';

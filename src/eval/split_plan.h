@@ -24,9 +24,9 @@
 #include <stdint.h>
 
 #include "gemm_plan.h"
-#include "results.h"
-#include "spec.h"
-#include "status.h"
+#include "report/results.h"
+#include "numerics/spec.h"
+#include "base/status.h"
 
 /* int8x16: 16·17/2 slice products. */
 #define PRECIS_SPLIT_MAX_PRODUCTS 136

@@ -3,7 +3,7 @@
 #ifndef PRECIS_SYSINFO_H
 #define PRECIS_SYSINFO_H
 
-#include "results.h"
+#include "report/results.h"
 
 /* Adds precis_version, precis_commit, hdf5_version, blas, blas_config, blas_threads, cpu, cpu_cores,
  * os, hostname, utc_time. */

@@ -12,7 +12,7 @@
 #include <stddef.h>
 
 #include "backend.h"
-#include "results.h"
+#include "report/results.h"
 
 /* The default sampling budget per case on the cpu backend (precis run), instead of the options'
  * 1000 ms: its timings are CPU timings of an emulation, not GPU figures (docs/decisions.md). */

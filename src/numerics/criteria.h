@@ -8,7 +8,7 @@
 
 #include "metrics.h"
 #include "spec.h"
-#include "status.h"
+#include "base/status.h"
 
 typedef enum precis_cmp { PRECIS_CMP_LE, PRECIS_CMP_LT, PRECIS_CMP_GE, PRECIS_CMP_GT, PRECIS_CMP_EQ } precis_cmp;
 

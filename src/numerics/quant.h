@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "status.h"
+#include "base/status.h"
 
 typedef enum precis_calib_method {
   PRECIS_CALIB_ABSMAX,

@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #include "format.h"
-#include "status.h"
+#include "base/status.h"
 
 typedef enum precis_quant_gran {
   PRECIS_QUANT_GRAN_TENSOR,   /* one scale */

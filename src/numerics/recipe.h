@@ -9,7 +9,7 @@
 
 #include "format.h"
 #include "spec.h"
-#include "status.h"
+#include "base/status.h"
 
 typedef struct precis_recipe_preset {
   const char *name;

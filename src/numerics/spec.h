@@ -16,7 +16,7 @@
 #include <stddef.h>
 
 #include "format.h"
-#include "status.h"
+#include "base/status.h"
 
 /* Longest canonical spec plus room: seven fields with their longest values. */
 #define PRECIS_SPEC_TEXT_MAX 256

@@ -18,7 +18,7 @@
 #include <stddef.h>
 
 #include "results.h"
-#include "status.h"
+#include "base/status.h"
 
 typedef struct precis_compare_options {
   double error_factor;     /* default 2 */

@@ -10,7 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "fileio.h"
+#include "base/fileio.h"
 #include "precis_version.h"
 #include "report.h"
 

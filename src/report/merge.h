@@ -8,7 +8,7 @@
 #include <stddef.h>
 
 #include "results.h"
-#include "status.h"
+#include "base/status.h"
 
 /* parts[i] was read from names[i] (used in messages). Refused with PRECIS_E_INPUT and a message
  * naming the field and the parts: a report without settings.shard, parts of different splits,

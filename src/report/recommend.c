@@ -1,6 +1,6 @@
 #include "recommend.h"
 
-#include "recipe.h"
+#include "numerics/recipe.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -8,9 +8,9 @@
 #include <string.h>
 
 #include "escape.h"
-#include "recipe.h"
+#include "numerics/recipe.h"
 #include "report_util.h"
-#include "timing.h"
+#include "eval/timing.h"
 
 typedef struct row_eval {
   bool passes;

@@ -31,9 +31,9 @@
 #include <stdbool.h>
 #include <stdio.h>
 
-#include "criteria.h"
+#include "numerics/criteria.h"
 #include "results.h"
-#include "status.h"
+#include "base/status.h"
 
 typedef enum precis_objective { PRECIS_OBJECTIVE_LATENCY, PRECIS_OBJECTIVE_MEMORY } precis_objective;
 

@@ -7,7 +7,7 @@
 #include <stdio.h>
 
 #include "results.h"
-#include "status.h"
+#include "base/status.h"
 
 precis_status precis_report_write_json(const precis_report *report, const char *path, bool force);
 precis_status precis_report_read_json(const char *path, precis_report *out);

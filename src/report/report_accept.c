@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "accept.h"
-#include "fileio.h"
+#include "eval/accept.h"
+#include "base/fileio.h"
 #include "precis_version.h"
 #include "report_util.h"
 

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "escape.h"
-#include "fileio.h"
+#include "base/fileio.h"
 #include "report.h"
 
 static void csv_sep(precis_buf *b, bool *first) {

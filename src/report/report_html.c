@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "escape.h"
-#include "fileio.h"
+#include "base/fileio.h"
 #include "recommend.h"
 #include "report.h"
 #include "report_util.h"

@@ -7,8 +7,8 @@
 #include <string.h>
 
 #include "escape.h"
-#include "fileio.h"
-#include "recipe.h"
+#include "base/fileio.h"
+#include "numerics/recipe.h"
 #include "report.h"
 #include "report_util.h"
 

@@ -9,8 +9,8 @@
 #include <string.h>
 
 #include "escape.h"
-#include "fileio.h"
-#include "plan.h"
+#include "base/fileio.h"
+#include "eval/plan.h"
 #include "report_util.h"
 
 static const char *cost_unit(precis_plan_budget kind) {

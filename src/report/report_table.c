@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "escape.h"
-#include "recipe.h"
+#include "numerics/recipe.h"
 #include "report.h"
 #include "recommend.h"
 #include "report_util.h"

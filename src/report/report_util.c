@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "recipe.h"
-#include "spec.h"
+#include "numerics/recipe.h"
+#include "numerics/spec.h"
 
 size_t precis_report_slice_sweep(const precis_report *report, const char *workload, precis_sweep_point *points,
                                  size_t max, const precis_row **fp64) {

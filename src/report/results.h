@@ -7,9 +7,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "criteria.h"
-#include "metrics.h"
-#include "status.h"
+#include "numerics/criteria.h"
+#include "numerics/metrics.h"
+#include "base/status.h"
 
 #define PRECIS_REPORT_FORMAT "precis-report"
 #define PRECIS_REPORT_FORMAT_VERSION 1

@@ -18,8 +18,8 @@
 #include <time.h>
 
 #include "bench/bench_verdict.h"
-#include "format.h"
-#include "quant.h"
+#include "numerics/format.h"
+#include "numerics/quant.h"
 
 static double now_s(void) {
   struct timespec ts;

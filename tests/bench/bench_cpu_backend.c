@@ -17,10 +17,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
+#include "eval/backend.h"
 #include "bench/bench_verdict.h"
-#include "recipe.h"
-#include "timing.h"
+#include "numerics/recipe.h"
+#include "eval/timing.h"
 
 static double median_of(double *v, int n) {
   for (int i = 1; i < n; i++)

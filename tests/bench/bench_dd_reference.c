@@ -9,9 +9,9 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "distributions.h"
-#include "generate.h"
-#include "rng.h"
+#include "data/distributions.h"
+#include "data/generate.h"
+#include "data/rng.h"
 
 static double now(void) {
   struct timespec t;

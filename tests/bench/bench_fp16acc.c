@@ -14,9 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cpu_gemm_fp16acc.h"
-#include "format.h"
-#include "timing.h"
+#include "eval/cpu_gemm_fp16acc.h"
+#include "numerics/format.h"
+#include "eval/timing.h"
 
 #define REPS 3
 

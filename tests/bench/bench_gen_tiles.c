@@ -17,8 +17,8 @@
 #include <unistd.h>
 
 #include "bench/bench_verdict.h"
-#include "generate.h"
-#include "suite.h"
+#include "data/generate.h"
+#include "data/suite.h"
 
 static double now(void) {
   struct timespec t;

@@ -17,9 +17,9 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "distributions.h"
-#include "format.h"
-#include "model.h"
+#include "data/distributions.h"
+#include "numerics/format.h"
+#include "data/model.h"
 
 static long long peak_rss_bytes(void) {
   struct rusage ru;

@@ -14,8 +14,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "quantize.h"
-#include "status.h"
+#include "numerics/quantize.h"
+#include "base/status.h"
 
 #define GOAL 0.3
 

@@ -13,9 +13,9 @@
 #include <time.h>
 
 #include "bench/bench_verdict.h"
-#include "distributions.h"
-#include "generate.h"
-#include "rng.h"
+#include "data/distributions.h"
+#include "data/generate.h"
+#include "data/rng.h"
 
 static double clock_s(clockid_t id) {
   struct timespec t;

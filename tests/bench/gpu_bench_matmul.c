@@ -18,14 +18,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
+#include "eval/backend.h"
 #include "bench/bench_verdict.h"
 #include "gpu/gpu_probe.h"
-#include "convert.cuh"
-#include "gemm_plan.h"
-#include "lt_matmul.h"
-#include "stream_delay.h"
-#include "timing.h"
+#include "kernels/convert.cuh"
+#include "eval/gemm_plan.h"
+#include "kernels/lt_matmul.h"
+#include "kernels/stream_delay.h"
+#include "eval/timing.h"
 
 #define CK(stmt)                                                                                               \
   do {                                                                                                         \

@@ -13,7 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "dataset.h"
+#include "data/dataset.h"
 
 #include "fuzz_input.h"
 

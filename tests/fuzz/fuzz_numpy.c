@@ -8,8 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "file_kind.h"
-#include "npy.h"
+#include "data/file_kind.h"
+#include "data/npy.h"
 
 #include "fuzz_input.h"
 

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "safetensors.h"
+#include "data/safetensors.h"
 
 #include "fuzz_input.h"
 

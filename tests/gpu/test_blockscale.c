@@ -15,9 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
-#include "cpu_quantized.h"
-#include "cuda_api.h"
+#include "eval/backend.h"
+#include "eval/cpu_quantized.h"
+#include "eval/cuda_api.h"
 #include "gpu_probe.h"
 #include "harness.h"
 #include "preset_fixture.h"

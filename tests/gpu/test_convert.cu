@@ -15,10 +15,10 @@
 #include <vector>
 
 extern "C" {
-#include "format.h"
-#include "quant.h"
+#include "numerics/format.h"
+#include "numerics/quant.h"
 }
-#include "convert.cuh"
+#include "kernels/convert.cuh"
 #include "gpu_probe.h"
 #include "harness.h"
 

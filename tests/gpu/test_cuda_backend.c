@@ -13,15 +13,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
+#include "eval/backend.h"
 #include "backend_agreement.h"
-#include "cuda_api.h"
-#include "format.h"
-#include "gemm_plan.h"
+#include "eval/cuda_api.h"
+#include "numerics/format.h"
+#include "eval/gemm_plan.h"
 #include "gpu_probe.h"
 #include "harness.h"
 #include "preset_fixture.h"
-#include "quant.h"
+#include "numerics/quant.h"
 
 static const precis_backend *cuda, *cpu;
 static void *cuda_ctx, *cpu_ctx;

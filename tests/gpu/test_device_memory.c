@@ -7,11 +7,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "cuda_check.h"
-#include "device_memory.h"
+#include "kernels/cuda_check.h"
+#include "kernels/device_memory.h"
 #include "gpu_probe.h"
 #include "harness.h"
-#include "mem_sampler.h"
+#include "kernels/mem_sampler.h"
 
 static void sleep_ms(long ms) {
   struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};

@@ -1,8 +1,8 @@
 /* Smoke test of the CUDA inventory: skipped (77) only on a machine without a CUDA device. */
-#include "cuda_api.h"
+#include "eval/cuda_api.h"
 #include "gpu_probe.h"
 #include "harness.h"
-#include "recipe.h"
+#include "numerics/recipe.h"
 
 static precis_cuda_inventory inv;
 

@@ -12,8 +12,8 @@
 
 #include "gpu_probe.h"
 #include "harness.h"
-#include "journal.h"
-#include "report.h"
+#include "report/journal.h"
+#include "report/report.h"
 
 static int shell(const char *fmt, const char *a, const char *b, const char *c) {
   char command[4096];

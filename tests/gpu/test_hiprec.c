@@ -21,13 +21,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
-#include "cuda_api.h"
-#include "format.h"
+#include "eval/backend.h"
+#include "eval/cuda_api.h"
+#include "numerics/format.h"
 #include "gpu_probe.h"
 #include "harness.h"
 #include "preset_fixture.h"
-#include "split_plan.h"
+#include "eval/split_plan.h"
 
 static const precis_backend *cuda, *cpu;
 static void *cuda_ctx, *cpu_ctx;

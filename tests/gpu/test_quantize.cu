@@ -13,11 +13,11 @@
 #include <vector>
 
 extern "C" {
-#include "format.h"
-#include "quantize.h"
+#include "numerics/format.h"
+#include "numerics/quantize.h"
 }
 #include "harness.h"
-#include "quantize.cuh"
+#include "kernels/quantize.cuh"
 
 #define CUDA_OK(expr)                                                                                 \
   do {                                                                                                \

@@ -13,12 +13,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda_api.h"
-#include "distributions.h"
-#include "generate.h"
+#include "eval/cuda_api.h"
+#include "data/distributions.h"
+#include "data/generate.h"
 #include "gpu_probe.h"
 #include "harness.h"
-#include "rng.h"
+#include "data/rng.h"
 
 typedef struct shape {
   int64_t batch, m, n, k;

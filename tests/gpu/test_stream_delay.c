@@ -8,7 +8,7 @@
 
 #include "gpu_probe.h"
 #include "harness.h"
-#include "stream_delay.h"
+#include "kernels/stream_delay.h"
 
 static cudaStream_t stream;
 static cudaEvent_t start, stop;
