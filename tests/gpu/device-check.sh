@@ -84,7 +84,7 @@ if [ $sanitize -eq 1 ]; then
   plan="nvidia-smi 8 nvidia-smi-query 8 ldd-precis 4 precis-info 10 precis-info-json 10 gen-default 25 memcheck 300"
 else
   plan="nvidia-smi 8 nvidia-smi-query 8 ldd-precis 4 precis-info 10 precis-info-json 10 selftest 5
-        gpu-tests 135 gpu-bench 45 gen-default 25 explain-cuda 10 cublaslt-version 5 run-cuda 50 compare-cpu 35
+        gpu-test-expectations 5 gpu-tests 135 gpu-bench 45 gen-default 25 explain-cuda 10 cublaslt-version 5 run-cuda 50 compare-cpu 35
         int8-rows 20 accept-cuda-concurrency 25 run-cuda-cold-autotune 20 run-cuda-int8-static 10 gen-phi64 15
         run-cuda-hiprec 25"
 fi
@@ -99,8 +99,9 @@ done
 
 find_program() { # NAME: the first of PRECIS_BIN_DIR, precis's folder on PATH, the build tree
   local name=$1 dir
-  for dir in ${PRECIS_BIN_DIR:-} "$(dirname "$(command -v precis 2>/dev/null || echo /nonexistent/x)")" \
-    "$root/build" "$root/build/tests/gpu"; do
+  for dir in ${PRECIS_BIN_DIR:-} ${PRECIS_BIN_DIR:+$PRECIS_BIN_DIR/tests} \
+    "$(dirname "$(command -v precis 2>/dev/null || echo /nonexistent/x)")" "$root/build" "$root/build/tests" \
+    "$root/build/tests/gpu"; do
     [ -n "$dir" ] && [ -x "$dir/$name" ] && [ -f "$dir/$name" ] && { echo "$dir/$name"; return 0; }
   done
   return 1
@@ -202,6 +203,16 @@ if [ $dry -eq 0 ] && [ -s "$work/precis-info-json.log" ]; then
 fi
 if [ $sanitize -eq 0 ]; then
   step selftest python3 "$checks" selftest
+
+  # What gpu_test_cuda_backend expects the backend to refuse (nvfp4's per-b tensor scales, scale
+  #    tensors with a b per batch element), checked against the cpu side's own refusals: a GPU test
+  #    that expects `ok` where the emulation must refuse fails here, before any device time is spent.
+  if expectations=$(find_program test_cuda_expectations); then
+    step gpu-test-expectations --show 5 "$expectations"
+  else
+    note "=== gpu-test-expectations: test_cuda_expectations not found (pack it with the GPU tests): FAILED"
+    failed=1
+  fi
 
   # 2. The GPU test programs (PRECIS exported for gpu_test_devices). On the device every program must
   #    pass (a SKIP is a failure); in the dry run every one must skip for want of a device.
