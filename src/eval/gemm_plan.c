@@ -152,9 +152,9 @@ long long precis_cc_stated_l2_bytes(int cc_major, int cc_minor, const char **par
     long long mib;
     const char *part;
   } stated[] = {
-      {70, 6, "V100: 6 MiB"},
-      {80, 40, "A100: 40 MiB"},
-      {90, 50, "H100/H200: 50 MiB (cudaDeviceProp.l2CacheSize 52428800)"},
+      {70, 6, "V100, 6 MiB"},
+      {80, 40, "A100, 40 MiB"},
+      {90, 50, "H100/H200, 50 MiB: cudaDeviceProp.l2CacheSize 52428800"},
   };
   for (size_t i = 0; i < sizeof stated / sizeof stated[0]; i++)
     if (stated[i].cc == cc_major * 10 + cc_minor) {
