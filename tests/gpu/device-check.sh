@@ -84,7 +84,7 @@ if [ $sanitize -eq 1 ]; then
   plan="nvidia-smi 8 nvidia-smi-query 8 ldd-precis 4 precis-info 10 precis-info-json 10 gen-default 25 memcheck 300"
 else
   plan="nvidia-smi 8 nvidia-smi-query 8 ldd-precis 4 precis-info 10 precis-info-json 10 selftest 5
-        gpu-test-expectations 5 gpu-tests 135 gpu-bench 45 gen-default 25 explain-cuda 10 cublaslt-version 5 run-cuda 50 compare-cpu 35
+        gpu-test-expectations 5 gpu-tests 120 gpu-bench 45 gen-default 25 explain-cuda 10 cublaslt-version 5 run-cuda 70 compare-cpu 35
         int8-rows 20 accept-cuda-concurrency 25 run-cuda-cold-autotune 20 run-cuda-int8-static 10 gen-phi64 15
         run-cuda-hiprec 25"
 fi
@@ -182,7 +182,7 @@ if [ $dry -eq 1 ]; then
   quick="--max-time-ms 5 --min-samples 2 --max-samples 3"
 else
   backend=cuda
-  quick="--max-time-ms 100 --min-samples 5"
+  quick="--max-time-ms 50 --min-samples 5"
 fi
 
 # 1. The machine.
@@ -217,7 +217,7 @@ if [ $sanitize -eq 0 ]; then
   # 2. The GPU test programs (PRECIS exported for gpu_test_devices). On the device every program must
   #    pass (a SKIP is a failure); in the dry run every one must skip for want of a device.
   mkdir -p "$work/gpu-tests"
-  step gpu-tests --show 0 env PRECIS="$precis" LOG_DIR="$work/gpu-tests" GPU_TEST_TIMEOUT=120 bash "$here/run-all.sh" "$test_dir"
+  step gpu-tests --show 0 env PRECIS="$precis" LOG_DIR="$work/gpu-tests" GPU_TEST_TIMEOUT=100 bash "$here/run-all.sh" "$test_dir"
   if [ $dry -eq 0 ] && grep -q '^SKIP' "$work/gpu-tests.log"; then
     note "    a GPU test was SKIPPED on a machine with a device: treated as a failure"
     failed=1
