@@ -99,7 +99,7 @@ done
 
 find_program() { # NAME: the first of PRECIS_BIN_DIR, precis's folder on PATH, the build tree
   local name=$1 dir
-  for dir in ${PRECIS_BIN_DIR:-} ${PRECIS_BIN_DIR:+$PRECIS_BIN_DIR/tests} \
+  for dir in ${PRECIS_BIN_DIR:-} ${PRECIS_BIN_DIR:+$PRECIS_BIN_DIR/tests $PRECIS_BIN_DIR/tests/gpu} \
     "$(dirname "$(command -v precis 2>/dev/null || echo /nonexistent/x)")" "$root/build" "$root/build/tests" \
     "$root/build/tests/gpu"; do
     [ -n "$dir" ] && [ -x "$dir/$name" ] && [ -f "$dir/$name" ] && { echo "$dir/$name"; return 0; }
