@@ -1,7 +1,7 @@
 """precis.emulate's speed (issue 29): a 128 x 4096 x 4096 GEMM for bf16, int8 and fp8, against
   - the CLI's time for the same case (`precis run --backend cpu`: convert_ms + median_ms, the
-    quantize or round step plus one GEMM; the dequantize/output rounding is inside neither), goal
-    emulate <= 1.2x: the Python layer adds no work of its own;
+    quantize or round step plus one warm GEMM, while emulate's one GEMM is its first), goal
+    emulate <= 1.2x: the Python layer and the API add no work of their own;
   - numpy.matmul in float32 on the same arrays, goal emulate <= 2x for the float recipe (bf16: the
     cpu backend rounds the operands, then runs sgemm).
 
@@ -44,9 +44,17 @@ tmp = pathlib.Path(tempfile.mkdtemp(prefix="precis-bench-py-"))
 data = tmp / "bench.h5"
 subprocess.run([str(build / "precis"), "gen", str(tmp / "suite.yaml"), "-o", str(data)], check=True,
                capture_output=True)
-subprocess.run([str(build / "precis"), "run", str(data), "--backend", "cpu", "--recipes", ",".join(RECIPES), "--quiet",
-                "-o", str(tmp / "report"), "--min-samples", str(repeat), "--max-time-ms", "20000"], check=True)
-rows = {r["recipe"]: r for r in json.loads((tmp / "report" / "report.json").read_text())["rows"]}
+
+
+def cli_case_ms(recipe, round_index):
+    """convert_ms + median_ms of one `precis run --backend cpu` case (None when the row is not ok)."""
+    out = tmp / f"report-{recipe}-{round_index}"
+    subprocess.run([str(build / "precis"), "run", str(data), "--backend", "cpu", "--recipes", recipe, "--quiet",
+                    "-o", str(out), "--min-samples", "3", "--max-time-ms", "20000"], check=True)
+    row = json.loads((out / "report.json").read_text())["rows"][0]
+    return row["time"]["convert_ms"] + row["time"]["median_ms"] if row["status"] == "ok" else None
+
+
 arrays = precis.dataset(data).arrays("bench")
 a, b = arrays["a"][0], arrays["b"]
 
@@ -67,14 +75,18 @@ print(f"precis.emulate on {m}x{n}x{k}, best of {repeat}; numpy.matmul float32 {n
 print(f"{'recipe':8} {'emulate ms':>11} {'CLI ms':>9} {'ratio':>7} {'goal':>5}   {'vs numpy':>8} {'goal':>5}")
 goals = missed = failed = 0
 for recipe in RECIPES:
-    row = rows[recipe]
-    if row["status"] != "ok":
-        print(f"{recipe:8} CLI row {row['status']}: {row['reason']}")
+    # Rounds alternate the CLI and emulate, and each keeps its best, so that load from elsewhere on
+    # the machine hits both alike.
+    cli_times, emulate_times = [], []
+    precis.emulate(a, b, recipe)
+    for r in range(2):
+        cli_times.append(cli_case_ms(recipe, r))
+        emulate_times.append(best_of(lambda: precis.emulate(a, b, recipe)))
+    if None in cli_times:
+        print(f"{recipe:8} CLI row not ok")
         failed += 1
         continue
-    precis.emulate(a, b, recipe)
-    emulate_ms = best_of(lambda: precis.emulate(a, b, recipe))
-    cli_ms = row["time"]["convert_ms"] + row["time"]["median_ms"]
+    cli_ms, emulate_ms = min(cli_times), min(emulate_times)
     ratio = emulate_ms / cli_ms
     goals += 1
     missed += ratio > 1.2
