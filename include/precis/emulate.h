@@ -23,8 +23,10 @@ typedef struct precis_gemm {
   precis_dtype a_dtype;
   const void *b;          /* [k, n] or [batch, k, n] */
   precis_dtype b_dtype;
-  /* Optional [calib_samples, m, k] float32 calibration inputs: recipes with static activation
-   * scales (scale=absmax|percentile|mse) find A's scale there. NULL/0 when none. */
+  /* Optional [calib_samples, m, k] float32 calibration inputs, as a workload's calib/a: recipes
+   * with static activation scales (scale=absmax|percentile|mse) need them, and SmoothQuant
+   * (smooth=) takes its scales from them (without, from A itself, as for a workload without a
+   * calibration split). NULL/0 when none. */
   const float *calib_a;
   int64_t calib_samples;
 } precis_gemm;

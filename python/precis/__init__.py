@@ -59,7 +59,9 @@ def emulate(a, b, recipe, *, calib=None, out_dtype=None):
 
     a: [m, k] or [s, m, k]; b: [k, n], or [s, k, n] (one B per batch element); float32, or float64
     as a dataset may store them (fp64 recipes read all 53 bits, others the float32 rounding).
-    calib: [samples, m, k] float32 calibration inputs, for recipes with static activation scales.
+    calib: [samples, m, k] float32 calibration inputs (a dataset's calib/a): recipes with static
+    activation scales need them, SmoothQuant takes its scales from them (else from a itself, as
+    for a workload without a calibration split); give the dataset's to reproduce its rows.
     Returns [m, n] or [s, m, n]: float32, or float64 for out=fp64 recipes (out_dtype overrides).
     Raises UsageError (bad recipe, shape), TypeError (dtype), UnsupportedError (the cpu backend does
     not run this recipe, and says why)."""
