@@ -269,6 +269,38 @@ def test_unsupported_and_static_scales_need_calibration():
     assert c.shape == (2, 4, 3)
 
 
+def rss_bytes():
+    return int(pathlib.Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def test_repeated_calls_do_not_leak():
+    """Inputs of 1 MiB: a buffer kept per call (input copy, output, quantized arrays, a Py_buffer
+    never released) would add over 100 MiB in 100 calls; the allowance is 24 MiB."""
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((512, 512)).astype(np.float32)
+    b = rng.standard_normal((512, 64)).astype(np.float32)
+    strided = np.ones((512, 1024), dtype=np.float32)[:, ::2]
+
+    def calls():
+        precis.emulate(a, b, "fp8")
+        precis.emulate(a.astype(np.float64), b, "fp64")
+        precis.quantize(a, "a=e2m1@nv")
+        for bad in (lambda: precis.emulate(a, b, "a=s8@col"), lambda: precis.emulate(a, b, "fp64-emu"),
+                    lambda: precis._precis.emulate("fp32", strided, b, np.empty((512, 64), np.float32), 1, 512, 64,
+                                                   512, False),
+                    lambda: precis.quantize(a, "b=e4m3@row")):
+            with pytest.raises((precis.Error, BufferError)):
+                bad()
+
+    for _ in range(5):
+        calls()
+    before = rss_bytes()
+    for _ in range(100):
+        calls()
+    grown = rss_bytes() - before
+    assert grown < 24 << 20, f"RSS grew by {grown >> 20} MiB over 100 rounds of calls"
+
+
 # ---- reports, runs and the command line ---------------------------------------------------------
 
 def test_read_report_rows_are_report_json(work):
