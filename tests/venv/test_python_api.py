@@ -301,6 +301,29 @@ def test_repeated_calls_do_not_leak():
     assert grown < 24 << 20, f"RSS grew by {grown >> 20} MiB over 100 rounds of calls"
 
 
+def test_the_gil_is_released_while_c_computes():
+    """While a thread emulates a GEMM, the main thread keeps running: its longest pause is well under
+    the call's length (holding the GIL, the pause would be the whole call)."""
+    import threading
+    import time
+    rng = np.random.default_rng(9)
+    a = rng.standard_normal((4, 256, 1024)).astype(np.float32)
+    b = rng.standard_normal((1024, 512)).astype(np.float32)
+    t0 = time.perf_counter()
+    precis.emulate(a, b, "fp16acc16")
+    duration = time.perf_counter() - t0
+    worker = threading.Thread(target=precis.emulate, args=(a, b, "fp16acc16"))
+    longest, last = 0.0, time.perf_counter()
+    worker.start()
+    while worker.is_alive():
+        time.sleep(0.002)
+        now = time.perf_counter()
+        longest, last = max(longest, now - last), now
+    worker.join()
+    assert duration > 0.2, f"the GEMM took {duration:.3f} s: too short to tell"
+    assert longest < duration / 2, f"main thread paused {longest:.3f} s during a {duration:.3f} s call"
+
+
 # ---- reports, runs and the command line ---------------------------------------------------------
 
 def test_read_report_rows_are_report_json(work):
