@@ -3,7 +3,9 @@
  * (under the sanitizer build, with leak detection, they also leak nothing); emulate computes what
  * exact arithmetic gives where the recipe is exact; the CLI runs as a function, twice. The bits
  * against `precis run --save-outputs` for every preset: tests/venv/test_python_api.py. */
+#include <ftw.h>
 #include <math.h>
+#include <stdlib.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -158,6 +160,77 @@ TEST(datasets_and_reports_refuse_what_is_missing) {
   CHECK(strstr(precis_last_error(), "output_dir") != NULL);
 }
 
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+  (void)st, (void)flag, (void)ftw;
+  return remove(path);
+}
+
+/* gen through the CLI function, then a run and its report read back; a bad criterion is the
+ * command's own refusal (exit 2) with its message. */
+TEST(run_and_read_back) {
+  char dir[] = "/tmp/precis-test-api-XXXXXX";
+  if (!mkdtemp(dir)) {
+    CHECK(!"mkdtemp");
+    return;
+  }
+  char suite[256], data[256], out[256];
+  snprintf(suite, sizeof suite, "%s/s.yaml", dir);
+  snprintf(data, sizeof data, "%s/d.h5", dir);
+  snprintf(out, sizeof out, "%s/report", dir);
+  FILE *f = fopen(suite, "w");
+  CHECK(f != NULL);
+  if (!f) return;
+  fputs("workloads:\n  - name: w\n    m: 5\n    n: 6\n    k: 7\n    batch: 2\n", f);
+  fclose(f);
+  char prog[] = "precis", gen[] = "gen", o[] = "-o";
+  char *g[] = {prog, gen, suite, o, data, NULL};
+  CHECK_EQ_INT(precis_main(5, g), 0);
+  precis_data *ds = NULL;
+  CHECK_OK(precis_data_open(data, &ds));
+  if (ds) {
+    CHECK_EQ_INT(precis_data_workload_count(ds), 1);
+    precis_workload_desc w;
+    CHECK_OK(precis_data_workload(ds, 0, &w));
+    CHECK(strcmp(w.name, "w") == 0 && w.m == 5 && w.n == 6 && w.k == 7 && w.batch == 2 && !w.b_batched);
+    precis_arrays *arr = NULL;
+    CHECK_OK(precis_data_load(ds, 0, &arr));
+    precis_dtype t;
+    int64_t shape[3];
+    int ndim;
+    CHECK(precis_arrays_get(arr, "a", &t, shape, &ndim) && ndim == 3 && shape[2] == 7 && t == PRECIS_DTYPE_F32);
+    CHECK(precis_arrays_get(arr, "calib/a", &t, shape, &ndim) == NULL);
+    precis_arrays_free(arr);
+    precis_data_close(ds);
+  }
+  const char *extra[] = {"--max-time-ms", "1", "--min-samples", "1"};
+  precis_run_options ro = {.dataset = data, .output_dir = out, .recipes = "bf16,int8", .backend = "cpu",
+                           .extra_args = extra, .n_extra_args = 4};
+  precis_results *r = NULL;
+  int code = -1;
+  char *messages = NULL;
+  CHECK_OK(precis_run(&ro, &r, &code, &messages));
+  CHECK_EQ_INT(code, 0);
+  CHECK(messages != NULL && r != NULL);
+  if (r) {
+    CHECK_EQ_INT(precis_results_row_count(r), 2);
+    CHECK(precis_results_complete(r) && strstr(precis_results_json(r), "\"rows\"") != NULL);
+    precis_result_row row;
+    CHECK_OK(precis_results_row(r, 1, &row));
+    CHECK(strcmp(row.recipe, "int8") == 0 && strcmp(row.status, "ok") == 0 && row.rel_fro_worst > 0 &&
+          row.median_ms > 0);
+    CHECK_EQ_INT(precis_results_row(r, 2, &row), PRECIS_E_USAGE);
+  }
+  precis_results_free(r);
+  precis_free(messages);
+  const char *bad[] = {"rel_fro <="};
+  ro.require = bad, ro.n_require = 1, ro.force = 1;
+  r = NULL;
+  CHECK_EQ_INT(precis_run(&ro, &r, &code, NULL), PRECIS_E_USAGE);
+  CHECK_EQ_INT(code, 2);
+  CHECK(r == NULL && strstr(precis_last_error(), "rel_fro <=") != NULL);
+  nftw(dir, remove_entry, 8, FTW_DEPTH | FTW_PHYS);
+}
+
 TEST(the_cli_as_a_function) {
   char prog[] = "precis", version[] = "--version", bogus[] = "bogus", run[] = "run", opt[] = "-hx", help[] = "-h";
   char *v[] = {prog, version, NULL}, *b[] = {prog, bogus, NULL}, *r[] = {prog, run, opt, NULL};
@@ -171,4 +244,5 @@ TEST(the_cli_as_a_function) {
 }
 
 RUN_TESTS(T(status_and_version), T(specs_and_presets), T(emulate_exact_cases), T(emulate_refuses_bad_arguments),
-          T(quantize_operands), T(datasets_and_reports_refuse_what_is_missing), T(the_cli_as_a_function))
+          T(quantize_operands), T(datasets_and_reports_refuse_what_is_missing),
+          T(run_and_read_back), T(the_cli_as_a_function))
