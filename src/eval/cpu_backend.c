@@ -576,13 +576,18 @@ static bool case_begin(cpu_case *cc, const precis_spec *spec, const precis_workl
   return true;
 }
 
-/* After the GEMM: the output format, the clipped fraction and what the emulation was. */
+/* After the GEMM: the output format and the clipped fraction. */
 static bool case_finish(cpu_case *cc, precis_case_output *out) {
   if (!finish_output(cc)) {
     out_of_memory(cc, "the int32 accumulators", (size_t)(cc->w->m * cc->w->n) * sizeof(int32_t));
     return false;
   }
   if (spec_is_scaled(cc->spec)) out->clipped_fraction = (double)cc->clipped / (double)(cc->a_count + cc->b_count);
+  return true;
+}
+
+/* What the emulation was, the last of the case's details (after run_case's e2e). */
+static void describe_emulation(const cpu_case *cc, precis_case_output *out) {
   precis_kv_set(&out->details, "emulation",
                 cc->gemm == CPU_GEMM_QUANTIZED  ? precis_cpu_quant_emulation(cc->quant)
                 : cc->gemm == CPU_GEMM_INT_EXACT  ? "exact integer GEMM (dgemm on integer values), dequant in f32"
@@ -593,7 +598,6 @@ static bool case_finish(cpu_case *cc, precis_case_output *out) {
                 : cc->gemm == CPU_GEMM_OZAKI ? "Ozaki scheme I: exact int8 slice products (dgemm on integer values), "
                                                "levels summed in FP64"
                                              : "rounded inputs, FP32 products and sums (OpenBLAS sgemm)");
-  return true;
 }
 
 /* Hands the output over when the case is ok, and frees everything else. */
@@ -675,6 +679,7 @@ static precis_status cpu_run_case(void *ctx, const precis_spec *spec, const prec
     out->time.e2e_median_ms = out->time.convert_ms + out->time.median_ms + finish_ms;
     precis_kv_set(&out->details, "e2e", "cpu: convert_ms + median GEMM + dequantize, each measured once");
   }
+  describe_emulation(&cc, out);
 
 done:
   out->memory.tensor_bytes = precis_spec_tensor_bytes(spec, w->m, w->n, w->k, w->batch, w->b_batched);
@@ -700,7 +705,7 @@ precis_status precis_cpu_emulate(const precis_spec *spec, const precis_workload_
     }
     if (cc.status == PRECIS_ROW_OK) {
       run_gemm(&cc, f16_acc_row);
-      case_finish(&cc, out);
+      if (case_finish(&cc, out)) describe_emulation(&cc, out);
     }
   }
   out->memory.tensor_bytes = precis_spec_tensor_bytes(spec, w->m, w->n, w->k, w->batch, w->b_batched);
