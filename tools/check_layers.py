@@ -21,7 +21,7 @@ import re
 import subprocess
 import sys
 
-root = pathlib.Path(__file__).resolve().parent.parent
+root = pathlib.Path(__file__).resolve().parent.parent  # --root: another tree (tests/py/test_check_layers.py)
 GENERATED = {"precis_version.h"}
 SUFFIXES = (".c", ".h", ".cu", ".cuh")
 
@@ -122,11 +122,13 @@ def check_libraries(libs, uses):
 
 
 def main():
+    global root
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--lib", action="append", default=[], metavar="LAYER=PATH")
-    parser.add_argument("--table", default=str(root / "src" / "layers.txt"))
+    parser.add_argument("--root", default=str(root), help="the source tree (default: this repository)")
     args = parser.parse_args()
-    order, uses, problems = read_table(pathlib.Path(args.table))
+    root = pathlib.Path(args.root).resolve()
+    order, uses, problems = read_table(root / "src" / "layers.txt")
     problems += check_sources(order, uses)
     libs = dict(item.split("=", 1) for item in args.lib)
     for layer in libs:
