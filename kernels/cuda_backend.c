@@ -18,7 +18,7 @@
 #include "eval/backend.h"
 #include "kernels/convert.cuh"
 #include "eval/cpu_quantized.h"
-#include "eval/cuda_api.h"
+#include "kernels/cuda_api.h"
 #include "kernels/cuda_check.h"
 #include "kernels/cuda_hiprec.h"
 #include "numerics/format_bits.h"

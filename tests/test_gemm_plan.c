@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "eval/cuda_api.h"
+#include "kernels/cuda_api.h"
 #include "numerics/format.h"
 #include "eval/gemm_plan.h"
 #include "harness.h"

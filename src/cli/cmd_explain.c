@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "eval/cuda_api.h"
+#include "kernels/cuda_api.h"
 #include "data/dataset.h"
 #include "data/default_dataset.h"
 #include "eval/gemm_plan.h"

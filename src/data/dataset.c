@@ -16,7 +16,7 @@
 
 #include "dataset_digest.h"
 #include "base/fileio.h"
-#include "report/results.h"
+#include "base/escape.h"
 
 /* ------------------------------------------------------------------------------------------------
  * HDF5 errors */

@@ -9,7 +9,7 @@
 
 #include "data/dataset.h"
 #include "deal.h"
-#include "report/escape.h"
+#include "base/escape.h"
 #include "report/journal.h"
 #include "numerics/metrics.h"
 #include "report/report.h"

@@ -32,6 +32,7 @@
 #include "kernels/lt_matmul.h"
 #include "kernels/stream_delay.h"
 #include "eval/timing.h"
+#include "kernels/cuda_api.h"
 
 #define CK(stmt)                                                                                               \
   do {                                                                                                         \

@@ -14,7 +14,7 @@
 
 #include "eval/backend.h"
 #include "eval/cpu_quantized.h"
-#include "eval/cuda_api.h"
+#include "kernels/cuda_api.h"
 #include "eval/gemm_plan.h"
 
 static uint64_t rng = 0x2545f4914f6cdd1dULL;

@@ -15,7 +15,7 @@
 
 #include "eval/backend.h"
 #include "backend_agreement.h"
-#include "eval/cuda_api.h"
+#include "kernels/cuda_api.h"
 #include "numerics/format.h"
 #include "eval/gemm_plan.h"
 #include "cuda_cases.h"
