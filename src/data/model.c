@@ -24,6 +24,7 @@
 #include "report/results.h"
 #include "rng.h"
 #include "safetensors.h"
+#include "quant_decl.h"
 
 /* ------------------------------------------------------------------ discovery */
 
@@ -376,6 +377,22 @@ precis_status precis_model_tensors(const char *path, precis_model *out) {
   if (st == PRECIS_OK && !(out->path = precis_strdup(path))) st = precis_fail(PRECIS_E_NOMEM, "out of memory");
   if (st != PRECIS_OK) precis_model_free(out);
   return st;
+}
+
+size_t precis_model_quantized_tensors(const precis_model *tensors, char *example, size_t len) {
+  static const char *const suffixes[] = {".weight_scale", ".weight_scale_inv", ".weight_packed", ".weight_global_scale",
+                                         ".weight_scale_2", ".input_scale", "_blocks", ".weight_zero_point"};
+  size_t count = 0;
+  if (len) example[0] = '\0';
+  for (size_t i = 0; i < tensors->n_layers; i++) {
+    const precis_model_layer *t = &tensors->layers[i];
+    bool quantized = ends_with(t->name, ".weight") && t->rank == 2 &&
+                     !strcmp(t->dtype, "I8");
+    for (size_t j = 0; j < sizeof suffixes / sizeof suffixes[0] && !quantized; j++) quantized = ends_with(t->name, suffixes[j]);
+    if (!quantized) continue;
+    if (count++ == 0 && len) snprintf(example, len, "%s (%s)", t->name, t->dtype);
+  }
+  return count;
 }
 
 static const precis_model_layer *find_tensor(const precis_model *m, const char *name) {
@@ -824,6 +841,144 @@ done:
   return st;
 }
 
+/* ------------------------------------------------------------------ the declared scheme */
+
+/* The int32 words a row of `in` values of `bits` bits takes: 32/bits per word when that divides
+ * 32 (pack_to_int32), else the values laid end to end (compressed-tensors >= 0.20's dense 3-bit). */
+static int64_t packed_words(int64_t in, int bits) {
+  return 32 % bits == 0 ? (in + 32 / bits - 1) / (32 / bits) : (in * bits + 31) / 32;
+}
+
+precis_status precis_model_converted_format(const precis_model *conv, const precis_quant_decl *decl,
+                                            const precis_model_layer *layer, precis_converted_format *f,
+                                            int *declared_group, bool *ignored) {
+  memset(f, 0, sizeof *f);
+  *declared_group = -1;
+  *ignored = false;
+  const int64_t n_out = layer->out_features, n_in = layer->in_features;
+  char name[1100];
+  const precis_model_layer *w, *s;
+#define LOOKUP(suffix) (snprintf(name, sizeof name, "%s." suffix, layer->name), find_tensor(conv, name))
+  const precis_model_layer *packed = LOOKUP("weight_packed");
+  w = packed ? packed : LOOKUP("weight");
+  s = LOOKUP("weight_scale");
+  f->scale_name = "weight_scale";
+  if (!s && (s = LOOKUP("weight_scale_inv"))) f->scale_name = "weight_scale_inv";
+  f->zero_point = LOOKUP("weight_zero_point") != NULL;
+  f->g_idx = LOOKUP("weight_g_idx") != NULL;
+  f->input_scale = LOOKUP("input_scale") != NULL;
+#undef LOOKUP
+  if (decl && decl->present) *declared_group = precis_quant_decl_match(decl, layer->name, ignored);
+  if (!w) return PRECIS_OK;
+  f->found = true;
+  f->packed = packed != NULL;
+  snprintf(f->weight_dtype, sizeof f->weight_dtype, "%s", w->dtype);
+  if (packed) {
+    f->quantized = true;
+    for (int bits = 8; bits >= 2 && !f->bits; bits--)
+      if (bits != 5 && bits != 6 && bits != 7 && packed_words(n_in, bits) == w->in_features) f->bits = bits;
+    /* 4 and 8 bits share a width when in <= 4: the declaration decides. */
+    if (n_in <= 4 && *declared_group >= 0) f->bits = decl->groups[*declared_group].weights.num_bits;
+  } else if (!strcmp(w->dtype, "I8") || !strcmp(w->dtype, "F8_E4M3")) {
+    f->quantized = true;
+    f->bits = 8;
+    f->is_float = w->dtype[0] == 'F';
+  }
+  if (s) {
+    snprintf(f->scale_dtype, sizeof f->scale_dtype, "%s", s->dtype);
+    f->scale_rows = s->rank >= 1 ? s->out_features : 1;
+    f->scale_cols = s->rank == 2 ? s->in_features : 1;
+    if ((uint64_t)f->scale_rows * (uint64_t)f->scale_cols == 1 && s->rank < 2) f->n_groups = 0;
+    else if (f->scale_rows == n_out && f->scale_cols >= 1) {
+      f->n_groups = f->scale_cols;
+      f->group_size = (n_in + f->n_groups - 1) / f->n_groups;
+    } else if (f->scale_rows < n_out && f->scale_rows >= 1 && f->scale_cols >= 1) {
+      f->n_groups = -1; /* blocks of [ceil(out / rows), ceil(in / cols)] */
+      f->block_rows = (n_out + f->scale_rows - 1) / f->scale_rows;
+      f->group_size = (n_in + f->scale_cols - 1) / f->scale_cols;
+    }
+  }
+  if (*declared_group < 0 && !*ignored) return PRECIS_OK;
+
+  /* Checked against the declaration, each mismatch naming the declared and the found values. */
+  char declared[160], found[200];
+  const precis_quant_group *g = *declared_group >= 0 ? &decl->groups[*declared_group] : NULL;
+  const precis_quant_args *a = g ? &g->weights : NULL;
+  if (a) precis_quant_args_describe(a, false, declared, sizeof declared);
+  precis_converted_format_describe(f, found, sizeof found);
+  const char *why = NULL;
+  char detail[160] = "";
+  if (*ignored) {
+    if (f->quantized) why = "the declaration's ignore list names this layer (left unquantized), but it is stored quantized";
+  } else if (!a || !a->present) {
+    if (f->quantized) why = "its config group quantizes no weights, but they are stored quantized";
+  } else if (!f->quantized) {
+    why = "declared quantized, but the weight is stored unquantized (and the ignore list does not name it)";
+  } else if (a->num_bits != f->bits) {
+    snprintf(detail, sizeof detail, "declared %d-bit codes, found %d-bit", a->num_bits, f->bits);
+  } else if (a->is_float != f->is_float && !f->packed) {
+    snprintf(detail, sizeof detail, "declared %s codes, found %s", a->is_float ? "float" : "integer", w->dtype);
+  } else if (!a->is_float && !a->symmetric && !f->zero_point) {
+    snprintf(detail, sizeof detail, "declared asymmetric, but there is no %s.weight_zero_point", layer->name);
+  } else if (!a->is_float && a->symmetric && f->zero_point && f->packed) {
+    snprintf(detail, sizeof detail, "declared symmetric, but %s.weight_zero_point is stored", layer->name);
+  } else if (!s) {
+    snprintf(detail, sizeof detail, "no %s.weight_scale", layer->name);
+  } else if (!strcmp(a->strategy, "tensor") && f->n_groups != 0) {
+    snprintf(detail, sizeof detail, "declared one scale per tensor, found %s [%" PRId64 ", %" PRId64 "]", f->scale_name,
+             f->scale_rows, f->scale_cols);
+  } else if (!strcmp(a->strategy, "channel") && f->n_groups != 1) {
+    snprintf(detail, sizeof detail, "declared one scale per output channel ([%" PRId64 ", 1]), found %s [%" PRId64 ", %" PRId64 "]",
+             n_out, f->scale_name, f->scale_rows, f->scale_cols);
+  } else if ((!strcmp(a->strategy, "group") || !strcmp(a->strategy, "tensor_group")) &&
+             (a->group_size <= 0 || f->n_groups != (n_in + a->group_size - 1) / a->group_size)) {
+    snprintf(detail, sizeof detail,
+             "declared groups of %" PRId64 " columns (%" PRId64 " groups of in_features = %" PRId64 "), found %s [%" PRId64
+             ", %" PRId64 "]: %" PRId64 " groups",
+             a->group_size, a->group_size > 0 ? (n_in + a->group_size - 1) / a->group_size : 0, n_in, f->scale_name,
+             f->scale_rows, f->scale_cols, f->n_groups);
+  } else if (!strcmp(a->strategy, "block") &&
+             (f->n_groups != -1 || f->scale_rows != (n_out + a->block[0] - 1) / a->block[0] ||
+              f->scale_cols != (n_in + a->block[1] - 1) / a->block[1])) {
+    snprintf(detail, sizeof detail, "declared blocks of %" PRId64 "x%" PRId64 " ([%" PRId64 ", %" PRId64 "] scales), found %s [%" PRId64
+             ", %" PRId64 "]", a->block[0], a->block[1], (n_out + a->block[0] - 1) / a->block[0],
+             (n_in + a->block[1] - 1) / a->block[1], f->scale_name, f->scale_rows, f->scale_cols);
+  } else if (!strcmp(a->strategy, "token") || a->strategy[0] == '\0') {
+    snprintf(detail, sizeof detail, "declared weight strategy \"%s\" is not a weight granularity", a->strategy);
+  }
+  if (!why && !detail[0]) return PRECIS_OK;
+  char where[300];
+  if (g) snprintf(where, sizeof where, "%s's %s.config_groups.%s.weights", decl->file, decl->where, g->name);
+  else snprintf(where, sizeof where, "%s's %s ignore list", decl->file, decl->where);
+  if (!strcmp(decl->producer, "modelopt") || !strcmp(decl->producer, "fp8") || !strcmp(decl->producer, "mxfp4"))
+    snprintf(where, sizeof where, "%s's %s (%s)", decl->file, decl->where, decl->producer);
+  return precis_fail(PRECIS_E_INPUT, "layer %s: %s does not match what its producer declared: declared %s (%s); found %s%s%s",
+                     layer->name, conv->path, a ? declared : "unquantized", where, found, detail[0] ? ": " : "",
+                     detail[0] ? detail : why);
+}
+
+void precis_converted_format_describe(const precis_converted_format *f, char *buf, size_t len) {
+  if (!f->found) {
+    snprintf(buf, len, "missing");
+    return;
+  }
+  if (!f->quantized) {
+    snprintf(buf, len, "%s (unquantized)", f->weight_dtype);
+    return;
+  }
+  char codes[48], scales[96] = "no scale";
+  if (f->packed) snprintf(codes, sizeof codes, "INT%d packed", f->bits);
+  else snprintf(codes, sizeof codes, "%s", f->is_float ? "FP8 E4M3" : "INT8");
+  if (f->scale_dtype[0]) {
+    if (f->n_groups == 0) snprintf(scales, sizeof scales, "per tensor %s", f->scale_dtype);
+    else if (f->n_groups == 1) snprintf(scales, sizeof scales, "per channel %s", f->scale_dtype);
+    else if (f->n_groups > 1) snprintf(scales, sizeof scales, "group %" PRId64 " %s", f->group_size, f->scale_dtype);
+    else snprintf(scales, sizeof scales, "block %" PRId64 "x%" PRId64 " %s", f->block_rows, f->group_size, f->scale_dtype);
+  }
+  snprintf(buf, len, "%s, %s%s%s%s", codes, scales, f->zero_point ? ", zero points" : "", f->g_idx ? ", g_idx" : "",
+           f->input_scale ? ", input_scale" : "");
+}
+
 /* A converted checkpoint's weight for a layer, dequantized to float32 [out, in]: the stored values
  * (F8_E4M3 or I8, or a float dtype for a layer left unconverted) times `<layer>.weight_scale` (one
  * value, or one per output channel: [out] or [out, 1]), each product rounded once to float32, as a
@@ -923,6 +1078,10 @@ static precis_status import_layer(const precis_model_layer *layer, const precis_
   uint8_t *raw = NULL;
   float *file_a = NULL, *b_original = NULL;
   char converted_what[128] = "";
+  double weight_rel_fro = 0;
+  precis_converted_format found;
+  int declared_group = -1;
+  bool ignored = false;
   char *description = NULL, *source = NULL;
   char kind[] = "gemm";
   const int64_t n = layer->out_features, k = layer->in_features;
@@ -967,6 +1126,8 @@ static precis_status import_layer(const precis_model_layer *layer, const precis_
   if (o->converted) {
     /* b becomes the converted weights; the reference keeps the original ones. */
     float *w = NULL;
+    if ((st = precis_model_converted_format(o->converted, o->declared, layer, &found, &declared_group, &ignored)) != PRECIS_OK)
+      goto done;
     if ((st = converted_weight(o->converted, layer, &w, converted_what, sizeof converted_what)) != PRECIS_OK) goto done;
     b_original = data.b;
     data.b = malloc((uint64_t)k * (uint64_t)n * sizeof(float));
@@ -977,6 +1138,24 @@ static precis_status import_layer(const precis_model_layer *layer, const precis_
     for (int64_t j = 0; j < n; j++)
       for (int64_t i = 0; i < k; i++) data.b[(uint64_t)i * (uint64_t)n + (uint64_t)j] = w[(uint64_t)j * (uint64_t)k + (uint64_t)i];
     free(w);
+    /* A conversion stays near its original; a checkpoint of another model with the same shapes does
+     * not (two unrelated matrices of equal norm are sqrt(2) apart). */
+    double diff2 = 0, orig2 = 0;
+    for (uint64_t i = 0; i < (uint64_t)k * (uint64_t)n; i++) {
+      const double d = (double)data.b[i] - (double)b_original[i];
+      diff2 += d * d;
+      orig2 += (double)b_original[i] * (double)b_original[i];
+    }
+    weight_rel_fro = orig2 > 0 ? sqrt(diff2 / orig2) : diff2 > 0 ? INFINITY : 0;
+    if (weight_rel_fro > PRECIS_FOREIGN_REL_FRO && !o->force_foreign) {
+      st = precis_fail(PRECIS_E_INPUT,
+                       "layer %s: the converted weights (%s, %s) differ from the original's by a relative Frobenius norm of "
+                       "%.3g, above %.2g: %s is not a conversion of this model (%s); a conversion stays near its original "
+                       "(round-to-nearest INT4 about 0.1, FP8 E4M3 about 0.03). --force-foreign imports it anyway",
+                       layer->name, converted_what, o->converted->path, weight_rel_fro, PRECIS_FOREIGN_REL_FRO,
+                       o->converted->path, layer->file);
+      goto done;
+    }
   }
 
   /* Activations. */
@@ -1048,6 +1227,33 @@ static precis_status import_layer(const precis_model_layer *layer, const precis_
     cJSON *c = cJSON_AddObjectToObject(src, "converted");
     cJSON_AddStringToObject(c, "file", t ? t->file : "");
     cJSON_AddStringToObject(c, "weights", converted_what);
+    cJSON_AddNumberToObject(c, "weight_rel_fro", weight_rel_fro);
+    if (found.quantized && found.bits > 0) {
+      /* The gate a recipe of the same weight width gets (numerics/criteria.c): 2^-(bits-3) for
+       * integer codes; for float codes their unit roundoff (E4M3 2^-4, E2M1 2^-2), several times
+       * the typical relative error of a round-to-nearest conversion. */
+      const int exponent = found.is_float ? (found.bits == 8 ? 4 : 2) : found.bits - 3;
+      char criterion[48];
+      snprintf(criterion, sizeof criterion, "rel_fro<=%.17g", ldexp(1.0, -exponent));
+      cJSON_AddStringToObject(c, "criterion", criterion);
+    }
+    if (o->declared && o->declared->present) {
+      char text[200];
+      precis_quant_decl_describe(o->declared, text, sizeof text);
+      cJSON_AddStringToObject(c, "declared_by", text);
+      if (ignored) {
+        cJSON_AddStringToObject(c, "declared", "ignored by the producer (left unquantized)");
+      } else if (declared_group >= 0) {
+        const precis_quant_group *g = &o->declared->groups[declared_group];
+        cJSON_AddStringToObject(c, "config_group", g->name);
+        precis_quant_args_describe(&g->weights, false, text, sizeof text);
+        cJSON_AddStringToObject(c, "declared", text);
+        precis_quant_args_describe(&g->input, true, text, sizeof text);
+        cJSON_AddStringToObject(c, "declared_activations", text);
+      } else {
+        cJSON_AddStringToObject(c, "declared", "not targeted by any config group");
+      }
+    }
   }
   source = cJSON_PrintUnformatted(src);
   cJSON_Delete(src);

@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "distributions.h"
+#include "quant_decl.h"
 #include "base/status.h"
 
 typedef struct precis_model_layer {
@@ -62,6 +63,42 @@ size_t precis_model_mark_in_major(precis_model *model, const char *const *globs,
 /* Every tensor of rank <= 2 of a checkpoint, unfiltered, named by its full tensor name (a
  * converted checkpoint's weights and weight_scale tensors). */
 precis_status precis_model_tensors(const char *path, precis_model *out);
+/* How many of a checkpoint's tensors (precis_model_tensors) only a quantized checkpoint holds:
+ * <m>.weight_scale, .weight_scale_inv, .weight_packed, .weight_global_scale, .weight_scale_2,
+ * .input_scale, gpt-oss's *_blocks, and 2-D integer "<m>.weight" tensors. The first one's name is
+ * copied to example. */
+size_t precis_model_quantized_tensors(const precis_model *tensors, char *example, size_t len);
+
+/* A converted layer whose dequantized weights differ from the original's by more than this
+ * relative Frobenius norm is refused as not a conversion of this model (unless forced): an INT4
+ * round-to-nearest conversion is about 0.1, two unrelated weight matrices of equal norm sqrt(2). */
+#define PRECIS_FOREIGN_REL_FRO 0.5
+
+/* What a converted checkpoint stores for one layer, judged from its tensors' names, dtypes and
+ * shapes (no data read). */
+typedef struct precis_converted_format {
+  bool found;           /* some tensor of the layer is there */
+  bool quantized;       /* false: the weight stayed F32/F16/BF16 */
+  bool packed;          /* <layer>.weight_packed (compressed-tensors pack-quantized) */
+  bool is_float;        /* FP8 codes, else integers */
+  int bits;             /* of the codes; 0 when the packed width fits no known width */
+  char weight_dtype[12], scale_dtype[12];
+  const char *scale_name; /* "weight_scale" or "weight_scale_inv" */
+  int64_t scale_rows, scale_cols;
+  int64_t n_groups;     /* along in: 0 one scale per tensor, 1 per output channel, G groups; -1 blocks */
+  int64_t group_size;   /* columns per group (in / G, rounded up); for blocks the block's [rows, cols] */
+  int64_t block_rows;
+  bool zero_point, g_idx, input_scale;
+} precis_converted_format;
+
+/* The format a converted checkpoint stores for a layer, and (decl may be NULL) what its producer
+ * declared for it: *declared_group is the config group (-1: none), *ignored set when the
+ * declaration's ignore list names the layer. A layer whose stored format contradicts the
+ * declaration is an error naming the declared and the found values. */
+precis_status precis_model_converted_format(const precis_model *conv, const precis_quant_decl *decl,
+                                            const precis_model_layer *layer, precis_converted_format *found,
+                                            int *declared_group, bool *ignored);
+void precis_converted_format_describe(const precis_converted_format *f, char *buf, size_t len);
 
 typedef struct precis_model_import_options {
   const char *output;
@@ -78,6 +115,8 @@ typedef struct precis_model_import_options {
                                directory of <layer>.npy files, or one .npy for a single layer */
   const precis_model *converted; /* NULL, or the tensors of a converted checkpoint (precis_model_tensors):
                                     b holds its dequantized weights, c_ref stays the original's */
+  bool force_foreign;       /* import a converted layer even when it is far from the original's */
+  const precis_quant_decl *declared; /* NULL, or what the converted checkpoint's producer declared */
 } precis_model_import_options;
 
 /* Writes the dataset: one workload per layer, b = W^T (k = in, n = out), attributes layer and
