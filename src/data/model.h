@@ -100,6 +100,34 @@ precis_status precis_model_converted_format(const precis_model *conv, const prec
                                             int *declared_group, bool *ignored);
 void precis_converted_format_describe(const precis_converted_format *f, char *buf, size_t len);
 
+/* A layer's weight as float32 [out, in] (every source dtype widens exactly). */
+precis_status precis_model_read_f32(const precis_model_layer *layer, float **out);
+
+/* A converted layer's codes and scales as stored (the formats are listed at
+ * precis_converted_layer_read in model.c). */
+typedef struct precis_converted_layer {
+  int64_t out, in;
+  float *code;             /* [out, in]: the integer code (zero point not subtracted), the FP8/FP4 value, or
+                              the weight itself for a layer left unconverted */
+  float *scale;            /* NULL (unconverted), or [scale_rows, scale_cols] widened to float32 */
+  int64_t scale_rows, scale_cols;
+  int64_t rows_per_scale;  /* weight rows per scale row: out (per tensor), 1, or a block's height */
+  int64_t *group_of;       /* [in]: each column's scale column */
+  int32_t *zero_point;     /* NULL, or [scale_rows, scale_cols] */
+  float global_scale;      /* scales are divided by it (NVFP4's weight_global_scale); 1 when none */
+  int bits;                /* of the codes; 0 when unconverted */
+  bool quantized, is_float, g_idx, zp_packed;
+  char scale_dtype[12];
+  char what[192];          /* in words, as source.converted.weights records it */
+} precis_converted_layer;
+
+/* declared_bits: the declared code width (0: inferred, 4 or 8 for pack-quantized). */
+precis_status precis_converted_layer_read(const precis_model *conv, const precis_model_layer *layer, int declared_bits,
+                                          precis_converted_layer *out);
+void precis_converted_layer_free(precis_converted_layer *layer);
+/* w[r, c] = (code - zero point) * (scale / global scale), rounded once to float32. */
+float precis_converted_layer_value(const precis_converted_layer *layer, int64_t r, int64_t c);
+
 typedef struct precis_model_import_options {
   const char *output;
   bool force;
