@@ -47,6 +47,10 @@ static void usage(FILE *out) {
           "                      is read first and every layer checked against it\n"
           "  --strip-prefix P    read names starting with P without it, in both checkpoints (a task head's\n"
           "                      \"bert.\", a wrapper's \"model.\")\n"
+          "  --weights-only      with --converted: keep the activations as given; by default a holds them quantized\n"
+          "                      as the producer declared (dynamic per token/group/tensor, or the checkpoint's\n"
+          "                      static input_scale), the deployed scheme, and c_ref comes from the original a\n"
+          "                      (kept as a_ref)\n"
           "  --force-foreign     import converted layers even when they are far from the original's (relative\n"
           "                      Frobenius norm above 0.5: \"not a conversion of this model\")\n"
           "  --batch B           held-out samples (default 1; from --activations: samples - calib)\n"
@@ -199,7 +203,7 @@ int precis_cmd_import_model(int argc, char **argv) {
   const char **in_major = calloc((size_t)argc + 4, sizeof *in_major);
   size_t n_include = 0, n_exclude = 0, n_in_major = 0;
   bool read_config = true;
-  bool list = false, force = false, compress = false, quiet = false, force_foreign = false;
+  bool list = false, force = false, compress = false, quiet = false, force_foreign = false, weights_only = false;
   int64_t tokens = 32, batch = 0, calib = 0, seed = 0;
   int exit_code = 2;
   precis_model model, converted_model, model_tensors;
@@ -245,6 +249,7 @@ int precis_cmd_import_model(int argc, char **argv) {
     else if (!strcmp(arg, "--list")) list = true;
     else if (!strcmp(arg, "--force")) force = true;
     else if (!strcmp(arg, "--force-foreign")) force_foreign = true;
+    else if (!strcmp(arg, "--weights-only")) weights_only = true;
     else if (!strcmp(arg, "--compress")) compress = true;
     else if (!strcmp(arg, "-q") || !strcmp(arg, "--quiet")) quiet = true;
     else {
@@ -324,7 +329,7 @@ int precis_cmd_import_model(int argc, char **argv) {
   precis_install_signal_handlers();
   precis_model_import_options options = {output, force, compress ? 4 : 0, !quiet, tokens, batch, calib, (uint64_t)seed,
                                          &a, activations, converted ? &converted_model : NULL, force_foreign,
-                                         converted ? &declared : NULL};
+                                         converted ? &declared : NULL, weights_only};
   char id[65];
   if ((st = precis_model_import(&model, &options, id)) != PRECIS_OK) goto report;
   printf("%s: %zu linear layers of %s (of %zu tensors), dataset_id %s\n", output, model.n_layers, model_path,

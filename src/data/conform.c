@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "codes.h"
 #include "numerics/format.h"
 #include "report/results.h"
 
@@ -15,17 +16,6 @@
 
 /* FP4 E2M1 magnitudes; a code's ordinal is its index, negative for negative codes. */
 static const float e2m1[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
-
-/* Round to nearest E2M1, ties to the even index (the even mantissa), saturating at 6. */
-static float round_e2m1(float x) {
-  const float a = fabsf(x);
-  int best = 0;
-  for (int i = 1; i < 8; i++) {
-    const float d = fabsf(a - e2m1[i]), db = fabsf(a - e2m1[best]);
-    if (d < db || (d == db && i % 2 == 0)) best = i;
-  }
-  return x < 0 ? -e2m1[best] : e2m1[best];
-}
 
 /* A code's position among its format's values, so that neighbours differ by one. */
 static double code_ordinal(const precis_converted_layer *l, float q) {
@@ -39,13 +29,8 @@ static double code_ordinal(const precis_converted_layer *l, float q) {
   return bits & 0x80 ? -(double)(bits & 0x7f) : (double)(bits & 0x7f);
 }
 
-/* compressed-tensors' quantize(): x / scale (+ zero point), rounded to the code format and clamped. */
 static float quantize_value(const precis_converted_layer *l, float x, float scale, float zp) {
-  const float scaled = x / scale;
-  if (l->is_float && l->bits == 8) return precis_round_e4m3(fminf(fmaxf(scaled, -448.0f), 448.0f));
-  if (l->is_float) return round_e2m1(scaled);
-  const float lo = -ldexpf(1.0f, l->bits - 1), hi = ldexpf(1.0f, l->bits - 1) - 1.0f;
-  return fminf(fmaxf(rintf(scaled + zp), lo), hi);
+  return precis_quantize_code(x, scale, zp, l->bits, l->is_float);
 }
 
 /* A float32 value rounded to the scale's stored format. */

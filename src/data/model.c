@@ -25,6 +25,7 @@
 #include "rng.h"
 #include "safetensors.h"
 #include "quant_decl.h"
+#include "codes.h"
 
 /* ------------------------------------------------------------------ discovery */
 
@@ -851,12 +852,6 @@ float precis_converted_layer_value(const precis_converted_layer *l, int64_t r, i
   return (q - zp) * scale;
 }
 
-/* FP4 E2M1 (NVFP4's codes): sign, 2 exponent bits, 1 mantissa bit. */
-static float e2m1_value(unsigned nibble) {
-  static const float magnitude[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
-  return nibble & 8u ? -magnitude[nibble & 7u] : magnitude[nibble & 7u];
-}
-
 /* Scales of a layer: [1], [out] or [out, 1] one per row; [out, G] groups along in; [R, C] with
  * R < out blocks of [ceil(out / R), ceil(in / C)] (compressed-tensors FP8_BLOCK, DeepSeek's
  * weight_scale_inv). Sets the layout in l and checks it against the weight. */
@@ -1093,7 +1088,7 @@ precis_status precis_converted_layer_read(const precis_model *conv, const precis
   for (int64_t r = 0; r < n_out; r++)
     for (int64_t c = 0; c < n_in; c++) {
       const uint64_t i = (uint64_t)r * (uint64_t)n_in + (uint64_t)c;
-      if (nvfp4) l->code[i] = e2m1_value((raw[(uint64_t)r * (uint64_t)p->in_features + (uint64_t)c / 2] >> (4 * (c % 2))) & 15u);
+      if (nvfp4) l->code[i] = precis_e2m1_bits_to_f32((uint8_t)((raw[(uint64_t)r * (uint64_t)p->in_features + (uint64_t)c / 2] >> (4 * (c % 2))) & 15u));
       else if (p) l->code[i] = (float)unpack_value(raw, p->in_features, l->bits, 1, r, c);
       else l->code[i] = decode(raw, t->dtype, i);
     }
@@ -1157,6 +1152,77 @@ static precis_status converted_weight(const precis_model *conv, const precis_mod
   return PRECIS_OK;
 }
 
+/* The deployed scheme's activations: a quantized and dequantized as the declaration says the
+ * served layer quantizes its input (compressed-tensors' forward: dynamic per token, per group of
+ * a token or per tensor with the min-max scale; static with the checkpoint's input_scale (and
+ * input_zero_point); NVFP4's per-16 E4M3 scales under the static input_global_scale). The rows
+ * are tokens; a dynamic per-tensor scale is taken over each sample. */
+static precis_status deployed_activations(const precis_model *conv, const precis_model_layer *layer, const precis_quant_args *args,
+                                          float *a, int64_t samples, int64_t m, int64_t k, char *what, size_t what_len) {
+  char name[1100], described[160];
+  precis_quant_args_describe(args, true, described, sizeof described);
+  float static_scale = 0, static_zp = 0, global = 1;
+  const bool tensor_group = !strcmp(args->strategy, "tensor_group");
+  if (tensor_group || !args->dynamic) {
+    snprintf(name, sizeof name, "%s.%s", layer->name, tensor_group ? "input_global_scale" : "input_scale");
+    const precis_model_layer *t = find_tensor(conv, name);
+    uint8_t *raw = NULL;
+    if (!t || (uint64_t)t->out_features * (uint64_t)t->in_features != 1 || !is_float_dtype(t->dtype))
+      return precis_fail(PRECIS_E_INPUT, "%s: layer %s: the declared activations (%s) need one F32 %s; %s", conv->path,
+                         layer->name, described, name, t ? "it holds another shape or dtype" : "there is none");
+    precis_status st = read_weight(t, &raw);
+    if (st != PRECIS_OK) return st;
+    const float v = decode(raw, t->dtype, 0);
+    free(raw);
+    if (!(v > 0) || !isfinite(v))
+      return precis_fail(PRECIS_E_INPUT, "%s: tensor %s: %g is not a positive finite scale", conv->path, name, v);
+    if (tensor_group) global = v;
+    else static_scale = v;
+    snprintf(name, sizeof name, "%s.input_zero_point", layer->name);
+    const precis_model_layer *z = find_tensor(conv, name);
+    if (z && !tensor_group) {
+      if ((st = read_weight(z, &raw)) != PRECIS_OK) return st;
+      static_zp = (float)read_int(raw, z->dtype[0] == 'I' && z->dtype[1] == '8' ? "I8" : z->dtype, 0);
+      free(raw);
+    }
+  }
+  const float half = precis_code_half_range(args->num_bits, args->is_float);
+  int64_t width = k; /* columns sharing a scale */
+  if (!strcmp(args->strategy, "group") || tensor_group) width = args->group_size > 0 ? args->group_size : k;
+  const bool per_sample = !strcmp(args->strategy, "tensor");
+  for (int64_t s = 0; s < samples; s++)
+    for (int64_t row = 0; row < (per_sample ? 1 : m); row++)
+      for (int64_t c0 = 0; c0 < k; c0 += width) {
+        const int64_t rows = per_sample ? m : 1, r0 = per_sample ? 0 : row, c1 = c0 + width < k ? c0 + width : k;
+        float lo = 0, hi = 0;
+        for (int64_t r = r0; r < r0 + rows; r++)
+          for (int64_t c = c0; c < c1; c++) {
+            const float v = a[((uint64_t)s * (uint64_t)m + (uint64_t)r) * (uint64_t)k + (uint64_t)c];
+            lo = v < lo ? v : lo;
+            hi = v > hi ? v : hi;
+          }
+        float scale = static_scale, zp = static_zp;
+        if (tensor_group) {
+          scale = precis_round_e4m3(global * (fmaxf(-lo, hi) / half)) / global;
+        } else if (args->dynamic) {
+          if (args->symmetric || args->is_float) {
+            scale = fmaxf(-lo, hi) / half;
+          } else {
+            scale = (hi - lo) / (2 * half);
+            zp = scale > 0 ? fminf(fmaxf(rintf(-(half + 0.5f) - lo / scale), -(half + 0.5f)), half - 0.5f) : 0;
+          }
+        }
+        if (!(scale > 0)) continue; /* an all-zero block stays zero */
+        for (int64_t r = r0; r < r0 + rows; r++)
+          for (int64_t c = c0; c < c1; c++) {
+            float *v = &a[((uint64_t)s * (uint64_t)m + (uint64_t)r) * (uint64_t)k + (uint64_t)c];
+            *v = (precis_quantize_code(*v, scale, zp, args->num_bits, args->is_float) - zp) * scale;
+          }
+      }
+  snprintf(what, what_len, "activations %s", described);
+  return PRECIS_OK;
+}
+
 static precis_status import_layer(const precis_model_layer *layer, const precis_model_import_options *o,
                                   activation_kind act_kind,
                                   precis_dataset_writer *writer, precis_sha256 *id_hash, precis_buf *suite) {
@@ -1168,6 +1234,8 @@ static precis_status import_layer(const precis_model_layer *layer, const precis_
   float *file_a = NULL, *b_original = NULL;
   char converted_what[192] = "";
   double weight_rel_fro = 0;
+  float *a_original = NULL;
+  char deployed_what[200] = "";
   precis_converted_format found;
   int declared_group = -1;
   bool ignored = false;
@@ -1283,7 +1351,16 @@ static precis_status import_layer(const precis_model_layer *layer, const precis_
     precis_dist_fill(o->a, key, PRECIS_STREAM_A, PRECIS_OPERAND_A, batch, m, k, data.a);
     if (o->calib > 0) precis_dist_fill(o->a, key, PRECIS_STREAM_CALIB_A, PRECIS_OPERAND_A, o->calib, m, k, data.calib_a);
   }
-  st = precis_reference_compute(data.a, b_original ? b_original : data.b, batch, m, n, k, false, data.c_ref, data.ab_abs);
+  /* The deployed scheme: a becomes what the served layer multiplies, c_ref stays from the original. */
+  if (o->converted && !o->weights_only && declared_group >= 0 && !ignored && o->declared->groups[declared_group].input.present) {
+    if (!(a_original = malloc(a_count * sizeof(float)))) goto nomem;
+    memcpy(a_original, data.a, a_count * sizeof(float));
+    if ((st = deployed_activations(o->converted, layer, &o->declared->groups[declared_group].input, data.a, batch, m, k,
+                                   deployed_what, sizeof deployed_what)) != PRECIS_OK)
+      goto done;
+  }
+  st = precis_reference_compute(a_original ? a_original : data.a, b_original ? b_original : data.b, batch, m, n, k, false,
+                                data.c_ref, data.ab_abs);
   precis_reference_release(); /* b's float64 copy is not held while the next layer is read */
   if (st != PRECIS_OK) {
     precis_error_prefix("layer %s", layer->name);
@@ -1297,6 +1374,8 @@ static precis_status import_layer(const precis_model_layer *layer, const precis_
   /* The dataset keeps the original weights next to the converted ones: c_ref is checked against them. */
   data.b_ref = b_original;
   b_original = NULL;
+  data.a_ref = a_original;
+  a_original = NULL;
 
   cJSON *src = cJSON_CreateObject();
   if (!src) goto nomem;
@@ -1327,6 +1406,16 @@ static precis_status import_layer(const precis_model_layer *layer, const precis_
       char criterion[48];
       snprintf(criterion, sizeof criterion, "rel_fro<=%.17g", ldexp(1.0, -exponent));
       cJSON_AddStringToObject(c, "criterion", criterion);
+    }
+    {
+      char text[400];
+      if (deployed_what[0])
+        snprintf(text, sizeof text, "the deployed scheme: weights as stored, %s (config_groups.%s.input_activations)",
+                 deployed_what, o->declared->groups[declared_group].name);
+      else if (o->weights_only) snprintf(text, sizeof text, "weights only (--weights-only): weights as stored, activations as given");
+      else snprintf(text, sizeof text, "the deployed scheme: weights as stored, activations not quantized (%s)",
+                    declared_group >= 0 && !ignored ? "a weight-only scheme" : "none declared for this layer");
+      cJSON_AddStringToObject(c, "measures", text);
     }
     if (o->declared && o->declared->present) {
       char text[200];
@@ -1410,6 +1499,7 @@ done:
   free(raw);
   free(file_a);
   free(b_original);
+  free(a_original);
   free(a_file.object);
   free(a_file.path);
   free(description);

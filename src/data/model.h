@@ -145,6 +145,7 @@ typedef struct precis_model_import_options {
                                     b holds its dequantized weights, c_ref stays the original's */
   bool force_foreign;       /* import a converted layer even when it is far from the original's */
   const precis_quant_decl *declared; /* NULL, or what the converted checkpoint's producer declared */
+  bool weights_only;        /* a as given even when the declared scheme quantizes the activations */
 } precis_model_import_options;
 
 /* Writes the dataset: one workload per layer, b = W^T (k = in, n = out), attributes layer and
