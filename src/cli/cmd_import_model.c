@@ -52,7 +52,7 @@ static void usage(FILE *out) {
           "                      static input_scale), the deployed scheme, and c_ref comes from the original a\n"
           "                      (kept as a_ref)\n"
           "  --force-foreign     import converted layers even when they are far from the original's (relative\n"
-          "                      Frobenius norm above 0.5: \"not a conversion of this model\")\n"
+          "                      Frobenius norm above 0.5, 0.9 for 2/3-bit codes: \"not a conversion of this model\")\n"
           "  --batch B           held-out samples (default 1; from --activations: samples - calib)\n"
           "  --calib S           calibration samples (default 0; from --activations: the last S samples)\n"
           "  --seed S            seed for the synthetic activations (default 0)\n"

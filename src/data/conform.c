@@ -75,7 +75,7 @@ static float minmax_scale(const precis_converted_layer *l, bool symmetric, float
   float scale;
   if (l->is_float) {
     const float amax = fmaxf(fabsf(lo), fabsf(hi));
-    scale = l->bits == 8 ? amax / 448.0f : l->global_scale * (amax / 6.0f);
+    scale = l->bits == 8 ? amax / 448.0f : l->scale_2 != 1.0f ? (amax / 6.0f) / l->scale_2 : l->global_scale * (amax / 6.0f);
   } else {
     const float qmin = -ldexpf(1.0f, l->bits - 1), qmax = ldexpf(1.0f, l->bits - 1) - 1.0f, range = qmax - qmin;
     if (symmetric) {
@@ -175,7 +175,7 @@ static precis_status conform_layer(const precis_conform_options *o, const precis
       ref2 += (double)w[i] * w[i];
       if (l.scale) {
         const uint64_t at = (uint64_t)(r / l.rows_per_scale) * (uint64_t)l.scale_cols + (uint64_t)l.group_of[c];
-        const double zp = l.zero_point ? l.zero_point[at] : 0, s = (double)l.scale[at] / l.global_scale;
+        const double zp = l.zero_point ? l.zero_point[at] : 0, s = (double)l.scale[at] / l.global_scale * l.scale_2;
         const double alone = (double)l.code[i] - zp, twice = alone * s * s;
         alone2 += (alone - w[i]) * (alone - w[i]);
         twice2 += (twice - w[i]) * (twice - w[i]);
@@ -190,11 +190,11 @@ static precis_status conform_layer(const precis_conform_options *o, const precis
   out->scale_twice_rel_fro = rel_fro(&twice2, &ref2);
   bool conforms = true;
   const char *scale_name = fmt.scale_name ? fmt.scale_name : "weight_scale";
-  if (out->weight_rel_fro > PRECIS_FOREIGN_REL_FRO) {
+  if (out->weight_rel_fro > PRECIS_FOREIGN_REL_FRO(l.bits)) {
     conforms = false;
     add_finding(result, "%s: %s.%s: the dequantized weights differ from the original's by a relative Frobenius norm of %.3g "
                 "(above %.2g): not a conversion of this model's layer", layer->name, layer->name, fmt.packed ? "weight_packed" : "weight",
-                out->weight_rel_fro, PRECIS_FOREIGN_REL_FRO);
+                out->weight_rel_fro, PRECIS_FOREIGN_REL_FRO(l.bits));
   }
   /* Scales ignored (the codes alone already are the weights) or applied twice. */
   if (out->codes_alone_rel_fro < 0.5 * out->weight_rel_fro) {
@@ -238,7 +238,8 @@ static precis_status conform_layer(const precis_conform_options *o, const precis
       const uint64_t i = (uint64_t)r * (uint64_t)l.in + (uint64_t)c;
       const uint64_t at = (uint64_t)(r / l.rows_per_scale) * (uint64_t)l.scale_cols + (uint64_t)l.group_of[c];
       const float zp = l.zero_point ? (float)l.zero_point[at] : 0.0f;
-      const float scale = l.global_scale != 1.0f ? l.scale[at] / l.global_scale : l.scale[at];
+      float scale = l.global_scale != 1.0f ? l.scale[at] / l.global_scale : l.scale[at];
+      if (l.scale_2 != 1.0f) scale *= l.scale_2;
       const float want = quantize_value(&l, w[i], scale, zp);
       const double diff = fabs(code_ordinal(&l, l.code[i]) - code_ordinal(&l, want));
       if (diff == 0) out->equal++;

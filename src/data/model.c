@@ -713,12 +713,16 @@ precis_status precis_model_converted_format(const precis_model *conv, const prec
   f->found = true;
   f->packed = packed != NULL;
   snprintf(f->weight_dtype, sizeof f->weight_dtype, "%s", w->dtype);
-  if (packed) {
+  if (!strcmp(w->dtype, "U8")) { /* NVFP4: two E2M1 codes a byte (compressed-tensors weight_packed, ModelOpt weight) */
+    f->is_float = true;
+    f->bits = 4;
     f->quantized = true;
+  } else if (packed) {
+    f->quantized = true;
+    const int declared_bits = *declared_group >= 0 ? decl->groups[*declared_group].weights.num_bits : 0;
+    if (declared_bits >= 1 && declared_bits <= 8 && packed_words(n_in, declared_bits) == w->in_features) f->bits = declared_bits;
     for (int bits = 8; bits >= 2 && !f->bits; bits--)
-      if (bits != 5 && bits != 6 && bits != 7 && packed_words(n_in, bits) == w->in_features) f->bits = bits;
-    /* 4 and 8 bits share a width when in <= 4: the declaration decides. */
-    if (n_in <= 4 && *declared_group >= 0) f->bits = decl->groups[*declared_group].weights.num_bits;
+      if (packed_words(n_in, bits) == w->in_features) f->bits = bits;
   } else if (!strcmp(w->dtype, "I8") || !strcmp(w->dtype, "F8_E4M3")) {
     f->quantized = true;
     f->bits = 8;
@@ -807,7 +811,8 @@ void precis_converted_format_describe(const precis_converted_format *f, char *bu
     return;
   }
   char codes[48], scales[96] = "no scale";
-  if (f->packed) snprintf(codes, sizeof codes, "INT%d packed", f->bits);
+  if (f->is_float && f->bits == 4) snprintf(codes, sizeof codes, "FP4 E2M1 packed");
+  else if (f->packed) snprintf(codes, sizeof codes, "INT%d packed", f->bits);
   else snprintf(codes, sizeof codes, "%s", f->is_float ? "FP8 E4M3" : "INT8");
   if (f->scale_dtype[0]) {
     if (f->n_groups == 0) snprintf(scales, sizeof scales, "per tensor %s", f->scale_dtype);
@@ -848,7 +853,8 @@ float precis_converted_layer_value(const precis_converted_layer *l, int64_t r, i
   if (!l->scale) return q;
   const uint64_t at = (uint64_t)(r / l->rows_per_scale) * (uint64_t)l->scale_cols + (uint64_t)l->group_of[c];
   const float zp = l->zero_point ? (float)l->zero_point[at] : 0.0f;
-  const float scale = l->global_scale != 1.0f ? l->scale[at] / l->global_scale : l->scale[at];
+  float scale = l->global_scale != 1.0f ? l->scale[at] / l->global_scale : l->scale[at];
+  if (l->scale_2 != 1.0f) scale *= l->scale_2;
   return (q - zp) * scale;
 }
 
@@ -932,6 +938,7 @@ precis_status precis_converted_layer_read(const precis_model *conv, const precis
   l->out = layer->out_features;
   l->in = layer->in_features;
   l->global_scale = 1.0f;
+  l->scale_2 = 1.0f;
   const int64_t n_out = l->out, n_in = l->in;
   char wname[1100], pname[1100], sname[1100], zname[1100], shname[1100], gsname[1100];
   snprintf(wname, sizeof wname, "%s.weight", layer->name);
@@ -946,6 +953,9 @@ precis_status precis_converted_layer_read(const precis_model *conv, const precis
     s = find_tensor(conv, sname);
   }
   const precis_model_layer *z = find_tensor(conv, zname), *sh = find_tensor(conv, shname), *gs = find_tensor(conv, gsname);
+  char s2name[1100];
+  snprintf(s2name, sizeof s2name, "%s.weight_scale_2", layer->name);
+  const precis_model_layer *s2 = find_tensor(conv, s2name);
   uint8_t *raw = NULL, *sraw = NULL, *zraw = NULL, *aux = NULL;
   precis_status st = PRECIS_OK;
   if (!t) {
@@ -954,7 +964,7 @@ precis_status precis_converted_layer_read(const precis_model *conv, const precis
     goto done;
   }
   const uint64_t count = (uint64_t)n_out * (uint64_t)n_in;
-  const bool nvfp4 = p && !strcmp(p->dtype, "U8");
+  const bool nvfp4 = !strcmp(t->dtype, "U8");
   if (p && !nvfp4) {
     if (strcmp(p->dtype, "I32") || p->rank != 2 || p->out_features != n_out) {
       st = precis_fail(PRECIS_E_INPUT, "%s: tensor %s: expected I32 [%" PRId64 ", in/8] (compressed-tensors pack-quantized), "
@@ -982,10 +992,10 @@ precis_status precis_converted_layer_read(const precis_model *conv, const precis
     }
     l->bits = bits;
   } else if (nvfp4) {
-    if (p->rank != 2 || p->out_features != n_out || p->in_features != (n_in + 1) / 2) {
+    if (t->rank != 2 || t->out_features != n_out || t->in_features != (n_in + 1) / 2) {
       st = precis_fail(PRECIS_E_INPUT, "%s: tensor %s: expected U8 [%" PRId64 ", %" PRId64 "] (two FP4 E2M1 codes a byte, "
-                       "nvfp4-pack-quantized), found [%" PRId64 ", %" PRId64 "]", p->file, pname, n_out, (n_in + 1) / 2,
-                       p->out_features, p->in_features);
+                       "NVFP4), found [%" PRId64 ", %" PRId64 "]", t->file, t->tensor, n_out, (n_in + 1) / 2,
+                       t->out_features, t->in_features);
       goto done;
     }
     l->bits = 4;
@@ -1078,8 +1088,20 @@ precis_status precis_converted_layer_read(const precis_model *conv, const precis
         st = precis_fail(PRECIS_E_INPUT, "%s: tensor %s: %g is not a positive finite scale", gs->file, gsname, l->global_scale);
         goto done;
       }
+    } else if (s2) { /* ModelOpt: the second-level scale multiplies */
+      if ((uint64_t)s2->out_features * (uint64_t)s2->in_features != 1 || !is_float_dtype(s2->dtype)) {
+        st = precis_fail(PRECIS_E_INPUT, "%s: tensor %s: expected one F32 value", s2->file, s2->tensor);
+        goto done;
+      }
+      if ((st = read_weight(s2, &aux)) != PRECIS_OK) goto done;
+      l->scale_2 = decode(aux, s2->dtype, 0);
+      if (!(l->scale_2 > 0) || !isfinite(l->scale_2)) {
+        st = precis_fail(PRECIS_E_INPUT, "%s: tensor %s: %g is not a positive finite scale", s2->file, s2->tensor, l->scale_2);
+        goto done;
+      }
     } else if (nvfp4) {
-      st = precis_fail(PRECIS_E_INPUT, "%s: no tensor %s for the NVFP4 weight %s", conv->path, gsname, pname);
+      st = precis_fail(PRECIS_E_INPUT, "%s: no tensor %s (compressed-tensors) or %s.weight_scale_2 (ModelOpt) for the NVFP4 "
+                       "weight %s", conv->path, gsname, layer->name, t->tensor);
       goto done;
     }
   }
@@ -1088,7 +1110,7 @@ precis_status precis_converted_layer_read(const precis_model *conv, const precis
   for (int64_t r = 0; r < n_out; r++)
     for (int64_t c = 0; c < n_in; c++) {
       const uint64_t i = (uint64_t)r * (uint64_t)n_in + (uint64_t)c;
-      if (nvfp4) l->code[i] = precis_e2m1_bits_to_f32((uint8_t)((raw[(uint64_t)r * (uint64_t)p->in_features + (uint64_t)c / 2] >> (4 * (c % 2))) & 15u));
+      if (nvfp4) l->code[i] = precis_e2m1_bits_to_f32((uint8_t)((raw[(uint64_t)r * (uint64_t)t->in_features + (uint64_t)c / 2] >> (4 * (c % 2))) & 15u));
       else if (p) l->code[i] = (float)unpack_value(raw, p->in_features, l->bits, 1, r, c);
       else l->code[i] = decode(raw, t->dtype, i);
     }
@@ -1116,7 +1138,7 @@ precis_status precis_converted_layer_read(const precis_model *conv, const precis
   else
     snprintf(l->what, sizeof l->what, "%s x %s scales, %" PRId64 " groups of %" PRId64 " columns%s%s%s", codes, l->scale_dtype,
              l->scale_cols, (n_in + l->scale_cols - 1) / l->scale_cols, l->g_idx ? " (weight_g_idx)" : "",
-             l->zero_point ? ", zero points" : "", gs ? ", global scale" : "");
+             l->zero_point ? ", zero points" : "", gs ? ", global scale" : s2 ? ", weight_scale_2" : "");
   goto done;
 nomem:
   st = precis_fail(PRECIS_E_NOMEM, "layer %s: out of memory", layer->name);
@@ -1166,6 +1188,11 @@ static precis_status deployed_activations(const precis_model *conv, const precis
   if (tensor_group || !args->dynamic) {
     snprintf(name, sizeof name, "%s.%s", layer->name, tensor_group ? "input_global_scale" : "input_scale");
     const precis_model_layer *t = find_tensor(conv, name);
+    bool inverse = false; /* ModelOpt NVFP4 stores the activations' second-level scale as input_scale = 1 / global */
+    if (!t && tensor_group) {
+      snprintf(name, sizeof name, "%s.input_scale", layer->name);
+      inverse = (t = find_tensor(conv, name)) != NULL;
+    }
     uint8_t *raw = NULL;
     if (!t || (uint64_t)t->out_features * (uint64_t)t->in_features != 1 || !is_float_dtype(t->dtype))
       return precis_fail(PRECIS_E_INPUT, "%s: layer %s: the declared activations (%s) need one F32 %s; %s", conv->path,
@@ -1176,7 +1203,7 @@ static precis_status deployed_activations(const precis_model *conv, const precis
     free(raw);
     if (!(v > 0) || !isfinite(v))
       return precis_fail(PRECIS_E_INPUT, "%s: tensor %s: %g is not a positive finite scale", conv->path, name, v);
-    if (tensor_group) global = v;
+    if (tensor_group) global = inverse ? 1.0f / v : v;
     else static_scale = v;
     snprintf(name, sizeof name, "%s.input_zero_point", layer->name);
     const precis_model_layer *z = find_tensor(conv, name);
@@ -1306,12 +1333,12 @@ static precis_status import_layer(const precis_model_layer *layer, const precis_
       orig2 += (double)b_original[i] * (double)b_original[i];
     }
     weight_rel_fro = orig2 > 0 ? sqrt(diff2 / orig2) : diff2 > 0 ? INFINITY : 0;
-    if (weight_rel_fro > PRECIS_FOREIGN_REL_FRO && !o->force_foreign) {
+    if (weight_rel_fro > PRECIS_FOREIGN_REL_FRO(found.bits) && !o->force_foreign) {
       st = precis_fail(PRECIS_E_INPUT,
                        "layer %s: the converted weights (%s, %s) differ from the original's by a relative Frobenius norm of "
                        "%.3g, above %.2g: %s is not a conversion of this model (%s); a conversion stays near its original "
                        "(round-to-nearest INT4 about 0.1, FP8 E4M3 about 0.03). --force-foreign imports it anyway",
-                       layer->name, converted_what, o->converted->path, weight_rel_fro, PRECIS_FOREIGN_REL_FRO,
+                       layer->name, converted_what, o->converted->path, weight_rel_fro, PRECIS_FOREIGN_REL_FRO(found.bits),
                        o->converted->path, layer->file);
       goto done;
     }

@@ -70,9 +70,11 @@ precis_status precis_model_tensors(const char *path, precis_model *out);
 size_t precis_model_quantized_tensors(const precis_model *tensors, char *example, size_t len);
 
 /* A converted layer whose dequantized weights differ from the original's by more than this
- * relative Frobenius norm is refused as not a conversion of this model (unless forced): an INT4
- * round-to-nearest conversion is about 0.1, two unrelated weight matrices of equal norm sqrt(2). */
-#define PRECIS_FOREIGN_REL_FRO 0.5
+ * relative Frobenius norm is refused as not a conversion of this model (unless forced): 0.5 for
+ * codes of 4 bits or more (round-to-nearest INT4 is about 0.1, FP8 E4M3 0.03), 0.9 for 2 and 3
+ * bits (INT2 group 128 is about 0.6). Two unrelated matrices are at least about 1 apart (sqrt(2)
+ * for equal norms). */
+#define PRECIS_FOREIGN_REL_FRO(bits) ((bits) > 0 && (bits) <= 3 ? 0.9 : 0.5)
 
 /* What a converted checkpoint stores for one layer, judged from its tensors' names, dtypes and
  * shapes (no data read). */
@@ -115,6 +117,7 @@ typedef struct precis_converted_layer {
   int64_t *group_of;       /* [in]: each column's scale column */
   int32_t *zero_point;     /* NULL, or [scale_rows, scale_cols] */
   float global_scale;      /* scales are divided by it (NVFP4's weight_global_scale); 1 when none */
+  float scale_2;           /* scales are multiplied by it (ModelOpt NVFP4's weight_scale_2); 1 when none */
   int bits;                /* of the codes; 0 when unconverted */
   bool quantized, is_float, g_idx, zp_packed;
   char scale_dtype[12];

@@ -16,6 +16,7 @@ import torch
 from compressed_tensors.compressors import ModelCompressor
 from compressed_tensors.quantization import (QuantizationConfig, QuantizationScheme, QuantizationStrategy,
                                              apply_quantization_config, preset_name_to_scheme)
+from compressed_tensors.quantization.lifecycle.forward import fake_quantize
 from compressed_tensors.quantization.utils import calculate_qparams, generate_gparam
 from safetensors.torch import save_file
 
@@ -52,13 +53,15 @@ def _minmax(w, args):
     raise ValueError(f"strategy {s}")
 
 
-def write(out_dir, weights, preset, ignore=(), input_scale=None, scale_dtype=None, model_type="bert"):
-    """Writes out_dir/model.safetensors and out_dir/config.json; returns (out_dir, the state dict as numpy)."""
+def write(out_dir, weights, preset, ignore=(), input_scale=None, scale_dtype=None, model_type="bert", expected=None):
+    """Writes out_dir/model.safetensors and out_dir/config.json; returns (out_dir, the state dict). When
+    `expected` is a dict, it receives each quantized layer's weights as the library's own
+    fake_quantize() makes them (quantize, then dequantize, with the scales stored)."""
     model = module_tree(weights)
     scheme = preset_name_to_scheme(preset, ["Linear"]) if isinstance(preset, str) else QuantizationScheme(targets=["Linear"], **preset)
     config = QuantizationConfig(config_groups={"group_0": scheme}, ignore=list(ignore))
     apply_quantization_config(model, config, show_progress=False)
-    for _, module in model.named_modules():
+    for module_name, module in model.named_modules():
         qs = getattr(module, "quantization_scheme", None)
         if qs is None or qs.weights is None:
             continue
@@ -76,6 +79,10 @@ def write(out_dir, weights, preset, ignore=(), input_scale=None, scale_dtype=Non
         module.weight_scale.data.copy_(s.reshape(module.weight_scale.shape))
         if hasattr(module, "weight_zero_point"):
             module.weight_zero_point.data.copy_(z.reshape(module.weight_zero_point.shape))
+        if expected is not None:
+            zp = getattr(module, "weight_zero_point", None)
+            expected[module_name] = fake_quantize(w, module.weight_scale.data, None if zp is None else zp.data, args,
+                                                  global_scale=gs).float().numpy()
         if hasattr(module, "input_scale") and input_scale is not None:
             module.input_scale.data.fill_(input_scale)
         if hasattr(module, "input_global_scale") and input_scale is not None:
