@@ -122,7 +122,7 @@ static void cell_ranges(const precis_converted_layer *l, const float *w, cell_ra
     }
 }
 
-static precis_status conform_layer(const precis_conform_options *o, const precis_model_layer *layer, precis_conform_layer *out,
+precis_status precis_conform_one(const precis_conform_options *o, const precis_model_layer *layer, precis_conform_layer *out,
                                    precis_conform_result *result) {
   const size_t shown = o->findings_per_check ? o->findings_per_check : 5;
   precis_converted_format fmt;
@@ -284,7 +284,7 @@ precis_status precis_conform(const precis_conform_options *o, precis_conform_res
     return precis_fail(PRECIS_E_NOMEM, "out of memory");
   for (size_t i = 0; i < o->original->n_layers; i++) {
     if (o->progress) fprintf(stderr, "precis conform: [%zu/%zu] %s\n", i + 1, o->original->n_layers, o->original->layers[i].name);
-    precis_status st = conform_layer(o, &o->original->layers[i], &out->layers[i], out);
+    precis_status st = precis_conform_one(o, &o->original->layers[i], &out->layers[i], out);
     out->n_layers = i + 1;
     if (st != PRECIS_OK) return st;
   }

@@ -49,6 +49,9 @@ typedef struct precis_conform_options {
 } precis_conform_options;
 
 precis_status precis_conform(const precis_conform_options *options, precis_conform_result *out);
+/* One layer (options->original is not read): its row in *out, its findings appended to result. */
+precis_status precis_conform_one(const precis_conform_options *options, const precis_model_layer *layer,
+                                   precis_conform_layer *out, precis_conform_result *result);
 void precis_conform_free(precis_conform_result *result);
 /* The result as JSON (conform.json). */
 char *precis_conform_json(const precis_conform_result *result, const char *original, const char *converted);

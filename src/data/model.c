@@ -26,6 +26,7 @@
 #include "safetensors.h"
 #include "quant_decl.h"
 #include "codes.h"
+#include "conform.h"
 
 /* ------------------------------------------------------------------ discovery */
 
@@ -1425,6 +1426,34 @@ static precis_status import_layer(const precis_model_layer *layer, const precis_
     cJSON_AddStringToObject(c, "file", t ? t->file : "");
     cJSON_AddStringToObject(c, "weights", converted_what);
     cJSON_AddNumberToObject(c, "weight_rel_fro", weight_rel_fro);
+    {
+      /* precis conform's verdict on this layer (data/conform.h), with its first finding. */
+      precis_conform_options copt = {NULL, o->converted, o->declared, 1, false};
+      precis_conform_result cres;
+      precis_conform_layer crow;
+      memset(&cres, 0, sizeof cres);
+      if ((st = precis_conform_one(&copt, layer, &crow, &cres)) != PRECIS_OK) {
+        free(crow.name);
+        cJSON_Delete(src);
+        precis_conform_free(&cres);
+        goto done;
+      }
+      cJSON *conf = cJSON_AddObjectToObject(c, "conform");
+      cJSON_AddStringToObject(conf, "status", crow.status ? crow.status : "");
+      if (crow.codes) {
+        cJSON_AddNumberToObject(conf, "codes_equal", (double)crow.equal / (double)crow.codes);
+        cJSON_AddNumberToObject(conf, "codes_within_one", (double)crow.within_one / (double)crow.codes);
+        cJSON_AddNumberToObject(conf, "codes_beyond", (double)crow.beyond / (double)crow.codes);
+        cJSON_AddNumberToObject(conf, "scales_off", (double)crow.scales_off);
+        cJSON_AddNumberToObject(conf, "max_scale_ulps", crow.max_scale_ulps);
+      }
+      if (cres.n_findings) cJSON_AddStringToObject(conf, "first_finding", cres.findings[0]);
+      if (crow.status && !strcmp(crow.status, "differs") && o->progress)
+        fprintf(stderr, "precis import: layer %s does not conform to its declared scheme (precis conform names each "
+                        "element): %s\n", layer->name, cres.n_findings ? cres.findings[0] : "");
+      free(crow.name);
+      precis_conform_free(&cres);
+    }
     if (found.quantized && found.bits > 0) {
       /* The gate a recipe of the same weight width gets (numerics/criteria.c): 2^-(bits-3) for
        * integer codes; for float codes their unit roundoff (E4M3 2^-4, E2M1 2^-2), several times

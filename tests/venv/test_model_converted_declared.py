@@ -7,7 +7,7 @@ all-MiniLM-L6-v2 weights, and what precis import --converted / run make of them 
 2. a conversion of a different model with the same shapes is refused as "not a conversion of this
    model" (relative Frobenius norm of the weights above 0.5), unless --force-foreign;
 3. config.json's quantization_config is read: each layer's declared scheme and config group land in
-   source.converted, an ignored layer is reported as ignored by the producer, the declared
+   source.converted (with precis conform's verdict on the layer), an ignored layer is reported as ignored by the producer, the declared
    activations are recorded; a config that says group 64 for tensors of group 128, or weight_scale
    tensors of another group count than declared, are refused naming the declared and found values;
 4. a converted run is judged by the artifact's error against the original (rel_fro <= 2^-(bits-3)
@@ -95,11 +95,14 @@ def main():
         c = src[n]["converted"]
         check(c["declared_by"].startswith("compressed-tensors pack-quantized"), f"{n}: declared_by {c}")
         if n == LAYERS[2]:
-            check(c["declared"] == "ignored by the producer (left unquantized)" and "criterion" not in c, f"{n}: {c}")
+            check(c["declared"] == "ignored by the producer (left unquantized)" and "criterion" not in c and
+                  c["conform"]["status"] == "ignored", f"{n}: {c}")
         else:
             check(c["declared"] == "INT4 symmetric, group 128" and c["config_group"] == "group_0" and
                   c["declared_activations"] == "not quantized" and c["criterion"] == "rel_fro<=0.5", f"{n}: {c}")
             check(0.01 < c["weight_rel_fro"] < 0.5, f"{n}: weight_rel_fro {c['weight_rel_fro']}")
+            check(c["conform"]["status"] == "conforms" and c["conform"]["codes_equal"] == 1 and c["conform"]["scales_off"] == 0,
+                  f"{n}: the import's conform section {c['conform']}")
     ds8 = os.path.join(tmp, "w8a8.h5")
     run(["import", "--model", path, *select, "--converted", ckpt["w8a8"], "--tokens", "8", "-o", ds8, "-q"])
     c = sources(ds8)[LAYERS[0]]["converted"]
