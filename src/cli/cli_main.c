@@ -22,6 +22,7 @@ static const command commands[] = {
     {"run", precis_cmd_run, "evaluate recipes on a dataset and write reports"},
     {"recommend", precis_cmd_recommend, "the cheapest recipe that meets the accuracy criteria"},
     {"plan", precis_cmd_plan, "a precision per layer of a model from a report: cheapest passing, or exact under a budget"},
+    {"conform", precis_cmd_conform, "does a converted checkpoint hold its declared scheme of the original? per element"},
     {"compare", precis_cmd_compare, "accuracy and speed differences between two reports, with a verdict"},
     {"merge", precis_cmd_merge, "join the reports of a run's shards (run --shard I/N) into one report"},
     {"recipes", precis_cmd_recipes, "presets, their canonical specs, and what each backend does with them"},

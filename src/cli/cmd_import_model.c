@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "data/file_kind.h"
 #include "data/model.h"
 #include "report/results.h"
 #include "data/suite.h"
@@ -27,7 +28,8 @@ static void usage(FILE *out) {
           "                      nn.Linear's [out, in] (repeatable). Read from config.json beside the weights\n"
           "                      when it says model_type gpt2 or openai-gpt (their c_attn, c_proj and c_fc;\n"
           "                      GPT-2's wte and wpe are lookups, skipped); --in-major none ignores config.json\n"
-          "  --list              print the layers found and exit (no -o needed)\n"
+          "  --list              print the layers found and exit (no -o needed); with --converted, each layer's\n"
+          "                      declared and stored format\n"
           "  --tokens M          rows of the synthetic activations a (default 32)\n"
           "  --a DIST            their distribution: a name or a YAML mapping such as '{dist: outlier_channels,\n"
           "                      ratio: 0.01, scale: 50}' (default outlier_channels)\n"
@@ -40,7 +42,17 @@ static void usage(FILE *out) {
           "                      per tensor or per output channel; or compressed-tensors pack-quantized INT4/INT8:\n"
           "                      <layer>.weight_packed, weight_scale per group, optional weight_zero_point and\n"
           "                      weight_g_idx), c_ref stays a.W^T of the original weights;\n"
-          "                      run --recipes fp32 then measures the conversion's error\n"
+          "                      run --recipes fp32 then measures the conversion's error. What the producer\n"
+          "                      declared (config.json's quantization_config, ModelOpt's hf_quant_config.json)\n"
+          "                      is read first and every layer checked against it\n"
+          "  --strip-prefix P    read names starting with P without it, in both checkpoints (a task head's\n"
+          "                      \"bert.\", a wrapper's \"model.\")\n"
+          "  --weights-only      with --converted: keep the activations as given; by default a holds them quantized\n"
+          "                      as the producer declared (dynamic per token/group/tensor, or the checkpoint's\n"
+          "                      static input_scale), the deployed scheme, and c_ref comes from the original a\n"
+          "                      (kept as a_ref)\n"
+          "  --force-foreign     import converted layers even when they are far from the original's (relative\n"
+          "                      Frobenius norm above 0.5, 0.9 for 2/3-bit codes: \"not a conversion of this model\")\n"
           "  --batch B           held-out samples (default 1; from --activations: samples - calib)\n"
           "  --calib S           calibration samples (default 0; from --activations: the last S samples)\n"
           "  --seed S            seed for the synthetic activations (default 0)\n"
@@ -78,20 +90,127 @@ static bool parse_count(const char *text, long long lo, int64_t *out) {
   return true;
 }
 
+static bool has_suffix(const char *s, const char *suffix) {
+  size_t n = strlen(s), k = strlen(suffix);
+  return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+/* The module name of a converted checkpoint's weight tensor (<m>.weight, <m>.weight_packed), or NULL. */
+static char *converted_layer_name(const char *tensor) {
+  static const char *const suffixes[] = {".weight_packed", ".weight"};
+  for (size_t i = 0; i < 2; i++)
+    if (has_suffix(tensor, suffixes[i])) return precis_asprintf("%.*s", (int)(strlen(tensor) - strlen(suffixes[i])), tensor);
+  return NULL;
+}
+
+static bool converted_has_layer(const precis_model *conv, const char *layer) {
+  size_t n = strlen(layer);
+  for (size_t i = 0; i < conv->n_layers; i++) {
+    const char *t = conv->layers[i].name;
+    if (strncmp(t, layer, n) == 0 && (!strcmp(t + n, ".weight") || !strcmp(t + n, ".weight_packed"))) return true;
+  }
+  return false;
+}
+
+/* Every original layer must be in the converted checkpoint; when one is not, the closest names
+ * are shown, and a prefix one side has and the other lacks (a task head's "bert.", a wrapper's
+ * "model.") is pointed at --strip-prefix. */
+static precis_status check_converted_names(const precis_model *model, const precis_model *conv, const char *conv_path) {
+  size_t n_missing = 0;
+  const char *first = NULL;
+  for (size_t i = 0; i < model->n_layers; i++)
+    if (!converted_has_layer(conv, model->layers[i].name) && n_missing++ == 0) first = model->layers[i].name;
+  if (!n_missing) return PRECIS_OK;
+  char **names = calloc(conv->n_layers + 1, sizeof *names);
+  size_t n_names = 0;
+  if (!names) return precis_fail(PRECIS_E_NOMEM, "out of memory");
+  for (size_t i = 0; i < conv->n_layers; i++) {
+    char *name = converted_layer_name(conv->layers[i].name);
+    if (name) names[n_names++] = name;
+  }
+  char closest[1200] = "", hint[400] = "";
+  precis_closest_names(first, (const char *const *)names, n_names, closest, sizeof closest);
+  size_t len = strlen(first);
+  for (size_t i = 0; i < n_names && !hint[0]; i++) {
+    size_t n = strlen(names[i]);
+    if (n > len && names[i][n - len - 1] == '.' && strcmp(names[i] + n - len, first) == 0)
+      snprintf(hint, sizeof hint, "; the converted checkpoint's names carry the prefix \"%.*s\" that the original's lack: "
+               "--strip-prefix %.*s", (int)(n - len), names[i], (int)(n - len), names[i]);
+    else if (len > n && first[len - n - 1] == '.' && strcmp(first + len - n, names[i]) == 0)
+      snprintf(hint, sizeof hint, "; the original's names carry the prefix \"%.*s\" that the converted checkpoint's lack: "
+               "--strip-prefix %.*s", (int)(len - n), first, (int)(len - n), first);
+  }
+  for (size_t i = 0; i < n_names; i++) free(names[i]);
+  free(names);
+  return precis_fail(PRECIS_E_INPUT, "%s: %zu of the %zu layers are not in this converted checkpoint, such as %s (no tensor "
+                     "%s.weight or %s.weight_packed)%s%s", conv_path, n_missing, model->n_layers, first, first, first,
+                     closest, hint);
+}
+
+/* Removes PREFIX from the names that start with it (the layers of the original, the tensors of a
+ * converted checkpoint). */
+static void strip_prefix(precis_model *m, const char *prefix) {
+  size_t n = strlen(prefix);
+  for (size_t i = 0; i < m->n_layers; i++)
+    if (strncmp(m->layers[i].name, prefix, n) == 0 && m->layers[i].name[n])
+      memmove(m->layers[i].name, m->layers[i].name + n, strlen(m->layers[i].name + n) + 1);
+}
+
+/* --list --converted: per layer, what the producer declared and what is stored. */
+static int list_converted(const precis_model *model, const precis_model *conv, const precis_quant_decl *decl) {
+  int exit_code = 0;
+  if (decl->present) {
+    char what[200];
+    precis_quant_decl_describe(decl, what, sizeof what);
+    printf("# declared: %s\n", what);
+  } else {
+    printf("# declared: nothing (no quantization_config in config.json, no hf_quant_config.json)\n");
+  }
+  printf("# layer\tshape\tdeclared\tfound\n");
+  for (size_t i = 0; i < model->n_layers; i++) {
+    const precis_model_layer *layer = &model->layers[i];
+    precis_converted_format found;
+    int group = -1;
+    bool ignored = false;
+    precis_status st = precis_model_converted_format(conv, decl, layer, &found, &group, &ignored);
+    char declared[400] = "-", stored[200];
+    if (ignored) snprintf(declared, sizeof declared, "ignored by the producer");
+    else if (group >= 0) {
+      char w[100], a[100];
+      precis_quant_args_describe(&decl->groups[group].weights, false, w, sizeof w);
+      precis_quant_args_describe(&decl->groups[group].input, true, a, sizeof a);
+      snprintf(declared, sizeof declared, "%s: weights %s; activations %s", decl->groups[group].name, w, a);
+    } else if (decl->present) snprintf(declared, sizeof declared, "not targeted");
+    precis_converted_format_describe(&found, stored, sizeof stored);
+    printf("%s\t%" PRId64 "x%" PRId64 "\t%s\t%s%s\n", layer->name, layer->out_features, layer->in_features, declared, stored,
+           st != PRECIS_OK ? "\tMISMATCH" : "");
+    if (st != PRECIS_OK) {
+      fprintf(stderr, "precis import: %s\n", precis_last_error());
+      exit_code = 2;
+    }
+  }
+  return exit_code;
+}
+
 int precis_cmd_import_model(int argc, char **argv) {
   if (precis_cli_wants_help(argc, argv)) {
     usage(stdout);
     return 0;
   }
-  const char *model_path = NULL, *output = NULL, *a_text = "outlier_channels", *activations = NULL, *converted = NULL;
+  const char *model_path = NULL, *output = NULL, *a_text = "outlier_channels", *activations = NULL, *converted = NULL,
+             *prefix = NULL;
   const char **include = calloc((size_t)argc, sizeof *include), **exclude = calloc((size_t)argc + 4, sizeof *exclude);
   const char **in_major = calloc((size_t)argc + 4, sizeof *in_major);
   size_t n_include = 0, n_exclude = 0, n_in_major = 0;
   bool read_config = true;
-  bool list = false, force = false, compress = false, quiet = false;
+  bool list = false, force = false, compress = false, quiet = false, force_foreign = false, weights_only = false;
   int64_t tokens = 32, batch = 0, calib = 0, seed = 0;
   int exit_code = 2;
-  precis_model model, converted_model;
+  precis_model model, converted_model, model_tensors;
+  precis_quant_decl model_decl, declared;
+  memset(&model_decl, 0, sizeof model_decl);
+  memset(&declared, 0, sizeof declared);
+  memset(&model_tensors, 0, sizeof model_tensors);
   memset(&model, 0, sizeof model);
   memset(&converted_model, 0, sizeof converted_model);
   precis_dist a;
@@ -106,7 +225,7 @@ int precis_cmd_import_model(int argc, char **argv) {
     bool takes_value = !strcmp(arg, "--model") || !strcmp(arg, "--layers") || !strcmp(arg, "--exclude") || !strcmp(arg, "--in-major") ||
                        !strcmp(arg, "--tokens") || !strcmp(arg, "--a") || !strcmp(arg, "--activations") ||
                        !strcmp(arg, "--batch") || !strcmp(arg, "--calib") || !strcmp(arg, "--seed") || !strcmp(arg, "-o") ||
-                       !strcmp(arg, "--output") || !strcmp(arg, "--converted");
+                       !strcmp(arg, "--output") || !strcmp(arg, "--converted") || !strcmp(arg, "--strip-prefix");
     if (takes_value && !value) {
       fprintf(stderr, "precis import: %s needs a value (see precis import --model x --help)\n", arg);
       goto done;
@@ -125,9 +244,12 @@ int precis_cmd_import_model(int argc, char **argv) {
     else if (!strcmp(arg, "--a")) a_text = value;
     else if (!strcmp(arg, "--activations")) activations = value;
     else if (!strcmp(arg, "--converted")) converted = value;
+    else if (!strcmp(arg, "--strip-prefix")) prefix = value;
     else if (!strcmp(arg, "-o") || !strcmp(arg, "--output")) output = value;
     else if (!strcmp(arg, "--list")) list = true;
     else if (!strcmp(arg, "--force")) force = true;
+    else if (!strcmp(arg, "--force-foreign")) force_foreign = true;
+    else if (!strcmp(arg, "--weights-only")) weights_only = true;
     else if (!strcmp(arg, "--compress")) compress = true;
     else if (!strcmp(arg, "-q") || !strcmp(arg, "--quiet")) quiet = true;
     else {
@@ -151,11 +273,44 @@ int precis_cmd_import_model(int argc, char **argv) {
   for (size_t i = 0; i < layout.n_in_major; i++) in_major[n_in_major++] = layout.in_major[i];
   if (!n_include) /* a lookup table named by --layers is the user's choice */
     for (size_t i = 0; i < layout.n_lookups; i++) exclude[n_exclude++] = layout.lookups[i];
+  /* --model takes the original weights: a quantized checkpoint read as one would lose its scales
+   * (FP8 codes read as values) or its packed layers (skipped as not linear). */
+  if ((st = precis_quant_decl_read(model_path, &model_decl)) != PRECIS_OK) goto report;
+  if ((st = precis_model_tensors(model_path, &model_tensors)) != PRECIS_OK) goto report;
+  char example[600];
+  size_t n_quantized = precis_model_quantized_tensors(&model_tensors, example, sizeof example);
+  if (model_decl.present || n_quantized) {
+    char said[700] = "", held[800] = "";
+    if (model_decl.present) {
+      char what[200];
+      precis_quant_decl_describe(&model_decl, what, sizeof what);
+      snprintf(said, sizeof said, "its producer declares it quantized: %s", what);
+    }
+    if (n_quantized)
+      snprintf(held, sizeof held, "%s%zu tensors hold quantization data, such as %s", said[0] ? "; " : "", n_quantized, example);
+    fprintf(stderr,
+            "precis import: %s%s is a quantized checkpoint (%s%s). --model takes the original, unquantized weights "
+            "(read as one, its codes would lose their scales and its packed layers would be skipped); give this "
+            "checkpoint as --converted: precis import --model ORIGINAL --converted %s -o OUT.h5\n",
+            list ? "note: " : "", model_path, said, held, model_path);
+    if (!list) goto done;
+  }
   if ((st = precis_model_discover(model_path, include, n_include, exclude, n_exclude, &model)) != PRECIS_OK) goto report;
   size_t marked = precis_model_mark_in_major(&model, in_major, n_in_major);
   if (layout.n_in_major && !list)
     fprintf(stderr, "precis import: config.json says model_type %s: %zu layers read as [in, out] (Conv1D)%s\n",
             layout.model_type, marked, layout.n_lookups ? ", its position and token tables skipped" : "");
+  if (converted && (st = precis_quant_decl_read(converted, &declared)) != PRECIS_OK) goto report;
+  if (converted && (st = precis_model_tensors(converted, &converted_model)) != PRECIS_OK) goto report;
+  if (prefix) {
+    strip_prefix(&model, prefix);
+    if (converted) strip_prefix(&converted_model, prefix);
+  }
+  if (converted && (st = check_converted_names(&model, &converted_model, converted)) != PRECIS_OK) goto report;
+  if (list && converted) {
+    exit_code = list_converted(&model, &converted_model, &declared);
+    goto done;
+  }
   if (list) {
     for (size_t i = 0; i < model.n_layers; i++)
       printf("%s\t%" PRId64 "x%" PRId64 "\t%s\t%s%s\n", model.layers[i].name, model.layers[i].out_features,
@@ -165,11 +320,16 @@ int precis_cmd_import_model(int argc, char **argv) {
     goto done;
   }
   if ((st = parse_dist(a_text, &a)) != PRECIS_OK) goto report;
-  if (converted && (st = precis_model_tensors(converted, &converted_model)) != PRECIS_OK) goto report;
   have_a = true;
+  if (converted && declared.present) {
+    char what[200];
+    precis_quant_decl_describe(&declared, what, sizeof what);
+    if (!quiet) fprintf(stderr, "precis import: %s: declared %s; every layer is checked against it\n", converted, what);
+  }
   precis_install_signal_handlers();
   precis_model_import_options options = {output, force, compress ? 4 : 0, !quiet, tokens, batch, calib, (uint64_t)seed,
-                                         &a, activations, converted ? &converted_model : NULL};
+                                         &a, activations, converted ? &converted_model : NULL, force_foreign,
+                                         converted ? &declared : NULL, weights_only};
   char id[65];
   if ((st = precis_model_import(&model, &options, id)) != PRECIS_OK) goto report;
   printf("%s: %zu linear layers of %s (of %zu tensors), dataset_id %s\n", output, model.n_layers, model_path,
@@ -182,6 +342,9 @@ done:
   if (have_a) precis_dist_free(&a);
   precis_model_free(&model);
   precis_model_free(&converted_model);
+  precis_model_free(&model_tensors);
+  precis_quant_decl_free(&model_decl);
+  precis_quant_decl_free(&declared);
   free(include);
   free(exclude);
   free(in_major);

@@ -441,7 +441,7 @@ uint64_t precis_workload_bytes(const precis_workload_info *info) {
   uint64_t a, b, c, calib;
   if (!workload_counts(info, &a, &b, &c, &calib)) return UINT64_MAX;
   return (info->a_f64 ? 12 : 4) * a + (info->b_f64 ? 12 : 4) * b + (info->has_c_ref_lo ? 24 : 16) * c + 4 * calib +
-         (info->has_b_ref ? 4 * (uint64_t)info->k * (uint64_t)info->n : 0);
+         (info->has_b_ref ? 4 * (uint64_t)info->k * (uint64_t)info->n : 0) + (info->has_a_ref ? 4 * a : 0);
 }
 
 static uint64_t host_memory_bytes(void) {
@@ -605,6 +605,14 @@ static precis_status validate_workload(const char *file, hid_t workloads, const 
     if ((st = check_dataset(file, group, "b_ref", dpath_b_ref, ELEM_F32, 2, b2, 0, NULL, NULL, &facts[n_facts++])) != PRECIS_OK)
       goto done;
     w->has_b_ref = true;
+  }
+  H5Eclear2(H5E_DEFAULT);
+  /* Optional: the activations c_ref was computed from, when a holds quantized ones. */
+  if (H5Lexists(group, "a_ref", H5P_DEFAULT) > 0) {
+    char dpath_a_ref[1100];
+    snprintf(dpath_a_ref, sizeof dpath_a_ref, "%s/a_ref", path);
+    if ((st = check_dataset(file, group, "a_ref", dpath_a_ref, ELEM_F32, 3, a_dims, 0, NULL, NULL, NULL)) != PRECIS_OK) goto done;
+    w->has_a_ref = true;
   }
   H5Eclear2(H5E_DEFAULT);
   /* A double-double reference: its low part, present exactly when the attribute says so. */
@@ -824,6 +832,7 @@ void precis_workload_data_free(precis_workload_data *d) {
   free(d->ab_abs);
   free(d->calib_a);
   free(d->b_ref);
+  free(d->a_ref);
   memset(d, 0, sizeof *d);
 }
 
@@ -894,7 +903,8 @@ static precis_status check_references(const precis_dataset *ds, const precis_wor
     double sum = 0, comp = 0, abs_sum = 0, abs_comp = 0;
     for (int64_t l = 0; l < k; l++) {
       uint64_t b_at = b_mat + (uint64_t)l * (uint64_t)n + j;
-      double x = d->a64 ? d->a64[a_row + (uint64_t)l] : (double)d->a[a_row + (uint64_t)l];
+      double x = d->a_ref ? (double)d->a_ref[a_row + (uint64_t)l]
+                 : d->a64 ? d->a64[a_row + (uint64_t)l] : (double)d->a[a_row + (uint64_t)l];
       double y = b64 ? b64[b_at] : (double)b32[b_at];
       double p = x * y;
       comp += fma(x, y, -p); /* the product's rounding error: 0 for float32 inputs */
@@ -1005,6 +1015,14 @@ precis_status precis_dataset_load(precis_dataset *ds, size_t index, precis_workl
     if ((st = read_array(ds, w, "b_ref", ELEM_F32, out->b_ref)) != PRECIS_OK) goto done;
     if ((st = check_finite_f32(ds, w, "b_ref", out->b_ref, (uint64_t)w->k * (uint64_t)w->n, w->k, w->n)) != PRECIS_OK)
       goto done;
+  }
+  if (w->has_a_ref) {
+    if (!(out->a_ref = malloc(a_count * sizeof(float)))) {
+      st = precis_fail(PRECIS_E_NOMEM, "%s: /workloads/%s/a_ref: out of host memory", ds->path, w->name);
+      goto done;
+    }
+    if ((st = read_array(ds, w, "a_ref", ELEM_F32, out->a_ref)) != PRECIS_OK) goto done;
+    if ((st = check_finite_f32(ds, w, "a_ref", out->a_ref, a_count, w->m, w->k)) != PRECIS_OK) goto done;
   }
   if (!w->a_f64 && (st = check_finite_f32(ds, w, "a", out->a, a_count, w->m, w->k)) != PRECIS_OK) goto done;
   if (!w->b_f64 && (st = check_finite_f32(ds, w, "b", out->b, b_count, w->k, w->n)) != PRECIS_OK) goto done;
@@ -1288,6 +1306,7 @@ precis_status precis_dataset_writer_add(precis_dataset_writer *w, const precis_w
   if (write_array(group, "ab_abs", 3, c_dims, ELEM_F64, data->ab_abs, w->gzip_level) < 0) goto failed;
   if (data->b_ref && (info->b_batched || write_array(group, "b_ref", 2, b_dims3 + 1, ELEM_F32, data->b_ref, w->gzip_level) < 0))
     goto failed;
+  if (data->a_ref && write_array(group, "a_ref", 3, a_dims, ELEM_F32, data->a_ref, w->gzip_level) < 0) goto failed;
   if (info->calib_samples > 0) {
     int64_t calib_dims[3] = {info->calib_samples, info->m, info->k};
     calib = H5Gcreate2(group, "calib", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);

@@ -29,6 +29,7 @@ typedef struct precis_workload_info {
   char *layer;
   char *source;
   bool has_b_ref; /* /b_ref exists: c_ref and ab_abs come from it, not from b (precis import --converted) */
+  bool has_a_ref; /* /a_ref exists: c_ref and ab_abs come from it, not from a (the deployed scheme's activations) */
   /* How good c_ref is (docs/high-precision.md): "float64" (dgemm; also when the file does not say)
    * or "double-double" (c_ref + c_ref_lo, then has_c_ref_lo); reference_error_bound: B with
    * |reference - exact a·b| <= B · ab_abs elementwise (NaN when the file does not say). */
@@ -51,6 +52,8 @@ typedef struct precis_workload_data {
   float *calib_a; /* [calib_samples, m, k] or NULL */
   float *b_ref;   /* [k, n] or NULL: the weights c_ref was computed from when b holds others (a
                      converted checkpoint's weights evaluated against the original's references) */
+  float *a_ref;   /* [batch, m, k] or NULL: the activations c_ref was computed from when a holds others (a
+                     converted checkpoint's deployed scheme: a quantized as its producer declared) */
   double *c_ref_lo; /* [batch, m, n] low part of a double-double reference (c_ref + c_ref_lo), or NULL */
   double *a64, *b64; /* float64 inputs as stored (info a_f64 / b_f64), else NULL */
 } precis_workload_data;

@@ -153,6 +153,10 @@ void precis_dataset_id_add(precis_sha256 *h, const precis_workload_info *info, c
   put_floats(h, data->calib_a, calib_count);
   /* Only datasets with b_ref hash it, so the ids of all others are unchanged. */
   if (data->b_ref) put_floats(h, data->b_ref, (uint64_t)info->k * (uint64_t)info->n);
+  if (data->a_ref) {
+    put_string(h, "a_ref");
+    put_floats(h, data->a_ref, a_count);
+  }
   precis_dataset_id_add_reference(h, info);
 }
 

@@ -23,6 +23,9 @@
 #include "precis_version.h"
 #include "rng.h"
 #include "safetensors.h"
+#include "quant_decl.h"
+#include "codes.h"
+#include "conform.h"
 
 /* ------------------------------------------------------------------ discovery */
 
@@ -377,6 +380,22 @@ precis_status precis_model_tensors(const char *path, precis_model *out) {
   return st;
 }
 
+size_t precis_model_quantized_tensors(const precis_model *tensors, char *example, size_t len) {
+  static const char *const suffixes[] = {".weight_scale", ".weight_scale_inv", ".weight_packed", ".weight_global_scale",
+                                         ".weight_scale_2", ".input_scale", "_blocks", ".weight_zero_point"};
+  size_t count = 0;
+  if (len) example[0] = '\0';
+  for (size_t i = 0; i < tensors->n_layers; i++) {
+    const precis_model_layer *t = &tensors->layers[i];
+    bool quantized = ends_with(t->name, ".weight") && t->rank == 2 &&
+                     !strcmp(t->dtype, "I8");
+    for (size_t j = 0; j < sizeof suffixes / sizeof suffixes[0] && !quantized; j++) quantized = ends_with(t->name, suffixes[j]);
+    if (!quantized) continue;
+    if (count++ == 0 && len) snprintf(example, len, "%s (%s)", t->name, t->dtype);
+  }
+  return count;
+}
+
 static const precis_model_layer *find_tensor(const precis_model *m, const char *name) {
   for (size_t i = 0; i < m->n_layers; i++)
     if (strcmp(m->layers[i].name, name) == 0) return &m->layers[i];
@@ -428,6 +447,28 @@ static float decode(const uint8_t *raw, const char *dtype, uint64_t i) {
   if (strcmp(dtype, "I8") == 0) return (float)(int8_t)raw[i];
   uint16_t h = (uint16_t)(raw[2 * i] | raw[2 * i + 1] << 8);
   return strcmp(dtype, "F16") == 0 ? precis_f16_bits_to_f32(h) : precis_bf16_bits_to_f32(h);
+}
+
+precis_status precis_model_read_f32(const precis_model_layer *layer, float **out) {
+  uint8_t *raw = NULL;
+  *out = NULL;
+  precis_status st = read_weight(layer, &raw);
+  if (st != PRECIS_OK) return st;
+  const uint64_t count = (uint64_t)layer->out_features * (uint64_t)layer->in_features;
+  float *w = malloc(count * sizeof *w);
+  if (!w) {
+    free(raw);
+    return precis_fail(PRECIS_E_NOMEM, "layer %s: out of memory", layer->name);
+  }
+  for (int64_t r = 0; r < layer->out_features; r++)
+    for (int64_t c = 0; c < layer->in_features; c++) {
+      const uint64_t stored = layer->in_major ? (uint64_t)c * (uint64_t)layer->out_features + (uint64_t)r
+                                              : (uint64_t)r * (uint64_t)layer->in_features + (uint64_t)c;
+      w[(uint64_t)r * (uint64_t)layer->in_features + (uint64_t)c] = decode(raw, layer->dtype, stored);
+    }
+  free(raw);
+  *out = w;
+  return PRECIS_OK;
 }
 
 static char *yaml_quote(const char *s) {
@@ -640,276 +681,573 @@ static int64_t read_int(const uint8_t *raw, const char *dtype, uint64_t i) {
 
 static bool is_float_dtype(const char *dtype) { return !strcmp(dtype, "F32") || !strcmp(dtype, "F16") || !strcmp(dtype, "BF16"); }
 
-/* The value stored at (row, col) of a tensor packed by compressed-tensors' pack_to_int32: each
- * int32 holds 32/bits values along `packed_dim`, the first in the lowest bits, each stored as the
- * signed value plus 2^(bits-1). */
-static int64_t unpack_value(const uint8_t *raw, int64_t cols_stored, int bits, int packed_dim, int64_t row, int64_t col) {
-  const int64_t per_word = 32 / bits;
-  const int64_t word_row = packed_dim == 0 ? row / per_word : row, word_col = packed_dim == 1 ? col / per_word : col;
-  const int64_t slot = packed_dim == 0 ? row % per_word : col % per_word;
-  const uint32_t word = (uint32_t)read_int(raw, "I32", (uint64_t)(word_row * cols_stored + word_col));
-  return (int64_t)((word >> (bits * slot)) & ((1u << bits) - 1u)) - ((int64_t)1 << (bits - 1));
+/* ------------------------------------------------------------------ the declared scheme */
+
+/* The int32 words a row of `in` values of `bits` bits takes: 32/bits per word when that divides
+ * 32 (pack_to_int32), else the values laid end to end (compressed-tensors >= 0.20's dense 3-bit). */
+static int64_t packed_words(int64_t in, int bits) {
+  return 32 % bits == 0 ? (in + 32 / bits - 1) / (32 / bits) : (in * bits + 31) / 32;
 }
 
-/* A layer of a compressed-tensors "pack-quantized" checkpoint (what llm-compressor saves for its
- * W4A16 / W8A16 schemes), dequantized to float32 [out, in]. Read as compressed-tensors'
- * PackedQuantizationCompressor writes and decompress_module reads it
- * (compressed_tensors/compressors/quantized_compressors/pack_quantized.py):
- *   <layer>.weight_packed     I32 [out, ceil(in / (32/bits))]: q = ((w >> bits*(c mod 32/bits)) & mask)
- *                             - 2^(bits-1) for column c in word c div (32/bits); bits is 4 or 8,
- *                             inferred from the packed width;
- *   <layer>.weight_shape      I64/I32 [2] = [out, in] (checked against the original);
- *   <layer>.weight_scale      F32/F16/BF16 [out, G] (G groups of in/G columns; G = 1 per channel),
- *                             [out] or one value;
- *   <layer>.weight_zero_point optional (absent when symmetric): I32 [ceil(out / (32/bits)), G]
- *                             packed along the rows (pack_to_int32(..., packed_dim=0)), or I8
- *                             [out, G] / one value unpacked;
- *   <layer>.weight_g_idx      optional (activation ordering): I32/I64 [in], the group of each
- *                             column; -1 entries mean column order.
- * w = (q - zero_point) * scale, the product rounded once to float32 (exact for F16/BF16 scales;
- * compressed-tensors rounds it to the scale's dtype instead). */
-static precis_status packed_weight(const precis_model *conv, const precis_model_layer *layer, float **out, char *what,
-                                   size_t what_len) {
-  *out = NULL;
+precis_status precis_model_converted_format(const precis_model *conv, const precis_quant_decl *decl,
+                                            const precis_model_layer *layer, precis_converted_format *f,
+                                            int *declared_group, bool *ignored) {
+  memset(f, 0, sizeof *f);
+  *declared_group = -1;
+  *ignored = false;
   const int64_t n_out = layer->out_features, n_in = layer->in_features;
-  char *names[5] = {precis_asprintf("%s.weight_packed", layer->name), precis_asprintf("%s.weight_shape", layer->name),
-                    precis_asprintf("%s.weight_scale", layer->name), precis_asprintf("%s.weight_zero_point", layer->name),
-                    precis_asprintf("%s.weight_g_idx", layer->name)};
-  uint8_t *raw = NULL, *sraw = NULL, *zraw = NULL, *graw = NULL, *shraw = NULL;
-  float *w = NULL;
-  int64_t *group_of = NULL;
+  char name[1100];
+  const precis_model_layer *w, *s;
+#define LOOKUP(suffix) (snprintf(name, sizeof name, "%s." suffix, layer->name), find_tensor(conv, name))
+  const precis_model_layer *packed = LOOKUP("weight_packed");
+  w = packed ? packed : LOOKUP("weight");
+  s = LOOKUP("weight_scale");
+  f->scale_name = "weight_scale";
+  if (!s && (s = LOOKUP("weight_scale_inv"))) f->scale_name = "weight_scale_inv";
+  f->zero_point = LOOKUP("weight_zero_point") != NULL;
+  f->g_idx = LOOKUP("weight_g_idx") != NULL;
+  f->input_scale = LOOKUP("input_scale") != NULL;
+#undef LOOKUP
+  if (decl && decl->present) *declared_group = precis_quant_decl_match(decl, layer->name, ignored);
+  if (!w) return PRECIS_OK;
+  f->found = true;
+  f->packed = packed != NULL;
+  snprintf(f->weight_dtype, sizeof f->weight_dtype, "%s", w->dtype);
+  if (!strcmp(w->dtype, "U8")) { /* NVFP4: two E2M1 codes a byte (compressed-tensors weight_packed, ModelOpt weight) */
+    f->is_float = true;
+    f->bits = 4;
+    f->quantized = true;
+  } else if (packed) {
+    f->quantized = true;
+    const int declared_bits = *declared_group >= 0 ? decl->groups[*declared_group].weights.num_bits : 0;
+    if (declared_bits >= 1 && declared_bits <= 8 && packed_words(n_in, declared_bits) == w->in_features) f->bits = declared_bits;
+    for (int bits = 8; bits >= 2 && !f->bits; bits--)
+      if (packed_words(n_in, bits) == w->in_features) f->bits = bits;
+  } else if (!strcmp(w->dtype, "I8") || !strcmp(w->dtype, "F8_E4M3")) {
+    f->quantized = true;
+    f->bits = 8;
+    f->is_float = w->dtype[0] == 'F';
+  }
+  if (s) {
+    snprintf(f->scale_dtype, sizeof f->scale_dtype, "%s", s->dtype);
+    f->scale_rows = s->rank >= 1 ? s->out_features : 1;
+    f->scale_cols = s->rank == 2 ? s->in_features : 1;
+    if ((uint64_t)f->scale_rows * (uint64_t)f->scale_cols == 1 && s->rank < 2) f->n_groups = 0;
+    else if (f->scale_rows == n_out && f->scale_cols >= 1) {
+      f->n_groups = f->scale_cols;
+      f->group_size = (n_in + f->n_groups - 1) / f->n_groups;
+    } else if (f->scale_rows < n_out && f->scale_rows >= 1 && f->scale_cols >= 1) {
+      f->n_groups = -1; /* blocks of [ceil(out / rows), ceil(in / cols)] */
+      f->block_rows = (n_out + f->scale_rows - 1) / f->scale_rows;
+      f->group_size = (n_in + f->scale_cols - 1) / f->scale_cols;
+    }
+  }
+  if (*declared_group < 0 && !*ignored) return PRECIS_OK;
+
+  /* Checked against the declaration, each mismatch naming the declared and the found values. */
+  char declared[160], found[200];
+  const precis_quant_group *g = *declared_group >= 0 ? &decl->groups[*declared_group] : NULL;
+  const precis_quant_args *a = g ? &g->weights : NULL;
+  if (a) precis_quant_args_describe(a, false, declared, sizeof declared);
+  precis_converted_format_describe(f, found, sizeof found);
+  const char *why = NULL;
+  char detail[160] = "";
+  if (*ignored) {
+    if (f->quantized) why = "the declaration's ignore list names this layer (left unquantized), but it is stored quantized";
+  } else if (!a || !a->present) {
+    if (f->quantized) why = "its config group quantizes no weights, but they are stored quantized";
+  } else if (!f->quantized) {
+    why = "declared quantized, but the weight is stored unquantized (and the ignore list does not name it)";
+  } else if (a->num_bits != f->bits) {
+    snprintf(detail, sizeof detail, "declared %d-bit codes, found %d-bit", a->num_bits, f->bits);
+  } else if (a->is_float != f->is_float && !f->packed) {
+    snprintf(detail, sizeof detail, "declared %s codes, found %s", a->is_float ? "float" : "integer", w->dtype);
+  } else if (!a->is_float && !a->symmetric && !f->zero_point) {
+    snprintf(detail, sizeof detail, "declared asymmetric, but there is no %s.weight_zero_point", layer->name);
+  } else if (!a->is_float && a->symmetric && f->zero_point && f->packed) {
+    snprintf(detail, sizeof detail, "declared symmetric, but %s.weight_zero_point is stored", layer->name);
+  } else if (!s) {
+    snprintf(detail, sizeof detail, "no %s.weight_scale", layer->name);
+  } else if (!strcmp(a->strategy, "tensor") && f->n_groups != 0) {
+    snprintf(detail, sizeof detail, "declared one scale per tensor, found %s [%" PRId64 ", %" PRId64 "]", f->scale_name,
+             f->scale_rows, f->scale_cols);
+  } else if (!strcmp(a->strategy, "channel") && f->n_groups != 1) {
+    snprintf(detail, sizeof detail, "declared one scale per output channel ([%" PRId64 ", 1]), found %s [%" PRId64 ", %" PRId64 "]",
+             n_out, f->scale_name, f->scale_rows, f->scale_cols);
+  } else if ((!strcmp(a->strategy, "group") || !strcmp(a->strategy, "tensor_group")) &&
+             (a->group_size <= 0 || f->n_groups != (n_in + a->group_size - 1) / a->group_size)) {
+    snprintf(detail, sizeof detail,
+             "declared groups of %" PRId64 " columns (%" PRId64 " groups of in_features = %" PRId64 "), found %s [%" PRId64
+             ", %" PRId64 "]: %" PRId64 " groups",
+             a->group_size, a->group_size > 0 ? (n_in + a->group_size - 1) / a->group_size : 0, n_in, f->scale_name,
+             f->scale_rows, f->scale_cols, f->n_groups);
+  } else if (!strcmp(a->strategy, "block") &&
+             (f->n_groups != -1 || f->scale_rows != (n_out + a->block[0] - 1) / a->block[0] ||
+              f->scale_cols != (n_in + a->block[1] - 1) / a->block[1])) {
+    snprintf(detail, sizeof detail, "declared blocks of %" PRId64 "x%" PRId64 " ([%" PRId64 ", %" PRId64 "] scales), found %s [%" PRId64
+             ", %" PRId64 "]", a->block[0], a->block[1], (n_out + a->block[0] - 1) / a->block[0],
+             (n_in + a->block[1] - 1) / a->block[1], f->scale_name, f->scale_rows, f->scale_cols);
+  } else if (!strcmp(a->strategy, "token") || a->strategy[0] == '\0') {
+    snprintf(detail, sizeof detail, "declared weight strategy \"%s\" is not a weight granularity", a->strategy);
+  }
+  if (!why && !detail[0]) return PRECIS_OK;
+  char where[300];
+  if (g) snprintf(where, sizeof where, "%s's %s.config_groups.%s.weights", decl->file, decl->where, g->name);
+  else snprintf(where, sizeof where, "%s's %s ignore list", decl->file, decl->where);
+  if (!strcmp(decl->producer, "modelopt") || !strcmp(decl->producer, "fp8") || !strcmp(decl->producer, "mxfp4"))
+    snprintf(where, sizeof where, "%s's %s (%s)", decl->file, decl->where, decl->producer);
+  return precis_fail(PRECIS_E_INPUT, "layer %s: %s does not match what its producer declared: declared %s (%s); found %s%s%s",
+                     layer->name, conv->path, a ? declared : "unquantized", where, found, detail[0] ? ": " : "",
+                     detail[0] ? detail : why);
+}
+
+void precis_converted_format_describe(const precis_converted_format *f, char *buf, size_t len) {
+  if (!f->found) {
+    snprintf(buf, len, "missing");
+    return;
+  }
+  if (!f->quantized) {
+    snprintf(buf, len, "%s (unquantized)", f->weight_dtype);
+    return;
+  }
+  char codes[48], scales[96] = "no scale";
+  if (f->is_float && f->bits == 4) snprintf(codes, sizeof codes, "FP4 E2M1 packed");
+  else if (f->packed) snprintf(codes, sizeof codes, "INT%d packed", f->bits);
+  else snprintf(codes, sizeof codes, "%s", f->is_float ? "FP8 E4M3" : "INT8");
+  if (f->scale_dtype[0]) {
+    if (f->n_groups == 0) snprintf(scales, sizeof scales, "per tensor %s", f->scale_dtype);
+    else if (f->n_groups == 1) snprintf(scales, sizeof scales, "per channel %s", f->scale_dtype);
+    else if (f->n_groups > 1) snprintf(scales, sizeof scales, "group %" PRId64 " %s", f->group_size, f->scale_dtype);
+    else snprintf(scales, sizeof scales, "block %" PRId64 "x%" PRId64 " %s", f->block_rows, f->group_size, f->scale_dtype);
+  }
+  snprintf(buf, len, "%s, %s%s%s%s", codes, scales, f->zero_point ? ", zero points" : "", f->g_idx ? ", g_idx" : "",
+           f->input_scale ? ", input_scale" : "");
+}
+
+/* The value at (row, col) of a tensor packed by compressed-tensors' pack_to_int32: the values of a
+ * row (packed_dim 1) or of a column (packed_dim 0) laid end to end, `bits` each, from the lowest bit
+ * of the first int32 upward (a value may straddle two words when bits does not divide 32, as
+ * compressed-tensors >= 0.20 packs 3-bit codes), each stored as the signed value plus 2^(bits-1). */
+static int64_t unpack_value(const uint8_t *raw, int64_t cols_stored, int bits, int packed_dim, int64_t row, int64_t col) {
+  const int64_t index = packed_dim == 0 ? row : col, bit = index * bits;
+  const int64_t word_row = packed_dim == 0 ? bit / 32 : row, word_col = packed_dim == 1 ? bit / 32 : col;
+  const int shift = (int)(bit % 32);
+  uint64_t value = (uint32_t)read_int(raw, "I32", (uint64_t)(word_row * cols_stored + word_col)) >> shift;
+  if (shift + bits > 32) {
+    const int64_t next_row = packed_dim == 0 ? word_row + 1 : word_row, next_col = packed_dim == 1 ? word_col + 1 : word_col;
+    value |= (uint64_t)(uint32_t)read_int(raw, "I32", (uint64_t)(next_row * cols_stored + next_col)) << (32 - shift);
+  }
+  return (int64_t)(value & ((1u << bits) - 1u)) - ((int64_t)1 << (bits - 1));
+}
+
+void precis_converted_layer_free(precis_converted_layer *l) {
+  free(l->code);
+  free(l->scale);
+  free(l->group_of);
+  free(l->zero_point);
+  memset(l, 0, sizeof *l);
+}
+
+float precis_converted_layer_value(const precis_converted_layer *l, int64_t r, int64_t c) {
+  const float q = l->code[(uint64_t)r * (uint64_t)l->in + (uint64_t)c];
+  if (!l->scale) return q;
+  const uint64_t at = (uint64_t)(r / l->rows_per_scale) * (uint64_t)l->scale_cols + (uint64_t)l->group_of[c];
+  const float zp = l->zero_point ? (float)l->zero_point[at] : 0.0f;
+  float scale = l->global_scale != 1.0f ? l->scale[at] / l->global_scale : l->scale[at];
+  if (l->scale_2 != 1.0f) scale *= l->scale_2;
+  return (q - zp) * scale;
+}
+
+/* Scales of a layer: [1], [out] or [out, 1] one per row; [out, G] groups along in; [R, C] with
+ * R < out blocks of [ceil(out / R), ceil(in / C)] (compressed-tensors FP8_BLOCK, DeepSeek's
+ * weight_scale_inv). Sets the layout in l and checks it against the weight. */
+static precis_status scale_layout(const precis_model_layer *s, const char *sname, precis_converted_layer *l) {
+  const bool one = (uint64_t)s->out_features * (uint64_t)s->in_features == 1 && s->rank < 2;
+  l->scale_rows = one ? 1 : s->out_features;
+  l->scale_cols = one || s->rank < 2 ? 1 : s->in_features;
+  if (one) l->rows_per_scale = l->out;
+  else if (l->scale_rows == l->out) l->rows_per_scale = 1;
+  else if (l->scale_rows >= 1 && l->scale_rows < l->out && l->scale_cols >= 1 &&
+           (l->out + (l->out + l->scale_rows - 1) / l->scale_rows - 1) / ((l->out + l->scale_rows - 1) / l->scale_rows) ==
+               l->scale_rows)
+    l->rows_per_scale = (l->out + l->scale_rows - 1) / l->scale_rows; /* blocks of ceil(out / R) rows */
+  else
+    return precis_fail(PRECIS_E_INPUT, "%s: tensor %s: expected one scale, one per output channel ([%" PRId64 "] or [%" PRId64
+                       ", 1]), [%" PRId64 ", G] groups or [R, C] blocks; found %s [%" PRId64 ", %" PRId64 "]",
+                       s->file, sname, l->out, l->out, l->out, s->dtype, s->out_features, s->in_features);
+  if (l->scale_cols > l->in)
+    return precis_fail(PRECIS_E_INPUT, "%s: tensor %s: %" PRId64 " scale columns for in_features = %" PRId64, s->file, sname,
+                       l->scale_cols, l->in);
+  return PRECIS_OK;
+}
+
+/* Every column's scale column: consecutive runs (groups, blocks), or weight_g_idx. */
+static precis_status column_groups(const precis_model *conv, const precis_model_layer *layer, const precis_model_layer *s,
+                                   const char *sname, bool blocks, precis_converted_layer *l) {
+  const int64_t n_in = l->in, n_groups = l->scale_cols;
+  char gname[1100];
+  snprintf(gname, sizeof gname, "%s.weight_g_idx", layer->name);
+  const precis_model_layer *g = find_tensor(conv, gname);
+  uint8_t *graw = NULL;
   precis_status st = PRECIS_OK;
-  for (int i = 0; i < 5; i++)
-    if (!names[i]) {
-      st = precis_fail(PRECIS_E_NOMEM, "out of memory");
-      goto done;
-    }
-  const precis_model_layer *p = find_tensor(conv, names[0]), *sh = find_tensor(conv, names[1]),
-                           *s = find_tensor(conv, names[2]), *z = find_tensor(conv, names[3]),
-                           *g = find_tensor(conv, names[4]);
-  if (strcmp(p->dtype, "I32") || p->rank != 2 || p->out_features != n_out) {
-    st = precis_fail(PRECIS_E_INPUT, "%s: tensor %s: expected I32 [%" PRId64 ", in/8] (compressed-tensors pack-quantized), "
-                     "found %s [%" PRId64 ", %" PRId64 "]", p->file, names[0], n_out, p->dtype, p->out_features, p->in_features);
-    goto done;
-  }
-  const int64_t cols = p->in_features;
-  const bool fits4 = cols == (n_in + 7) / 8, fits8 = cols == (n_in + 3) / 4;
-  if (fits4 == fits8) {
-    st = precis_fail(PRECIS_E_INPUT, "%s: tensor %s: [%" PRId64 ", %" PRId64 "] %s for in_features = %" PRId64
-                     " (expected [%" PRId64 ", %" PRId64 "] for 4-bit values, 8 per int32, or [%" PRId64 ", %" PRId64
-                     "] for 8-bit, 4 per int32)", p->file, names[0], n_out, cols, fits4 ? "is ambiguous" : "does not fit",
-                     n_in, n_out, (n_in + 7) / 8, n_out, (n_in + 3) / 4);
-    goto done;
-  }
-  const int bits = fits4 ? 4 : 8;
-  if (sh) {
-    if ((strcmp(sh->dtype, "I64") && strcmp(sh->dtype, "I32")) || sh->rank != 1 || sh->out_features != 2) {
-      st = precis_fail(PRECIS_E_INPUT, "%s: tensor %s: expected I64 [2] (the unpacked [out, in]), found %s of %" PRId64
-                       " elements", sh->file, names[1], sh->dtype, sh->out_features * sh->in_features);
-      goto done;
-    }
-    if ((st = read_weight(sh, &shraw)) != PRECIS_OK) goto done;
-    int64_t so = read_int(shraw, sh->dtype, 0), si = read_int(shraw, sh->dtype, 1);
-    if (so != n_out || si != n_in) {
-      st = precis_fail(PRECIS_E_INPUT, "%s: tensor %s: [%" PRId64 ", %" PRId64 "], but the original weight is [%" PRId64
-                       ", %" PRId64 "]", sh->file, names[1], so, si, n_out, n_in);
-      goto done;
-    }
-  }
-  if (!s) {
-    st = precis_fail(PRECIS_E_INPUT, "%s: no tensor %s for the packed weight %s", conv->path, names[2], names[0]);
-    goto done;
-  }
-  const uint64_t n_scale = (uint64_t)s->out_features * (uint64_t)s->in_features;
-  const bool per_tensor = n_scale == 1 && s->rank < 2;
-  const int64_t n_groups = per_tensor ? 1 : s->rank == 2 ? s->in_features : 1;
-  if (!is_float_dtype(s->dtype) || (!per_tensor && s->out_features != n_out) || n_groups < 1 || n_groups > n_in) {
-    st = precis_fail(PRECIS_E_INPUT, "%s: tensor %s: expected F32/F16/BF16 [%" PRId64 ", G] (G groups of in_features/G "
-                     "columns), [%" PRId64 "] or one value; found %s [%" PRId64 ", %" PRId64 "]",
-                     s->file, names[2], n_out, n_out, s->dtype, s->out_features, s->in_features);
-    goto done;
-  }
-  /* The group of each column: consecutive runs of in/G columns, or weight_g_idx. */
-  group_of = malloc((uint64_t)n_in * sizeof *group_of);
-  if (!group_of) {
-    st = precis_fail(PRECIS_E_NOMEM, "out of memory");
-    goto done;
-  }
+  if (!(l->group_of = malloc((uint64_t)n_in * sizeof *l->group_of))) return precis_fail(PRECIS_E_NOMEM, "out of memory");
   bool ordered = false;
   if (g) {
-    if ((strcmp(g->dtype, "I32") && strcmp(g->dtype, "I64")) || g->rank != 1 || g->out_features != n_in) {
-      st = precis_fail(PRECIS_E_INPUT, "%s: tensor %s: expected I32 [%" PRId64 "] (the group of each input column), found %s "
-                       "of %" PRId64 " elements", g->file, names[4], n_in, g->dtype, g->out_features * g->in_features);
-      goto done;
-    }
-    if ((st = read_weight(g, &graw)) != PRECIS_OK) goto done;
+    if ((strcmp(g->dtype, "I32") && strcmp(g->dtype, "I64")) || g->rank != 1 || g->out_features != n_in)
+      return precis_fail(PRECIS_E_INPUT, "%s: tensor %s: expected I32 [%" PRId64 "] (the group of each input column), found %s "
+                         "of %" PRId64 " elements", g->file, gname, n_in, g->dtype, g->out_features * g->in_features);
+    if ((st = read_weight(g, &graw)) != PRECIS_OK) return st;
     ordered = true;
     for (int64_t c = 0; c < n_in && ordered; c++) ordered = read_int(graw, g->dtype, (uint64_t)c) != -1;
-    for (int64_t c = 0; c < n_in && ordered; c++) {
-      group_of[c] = read_int(graw, g->dtype, (uint64_t)c);
-      if (group_of[c] < 0 || group_of[c] >= n_groups) {
+    for (int64_t c = 0; c < n_in && ordered && st == PRECIS_OK; c++) {
+      l->group_of[c] = read_int(graw, g->dtype, (uint64_t)c);
+      if (l->group_of[c] < 0 || l->group_of[c] >= n_groups)
         st = precis_fail(PRECIS_E_INPUT, "%s: tensor %s: element %" PRId64 " is %" PRId64 ", expected a group 0 .. %" PRId64,
-                         g->file, names[4], c, group_of[c], n_groups - 1);
-        goto done;
-      }
+                         g->file, gname, c, l->group_of[c], n_groups - 1);
     }
+    free(graw);
+    if (st != PRECIS_OK) return st;
   }
+  l->g_idx = ordered;
   if (!ordered) {
-    if (n_in % n_groups) {
-      st = precis_fail(PRECIS_E_INPUT, "%s: tensor %s: %" PRId64 " groups do not divide in_features = %" PRId64
-                       " (compressed-tensors requires groups of equal size)", s->file, names[2], n_groups, n_in);
-      goto done;
-    }
-    for (int64_t c = 0; c < n_in; c++) group_of[c] = c / (n_in / n_groups);
+    if (!blocks && n_in % n_groups)
+      return precis_fail(PRECIS_E_INPUT, "%s: tensor %s: %" PRId64 " groups do not divide in_features = %" PRId64
+                         " (compressed-tensors requires groups of equal size)", s->file, sname, n_groups, n_in);
+    const int64_t width = (n_in + n_groups - 1) / n_groups;
+    for (int64_t c = 0; c < n_in; c++) l->group_of[c] = c / width;
   }
-  /* Zero points: packed I32 along the rows, or plain I8. */
-  int zp_packed = -1; /* -1: none, 0: I8 values, 1: packed */
-  if (z) {
-    const uint64_t n_zp = (uint64_t)z->out_features * (uint64_t)z->in_features;
-    const int64_t per_word = 32 / bits;
-    if (!strcmp(z->dtype, "I32") && z->rank == 2 && z->out_features == (n_out + per_word - 1) / per_word &&
-        z->in_features == n_groups)
-      zp_packed = 1;
-    else if (!strcmp(z->dtype, "I8") && (n_zp == 1 || (z->out_features == n_out && n_zp == (uint64_t)(n_out * n_groups))))
-      zp_packed = 0;
-    else {
-      st = precis_fail(PRECIS_E_INPUT, "%s: tensor %s: expected I32 [%" PRId64 ", %" PRId64 "] (packed along the rows) or I8 "
-                       "[%" PRId64 ", %" PRId64 "]; found %s [%" PRId64 ", %" PRId64 "]", z->file, names[3],
-                       (n_out + per_word - 1) / per_word, n_groups, n_out, n_groups, z->dtype, z->out_features,
-                       z->in_features);
-      goto done;
-    }
-    if ((st = read_weight(z, &zraw)) != PRECIS_OK) goto done;
+  return PRECIS_OK;
+}
+
+/* A converted layer's codes and scales (model.h). Formats:
+ *   - <layer>.weight F8_E4M3 or I8 times <layer>.weight_scale (or DeepSeek's weight_scale_inv, a
+ *     multiplier despite its name) per tensor, per channel, per group or per block;
+ *   - compressed-tensors pack-quantized (compressed_tensors/compressors/pack_quantized/base.py,
+ *     helpers.py pack_to_int32): <layer>.weight_packed I32 [out, ceil(in * bits / 32)], the codes
+ *     of a row end to end from the lowest bit, each + 2^(bits-1); <layer>.weight_shape I64 [2];
+ *     weight_scale [out, G]; optional weight_zero_point (I32 packed along the rows, or I8) and
+ *     weight_g_idx. bits is the declared num_bits, else inferred from the width (4 or 8, or the
+ *     one width that fits);
+ *   - compressed-tensors nvfp4-pack-quantized (compressors/nvfp4/helpers.py): <layer>.weight_packed
+ *     U8 [out, in / 2], two FP4 E2M1 codes a byte, the even column in the low nibble;
+ *     weight_scale F8_E4M3 [out, in / 16]; weight_global_scale F32 [1]: w = q * (scale / global);
+ *   - a float weight without a scale: a layer left unconverted. */
+precis_status precis_converted_layer_read(const precis_model *conv, const precis_model_layer *layer, int declared_bits,
+                                          precis_converted_layer *l) {
+  memset(l, 0, sizeof *l);
+  l->out = layer->out_features;
+  l->in = layer->in_features;
+  l->global_scale = 1.0f;
+  l->scale_2 = 1.0f;
+  const int64_t n_out = l->out, n_in = l->in;
+  char wname[1100], pname[1100], sname[1100], zname[1100], shname[1100], gsname[1100];
+  snprintf(wname, sizeof wname, "%s.weight", layer->name);
+  snprintf(pname, sizeof pname, "%s.weight_packed", layer->name);
+  snprintf(sname, sizeof sname, "%s.weight_scale", layer->name);
+  snprintf(zname, sizeof zname, "%s.weight_zero_point", layer->name);
+  snprintf(shname, sizeof shname, "%s.weight_shape", layer->name);
+  snprintf(gsname, sizeof gsname, "%s.weight_global_scale", layer->name);
+  const precis_model_layer *p = find_tensor(conv, pname), *t = p ? p : find_tensor(conv, wname), *s = find_tensor(conv, sname);
+  if (!s) {
+    snprintf(sname, sizeof sname, "%s.weight_scale_inv", layer->name);
+    s = find_tensor(conv, sname);
   }
-  if ((st = read_weight(s, &sraw)) != PRECIS_OK || (st = read_weight(p, &raw)) != PRECIS_OK) goto done;
-  w = malloc((uint64_t)n_out * (uint64_t)n_in * sizeof *w);
-  if (!w) {
-    st = precis_fail(PRECIS_E_NOMEM, "out of memory");
+  const precis_model_layer *z = find_tensor(conv, zname), *sh = find_tensor(conv, shname), *gs = find_tensor(conv, gsname);
+  char s2name[1100];
+  snprintf(s2name, sizeof s2name, "%s.weight_scale_2", layer->name);
+  const precis_model_layer *s2 = find_tensor(conv, s2name);
+  uint8_t *raw = NULL, *sraw = NULL, *zraw = NULL, *aux = NULL;
+  precis_status st = PRECIS_OK;
+  if (!t) {
+    st = precis_fail(PRECIS_E_INPUT, "%s: no tensor %s or %s (the converted checkpoint lacks layer %s)", conv->path, wname, pname,
+                     layer->name);
     goto done;
   }
-  const uint64_t n_zp_values = z ? (uint64_t)z->out_features * (uint64_t)z->in_features : 0;
-  for (int64_t r = 0; r < n_out; r++)
-    for (int64_t c = 0; c < n_in; c++) {
-      const int64_t grp = group_of[c];
-      int64_t zp = 0;
-      if (zp_packed == 1) zp = unpack_value(zraw, n_groups, bits, 0, r, grp);
-      else if (zp_packed == 0) zp = read_int(zraw, "I8", n_zp_values == 1 ? 0 : (uint64_t)(r * n_groups + grp));
-      const int64_t q = unpack_value(raw, cols, bits, 1, r, c);
-      const float scale = decode(sraw, s->dtype, per_tensor ? 0 : (uint64_t)(r * n_groups + grp));
-      const float v = (float)(q - zp) * scale;
-      if (!isfinite(v)) {
-        st = precis_fail(PRECIS_E_INPUT, "%s: tensor %s: element [%" PRId64 ", %" PRId64 "] dequantizes to a non-finite value",
-                         p->file, names[0], r, c);
+  const uint64_t count = (uint64_t)n_out * (uint64_t)n_in;
+  const bool nvfp4 = !strcmp(t->dtype, "U8");
+  if (p && !nvfp4) {
+    if (strcmp(p->dtype, "I32") || p->rank != 2 || p->out_features != n_out) {
+      st = precis_fail(PRECIS_E_INPUT, "%s: tensor %s: expected I32 [%" PRId64 ", in/8] (compressed-tensors pack-quantized), "
+                       "found %s [%" PRId64 ", %" PRId64 "]", p->file, pname, n_out, p->dtype, p->out_features, p->in_features);
+      goto done;
+    }
+    int bits = declared_bits;
+    if (!bits) { /* undeclared: the two widths llm-compressor's W4A16 / W8A16 write */
+      const bool fits4 = p->in_features == packed_words(n_in, 4), fits8 = p->in_features == packed_words(n_in, 8);
+      bits = fits4 == fits8 ? 0 : fits4 ? 4 : 8;
+      if (!bits) {
+        st = precis_fail(PRECIS_E_INPUT, "%s: tensor %s: [%" PRId64 ", %" PRId64 "] %s for in_features = %" PRId64
+                         " (expected [%" PRId64 ", %" PRId64 "] for 4-bit values, 8 per int32, or [%" PRId64 ", %" PRId64
+                         "] for 8-bit, 4 per int32; config.json's quantization_config would say which)", p->file, pname, n_out,
+                         p->in_features, fits4 && fits8 ? "is ambiguous" : "does not fit", n_in, n_out, packed_words(n_in, 4),
+                         n_out, packed_words(n_in, 8));
         goto done;
       }
-      w[(uint64_t)r * (uint64_t)n_in + (uint64_t)c] = v;
     }
-  if (per_tensor) snprintf(what, what_len, "INT%d packed x per-tensor %s%s", bits, s->dtype, z ? ", zero points" : "");
-  else if (n_groups == 1) snprintf(what, what_len, "INT%d packed x per-channel %s%s", bits, s->dtype, z ? ", zero points" : "");
+    if (p->in_features != packed_words(n_in, bits)) {
+      st = precis_fail(PRECIS_E_INPUT, "%s: tensor %s: [%" PRId64 ", %" PRId64 "] does not hold %d-bit codes of in_features = %" PRId64
+                       " (expected [%" PRId64 ", %" PRId64 "])", p->file, pname, n_out, p->in_features, bits, n_in, n_out,
+                       packed_words(n_in, bits));
+      goto done;
+    }
+    l->bits = bits;
+  } else if (nvfp4) {
+    if (t->rank != 2 || t->out_features != n_out || t->in_features != (n_in + 1) / 2) {
+      st = precis_fail(PRECIS_E_INPUT, "%s: tensor %s: expected U8 [%" PRId64 ", %" PRId64 "] (two FP4 E2M1 codes a byte, "
+                       "NVFP4), found [%" PRId64 ", %" PRId64 "]", t->file, t->tensor, n_out, (n_in + 1) / 2,
+                       t->out_features, t->in_features);
+      goto done;
+    }
+    l->bits = 4;
+    l->is_float = true;
+  } else {
+    if (t->rank != 2 || t->out_features != n_out || t->in_features != n_in) {
+      st = precis_fail(PRECIS_E_INPUT, "%s: tensor %s: expected [%" PRId64 ", %" PRId64 "] as in the original, found [%" PRId64
+                       ", %" PRId64 "]", t->file, wname, n_out, n_in, t->out_features, t->in_features);
+      goto done;
+    }
+    const bool quantized = !strcmp(t->dtype, "F8_E4M3") || !strcmp(t->dtype, "I8");
+    if (!quantized && !linear_dtype(t->dtype)) {
+      st = precis_fail(PRECIS_E_INPUT, "%s: tensor %s: dtype %s is not read (expected F8_E4M3 or I8 with a weight_scale, or "
+                       "F32/F16/BF16)", t->file, wname, t->dtype);
+      goto done;
+    }
+    if (quantized) {
+      l->bits = 8;
+      l->is_float = t->dtype[0] == 'F';
+    } else {
+      s = NULL; /* a layer left unconverted: its values as they are */
+    }
+  }
+  l->quantized = l->bits > 0;
+  if (p && sh) {
+    if ((strcmp(sh->dtype, "I64") && strcmp(sh->dtype, "I32")) || sh->rank != 1 || sh->out_features != 2) {
+      st = precis_fail(PRECIS_E_INPUT, "%s: tensor %s: expected I64 [2] (the unpacked [out, in]), found %s of %" PRId64
+                       " elements", sh->file, shname, sh->dtype, sh->out_features * sh->in_features);
+      goto done;
+    }
+    if ((st = read_weight(sh, &aux)) != PRECIS_OK) goto done;
+    const int64_t so = read_int(aux, sh->dtype, 0), si = read_int(aux, sh->dtype, 1);
+    if (so != n_out || si != n_in) {
+      st = precis_fail(PRECIS_E_INPUT, "%s: tensor %s: [%" PRId64 ", %" PRId64 "], but the original weight is [%" PRId64
+                       ", %" PRId64 "]", sh->file, shname, so, si, n_out, n_in);
+      goto done;
+    }
+    free(aux);
+    aux = NULL;
+  }
+  if (l->quantized && !s) {
+    st = precis_fail(PRECIS_E_INPUT, "%s: no tensor %s.weight_scale for the %s weight %s", conv->path, layer->name, t->dtype,
+                     t->tensor);
+    goto done;
+  }
+  if (s) {
+    if (!is_float_dtype(s->dtype) && strcmp(s->dtype, "F8_E4M3")) {
+      st = precis_fail(PRECIS_E_INPUT, "%s: tensor %s: expected F32, F16, BF16 (or F8_E4M3 for NVFP4) scales, found %s", s->file,
+                       sname, s->dtype);
+      goto done;
+    }
+    snprintf(l->scale_dtype, sizeof l->scale_dtype, "%s", s->dtype);
+    if ((st = scale_layout(s, sname, l)) != PRECIS_OK) goto done;
+    const bool blocks = l->rows_per_scale > 1 && l->rows_per_scale < n_out;
+    if ((st = column_groups(conv, layer, s, sname, blocks, l)) != PRECIS_OK) goto done;
+    const uint64_t n_scale = (uint64_t)l->scale_rows * (uint64_t)l->scale_cols;
+    if ((st = read_weight(s, &sraw)) != PRECIS_OK) goto done;
+    if (!(l->scale = malloc(n_scale * sizeof *l->scale))) goto nomem;
+    for (uint64_t i = 0; i < n_scale; i++) l->scale[i] = decode(sraw, s->dtype, i);
+    if (z) {
+      const int bits = l->bits;
+      if (!strcmp(z->dtype, "I32") && z->rank == 2 && z->out_features == packed_words(l->scale_rows, bits) &&
+          z->in_features == l->scale_cols)
+        l->zp_packed = true;
+      else if (!(!strcmp(z->dtype, "I8") && ((uint64_t)z->out_features * (uint64_t)z->in_features == 1 ||
+                                             (z->out_features == l->scale_rows && z->in_features == l->scale_cols)))) {
+        st = precis_fail(PRECIS_E_INPUT, "%s: tensor %s: expected I32 [%" PRId64 ", %" PRId64 "] (packed along the rows) or I8 "
+                         "[%" PRId64 ", %" PRId64 "]; found %s [%" PRId64 ", %" PRId64 "]", z->file, zname,
+                         packed_words(l->scale_rows, bits), l->scale_cols, l->scale_rows, l->scale_cols, z->dtype,
+                         z->out_features, z->in_features);
+        goto done;
+      }
+      if ((st = read_weight(z, &zraw)) != PRECIS_OK) goto done;
+      if (!(l->zero_point = malloc(n_scale * sizeof *l->zero_point))) goto nomem;
+      const bool one = (uint64_t)z->out_features * (uint64_t)z->in_features == 1;
+      for (int64_t r = 0; r < l->scale_rows; r++)
+        for (int64_t g = 0; g < l->scale_cols; g++)
+          l->zero_point[r * l->scale_cols + g] =
+              (int32_t)(l->zp_packed ? unpack_value(zraw, l->scale_cols, bits, 0, r, g)
+                                     : read_int(zraw, "I8", one ? 0 : (uint64_t)(r * l->scale_cols + g)));
+    }
+    if (gs) {
+      if ((uint64_t)gs->out_features * (uint64_t)gs->in_features != 1 || !is_float_dtype(gs->dtype)) {
+        st = precis_fail(PRECIS_E_INPUT, "%s: tensor %s: expected one F32 value", gs->file, gsname);
+        goto done;
+      }
+      if ((st = read_weight(gs, &aux)) != PRECIS_OK) goto done;
+      l->global_scale = decode(aux, gs->dtype, 0);
+      if (!(l->global_scale > 0) || !isfinite(l->global_scale)) {
+        st = precis_fail(PRECIS_E_INPUT, "%s: tensor %s: %g is not a positive finite scale", gs->file, gsname, l->global_scale);
+        goto done;
+      }
+    } else if (s2) { /* ModelOpt: the second-level scale multiplies */
+      if ((uint64_t)s2->out_features * (uint64_t)s2->in_features != 1 || !is_float_dtype(s2->dtype)) {
+        st = precis_fail(PRECIS_E_INPUT, "%s: tensor %s: expected one F32 value", s2->file, s2->tensor);
+        goto done;
+      }
+      if ((st = read_weight(s2, &aux)) != PRECIS_OK) goto done;
+      l->scale_2 = decode(aux, s2->dtype, 0);
+      if (!(l->scale_2 > 0) || !isfinite(l->scale_2)) {
+        st = precis_fail(PRECIS_E_INPUT, "%s: tensor %s: %g is not a positive finite scale", s2->file, s2->tensor, l->scale_2);
+        goto done;
+      }
+    } else if (nvfp4) {
+      st = precis_fail(PRECIS_E_INPUT, "%s: no tensor %s (compressed-tensors) or %s.weight_scale_2 (ModelOpt) for the NVFP4 "
+                       "weight %s", conv->path, gsname, layer->name, t->tensor);
+      goto done;
+    }
+  }
+  if ((st = read_weight(t, &raw)) != PRECIS_OK) goto done;
+  if (!(l->code = malloc(count * sizeof *l->code))) goto nomem;
+  for (int64_t r = 0; r < n_out; r++)
+    for (int64_t c = 0; c < n_in; c++) {
+      const uint64_t i = (uint64_t)r * (uint64_t)n_in + (uint64_t)c;
+      if (nvfp4) l->code[i] = precis_e2m1_bits_to_f32((uint8_t)((raw[(uint64_t)r * (uint64_t)t->in_features + (uint64_t)c / 2] >> (4 * (c % 2))) & 15u));
+      else if (p) l->code[i] = (float)unpack_value(raw, p->in_features, l->bits, 1, r, c);
+      else l->code[i] = decode(raw, t->dtype, i);
+    }
+  for (int64_t r = 0; r < n_out; r++)
+    for (int64_t c = 0; c < n_in; c++)
+      if (!isfinite(precis_converted_layer_value(l, r, c))) {
+        st = precis_fail(PRECIS_E_INPUT, "%s: tensor %s: element [%" PRId64 ", %" PRId64 "] dequantizes to a non-finite value",
+                         t->file, t->tensor, r, c);
+        goto done;
+      }
+  /* What was read, in words (source.converted.weights). */
+  char codes[48];
+  if (nvfp4) snprintf(codes, sizeof codes, "FP4 E2M1 packed");
+  else if (p) snprintf(codes, sizeof codes, "INT%d packed", l->bits);
+  else snprintf(codes, sizeof codes, "%s", t->dtype);
+  const bool blocks = l->scale && l->rows_per_scale > 1 && l->rows_per_scale < n_out;
+  if (!l->scale) snprintf(l->what, sizeof l->what, "%s", t->dtype);
+  else if (l->rows_per_scale == n_out && l->scale_cols == 1)
+    snprintf(l->what, sizeof l->what, "%s x per-tensor %s%s", codes, l->scale_dtype, l->zero_point ? ", zero points" : "");
+  else if (blocks)
+    snprintf(l->what, sizeof l->what, "%s x %s scales, blocks of %" PRId64 "x%" PRId64 "%s", codes, l->scale_dtype,
+             l->rows_per_scale, (n_in + l->scale_cols - 1) / l->scale_cols, strstr(sname, "_inv") ? " (weight_scale_inv)" : "");
+  else if (l->scale_cols == 1)
+    snprintf(l->what, sizeof l->what, "%s x per-channel %s%s", codes, l->scale_dtype, l->zero_point ? ", zero points" : "");
   else
-    snprintf(what, what_len, "INT%d packed x %s scales, %" PRId64 " groups of %" PRId64 " columns%s%s", bits, s->dtype,
-             n_groups, n_in / n_groups, ordered ? " (weight_g_idx)" : "", z ? ", zero points" : "");
-  *out = w;
-  w = NULL;
+    snprintf(l->what, sizeof l->what, "%s x %s scales, %" PRId64 " groups of %" PRId64 " columns%s%s%s", codes, l->scale_dtype,
+             l->scale_cols, (n_in + l->scale_cols - 1) / l->scale_cols, l->g_idx ? " (weight_g_idx)" : "",
+             l->zero_point ? ", zero points" : "", gs ? ", global scale" : s2 ? ", weight_scale_2" : "");
+  goto done;
+nomem:
+  st = precis_fail(PRECIS_E_NOMEM, "layer %s: out of memory", layer->name);
 done:
-  free(w);
-  free(group_of);
   free(raw);
   free(sraw);
   free(zraw);
-  free(graw);
-  free(shraw);
-  for (int i = 0; i < 5; i++) free(names[i]);
+  free(aux);
+  if (st != PRECIS_OK) precis_converted_layer_free(l);
   return st;
 }
 
-/* A converted checkpoint's weight for a layer, dequantized to float32 [out, in]: the stored values
- * (F8_E4M3 or I8, or a float dtype for a layer left unconverted) times `<layer>.weight_scale` (one
- * value, or one per output channel: [out] or [out, 1]), each product rounded once to float32, as a
- * kernel that dequantizes in float32 computes it. Group-wise scales on unpacked weights are refused;
- * a layer stored as <layer>.weight_packed is read by packed_weight. */
-static precis_status converted_weight(const precis_model *conv, const precis_model_layer *layer, float **out,
+/* A converted layer dequantized to float32 [out, in]: w = (code - zero point) * scale (/ global
+ * scale), the product rounded once to float32, as a kernel that dequantizes in float32 computes it
+ * (exact for F16/BF16 scales; compressed-tensors' own decompression rounds it to the scale's dtype,
+ * a further error of at most half an ulp of that dtype). */
+static precis_status converted_weight(const precis_model *conv, const precis_model_layer *layer, int declared_bits, float **out,
                                       char *what, size_t what_len) {
+  precis_converted_layer l;
   *out = NULL;
-  char *wname = precis_asprintf("%s.weight", layer->name), *sname = precis_asprintf("%s.weight_scale", layer->name);
-  uint8_t *raw = NULL, *sraw = NULL;
-  float *w = NULL;
-  precis_status st = PRECIS_OK;
-  if (!wname || !sname) {
-    st = precis_fail(PRECIS_E_NOMEM, "out of memory");
-    goto done;
-  }
-  const precis_model_layer *t = find_tensor(conv, wname), *s = find_tensor(conv, sname);
-  if (!t) {
-    char *packed = precis_asprintf("%s.weight_packed", layer->name);
-    bool has_packed = packed && find_tensor(conv, packed);
-    free(packed);
-    if (has_packed) {
-      st = packed_weight(conv, layer, out, what, what_len);
-      goto done;
-    }
-    st = precis_fail(PRECIS_E_INPUT, "%s: no tensor %s or %s_packed (the converted checkpoint lacks layer %s)", conv->path,
-                     wname, wname, layer->name);
-    goto done;
-  }
-  if (t->rank != 2 || t->out_features != layer->out_features || t->in_features != layer->in_features) {
-    st = precis_fail(PRECIS_E_INPUT, "%s: tensor %s: expected [%" PRId64 ", %" PRId64 "] as in the original, found [%" PRId64
-                     ", %" PRId64 "]", t->file, wname, layer->out_features, layer->in_features, t->out_features,
-                     t->in_features);
-    goto done;
-  }
-  bool quantized = !strcmp(t->dtype, "F8_E4M3") || !strcmp(t->dtype, "I8");
-  if (!quantized && !linear_dtype(t->dtype)) {
-    st = precis_fail(PRECIS_E_INPUT, "%s: tensor %s: dtype %s is not read (expected F8_E4M3 or I8 with a weight_scale, or "
-                     "F32/F16/BF16)", t->file, wname, t->dtype);
-    goto done;
-  }
-  uint64_t n_scale = 0;
-  if (s) {
-    if (strcmp(s->dtype, "F32") && strcmp(s->dtype, "F16") && strcmp(s->dtype, "BF16")) {
-      st = precis_fail(PRECIS_E_INPUT, "%s: tensor %s: expected F32, F16 or BF16 scales, found %s", s->file, sname, s->dtype);
-      goto done;
-    }
-    n_scale = (uint64_t)s->out_features * (uint64_t)s->in_features;
-    if (n_scale != 1 && !(n_scale == (uint64_t)layer->out_features && s->in_features == 1)) {
-      st = precis_fail(PRECIS_E_INPUT,
-                       "%s: tensor %s: expected one scale or one per output channel ([%" PRId64 "] or [%" PRId64
-                       ", 1]), found [%" PRId64 ", %" PRId64 "] (group-wise scales are not read)",
-                       s->file, sname, layer->out_features, layer->out_features, s->out_features, s->in_features);
-      goto done;
-    }
-    if ((st = read_weight(s, &sraw)) != PRECIS_OK) goto done;
-  } else if (quantized) {
-    st = precis_fail(PRECIS_E_INPUT, "%s: no tensor %s for the %s weight %s", conv->path, sname, t->dtype, wname);
-    goto done;
-  }
-  if ((st = read_weight(t, &raw)) != PRECIS_OK) goto done;
-  uint64_t count = (uint64_t)layer->out_features * (uint64_t)layer->in_features;
-  w = malloc(count * sizeof *w);
+  precis_status st = precis_converted_layer_read(conv, layer, declared_bits, &l);
+  if (st != PRECIS_OK) return st;
+  float *w = malloc((uint64_t)l.out * (uint64_t)l.in * sizeof *w);
   if (!w) {
-    st = precis_fail(PRECIS_E_NOMEM, "out of memory");
-    goto done;
+    precis_converted_layer_free(&l);
+    return precis_fail(PRECIS_E_NOMEM, "layer %s: out of memory", layer->name);
   }
-  for (uint64_t i = 0; i < count; i++) {
-    float v = decode(raw, t->dtype, i);
-    if (sraw) v *= decode(sraw, s->dtype, n_scale == 1 ? 0 : i / (uint64_t)layer->in_features);
-    if (!isfinite(v)) {
-      st = precis_fail(PRECIS_E_INPUT, "%s: tensor %s: element %" PRIu64 " dequantizes to a non-finite value", t->file, wname, i);
-      goto done;
-    }
-    w[i] = v;
-  }
-  snprintf(what, what_len, "%s%s%s", t->dtype, !sraw ? "" : n_scale == 1 ? " x per-tensor " : " x per-channel ",
-           sraw ? s->dtype : "");
+  for (int64_t r = 0; r < l.out; r++)
+    for (int64_t c = 0; c < l.in; c++) w[(uint64_t)r * (uint64_t)l.in + (uint64_t)c] = precis_converted_layer_value(&l, r, c);
+  snprintf(what, what_len, "%s", l.what);
+  precis_converted_layer_free(&l);
   *out = w;
-  w = NULL;
-done:
-  free(w);
-  free(raw);
-  free(sraw);
-  free(wname);
-  free(sname);
-  return st;
+  return PRECIS_OK;
+}
+
+/* The deployed scheme's activations: a quantized and dequantized as the declaration says the
+ * served layer quantizes its input (compressed-tensors' forward: dynamic per token, per group of
+ * a token or per tensor with the min-max scale; static with the checkpoint's input_scale (and
+ * input_zero_point); NVFP4's per-16 E4M3 scales under the static input_global_scale). The rows
+ * are tokens; a dynamic per-tensor scale is taken over each sample. */
+static precis_status deployed_activations(const precis_model *conv, const precis_model_layer *layer, const precis_quant_args *args,
+                                          float *a, int64_t samples, int64_t m, int64_t k, char *what, size_t what_len) {
+  char name[1100], described[160];
+  precis_quant_args_describe(args, true, described, sizeof described);
+  float static_scale = 0, static_zp = 0, global = 1;
+  const bool tensor_group = !strcmp(args->strategy, "tensor_group");
+  if (tensor_group || !args->dynamic) {
+    snprintf(name, sizeof name, "%s.%s", layer->name, tensor_group ? "input_global_scale" : "input_scale");
+    const precis_model_layer *t = find_tensor(conv, name);
+    bool inverse = false; /* ModelOpt NVFP4 stores the activations' second-level scale as input_scale = 1 / global */
+    if (!t && tensor_group) {
+      snprintf(name, sizeof name, "%s.input_scale", layer->name);
+      inverse = (t = find_tensor(conv, name)) != NULL;
+    }
+    uint8_t *raw = NULL;
+    if (!t || (uint64_t)t->out_features * (uint64_t)t->in_features != 1 || !is_float_dtype(t->dtype))
+      return precis_fail(PRECIS_E_INPUT, "%s: layer %s: the declared activations (%s) need one F32 %s; %s", conv->path,
+                         layer->name, described, name, t ? "it holds another shape or dtype" : "there is none");
+    precis_status st = read_weight(t, &raw);
+    if (st != PRECIS_OK) return st;
+    const float v = decode(raw, t->dtype, 0);
+    free(raw);
+    if (!(v > 0) || !isfinite(v))
+      return precis_fail(PRECIS_E_INPUT, "%s: tensor %s: %g is not a positive finite scale", conv->path, name, v);
+    if (tensor_group) global = inverse ? 1.0f / v : v;
+    else static_scale = v;
+    snprintf(name, sizeof name, "%s.input_zero_point", layer->name);
+    const precis_model_layer *z = find_tensor(conv, name);
+    if (z && !tensor_group) {
+      if ((st = read_weight(z, &raw)) != PRECIS_OK) return st;
+      static_zp = (float)read_int(raw, z->dtype[0] == 'I' && z->dtype[1] == '8' ? "I8" : z->dtype, 0);
+      free(raw);
+    }
+  }
+  const float half = precis_code_half_range(args->num_bits, args->is_float);
+  int64_t width = k; /* columns sharing a scale */
+  if (!strcmp(args->strategy, "group") || tensor_group) width = args->group_size > 0 ? args->group_size : k;
+  const bool per_sample = !strcmp(args->strategy, "tensor");
+  for (int64_t s = 0; s < samples; s++)
+    for (int64_t row = 0; row < (per_sample ? 1 : m); row++)
+      for (int64_t c0 = 0; c0 < k; c0 += width) {
+        const int64_t rows = per_sample ? m : 1, r0 = per_sample ? 0 : row, c1 = c0 + width < k ? c0 + width : k;
+        float lo = 0, hi = 0;
+        for (int64_t r = r0; r < r0 + rows; r++)
+          for (int64_t c = c0; c < c1; c++) {
+            const float v = a[((uint64_t)s * (uint64_t)m + (uint64_t)r) * (uint64_t)k + (uint64_t)c];
+            lo = v < lo ? v : lo;
+            hi = v > hi ? v : hi;
+          }
+        float scale = static_scale, zp = static_zp;
+        if (tensor_group) {
+          scale = precis_round_e4m3(global * (fmaxf(-lo, hi) / half)) / global;
+        } else if (args->dynamic) {
+          if (args->symmetric || args->is_float) {
+            scale = fmaxf(-lo, hi) / half;
+          } else {
+            scale = (hi - lo) / (2 * half);
+            zp = scale > 0 ? fminf(fmaxf(rintf(-(half + 0.5f) - lo / scale), -(half + 0.5f)), half - 0.5f) : 0;
+          }
+        }
+        if (!(scale > 0)) continue; /* an all-zero block stays zero */
+        for (int64_t r = r0; r < r0 + rows; r++)
+          for (int64_t c = c0; c < c1; c++) {
+            float *v = &a[((uint64_t)s * (uint64_t)m + (uint64_t)r) * (uint64_t)k + (uint64_t)c];
+            *v = (precis_quantize_code(*v, scale, zp, args->num_bits, args->is_float) - zp) * scale;
+          }
+      }
+  snprintf(what, what_len, "activations %s", described);
+  return PRECIS_OK;
 }
 
 static precis_status import_layer(const precis_model_layer *layer, const precis_model_import_options *o,
@@ -921,7 +1259,13 @@ static precis_status import_layer(const precis_model_layer *layer, const precis_
   precis_workload_data data = {0};
   uint8_t *raw = NULL;
   float *file_a = NULL, *b_original = NULL;
-  char converted_what[128] = "";
+  char converted_what[192] = "";
+  double weight_rel_fro = 0;
+  float *a_original = NULL;
+  char deployed_what[200] = "";
+  precis_converted_format found;
+  int declared_group = -1;
+  bool ignored = false;
   char *description = NULL, *source = NULL;
   char kind[] = "gemm";
   const int64_t n = layer->out_features, k = layer->in_features;
@@ -966,7 +1310,11 @@ static precis_status import_layer(const precis_model_layer *layer, const precis_
   if (o->converted) {
     /* b becomes the converted weights; the reference keeps the original ones. */
     float *w = NULL;
-    if ((st = converted_weight(o->converted, layer, &w, converted_what, sizeof converted_what)) != PRECIS_OK) goto done;
+    if ((st = precis_model_converted_format(o->converted, o->declared, layer, &found, &declared_group, &ignored)) != PRECIS_OK)
+      goto done;
+    const int declared_bits = declared_group >= 0 && !ignored ? o->declared->groups[declared_group].weights.num_bits : 0;
+    if ((st = converted_weight(o->converted, layer, declared_bits, &w, converted_what, sizeof converted_what)) != PRECIS_OK)
+      goto done;
     b_original = data.b;
     data.b = malloc((uint64_t)k * (uint64_t)n * sizeof(float));
     if (!data.b) {
@@ -976,6 +1324,24 @@ static precis_status import_layer(const precis_model_layer *layer, const precis_
     for (int64_t j = 0; j < n; j++)
       for (int64_t i = 0; i < k; i++) data.b[(uint64_t)i * (uint64_t)n + (uint64_t)j] = w[(uint64_t)j * (uint64_t)k + (uint64_t)i];
     free(w);
+    /* A conversion stays near its original; a checkpoint of another model with the same shapes does
+     * not (two unrelated matrices of equal norm are sqrt(2) apart). */
+    double diff2 = 0, orig2 = 0;
+    for (uint64_t i = 0; i < (uint64_t)k * (uint64_t)n; i++) {
+      const double d = (double)data.b[i] - (double)b_original[i];
+      diff2 += d * d;
+      orig2 += (double)b_original[i] * (double)b_original[i];
+    }
+    weight_rel_fro = orig2 > 0 ? sqrt(diff2 / orig2) : diff2 > 0 ? INFINITY : 0;
+    if (weight_rel_fro > PRECIS_FOREIGN_REL_FRO(found.bits) && !o->force_foreign) {
+      st = precis_fail(PRECIS_E_INPUT,
+                       "layer %s: the converted weights (%s, %s) differ from the original's by a relative Frobenius norm of "
+                       "%.3g, above %.2g: %s is not a conversion of this model (%s); a conversion stays near its original "
+                       "(round-to-nearest INT4 about 0.1, FP8 E4M3 about 0.03). --force-foreign imports it anyway",
+                       layer->name, converted_what, o->converted->path, weight_rel_fro, PRECIS_FOREIGN_REL_FRO(found.bits),
+                       o->converted->path, layer->file);
+      goto done;
+    }
   }
 
   /* Activations. */
@@ -1012,7 +1378,16 @@ static precis_status import_layer(const precis_model_layer *layer, const precis_
     precis_dist_fill(o->a, key, PRECIS_STREAM_A, PRECIS_OPERAND_A, batch, m, k, data.a);
     if (o->calib > 0) precis_dist_fill(o->a, key, PRECIS_STREAM_CALIB_A, PRECIS_OPERAND_A, o->calib, m, k, data.calib_a);
   }
-  st = precis_reference_compute(data.a, b_original ? b_original : data.b, batch, m, n, k, false, data.c_ref, data.ab_abs);
+  /* The deployed scheme: a becomes what the served layer multiplies, c_ref stays from the original. */
+  if (o->converted && !o->weights_only && declared_group >= 0 && !ignored && o->declared->groups[declared_group].input.present) {
+    if (!(a_original = malloc(a_count * sizeof(float)))) goto nomem;
+    memcpy(a_original, data.a, a_count * sizeof(float));
+    if ((st = deployed_activations(o->converted, layer, &o->declared->groups[declared_group].input, data.a, batch, m, k,
+                                   deployed_what, sizeof deployed_what)) != PRECIS_OK)
+      goto done;
+  }
+  st = precis_reference_compute(a_original ? a_original : data.a, b_original ? b_original : data.b, batch, m, n, k, false,
+                                data.c_ref, data.ab_abs);
   precis_reference_release(); /* b's float64 copy is not held while the next layer is read */
   if (st != PRECIS_OK) {
     precis_error_prefix("layer %s", layer->name);
@@ -1026,6 +1401,8 @@ static precis_status import_layer(const precis_model_layer *layer, const precis_
   /* The dataset keeps the original weights next to the converted ones: c_ref is checked against them. */
   data.b_ref = b_original;
   b_original = NULL;
+  data.a_ref = a_original;
+  a_original = NULL;
 
   cJSON *src = cJSON_CreateObject();
   if (!src) goto nomem;
@@ -1047,6 +1424,71 @@ static precis_status import_layer(const precis_model_layer *layer, const precis_
     cJSON *c = cJSON_AddObjectToObject(src, "converted");
     cJSON_AddStringToObject(c, "file", t ? t->file : "");
     cJSON_AddStringToObject(c, "weights", converted_what);
+    cJSON_AddNumberToObject(c, "weight_rel_fro", weight_rel_fro);
+    {
+      /* precis conform's verdict on this layer (data/conform.h), with its first finding. */
+      precis_conform_options copt = {NULL, o->converted, o->declared, 1, false};
+      precis_conform_result cres;
+      precis_conform_layer crow;
+      memset(&cres, 0, sizeof cres);
+      if ((st = precis_conform_one(&copt, layer, &crow, &cres)) != PRECIS_OK) {
+        free(crow.name);
+        cJSON_Delete(src);
+        precis_conform_free(&cres);
+        goto done;
+      }
+      cJSON *conf = cJSON_AddObjectToObject(c, "conform");
+      cJSON_AddStringToObject(conf, "status", crow.status ? crow.status : "");
+      if (crow.codes) {
+        cJSON_AddNumberToObject(conf, "codes_equal", (double)crow.equal / (double)crow.codes);
+        cJSON_AddNumberToObject(conf, "codes_within_one", (double)crow.within_one / (double)crow.codes);
+        cJSON_AddNumberToObject(conf, "codes_beyond", (double)crow.beyond / (double)crow.codes);
+        cJSON_AddNumberToObject(conf, "scales_off", (double)crow.scales_off);
+        cJSON_AddNumberToObject(conf, "max_scale_ulps", crow.max_scale_ulps);
+      }
+      if (cres.n_findings) cJSON_AddStringToObject(conf, "first_finding", cres.findings[0]);
+      if (crow.status && !strcmp(crow.status, "differs") && o->progress)
+        fprintf(stderr, "precis import: layer %s does not conform to its declared scheme (precis conform names each "
+                        "element): %s\n", layer->name, cres.n_findings ? cres.findings[0] : "");
+      free(crow.name);
+      precis_conform_free(&cres);
+    }
+    if (found.quantized && found.bits > 0) {
+      /* The gate a recipe of the same weight width gets (numerics/criteria.c): 2^-(bits-3) for
+       * integer codes; for float codes their unit roundoff (E4M3 2^-4, E2M1 2^-2), several times
+       * the typical relative error of a round-to-nearest conversion. */
+      const int exponent = found.is_float ? (found.bits == 8 ? 4 : 2) : found.bits - 3;
+      char criterion[48];
+      snprintf(criterion, sizeof criterion, "rel_fro<=%.17g", ldexp(1.0, -exponent));
+      cJSON_AddStringToObject(c, "criterion", criterion);
+    }
+    {
+      char text[400];
+      if (deployed_what[0])
+        snprintf(text, sizeof text, "the deployed scheme: weights as stored, %s (config_groups.%s.input_activations)",
+                 deployed_what, o->declared->groups[declared_group].name);
+      else if (o->weights_only) snprintf(text, sizeof text, "weights only (--weights-only): weights as stored, activations as given");
+      else snprintf(text, sizeof text, "the deployed scheme: weights as stored, activations not quantized (%s)",
+                    declared_group >= 0 && !ignored ? "a weight-only scheme" : "none declared for this layer");
+      cJSON_AddStringToObject(c, "measures", text);
+    }
+    if (o->declared && o->declared->present) {
+      char text[200];
+      precis_quant_decl_describe(o->declared, text, sizeof text);
+      cJSON_AddStringToObject(c, "declared_by", text);
+      if (ignored) {
+        cJSON_AddStringToObject(c, "declared", "ignored by the producer (left unquantized)");
+      } else if (declared_group >= 0) {
+        const precis_quant_group *g = &o->declared->groups[declared_group];
+        cJSON_AddStringToObject(c, "config_group", g->name);
+        precis_quant_args_describe(&g->weights, false, text, sizeof text);
+        cJSON_AddStringToObject(c, "declared", text);
+        precis_quant_args_describe(&g->input, true, text, sizeof text);
+        cJSON_AddStringToObject(c, "declared_activations", text);
+      } else {
+        cJSON_AddStringToObject(c, "declared", "not targeted by any config group");
+      }
+    }
   }
   source = cJSON_PrintUnformatted(src);
   cJSON_Delete(src);
@@ -1112,6 +1554,7 @@ done:
   free(raw);
   free(file_a);
   free(b_original);
+  free(a_original);
   free(a_file.object);
   free(a_file.path);
   free(description);

@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "distributions.h"
+#include "quant_decl.h"
 #include "base/status.h"
 
 typedef struct precis_model_layer {
@@ -62,6 +63,73 @@ size_t precis_model_mark_in_major(precis_model *model, const char *const *globs,
 /* Every tensor of rank <= 2 of a checkpoint, unfiltered, named by its full tensor name (a
  * converted checkpoint's weights and weight_scale tensors). */
 precis_status precis_model_tensors(const char *path, precis_model *out);
+/* How many of a checkpoint's tensors (precis_model_tensors) only a quantized checkpoint holds:
+ * <m>.weight_scale, .weight_scale_inv, .weight_packed, .weight_global_scale, .weight_scale_2,
+ * .input_scale, gpt-oss's *_blocks, and 2-D integer "<m>.weight" tensors. The first one's name is
+ * copied to example. */
+size_t precis_model_quantized_tensors(const precis_model *tensors, char *example, size_t len);
+
+/* A converted layer whose dequantized weights differ from the original's by more than this
+ * relative Frobenius norm is refused as not a conversion of this model (unless forced): 0.5 for
+ * codes of 4 bits or more (round-to-nearest INT4 is about 0.1, FP8 E4M3 0.03), 0.9 for 2 and 3
+ * bits (INT2 group 128 is about 0.6). Two unrelated matrices are at least about 1 apart (sqrt(2)
+ * for equal norms). */
+#define PRECIS_FOREIGN_REL_FRO(bits) ((bits) > 0 && (bits) <= 3 ? 0.9 : 0.5)
+
+/* What a converted checkpoint stores for one layer, judged from its tensors' names, dtypes and
+ * shapes (no data read). */
+typedef struct precis_converted_format {
+  bool found;           /* some tensor of the layer is there */
+  bool quantized;       /* false: the weight stayed F32/F16/BF16 */
+  bool packed;          /* <layer>.weight_packed (compressed-tensors pack-quantized) */
+  bool is_float;        /* FP8 codes, else integers */
+  int bits;             /* of the codes; 0 when the packed width fits no known width */
+  char weight_dtype[12], scale_dtype[12];
+  const char *scale_name; /* "weight_scale" or "weight_scale_inv" */
+  int64_t scale_rows, scale_cols;
+  int64_t n_groups;     /* along in: 0 one scale per tensor, 1 per output channel, G groups; -1 blocks */
+  int64_t group_size;   /* columns per group (in / G, rounded up); for blocks the block's [rows, cols] */
+  int64_t block_rows;
+  bool zero_point, g_idx, input_scale;
+} precis_converted_format;
+
+/* The format a converted checkpoint stores for a layer, and (decl may be NULL) what its producer
+ * declared for it: *declared_group is the config group (-1: none), *ignored set when the
+ * declaration's ignore list names the layer. A layer whose stored format contradicts the
+ * declaration is an error naming the declared and the found values. */
+precis_status precis_model_converted_format(const precis_model *conv, const precis_quant_decl *decl,
+                                            const precis_model_layer *layer, precis_converted_format *found,
+                                            int *declared_group, bool *ignored);
+void precis_converted_format_describe(const precis_converted_format *f, char *buf, size_t len);
+
+/* A layer's weight as float32 [out, in] (every source dtype widens exactly). */
+precis_status precis_model_read_f32(const precis_model_layer *layer, float **out);
+
+/* A converted layer's codes and scales as stored (the formats are listed at
+ * precis_converted_layer_read in model.c). */
+typedef struct precis_converted_layer {
+  int64_t out, in;
+  float *code;             /* [out, in]: the integer code (zero point not subtracted), the FP8/FP4 value, or
+                              the weight itself for a layer left unconverted */
+  float *scale;            /* NULL (unconverted), or [scale_rows, scale_cols] widened to float32 */
+  int64_t scale_rows, scale_cols;
+  int64_t rows_per_scale;  /* weight rows per scale row: out (per tensor), 1, or a block's height */
+  int64_t *group_of;       /* [in]: each column's scale column */
+  int32_t *zero_point;     /* NULL, or [scale_rows, scale_cols] */
+  float global_scale;      /* scales are divided by it (NVFP4's weight_global_scale); 1 when none */
+  float scale_2;           /* scales are multiplied by it (ModelOpt NVFP4's weight_scale_2); 1 when none */
+  int bits;                /* of the codes; 0 when unconverted */
+  bool quantized, is_float, g_idx, zp_packed;
+  char scale_dtype[12];
+  char what[192];          /* in words, as source.converted.weights records it */
+} precis_converted_layer;
+
+/* declared_bits: the declared code width (0: inferred, 4 or 8 for pack-quantized). */
+precis_status precis_converted_layer_read(const precis_model *conv, const precis_model_layer *layer, int declared_bits,
+                                          precis_converted_layer *out);
+void precis_converted_layer_free(precis_converted_layer *layer);
+/* w[r, c] = (code - zero point) * (scale / global scale), rounded once to float32. */
+float precis_converted_layer_value(const precis_converted_layer *layer, int64_t r, int64_t c);
 
 typedef struct precis_model_import_options {
   const char *output;
@@ -78,6 +146,9 @@ typedef struct precis_model_import_options {
                                directory of <layer>.npy files, or one .npy for a single layer */
   const precis_model *converted; /* NULL, or the tensors of a converted checkpoint (precis_model_tensors):
                                     b holds its dequantized weights, c_ref stays the original's */
+  bool force_foreign;       /* import a converted layer even when it is far from the original's */
+  const precis_quant_decl *declared; /* NULL, or what the converted checkpoint's producer declared */
+  bool weights_only;        /* a as given even when the declared scheme quantizes the activations */
 } precis_model_import_options;
 
 /* Writes the dataset: one workload per layer, b = W^T (k = in, n = out), attributes layer and

@@ -1,5 +1,6 @@
 #include "runner.h"
 
+#include <cjson/cJSON.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -13,6 +14,27 @@
 #include "report/journal.h"
 #include "numerics/metrics.h"
 #include "report/report.h"
+
+/* A converted checkpoint's layer (precis import --converted: b holds the artifact's weights, c_ref
+ * comes from the original ones) measures the artifact's error against the original, so it is
+ * judged by the criterion its import recorded for the stored weight format (source.converted.
+ * criterion), not by the recipe's own gate, which would fail every quantized layer as if fp32
+ * arithmetic had gone wrong. False when the workload is not such a layer. */
+static bool converted_criteria(const precis_workload_info *w, precis_criteria *out) {
+  if (!w->has_b_ref || !w->source) return false;
+  cJSON *src = cJSON_Parse(w->source);
+  const cJSON *conv = src ? cJSON_GetObjectItemCaseSensitive(src, "converted") : NULL;
+  const cJSON *text = conv ? cJSON_GetObjectItemCaseSensitive(conv, "criterion") : NULL;
+  precis_criterion c;
+  bool ok = cJSON_IsString(text) && precis_criterion_parse(text->valuestring, &c) == PRECIS_OK;
+  if (ok) {
+    memset(out, 0, sizeof *out);
+    out->items[out->count++] = (precis_criterion){PRECIS_METRIC_NONFINITE, PRECIS_CMP_EQ, 0};
+    out->items[out->count++] = c;
+  }
+  cJSON_Delete(src);
+  return ok;
+}
 
 void precis_row_judge(precis_row *row, const precis_criteria *criteria) {
   row->criteria = *criteria;
@@ -223,6 +245,7 @@ precis_status precis_run_workloads(const precis_run_config *cfg, precis_report *
     }
   }
   size_t total = 0, done_rows = 0, n_selected = 0;
+  bool converted_note = false;
   selected = calloc(ds->n_workloads ? ds->n_workloads : 1, sizeof *selected);
   part_of = calloc(ds->n_workloads * cfg->n_recipes + 1, sizeof *part_of);
   if (!selected || !part_of) {
@@ -334,7 +357,16 @@ precis_status precis_run_workloads(const precis_run_config *cfg, precis_report *
         break;
       }
       precis_criteria defaults;
-      if (!cfg->require) precis_default_criteria(&recipe->spec, w->k, &defaults);
+      if (!cfg->require && converted_criteria(w, &defaults)) {
+        if (!converted_note && !cfg->progress_quiet)
+          fprintf(stderr, "precis run: the converted layers (b = a converted checkpoint's weights, c_ref from the original) "
+                          "are judged by the artifact's error against the original, as recorded at import "
+                          "(source.converted.criterion, e.g. rel_fro<=0.5 for 4-bit integer weights), not by the "
+                          "recipe's own gate; --require replaces it\n");
+        converted_note = true;
+      } else if (!cfg->require) {
+        precis_default_criteria(&recipe->spec, w->k, &defaults);
+      }
       precis_row_judge(&row, cfg->require ? cfg->require : &defaults);
       if (saved && output) {
         precis_status ws = output64 ? precis_outputs_write_f64(saved, w->name, recipe->name, output64, w->batch, w->m, w->n)

@@ -31,7 +31,8 @@ static const precis_recipe_preset presets[] = {
      .description = "A e4m3 per 1x128 (row, k-group), B e4m3 per 128x128 block, s=amax/448; each 128-k partial sum "
                     "scaled in f32; output bf16 (DeepSeek-V3, cuBLASLt VEC128/BLK128x128)"},
     {.name = "w8a16", .spec = "a=bf16,b=s8@col:sym-half,acc=fp32,out=bf16,scale=dynamic,smooth=none,split=none",
-     .description = "weight-only: B s8 per column, s=amax/127.5 (compressed-tensors W8A16), dequantized to bf16; "
+     .description = "weight-only: B s8 per column, s=amax/127.5 (the INT8 weights of compressed-tensors' W8A8; its W8A16 "
+                    "preset is group 128 since 0.20), dequantized to bf16; "
                     "A bf16; compute 32F; output bf16"},
     {.name = "w4a16", .spec = "a=bf16,b=s4@k128:sym-half,acc=fp32,out=bf16,scale=dynamic,smooth=none,split=none",
      .description = "weight-only: B s4 per 128 k of a column, s=amax/7.5 (compressed-tensors W4A16), dequantized "

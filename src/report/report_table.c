@@ -50,7 +50,17 @@ void precis_report_print_table(const precis_report *report, FILE *out) {
     if (w > workload_width) workload_width = w;
     if (r > recipe_width) recipe_width = r;
   }
-  if (workload_width > WORKLOAD_WIDTH_MAX) workload_width = WORKLOAD_WIDTH_MAX;
+  /* Names are cut to the column only while the cut keeps them apart: layer names that differ in
+   * their tail (attention.self.query / .key / .value) are shown whole. */
+  if (workload_width > WORKLOAD_WIDTH_MAX) {
+    bool ambiguous = false;
+    for (size_t i = 0; i < report->n_rows && !ambiguous; i++)
+      for (size_t j = i + 1; j < report->n_rows && !ambiguous; j++) {
+        const char *a = report->rows[i].workload, *b = report->rows[j].workload;
+        ambiguous = a && b && strcmp(a, b) != 0 && strncmp(a, b, WORKLOAD_WIDTH_MAX - 1) == 0;
+      }
+    if (!ambiguous) workload_width = WORKLOAD_WIDTH_MAX;
+  }
   if (recipe_width > RECIPE_WIDTH_MAX) recipe_width = RECIPE_WIDTH_MAX;
   size_t n_names = 0, n_long = 0;
   const char **long_names = precis_report_recipe_names(report, &n_names);

@@ -110,8 +110,9 @@ def main():
                 check(g.attrs["m"] == 4 and g.attrs["batch"] == 2, f"{src}: {layer}: m, batch")
 
     # --converted: I8 per channel ([out]), the original kept as b_ref.
-    q = rng.integers(-127, 128, size=w_f32.shape, dtype=np.int8)
-    scale = (rng.random(w_f32.shape[0]) * 0.01 + 0.001).astype(np.float32)
+    # (a conversion of these weights: random codes would be refused as "not a conversion of this model")
+    scale = (np.abs(w_f32).max(axis=1) / np.float32(127)).astype(np.float32)
+    q = np.clip(np.rint(w_f32 / scale[:, None]), -127, 127).astype(np.int8)
     conv = os.path.join(tmp, "conv.safetensors")
     write_safetensors(conv, {"head.weight": ("I8", q.shape, q.tobytes()),
                              "head.weight_scale": ("F32", scale.shape, scale.astype("<f4").tobytes())})
@@ -139,11 +140,15 @@ def main():
     write_safetensors(conv, {"head.weight": ("I8", q.shape, q.tobytes())})
     p = run(["import", "--model", ckpt, "--layers", "head", "--converted", conv, "-o", cds, "--force"], expect=2)
     check("head.weight_scale" in p.stderr, f"missing weight_scale: {p.stderr}")
-    groups = np.ones((q.shape[0], 2), "<f4")
+    # Group-wise scales on I8 weights (compressed-tensors int-quantized with a group strategy): two groups.
+    groups = np.ascontiguousarray(np.repeat(scale[:, None], 2, axis=1) * np.array([1, 2], np.float32)).astype("<f4")
     write_safetensors(conv, {"head.weight": ("I8", q.shape, q.tobytes()),
                              "head.weight_scale": ("F32", groups.shape, groups.tobytes())})
-    p = run(["import", "--model", ckpt, "--layers", "head", "--converted", conv, "-o", cds, "--force"], expect=2)
-    check("group-wise" in p.stderr, f"group-wise scales refused: {p.stderr}")
+    run(["import", "--model", ckpt, "--layers", "head", "--converted", conv, "-o", cds, "--force", "--force-foreign", "-q"])
+    half = q.shape[1] // 2
+    want = np.concatenate([q[:, :half].astype(np.float32) * groups[:, :1], q[:, half:].astype(np.float32) * groups[:, 1:]], axis=1)
+    with h5py.File(cds, "r") as d:
+        check(np.array_equal(d["workloads/head/b"][()], want.T), "group-wise scales on I8 weights: two groups of columns")
 
     # Bad input: exit 2, the file named, nothing written.
     out = os.path.join(tmp, "bad.h5")
