@@ -191,17 +191,23 @@ TEST(budget_trades_error_for_cost) {
   CHECK_OK(precis_plan_build(&r, &opt, &p));
   CHECK(!p.feasible && p.n_blocking == 0 && strstr(p.infeasible_why, "over the budget") != NULL);
   precis_plan_free(&p);
-  /* bits: the fixture's layers are 256x256; fp32 32, bf16 16, int8 8 bits per weight. An average
-   * of 16 bits over 3 layers = 48 bits per weight to share: int8 + bf16 + fp32 = 56 does not fit. */
+  /* bits: the fixture's layers are 256x256; fp32 32, bf16 16, int8 8 bits per weight plus a 16-bit
+   * scale per output channel (effective bits, 8 + 16/256). An average of 16 bits over 3 layers = 48
+   * bits per weight to share: int8 + bf16 + fp32 = 56 + 16/256 does not fit. */
   opt.budget = PRECIS_PLAN_BITS;
   opt.budget_value = 16;
   CHECK_OK(precis_plan_build(&r, &opt, &p));
   CHECK(!p.feasible);
   precis_plan_free(&p);
+  /* 56 bits per weight without int8's scales: they do not fit either. */
   opt.budget_value = 56.0 / 3.0 + 1e-9;
   CHECK_OK(precis_plan_build(&r, &opt, &p));
+  CHECK(!p.feasible);
+  precis_plan_free(&p);
+  opt.budget_value = (56.0 + 16.0 / 256) / 3.0 + 1e-9;
+  CHECK_OK(precis_plan_build(&r, &opt, &p));
   CHECK(p.feasible);
-  CHECK_NEAR(p.total_cost, 56.0 * 256 * 256, 0);
+  CHECK_NEAR(p.total_cost, 56.0 * 256 * 256 + 256 * 16, 0);
   precis_plan_free(&p);
   precis_report_free(&r);
 }

@@ -177,8 +177,9 @@ static double cell_cost(const precis_row *row, precis_plan_budget kind) {
       precis_clear_error();
       return NAN;
     }
-    /* Exact: an integer below 2^53 for any real layer. */
-    return (double)precis_format_get(spec.b.fmt)->storage_bits * (double)row->k * (double)row->n;
+    /* Effective bits: elements, scales and zero points as a checkpoint stores them (spec.h).
+     * Exact: an integer below 2^53 for any real layer. */
+    return precis_operand_weight_total_bits(&spec.b, row->k, row->n);
   }
   }
   return NAN;

@@ -5,7 +5,8 @@
  * expressions on its worst-over-samples metrics, else the row's recorded verdict), its error
  * (rel_fro worst over samples) and its cost in the budget's dimension:
  *   memory  (default) tensor_bytes of the row: A, B, output and scales in the recipe's formats
- *   bits    the weights' storage: bits of the recipe's input format times k*n
+ *   bits    the weights' effective bits: elements plus the scales and zero points of the recipe's b
+ *           operand as a checkpoint stores them (precis_operand_weight_total_bits, docs/criteria.md)
  *   latency the row's median latency per call (ms)
  *
  * Without a budget every layer gets its cheapest passing recipe (ties: lower error, then the
