@@ -132,7 +132,12 @@ TEST(cheapest_per_layer_and_exclusions) {
   CHECK_STR(chosen(&p, 0), "int8");
   CHECK_STR(chosen(&p, 1), "bf16");
   CHECK_STR(chosen(&p, 2), "fp32");
-  CHECK_NEAR(p.total_cost, 1000 + 2000 + 4000, 0);
+  /* Memory (the fixture's layers are 256x256 with 256 tokens): resident weights int8 65536 + 512
+   * (bf16 scale per column), bf16 131072, fp32 262144; plus int8's transient, the largest:
+   * A 65536 + fp32 output 262144 + int32 accumulators 262144 + row scales 1024. */
+  CHECK_NEAR(p.resident_total, 66048 + 131072 + 262144, 0);
+  CHECK_NEAR(p.peak_transient, 65536 + 262144 + 262144 + 1024, 0);
+  CHECK_NEAR(p.total_cost, 66048 + 131072 + 262144 + 590848, 0);
   CHECK_STR(p.target >= 0 ? p.recipes[p.target] : "-", "int8");
   /* head is the most sensitive layer under every recipe. */
   CHECK_STR(p.layers[p.by_sensitivity[0]], "head");
@@ -172,22 +177,39 @@ TEST(budget_trades_error_for_cost) {
   precis_report r;
   model_report(&r);
   precis_criteria require = {.count = 1, .items = {{PRECIS_METRIC_REL_FRO, PRECIS_CMP_LE, 1e-2}}};
-  /* 8000 bytes: the cheapest plan (7000) leaves 1000, enough to lift q from int8 to bf16 (err
-   * 4e-3 -> 2e-3) but not fc2 to fp32 (+2000, err 3e-3 -> 1e-7, a larger gain). */
-  precis_plan_options opt = {.require = &require, .budget = PRECIS_PLAN_MEMORY, .budget_value = 8000};
+  /* Memory as a model holds it, by hand (256x256 layers, 256 tokens, batch 1): resident weights
+   * fp32 262144, bf16 131072, int8 65536 + 512 scale bytes; transient (input + output + scales)
+   * fp32 524288, bf16 262144, int8 590848 (its int32 accumulators and fp32 output). Passing: q
+   * any, fc2 bf16 or fp32, head fp32 only. The least memory is q bf16 + fc2 bf16 + head fp32:
+   * 524288 resident + head's 524288 transient = 1048576 — less than putting q on int8 (459264 +
+   * 590848 = 1050112), whose transient is the largest. */
+  precis_plan_options opt = {.require = &require, .budget = PRECIS_PLAN_MEMORY, .budget_value = 1048576};
   precis_plan p;
   CHECK_OK(precis_plan_build(&r, &opt, &p));
   CHECK(p.feasible && p.exact);
   CHECK_STR(chosen(&p, 0), "bf16");
   CHECK_STR(chosen(&p, 1), "bf16");
   CHECK_STR(chosen(&p, 2), "fp32");
+  CHECK_NEAR(p.total_cost, 1048576, 0);
+  CHECK_NEAR(p.resident_total, 524288, 0);
+  CHECK_NEAR(p.peak_transient, 524288, 0);
+  CHECK_EQ_INT(p.peak_layer, 2);
   precis_plan_free(&p);
-  opt.budget_value = 9000;
+  /* 1179648: fc2 on fp32 (err 3e-3 -> 1e-7) fits beside q bf16 (655360 + 524288); q on fp32
+   * instead costs the same and gains less. All fp32 needs 786432 + 524288 = 1310720. */
+  opt.budget_value = 1179648;
   CHECK_OK(precis_plan_build(&r, &opt, &p));
-  CHECK_STR(chosen(&p, 0), "int8");
+  CHECK(p.feasible);
+  CHECK_STR(chosen(&p, 0), "bf16");
   CHECK_STR(chosen(&p, 1), "fp32");
+  CHECK_STR(chosen(&p, 2), "fp32");
+  CHECK_NEAR(p.total_cost, 1179648, 0);
   precis_plan_free(&p);
-  opt.budget_value = 6999; /* below the cheapest passing plan */
+  opt.budget_value = 1310720;
+  CHECK_OK(precis_plan_build(&r, &opt, &p));
+  for (size_t l = 0; l < 3; l++) CHECK_STR(chosen(&p, l), "fp32");
+  precis_plan_free(&p);
+  opt.budget_value = 1048575; /* below the least memory of any passing plan */
   CHECK_OK(precis_plan_build(&r, &opt, &p));
   CHECK(!p.feasible && p.n_blocking == 0 && strstr(p.infeasible_why, "over the budget") != NULL);
   precis_plan_free(&p);

@@ -91,6 +91,7 @@ int precis_cmd_import_model(int argc, char **argv) {
   bool list = false, force = false, compress = false, quiet = false;
   int64_t tokens = 32, batch = 0, calib = 0, seed = 0;
   int exit_code = 2;
+  char *model_config = NULL; /* config.json in brief, recorded in the dataset for plan --serve */
   precis_model model, converted_model;
   memset(&model, 0, sizeof model);
   memset(&converted_model, 0, sizeof converted_model);
@@ -148,6 +149,7 @@ int precis_cmd_import_model(int argc, char **argv) {
   memset(&layout, 0, sizeof layout);
   precis_status st = read_config ? precis_model_read_layout(model_path, &layout) : PRECIS_OK;
   if (st != PRECIS_OK) goto report;
+  if (read_config && !list && (st = precis_model_read_config(model_path, &model_config)) != PRECIS_OK) goto report;
   for (size_t i = 0; i < layout.n_in_major; i++) in_major[n_in_major++] = layout.in_major[i];
   if (!n_include) /* a lookup table named by --layers is the user's choice */
     for (size_t i = 0; i < layout.n_lookups; i++) exclude[n_exclude++] = layout.lookups[i];
@@ -169,7 +171,7 @@ int precis_cmd_import_model(int argc, char **argv) {
   have_a = true;
   precis_install_signal_handlers();
   precis_model_import_options options = {output, force, compress ? 4 : 0, !quiet, tokens, batch, calib, (uint64_t)seed,
-                                         &a, activations, converted ? &converted_model : NULL};
+                                         &a, activations, model_config, converted ? &converted_model : NULL};
   char id[65];
   if ((st = precis_model_import(&model, &options, id)) != PRECIS_OK) goto report;
   printf("%s: %zu linear layers of %s (of %zu tensors), dataset_id %s\n", output, model.n_layers, model_path,
@@ -185,5 +187,6 @@ done:
   free(include);
   free(exclude);
   free(in_major);
+  free(model_config);
   return exit_code;
 }

@@ -477,6 +477,7 @@ void precis_dataset_close(precis_dataset *ds) {
   free(ds->generator);
   free(ds->created_utc);
   free(ds->suite);
+  free(ds->model_config);
   free(ds);
 }
 
@@ -731,6 +732,9 @@ precis_status precis_dataset_open_in_process(const char *path, precis_dataset **
   if ((st = read_integer_attr(path, file, "/", "seed", NULL, &ds->seed)) != PRECIS_OK) goto done;
   if ((st = read_string_attr(path, file, "/", "suite", &ds->suite)) != PRECIS_OK) goto done;
   if ((st = read_string_attr(path, file, "/", "dataset_id", &ds->dataset_id)) != PRECIS_OK) goto done;
+  if (H5Aexists(file, "model_config") > 0 &&
+      (st = read_string_attr(path, file, "/", "model_config", &ds->model_config)) != PRECIS_OK)
+    goto done;
   if (!ds->dataset_id[0]) {
     st = precis_fail(PRECIS_E_INPUT, "%s: /: attribute dataset_id: expected a non-empty string", path);
     goto done;
@@ -1376,7 +1380,8 @@ precis_status precis_dataset_writer_commit(precis_dataset_writer *w, const preci
       write_string_attr(w->file, "generator", root->generator) < 0 ||
       write_string_attr(w->file, "created_utc", root->created_utc) < 0 ||
       write_int_attr(w->file, "seed", H5T_STD_U64LE, H5T_NATIVE_UINT64, &root->seed) < 0 ||
-      write_string_attr(w->file, "suite", root->suite) < 0 || write_string_attr(w->file, "dataset_id", root->dataset_id) < 0) {
+      write_string_attr(w->file, "suite", root->suite) < 0 || write_string_attr(w->file, "dataset_id", root->dataset_id) < 0 ||
+      (root->model_config && write_string_attr(w->file, "model_config", root->model_config) < 0)) {
     st = precis_fail(PRECIS_E_IO, "%s: cannot write the root attributes: %s", w->final_path, hdf5_last_error().innermost);
     writer_free(w, true);
     return st;

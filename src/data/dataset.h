@@ -62,6 +62,7 @@ typedef struct precis_dataset {
   char *created_utc;
   uint64_t seed;
   char *suite;   /* the YAML text it was made from (may be empty) */
+  char *model_config; /* optional root attribute: the model's config.json in brief (import --model); NULL when absent */
   size_t n_workloads;
   precis_workload_info *workloads;
   int64_t file_handle; /* hid_t, kept opaque here */
@@ -97,6 +98,7 @@ typedef struct precis_dataset_root_attrs {
   uint64_t seed;
   const char *suite;
   const char *dataset_id;
+  const char *model_config; /* NULL, or the model's config.json in brief (precis_model_read_config) */
 } precis_dataset_root_attrs;
 precis_status precis_dataset_writer_open(const char *path, const precis_dataset_write_options *options,
                                          precis_dataset_writer **out);

@@ -213,6 +213,50 @@ done:
   return st;
 }
 
+precis_status precis_model_read_config(const char *path, char **out) {
+  *out = NULL;
+  char *dir = is_directory(path) ? precis_strdup(path) : dir_of(path);
+  char *config = dir ? precis_asprintf("%s/config.json", dir) : NULL, *text = NULL;
+  size_t size = 0;
+  cJSON *doc = NULL, *kept = NULL;
+  precis_status st = PRECIS_OK;
+  if (!config) {
+    st = precis_fail(PRECIS_E_NOMEM, "out of memory");
+    goto done;
+  }
+  if (!precis_path_exists(config)) goto done;
+  if ((st = precis_read_file(config, &text, &size)) != PRECIS_OK) goto done;
+  if (!(doc = cJSON_ParseWithLength(text, size)) || !cJSON_IsObject(doc)) {
+    st = precis_fail(PRECIS_E_INPUT, "%s: not a JSON object (it is read for the model's shape; remove or fix it)", config);
+    goto done;
+  }
+  const cJSON *from = doc, *text_config = cJSON_GetObjectItemCaseSensitive(doc, "text_config");
+  if (!cJSON_GetObjectItemCaseSensitive(doc, "num_hidden_layers") && cJSON_IsObject(text_config)) from = text_config;
+  static const char *const numbers[] = {"num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim",
+                                        "hidden_size"};
+  if (!(kept = cJSON_CreateObject())) goto nomem;
+  const cJSON *type = cJSON_GetObjectItemCaseSensitive(doc, "model_type");
+  if (cJSON_IsString(type) && !cJSON_AddStringToObject(kept, "model_type", type->valuestring)) goto nomem;
+  for (size_t i = 0; i < sizeof numbers / sizeof numbers[0]; i++) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(from, numbers[i]);
+    if (cJSON_IsNumber(v) && !cJSON_AddNumberToObject(kept, numbers[i], v->valuedouble)) goto nomem;
+  }
+  const cJSON *dtype = cJSON_GetObjectItemCaseSensitive(from, "torch_dtype");
+  if (!cJSON_IsString(dtype)) dtype = cJSON_GetObjectItemCaseSensitive(doc, "torch_dtype");
+  if (cJSON_IsString(dtype) && !cJSON_AddStringToObject(kept, "torch_dtype", dtype->valuestring)) goto nomem;
+  if (!(*out = cJSON_PrintUnformatted(kept))) goto nomem;
+  goto done;
+nomem:
+  st = precis_fail(PRECIS_E_NOMEM, "out of memory");
+done:
+  cJSON_Delete(kept);
+  cJSON_Delete(doc);
+  free(text);
+  free(config);
+  free(dir);
+  return st;
+}
+
 size_t precis_model_mark_in_major(precis_model *model, const char *const *globs, size_t n_globs) {
   size_t marked = 0;
   for (size_t i = 0; i < model->n_layers; i++) {
@@ -1166,7 +1210,7 @@ precis_status precis_model_import(const precis_model *model, const precis_model_
   gmtime_r(&now, &tm_utc);
   strftime(created, sizeof created, "%Y-%m-%dT%H:%M:%SZ", &tm_utc);
   snprintf(generator, sizeof generator, "precis %s (commit %s)", PRECIS_VERSION, PRECIS_COMMIT);
-  precis_dataset_root_attrs root = {generator, created, o->seed, suite_text, id};
+  precis_dataset_root_attrs root = {generator, created, o->seed, suite_text, id, o->model_config};
   st = precis_dataset_writer_commit(writer, &root);
   free(suite_text);
   if (st == PRECIS_OK && dataset_id) memcpy(dataset_id, id, 65);

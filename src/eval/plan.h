@@ -4,10 +4,17 @@
  * PyTorch module). For every (layer, recipe) cell: does the row meet the criteria (the --require
  * expressions on its worst-over-samples metrics, else the row's recorded verdict), its error
  * (rel_fro worst over samples) and its cost in the budget's dimension:
- *   memory  (default) tensor_bytes of the row: A, B, output and scales in the recipe's formats
+ *   memory  (default) the resident weights: their effective bits (below) in bytes, rounded up;
+ *           a plan's memory is the sum of those over layers plus the largest transient of one
+ *           layer (its input, output and scales, and the workspace a cuda row records), never the
+ *           sum of every layer's activations
  *   bits    the weights' effective bits: elements plus the scales and zero points of the recipe's b
  *           operand as a checkpoint stores them (precis_operand_weight_total_bits, docs/criteria.md)
  *   latency the row's median latency per call (ms)
+ *
+ * A memory budget is not a plain sum (the transient term is a maximum): it is solved exactly by
+ * solving the sum for each candidate peak transient T (every distinct transient of a passing cell)
+ * with the cells of transient <= T and capacity budget - T, keeping the most accurate.
  *
  * Without a budget every layer gets its cheapest passing recipe (ties: lower error, then the
  * earlier recipe in the report). With a budget (memory=BYTES, latency=MS: the sum over layers;
@@ -39,13 +46,36 @@ typedef struct precis_plan_options {
   precis_plan_budget cost_kind;   /* the cost dimension without a budget (memory by default) */
   const char *target;             /* recipe the exclusion lists are relative to; NULL: the cheapest */
   size_t state_limit;             /* frontier states per layer before thinning; 0: 1<<20 */
+  /* --serve batch=B,context=T[,kv=FMT]: a serving estimate beside the plan (serve_batch 0: none). */
+  long long serve_batch, serve_context;
+  const char *serve_kv;           /* the KV cache's format name; NULL: bf16 */
 } precis_plan_options;
+
+/* The memory a served model holds, estimated from the plan and the model's config.json (recorded
+ * by import --model in the report's settings.model_config): each term in bytes. An estimate until
+ * precis accept measures it on a GPU. */
+typedef struct precis_plan_serving {
+  bool requested, available;
+  char why[240];               /* why not available */
+  long long batch, context;
+  char kv_format[16];
+  int kv_bits;
+  long long layers, kv_heads, head_dim;
+  double weights;              /* the planned layers' resident weights and scales */
+  double kv_cache;             /* 2 * context * batch * kv_heads * head_dim * layers elements of kv_bits */
+  double transient;            /* the largest input + output (+ scales) of one layer at batch*context tokens */
+  int transient_layer;
+  double workspace;            /* the cuBLASLt workspace (PRECIS_LT_WORKSPACE_BYTES) */
+  double total;
+} precis_plan_serving;
 
 typedef struct precis_plan_cell {
   bool present;      /* the report has a row */
   bool passes;
   double error;      /* rel_fro worst; NaN when unknown */
   double cost;       /* in the plan's cost dimension; NaN when unknown */
+  double resident;   /* bytes of the weights and their scales (effective bits / 8, rounded up); NaN unknown */
+  double transient;  /* bytes held only while the layer runs: input, output, their scales, workspace */
   char what[200];    /* why it does not pass ("" when it does) */
 } precis_plan_cell;
 
@@ -66,6 +96,10 @@ typedef struct precis_plan {
   bool exact;           /* false only when a frontier was thinned */
   size_t states;        /* frontier states explored */
   double total_cost, total_error, cheapest_total_cost;
+  /* Memory cost: total_cost = resident_total + peak_transient, the peak of layer peak_layer. */
+  double resident_total, peak_transient;
+  int peak_layer;
+  precis_plan_serving serving;
   size_t n_blocking;
   size_t *blocking;     /* layers without a passing recipe */
   char method[200];

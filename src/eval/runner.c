@@ -211,6 +211,8 @@ precis_status precis_run_workloads(const precis_run_config *cfg, precis_report *
   report->dataset_path = precis_strdup(cfg->dataset_path);
   report->dataset_id = precis_strdup(ds->dataset_id);
   report->complete = false;
+  /* The model's shape beside its layers' rows: precis plan --serve reads the KV cache's size from it. */
+  if (ds->model_config) precis_kv_set_json(&report->settings, "model_config", ds->model_config);
 
   if (cfg->workloads) {
     for (size_t i = 0; i < cfg->n_workloads; i++) {

@@ -16,8 +16,8 @@
 static const char *cost_unit(precis_plan_budget kind) {
   switch (kind) {
   case PRECIS_PLAN_NO_BUDGET:
-  case PRECIS_PLAN_MEMORY: return "tensor bytes";
-  case PRECIS_PLAN_BITS: return "weight bits";
+  case PRECIS_PLAN_MEMORY: return "bytes: resident weights + scales, plus the largest transient of one layer";
+  case PRECIS_PLAN_BITS: return "effective weight bits (elements + scales + zero points)";
   case PRECIS_PLAN_LATENCY: return "ms (median per call)";
   }
   return "";
@@ -67,6 +67,35 @@ static char *plan_json(const precis_plan *p, const precis_report *report, const 
   cJSON_AddItemToObject(root, "total_cost", p->feasible ? num(p->total_cost) : cJSON_CreateNull());
   cJSON_AddItemToObject(root, "total_error", p->feasible ? num(p->total_error) : cJSON_CreateNull());
   cJSON_AddItemToObject(root, "cheapest_total_cost", num(p->cheapest_total_cost));
+  cJSON *memory = cJSON_AddObjectToObject(root, "memory");
+  cJSON_AddItemToObject(memory, "resident_weights_bytes", p->feasible ? num(p->resident_total) : cJSON_CreateNull());
+  cJSON_AddItemToObject(memory, "peak_transient_bytes", p->feasible ? num(p->peak_transient) : cJSON_CreateNull());
+  cJSON_AddItemToObject(memory, "peak_transient_layer",
+                        p->feasible && p->peak_layer >= 0 ? cJSON_CreateString(p->layers[p->peak_layer]) : cJSON_CreateNull());
+  cJSON_AddItemToObject(memory, "total_bytes",
+                        p->feasible ? num(p->resident_total + p->peak_transient) : cJSON_CreateNull());
+  if (p->serving.requested) {
+    const precis_plan_serving *s = &p->serving;
+    cJSON *serve = cJSON_AddObjectToObject(root, "serving_estimate");
+    cJSON_AddStringToObject(serve, "note", "an estimate until precis accept measures it on a GPU");
+    cJSON_AddNumberToObject(serve, "batch", (double)s->batch);
+    cJSON_AddNumberToObject(serve, "context", (double)s->context);
+    cJSON_AddStringToObject(serve, "kv_format", s->kv_format);
+    cJSON_AddBoolToObject(serve, "available", s->available);
+    if (!s->available) cJSON_AddStringToObject(serve, "why", s->why);
+    else {
+      cJSON_AddNumberToObject(serve, "num_hidden_layers", (double)s->layers);
+      cJSON_AddNumberToObject(serve, "num_key_value_heads", (double)s->kv_heads);
+      cJSON_AddNumberToObject(serve, "head_dim", (double)s->head_dim);
+      cJSON_AddItemToObject(serve, "weights_bytes", num(s->weights));
+      cJSON_AddItemToObject(serve, "kv_cache_bytes", num(s->kv_cache));
+      cJSON_AddItemToObject(serve, "peak_transient_bytes", num(s->transient));
+      cJSON_AddItemToObject(serve, "peak_transient_layer",
+                            s->transient_layer >= 0 ? cJSON_CreateString(p->layers[s->transient_layer]) : cJSON_CreateNull());
+      cJSON_AddItemToObject(serve, "workspace_bytes", num(s->workspace));
+      cJSON_AddItemToObject(serve, "total_bytes", num(s->total));
+    }
+  }
   cJSON_AddStringToObject(root, "target", p->target >= 0 ? p->recipes[p->target] : "");
   cJSON *recipes = cJSON_AddArrayToObject(root, "recipes");
   for (size_t r = 0; r < p->n_recipes; r++) cJSON_AddItemToArray(recipes, cJSON_CreateString(p->recipes[r]));
@@ -100,6 +129,8 @@ static char *plan_json(const precis_plan *p, const precis_report *report, const 
       cJSON_AddBoolToObject(cell, "passes", c->passes);
       cJSON_AddItemToObject(cell, "error", num(c->error));
       cJSON_AddItemToObject(cell, "cost", num(c->cost));
+      cJSON_AddItemToObject(cell, "resident_bytes", num(c->resident));
+      cJSON_AddItemToObject(cell, "transient_bytes", num(c->transient));
       if (!c->passes) cJSON_AddStringToObject(cell, "why", c->what);
     }
   }
@@ -128,6 +159,12 @@ static void md_header(precis_buf *b, const precis_plan *p, const char *report_pa
     fmt_cost(cheapest, sizeof cheapest, p->cost_kind, p->cheapest_total_cost);
     precis_buf_appendf(b, "**Plan:** %zu layers, total cost %s (every layer on its cheapest passing recipe: %s), "
                           "sum of rel_fro %.4g.\n\n", p->n_layers, cost, cheapest, p->total_error);
+    char resident[48], peak[48];
+    precis_fmt_bytes(resident, sizeof resident, (long long)p->resident_total);
+    precis_fmt_bytes(peak, sizeof peak, (long long)p->peak_transient);
+    precis_buf_appendf(b, "**Memory:** resident weights + scales %s, plus the largest transient of one layer %s (", resident, peak);
+    precis_buf_markdown(b, p->peak_layer >= 0 ? p->layers[p->peak_layer] : "-");
+    precis_buf_append(b, ": its input, output and scales at the report's shape).\n\n");
   } else {
     precis_buf_append(b, "**No plan meets the criteria:** ");
     precis_buf_markdown(b, p->infeasible_why);
@@ -148,6 +185,30 @@ static void md_header(precis_buf *b, const precis_plan *p, const char *report_pa
       precis_buf_append(b, ")\n");
     }
     precis_buf_append(b, "\n");
+  }
+  if (p->serving.requested) {
+    const precis_plan_serving *s = &p->serving;
+    precis_buf_appendf(b, "**Serving estimate** at batch %lld, context %lld, KV cache in %s (an estimate until `precis accept` "
+                          "measures it on a GPU):", s->batch, s->context, s->kv_format);
+    if (!s->available) {
+      precis_buf_append(b, " not available: ");
+      precis_buf_markdown(b, s->why);
+      precis_buf_append(b, ".\n\n");
+    } else {
+      char w[48], kv[48], t[48], ws[48], total[48];
+      precis_fmt_bytes(w, sizeof w, (long long)s->weights);
+      precis_fmt_bytes(kv, sizeof kv, (long long)s->kv_cache);
+      precis_fmt_bytes(t, sizeof t, (long long)s->transient);
+      precis_fmt_bytes(ws, sizeof ws, (long long)s->workspace);
+      precis_fmt_bytes(total, sizeof total, (long long)s->total);
+      precis_buf_appendf(b, "\n\n| term | bytes | how |\n|---|---:|---|\n"
+                            "| weights | %s | the planned layers' weights and scales (embeddings and norms not included) |\n"
+                            "| KV cache | %s | 2 · %lld tokens · %lld sequences · %lld kv heads · %lld head dim · %lld layers · %d bits |\n"
+                            "| peak transient | %s | the largest input + output of one layer at %lld tokens |\n"
+                            "| cuBLASLt workspace | %s | what the cuda backend offers cuBLASLt |\n| **total** | **%s** | |\n\n",
+                         w, kv, s->context, s->batch, s->kv_heads, s->head_dim, s->layers, s->kv_bits, t,
+                         s->batch * s->context, ws, total);
+    }
   }
 }
 
@@ -446,5 +507,24 @@ void precis_plan_print(const precis_plan *p, FILE *out) {
     fprintf(out, "%s %s (%s)", i ? "," : "", term(&b, p->layers[p->by_sensitivity[i]]), err);
   }
   fprintf(out, "\n");
+  char resident[48], peak[48];
+  precis_fmt_bytes(resident, sizeof resident, (long long)p->resident_total);
+  precis_fmt_bytes(peak, sizeof peak, (long long)p->peak_transient);
+  fprintf(out, "  memory: resident weights + scales %s, largest transient %s (%s)\n", resident, peak,
+          p->peak_layer >= 0 ? term(&b, p->layers[p->peak_layer]) : "-");
+  const precis_plan_serving *s = &p->serving;
+  if (s->requested && !s->available)
+    fprintf(out, "  serving estimate (batch %lld, context %lld): not available: %s\n", s->batch, s->context, s->why);
+  else if (s->requested) {
+    char w[48], kv[48], t[48], ws[48], total[48];
+    precis_fmt_bytes(w, sizeof w, (long long)s->weights);
+    precis_fmt_bytes(kv, sizeof kv, (long long)s->kv_cache);
+    precis_fmt_bytes(t, sizeof t, (long long)s->transient);
+    precis_fmt_bytes(ws, sizeof ws, (long long)s->workspace);
+    precis_fmt_bytes(total, sizeof total, (long long)s->total);
+    fprintf(out, "  serving estimate (batch %lld, context %lld, KV in %s; an estimate until precis accept measures it):\n"
+                 "    weights %s + KV cache %s + peak transient %s + cuBLASLt workspace %s = %s\n",
+            s->batch, s->context, s->kv_format, w, kv, t, ws, total);
+  }
   precis_buf_free(&b);
 }
