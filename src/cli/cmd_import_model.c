@@ -35,6 +35,10 @@ static void usage(FILE *out) {
           "                      named after the layer: a safetensors file (tensor <layer>), an HDF5 file\n"
           "                      (/<layer>), a NumPy .npz (array <layer>: np.savez(PATH, **{layer: x})), a\n"
           "                      directory of <layer>.npy files, or one .npy when one layer is imported\n"
+          "  --gradients PATH    dL/dY of a scalar loss at each layer's output, [samples, tokens, out_features], in\n"
+          "                      the same kinds of file as --activations and for the same samples (precis.torch.capture\n"
+          "                      writes both); the held-out samples' gradients are kept, and each row of a run reports\n"
+          "                      the predicted loss change (taylor, fisher: docs/criteria.md)\n"
           "  --converted PATH    evaluate a converted checkpoint (file, index or directory) against PATH: b holds\n"
           "                      its weights dequantized (<layer>.weight in F8_E4M3 or I8 times <layer>.weight_scale,\n"
           "                      per tensor or per output channel; or compressed-tensors pack-quantized INT4/INT8:\n"
@@ -83,7 +87,8 @@ int precis_cmd_import_model(int argc, char **argv) {
     usage(stdout);
     return 0;
   }
-  const char *model_path = NULL, *output = NULL, *a_text = "outlier_channels", *activations = NULL, *converted = NULL;
+  const char *model_path = NULL, *output = NULL, *a_text = "outlier_channels", *activations = NULL, *converted = NULL,
+             *gradients = NULL;
   const char **include = calloc((size_t)argc, sizeof *include), **exclude = calloc((size_t)argc + 4, sizeof *exclude);
   const char **in_major = calloc((size_t)argc + 4, sizeof *in_major);
   size_t n_include = 0, n_exclude = 0, n_in_major = 0;
@@ -105,7 +110,7 @@ int precis_cmd_import_model(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
     const char *arg = argv[i], *value = i + 1 < argc ? argv[i + 1] : NULL;
     bool takes_value = !strcmp(arg, "--model") || !strcmp(arg, "--layers") || !strcmp(arg, "--exclude") || !strcmp(arg, "--in-major") ||
-                       !strcmp(arg, "--tokens") || !strcmp(arg, "--a") || !strcmp(arg, "--activations") ||
+                       !strcmp(arg, "--tokens") || !strcmp(arg, "--a") || !strcmp(arg, "--activations") || !strcmp(arg, "--gradients") ||
                        !strcmp(arg, "--batch") || !strcmp(arg, "--calib") || !strcmp(arg, "--seed") || !strcmp(arg, "-o") ||
                        !strcmp(arg, "--output") || !strcmp(arg, "--converted");
     if (takes_value && !value) {
@@ -125,6 +130,7 @@ int precis_cmd_import_model(int argc, char **argv) {
     else if (!strcmp(arg, "--seed")) ok = parse_count(value, 0, &seed);
     else if (!strcmp(arg, "--a")) a_text = value;
     else if (!strcmp(arg, "--activations")) activations = value;
+    else if (!strcmp(arg, "--gradients")) gradients = value;
     else if (!strcmp(arg, "--converted")) converted = value;
     else if (!strcmp(arg, "-o") || !strcmp(arg, "--output")) output = value;
     else if (!strcmp(arg, "--list")) list = true;
@@ -171,7 +177,7 @@ int precis_cmd_import_model(int argc, char **argv) {
   have_a = true;
   precis_install_signal_handlers();
   precis_model_import_options options = {output, force, compress ? 4 : 0, !quiet, tokens, batch, calib, (uint64_t)seed,
-                                         &a, activations, model_config, converted ? &converted_model : NULL};
+                                         &a, activations, gradients, model_config, converted ? &converted_model : NULL};
   char id[65];
   if ((st = precis_model_import(&model, &options, id)) != PRECIS_OK) goto report;
   printf("%s: %zu linear layers of %s (of %zu tensors), dataset_id %s\n", output, model.n_layers, model_path,

@@ -28,6 +28,7 @@ typedef struct precis_workload_info {
    * the PyTorch module name, `source` a JSON object {file, tensor, dtype, sha256} of its weight. */
   char *layer;
   char *source;
+  bool has_grad;  /* /grad exists: dL/dY of the model's loss at this layer's output, [batch, m, n] float32 (import --gradients) */
   bool has_b_ref; /* /b_ref exists: c_ref and ab_abs come from it, not from b (precis import --converted) */
   /* How good c_ref is (docs/high-precision.md): "float64" (dgemm; also when the file does not say)
    * or "double-double" (c_ref + c_ref_lo, then has_c_ref_lo); reference_error_bound: B with
@@ -51,6 +52,7 @@ typedef struct precis_workload_data {
   float *calib_a; /* [calib_samples, m, k] or NULL */
   float *b_ref;   /* [k, n] or NULL: the weights c_ref was computed from when b holds others (a
                      converted checkpoint's weights evaluated against the original's references) */
+  float *grad;    /* [batch, m, n] dL/dY per held-out sample (info has_grad), or NULL */
   double *c_ref_lo; /* [batch, m, n] low part of a double-double reference (c_ref + c_ref_lo), or NULL */
   double *a64, *b64; /* float64 inputs as stored (info a_f64 / b_f64), else NULL */
 } precis_workload_data;

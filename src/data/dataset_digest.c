@@ -153,6 +153,11 @@ void precis_dataset_id_add(precis_sha256 *h, const precis_workload_info *info, c
   put_floats(h, data->calib_a, calib_count);
   /* Only datasets with b_ref hash it, so the ids of all others are unchanged. */
   if (data->b_ref) put_floats(h, data->b_ref, (uint64_t)info->k * (uint64_t)info->n);
+  /* Likewise the gradients, after a tag: they change every sensitivity the dataset's rows report. */
+  if (data->grad) {
+    put_string(h, "grad");
+    put_floats(h, data->grad, (uint64_t)info->batch * (uint64_t)info->m * (uint64_t)info->n);
+  }
   precis_dataset_id_add_reference(h, info);
 }
 

@@ -639,6 +639,50 @@ static precis_status layer_activations(const precis_model_import_options *o, con
   return st;
 }
 
+/* dL/dY of one layer from --gradients: [samples, tokens, out] (or [tokens, out]), the held-out
+ * samples first as in the activations; the first `batch` samples are kept. */
+static precis_status layer_gradients(const precis_model_import_options *o, const precis_model_layer *layer,
+                                     activation_kind kind, int64_t batch, int64_t tokens, float *out) {
+  char *object = NULL, *path = NULL;
+  float *values = NULL;
+  precis_status st = activation_location(o->gradients, kind, layer->name, &path, &object);
+  if (st != PRECIS_OK) return st;
+  precis_dist d = {.kind = PRECIS_DIST_FILE, .path = path, .object = object};
+  int rank = 0;
+  int64_t shape[3] = {0, 0, 0};
+  if (kind == ACTIVATIONS_NPY_DIR && !precis_path_exists(path))
+    st = precis_fail(PRECIS_E_INPUT, "%s: no such file (--gradients %s is a directory: one <layer>.npy per layer)", path,
+                     o->gradients);
+  else st = precis_read_matrix_file(&d, ".", &values, &rank, shape);
+  if (st != PRECIS_OK) {
+    precis_error_prefix("--gradients for layer %s (expected %s, shape [samples, tokens, %" PRId64 "])", layer->name,
+                        activation_expected(kind), layer->out_features);
+    goto done;
+  }
+  int64_t samples = rank == 3 ? shape[0] : 1, rows = shape[rank - 2], cols = shape[rank - 1];
+  if (cols != layer->out_features || rows != tokens || samples < batch) {
+    st = precis_fail(PRECIS_E_INPUT,
+                     "%s%s%s: gradients of layer %s have shape [%" PRId64 ", %" PRId64 ", %" PRId64 "]; expected dL/dY "
+                     "[samples >= %" PRId64 ", tokens = %" PRId64 " (as the activations), out_features = %" PRId64 "]",
+                     path, object ? ": " : "", object ? object : "", layer->name, samples, rows, cols, batch, tokens,
+                     layer->out_features);
+    goto done;
+  }
+  uint64_t count = (uint64_t)batch * (uint64_t)tokens * (uint64_t)cols;
+  for (uint64_t i = 0; i < count; i++)
+    if (!isfinite(values[i])) {
+      st = precis_fail(PRECIS_E_INPUT, "%s: gradients of layer %s: element %" PRIu64 " is not finite", o->gradients,
+                       layer->name, i);
+      goto done;
+    }
+  memcpy(out, values, count * sizeof(float));
+done:
+  free(values);
+  free(object);
+  free(path);
+  return st;
+}
+
 /* Judges --activations once: a directory of .npy files, or a file by its first bytes. A lone .npy
  * holds one array, so it can only feed a single layer. */
 static precis_status activation_kind_of(const char *activations, size_t n_layers, activation_kind *out) {
@@ -958,7 +1002,7 @@ done:
 }
 
 static precis_status import_layer(const precis_model_layer *layer, const precis_model_import_options *o,
-                                  activation_kind act_kind,
+                                  activation_kind act_kind, activation_kind grad_kind,
                                   precis_dataset_writer *writer, precis_sha256 *id_hash, precis_buf *suite) {
   precis_status st = PRECIS_OK;
   precis_workload_info info;
@@ -1056,6 +1100,10 @@ static precis_status import_layer(const precis_model_layer *layer, const precis_
     const precis_rng_key key = precis_rng_key_for(o->seed, layer->name);
     precis_dist_fill(o->a, key, PRECIS_STREAM_A, PRECIS_OPERAND_A, batch, m, k, data.a);
     if (o->calib > 0) precis_dist_fill(o->a, key, PRECIS_STREAM_CALIB_A, PRECIS_OPERAND_A, o->calib, m, k, data.calib_a);
+  }
+  if (o->gradients) {
+    if (!(data.grad = malloc(c_count * sizeof(float)))) goto nomem;
+    if ((st = layer_gradients(o, layer, grad_kind, batch, m, data.grad)) != PRECIS_OK) goto done;
   }
   st = precis_reference_compute(data.a, b_original ? b_original : data.b, batch, m, n, k, false, data.c_ref, data.ab_abs);
   precis_reference_release(); /* b's float64 copy is not held while the next layer is read */
@@ -1173,6 +1221,14 @@ precis_status precis_model_import(const precis_model *model, const precis_model_
   activation_kind act_kind = ACTIVATIONS_HDF5;
   precis_status st = PRECIS_OK;
   if (o->activations && (st = activation_kind_of(o->activations, model->n_layers, &act_kind)) != PRECIS_OK) return st;
+  activation_kind grad_kind = ACTIVATIONS_HDF5;
+  if (o->gradients && !o->activations)
+    return precis_fail(PRECIS_E_USAGE, "--gradients needs --activations: the gradients belong to the captured inputs, "
+                                       "not to synthetic ones");
+  if (o->gradients && (st = activation_kind_of(o->gradients, model->n_layers, &grad_kind)) != PRECIS_OK) {
+    precis_error_prefix("--gradients");
+    return st;
+  }
   precis_dataset_write_options wopt = {o->force, o->gzip_level};
   precis_dataset_writer *writer = NULL;
   if ((st = precis_dataset_writer_open(o->output, &wopt, &writer)) != PRECIS_OK) return st;
@@ -1195,7 +1251,7 @@ precis_status precis_model_import(const precis_model *model, const precis_model_
       goto failed;
     }
     progress_step(&bar, i, &model->layers[i]);
-    if ((st = import_layer(&model->layers[i], o, act_kind, writer, &hash, &suite)) != PRECIS_OK) goto failed;
+    if ((st = import_layer(&model->layers[i], o, act_kind, grad_kind, writer, &hash, &suite)) != PRECIS_OK) goto failed;
   }
   if (bar.tty) fprintf(stderr, "\r\033[K");
   char *suite_text = precis_buf_take(&suite);

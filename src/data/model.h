@@ -82,6 +82,8 @@ typedef struct precis_model_import_options {
   const char *activations;  /* NULL, or where one [samples, tokens, k] array per layer is, named
                                after the layer: a safetensors, HDF5 (/<layer>) or .npz file, a
                                directory of <layer>.npy files, or one .npy for a single layer */
+  const char *gradients;     /* NULL, or where dL/dY per layer, [samples, tokens, out], is: the same kinds of file as
+                               activations, the same samples (the held-out ones first) and tokens */
   const char *model_config;  /* NULL, or precis_model_read_config's JSON, recorded as the root attribute model_config */
   const precis_model *converted; /* NULL, or the tensors of a converted checkpoint (precis_model_tensors):
                                     b holds its dequantized weights, c_ref stays the original's */
