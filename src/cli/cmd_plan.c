@@ -11,7 +11,7 @@
 #include "report/report.h"
 
 static const char usage_text[] =
-    "usage: precis plan REPORT.json [--require EXPR]... [--budget memory=BYTES|bits=B|latency=MS]\n"
+    "usage: precis plan REPORT.json [--require EXPR]... [--objective fisher|taylor|rel_fro] [--budget memory=BYTES|bits=B|latency=MS]\n"
     "                   [--cost memory|bits|latency] [--target RECIPE] [--serve batch=B,context=T[,kv=FMT]]\n"
     "                   [--force] -o DIR\n"
     "\n"
@@ -20,7 +20,10 @@ static const char usage_text[] =
     "\n"
     "  --require EXPR    criterion on a metric's worst value over samples (repeatable), e.g. rel_fro<=1e-2;\n"
     "                    without it, each row's recorded verdict\n"
-    "  --budget B        a global budget; the plan minimizes the sum over layers of rel_fro within it, exactly:\n"
+    "  --objective O     what the plan minimizes, summed over layers: fisher (the loss change the rows predict\n"
+    "                    from the dataset's gradients, Fisher term), taylor (its first-order term, in magnitude) or\n"
+    "                    rel_fro (worst over samples); default fisher when the report has loss_change, else rel_fro\n"
+    "  --budget B        a global budget; the plan minimizes the objective's sum within it, exactly:\n"
     "                    memory=BYTES  the resident weights (+ scales) summed over layers plus the largest\n"
     "                                  transient of one layer (input, output, workspace) (suffixes K, M, G, KiB, MiB, GiB)\n"
     "                    bits=B        average effective bits per weight over the layers (elements + scales + zero\n"
@@ -108,7 +111,7 @@ int precis_cmd_plan(int argc, char **argv) {
     const char *arg = argv[i];
     const char *value = i + 1 < argc ? argv[i + 1] : NULL;
     bool takes_value = !strcmp(arg, "--require") || !strcmp(arg, "--budget") || !strcmp(arg, "--cost") ||
-                       !strcmp(arg, "--target") || !strcmp(arg, "--serve") || !strcmp(arg, "-o") || !strcmp(arg, "--output");
+                       !strcmp(arg, "--target") || !strcmp(arg, "--serve") || !strcmp(arg, "--objective") || !strcmp(arg, "-o") || !strcmp(arg, "--output");
     if (takes_value && !value) {
       fprintf(stderr, "precis plan: %s needs a value (see precis plan --help)\n", arg);
       return 2;
@@ -133,6 +136,14 @@ int precis_cmd_plan(int argc, char **argv) {
     } else if (!strcmp(arg, "--cost")) {
       if (!parse_kind(value, strlen(value), &options.cost_kind)) {
         fprintf(stderr, "precis plan: --cost: expected memory, bits or latency, found \"%s\"\n", value);
+        return 2;
+      }
+    } else if (!strcmp(arg, "--objective")) {
+      if (!strcmp(value, "fisher")) options.objective = PRECIS_PLAN_OBJECTIVE_FISHER;
+      else if (!strcmp(value, "taylor")) options.objective = PRECIS_PLAN_OBJECTIVE_TAYLOR;
+      else if (!strcmp(value, "rel_fro")) options.objective = PRECIS_PLAN_OBJECTIVE_REL_FRO;
+      else {
+        fprintf(stderr, "precis plan: --objective: expected fisher, taylor or rel_fro, found \"%s\"\n", value);
         return 2;
       }
     } else if (!strcmp(arg, "--serve")) {

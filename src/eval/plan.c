@@ -23,6 +23,28 @@ const char *precis_plan_budget_str(precis_plan_budget b) {
   return "?";
 }
 
+const char *precis_plan_objective_str(precis_plan_objective o) {
+  switch (o) {
+  case PRECIS_PLAN_OBJECTIVE_AUTO: return "auto";
+  case PRECIS_PLAN_OBJECTIVE_REL_FRO: return "rel_fro";
+  case PRECIS_PLAN_OBJECTIVE_FISHER: return "fisher";
+  case PRECIS_PLAN_OBJECTIVE_TAYLOR: return "taylor";
+  }
+  return "?";
+}
+
+const char *precis_plan_objective_definition(precis_plan_objective o) {
+  switch (o) {
+  case PRECIS_PLAN_OBJECTIVE_AUTO:
+  case PRECIS_PLAN_OBJECTIVE_REL_FRO: return "rel_fro (worst over samples)";
+  case PRECIS_PLAN_OBJECTIVE_FISHER:
+    return "predicted loss change, Fisher term 1/2 sum (g*(C - C_ref))^2 (loss_change.fisher, mean over samples)";
+  case PRECIS_PLAN_OBJECTIVE_TAYLOR:
+    return "predicted loss change, first-order term |sum g*(C - C_ref)| (|loss_change.taylor mean| over samples)";
+  }
+  return "?";
+}
+
 /* ------------------------------------------------------------------ the solver */
 
 typedef struct state {
@@ -393,6 +415,8 @@ void precis_plan_free(precis_plan *p) {
   free(p->sensitivity);
   free(p->by_sensitivity);
   free(p->blocking);
+  free(p->single_format);
+  free(p->single_passes);
   memset(p, 0, sizeof *p);
 }
 
@@ -412,6 +436,12 @@ precis_status precis_plan_build(const precis_report *report, const precis_plan_o
   p->peak_layer = -1;
   p->resident_total = p->peak_transient = NAN;
   p->exact = true;
+  p->objective = options->objective;
+  if (p->objective == PRECIS_PLAN_OBJECTIVE_AUTO) {
+    p->objective = PRECIS_PLAN_OBJECTIVE_REL_FRO;
+    for (size_t i = 0; i < report->n_rows; i++)
+      if (report->rows[i].loss.present) p->objective = PRECIS_PLAN_OBJECTIVE_FISHER;
+  }
   p->layers = precis_report_workloads(report, &p->n_layers);
   p->recipes = precis_report_recipe_names(report, &p->n_recipes);
   if (!p->layers || !p->recipes) goto nomem;
@@ -427,10 +457,12 @@ precis_status precis_plan_build(const precis_report *report, const precis_plan_o
   p->sensitivity = malloc(p->n_layers * sizeof *p->sensitivity);
   p->by_sensitivity = malloc(p->n_layers * sizeof *p->by_sensitivity);
   p->blocking = malloc(p->n_layers * sizeof *p->blocking);
+  p->single_format = malloc(p->n_recipes * sizeof *p->single_format);
+  p->single_passes = malloc(p->n_recipes * sizeof *p->single_passes);
   cost = malloc(n_cells * sizeof *cost);
   error = malloc(n_cells * sizeof *error);
   allowed = malloc(n_cells * sizeof *allowed);
-  if (!p->cells || !p->weights || !p->cheapest || !p->chosen || !p->sensitivity || !p->by_sensitivity || !p->blocking ||
+  if (!p->cells || !p->weights || !p->cheapest || !p->chosen || !p->sensitivity || !p->by_sensitivity || !p->blocking || !p->single_format || !p->single_passes ||
       !cost || !error || !allowed)
     goto nomem;
   bool use_require = options->require && options->require->count > 0;
@@ -448,7 +480,7 @@ precis_status precis_plan_build(const precis_report *report, const precis_plan_o
     p->weights[l] = -1;
     for (size_t r = 0; r < p->n_recipes; r++) {
       precis_plan_cell *cell = &p->cells[l * p->n_recipes + r];
-      cell->error = NAN;
+      cell->error = cell->rel_fro = NAN;
       cell->cost = NAN;
       const precis_row *row = precis_report_find_row(report, p->layers[l], p->recipes[r]);
       if (!row) {
@@ -457,8 +489,14 @@ precis_status precis_plan_build(const precis_report *report, const precis_plan_o
       }
       cell->present = true;
       if (row->k > 0 && row->n > 0) p->weights[l] = row->k * row->n;
+      cell->rel_fro = NAN;
       if (row->status == PRECIS_ROW_OK && row->error[PRECIS_METRIC_REL_FRO].present)
-        cell->error = row->error[PRECIS_METRIC_REL_FRO].worst;
+        cell->rel_fro = row->error[PRECIS_METRIC_REL_FRO].worst;
+      if (row->status == PRECIS_ROW_OK)
+        cell->error = p->objective == PRECIS_PLAN_OBJECTIVE_REL_FRO ? cell->rel_fro
+                      : !row->loss.present                          ? NAN
+                      : p->objective == PRECIS_PLAN_OBJECTIVE_FISHER ? row->loss.fisher_mean
+                                                                     : fabs(row->loss.taylor_mean);
       if (row->status == PRECIS_ROW_OK) cell_costs(row, p->cost_kind, cell);
       judge(row, options->require, cell);
       if (cell->passes && p->cost_kind == PRECIS_PLAN_MEMORY && isnan(cell->transient)) cell->cost = NAN;
@@ -468,7 +506,10 @@ precis_status precis_plan_build(const precis_report *report, const precis_plan_o
       }
       if (cell->passes && isnan(cell->error)) {
         cell->passes = false;
-        snprintf(cell->what, sizeof cell->what, "no rel_fro recorded");
+        snprintf(cell->what, sizeof cell->what, "%s",
+                 p->objective == PRECIS_PLAN_OBJECTIVE_REL_FRO
+                     ? "no rel_fro recorded"
+                     : "no loss_change recorded (import the model with --gradients, or plan --objective rel_fro)");
       }
     }
   }
@@ -493,6 +534,16 @@ precis_status precis_plan_build(const precis_report *report, const precis_plan_o
   }
   if (p->cost_kind == PRECIS_PLAN_MEMORY) p->cheapest_total_cost += cheapest_peak;
   if ((st = compute_sensitivity(p)) != PRECIS_OK) goto done;
+  /* The single-format alternatives: every layer on one recipe, summed in layer order. */
+  for (size_t r = 0; r < p->n_recipes; r++) {
+    p->single_format[r] = 0;
+    p->single_passes[r] = true;
+    for (size_t l = 0; l < p->n_layers; l++) {
+      const precis_plan_cell *c = &p->cells[l * p->n_recipes + r];
+      p->single_format[r] += c->error;
+      p->single_passes[r] = p->single_passes[r] && c->passes;
+    }
+  }
   if (p->n_blocking > 0) {
     snprintf(p->infeasible_why, sizeof p->infeasible_why, "no recipe meets the criteria on %zu layer%s", p->n_blocking,
              p->n_blocking == 1 ? "" : "s");

@@ -39,7 +39,22 @@
 typedef enum precis_plan_budget { PRECIS_PLAN_NO_BUDGET, PRECIS_PLAN_MEMORY, PRECIS_PLAN_BITS, PRECIS_PLAN_LATENCY } precis_plan_budget;
 const char *precis_plan_budget_str(precis_plan_budget b); /* "none", "memory", "bits", "latency" */
 
+/* What the plan minimizes, summed over layers (DESIGN §17): a cell's rel_fro (worst over samples),
+ * or the loss change its row predicts from the dataset's gradients (docs/criteria.md): fisher
+ * (loss_change.fisher mean over samples) or taylor (|loss_change.taylor mean|). AUTO: fisher when the
+ * report's rows carry loss_change, else rel_fro. */
+typedef enum precis_plan_objective {
+  PRECIS_PLAN_OBJECTIVE_AUTO,
+  PRECIS_PLAN_OBJECTIVE_REL_FRO,
+  PRECIS_PLAN_OBJECTIVE_FISHER,
+  PRECIS_PLAN_OBJECTIVE_TAYLOR,
+} precis_plan_objective;
+const char *precis_plan_objective_str(precis_plan_objective o); /* "auto", "rel_fro", "fisher", "taylor" */
+/* "rel_fro (worst over samples)", ... */
+const char *precis_plan_objective_definition(precis_plan_objective o);
+
 typedef struct precis_plan_options {
+  precis_plan_objective objective;
   const precis_criteria *require; /* NULL or empty: each row's recorded verdict */
   precis_plan_budget budget;
   double budget_value;            /* bytes, average bits per weight, or ms */
@@ -72,7 +87,8 @@ typedef struct precis_plan_serving {
 typedef struct precis_plan_cell {
   bool present;      /* the report has a row */
   bool passes;
-  double error;      /* rel_fro worst; NaN when unknown */
+  double error;      /* the objective's value (rel_fro worst by default); NaN when unknown */
+  double rel_fro;    /* rel_fro worst, whatever the objective; NaN when unknown */
   double cost;       /* in the plan's cost dimension; NaN when unknown */
   double resident;   /* bytes of the weights and their scales (effective bits / 8, rounded up); NaN unknown */
   double transient;  /* bytes held only while the layer runs: input, output, their scales, workspace */
@@ -86,6 +102,11 @@ typedef struct precis_plan {
   long long *weights;   /* k*n per layer (-1 unknown) */
   precis_plan_cell *cells; /* [layer * n_recipes + recipe] */
   precis_plan_budget cost_kind, budget;
+  precis_plan_objective objective; /* never AUTO once built */
+  /* Per recipe: the objective summed over layers with every layer on it (NaN when a layer lacks
+   * the value), and whether it passes on every layer: the single-format alternatives. */
+  double *single_format;
+  bool *single_passes;
   double budget_value, capacity; /* capacity in the cost dimension (NaN without a budget) */
   int *cheapest;        /* per layer, cheapest passing recipe; -1 when none */
   int *chosen;          /* per layer, the plan; -1 when none */

@@ -45,7 +45,7 @@ static char *plan_json(const precis_plan *p, const precis_report *report, const 
   cJSON_AddStringToObject(root, "report", report_path);
   cJSON_AddStringToObject(root, "dataset_id", report->dataset_id ? report->dataset_id : "");
   cJSON_AddStringToObject(root, "criteria", p->criteria_source);
-  cJSON_AddStringToObject(root, "error_metric", "rel_fro (worst over samples)");
+  cJSON_AddStringToObject(root, "error_metric", precis_plan_objective_definition(p->objective));
   cJSON_AddStringToObject(root, "cost", precis_plan_budget_str(p->cost_kind));
   cJSON_AddStringToObject(root, "cost_unit", cost_unit(p->cost_kind));
   cJSON *budget = p->budget == PRECIS_PLAN_NO_BUDGET ? cJSON_CreateNull() : cJSON_CreateObject();
@@ -55,11 +55,29 @@ static char *plan_json(const precis_plan *p, const precis_report *report, const 
     cJSON_AddItemToObject(budget, "capacity", num(p->capacity));
   }
   cJSON_AddItemToObject(root, "budget", budget);
-  cJSON_AddStringToObject(root, "objective",
-                          p->budget == PRECIS_PLAN_NO_BUDGET
-                              ? "per layer, the cheapest recipe meeting the criteria"
-                              : "minimize the sum over layers of rel_fro subject to the sum of costs <= capacity, "
-                                "every layer on a recipe meeting the criteria; ties: lower total cost");
+  char *rule = p->budget == PRECIS_PLAN_NO_BUDGET
+                   ? precis_strdup("per layer, the cheapest recipe meeting the criteria")
+                   : precis_asprintf("minimize the sum over layers of %s subject to the budget, every layer on a "
+                                     "recipe meeting the criteria; ties: lower total cost",
+                                     precis_plan_objective_str(p->objective));
+  cJSON *objective = cJSON_AddObjectToObject(root, "objective");
+  cJSON_AddStringToObject(objective, "kind", precis_plan_objective_str(p->objective));
+  cJSON_AddStringToObject(objective, "definition", precis_plan_objective_definition(p->objective));
+  cJSON_AddStringToObject(objective, "rule", rule ? rule : "");
+  free(rule);
+  bool predicts_loss = p->objective != PRECIS_PLAN_OBJECTIVE_REL_FRO;
+  /* The plan's predicted loss change: the sum of its cells' (the layers' changes add to first and
+   * second order when their errors are independent). */
+  cJSON_AddItemToObject(objective, predicts_loss ? "predicted_loss_change" : "total",
+                        p->feasible ? num(p->total_error) : cJSON_CreateNull());
+  cJSON *single = cJSON_AddArrayToObject(objective, "single_format");
+  for (size_t r = 0; r < p->n_recipes; r++) {
+    cJSON *alt = cJSON_CreateObject();
+    cJSON_AddStringToObject(alt, "recipe", p->recipes[r]);
+    cJSON_AddItemToObject(alt, predicts_loss ? "predicted_loss_change" : "total", num(p->single_format[r]));
+    cJSON_AddBoolToObject(alt, "passes_every_layer", p->single_passes[r]);
+    cJSON_AddItemToArray(single, alt);
+  }
   cJSON_AddStringToObject(root, "method", p->method);
   cJSON_AddBoolToObject(root, "exact", p->exact);
   cJSON_AddBoolToObject(root, "feasible", p->feasible);
@@ -128,6 +146,7 @@ static char *plan_json(const precis_plan *p, const precis_report *report, const 
       cJSON_AddItemToObject(cells, p->recipes[r], cell);
       cJSON_AddBoolToObject(cell, "passes", c->passes);
       cJSON_AddItemToObject(cell, "error", num(c->error));
+      cJSON_AddItemToObject(cell, "rel_fro", num(c->rel_fro));
       cJSON_AddItemToObject(cell, "cost", num(c->cost));
       cJSON_AddItemToObject(cell, "resident_bytes", num(c->resident));
       cJSON_AddItemToObject(cell, "transient_bytes", num(c->transient));
@@ -148,9 +167,11 @@ static void md_header(precis_buf *b, const precis_plan *p, const char *report_pa
   precis_buf_appendf(b, "\n- cost: %s (%s)\n", precis_plan_budget_str(p->cost_kind), cost_unit(p->cost_kind));
   if (p->budget != PRECIS_PLAN_NO_BUDGET) {
     fmt_cost(cost, sizeof cost, p->cost_kind, p->capacity);
-    precis_buf_appendf(b, "- budget: %s=%.6g (capacity %s); objective: the lowest sum of rel_fro over layers within it\n",
-                       precis_plan_budget_str(p->budget), p->budget_value, cost);
+    precis_buf_appendf(b, "- budget: %s=%.6g (capacity %s); objective: the lowest sum of %s over layers within it\n",
+                       precis_plan_budget_str(p->budget), p->budget_value, cost, precis_plan_objective_str(p->objective));
   }
+  precis_buf_appendf(b, "- objective: %s = %s\n", precis_plan_objective_str(p->objective),
+                     precis_plan_objective_definition(p->objective));
   precis_buf_append(b, "- method: ");
   precis_buf_markdown(b, p->method);
   precis_buf_append(b, "\n\n");
@@ -158,7 +179,18 @@ static void md_header(precis_buf *b, const precis_plan *p, const char *report_pa
     fmt_cost(cost, sizeof cost, p->cost_kind, p->total_cost);
     fmt_cost(cheapest, sizeof cheapest, p->cost_kind, p->cheapest_total_cost);
     precis_buf_appendf(b, "**Plan:** %zu layers, total cost %s (every layer on its cheapest passing recipe: %s), "
-                          "sum of rel_fro %.4g.\n\n", p->n_layers, cost, cheapest, p->total_error);
+                          "sum of %s %.4g.\n\n", p->n_layers, cost, cheapest, precis_plan_objective_str(p->objective),
+                       p->total_error);
+    precis_buf_appendf(b, "**Single-format alternatives** (every layer on one recipe; sum of %s):",
+                       precis_plan_objective_str(p->objective));
+    for (size_t r = 0; r < p->n_recipes; r++) {
+      char v[32];
+      precis_fmt_sig(v, sizeof v, p->single_format[r], 4);
+      precis_buf_append(b, r ? "; " : " ");
+      precis_buf_markdown(b, p->recipes[r]);
+      precis_buf_appendf(b, " %s%s", v, p->single_passes[r] ? "" : " (fails the criteria on some layer)");
+    }
+    precis_buf_append(b, ".\n\n");
     char resident[48], peak[48];
     precis_fmt_bytes(resident, sizeof resident, (long long)p->resident_total);
     precis_fmt_bytes(peak, sizeof peak, (long long)p->peak_transient);
@@ -217,7 +249,9 @@ static char *plan_markdown(const precis_plan *p, const char *report_path) {
   precis_buf_init(&b);
   md_header(&b, p, report_path);
   char cost[48], err[32], sens[32];
-  precis_buf_append(&b, "## Per layer\n\n| layer | plan | cost | rel_fro | cheapest passing | sensitivity | rank |\n"
+  precis_buf_appendf(&b, "## Per layer\n\n| layer | plan | cost | %s | cheapest passing | sensitivity | rank |\n",
+                     precis_plan_objective_str(p->objective));
+  precis_buf_append(&b, ""
                         "|---|---|---:|---:|---|---:|---:|\n");
   size_t *rank = malloc((p->n_layers ? p->n_layers : 1) * sizeof *rank);
   if (rank)
@@ -237,7 +271,7 @@ static char *plan_markdown(const precis_plan *p, const char *report_path) {
   }
   free(rank);
   precis_buf_append(&b, "\n## Sensitivity ranking (most sensitive first)\n\n"
-                        "Sensitivity = mean over recipes of log2(layer's rel_fro / the recipe's median rel_fro over layers); "
+                        "Sensitivity = mean over recipes of log2(layer's value / the recipe's median value over layers) of the objective; "
                         "+1 = twice the typical error. A value marked * fails the criteria.\n\n| rank | layer | sensitivity |");
   for (size_t r = 0; r < p->n_recipes; r++) {
     precis_buf_append(&b, " ");
@@ -312,7 +346,8 @@ static char *plan_html(const precis_plan *p, const char *report_path) {
     fmt_cost(cost, sizeof cost, p->cost_kind, p->total_cost);
     fmt_cost(cheapest, sizeof cheapest, p->cost_kind, p->cheapest_total_cost);
     precis_buf_appendf(&b, "<div class=\"banner ok\"><b>Plan:</b> %zu layers, total cost %s (all cheapest passing: %s), "
-                           "sum of rel_fro %.4g.</div>\n", p->n_layers, cost, cheapest, p->total_error);
+                           "sum of %s %.4g.</div>\n", p->n_layers, cost, cheapest,
+                       precis_plan_objective_str(p->objective), p->total_error);
   } else {
     precis_buf_append(&b, "<div class=\"banner bad\"><b>No plan meets the criteria:</b> ");
     precis_buf_html(&b, p->infeasible_why);
@@ -333,7 +368,9 @@ static char *plan_html(const precis_plan *p, const char *report_path) {
       hi = fmax(hi, log10(e));
     }
   }
-  precis_buf_append(&b, "<h2>Error per layer and recipe (rel_fro, worst over samples)</h2>\n<p class=\"legend\">");
+  precis_buf_append(&b, "<h2>Per layer and recipe: ");
+  precis_buf_html(&b, precis_plan_objective_definition(p->objective));
+  precis_buf_append(&b, "</h2>\n<p class=\"legend\">");
   for (int i = 0; i <= 4; i++) {
     double e = isfinite(lo) ? pow(10, lo + (hi - lo) * i / 4.0) : NAN;
     precis_heat_color(e, lo, hi, color, sizeof color);
@@ -370,7 +407,7 @@ static char *plan_html(const precis_plan *p, const char *report_path) {
       precis_buf_appendf(&b, "<td class=\"%s%s%s\" style=\"background-color:%s\" title=\"", c->passes ? "pass" : "fail",
                          chosen ? " chosen" : "", dark ? " dark" : "", color);
       precis_buf_html(&b, p->recipes[r]);
-      precis_buf_appendf(&b, ": rel_fro %s, cost %s", err, cost);
+      precis_buf_appendf(&b, ": %s %s, cost %s", precis_plan_objective_str(p->objective), err, cost);
       if (!c->passes) {
         precis_buf_append(&b, "; fails: ");
         precis_buf_html(&b, c->what);
@@ -490,8 +527,8 @@ void precis_plan_print(const precis_plan *p, FILE *out) {
     return;
   }
   fmt_cost(cost, sizeof cost, p->cost_kind, p->total_cost);
-  fprintf(out, "plan: %zu layers, total cost %s (%s), sum of rel_fro %.4g (%s)\n", p->n_layers, cost,
-          precis_plan_budget_str(p->cost_kind), p->total_error, p->method);
+  fprintf(out, "plan: %zu layers, total cost %s (%s), sum of %s %.4g (%s)\n", p->n_layers, cost,
+          precis_plan_budget_str(p->cost_kind), precis_plan_objective_str(p->objective), p->total_error, p->method);
   size_t *count = calloc(p->n_recipes ? p->n_recipes : 1, sizeof *count);
   if (count) {
     for (size_t l = 0; l < p->n_layers; l++) count[p->chosen[l]]++;

@@ -8,6 +8,11 @@ h5py (+ jsonschema when installed):
   the Fisher term 1/2 sum (g*(C - C_ref))^2 per held-out sample, mean and worst, recomputed here in
   NumPy for two layers and two recipes from the run's saved outputs (--save-outputs), the
   dataset's c_ref and the gradients this test wrote; report.csv carries the same four numbers;
+- plan on that report minimizes the summed Fisher term by default (--objective fisher), exactly:
+  under a bits budget that lets one of the two layers stay bf16 it keeps the layer whose Fisher
+  gain is larger, as a brute force over the four plans with the NumPy values says; --objective
+  taylor and rel_fro likewise; plan.json records the objective, the plan's predicted loss change
+  and each single-format alternative's (the sum of the layers' NumPy Fisher terms);
 - report.json validates against docs/report-schema.json; a dataset without gradients has no
   loss_change; bad gradients (wrong shape, no --activations) are refused naming the problem.
 """
@@ -70,6 +75,7 @@ def main():
     rows = {(r["workload"], r["recipe"]): r for r in report["rows"]}
     with open(os.path.join(rep, "report.csv"), newline="", encoding="utf-8") as fh:
         csv_rows = {(r["workload"], r["recipe"]): r for r in csv.DictReader(fh)}
+    numpy_terms = {}
     with h5py.File(ds, "r") as d, h5py.File(saved, "r") as o:
         for (wl, recipe), row in rows.items():
             c = o[f"/workloads/{wl}/{recipe}/c"][()].astype(np.float64)
@@ -78,6 +84,7 @@ def main():
             delta = c - r
             taylor = (g * delta).sum(axis=(1, 2))
             fisher = 0.5 * ((g * delta) ** 2).sum(axis=(1, 2))
+            numpy_terms[(wl, recipe)] = (taylor, fisher)
             want = {("taylor", "mean"): taylor.mean(), ("taylor", "worst"): taylor[np.argmax(np.abs(taylor))],
                     ("fisher", "mean"): fisher.mean(), ("fisher", "worst"): fisher.max()}
             lc = row.get("loss_change")
@@ -94,6 +101,41 @@ def main():
     for wl in shapes:
         check(rows[(wl, "int8")]["loss_change"]["fisher"]["mean"] > rows[(wl, "bf16")]["loss_change"]["fisher"]["mean"],
               f"{wl}: int8's Fisher term above bf16's")
+
+    # Plans: the objective summed over layers, solved exactly under a bits budget.
+    layers = list(shapes)
+    bits = {(wl, rc): shapes[wl][0] * shapes[wl][1] * (16 if rc == "bf16" else 8) + (0 if rc == "bf16" else 16 * shapes[wl][1])
+            for wl in layers for rc in ("bf16", "int8")}
+    weights = sum(i * o for i, o in shapes.values())
+    capacity = max(bits[(layers[0], "bf16")] + bits[(layers[1], "int8")], bits[(layers[0], "int8")] + bits[(layers[1], "bf16")])
+    value = {"fisher": lambda wl, rc: numpy_terms[(wl, rc)][1].mean(),
+             "taylor": lambda wl, rc: abs(numpy_terms[(wl, rc)][0].mean()),
+             "rel_fro": lambda wl, rc: rows[(wl, rc)]["error"]["rel_fro"]["worst"]}
+    for objective in ("default", "fisher", "taylor", "rel_fro"):
+        kind = "fisher" if objective == "default" else objective
+        out = os.path.join(tmp, f"plan-{objective}")
+        args = ["plan", os.path.join(rep, "report.json"), "--require", "rel_fro<=1", "--budget",
+                f"bits={capacity / weights}", "-o", out]
+        run(args + ([] if objective == "default" else ["--objective", objective]))
+        doc = json.load(open(os.path.join(out, "plan.json")))
+        check(doc["objective"]["kind"] == kind, f"{objective}: objective {doc['objective']['kind']}")
+        best = min((sum(value[kind](wl, rc) for wl, rc in zip(layers, combo)), combo)
+                   for combo in [(a, b) for a in ("bf16", "int8") for b in ("bf16", "int8")]
+                   if sum(bits[(wl, rc)] for wl, rc in zip(layers, combo)) <= capacity)
+        got = tuple(next(e["recipe"] for e in doc["layers"] if e["layer"] == wl) for wl in layers)
+        check(got == best[1], f"{objective}: plan {got}, brute force {best}")
+        key = "total" if kind == "rel_fro" else "predicted_loss_change"
+        check(close(doc["objective"][key], best[0], 1e-9), f"{objective}: plan's {key} {doc['objective'][key]}, {best[0]}")
+        for alt in doc["objective"]["single_format"]:
+            want = sum(value[kind](wl, alt["recipe"]) for wl in layers)
+            check(close(alt[key], want, 1e-9), f"{objective}: single-format {alt['recipe']} {alt[key]}, NumPy {want}")
+    # The gradients make the second layer the one to keep: its Fisher gain is the larger.
+    fisher_plan = json.load(open(os.path.join(tmp, "plan-fisher", "plan.json")))
+    check([e["recipe"] for e in fisher_plan["layers"]] == ["int8", "bf16"],
+          f"fisher keeps blocks.0.mlp in bf16: {[e['recipe'] for e in fisher_plan['layers']]}")
+    rel_plan = json.load(open(os.path.join(tmp, "plan-rel_fro", "plan.json")))
+    check([e["recipe"] for e in rel_plan["layers"]] == ["bf16", "int8"],
+          "rel_fro, blind to the gradients, keeps the other layer (the objectives disagree on this model)")
 
     # Without gradients: no loss_change, empty csv cells.
     ds2 = os.path.join(tmp, "plain.h5")
@@ -113,6 +155,12 @@ def main():
     p = run(["import", "--model", ckpt, "--gradients", os.path.join(tmp, "grads.npz"), "-o",
              os.path.join(tmp, "bad.h5"), "-q"], expect=2)
     check("--gradients needs --activations" in p.stderr, f"gradients without activations: {p.stderr}")
+    # An explicit Fisher objective on a report without gradients names what is missing (exit 3).
+    p = run(["plan", os.path.join(rep2, "report.json"), "--objective", "fisher", "-o", os.path.join(tmp, "pf")], expect=3)
+    check("no loss_change recorded" in p.stdout, f"fisher without gradients: {p.stdout}")
+    p = run(["plan", os.path.join(rep2, "report.json"), "-o", os.path.join(tmp, "pr")], expect=None)
+    check(json.load(open(os.path.join(tmp, "pr", "plan.json")))["objective"]["kind"] == "rel_fro",
+          "without gradients the default objective is rel_fro")
     if FAILURES:
         raise SystemExit(f"{len(FAILURES)} failures")
     print("ok: gradients imported, Taylor and Fisher terms match NumPy")
