@@ -193,7 +193,7 @@ int precis_cmd_plan(int argc, char **argv) {
   st = precis_plan_write_all(&plan, &report, path, output, force);
   if (st == PRECIS_OK) {
     precis_plan_print(&plan, stdout);
-    printf("wrote %s/plan.json, plan.md, plan.html, modelopt_exclude.json, llmcompressor_ignore.yaml\n", output);
+    printf("wrote %s/plan.json, plan.md, plan.html, modelopt_exclude.json, llmcompressor_ignore.yaml, compressed_tensors_config.json, modelopt_hf_quant_config.json\n", output);
   }
   int code = st != PRECIS_OK ? precis_cli_report_error("plan", st) : plan.feasible ? 0 : 3;
   precis_plan_free(&plan);

@@ -8,9 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "deploy.h"
 #include "escape.h"
 #include "base/fileio.h"
 #include "eval/plan.h"
+#include "numerics/recipe.h"
 #include "report_util.h"
 
 static const char *cost_unit(precis_plan_budget kind) {
@@ -480,15 +482,162 @@ static char *llmcompressor_yaml(const precis_plan *p) {
   return precis_buf_take(&b);
 }
 
+/* The spec of a plan recipe, from the report's row (the canonical spec) or the preset. */
+static bool recipe_spec(const precis_plan *p, const precis_report *report, size_t r, precis_spec *spec) {
+  for (size_t l = 0; l < p->n_layers; l++) {
+    const precis_row *row = precis_report_find_row(report, p->layers[l], p->recipes[r]);
+    const char *text = row && row->spec ? row->spec : precis_recipe_name_spec(p->recipes[r]);
+    if (text && precis_spec_parse(text, spec) == PRECIS_OK) return true;
+    precis_clear_error();
+  }
+  return false;
+}
+
+typedef enum deploy_target { DEPLOY_COMPRESSED_TENSORS, DEPLOY_MODELOPT } deploy_target;
+
+/* Per recipe of the plan: its mapping in a framework (maps[r]); layers on a recipe without one are
+ * counted in *unmapped. */
+static void deploy_maps(const precis_plan *p, const precis_report *report, deploy_target target, precis_deploy_map *maps) {
+  for (size_t r = 0; r < p->n_recipes; r++) {
+    precis_spec spec;
+    memset(&maps[r], 0, sizeof maps[r]);
+    if (!recipe_spec(p, report, r, &spec)) {
+      maps[r].kind = PRECIS_DEPLOY_NONE;
+      snprintf(maps[r].note, sizeof maps[r].note, "the report does not say this recipe's spec");
+    } else if (target == DEPLOY_COMPRESSED_TENSORS) {
+      precis_deploy_compressed_tensors(&spec, &maps[r]);
+    } else {
+      precis_deploy_modelopt(&spec, &maps[r]);
+    }
+  }
+}
+
+/* The deployment section of plan.json: per framework, each used recipe's mapping and the layers
+ * the emitted config cannot carry. */
+static void deploy_json(cJSON *root, const precis_plan *p, const precis_deploy_map *maps, const char *name,
+                        const char *file) {
+  cJSON *d = cJSON_AddObjectToObject(root, name);
+  cJSON_AddStringToObject(d, "file", file);
+  cJSON *recipes = cJSON_AddObjectToObject(d, "recipes");
+  cJSON *missing = cJSON_CreateArray();
+  for (size_t r = 0; r < p->n_recipes; r++) {
+    bool used = false;
+    for (size_t l = 0; l < p->n_layers; l++) used |= p->chosen[l] == (int)r;
+    if (!used) continue;
+    cJSON *m = cJSON_AddObjectToObject(recipes, p->recipes[r]);
+    cJSON_AddStringToObject(m, "mapping", precis_deploy_kind_str(maps[r].kind));
+    if (maps[r].scheme[0]) cJSON_AddStringToObject(m, "scheme", maps[r].scheme);
+    cJSON_AddBoolToObject(m, "exact", maps[r].exact);
+    if (maps[r].note[0]) cJSON_AddStringToObject(m, "note", maps[r].note);
+  }
+  for (size_t l = 0; l < p->n_layers; l++)
+    if (p->chosen[l] >= 0 && maps[p->chosen[l]].kind == PRECIS_DEPLOY_NONE)
+      cJSON_AddItemToArray(missing, cJSON_CreateString(p->layers[l]));
+  cJSON_AddBoolToObject(d, "complete", cJSON_GetArraySize(missing) == 0);
+  cJSON_AddItemToObject(d, "layers_without_equivalent", missing);
+}
+
+/* compressed-tensors: a quantization_config (the object under config.json's "quantization_config",
+ * what compressed_tensors.QuantizationConfig parses): one config group per scheme used, targets the
+ * exact module names; ignore the unquantized layers. Layers on a recipe without an equivalent are
+ * in neither (plan.json names them). */
+static char *compressed_tensors_json(const precis_plan *p, const precis_deploy_map *maps) {
+  cJSON *root = cJSON_CreateObject();
+  if (!root) return NULL;
+  cJSON_AddStringToObject(root, "quant_method", "compressed-tensors");
+  cJSON *groups = cJSON_AddObjectToObject(root, "config_groups");
+  const char *format = NULL;
+  int n_groups = 0;
+  bool mixed = false;
+  for (size_t r = 0; p->feasible && r < p->n_recipes; r++) {
+    if (maps[r].kind != PRECIS_DEPLOY_SCHEME) continue;
+    cJSON *targets = cJSON_CreateArray();
+    for (size_t l = 0; l < p->n_layers; l++)
+      if (p->chosen[l] == (int)r) cJSON_AddItemToArray(targets, cJSON_CreateString(p->layers[l]));
+    if (cJSON_GetArraySize(targets) == 0) {
+      cJSON_Delete(targets);
+      continue;
+    }
+    char name[32];
+    snprintf(name, sizeof name, "group_%d", n_groups++);
+    cJSON *g = cJSON_AddObjectToObject(groups, name);
+    cJSON_AddItemToObject(g, "targets", targets);
+    cJSON_AddItemToObject(g, "weights", cJSON_Duplicate(maps[r].weights, true));
+    if (maps[r].input_activations) cJSON_AddItemToObject(g, "input_activations", cJSON_Duplicate(maps[r].input_activations, true));
+    cJSON_AddStringToObject(g, "format", maps[r].scheme);
+    if (format && strcmp(format, maps[r].scheme) != 0) mixed = true;
+    format = maps[r].scheme;
+  }
+  cJSON_AddStringToObject(root, "format", mixed ? "mixed-precision" : format ? format : "dense");
+  cJSON *ignore = cJSON_AddArrayToObject(root, "ignore");
+  for (size_t l = 0; p->feasible && l < p->n_layers; l++)
+    if (maps[p->chosen[l]].kind == PRECIS_DEPLOY_UNQUANTIZED) cJSON_AddItemToArray(ignore, cJSON_CreateString(p->layers[l]));
+  char *text = cJSON_Print(root);
+  cJSON_Delete(root);
+  return text;
+}
+
+/* ModelOpt: hf_quant_config.json with quant_algo MIXED_PRECISION and a quant_algo per quantized
+ * layer; unquantized layers in exclude_modules. */
+static char *modelopt_layers_json(const precis_plan *p, const precis_deploy_map *maps) {
+  cJSON *root = cJSON_CreateObject();
+  if (!root) return NULL;
+  cJSON *producer = cJSON_AddObjectToObject(root, "producer");
+  cJSON_AddStringToObject(producer, "name", "precis plan");
+  cJSON *q = cJSON_AddObjectToObject(root, "quantization");
+  cJSON_AddStringToObject(q, "quant_algo", "MIXED_PRECISION");
+  cJSON_AddNullToObject(q, "kv_cache_quant_algo");
+  cJSON *layers = cJSON_AddObjectToObject(q, "quantized_layers");
+  cJSON *exclude = cJSON_AddArrayToObject(q, "exclude_modules");
+  for (size_t l = 0; p->feasible && l < p->n_layers; l++) {
+    const precis_deploy_map *m = &maps[p->chosen[l]];
+    if (m->kind == PRECIS_DEPLOY_UNQUANTIZED) cJSON_AddItemToArray(exclude, cJSON_CreateString(p->layers[l]));
+    if (m->kind != PRECIS_DEPLOY_SCHEME) continue;
+    cJSON *e = cJSON_AddObjectToObject(layers, p->layers[l]);
+    cJSON_AddStringToObject(e, "quant_algo", m->scheme);
+    if (m->group_size) cJSON_AddNumberToObject(e, "group_size", m->group_size);
+  }
+  char *text = cJSON_Print(root);
+  cJSON_Delete(root);
+  return text;
+}
+
 precis_status precis_plan_write_all(const precis_plan *p, const precis_report *report, const char *report_path,
                                     const char *dir, bool force) {
   precis_status st = precis_mkdirs(dir);
   if (st != PRECIS_OK) return st;
-  char *texts[5] = {plan_json(p, report, report_path), plan_markdown(p, report_path), plan_html(p, report_path),
-                    modelopt_json(p), llmcompressor_yaml(p)};
-  static const char *const names[5] = {"plan.json", "plan.md", "plan.html", "modelopt_exclude.json",
-                                       "llmcompressor_ignore.yaml"};
-  for (int i = 0; i < 5 && st == PRECIS_OK; i++) {
+  precis_deploy_map *ct = calloc(p->n_recipes ? p->n_recipes : 1, sizeof *ct);
+  precis_deploy_map *mo = calloc(p->n_recipes ? p->n_recipes : 1, sizeof *mo);
+  if (!ct || !mo) {
+    free(ct);
+    free(mo);
+    return precis_fail(PRECIS_E_NOMEM, "out of memory");
+  }
+  deploy_maps(p, report, DEPLOY_COMPRESSED_TENSORS, ct);
+  deploy_maps(p, report, DEPLOY_MODELOPT, mo);
+  char *json = plan_json(p, report, report_path);
+  cJSON *doc = json ? cJSON_Parse(json) : NULL;
+  free(json);
+  json = NULL;
+  if (doc) {
+    cJSON *deployment = cJSON_AddObjectToObject(doc, "deployment");
+    deploy_json(deployment, p, ct, "compressed_tensors", "compressed_tensors_config.json");
+    deploy_json(deployment, p, mo, "modelopt", "modelopt_hf_quant_config.json");
+    json = cJSON_Print(doc);
+    cJSON_Delete(doc);
+  }
+  char *texts[7] = {json, plan_markdown(p, report_path), plan_html(p, report_path),
+                    modelopt_json(p), llmcompressor_yaml(p), compressed_tensors_json(p, ct), modelopt_layers_json(p, mo)};
+  static const char *const names[7] = {"plan.json", "plan.md", "plan.html", "modelopt_exclude.json",
+                                       "llmcompressor_ignore.yaml", "compressed_tensors_config.json",
+                                       "modelopt_hf_quant_config.json"};
+  for (size_t r = 0; r < p->n_recipes; r++) {
+    precis_deploy_map_free(&ct[r]);
+    precis_deploy_map_free(&mo[r]);
+  }
+  free(ct);
+  free(mo);
+  for (int i = 0; i < 7 && st == PRECIS_OK; i++) {
     if (!texts[i]) {
       st = precis_fail(PRECIS_E_NOMEM, "out of memory writing %s", names[i]);
       break;
@@ -497,7 +646,7 @@ precis_status precis_plan_write_all(const precis_plan *p, const precis_report *r
     st = path ? precis_atomic_write_text(path, texts[i], force) : precis_fail(PRECIS_E_NOMEM, "out of memory");
     free(path);
   }
-  for (int i = 0; i < 5; i++) free(texts[i]);
+  for (int i = 0; i < 7; i++) free(texts[i]);
   return st;
 }
 
