@@ -234,6 +234,43 @@ TEST(budget_trades_error_for_cost) {
   precis_report_free(&r);
 }
 
+/* --moe-active K/E under a bits budget, by hand: three 256x256 layers, two of them experts; bf16
+ * 16 bits per weight (1048576 bits a layer), int8 8 + 16/256 (528384). With 1/2 active the experts
+ * count half: weights 65536 + 2 x 32768, capacity 12 x 131072 = 1572864, an expert's cost halved.
+ * attn int8 + one expert bf16 = 528384 + 524288 + 264192 = 1316864 fits; any other plan with more
+ * bf16 does not (1576960). Without the weighting (capacity 12 x 196608 = 2359296) only one layer
+ * fits in bf16, and the plan lifts attn, whose gain is the largest. */
+TEST(moe_active_weighs_expert_layers) {
+  precis_report r;
+  fixture_report(&r);
+  const char *layers[] = {"attn", "moe.experts.0.w", "moe.experts.1.w"};
+  const double int8_err[] = {0.05, 0.03, 0.02};
+  for (int l = 0; l < 3; l++) {
+    fixture_row(&r, layers[l], "bf16", 0.01, 2.0, 1000, 1);
+    fixture_row(&r, layers[l], "int8", int8_err[l], 1.0, 1000, 1);
+  }
+  precis_criteria require = {.count = 1, .items = {{PRECIS_METRIC_REL_FRO, PRECIS_CMP_LE, 1}}};
+  precis_plan_options opt = {.require = &require, .budget = PRECIS_PLAN_BITS, .budget_value = 12, .moe_active = 0.5};
+  precis_plan p;
+  CHECK_OK(precis_plan_build(&r, &opt, &p));
+  CHECK(p.feasible);
+  CHECK_NEAR(p.capacity, 12.0 * 131072, 0);
+  CHECK_STR(chosen(&p, 0), "int8");
+  CHECK_STR(chosen(&p, 1), "bf16");
+  CHECK_STR(chosen(&p, 2), "int8");
+  CHECK_NEAR(p.total_cost, 1316864, 0);
+  precis_plan_free(&p);
+  opt.moe_active = 0;
+  CHECK_OK(precis_plan_build(&r, &opt, &p));
+  CHECK(p.feasible);
+  CHECK_NEAR(p.capacity, 12.0 * 196608, 0);
+  CHECK_STR(chosen(&p, 0), "bf16");
+  CHECK_STR(chosen(&p, 1), "int8");
+  CHECK_STR(chosen(&p, 2), "int8");
+  precis_plan_free(&p);
+  precis_report_free(&r);
+}
+
 TEST(blocking_layers_are_named) {
   precis_report r;
   model_report(&r);
@@ -259,4 +296,4 @@ TEST(blocking_layers_are_named) {
 }
 
 RUN_TESTS(T(solver_matches_brute_force), T(thinned_frontier_says_heuristic), T(cheapest_per_layer_and_exclusions),
-          T(budget_trades_error_for_cost), T(blocking_layers_are_named))
+          T(budget_trades_error_for_cost), T(blocking_layers_are_named), T(moe_active_weighs_expert_layers))

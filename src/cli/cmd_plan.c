@@ -32,6 +32,8 @@ static const char usage_text[] =
     "                    without a budget: per layer, the cheapest recipe that meets the criteria\n"
     "  --cost C          the cost dimension without a budget (default memory)\n"
     "  --target RECIPE   the recipe the exclusion lists are relative to (default: the cheapest evaluated)\n"
+    "  --moe-active K/E  a token reads top_k=K of E experts: a bits budget weighs each expert layer (a name\n"
+    "                    containing \".experts.\") by K/E in its cost and in the average's weights\n"
     "  --serve S         prints the serving estimate of the plan at batch=B, context=T tokens: weights + KV cache\n"
     "                    (2*T*B*kv_heads*head_dim per layer in kv=FMT, default bf16, from the model's config.json\n"
     "                    recorded by import --model) + the peak transient + the cuBLASLt workspace; an estimate\n"
@@ -111,7 +113,8 @@ int precis_cmd_plan(int argc, char **argv) {
     const char *arg = argv[i];
     const char *value = i + 1 < argc ? argv[i + 1] : NULL;
     bool takes_value = !strcmp(arg, "--require") || !strcmp(arg, "--budget") || !strcmp(arg, "--cost") ||
-                       !strcmp(arg, "--target") || !strcmp(arg, "--serve") || !strcmp(arg, "--objective") || !strcmp(arg, "-o") || !strcmp(arg, "--output");
+                       !strcmp(arg, "--target") || !strcmp(arg, "--serve") || !strcmp(arg, "--objective") ||
+                       !strcmp(arg, "--moe-active") || !strcmp(arg, "-o") || !strcmp(arg, "--output");
     if (takes_value && !value) {
       fprintf(stderr, "precis plan: %s needs a value (see precis plan --help)\n", arg);
       return 2;
@@ -138,6 +141,15 @@ int precis_cmd_plan(int argc, char **argv) {
         fprintf(stderr, "precis plan: --cost: expected memory, bits or latency, found \"%s\"\n", value);
         return 2;
       }
+    } else if (!strcmp(arg, "--moe-active")) {
+      long long top_k = 0, experts = 0;
+      char tail = 0;
+      if (sscanf(value, "%lld/%lld%c", &top_k, &experts, &tail) != 2 || top_k < 1 || experts < top_k) {
+        fprintf(stderr, "precis plan: --moe-active: expected TOP_K/NUM_EXPERTS with 1 <= TOP_K <= NUM_EXPERTS, found \"%s\"\n",
+                value);
+        return 2;
+      }
+      options.moe_active = (double)top_k / (double)experts;
     } else if (!strcmp(arg, "--objective")) {
       if (!strcmp(value, "fisher")) options.objective = PRECIS_PLAN_OBJECTIVE_FISHER;
       else if (!strcmp(value, "taylor")) options.objective = PRECIS_PLAN_OBJECTIVE_TAYLOR;

@@ -416,6 +416,7 @@ void precis_plan_free(precis_plan *p) {
   free(p->by_sensitivity);
   free(p->blocking);
   free(p->single_format);
+  free(p->weight_factor);
   free(p->single_passes);
   memset(p, 0, sizeof *p);
 }
@@ -437,6 +438,7 @@ precis_status precis_plan_build(const precis_report *report, const precis_plan_o
   p->resident_total = p->peak_transient = NAN;
   p->exact = true;
   p->objective = options->objective;
+  p->moe_active = options->moe_active > 0 && options->moe_active < 1 ? options->moe_active : 1;
   if (p->objective == PRECIS_PLAN_OBJECTIVE_AUTO) {
     p->objective = PRECIS_PLAN_OBJECTIVE_REL_FRO;
     for (size_t i = 0; i < report->n_rows; i++)
@@ -458,11 +460,12 @@ precis_status precis_plan_build(const precis_report *report, const precis_plan_o
   p->by_sensitivity = malloc(p->n_layers * sizeof *p->by_sensitivity);
   p->blocking = malloc(p->n_layers * sizeof *p->blocking);
   p->single_format = malloc(p->n_recipes * sizeof *p->single_format);
+  p->weight_factor = malloc(p->n_layers * sizeof *p->weight_factor);
   p->single_passes = malloc(p->n_recipes * sizeof *p->single_passes);
   cost = malloc(n_cells * sizeof *cost);
   error = malloc(n_cells * sizeof *error);
   allowed = malloc(n_cells * sizeof *allowed);
-  if (!p->cells || !p->weights || !p->cheapest || !p->chosen || !p->sensitivity || !p->by_sensitivity || !p->blocking || !p->single_format || !p->single_passes ||
+  if (!p->cells || !p->weights || !p->cheapest || !p->chosen || !p->sensitivity || !p->by_sensitivity || !p->blocking || !p->single_format || !p->single_passes || !p->weight_factor ||
       !cost || !error || !allowed)
     goto nomem;
   bool use_require = options->require && options->require->count > 0;
@@ -477,6 +480,9 @@ precis_status precis_plan_build(const precis_report *report, const precis_plan_o
     snprintf(p->criteria_source, sizeof p->criteria_source, "each row's recorded verdict");
   }
   for (size_t l = 0; l < p->n_layers; l++) {
+    bool expert = strstr(p->layers[l], ".experts.") != NULL;
+    p->weight_factor[l] =
+        p->cost_kind == PRECIS_PLAN_BITS && expert && options->moe_active > 0 && options->moe_active < 1 ? options->moe_active : 1;
     p->weights[l] = -1;
     for (size_t r = 0; r < p->n_recipes; r++) {
       precis_plan_cell *cell = &p->cells[l * p->n_recipes + r];
@@ -498,6 +504,7 @@ precis_status precis_plan_build(const precis_report *report, const precis_plan_o
                       : p->objective == PRECIS_PLAN_OBJECTIVE_FISHER ? row->loss.fisher_mean
                                                                      : fabs(row->loss.taylor_mean);
       if (row->status == PRECIS_ROW_OK) cell_costs(row, p->cost_kind, cell);
+      cell->cost *= p->weight_factor[l]; /* exact for the power-of-two fractions of real MoEs (top_k/num_experts) */
       judge(row, options->require, cell);
       if (cell->passes && p->cost_kind == PRECIS_PLAN_MEMORY && isnan(cell->transient)) cell->cost = NAN;
       if (cell->passes && isnan(cell->cost)) {
@@ -556,7 +563,7 @@ precis_status precis_plan_build(const precis_report *report, const precis_plan_o
   } else {
     if (p->budget == PRECIS_PLAN_BITS) {
       double total_weights = 0;
-      for (size_t l = 0; l < p->n_layers; l++) total_weights += (double)p->weights[l];
+      for (size_t l = 0; l < p->n_layers; l++) total_weights += (double)p->weights[l] * p->weight_factor[l];
       p->capacity = p->budget_value * total_weights;
     } else {
       p->capacity = p->budget_value;

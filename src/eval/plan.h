@@ -64,6 +64,10 @@ typedef struct precis_plan_options {
   /* --serve batch=B,context=T[,kv=FMT]: a serving estimate beside the plan (serve_batch 0: none). */
   long long serve_batch, serve_context;
   const char *serve_kv;           /* the KV cache's format name; NULL: bf16 */
+  /* --moe-active top_k/num_experts: a token reads only top_k of num_experts experts, so a bits
+   * budget (bits per weight a token reads) weighs each expert layer (a name with ".experts." in it)
+   * by this fraction, in its cost and in the weights the average is over. 0 or 1: no weighting. */
+  double moe_active;
 } precis_plan_options;
 
 /* The memory a served model holds, estimated from the plan and the model's config.json (recorded
@@ -108,6 +112,8 @@ typedef struct precis_plan {
   double *single_format;
   bool *single_passes;
   double budget_value, capacity; /* capacity in the cost dimension (NaN without a budget) */
+  double moe_active;    /* the expert layers' weight under a bits budget (1: none) */
+  double *weight_factor; /* per layer: the MoE active fraction for an expert layer under a bits budget, else 1 */
   int *cheapest;        /* per layer, cheapest passing recipe; -1 when none */
   int *chosen;          /* per layer, the plan; -1 when none */
   double *sensitivity;  /* per layer; NaN when no recipe has an error */

@@ -55,6 +55,7 @@ static char *plan_json(const precis_plan *p, const precis_report *report, const 
     cJSON_AddStringToObject(budget, "kind", precis_plan_budget_str(p->budget));
     cJSON_AddItemToObject(budget, "value", num(p->budget_value));
     cJSON_AddItemToObject(budget, "capacity", num(p->capacity));
+    if (p->budget == PRECIS_PLAN_BITS) cJSON_AddItemToObject(budget, "moe_active", num(p->moe_active));
   }
   cJSON_AddItemToObject(root, "budget", budget);
   char *rule = p->budget == PRECIS_PLAN_NO_BUDGET
