@@ -287,7 +287,7 @@ static const char *write_sample(const char *name, bool checksum_target_calib) {
     precis_workload_data data = {.a = a, .b = b, .c_ref = c, .ab_abs = ab, .calib_a = batched ? NULL : ca};
     CHECK_OK(precis_dataset_writer_add(w, &info, &data));
   }
-  precis_dataset_root_attrs root = {"test", "2024-01-01T00:00:00Z", 77, "suite: text", "id-1"};
+  precis_dataset_root_attrs root = {"test", "2024-01-01T00:00:00Z", 77, "suite: text", "id-1", NULL};
   CHECK_OK(precis_dataset_writer_commit(w, &root));
   return path;
 }

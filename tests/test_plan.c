@@ -132,7 +132,12 @@ TEST(cheapest_per_layer_and_exclusions) {
   CHECK_STR(chosen(&p, 0), "int8");
   CHECK_STR(chosen(&p, 1), "bf16");
   CHECK_STR(chosen(&p, 2), "fp32");
-  CHECK_NEAR(p.total_cost, 1000 + 2000 + 4000, 0);
+  /* Memory (the fixture's layers are 256x256 with 256 tokens): resident weights int8 65536 + 512
+   * (bf16 scale per column), bf16 131072, fp32 262144; plus int8's transient, the largest:
+   * A 65536 + fp32 output 262144 + int32 accumulators 262144 + row scales 1024. */
+  CHECK_NEAR(p.resident_total, 66048 + 131072 + 262144, 0);
+  CHECK_NEAR(p.peak_transient, 65536 + 262144 + 262144 + 1024, 0);
+  CHECK_NEAR(p.total_cost, 66048 + 131072 + 262144 + 590848, 0);
   CHECK_STR(p.target >= 0 ? p.recipes[p.target] : "-", "int8");
   /* head is the most sensitive layer under every recipe. */
   CHECK_STR(p.layers[p.by_sensitivity[0]], "head");
@@ -172,36 +177,96 @@ TEST(budget_trades_error_for_cost) {
   precis_report r;
   model_report(&r);
   precis_criteria require = {.count = 1, .items = {{PRECIS_METRIC_REL_FRO, PRECIS_CMP_LE, 1e-2}}};
-  /* 8000 bytes: the cheapest plan (7000) leaves 1000, enough to lift q from int8 to bf16 (err
-   * 4e-3 -> 2e-3) but not fc2 to fp32 (+2000, err 3e-3 -> 1e-7, a larger gain). */
-  precis_plan_options opt = {.require = &require, .budget = PRECIS_PLAN_MEMORY, .budget_value = 8000};
+  /* Memory as a model holds it, by hand (256x256 layers, 256 tokens, batch 1): resident weights
+   * fp32 262144, bf16 131072, int8 65536 + 512 scale bytes; transient (input + output + scales)
+   * fp32 524288, bf16 262144, int8 590848 (its int32 accumulators and fp32 output). Passing: q
+   * any, fc2 bf16 or fp32, head fp32 only. The least memory is q bf16 + fc2 bf16 + head fp32:
+   * 524288 resident + head's 524288 transient = 1048576 — less than putting q on int8 (459264 +
+   * 590848 = 1050112), whose transient is the largest. */
+  precis_plan_options opt = {.require = &require, .budget = PRECIS_PLAN_MEMORY, .budget_value = 1048576};
   precis_plan p;
   CHECK_OK(precis_plan_build(&r, &opt, &p));
   CHECK(p.feasible && p.exact);
   CHECK_STR(chosen(&p, 0), "bf16");
   CHECK_STR(chosen(&p, 1), "bf16");
   CHECK_STR(chosen(&p, 2), "fp32");
+  CHECK_NEAR(p.total_cost, 1048576, 0);
+  CHECK_NEAR(p.resident_total, 524288, 0);
+  CHECK_NEAR(p.peak_transient, 524288, 0);
+  CHECK_EQ_INT(p.peak_layer, 2);
   precis_plan_free(&p);
-  opt.budget_value = 9000;
+  /* 1179648: fc2 on fp32 (err 3e-3 -> 1e-7) fits beside q bf16 (655360 + 524288); q on fp32
+   * instead costs the same and gains less. All fp32 needs 786432 + 524288 = 1310720. */
+  opt.budget_value = 1179648;
   CHECK_OK(precis_plan_build(&r, &opt, &p));
-  CHECK_STR(chosen(&p, 0), "int8");
+  CHECK(p.feasible);
+  CHECK_STR(chosen(&p, 0), "bf16");
   CHECK_STR(chosen(&p, 1), "fp32");
+  CHECK_STR(chosen(&p, 2), "fp32");
+  CHECK_NEAR(p.total_cost, 1179648, 0);
   precis_plan_free(&p);
-  opt.budget_value = 6999; /* below the cheapest passing plan */
+  opt.budget_value = 1310720;
+  CHECK_OK(precis_plan_build(&r, &opt, &p));
+  for (size_t l = 0; l < 3; l++) CHECK_STR(chosen(&p, l), "fp32");
+  precis_plan_free(&p);
+  opt.budget_value = 1048575; /* below the least memory of any passing plan */
   CHECK_OK(precis_plan_build(&r, &opt, &p));
   CHECK(!p.feasible && p.n_blocking == 0 && strstr(p.infeasible_why, "over the budget") != NULL);
   precis_plan_free(&p);
-  /* bits: the fixture's layers are 256x256; fp32 32, bf16 16, int8 8 bits per weight. An average
-   * of 16 bits over 3 layers = 48 bits per weight to share: int8 + bf16 + fp32 = 56 does not fit. */
+  /* bits: the fixture's layers are 256x256; fp32 32, bf16 16, int8 8 bits per weight plus a 16-bit
+   * scale per output channel (effective bits, 8 + 16/256). An average of 16 bits over 3 layers = 48
+   * bits per weight to share: int8 + bf16 + fp32 = 56 + 16/256 does not fit. */
   opt.budget = PRECIS_PLAN_BITS;
   opt.budget_value = 16;
   CHECK_OK(precis_plan_build(&r, &opt, &p));
   CHECK(!p.feasible);
   precis_plan_free(&p);
+  /* 56 bits per weight without int8's scales: they do not fit either. */
   opt.budget_value = 56.0 / 3.0 + 1e-9;
   CHECK_OK(precis_plan_build(&r, &opt, &p));
+  CHECK(!p.feasible);
+  precis_plan_free(&p);
+  opt.budget_value = (56.0 + 16.0 / 256) / 3.0 + 1e-9;
+  CHECK_OK(precis_plan_build(&r, &opt, &p));
   CHECK(p.feasible);
-  CHECK_NEAR(p.total_cost, 56.0 * 256 * 256, 0);
+  CHECK_NEAR(p.total_cost, 56.0 * 256 * 256 + 256 * 16, 0);
+  precis_plan_free(&p);
+  precis_report_free(&r);
+}
+
+/* --moe-active K/E under a bits budget, by hand: three 256x256 layers, two of them experts; bf16
+ * 16 bits per weight (1048576 bits a layer), int8 8 + 16/256 (528384). With 1/2 active the experts
+ * count half: weights 65536 + 2 x 32768, capacity 12 x 131072 = 1572864, an expert's cost halved.
+ * attn int8 + one expert bf16 = 528384 + 524288 + 264192 = 1316864 fits; any other plan with more
+ * bf16 does not (1576960). Without the weighting (capacity 12 x 196608 = 2359296) only one layer
+ * fits in bf16, and the plan lifts attn, whose gain is the largest. */
+TEST(moe_active_weighs_expert_layers) {
+  precis_report r;
+  fixture_report(&r);
+  const char *layers[] = {"attn", "moe.experts.0.w", "moe.experts.1.w"};
+  const double int8_err[] = {0.05, 0.03, 0.02};
+  for (int l = 0; l < 3; l++) {
+    fixture_row(&r, layers[l], "bf16", 0.01, 2.0, 1000, 1);
+    fixture_row(&r, layers[l], "int8", int8_err[l], 1.0, 1000, 1);
+  }
+  precis_criteria require = {.count = 1, .items = {{PRECIS_METRIC_REL_FRO, PRECIS_CMP_LE, 1}}};
+  precis_plan_options opt = {.require = &require, .budget = PRECIS_PLAN_BITS, .budget_value = 12, .moe_active = 0.5};
+  precis_plan p;
+  CHECK_OK(precis_plan_build(&r, &opt, &p));
+  CHECK(p.feasible);
+  CHECK_NEAR(p.capacity, 12.0 * 131072, 0);
+  CHECK_STR(chosen(&p, 0), "int8");
+  CHECK_STR(chosen(&p, 1), "bf16");
+  CHECK_STR(chosen(&p, 2), "int8");
+  CHECK_NEAR(p.total_cost, 1316864, 0);
+  precis_plan_free(&p);
+  opt.moe_active = 0;
+  CHECK_OK(precis_plan_build(&r, &opt, &p));
+  CHECK(p.feasible);
+  CHECK_NEAR(p.capacity, 12.0 * 196608, 0);
+  CHECK_STR(chosen(&p, 0), "bf16");
+  CHECK_STR(chosen(&p, 1), "int8");
+  CHECK_STR(chosen(&p, 2), "int8");
   precis_plan_free(&p);
   precis_report_free(&r);
 }
@@ -231,4 +296,4 @@ TEST(blocking_layers_are_named) {
 }
 
 RUN_TESTS(T(solver_matches_brute_force), T(thinned_frontier_says_heuristic), T(cheapest_per_layer_and_exclusions),
-          T(budget_trades_error_for_cost), T(blocking_layers_are_named))
+          T(budget_trades_error_for_cost), T(blocking_layers_are_named), T(moe_active_weighs_expert_layers))

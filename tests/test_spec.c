@@ -639,8 +639,49 @@ TEST(dequantized_inputs_reproduce_the_spec) {
   CHECK(ad == NULL && bd == NULL);
 }
 
+static double weight_bits_of(const char *text, long long k, long long n) {
+  precis_recipe r;
+  CHECK_OK(precis_recipe_parse(text, &r));
+  return precis_operand_weight_total_bits(&r.spec.b, k, n);
+}
+
+static double per_weight_of(const char *text) {
+  precis_recipe r;
+  CHECK_OK(precis_recipe_parse(text, &r));
+  return precis_operand_weight_bits_per_weight(&r.spec.b);
+}
+
+/* DESIGN §17's effective bits, computed by hand: element bits + scale (+ zero point) bits per group. */
+TEST(effective_bits_count_scales_and_zero_points) {
+  CHECK(per_weight_of("nvfp4") != per_weight_of("nvfp4")); /* NaN: NVFP4's tensor scale depends on the shape */
+  CHECK(per_weight_of("mxfp4") == 4.25);
+  CHECK(per_weight_of("mxfp8") == 8.25);
+  CHECK(per_weight_of("w4a16") == 4.125);                /* a bf16 scale per 128 */
+  CHECK(per_weight_of("w4a16-asym") == 4.0 + 20.0 / 128); /* + a 4-bit zero point per 128 */
+  CHECK(per_weight_of("bf16") == 16 && per_weight_of("fp32") == 32 && per_weight_of("3xtf32") == 32);
+  CHECK(isnan(per_weight_of("int8")) && isnan(per_weight_of("fp8")) && isnan(per_weight_of("fp8-block")));
+  /* k = 256, n = 64: 16384 weights. */
+  CHECK(weight_bits_of("nvfp4", 256, 64) == 4.0 * 16384 + 64 * 16 * 8 + 32); /* 4.5 bits + one f32 tensor scale */
+  CHECK(weight_bits_of("mxfp4", 256, 64) == 4.25 * 16384);
+  CHECK(weight_bits_of("mxfp8", 256, 64) == 8.25 * 16384);
+  CHECK(weight_bits_of("w4a16", 256, 64) == 4.125 * 16384);
+  CHECK(weight_bits_of("w4a16-asym", 256, 64) == 4.0 * 16384 + 64 * 2 * (16 + 4));
+  CHECK(weight_bits_of("int8", 256, 64) == 8.0 * 16384 + 64 * 16);   /* a bf16 scale per output channel */
+  CHECK(weight_bits_of("fp8", 256, 64) == 8.0 * 16384 + 32);         /* one f32 scale */
+  CHECK(weight_bits_of("bf16", 256, 64) == 16.0 * 16384);
+  /* Ragged shapes round the last group or block up: k = 200 is two groups of 128 along k. */
+  CHECK(weight_bits_of("w4a16", 200, 3) == 4.0 * 600 + 3 * 2 * 16);
+  CHECK(weight_bits_of("fp8-block", 200, 130) == 8.0 * 26000 + 2 * 2 * 32);
+  CHECK(weight_bits_of("mxfp4", 40, 1) == 4.0 * 40 + 2 * 8);
+  char text[200];
+  precis_recipe r;
+  CHECK_OK(precis_recipe_parse("w4a16", &r));
+  precis_operand_weight_bits_describe(&r.spec.b, text, sizeof text);
+  CHECK_STR(text, "4 + 16/128 = 4.125 bits per weight (s4 elements, a 16-bit scale per 128 along k)");
+}
+
 RUN_TESTS(T(presets_are_canonical_specs), T(presets_mean_what_design_says), T(fp8_fast_accumulation_is_its_own_spec),
           T(every_field_parses),
           T(every_error_names_the_field_and_what_is_allowed), T(recipe_lists_split_at_preset_names),
-          T(static_activation_scales_rewrite_the_spec), T(tensor_bytes_follow_the_formats_and_scales),
+          T(static_activation_scales_rewrite_the_spec), T(tensor_bytes_follow_the_formats_and_scales), T(effective_bits_count_scales_and_zero_points),
           T(backends_answer_from_the_spec), T(cpu_runs_specs_by_their_fields), T(dequantized_inputs_reproduce_the_spec))

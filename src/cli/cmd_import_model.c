@@ -37,6 +37,10 @@ static void usage(FILE *out) {
           "                      named after the layer: a safetensors file (tensor <layer>), an HDF5 file\n"
           "                      (/<layer>), a NumPy .npz (array <layer>: np.savez(PATH, **{layer: x})), a\n"
           "                      directory of <layer>.npy files, or one .npy when one layer is imported\n"
+          "  --gradients PATH    dL/dY of a scalar loss at each layer's output, [samples, tokens, out_features], in\n"
+          "                      the same kinds of file as --activations and for the same samples (precis.torch.capture\n"
+          "                      writes both); the held-out samples' gradients are kept, and each row of a run reports\n"
+          "                      the predicted loss change (taylor, fisher: docs/criteria.md)\n"
           "  --converted PATH    evaluate a converted checkpoint (file, index or directory) against PATH: b holds\n"
           "                      its weights dequantized (<layer>.weight in F8_E4M3 or I8 times <layer>.weight_scale,\n"
           "                      per tensor or per output channel; or compressed-tensors pack-quantized INT4/INT8:\n"
@@ -198,7 +202,7 @@ int precis_cmd_import_model(int argc, char **argv) {
     return 0;
   }
   const char *model_path = NULL, *output = NULL, *a_text = "outlier_channels", *activations = NULL, *converted = NULL,
-             *prefix = NULL;
+             *prefix = NULL, *gradients = NULL;
   const char **include = calloc((size_t)argc, sizeof *include), **exclude = calloc((size_t)argc + 4, sizeof *exclude);
   const char **in_major = calloc((size_t)argc + 4, sizeof *in_major);
   size_t n_include = 0, n_exclude = 0, n_in_major = 0;
@@ -206,6 +210,7 @@ int precis_cmd_import_model(int argc, char **argv) {
   bool list = false, force = false, compress = false, quiet = false, force_foreign = false, weights_only = false;
   int64_t tokens = 32, batch = 0, calib = 0, seed = 0;
   int exit_code = 2;
+  char *model_config = NULL; /* config.json in brief, recorded in the dataset for plan --serve */
   precis_model model, converted_model, model_tensors;
   precis_quant_decl model_decl, declared;
   memset(&model_decl, 0, sizeof model_decl);
@@ -223,7 +228,7 @@ int precis_cmd_import_model(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
     const char *arg = argv[i], *value = i + 1 < argc ? argv[i + 1] : NULL;
     bool takes_value = !strcmp(arg, "--model") || !strcmp(arg, "--layers") || !strcmp(arg, "--exclude") || !strcmp(arg, "--in-major") ||
-                       !strcmp(arg, "--tokens") || !strcmp(arg, "--a") || !strcmp(arg, "--activations") ||
+                       !strcmp(arg, "--tokens") || !strcmp(arg, "--a") || !strcmp(arg, "--activations") || !strcmp(arg, "--gradients") ||
                        !strcmp(arg, "--batch") || !strcmp(arg, "--calib") || !strcmp(arg, "--seed") || !strcmp(arg, "-o") ||
                        !strcmp(arg, "--output") || !strcmp(arg, "--converted") || !strcmp(arg, "--strip-prefix");
     if (takes_value && !value) {
@@ -243,6 +248,7 @@ int precis_cmd_import_model(int argc, char **argv) {
     else if (!strcmp(arg, "--seed")) ok = parse_count(value, 0, &seed);
     else if (!strcmp(arg, "--a")) a_text = value;
     else if (!strcmp(arg, "--activations")) activations = value;
+    else if (!strcmp(arg, "--gradients")) gradients = value;
     else if (!strcmp(arg, "--converted")) converted = value;
     else if (!strcmp(arg, "--strip-prefix")) prefix = value;
     else if (!strcmp(arg, "-o") || !strcmp(arg, "--output")) output = value;
@@ -270,6 +276,7 @@ int precis_cmd_import_model(int argc, char **argv) {
   memset(&layout, 0, sizeof layout);
   precis_status st = read_config ? precis_model_read_layout(model_path, &layout) : PRECIS_OK;
   if (st != PRECIS_OK) goto report;
+  if (read_config && !list && (st = precis_model_read_config(model_path, &model_config)) != PRECIS_OK) goto report;
   for (size_t i = 0; i < layout.n_in_major; i++) in_major[n_in_major++] = layout.in_major[i];
   if (!n_include) /* a lookup table named by --layers is the user's choice */
     for (size_t i = 0; i < layout.n_lookups; i++) exclude[n_exclude++] = layout.lookups[i];
@@ -328,8 +335,8 @@ int precis_cmd_import_model(int argc, char **argv) {
   }
   precis_install_signal_handlers();
   precis_model_import_options options = {output, force, compress ? 4 : 0, !quiet, tokens, batch, calib, (uint64_t)seed,
-                                         &a, activations, converted ? &converted_model : NULL, force_foreign,
-                                         converted ? &declared : NULL, weights_only};
+                                         &a, activations, gradients, model_config, converted ? &converted_model : NULL,
+                                         force_foreign, converted ? &declared : NULL, weights_only};
   char id[65];
   if ((st = precis_model_import(&model, &options, id)) != PRECIS_OK) goto report;
   printf("%s: %zu linear layers of %s (of %zu tensors), dataset_id %s\n", output, model.n_layers, model_path,
@@ -348,5 +355,6 @@ done:
   free(include);
   free(exclude);
   free(in_major);
+  free(model_config);
   return exit_code;
 }

@@ -11,21 +11,32 @@
 #include "report/report.h"
 
 static const char usage_text[] =
-    "usage: precis plan REPORT.json [--require EXPR]... [--budget memory=BYTES|bits=B|latency=MS]\n"
-    "                   [--cost memory|bits|latency] [--target RECIPE] [--force] -o DIR\n"
+    "usage: precis plan REPORT.json [--require EXPR]... [--objective fisher|taylor|rel_fro] [--budget memory=BYTES|bits=B|latency=MS]\n"
+    "                   [--cost memory|bits|latency] [--target RECIPE] [--serve batch=B,context=T[,kv=FMT]]\n"
+    "                   [--force] -o DIR\n"
     "\n"
     "A precision per layer (each workload of the report is a layer: precis import --model names them after\n"
     "the model's modules), with the sensitivity of each layer and exclusion lists for quantizers.\n"
     "\n"
     "  --require EXPR    criterion on a metric's worst value over samples (repeatable), e.g. rel_fro<=1e-2;\n"
     "                    without it, each row's recorded verdict\n"
-    "  --budget B        a global budget; the plan minimizes the sum over layers of rel_fro within it, exactly:\n"
-    "                    memory=BYTES  sum of tensor bytes (suffixes K, M, G, KiB, MiB, GiB)\n"
-    "                    bits=B        average bits per weight over the layers (weights in the recipe's format)\n"
+    "  --objective O     what the plan minimizes, summed over layers: fisher (the loss change the rows predict\n"
+    "                    from the dataset's gradients, Fisher term), taylor (its first-order term, in magnitude) or\n"
+    "                    rel_fro (worst over samples); default fisher when the report has loss_change, else rel_fro\n"
+    "  --budget B        a global budget; the plan minimizes the objective's sum within it, exactly:\n"
+    "                    memory=BYTES  the resident weights (+ scales) summed over layers plus the largest\n"
+    "                                  transient of one layer (input, output, workspace) (suffixes K, M, G, KiB, MiB, GiB)\n"
+    "                    bits=B        average effective bits per weight over the layers (elements + scales + zero\n"
+    "                                  points, as precis recipes states per recipe)\n"
     "                    latency=MS    sum of the median latency per call\n"
     "                    without a budget: per layer, the cheapest recipe that meets the criteria\n"
     "  --cost C          the cost dimension without a budget (default memory)\n"
     "  --target RECIPE   the recipe the exclusion lists are relative to (default: the cheapest evaluated)\n"
+    "  --moe-active K/E  a token reads top_k=K of E experts: a bits budget weighs each expert layer (a name\n"
+    "                    containing \".experts.\") by K/E in its cost and in the average's weights\n"
+    "  --serve S         prints the serving estimate of the plan at batch=B, context=T tokens: weights + KV cache\n"
+    "                    (2*T*B*kv_heads*head_dim per layer in kv=FMT, default bf16, from the model's config.json\n"
+    "                    recorded by import --model) + the peak transient + the cuBLASLt workspace; an estimate\n"
     "  -o, --output DIR  writes plan.json, plan.md, plan.html, modelopt_exclude.json, llmcompressor_ignore.yaml\n"
     "  --force           replace those files when they exist\n"
     "\n"
@@ -37,6 +48,29 @@ static bool parse_kind(const char *text, size_t len, precis_plan_budget *out) {
   else if (len == 7 && strncmp(text, "latency", 7) == 0) *out = PRECIS_PLAN_LATENCY;
   else return false;
   return true;
+}
+
+/* batch=B,context=T[,kv=FMT] */
+static bool parse_serve(char *text, precis_plan_options *options) {
+  options->serve_batch = options->serve_context = 0;
+  for (char *save = NULL, *item = strtok_r(text, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+    char *eq = strchr(item, '=');
+    if (!eq) return false;
+    *eq = '\0';
+    const char *key = item, *value = eq + 1;
+    if (!strcmp(key, "kv")) {
+      options->serve_kv = value;
+      continue;
+    }
+    char *end = NULL;
+    errno = 0;
+    long long v = strtoll(value, &end, 10);
+    if (end == value || *end || errno || v < 1) return false;
+    if (!strcmp(key, "batch")) options->serve_batch = v;
+    else if (!strcmp(key, "context")) options->serve_context = v;
+    else return false;
+  }
+  return options->serve_batch > 0 && options->serve_context > 0;
 }
 
 static bool parse_budget(const char *text, precis_plan_budget *kind, double *value) {
@@ -79,7 +113,8 @@ int precis_cmd_plan(int argc, char **argv) {
     const char *arg = argv[i];
     const char *value = i + 1 < argc ? argv[i + 1] : NULL;
     bool takes_value = !strcmp(arg, "--require") || !strcmp(arg, "--budget") || !strcmp(arg, "--cost") ||
-                       !strcmp(arg, "--target") || !strcmp(arg, "-o") || !strcmp(arg, "--output");
+                       !strcmp(arg, "--target") || !strcmp(arg, "--serve") || !strcmp(arg, "--objective") ||
+                       !strcmp(arg, "--moe-active") || !strcmp(arg, "-o") || !strcmp(arg, "--output");
     if (takes_value && !value) {
       fprintf(stderr, "precis plan: %s needs a value (see precis plan --help)\n", arg);
       return 2;
@@ -104,6 +139,31 @@ int precis_cmd_plan(int argc, char **argv) {
     } else if (!strcmp(arg, "--cost")) {
       if (!parse_kind(value, strlen(value), &options.cost_kind)) {
         fprintf(stderr, "precis plan: --cost: expected memory, bits or latency, found \"%s\"\n", value);
+        return 2;
+      }
+    } else if (!strcmp(arg, "--moe-active")) {
+      long long top_k = 0, experts = 0;
+      char tail = 0;
+      if (sscanf(value, "%lld/%lld%c", &top_k, &experts, &tail) != 2 || top_k < 1 || experts < top_k) {
+        fprintf(stderr, "precis plan: --moe-active: expected TOP_K/NUM_EXPERTS with 1 <= TOP_K <= NUM_EXPERTS, found \"%s\"\n",
+                value);
+        return 2;
+      }
+      options.moe_active = (double)top_k / (double)experts;
+    } else if (!strcmp(arg, "--objective")) {
+      if (!strcmp(value, "fisher")) options.objective = PRECIS_PLAN_OBJECTIVE_FISHER;
+      else if (!strcmp(value, "taylor")) options.objective = PRECIS_PLAN_OBJECTIVE_TAYLOR;
+      else if (!strcmp(value, "rel_fro")) options.objective = PRECIS_PLAN_OBJECTIVE_REL_FRO;
+      else {
+        fprintf(stderr, "precis plan: --objective: expected fisher, taylor or rel_fro, found \"%s\"\n", value);
+        return 2;
+      }
+    } else if (!strcmp(arg, "--serve")) {
+      char given[256];
+      snprintf(given, sizeof given, "%s", value);
+      if (!parse_serve(argv[i], &options)) {
+        fprintf(stderr, "precis plan: --serve: expected batch=B,context=T[,kv=FMT] with positive integers, found \"%s\"\n",
+                given);
         return 2;
       }
     } else if (!strcmp(arg, "--target")) {
@@ -145,7 +205,7 @@ int precis_cmd_plan(int argc, char **argv) {
   st = precis_plan_write_all(&plan, &report, path, output, force);
   if (st == PRECIS_OK) {
     precis_plan_print(&plan, stdout);
-    printf("wrote %s/plan.json, plan.md, plan.html, modelopt_exclude.json, llmcompressor_ignore.yaml\n", output);
+    printf("wrote %s/plan.json, plan.md, plan.html, modelopt_exclude.json, llmcompressor_ignore.yaml, compressed_tensors_config.json, modelopt_hf_quant_config.json\n", output);
   }
   int code = st != PRECIS_OK ? precis_cli_report_error("plan", st) : plan.feasible ? 0 : 3;
   precis_plan_free(&plan);

@@ -2,6 +2,7 @@
  * backend does with them: the cpu backend's answer from the backend itself, the cuda backend's from
  * the route table for a compute capability (--cc, default 90), without a GPU. */
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -102,6 +103,8 @@ int precis_cmd_recipes(int argc, char **argv) {
     backend_answer cpu, cuda;
     cpu_answer(r, &cpu);
     cuda_answer(r, major, minor, &cuda);
+    char weight_bits[200];
+    precis_operand_weight_bits_describe(&r->spec.b, weight_bits, sizeof weight_bits);
     if (root) {
       cJSON *o = cJSON_CreateObject();
       cJSON_AddStringToObject(o, "name", r->name);
@@ -109,13 +112,34 @@ int precis_cmd_recipes(int argc, char **argv) {
       cJSON_AddStringToObject(o, "description", r->description);
       cJSON_AddBoolToObject(o, "preset", r->preset != NULL);
       cJSON_AddBoolToObject(o, "baseline", r->preset && r->preset->baseline);
+      precis_weight_bits wb;
+      precis_operand_weight_bits(&r->spec.b, &wb);
+      cJSON *bits = cJSON_AddObjectToObject(o, "weight_bits");
+      cJSON_AddNumberToObject(bits, "element", wb.element_bits);
+      cJSON_AddNumberToObject(bits, "scale", wb.scale_bits);
+      cJSON_AddNumberToObject(bits, "zero_point", wb.zero_point_bits);
+      cJSON_AddStringToObject(bits, "scales_per", wb.scale_bits == 0 ? "none"
+                                                  : wb.group > 0     ? "k-group"
+                                                  : wb.group == 0    ? "output channel"
+                                                  : wb.group == -2   ? "block"
+                                                                     : "tensor");
+      if (wb.group > 0) cJSON_AddNumberToObject(bits, "group", (double)wb.group);
+      if (wb.group == -2) {
+        cJSON_AddNumberToObject(bits, "block_rows", wb.block_rows);
+        cJSON_AddNumberToObject(bits, "block_cols", wb.block_cols);
+      }
+      cJSON_AddNumberToObject(bits, "tensor_scale", wb.tensor_scale_bits);
+      double per_weight = precis_operand_weight_bits_per_weight(&r->spec.b);
+      if (isnan(per_weight)) cJSON_AddNullToObject(bits, "per_weight");
+      else cJSON_AddNumberToObject(bits, "per_weight", per_weight);
+      cJSON_AddStringToObject(bits, "description", weight_bits);
       cJSON *backends = cJSON_AddObjectToObject(o, "backends");
       add_answer(backends, "cpu", &cpu);
       add_answer(backends, "cuda", &cuda);
       cJSON_AddItemToArray(list, o);
     } else {
-      printf("%s%s\n  spec  %s\n  what  %s\n", r->name, r->preset && r->preset->baseline ? " (baseline)" : "",
-             r->canonical, r->description);
+      printf("%s%s\n  spec  %s\n  what  %s\n  bits  weights: %s\n", r->name,
+             r->preset && r->preset->baseline ? " (baseline)" : "", r->canonical, r->description, weight_bits);
       printf("  %-12s %s: %s\n  %-12s %s: %s\n", "cpu", cpu.status, cpu.detail, cuda_name, cuda.status, cuda.detail);
     }
   }

@@ -441,7 +441,8 @@ uint64_t precis_workload_bytes(const precis_workload_info *info) {
   uint64_t a, b, c, calib;
   if (!workload_counts(info, &a, &b, &c, &calib)) return UINT64_MAX;
   return (info->a_f64 ? 12 : 4) * a + (info->b_f64 ? 12 : 4) * b + (info->has_c_ref_lo ? 24 : 16) * c + 4 * calib +
-         (info->has_b_ref ? 4 * (uint64_t)info->k * (uint64_t)info->n : 0) + (info->has_a_ref ? 4 * a : 0);
+         (info->has_b_ref ? 4 * (uint64_t)info->k * (uint64_t)info->n : 0) + (info->has_a_ref ? 4 * a : 0) +
+         (info->has_grad ? 4 * c : 0);
 }
 
 static uint64_t host_memory_bytes(void) {
@@ -477,6 +478,7 @@ void precis_dataset_close(precis_dataset *ds) {
   free(ds->generator);
   free(ds->created_utc);
   free(ds->suite);
+  free(ds->model_config);
   free(ds);
 }
 
@@ -572,7 +574,7 @@ static precis_status validate_workload(const char *file, hid_t workloads, const 
 
   int64_t a_dims[3] = {w->batch, w->m, w->k}, b2[2] = {w->k, w->n}, b3[3] = {w->batch, w->k, w->n};
   int64_t c_dims[3] = {w->batch, w->m, w->n};
-  dataset_facts facts[6];
+  dataset_facts facts[8];
   int n_facts = 0, which = 0;
   char dpath_a[1100], dpath_b[1100], dpath_c_ref[1100], dpath_ab_abs[1100], dpath_calib_a[1100];
   snprintf(dpath_a, sizeof dpath_a, "%s/a", path);
@@ -605,6 +607,14 @@ static precis_status validate_workload(const char *file, hid_t workloads, const 
     if ((st = check_dataset(file, group, "b_ref", dpath_b_ref, ELEM_F32, 2, b2, 0, NULL, NULL, &facts[n_facts++])) != PRECIS_OK)
       goto done;
     w->has_b_ref = true;
+  }
+  /* Optional: the loss's gradient at the layer's output, one per held-out sample. */
+  if (H5Lexists(group, "grad", H5P_DEFAULT) > 0) {
+    char dpath_grad[1100];
+    snprintf(dpath_grad, sizeof dpath_grad, "%s/grad", path);
+    if ((st = check_dataset(file, group, "grad", dpath_grad, ELEM_F32, 3, c_dims, 0, NULL, NULL, &facts[n_facts++])) != PRECIS_OK)
+      goto done;
+    w->has_grad = true;
   }
   H5Eclear2(H5E_DEFAULT);
   /* Optional: the activations c_ref was computed from, when a holds quantized ones. */
@@ -739,6 +749,9 @@ precis_status precis_dataset_open_in_process(const char *path, precis_dataset **
   if ((st = read_integer_attr(path, file, "/", "seed", NULL, &ds->seed)) != PRECIS_OK) goto done;
   if ((st = read_string_attr(path, file, "/", "suite", &ds->suite)) != PRECIS_OK) goto done;
   if ((st = read_string_attr(path, file, "/", "dataset_id", &ds->dataset_id)) != PRECIS_OK) goto done;
+  if (H5Aexists(file, "model_config") > 0 &&
+      (st = read_string_attr(path, file, "/", "model_config", &ds->model_config)) != PRECIS_OK)
+    goto done;
   if (!ds->dataset_id[0]) {
     st = precis_fail(PRECIS_E_INPUT, "%s: /: attribute dataset_id: expected a non-empty string", path);
     goto done;
@@ -833,6 +846,7 @@ void precis_workload_data_free(precis_workload_data *d) {
   free(d->calib_a);
   free(d->b_ref);
   free(d->a_ref);
+  free(d->grad);
   memset(d, 0, sizeof *d);
 }
 
@@ -1006,6 +1020,16 @@ precis_status precis_dataset_load(precis_dataset *ds, size_t index, precis_workl
       }
   }
   if (out->calib_a && (st = read_array(ds, w, "calib/a", ELEM_F32, out->calib_a)) != PRECIS_OK) goto done;
+  if (w->has_grad) {
+    uint64_t grad_count = (uint64_t)w->batch * (uint64_t)w->m * (uint64_t)w->n;
+    out->grad = malloc(grad_count * sizeof(float));
+    if (!out->grad) {
+      st = precis_fail(PRECIS_E_NOMEM, "%s: /workloads/%s/grad: out of host memory", ds->path, w->name);
+      goto done;
+    }
+    if ((st = read_array(ds, w, "grad", ELEM_F32, out->grad)) != PRECIS_OK) goto done;
+    if ((st = check_finite_f32(ds, w, "grad", out->grad, grad_count, w->m, w->n)) != PRECIS_OK) goto done;
+  }
   if (w->has_b_ref) {
     out->b_ref = malloc((uint64_t)w->k * (uint64_t)w->n * sizeof(float));
     if (!out->b_ref) {
@@ -1304,6 +1328,7 @@ precis_status precis_dataset_writer_add(precis_dataset_writer *w, const precis_w
     goto failed;
   if (write_array(group, "c_ref", 3, c_dims, ELEM_F64, data->c_ref, w->gzip_level) < 0) goto failed;
   if (write_array(group, "ab_abs", 3, c_dims, ELEM_F64, data->ab_abs, w->gzip_level) < 0) goto failed;
+  if (data->grad && write_array(group, "grad", 3, c_dims, ELEM_F32, data->grad, w->gzip_level) < 0) goto failed;
   if (data->b_ref && (info->b_batched || write_array(group, "b_ref", 2, b_dims3 + 1, ELEM_F32, data->b_ref, w->gzip_level) < 0))
     goto failed;
   if (data->a_ref && write_array(group, "a_ref", 3, a_dims, ELEM_F32, data->a_ref, w->gzip_level) < 0) goto failed;
@@ -1395,7 +1420,8 @@ precis_status precis_dataset_writer_commit(precis_dataset_writer *w, const preci
       write_string_attr(w->file, "generator", root->generator) < 0 ||
       write_string_attr(w->file, "created_utc", root->created_utc) < 0 ||
       write_int_attr(w->file, "seed", H5T_STD_U64LE, H5T_NATIVE_UINT64, &root->seed) < 0 ||
-      write_string_attr(w->file, "suite", root->suite) < 0 || write_string_attr(w->file, "dataset_id", root->dataset_id) < 0) {
+      write_string_attr(w->file, "suite", root->suite) < 0 || write_string_attr(w->file, "dataset_id", root->dataset_id) < 0 ||
+      (root->model_config && write_string_attr(w->file, "model_config", root->model_config) < 0)) {
     st = precis_fail(PRECIS_E_IO, "%s: cannot write the root attributes: %s", w->final_path, hdf5_last_error().innermost);
     writer_free(w, true);
     return st;

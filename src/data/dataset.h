@@ -28,6 +28,7 @@ typedef struct precis_workload_info {
    * the PyTorch module name, `source` a JSON object {file, tensor, dtype, sha256} of its weight. */
   char *layer;
   char *source;
+  bool has_grad;  /* /grad exists: dL/dY of the model's loss at this layer's output, [batch, m, n] float32 (import --gradients) */
   bool has_b_ref; /* /b_ref exists: c_ref and ab_abs come from it, not from b (precis import --converted) */
   bool has_a_ref; /* /a_ref exists: c_ref and ab_abs come from it, not from a (the deployed scheme's activations) */
   /* How good c_ref is (docs/high-precision.md): "float64" (dgemm; also when the file does not say)
@@ -54,6 +55,7 @@ typedef struct precis_workload_data {
                      converted checkpoint's weights evaluated against the original's references) */
   float *a_ref;   /* [batch, m, k] or NULL: the activations c_ref was computed from when a holds others (a
                      converted checkpoint's deployed scheme: a quantized as its producer declared) */
+  float *grad;    /* [batch, m, n] dL/dY per held-out sample (info has_grad), or NULL */
   double *c_ref_lo; /* [batch, m, n] low part of a double-double reference (c_ref + c_ref_lo), or NULL */
   double *a64, *b64; /* float64 inputs as stored (info a_f64 / b_f64), else NULL */
 } precis_workload_data;
@@ -65,6 +67,7 @@ typedef struct precis_dataset {
   char *created_utc;
   uint64_t seed;
   char *suite;   /* the YAML text it was made from (may be empty) */
+  char *model_config; /* optional root attribute: the model's config.json in brief (import --model); NULL when absent */
   size_t n_workloads;
   precis_workload_info *workloads;
   int64_t file_handle; /* hid_t, kept opaque here */
@@ -100,6 +103,7 @@ typedef struct precis_dataset_root_attrs {
   uint64_t seed;
   const char *suite;
   const char *dataset_id;
+  const char *model_config; /* NULL, or the model's config.json in brief (precis_model_read_config) */
 } precis_dataset_root_attrs;
 precis_status precis_dataset_writer_open(const char *path, const precis_dataset_write_options *options,
                                          precis_dataset_writer **out);

@@ -157,6 +157,11 @@ void precis_dataset_id_add(precis_sha256 *h, const precis_workload_info *info, c
     put_string(h, "a_ref");
     put_floats(h, data->a_ref, a_count);
   }
+  /* Likewise the gradients, after a tag: they change every sensitivity the dataset's rows report. */
+  if (data->grad) {
+    put_string(h, "grad");
+    put_floats(h, data->grad, (uint64_t)info->batch * (uint64_t)info->m * (uint64_t)info->n);
+  }
   precis_dataset_id_add_reference(h, info);
 }
 

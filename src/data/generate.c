@@ -1006,7 +1006,7 @@ static precis_status generate_all(const precis_suite *suite, const precis_gen_op
   strftime(created, sizeof created, "%Y-%m-%dT%H:%M:%SZ", &tm_utc);
   char generator[128];
   snprintf(generator, sizeof generator, "precis %s (commit %s)", PRECIS_VERSION, PRECIS_COMMIT);
-  precis_dataset_root_attrs root = {generator, created, suite->seed, suite->text, id};
+  precis_dataset_root_attrs root = {generator, created, suite->seed, suite->text, id, NULL};
   st = precis_dataset_writer_commit(writer, &root);
   if (st == PRECIS_OK && dataset_id) memcpy(dataset_id, id, 65);
   goto done;

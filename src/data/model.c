@@ -215,6 +215,50 @@ done:
   return st;
 }
 
+precis_status precis_model_read_config(const char *path, char **out) {
+  *out = NULL;
+  char *dir = is_directory(path) ? precis_strdup(path) : dir_of(path);
+  char *config = dir ? precis_asprintf("%s/config.json", dir) : NULL, *text = NULL;
+  size_t size = 0;
+  cJSON *doc = NULL, *kept = NULL;
+  precis_status st = PRECIS_OK;
+  if (!config) {
+    st = precis_fail(PRECIS_E_NOMEM, "out of memory");
+    goto done;
+  }
+  if (!precis_path_exists(config)) goto done;
+  if ((st = precis_read_file(config, &text, &size)) != PRECIS_OK) goto done;
+  if (!(doc = cJSON_ParseWithLength(text, size)) || !cJSON_IsObject(doc)) {
+    st = precis_fail(PRECIS_E_INPUT, "%s: not a JSON object (it is read for the model's shape; remove or fix it)", config);
+    goto done;
+  }
+  const cJSON *from = doc, *text_config = cJSON_GetObjectItemCaseSensitive(doc, "text_config");
+  if (!cJSON_GetObjectItemCaseSensitive(doc, "num_hidden_layers") && cJSON_IsObject(text_config)) from = text_config;
+  static const char *const numbers[] = {"num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim",
+                                        "hidden_size"};
+  if (!(kept = cJSON_CreateObject())) goto nomem;
+  const cJSON *type = cJSON_GetObjectItemCaseSensitive(doc, "model_type");
+  if (cJSON_IsString(type) && !cJSON_AddStringToObject(kept, "model_type", type->valuestring)) goto nomem;
+  for (size_t i = 0; i < sizeof numbers / sizeof numbers[0]; i++) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(from, numbers[i]);
+    if (cJSON_IsNumber(v) && !cJSON_AddNumberToObject(kept, numbers[i], v->valuedouble)) goto nomem;
+  }
+  const cJSON *dtype = cJSON_GetObjectItemCaseSensitive(from, "torch_dtype");
+  if (!cJSON_IsString(dtype)) dtype = cJSON_GetObjectItemCaseSensitive(doc, "torch_dtype");
+  if (cJSON_IsString(dtype) && !cJSON_AddStringToObject(kept, "torch_dtype", dtype->valuestring)) goto nomem;
+  if (!(*out = cJSON_PrintUnformatted(kept))) goto nomem;
+  goto done;
+nomem:
+  st = precis_fail(PRECIS_E_NOMEM, "out of memory");
+done:
+  cJSON_Delete(kept);
+  cJSON_Delete(doc);
+  free(text);
+  free(config);
+  free(dir);
+  return st;
+}
+
 size_t precis_model_mark_in_major(precis_model *model, const char *const *globs, size_t n_globs) {
   size_t marked = 0;
   for (size_t i = 0; i < model->n_layers; i++) {
@@ -630,6 +674,50 @@ static precis_status layer_activations(const precis_model_import_options *o, con
     *samples = rank == 3 ? shape[0] : 1;
     *tokens = shape[rank - 2];
   }
+  free(object);
+  free(path);
+  return st;
+}
+
+/* dL/dY of one layer from --gradients: [samples, tokens, out] (or [tokens, out]), the held-out
+ * samples first as in the activations; the first `batch` samples are kept. */
+static precis_status layer_gradients(const precis_model_import_options *o, const precis_model_layer *layer,
+                                     activation_kind kind, int64_t batch, int64_t tokens, float *out) {
+  char *object = NULL, *path = NULL;
+  float *values = NULL;
+  precis_status st = activation_location(o->gradients, kind, layer->name, &path, &object);
+  if (st != PRECIS_OK) return st;
+  precis_dist d = {.kind = PRECIS_DIST_FILE, .path = path, .object = object};
+  int rank = 0;
+  int64_t shape[3] = {0, 0, 0};
+  if (kind == ACTIVATIONS_NPY_DIR && !precis_path_exists(path))
+    st = precis_fail(PRECIS_E_INPUT, "%s: no such file (--gradients %s is a directory: one <layer>.npy per layer)", path,
+                     o->gradients);
+  else st = precis_read_matrix_file(&d, ".", &values, &rank, shape);
+  if (st != PRECIS_OK) {
+    precis_error_prefix("--gradients for layer %s (expected %s, shape [samples, tokens, %" PRId64 "])", layer->name,
+                        activation_expected(kind), layer->out_features);
+    goto done;
+  }
+  int64_t samples = rank == 3 ? shape[0] : 1, rows = shape[rank - 2], cols = shape[rank - 1];
+  if (cols != layer->out_features || rows != tokens || samples < batch) {
+    st = precis_fail(PRECIS_E_INPUT,
+                     "%s%s%s: gradients of layer %s have shape [%" PRId64 ", %" PRId64 ", %" PRId64 "]; expected dL/dY "
+                     "[samples >= %" PRId64 ", tokens = %" PRId64 " (as the activations), out_features = %" PRId64 "]",
+                     path, object ? ": " : "", object ? object : "", layer->name, samples, rows, cols, batch, tokens,
+                     layer->out_features);
+    goto done;
+  }
+  uint64_t count = (uint64_t)batch * (uint64_t)tokens * (uint64_t)cols;
+  for (uint64_t i = 0; i < count; i++)
+    if (!isfinite(values[i])) {
+      st = precis_fail(PRECIS_E_INPUT, "%s: gradients of layer %s: element %" PRIu64 " is not finite", o->gradients,
+                       layer->name, i);
+      goto done;
+    }
+  memcpy(out, values, count * sizeof(float));
+done:
+  free(values);
   free(object);
   free(path);
   return st;
@@ -1251,7 +1339,7 @@ static precis_status deployed_activations(const precis_model *conv, const precis
 }
 
 static precis_status import_layer(const precis_model_layer *layer, const precis_model_import_options *o,
-                                  activation_kind act_kind,
+                                  activation_kind act_kind, activation_kind grad_kind,
                                   precis_dataset_writer *writer, precis_sha256 *id_hash, precis_buf *suite) {
   precis_status st = PRECIS_OK;
   precis_workload_info info;
@@ -1377,6 +1465,10 @@ static precis_status import_layer(const precis_model_layer *layer, const precis_
     const precis_rng_key key = precis_rng_key_for(o->seed, layer->name);
     precis_dist_fill(o->a, key, PRECIS_STREAM_A, PRECIS_OPERAND_A, batch, m, k, data.a);
     if (o->calib > 0) precis_dist_fill(o->a, key, PRECIS_STREAM_CALIB_A, PRECIS_OPERAND_A, o->calib, m, k, data.calib_a);
+  }
+  if (o->gradients) {
+    if (!(data.grad = malloc(c_count * sizeof(float)))) goto nomem;
+    if ((st = layer_gradients(o, layer, grad_kind, batch, m, data.grad)) != PRECIS_OK) goto done;
   }
   /* The deployed scheme: a becomes what the served layer multiplies, c_ref stays from the original. */
   if (o->converted && !o->weights_only && declared_group >= 0 && !ignored && o->declared->groups[declared_group].input.present) {
@@ -1571,6 +1663,14 @@ precis_status precis_model_import(const precis_model *model, const precis_model_
   activation_kind act_kind = ACTIVATIONS_HDF5;
   precis_status st = PRECIS_OK;
   if (o->activations && (st = activation_kind_of(o->activations, model->n_layers, &act_kind)) != PRECIS_OK) return st;
+  activation_kind grad_kind = ACTIVATIONS_HDF5;
+  if (o->gradients && !o->activations)
+    return precis_fail(PRECIS_E_USAGE, "--gradients needs --activations: the gradients belong to the captured inputs, "
+                                       "not to synthetic ones");
+  if (o->gradients && (st = activation_kind_of(o->gradients, model->n_layers, &grad_kind)) != PRECIS_OK) {
+    precis_error_prefix("--gradients");
+    return st;
+  }
   precis_dataset_write_options wopt = {o->force, o->gzip_level};
   precis_dataset_writer *writer = NULL;
   if ((st = precis_dataset_writer_open(o->output, &wopt, &writer)) != PRECIS_OK) return st;
@@ -1593,7 +1693,7 @@ precis_status precis_model_import(const precis_model *model, const precis_model_
       goto failed;
     }
     progress_step(&bar, i, &model->layers[i]);
-    if ((st = import_layer(&model->layers[i], o, act_kind, writer, &hash, &suite)) != PRECIS_OK) goto failed;
+    if ((st = import_layer(&model->layers[i], o, act_kind, grad_kind, writer, &hash, &suite)) != PRECIS_OK) goto failed;
   }
   if (bar.tty) fprintf(stderr, "\r\033[K");
   char *suite_text = precis_buf_take(&suite);
@@ -1608,7 +1708,7 @@ precis_status precis_model_import(const precis_model *model, const precis_model_
   gmtime_r(&now, &tm_utc);
   strftime(created, sizeof created, "%Y-%m-%dT%H:%M:%SZ", &tm_utc);
   snprintf(generator, sizeof generator, "precis %s (commit %s)", PRECIS_VERSION, PRECIS_COMMIT);
-  precis_dataset_root_attrs root = {generator, created, o->seed, suite_text, id};
+  precis_dataset_root_attrs root = {generator, created, o->seed, suite_text, id, o->model_config};
   st = precis_dataset_writer_commit(writer, &root);
   free(suite_text);
   if (st == PRECIS_OK && dataset_id) memcpy(dataset_id, id, 65);

@@ -57,6 +57,12 @@ typedef struct precis_model_layout {
 } precis_model_layout;
 precis_status precis_model_read_layout(const char *path, precis_model_layout *out);
 
+/* What a serving estimate needs from the same config.json (DESIGN §17): a compact JSON object with
+ * those of model_type, num_hidden_layers, num_attention_heads, num_key_value_heads, head_dim,
+ * hidden_size and torch_dtype that it holds (a multimodal model's text_config when the top level
+ * lacks num_hidden_layers). *out is NULL when there is no config.json; the caller frees it. */
+precis_status precis_model_read_config(const char *path, char **out);
+
 /* Marks the layers matching any glob as stored [in, out]: their in/out features swap. Returns how
  * many were marked. */
 size_t precis_model_mark_in_major(precis_model *model, const char *const *globs, size_t n_globs);
@@ -144,6 +150,9 @@ typedef struct precis_model_import_options {
   const char *activations;  /* NULL, or where one [samples, tokens, k] array per layer is, named
                                after the layer: a safetensors, HDF5 (/<layer>) or .npz file, a
                                directory of <layer>.npy files, or one .npy for a single layer */
+  const char *gradients;     /* NULL, or where dL/dY per layer, [samples, tokens, out], is: the same kinds of file as
+                               activations, the same samples (the held-out ones first) and tokens */
+  const char *model_config;  /* NULL, or precis_model_read_config's JSON, recorded as the root attribute model_config */
   const precis_model *converted; /* NULL, or the tensors of a converted checkpoint (precis_model_tensors):
                                     b holds its dequantized weights, c_ref stays the original's */
   bool force_foreign;       /* import a converted layer even when it is far from the original's */

@@ -4,6 +4,10 @@
 #include <string.h>
 
 #include "numerics/format.h"
+#include "report/plan.h"
+
+_Static_assert(PRECIS_LT_WORKSPACE_BYTES == PRECIS_PLAN_LT_WORKSPACE_BYTES,
+               "plan's serving estimate counts the workspace the cuda backend allocates");
 
 static int64_t round_up(int64_t v, int64_t to) { return (v + to - 1) / to * to; }
 

@@ -77,6 +77,29 @@ static void compute_error_metrics(precis_row *row, const precis_workload_info *w
                                per_sample, &samples[b]);
   precis_metrics_aggregate(samples, (size_t)w->batch, row->error);
   free(samples);
+  if (d->grad) {
+    /* The loss change the output's error predicts (docs/criteria.md): first order and Fisher, per
+     * held-out sample, in float64 against the reference (its low part too for double-double). */
+    precis_loss_change *loss = &row->loss;
+    loss->present = true;
+    loss->taylor_mean = loss->fisher_mean = 0;
+    loss->taylor_worst = loss->fisher_worst = 0;
+    for (size_t b = 0; b < (size_t)w->batch; b++) {
+      double taylor = 0, fisher = 0;
+      for (size_t i = b * per_sample; i < (b + 1) * per_sample; i++) {
+        double delta = (c64 ? c64[i] : (double)c[i]) - d->c_ref[i];
+        if (d->c_ref_lo) delta -= d->c_ref_lo[i];
+        double gd = (double)d->grad[i] * delta;
+        taylor += gd;
+        fisher += gd * gd;
+      }
+      fisher *= 0.5;
+      loss->taylor_mean += taylor / (double)w->batch;
+      loss->fisher_mean += fisher / (double)w->batch;
+      if (b == 0 || fabs(taylor) > fabs(loss->taylor_worst)) loss->taylor_worst = taylor;
+      if (b == 0 || fisher > loss->fisher_worst) loss->fisher_worst = fisher;
+    }
+  }
   if (d->c_ref_lo) {
     /* Errors near fp64's are only meaningful next to the reference's own bound. */
     char text[160];
@@ -233,6 +256,8 @@ precis_status precis_run_workloads(const precis_run_config *cfg, precis_report *
   report->dataset_path = precis_strdup(cfg->dataset_path);
   report->dataset_id = precis_strdup(ds->dataset_id);
   report->complete = false;
+  /* The model's shape beside its layers' rows: precis plan --serve reads the KV cache's size from it. */
+  if (ds->model_config) precis_kv_set_json(&report->settings, "model_config", ds->model_config);
 
   if (cfg->workloads) {
     for (size_t i = 0; i < cfg->n_workloads; i++) {

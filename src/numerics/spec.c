@@ -562,3 +562,93 @@ long long precis_spec_tensor_bytes(const precis_spec *s, long long m, long long 
   }
   return total;
 }
+
+/* ------------------------------------------------------------------ effective bits (DESIGN §17) */
+
+void precis_operand_weight_bits(const precis_operand_spec *op, precis_weight_bits *out) {
+  memset(out, 0, sizeof *out);
+  out->element_bits = precis_format_get(op->fmt)->storage_bits;
+  switch (op->gran) {
+  case PRECIS_GRAN_NONE: out->group = -1; break;
+  case PRECIS_GRAN_TENSOR:
+    out->scale_bits = 32;
+    out->group = -1;
+    break;
+  case PRECIS_GRAN_ROW:
+  case PRECIS_GRAN_COL:
+    out->scale_bits = 16;
+    out->group = 0;
+    break;
+  case PRECIS_GRAN_K:
+    out->scale_bits = 16;
+    out->group = op->group;
+    break;
+  case PRECIS_GRAN_BLOCK:
+    out->scale_bits = 32;
+    out->group = -2;
+    out->block_rows = op->block_rows;
+    out->block_cols = op->block_cols;
+    break;
+  case PRECIS_GRAN_MX:
+  case PRECIS_GRAN_MX_RCEIL:
+    out->scale_bits = 8;
+    out->group = 32;
+    break;
+  case PRECIS_GRAN_NV:
+    out->scale_bits = 8;
+    out->group = 16;
+    out->tensor_scale_bits = 32;
+    break;
+  }
+  if (op->conv == PRECIS_QCONV_ASYM && out->scale_bits > 0) out->zero_point_bits = out->element_bits;
+}
+
+double precis_operand_weight_total_bits(const precis_operand_spec *op, long long k, long long n) {
+  precis_weight_bits w;
+  precis_operand_weight_bits(op, &w);
+  double scales; /* how many scales (and zero points) the k x n weight holds */
+  if (w.scale_bits == 0) scales = 0;
+  else if (w.group == -1) scales = 1;
+  else if (w.group == 0) scales = (double)n;
+  else if (w.group == -2) scales = (double)ceil_div(k, w.block_rows) * (double)ceil_div(n, w.block_cols);
+  else scales = (double)n * (double)ceil_div(k, w.group);
+  return (double)w.element_bits * (double)k * (double)n + scales * (double)(w.scale_bits + w.zero_point_bits) +
+         (double)w.tensor_scale_bits;
+}
+
+double precis_operand_weight_bits_per_weight(const precis_operand_spec *op) {
+  precis_weight_bits w;
+  precis_operand_weight_bits(op, &w);
+  if (w.scale_bits == 0) return (double)w.element_bits;
+  if (w.group <= 0 || w.tensor_scale_bits) return NAN;
+  return (double)w.element_bits + (double)(w.scale_bits + w.zero_point_bits) / (double)w.group;
+}
+
+void precis_operand_weight_bits_describe(const precis_operand_spec *op, char *buf, size_t len) {
+  precis_weight_bits w;
+  precis_operand_weight_bits(op, &w);
+  const char *fmt = precis_format_get(op->fmt)->name;
+  int per_scale = w.scale_bits + w.zero_point_bits;
+  char what[96] = "";
+  const char *article = w.scale_bits == 8 ? "an" : "a";
+  if (w.zero_point_bits)
+    snprintf(what, sizeof what, "%s %d-bit scale and a %d-bit zero point", article, w.scale_bits, w.zero_point_bits);
+  else snprintf(what, sizeof what, "%s %d-bit scale", article, w.scale_bits);
+  if (w.scale_bits == 0)
+    snprintf(buf, len, "%d bits per weight (%s, no scales)", w.element_bits, fmt);
+  else if (w.group > 0 && w.tensor_scale_bits)
+    snprintf(buf, len, "%d + %d/%lld = %g bits per weight, + %d bits per tensor (%s elements, %s per %lld along k, a %d-bit tensor scale)",
+             w.element_bits, per_scale, w.group, (double)w.element_bits + (double)per_scale / (double)w.group,
+             w.tensor_scale_bits, fmt, what, w.group, w.tensor_scale_bits);
+  else if (w.group > 0)
+    snprintf(buf, len, "%d + %d/%lld = %g bits per weight (%s elements, %s per %lld along k)", w.element_bits, per_scale,
+             w.group, (double)w.element_bits + (double)per_scale / (double)w.group, fmt, what, w.group);
+  else if (w.group == 0)
+    snprintf(buf, len, "%d + %d/k bits per weight (%s elements, %s per output channel)", w.element_bits, per_scale, fmt, what);
+  else if (w.group == -2)
+    snprintf(buf, len, "%d + %d/(%dx%d) bits per weight, edge blocks rounded up (%s elements, %s per %dx%d block)",
+             w.element_bits, per_scale, w.block_rows, w.block_cols, fmt, what, w.block_rows, w.block_cols);
+  else
+    snprintf(buf, len, "%d bits per weight + %d bits per tensor (%s elements, %s per tensor)", w.element_bits, per_scale,
+             fmt, what);
+}

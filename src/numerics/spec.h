@@ -122,4 +122,31 @@ const char *precis_split_name(precis_split s);
 long long precis_spec_tensor_bytes(const precis_spec *spec, long long m, long long n, long long k, long long batch,
                                    bool b_batched);
 
+/* Effective bits of the weights (DESIGN §17, docs/criteria.md "Effective bits"): what a deployed
+ * checkpoint stores for B = W^T of k x n in this operand spec, elements and their scales and zero
+ * points. Scales are counted in the width a checkpoint stores them, not the float32 the emulation
+ * computes with: per-channel, per-k-group and per-tensor scales of integer and fp8 weights 16 bits
+ * (bf16, as compressed-tensors, GPTQ and AWQ checkpoints hold them) except a per-tensor scale and the
+ * 2-D block scales (32 bits, float32: FP8 per-tensor and DeepSeek's weight_scale_inv); MX 8 bits
+ * (E8M0) per 32 along k; NVFP4 8 bits (E4M3) per 16 along k plus one 32-bit tensor scale. An
+ * asymmetric integer adds one zero point per scale at the element width. */
+typedef struct precis_weight_bits {
+  int element_bits;      /* the format's storage bits */
+  int scale_bits;        /* bits of each scale (0: unscaled) */
+  int zero_point_bits;   /* bits of each zero point (0: symmetric or unscaled) */
+  long long group;       /* weights per scale along k: G for k<G>, 32 mx, 16 nv; 0 one scale per output
+                            channel (k weights); -1 one scale per tensor; -2 a 2-D block (block_rows x block_cols) */
+  int block_rows, block_cols;
+  int tensor_scale_bits; /* an extra per-tensor scale (NVFP4's float32 global scale); else 0 */
+} precis_weight_bits;
+void precis_operand_weight_bits(const precis_operand_spec *op, precis_weight_bits *out);
+/* Total bits of a k x n weight (exact: an integer). */
+double precis_operand_weight_total_bits(const precis_operand_spec *op, long long k, long long n);
+/* Bits per weight when they do not depend on the shape (groups along k dividing k: element +
+ * (scale + zero point) / group); NaN for per-channel, per-tensor and 2-D block scales, whose share
+ * depends on k and n (precis_operand_weight_total_bits / (k n) then). */
+double precis_operand_weight_bits_per_weight(const precis_operand_spec *op);
+/* "4 + 16/128 = 4.125 bits per weight (s4 elements, a 16-bit scale per 128 along k)". */
+void precis_operand_weight_bits_describe(const precis_operand_spec *op, char *buf, size_t len);
+
 #endif

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
 #include "base/escape.h"
 #include "numerics/format.h"
 #include "numerics/recipe.h"
@@ -16,6 +18,28 @@ const char *precis_plan_budget_str(precis_plan_budget b) {
   case PRECIS_PLAN_MEMORY: return "memory";
   case PRECIS_PLAN_BITS: return "bits";
   case PRECIS_PLAN_LATENCY: return "latency";
+  }
+  return "?";
+}
+
+const char *precis_plan_objective_str(precis_plan_objective o) {
+  switch (o) {
+  case PRECIS_PLAN_OBJECTIVE_AUTO: return "auto";
+  case PRECIS_PLAN_OBJECTIVE_REL_FRO: return "rel_fro";
+  case PRECIS_PLAN_OBJECTIVE_FISHER: return "fisher";
+  case PRECIS_PLAN_OBJECTIVE_TAYLOR: return "taylor";
+  }
+  return "?";
+}
+
+const char *precis_plan_objective_definition(precis_plan_objective o) {
+  switch (o) {
+  case PRECIS_PLAN_OBJECTIVE_AUTO:
+  case PRECIS_PLAN_OBJECTIVE_REL_FRO: return "rel_fro (worst over samples)";
+  case PRECIS_PLAN_OBJECTIVE_FISHER:
+    return "predicted loss change, Fisher term 1/2 sum (g*(C - C_ref))^2 (loss_change.fisher, mean over samples)";
+  case PRECIS_PLAN_OBJECTIVE_TAYLOR:
+    return "predicted loss change, first-order term |sum g*(C - C_ref)| (|loss_change.taylor mean| over samples)";
   }
   return "?";
 }
@@ -163,25 +187,98 @@ static void judge(const precis_row *row, const precis_criteria *require, precis_
   snprintf(cell->what, sizeof cell->what, "%s=%s %s %s", precis_metric_get(c->metric)->key, value, negated(c->op), limit);
 }
 
-static double cell_cost(const precis_row *row, precis_plan_budget kind) {
+static int compare_double(const void *pa, const void *pb) {
+  double a = *(const double *)pa, b = *(const double *)pb;
+  return a < b ? -1 : a > b;
+}
+
+/* The row's spec: row->spec, or the preset's spec for a report written before specs. */
+static bool row_spec(const precis_row *row, precis_spec *spec) {
+  const char *text = row->spec ? row->spec : precis_recipe_name_spec(row->recipe);
+  if (!text || row->k <= 0 || row->n <= 0 || precis_spec_parse(text, spec) != PRECIS_OK) {
+    precis_clear_error();
+    return false;
+  }
+  return true;
+}
+
+/* Bytes a layer holds only while it runs, at m tokens (times batch): what its tensor_bytes holds
+ * beyond the weights (tensor_bytes at m = 0): the input, the output, accumulators and their scales. */
+static double transient_bytes(const precis_spec *spec, long long m, long long n, long long k, long long batch) {
+  return (double)(precis_spec_tensor_bytes(spec, m, n, k, batch, false) - precis_spec_tensor_bytes(spec, 0, n, k, batch, false));
+}
+
+/* The weights are the workload's b (B = W^T, k x n). Effective bits: elements, scales and zero
+ * points as a checkpoint stores them (spec.h); exact, an integer below 2^53 for any real layer. */
+static void cell_costs(const precis_row *row, precis_plan_budget kind, precis_plan_cell *cell) {
+  cell->cost = cell->resident = cell->transient = NAN;
+  precis_spec spec;
+  bool known = row_spec(row, &spec);
+  double bits = known ? precis_operand_weight_total_bits(&spec.b, row->k, row->n) : NAN;
+  if (known) {
+    cell->resident = ceil(bits / 8);
+    long long m = row->m > 0 ? row->m : 0, batch = row->batch > 0 ? row->batch : 1;
+    const char *workspace = precis_kv_get(&row->details, "workspace_limit_bytes");
+    cell->transient = transient_bytes(&spec, m, row->n, row->k, batch) + (workspace ? strtod(workspace, NULL) : 0);
+  }
   switch (kind) {
   case PRECIS_PLAN_NO_BUDGET:
-  case PRECIS_PLAN_MEMORY: return row->memory.tensor_bytes >= 0 ? (double)row->memory.tensor_bytes : NAN;
-  case PRECIS_PLAN_LATENCY: return row->time.median_ms;
-  case PRECIS_PLAN_BITS: {
-    /* The weights are the workload's b: their bits are the spec's b format (row->spec, or the
-     * preset's spec for a report written before specs). */
-    const char *text = row->spec ? row->spec : precis_recipe_name_spec(row->recipe);
-    precis_spec spec;
-    if (!text || row->k <= 0 || row->n <= 0 || precis_spec_parse(text, &spec) != PRECIS_OK) {
-      precis_clear_error();
-      return NAN;
+  case PRECIS_PLAN_MEMORY: cell->cost = cell->resident; break;
+  case PRECIS_PLAN_LATENCY: cell->cost = row->time.median_ms; break;
+  case PRECIS_PLAN_BITS: cell->cost = bits; break;
+  }
+}
+
+/* The memory budget (plan.h): the sum of resident bytes plus the largest transient of the chosen
+ * cells. For each candidate peak T, ascending, the sum is solved over the cells of transient <= T
+ * within budget - T; the most accurate of those plans wins (ties: the lower memory). Exact: the
+ * optimum has some peak T*, and the solve at T* finds a plan no less accurate that fits. */
+static bool solve_memory(const precis_plan *p, const double *cost, const double *error, const bool *allowed,
+                         double budget, size_t state_limit, int *choice, double *total_cost, double *total_error,
+                         bool *exact, size_t *states) {
+  size_t n_cells = p->n_layers * p->n_recipes, n_peaks = 0;
+  double *peaks = malloc((n_cells ? n_cells : 1) * sizeof *peaks);
+  bool *allowed_t = malloc((n_cells ? n_cells : 1) * sizeof *allowed_t);
+  int *trial = malloc((p->n_layers ? p->n_layers : 1) * sizeof *trial);
+  bool found = false;
+  *exact = true;
+  *states = 0;
+  if (!peaks || !allowed_t || !trial) goto done;
+  for (size_t i = 0; i < n_cells; i++)
+    if (allowed[i]) peaks[n_peaks++] = p->cells[i].transient;
+  qsort(peaks, n_peaks, sizeof *peaks, compare_double);
+  double best_error = INFINITY, best_memory = INFINITY;
+  for (size_t t = 0; t < n_peaks; t++) {
+    if (t > 0 && peaks[t] == peaks[t - 1]) continue;
+    double peak = peaks[t];
+    if (peak > budget) break; /* ascending: no later peak fits either */
+    for (size_t i = 0; i < n_cells; i++) allowed_t[i] = allowed[i] && p->cells[i].transient <= peak;
+    double c = 0, e = 0;
+    bool ex = true;
+    size_t st = 0;
+    bool ok = precis_plan_solve(p->n_layers, p->n_recipes, cost, error, allowed_t, budget - peak, state_limit, trial, &c, &e,
+                                &ex, &st);
+    *states += st;
+    *exact = *exact && ex;
+    if (!ok) continue;
+    double actual_peak = 0;
+    for (size_t l = 0; l < p->n_layers; l++)
+      actual_peak = fmax(actual_peak, p->cells[l * p->n_recipes + (size_t)trial[l]].transient);
+    double memory = c + actual_peak;
+    if (e < best_error || (e == best_error && memory < best_memory)) {
+      best_error = e;
+      best_memory = memory;
+      memcpy(choice, trial, p->n_layers * sizeof *choice);
+      *total_cost = memory;
+      *total_error = e;
+      found = true;
     }
-    /* Exact: an integer below 2^53 for any real layer. */
-    return (double)precis_format_get(spec.b.fmt)->storage_bits * (double)row->k * (double)row->n;
   }
-  }
-  return NAN;
+done:
+  free(peaks);
+  free(allowed_t);
+  free(trial);
+  return found;
 }
 
 typedef struct ranked {
@@ -196,11 +293,6 @@ static int by_sensitivity(const void *pa, const void *pb) {
   if (na != nb) return na ? 1 : -1;
   if (!na && a->sensitivity != b->sensitivity) return a->sensitivity > b->sensitivity ? -1 : 1;
   return a->layer < b->layer ? -1 : a->layer > b->layer;
-}
-
-static int compare_double(const void *pa, const void *pb) {
-  double a = *(const double *)pa, b = *(const double *)pb;
-  return a < b ? -1 : a > b;
 }
 
 /* Sensitivity of a layer: the mean over recipes of log2(its error / the recipe's median error over
@@ -249,6 +341,69 @@ static precis_status compute_sensitivity(precis_plan *p) {
   return PRECIS_OK;
 }
 
+static long long config_int(const cJSON *config, const char *key) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(config, key);
+  return cJSON_IsNumber(v) && v->valuedouble >= 1 && v->valuedouble < 1e9 ? (long long)v->valuedouble : 0;
+}
+
+/* The serving estimate (plan.h): from the plan's layers and the model's config.json in brief. */
+static precis_status estimate_serving(const precis_report *report, const precis_plan_options *options, precis_plan *p) {
+  precis_plan_serving *s = &p->serving;
+  s->requested = true;
+  s->batch = options->serve_batch;
+  s->context = options->serve_context;
+  s->transient_layer = -1;
+  const char *kv_name = options->serve_kv ? options->serve_kv : "bf16";
+  const precis_format *kv = precis_format_by_name(kv_name);
+  if (!kv) return precis_fail(PRECIS_E_USAGE, "--serve kv=%s: not a format (fp32, fp16, bf16, e4m3, e5m2, ...)", kv_name);
+  snprintf(s->kv_format, sizeof s->kv_format, "%s", kv->name);
+  s->kv_bits = kv->storage_bits;
+  if (!p->feasible) {
+    snprintf(s->why, sizeof s->why, "no plan to estimate");
+    return PRECIS_OK;
+  }
+  const char *text = precis_kv_get(&report->settings, "model_config");
+  cJSON *config = text ? cJSON_Parse(text) : NULL;
+  if (!config) {
+    snprintf(s->why, sizeof s->why,
+             "the report has no settings.model_config (import the model with precis import --model from a directory "
+             "holding its config.json, then run)");
+    return PRECIS_OK;
+  }
+  long long heads = config_int(config, "num_attention_heads"), hidden = config_int(config, "hidden_size");
+  s->layers = config_int(config, "num_hidden_layers");
+  s->kv_heads = config_int(config, "num_key_value_heads");
+  if (!s->kv_heads) s->kv_heads = heads;
+  s->head_dim = config_int(config, "head_dim");
+  if (!s->head_dim && heads && hidden % heads == 0) s->head_dim = hidden / heads;
+  cJSON_Delete(config);
+  if (!s->layers || !s->kv_heads || !s->head_dim) {
+    snprintf(s->why, sizeof s->why,
+             "settings.model_config lacks num_hidden_layers, num_key_value_heads (or num_attention_heads) or head_dim "
+             "(or hidden_size / num_attention_heads)");
+    return PRECIS_OK;
+  }
+  s->available = true;
+  s->weights = p->resident_total;
+  s->kv_cache = ceil(2.0 * (double)s->context * (double)s->batch * (double)s->kv_heads * (double)s->head_dim *
+                     (double)s->layers * s->kv_bits / 8);
+  long long tokens = s->batch * s->context;
+  s->transient = 0;
+  for (size_t l = 0; l < p->n_layers; l++) {
+    const precis_row *row = precis_report_find_row(report, p->layers[l], p->recipes[p->chosen[l]]);
+    precis_spec spec;
+    if (!row || !row_spec(row, &spec)) continue;
+    double t = transient_bytes(&spec, tokens, row->n, row->k, 1);
+    if (t > s->transient) {
+      s->transient = t;
+      s->transient_layer = (int)l;
+    }
+  }
+  s->workspace = (double)PRECIS_PLAN_LT_WORKSPACE_BYTES;
+  s->total = s->weights + s->kv_cache + s->transient + s->workspace;
+  return PRECIS_OK;
+}
+
 void precis_plan_free(precis_plan *p) {
   free(p->layers);
   free(p->recipes);
@@ -259,6 +414,9 @@ void precis_plan_free(precis_plan *p) {
   free(p->sensitivity);
   free(p->by_sensitivity);
   free(p->blocking);
+  free(p->single_format);
+  free(p->weight_factor);
+  free(p->single_passes);
   memset(p, 0, sizeof *p);
 }
 
@@ -275,7 +433,16 @@ precis_status precis_plan_build(const precis_report *report, const precis_plan_o
                                                                : PRECIS_PLAN_MEMORY;
   p->capacity = NAN;
   p->target = -1;
+  p->peak_layer = -1;
+  p->resident_total = p->peak_transient = NAN;
   p->exact = true;
+  p->objective = options->objective;
+  p->moe_active = options->moe_active > 0 && options->moe_active < 1 ? options->moe_active : 1;
+  if (p->objective == PRECIS_PLAN_OBJECTIVE_AUTO) {
+    p->objective = PRECIS_PLAN_OBJECTIVE_REL_FRO;
+    for (size_t i = 0; i < report->n_rows; i++)
+      if (report->rows[i].loss.present) p->objective = PRECIS_PLAN_OBJECTIVE_FISHER;
+  }
   p->layers = precis_report_workloads(report, &p->n_layers);
   p->recipes = precis_report_recipe_names(report, &p->n_recipes);
   if (!p->layers || !p->recipes) goto nomem;
@@ -291,10 +458,13 @@ precis_status precis_plan_build(const precis_report *report, const precis_plan_o
   p->sensitivity = malloc(p->n_layers * sizeof *p->sensitivity);
   p->by_sensitivity = malloc(p->n_layers * sizeof *p->by_sensitivity);
   p->blocking = malloc(p->n_layers * sizeof *p->blocking);
+  p->single_format = malloc(p->n_recipes * sizeof *p->single_format);
+  p->weight_factor = malloc(p->n_layers * sizeof *p->weight_factor);
+  p->single_passes = malloc(p->n_recipes * sizeof *p->single_passes);
   cost = malloc(n_cells * sizeof *cost);
   error = malloc(n_cells * sizeof *error);
   allowed = malloc(n_cells * sizeof *allowed);
-  if (!p->cells || !p->weights || !p->cheapest || !p->chosen || !p->sensitivity || !p->by_sensitivity || !p->blocking ||
+  if (!p->cells || !p->weights || !p->cheapest || !p->chosen || !p->sensitivity || !p->by_sensitivity || !p->blocking || !p->single_format || !p->single_passes || !p->weight_factor ||
       !cost || !error || !allowed)
     goto nomem;
   bool use_require = options->require && options->require->count > 0;
@@ -309,10 +479,13 @@ precis_status precis_plan_build(const precis_report *report, const precis_plan_o
     snprintf(p->criteria_source, sizeof p->criteria_source, "each row's recorded verdict");
   }
   for (size_t l = 0; l < p->n_layers; l++) {
+    bool expert = strstr(p->layers[l], ".experts.") != NULL;
+    p->weight_factor[l] =
+        p->cost_kind == PRECIS_PLAN_BITS && expert && options->moe_active > 0 && options->moe_active < 1 ? options->moe_active : 1;
     p->weights[l] = -1;
     for (size_t r = 0; r < p->n_recipes; r++) {
       precis_plan_cell *cell = &p->cells[l * p->n_recipes + r];
-      cell->error = NAN;
+      cell->error = cell->rel_fro = NAN;
       cell->cost = NAN;
       const precis_row *row = precis_report_find_row(report, p->layers[l], p->recipes[r]);
       if (!row) {
@@ -321,22 +494,34 @@ precis_status precis_plan_build(const precis_report *report, const precis_plan_o
       }
       cell->present = true;
       if (row->k > 0 && row->n > 0) p->weights[l] = row->k * row->n;
+      cell->rel_fro = NAN;
       if (row->status == PRECIS_ROW_OK && row->error[PRECIS_METRIC_REL_FRO].present)
-        cell->error = row->error[PRECIS_METRIC_REL_FRO].worst;
-      cell->cost = row->status == PRECIS_ROW_OK ? cell_cost(row, p->cost_kind) : NAN;
+        cell->rel_fro = row->error[PRECIS_METRIC_REL_FRO].worst;
+      if (row->status == PRECIS_ROW_OK)
+        cell->error = p->objective == PRECIS_PLAN_OBJECTIVE_REL_FRO ? cell->rel_fro
+                      : !row->loss.present                          ? NAN
+                      : p->objective == PRECIS_PLAN_OBJECTIVE_FISHER ? row->loss.fisher_mean
+                                                                     : fabs(row->loss.taylor_mean);
+      if (row->status == PRECIS_ROW_OK) cell_costs(row, p->cost_kind, cell);
+      cell->cost *= p->weight_factor[l]; /* exact for the power-of-two fractions of real MoEs (top_k/num_experts) */
       judge(row, options->require, cell);
+      if (cell->passes && p->cost_kind == PRECIS_PLAN_MEMORY && isnan(cell->transient)) cell->cost = NAN;
       if (cell->passes && isnan(cell->cost)) {
         cell->passes = false;
         snprintf(cell->what, sizeof cell->what, "no %s cost recorded", precis_plan_budget_str(p->cost_kind));
       }
       if (cell->passes && isnan(cell->error)) {
         cell->passes = false;
-        snprintf(cell->what, sizeof cell->what, "no rel_fro recorded");
+        snprintf(cell->what, sizeof cell->what, "%s",
+                 p->objective == PRECIS_PLAN_OBJECTIVE_REL_FRO
+                     ? "no rel_fro recorded"
+                     : "no loss_change recorded (import the model with --gradients, or plan --objective rel_fro)");
       }
     }
   }
   /* Per layer: the cheapest passing recipe (ties: lower error, then the report's recipe order). */
   p->cheapest_total_cost = 0;
+  double cheapest_peak = 0;
   for (size_t l = 0; l < p->n_layers; l++) {
     int best = -1;
     for (size_t r = 0; r < p->n_recipes; r++) {
@@ -348,9 +533,23 @@ precis_status precis_plan_build(const precis_report *report, const precis_plan_o
     p->cheapest[l] = best;
     p->chosen[l] = -1;
     if (best < 0) p->blocking[p->n_blocking++] = l;
-    else p->cheapest_total_cost += p->cells[l * p->n_recipes + (size_t)best].cost;
+    else {
+      p->cheapest_total_cost += p->cells[l * p->n_recipes + (size_t)best].cost;
+      cheapest_peak = fmax(cheapest_peak, p->cells[l * p->n_recipes + (size_t)best].transient);
+    }
   }
+  if (p->cost_kind == PRECIS_PLAN_MEMORY) p->cheapest_total_cost += cheapest_peak;
   if ((st = compute_sensitivity(p)) != PRECIS_OK) goto done;
+  /* The single-format alternatives: every layer on one recipe, summed in layer order. */
+  for (size_t r = 0; r < p->n_recipes; r++) {
+    p->single_format[r] = 0;
+    p->single_passes[r] = true;
+    for (size_t l = 0; l < p->n_layers; l++) {
+      const precis_plan_cell *c = &p->cells[l * p->n_recipes + r];
+      p->single_format[r] += c->error;
+      p->single_passes[r] = p->single_passes[r] && c->passes;
+    }
+  }
   if (p->n_blocking > 0) {
     snprintf(p->infeasible_why, sizeof p->infeasible_why, "no recipe meets the criteria on %zu layer%s", p->n_blocking,
              p->n_blocking == 1 ? "" : "s");
@@ -363,7 +562,7 @@ precis_status precis_plan_build(const precis_report *report, const precis_plan_o
   } else {
     if (p->budget == PRECIS_PLAN_BITS) {
       double total_weights = 0;
-      for (size_t l = 0; l < p->n_layers; l++) total_weights += (double)p->weights[l];
+      for (size_t l = 0; l < p->n_layers; l++) total_weights += (double)p->weights[l] * p->weight_factor[l];
       p->capacity = p->budget_value * total_weights;
     } else {
       p->capacity = p->budget_value;
@@ -373,8 +572,12 @@ precis_status precis_plan_build(const precis_report *report, const precis_plan_o
       cost[i] = p->cells[i].cost;
       error[i] = p->cells[i].error;
     }
-    p->feasible = precis_plan_solve(p->n_layers, p->n_recipes, cost, error, allowed, p->capacity, options->state_limit,
-                                    p->chosen, &p->total_cost, &p->total_error, &p->exact, &p->states);
+    if (p->budget == PRECIS_PLAN_MEMORY)
+      p->feasible = solve_memory(p, cost, error, allowed, p->capacity, options->state_limit, p->chosen, &p->total_cost,
+                                 &p->total_error, &p->exact, &p->states);
+    else
+      p->feasible = precis_plan_solve(p->n_layers, p->n_recipes, cost, error, allowed, p->capacity, options->state_limit,
+                                      p->chosen, &p->total_cost, &p->total_error, &p->exact, &p->states);
     if (p->exact)
       snprintf(p->method, sizeof p->method,
                "exact: dynamic programming over layers on the Pareto frontier of (cost, error), %zu states", p->states);
@@ -386,19 +589,33 @@ precis_status precis_plan_build(const precis_report *report, const precis_plan_o
       char cheapest[40], cap[40];
       precis_fmt_sig(cheapest, sizeof cheapest, p->cheapest_total_cost, 6);
       precis_fmt_sig(cap, sizeof cap, p->capacity, 6);
-      snprintf(p->infeasible_why, sizeof p->infeasible_why,
-               "the cheapest passing recipe of every layer costs %s in total (%s), over the budget's %s", cheapest,
-               precis_plan_budget_str(p->cost_kind), cap);
+      if (p->cost_kind == PRECIS_PLAN_MEMORY)
+        snprintf(p->infeasible_why, sizeof p->infeasible_why,
+                 "every assignment of passing recipes is over the budget's %s bytes (resident weights + the largest "
+                 "transient; every layer on its smallest passing recipe: %s)", cap, cheapest);
+      else
+        snprintf(p->infeasible_why, sizeof p->infeasible_why,
+                 "the cheapest passing recipe of every layer costs %s in total (%s), over the budget's %s", cheapest,
+                 precis_plan_budget_str(p->cost_kind), cap);
       for (size_t l = 0; l < p->n_layers; l++) p->chosen[l] = -1;
     }
   }
   if (p->feasible) {
     p->total_cost = 0;
     p->total_error = 0;
+    p->resident_total = 0;
+    p->peak_transient = 0;
     for (size_t l = 0; l < p->n_layers; l++) {
-      p->total_cost += p->cells[l * p->n_recipes + (size_t)p->chosen[l]].cost;
-      p->total_error += p->cells[l * p->n_recipes + (size_t)p->chosen[l]].error;
+      const precis_plan_cell *c = &p->cells[l * p->n_recipes + (size_t)p->chosen[l]];
+      p->total_cost += c->cost;
+      p->total_error += c->error;
+      p->resident_total += c->resident;
+      if (c->transient > p->peak_transient || p->peak_layer < 0) {
+        p->peak_transient = c->transient;
+        p->peak_layer = (int)l;
+      }
     }
+    if (p->cost_kind == PRECIS_PLAN_MEMORY) p->total_cost += p->peak_transient;
   }
   /* The exclusion lists' target: the recipe asked for, else the one of lowest total cost among
    * those that pass on some layer (what a one-scheme quantizer would apply everywhere). */
@@ -420,6 +637,7 @@ precis_status precis_plan_build(const precis_report *report, const precis_plan_o
       p->target = (int)r;
     }
   }
+  if (options->serve_batch > 0 && (st = estimate_serving(report, options, p)) != PRECIS_OK) goto done;
   if (options->target && p->target < 0) {
     st = precis_fail(PRECIS_E_USAGE, "--target %s: the report has no rows for this recipe", options->target);
     goto done;

@@ -4,9 +4,17 @@
  * PyTorch module). For every (layer, recipe) cell: does the row meet the criteria (the --require
  * expressions on its worst-over-samples metrics, else the row's recorded verdict), its error
  * (rel_fro worst over samples) and its cost in the budget's dimension:
- *   memory  (default) tensor_bytes of the row: A, B, output and scales in the recipe's formats
- *   bits    the weights' storage: bits of the recipe's input format times k*n
+ *   memory  (default) the resident weights: their effective bits (below) in bytes, rounded up;
+ *           a plan's memory is the sum of those over layers plus the largest transient of one
+ *           layer (its input, output and scales, and the workspace a cuda row records), never the
+ *           sum of every layer's activations
+ *   bits    the weights' effective bits: elements plus the scales and zero points of the recipe's b
+ *           operand as a checkpoint stores them (precis_operand_weight_total_bits, docs/criteria.md)
  *   latency the row's median latency per call (ms)
+ *
+ * A memory budget is not a plain sum (the transient term is a maximum): it is solved exactly by
+ * solving the sum for each candidate peak transient T (every distinct transient of a passing cell)
+ * with the cells of transient <= T and capacity budget - T, keeping the most accurate.
  *
  * Without a budget every layer gets its cheapest passing recipe (ties: lower error, then the
  * earlier recipe in the report). With a budget (memory=BYTES, latency=MS: the sum over layers;
@@ -28,23 +36,71 @@
 #include "report/results.h"
 #include "base/status.h"
 
+/* The cuBLASLt workspace the cuda backend allocates, for the serving estimate. The plan sits below
+ * eval/ (src/layers.txt), so eval/gemm_plan.c checks at compile time that its
+ * PRECIS_LT_WORKSPACE_BYTES is this value. */
+#define PRECIS_PLAN_LT_WORKSPACE_BYTES ((size_t)32 << 20)
+
 typedef enum precis_plan_budget { PRECIS_PLAN_NO_BUDGET, PRECIS_PLAN_MEMORY, PRECIS_PLAN_BITS, PRECIS_PLAN_LATENCY } precis_plan_budget;
 const char *precis_plan_budget_str(precis_plan_budget b); /* "none", "memory", "bits", "latency" */
 
+/* What the plan minimizes, summed over layers (DESIGN §17): a cell's rel_fro (worst over samples),
+ * or the loss change its row predicts from the dataset's gradients (docs/criteria.md): fisher
+ * (loss_change.fisher mean over samples) or taylor (|loss_change.taylor mean|). AUTO: fisher when the
+ * report's rows carry loss_change, else rel_fro. */
+typedef enum precis_plan_objective {
+  PRECIS_PLAN_OBJECTIVE_AUTO,
+  PRECIS_PLAN_OBJECTIVE_REL_FRO,
+  PRECIS_PLAN_OBJECTIVE_FISHER,
+  PRECIS_PLAN_OBJECTIVE_TAYLOR,
+} precis_plan_objective;
+const char *precis_plan_objective_str(precis_plan_objective o); /* "auto", "rel_fro", "fisher", "taylor" */
+/* "rel_fro (worst over samples)", ... */
+const char *precis_plan_objective_definition(precis_plan_objective o);
+
 typedef struct precis_plan_options {
+  precis_plan_objective objective;
   const precis_criteria *require; /* NULL or empty: each row's recorded verdict */
   precis_plan_budget budget;
   double budget_value;            /* bytes, average bits per weight, or ms */
   precis_plan_budget cost_kind;   /* the cost dimension without a budget (memory by default) */
   const char *target;             /* recipe the exclusion lists are relative to; NULL: the cheapest */
   size_t state_limit;             /* frontier states per layer before thinning; 0: 1<<20 */
+  /* --serve batch=B,context=T[,kv=FMT]: a serving estimate beside the plan (serve_batch 0: none). */
+  long long serve_batch, serve_context;
+  const char *serve_kv;           /* the KV cache's format name; NULL: bf16 */
+  /* --moe-active top_k/num_experts: a token reads only top_k of num_experts experts, so a bits
+   * budget (bits per weight a token reads) weighs each expert layer (a name with ".experts." in it)
+   * by this fraction, in its cost and in the weights the average is over. 0 or 1: no weighting. */
+  double moe_active;
 } precis_plan_options;
+
+/* The memory a served model holds, estimated from the plan and the model's config.json (recorded
+ * by import --model in the report's settings.model_config): each term in bytes. An estimate until
+ * precis accept measures it on a GPU. */
+typedef struct precis_plan_serving {
+  bool requested, available;
+  char why[240];               /* why not available */
+  long long batch, context;
+  char kv_format[16];
+  int kv_bits;
+  long long layers, kv_heads, head_dim;
+  double weights;              /* the planned layers' resident weights and scales */
+  double kv_cache;             /* 2 * context * batch * kv_heads * head_dim * layers elements of kv_bits */
+  double transient;            /* the largest input + output (+ scales) of one layer at batch*context tokens */
+  int transient_layer;
+  double workspace;            /* the cuBLASLt workspace (PRECIS_PLAN_LT_WORKSPACE_BYTES) */
+  double total;
+} precis_plan_serving;
 
 typedef struct precis_plan_cell {
   bool present;      /* the report has a row */
   bool passes;
-  double error;      /* rel_fro worst; NaN when unknown */
+  double error;      /* the objective's value (rel_fro worst by default); NaN when unknown */
+  double rel_fro;    /* rel_fro worst, whatever the objective; NaN when unknown */
   double cost;       /* in the plan's cost dimension; NaN when unknown */
+  double resident;   /* bytes of the weights and their scales (effective bits / 8, rounded up); NaN unknown */
+  double transient;  /* bytes held only while the layer runs: input, output, their scales, workspace */
   char what[200];    /* why it does not pass ("" when it does) */
 } precis_plan_cell;
 
@@ -55,7 +111,14 @@ typedef struct precis_plan {
   long long *weights;   /* k*n per layer (-1 unknown) */
   precis_plan_cell *cells; /* [layer * n_recipes + recipe] */
   precis_plan_budget cost_kind, budget;
+  precis_plan_objective objective; /* never AUTO once built */
+  /* Per recipe: the objective summed over layers with every layer on it (NaN when a layer lacks
+   * the value), and whether it passes on every layer: the single-format alternatives. */
+  double *single_format;
+  bool *single_passes;
   double budget_value, capacity; /* capacity in the cost dimension (NaN without a budget) */
+  double moe_active;    /* the expert layers' weight under a bits budget (1: none) */
+  double *weight_factor; /* per layer: the MoE active fraction for an expert layer under a bits budget, else 1 */
   int *cheapest;        /* per layer, cheapest passing recipe; -1 when none */
   int *chosen;          /* per layer, the plan; -1 when none */
   double *sensitivity;  /* per layer; NaN when no recipe has an error */
@@ -65,6 +128,10 @@ typedef struct precis_plan {
   bool exact;           /* false only when a frontier was thinned */
   size_t states;        /* frontier states explored */
   double total_cost, total_error, cheapest_total_cost;
+  /* Memory cost: total_cost = resident_total + peak_transient, the peak of layer peak_layer. */
+  double resident_total, peak_transient;
+  int peak_layer;
+  precis_plan_serving serving;
   size_t n_blocking;
   size_t *blocking;     /* layers without a passing recipe */
   char method[200];

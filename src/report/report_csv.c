@@ -52,6 +52,8 @@ static void header(precis_buf *b) {
   for (size_t i = 0; i < sizeof memory_columns / sizeof memory_columns[0]; i++) csv_text(b, &first, memory_columns[i]);
   static const char *const placement[] = {"host", "part", "rank", "device"};
   for (size_t i = 0; i < sizeof placement / sizeof placement[0]; i++) csv_text(b, &first, placement[i]);
+  static const char *const loss[] = {"taylor_mean", "taylor_worst", "fisher_mean", "fisher_worst"};
+  for (size_t i = 0; i < sizeof loss / sizeof loss[0]; i++) csv_text(b, &first, loss[i]);
   precis_buf_append(b, "\r\n");
 }
 
@@ -110,6 +112,9 @@ static void row_line(precis_buf *b, const precis_report *report, const precis_ro
   csv_int(b, &first, row->part, false);
   csv_int(b, &first, row->rank, true);
   csv_int(b, &first, row->device, true);
+  /* Empty without gradients in the dataset. */
+  double loss[] = {row->loss.taylor_mean, row->loss.taylor_worst, row->loss.fisher_mean, row->loss.fisher_worst};
+  for (size_t i = 0; i < sizeof loss / sizeof loss[0]; i++) csv_num(b, &first, row->loss.present ? loss[i] : NAN);
   precis_buf_append(b, "\r\n");
 }
 

@@ -229,6 +229,21 @@ static void write_row(json_out *o, const precis_row *row, long min_samples) {
   jo_end_array(o);
   jo_end_object(o);
   jo_k(o, "tflops"); jo_num(o, row->tflops);
+  if (row->loss.present) {
+    jo_k(o, "loss_change");
+    jo_begin_object(o, false);
+    jo_k(o, "taylor");
+    jo_begin_object(o, false);
+    jo_k(o, "mean"); jo_num(o, row->loss.taylor_mean);
+    jo_k(o, "worst"); jo_num(o, row->loss.taylor_worst);
+    jo_end_object(o);
+    jo_k(o, "fisher");
+    jo_begin_object(o, false);
+    jo_k(o, "mean"); jo_num(o, row->loss.fisher_mean);
+    jo_k(o, "worst"); jo_num(o, row->loss.fisher_worst);
+    jo_end_object(o);
+    jo_end_object(o);
+  }
   const precis_memory *mem = &row->memory;
   jo_k(o, "memory");
   jo_begin_object(o, false);
@@ -549,6 +564,23 @@ static bool read_row(json_in *in, const cJSON *obj, precis_row *row) {
     ji_pop(in, saved);
   }
   if (!ji_double(in, obj, "tflops", &row->tflops)) return false;
+  const cJSON *loss;
+  if (!ji_object(in, obj, "loss_change", &loss, false)) return false;
+  if (loss) {
+    size_t saved = ji_push(in, "loss_change", 0);
+    const cJSON *taylor, *fisher;
+    if (!ji_object(in, loss, "taylor", &taylor, true) || !ji_object(in, loss, "fisher", &fisher, true)) return false;
+    size_t inner = ji_push(in, "taylor", 0);
+    if (!ji_double(in, taylor, "mean", &row->loss.taylor_mean) || !ji_double(in, taylor, "worst", &row->loss.taylor_worst))
+      return false;
+    ji_pop(in, inner);
+    inner = ji_push(in, "fisher", 0);
+    if (!ji_double(in, fisher, "mean", &row->loss.fisher_mean) || !ji_double(in, fisher, "worst", &row->loss.fisher_worst))
+      return false;
+    ji_pop(in, inner);
+    ji_pop(in, saved);
+    row->loss.present = true;
+  }
 
   const cJSON *memory;
   if (!ji_object(in, obj, "memory", &memory, false)) return false;

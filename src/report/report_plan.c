@@ -10,14 +10,16 @@
 
 #include "base/escape.h"
 #include "base/fileio.h"
+#include "numerics/recipe.h"
+#include "report/deploy.h"
 #include "report/plan.h"
 #include "report_util.h"
 
 static const char *cost_unit(precis_plan_budget kind) {
   switch (kind) {
   case PRECIS_PLAN_NO_BUDGET:
-  case PRECIS_PLAN_MEMORY: return "tensor bytes";
-  case PRECIS_PLAN_BITS: return "weight bits";
+  case PRECIS_PLAN_MEMORY: return "bytes: resident weights + scales, plus the largest transient of one layer";
+  case PRECIS_PLAN_BITS: return "effective weight bits (elements + scales + zero points)";
   case PRECIS_PLAN_LATENCY: return "ms (median per call)";
   }
   return "";
@@ -45,7 +47,7 @@ static char *plan_json(const precis_plan *p, const precis_report *report, const 
   cJSON_AddStringToObject(root, "report", report_path);
   cJSON_AddStringToObject(root, "dataset_id", report->dataset_id ? report->dataset_id : "");
   cJSON_AddStringToObject(root, "criteria", p->criteria_source);
-  cJSON_AddStringToObject(root, "error_metric", "rel_fro (worst over samples)");
+  cJSON_AddStringToObject(root, "error_metric", precis_plan_objective_definition(p->objective));
   cJSON_AddStringToObject(root, "cost", precis_plan_budget_str(p->cost_kind));
   cJSON_AddStringToObject(root, "cost_unit", cost_unit(p->cost_kind));
   cJSON *budget = p->budget == PRECIS_PLAN_NO_BUDGET ? cJSON_CreateNull() : cJSON_CreateObject();
@@ -53,13 +55,32 @@ static char *plan_json(const precis_plan *p, const precis_report *report, const 
     cJSON_AddStringToObject(budget, "kind", precis_plan_budget_str(p->budget));
     cJSON_AddItemToObject(budget, "value", num(p->budget_value));
     cJSON_AddItemToObject(budget, "capacity", num(p->capacity));
+    if (p->budget == PRECIS_PLAN_BITS) cJSON_AddItemToObject(budget, "moe_active", num(p->moe_active));
   }
   cJSON_AddItemToObject(root, "budget", budget);
-  cJSON_AddStringToObject(root, "objective",
-                          p->budget == PRECIS_PLAN_NO_BUDGET
-                              ? "per layer, the cheapest recipe meeting the criteria"
-                              : "minimize the sum over layers of rel_fro subject to the sum of costs <= capacity, "
-                                "every layer on a recipe meeting the criteria; ties: lower total cost");
+  char *rule = p->budget == PRECIS_PLAN_NO_BUDGET
+                   ? precis_strdup("per layer, the cheapest recipe meeting the criteria")
+                   : precis_asprintf("minimize the sum over layers of %s subject to the budget, every layer on a "
+                                     "recipe meeting the criteria; ties: lower total cost",
+                                     precis_plan_objective_str(p->objective));
+  cJSON *objective = cJSON_AddObjectToObject(root, "objective");
+  cJSON_AddStringToObject(objective, "kind", precis_plan_objective_str(p->objective));
+  cJSON_AddStringToObject(objective, "definition", precis_plan_objective_definition(p->objective));
+  cJSON_AddStringToObject(objective, "rule", rule ? rule : "");
+  free(rule);
+  bool predicts_loss = p->objective != PRECIS_PLAN_OBJECTIVE_REL_FRO;
+  /* The plan's predicted loss change: the sum of its cells' (the layers' changes add to first and
+   * second order when their errors are independent). */
+  cJSON_AddItemToObject(objective, predicts_loss ? "predicted_loss_change" : "total",
+                        p->feasible ? num(p->total_error) : cJSON_CreateNull());
+  cJSON *single = cJSON_AddArrayToObject(objective, "single_format");
+  for (size_t r = 0; r < p->n_recipes; r++) {
+    cJSON *alt = cJSON_CreateObject();
+    cJSON_AddStringToObject(alt, "recipe", p->recipes[r]);
+    cJSON_AddItemToObject(alt, predicts_loss ? "predicted_loss_change" : "total", num(p->single_format[r]));
+    cJSON_AddBoolToObject(alt, "passes_every_layer", p->single_passes[r]);
+    cJSON_AddItemToArray(single, alt);
+  }
   cJSON_AddStringToObject(root, "method", p->method);
   cJSON_AddBoolToObject(root, "exact", p->exact);
   cJSON_AddBoolToObject(root, "feasible", p->feasible);
@@ -67,6 +88,35 @@ static char *plan_json(const precis_plan *p, const precis_report *report, const 
   cJSON_AddItemToObject(root, "total_cost", p->feasible ? num(p->total_cost) : cJSON_CreateNull());
   cJSON_AddItemToObject(root, "total_error", p->feasible ? num(p->total_error) : cJSON_CreateNull());
   cJSON_AddItemToObject(root, "cheapest_total_cost", num(p->cheapest_total_cost));
+  cJSON *memory = cJSON_AddObjectToObject(root, "memory");
+  cJSON_AddItemToObject(memory, "resident_weights_bytes", p->feasible ? num(p->resident_total) : cJSON_CreateNull());
+  cJSON_AddItemToObject(memory, "peak_transient_bytes", p->feasible ? num(p->peak_transient) : cJSON_CreateNull());
+  cJSON_AddItemToObject(memory, "peak_transient_layer",
+                        p->feasible && p->peak_layer >= 0 ? cJSON_CreateString(p->layers[p->peak_layer]) : cJSON_CreateNull());
+  cJSON_AddItemToObject(memory, "total_bytes",
+                        p->feasible ? num(p->resident_total + p->peak_transient) : cJSON_CreateNull());
+  if (p->serving.requested) {
+    const precis_plan_serving *s = &p->serving;
+    cJSON *serve = cJSON_AddObjectToObject(root, "serving_estimate");
+    cJSON_AddStringToObject(serve, "note", "an estimate until precis accept measures it on a GPU");
+    cJSON_AddNumberToObject(serve, "batch", (double)s->batch);
+    cJSON_AddNumberToObject(serve, "context", (double)s->context);
+    cJSON_AddStringToObject(serve, "kv_format", s->kv_format);
+    cJSON_AddBoolToObject(serve, "available", s->available);
+    if (!s->available) cJSON_AddStringToObject(serve, "why", s->why);
+    else {
+      cJSON_AddNumberToObject(serve, "num_hidden_layers", (double)s->layers);
+      cJSON_AddNumberToObject(serve, "num_key_value_heads", (double)s->kv_heads);
+      cJSON_AddNumberToObject(serve, "head_dim", (double)s->head_dim);
+      cJSON_AddItemToObject(serve, "weights_bytes", num(s->weights));
+      cJSON_AddItemToObject(serve, "kv_cache_bytes", num(s->kv_cache));
+      cJSON_AddItemToObject(serve, "peak_transient_bytes", num(s->transient));
+      cJSON_AddItemToObject(serve, "peak_transient_layer",
+                            s->transient_layer >= 0 ? cJSON_CreateString(p->layers[s->transient_layer]) : cJSON_CreateNull());
+      cJSON_AddItemToObject(serve, "workspace_bytes", num(s->workspace));
+      cJSON_AddItemToObject(serve, "total_bytes", num(s->total));
+    }
+  }
   cJSON_AddStringToObject(root, "target", p->target >= 0 ? p->recipes[p->target] : "");
   cJSON *recipes = cJSON_AddArrayToObject(root, "recipes");
   for (size_t r = 0; r < p->n_recipes; r++) cJSON_AddItemToArray(recipes, cJSON_CreateString(p->recipes[r]));
@@ -99,7 +149,10 @@ static char *plan_json(const precis_plan *p, const precis_report *report, const 
       cJSON_AddItemToObject(cells, p->recipes[r], cell);
       cJSON_AddBoolToObject(cell, "passes", c->passes);
       cJSON_AddItemToObject(cell, "error", num(c->error));
+      cJSON_AddItemToObject(cell, "rel_fro", num(c->rel_fro));
       cJSON_AddItemToObject(cell, "cost", num(c->cost));
+      cJSON_AddItemToObject(cell, "resident_bytes", num(c->resident));
+      cJSON_AddItemToObject(cell, "transient_bytes", num(c->transient));
       if (!c->passes) cJSON_AddStringToObject(cell, "why", c->what);
     }
   }
@@ -117,9 +170,11 @@ static void md_header(precis_buf *b, const precis_plan *p, const char *report_pa
   precis_buf_appendf(b, "\n- cost: %s (%s)\n", precis_plan_budget_str(p->cost_kind), cost_unit(p->cost_kind));
   if (p->budget != PRECIS_PLAN_NO_BUDGET) {
     fmt_cost(cost, sizeof cost, p->cost_kind, p->capacity);
-    precis_buf_appendf(b, "- budget: %s=%.6g (capacity %s); objective: the lowest sum of rel_fro over layers within it\n",
-                       precis_plan_budget_str(p->budget), p->budget_value, cost);
+    precis_buf_appendf(b, "- budget: %s=%.6g (capacity %s); objective: the lowest sum of %s over layers within it\n",
+                       precis_plan_budget_str(p->budget), p->budget_value, cost, precis_plan_objective_str(p->objective));
   }
+  precis_buf_appendf(b, "- objective: %s = %s\n", precis_plan_objective_str(p->objective),
+                     precis_plan_objective_definition(p->objective));
   precis_buf_append(b, "- method: ");
   precis_buf_markdown(b, p->method);
   precis_buf_append(b, "\n\n");
@@ -127,7 +182,24 @@ static void md_header(precis_buf *b, const precis_plan *p, const char *report_pa
     fmt_cost(cost, sizeof cost, p->cost_kind, p->total_cost);
     fmt_cost(cheapest, sizeof cheapest, p->cost_kind, p->cheapest_total_cost);
     precis_buf_appendf(b, "**Plan:** %zu layers, total cost %s (every layer on its cheapest passing recipe: %s), "
-                          "sum of rel_fro %.4g.\n\n", p->n_layers, cost, cheapest, p->total_error);
+                          "sum of %s %.4g.\n\n", p->n_layers, cost, cheapest, precis_plan_objective_str(p->objective),
+                       p->total_error);
+    precis_buf_appendf(b, "**Single-format alternatives** (every layer on one recipe; sum of %s):",
+                       precis_plan_objective_str(p->objective));
+    for (size_t r = 0; r < p->n_recipes; r++) {
+      char v[32];
+      precis_fmt_sig(v, sizeof v, p->single_format[r], 4);
+      precis_buf_append(b, r ? "; " : " ");
+      precis_buf_markdown(b, p->recipes[r]);
+      precis_buf_appendf(b, " %s%s", v, p->single_passes[r] ? "" : " (fails the criteria on some layer)");
+    }
+    precis_buf_append(b, ".\n\n");
+    char resident[48], peak[48];
+    precis_fmt_bytes(resident, sizeof resident, (long long)p->resident_total);
+    precis_fmt_bytes(peak, sizeof peak, (long long)p->peak_transient);
+    precis_buf_appendf(b, "**Memory:** resident weights + scales %s, plus the largest transient of one layer %s (", resident, peak);
+    precis_buf_markdown(b, p->peak_layer >= 0 ? p->layers[p->peak_layer] : "-");
+    precis_buf_append(b, ": its input, output and scales at the report's shape).\n\n");
   } else {
     precis_buf_append(b, "**No plan meets the criteria:** ");
     precis_buf_markdown(b, p->infeasible_why);
@@ -149,6 +221,30 @@ static void md_header(precis_buf *b, const precis_plan *p, const char *report_pa
     }
     precis_buf_append(b, "\n");
   }
+  if (p->serving.requested) {
+    const precis_plan_serving *s = &p->serving;
+    precis_buf_appendf(b, "**Serving estimate** at batch %lld, context %lld, KV cache in %s (an estimate until `precis accept` "
+                          "measures it on a GPU):", s->batch, s->context, s->kv_format);
+    if (!s->available) {
+      precis_buf_append(b, " not available: ");
+      precis_buf_markdown(b, s->why);
+      precis_buf_append(b, ".\n\n");
+    } else {
+      char w[48], kv[48], t[48], ws[48], total[48];
+      precis_fmt_bytes(w, sizeof w, (long long)s->weights);
+      precis_fmt_bytes(kv, sizeof kv, (long long)s->kv_cache);
+      precis_fmt_bytes(t, sizeof t, (long long)s->transient);
+      precis_fmt_bytes(ws, sizeof ws, (long long)s->workspace);
+      precis_fmt_bytes(total, sizeof total, (long long)s->total);
+      precis_buf_appendf(b, "\n\n| term | bytes | how |\n|---|---:|---|\n"
+                            "| weights | %s | the planned layers' weights and scales (embeddings and norms not included) |\n"
+                            "| KV cache | %s | 2 · %lld tokens · %lld sequences · %lld kv heads · %lld head dim · %lld layers · %d bits |\n"
+                            "| peak transient | %s | the largest input + output of one layer at %lld tokens |\n"
+                            "| cuBLASLt workspace | %s | what the cuda backend offers cuBLASLt |\n| **total** | **%s** | |\n\n",
+                         w, kv, s->context, s->batch, s->kv_heads, s->head_dim, s->layers, s->kv_bits, t,
+                         s->batch * s->context, ws, total);
+    }
+  }
 }
 
 static char *plan_markdown(const precis_plan *p, const char *report_path) {
@@ -156,7 +252,9 @@ static char *plan_markdown(const precis_plan *p, const char *report_path) {
   precis_buf_init(&b);
   md_header(&b, p, report_path);
   char cost[48], err[32], sens[32];
-  precis_buf_append(&b, "## Per layer\n\n| layer | plan | cost | rel_fro | cheapest passing | sensitivity | rank |\n"
+  precis_buf_appendf(&b, "## Per layer\n\n| layer | plan | cost | %s | cheapest passing | sensitivity | rank |\n",
+                     precis_plan_objective_str(p->objective));
+  precis_buf_append(&b, ""
                         "|---|---|---:|---:|---|---:|---:|\n");
   size_t *rank = malloc((p->n_layers ? p->n_layers : 1) * sizeof *rank);
   if (rank)
@@ -176,7 +274,7 @@ static char *plan_markdown(const precis_plan *p, const char *report_path) {
   }
   free(rank);
   precis_buf_append(&b, "\n## Sensitivity ranking (most sensitive first)\n\n"
-                        "Sensitivity = mean over recipes of log2(layer's rel_fro / the recipe's median rel_fro over layers); "
+                        "Sensitivity = mean over recipes of log2(layer's value / the recipe's median value over layers) of the objective; "
                         "+1 = twice the typical error. A value marked * fails the criteria.\n\n| rank | layer | sensitivity |");
   for (size_t r = 0; r < p->n_recipes; r++) {
     precis_buf_append(&b, " ");
@@ -251,7 +349,8 @@ static char *plan_html(const precis_plan *p, const char *report_path) {
     fmt_cost(cost, sizeof cost, p->cost_kind, p->total_cost);
     fmt_cost(cheapest, sizeof cheapest, p->cost_kind, p->cheapest_total_cost);
     precis_buf_appendf(&b, "<div class=\"banner ok\"><b>Plan:</b> %zu layers, total cost %s (all cheapest passing: %s), "
-                           "sum of rel_fro %.4g.</div>\n", p->n_layers, cost, cheapest, p->total_error);
+                           "sum of %s %.4g.</div>\n", p->n_layers, cost, cheapest,
+                       precis_plan_objective_str(p->objective), p->total_error);
   } else {
     precis_buf_append(&b, "<div class=\"banner bad\"><b>No plan meets the criteria:</b> ");
     precis_buf_html(&b, p->infeasible_why);
@@ -272,7 +371,9 @@ static char *plan_html(const precis_plan *p, const char *report_path) {
       hi = fmax(hi, log10(e));
     }
   }
-  precis_buf_append(&b, "<h2>Error per layer and recipe (rel_fro, worst over samples)</h2>\n<p class=\"legend\">");
+  precis_buf_append(&b, "<h2>Per layer and recipe: ");
+  precis_buf_html(&b, precis_plan_objective_definition(p->objective));
+  precis_buf_append(&b, "</h2>\n<p class=\"legend\">");
   for (int i = 0; i <= 4; i++) {
     double e = isfinite(lo) ? pow(10, lo + (hi - lo) * i / 4.0) : NAN;
     precis_heat_color(e, lo, hi, color, sizeof color);
@@ -309,7 +410,7 @@ static char *plan_html(const precis_plan *p, const char *report_path) {
       precis_buf_appendf(&b, "<td class=\"%s%s%s\" style=\"background-color:%s\" title=\"", c->passes ? "pass" : "fail",
                          chosen ? " chosen" : "", dark ? " dark" : "", color);
       precis_buf_html(&b, p->recipes[r]);
-      precis_buf_appendf(&b, ": rel_fro %s, cost %s", err, cost);
+      precis_buf_appendf(&b, ": %s %s, cost %s", precis_plan_objective_str(p->objective), err, cost);
       if (!c->passes) {
         precis_buf_append(&b, "; fails: ");
         precis_buf_html(&b, c->what);
@@ -382,15 +483,162 @@ static char *llmcompressor_yaml(const precis_plan *p) {
   return precis_buf_take(&b);
 }
 
+/* The spec of a plan recipe, from the report's row (the canonical spec) or the preset. */
+static bool recipe_spec(const precis_plan *p, const precis_report *report, size_t r, precis_spec *spec) {
+  for (size_t l = 0; l < p->n_layers; l++) {
+    const precis_row *row = precis_report_find_row(report, p->layers[l], p->recipes[r]);
+    const char *text = row && row->spec ? row->spec : precis_recipe_name_spec(p->recipes[r]);
+    if (text && precis_spec_parse(text, spec) == PRECIS_OK) return true;
+    precis_clear_error();
+  }
+  return false;
+}
+
+typedef enum deploy_target { DEPLOY_COMPRESSED_TENSORS, DEPLOY_MODELOPT } deploy_target;
+
+/* Per recipe of the plan: its mapping in a framework (maps[r]); layers on a recipe without one are
+ * counted in *unmapped. */
+static void deploy_maps(const precis_plan *p, const precis_report *report, deploy_target target, precis_deploy_map *maps) {
+  for (size_t r = 0; r < p->n_recipes; r++) {
+    precis_spec spec;
+    memset(&maps[r], 0, sizeof maps[r]);
+    if (!recipe_spec(p, report, r, &spec)) {
+      maps[r].kind = PRECIS_DEPLOY_NONE;
+      snprintf(maps[r].note, sizeof maps[r].note, "the report does not say this recipe's spec");
+    } else if (target == DEPLOY_COMPRESSED_TENSORS) {
+      precis_deploy_compressed_tensors(&spec, &maps[r]);
+    } else {
+      precis_deploy_modelopt(&spec, &maps[r]);
+    }
+  }
+}
+
+/* The deployment section of plan.json: per framework, each used recipe's mapping and the layers
+ * the emitted config cannot carry. */
+static void deploy_json(cJSON *root, const precis_plan *p, const precis_deploy_map *maps, const char *name,
+                        const char *file) {
+  cJSON *d = cJSON_AddObjectToObject(root, name);
+  cJSON_AddStringToObject(d, "file", file);
+  cJSON *recipes = cJSON_AddObjectToObject(d, "recipes");
+  cJSON *missing = cJSON_CreateArray();
+  for (size_t r = 0; r < p->n_recipes; r++) {
+    bool used = false;
+    for (size_t l = 0; l < p->n_layers; l++) used |= p->chosen[l] == (int)r;
+    if (!used) continue;
+    cJSON *m = cJSON_AddObjectToObject(recipes, p->recipes[r]);
+    cJSON_AddStringToObject(m, "mapping", precis_deploy_kind_str(maps[r].kind));
+    if (maps[r].scheme[0]) cJSON_AddStringToObject(m, "scheme", maps[r].scheme);
+    cJSON_AddBoolToObject(m, "exact", maps[r].exact);
+    if (maps[r].note[0]) cJSON_AddStringToObject(m, "note", maps[r].note);
+  }
+  for (size_t l = 0; l < p->n_layers; l++)
+    if (p->chosen[l] >= 0 && maps[p->chosen[l]].kind == PRECIS_DEPLOY_NONE)
+      cJSON_AddItemToArray(missing, cJSON_CreateString(p->layers[l]));
+  cJSON_AddBoolToObject(d, "complete", cJSON_GetArraySize(missing) == 0);
+  cJSON_AddItemToObject(d, "layers_without_equivalent", missing);
+}
+
+/* compressed-tensors: a quantization_config (the object under config.json's "quantization_config",
+ * what compressed_tensors.QuantizationConfig parses): one config group per scheme used, targets the
+ * exact module names; ignore the unquantized layers. Layers on a recipe without an equivalent are
+ * in neither (plan.json names them). */
+static char *compressed_tensors_json(const precis_plan *p, const precis_deploy_map *maps) {
+  cJSON *root = cJSON_CreateObject();
+  if (!root) return NULL;
+  cJSON_AddStringToObject(root, "quant_method", "compressed-tensors");
+  cJSON *groups = cJSON_AddObjectToObject(root, "config_groups");
+  const char *format = NULL;
+  int n_groups = 0;
+  bool mixed = false;
+  for (size_t r = 0; p->feasible && r < p->n_recipes; r++) {
+    if (maps[r].kind != PRECIS_DEPLOY_SCHEME) continue;
+    cJSON *targets = cJSON_CreateArray();
+    for (size_t l = 0; l < p->n_layers; l++)
+      if (p->chosen[l] == (int)r) cJSON_AddItemToArray(targets, cJSON_CreateString(p->layers[l]));
+    if (cJSON_GetArraySize(targets) == 0) {
+      cJSON_Delete(targets);
+      continue;
+    }
+    char name[32];
+    snprintf(name, sizeof name, "group_%d", n_groups++);
+    cJSON *g = cJSON_AddObjectToObject(groups, name);
+    cJSON_AddItemToObject(g, "targets", targets);
+    cJSON_AddItemToObject(g, "weights", cJSON_Duplicate(maps[r].weights, true));
+    if (maps[r].input_activations) cJSON_AddItemToObject(g, "input_activations", cJSON_Duplicate(maps[r].input_activations, true));
+    cJSON_AddStringToObject(g, "format", maps[r].scheme);
+    if (format && strcmp(format, maps[r].scheme) != 0) mixed = true;
+    format = maps[r].scheme;
+  }
+  cJSON_AddStringToObject(root, "format", mixed ? "mixed-precision" : format ? format : "dense");
+  cJSON *ignore = cJSON_AddArrayToObject(root, "ignore");
+  for (size_t l = 0; p->feasible && l < p->n_layers; l++)
+    if (maps[p->chosen[l]].kind == PRECIS_DEPLOY_UNQUANTIZED) cJSON_AddItemToArray(ignore, cJSON_CreateString(p->layers[l]));
+  char *text = cJSON_Print(root);
+  cJSON_Delete(root);
+  return text;
+}
+
+/* ModelOpt: hf_quant_config.json with quant_algo MIXED_PRECISION and a quant_algo per quantized
+ * layer; unquantized layers in exclude_modules. */
+static char *modelopt_layers_json(const precis_plan *p, const precis_deploy_map *maps) {
+  cJSON *root = cJSON_CreateObject();
+  if (!root) return NULL;
+  cJSON *producer = cJSON_AddObjectToObject(root, "producer");
+  cJSON_AddStringToObject(producer, "name", "precis plan");
+  cJSON *q = cJSON_AddObjectToObject(root, "quantization");
+  cJSON_AddStringToObject(q, "quant_algo", "MIXED_PRECISION");
+  cJSON_AddNullToObject(q, "kv_cache_quant_algo");
+  cJSON *layers = cJSON_AddObjectToObject(q, "quantized_layers");
+  cJSON *exclude = cJSON_AddArrayToObject(q, "exclude_modules");
+  for (size_t l = 0; p->feasible && l < p->n_layers; l++) {
+    const precis_deploy_map *m = &maps[p->chosen[l]];
+    if (m->kind == PRECIS_DEPLOY_UNQUANTIZED) cJSON_AddItemToArray(exclude, cJSON_CreateString(p->layers[l]));
+    if (m->kind != PRECIS_DEPLOY_SCHEME) continue;
+    cJSON *e = cJSON_AddObjectToObject(layers, p->layers[l]);
+    cJSON_AddStringToObject(e, "quant_algo", m->scheme);
+    if (m->group_size) cJSON_AddNumberToObject(e, "group_size", m->group_size);
+  }
+  char *text = cJSON_Print(root);
+  cJSON_Delete(root);
+  return text;
+}
+
 precis_status precis_plan_write_all(const precis_plan *p, const precis_report *report, const char *report_path,
                                     const char *dir, bool force) {
   precis_status st = precis_mkdirs(dir);
   if (st != PRECIS_OK) return st;
-  char *texts[5] = {plan_json(p, report, report_path), plan_markdown(p, report_path), plan_html(p, report_path),
-                    modelopt_json(p), llmcompressor_yaml(p)};
-  static const char *const names[5] = {"plan.json", "plan.md", "plan.html", "modelopt_exclude.json",
-                                       "llmcompressor_ignore.yaml"};
-  for (int i = 0; i < 5 && st == PRECIS_OK; i++) {
+  precis_deploy_map *ct = calloc(p->n_recipes ? p->n_recipes : 1, sizeof *ct);
+  precis_deploy_map *mo = calloc(p->n_recipes ? p->n_recipes : 1, sizeof *mo);
+  if (!ct || !mo) {
+    free(ct);
+    free(mo);
+    return precis_fail(PRECIS_E_NOMEM, "out of memory");
+  }
+  deploy_maps(p, report, DEPLOY_COMPRESSED_TENSORS, ct);
+  deploy_maps(p, report, DEPLOY_MODELOPT, mo);
+  char *json = plan_json(p, report, report_path);
+  cJSON *doc = json ? cJSON_Parse(json) : NULL;
+  free(json);
+  json = NULL;
+  if (doc) {
+    cJSON *deployment = cJSON_AddObjectToObject(doc, "deployment");
+    deploy_json(deployment, p, ct, "compressed_tensors", "compressed_tensors_config.json");
+    deploy_json(deployment, p, mo, "modelopt", "modelopt_hf_quant_config.json");
+    json = cJSON_Print(doc);
+    cJSON_Delete(doc);
+  }
+  char *texts[7] = {json, plan_markdown(p, report_path), plan_html(p, report_path),
+                    modelopt_json(p), llmcompressor_yaml(p), compressed_tensors_json(p, ct), modelopt_layers_json(p, mo)};
+  static const char *const names[7] = {"plan.json", "plan.md", "plan.html", "modelopt_exclude.json",
+                                       "llmcompressor_ignore.yaml", "compressed_tensors_config.json",
+                                       "modelopt_hf_quant_config.json"};
+  for (size_t r = 0; r < p->n_recipes; r++) {
+    precis_deploy_map_free(&ct[r]);
+    precis_deploy_map_free(&mo[r]);
+  }
+  free(ct);
+  free(mo);
+  for (int i = 0; i < 7 && st == PRECIS_OK; i++) {
     if (!texts[i]) {
       st = precis_fail(PRECIS_E_NOMEM, "out of memory writing %s", names[i]);
       break;
@@ -399,7 +647,7 @@ precis_status precis_plan_write_all(const precis_plan *p, const precis_report *r
     st = path ? precis_atomic_write_text(path, texts[i], force) : precis_fail(PRECIS_E_NOMEM, "out of memory");
     free(path);
   }
-  for (int i = 0; i < 5; i++) free(texts[i]);
+  for (int i = 0; i < 7; i++) free(texts[i]);
   return st;
 }
 
@@ -429,8 +677,8 @@ void precis_plan_print(const precis_plan *p, FILE *out) {
     return;
   }
   fmt_cost(cost, sizeof cost, p->cost_kind, p->total_cost);
-  fprintf(out, "plan: %zu layers, total cost %s (%s), sum of rel_fro %.4g (%s)\n", p->n_layers, cost,
-          precis_plan_budget_str(p->cost_kind), p->total_error, p->method);
+  fprintf(out, "plan: %zu layers, total cost %s (%s), sum of %s %.4g (%s)\n", p->n_layers, cost,
+          precis_plan_budget_str(p->cost_kind), precis_plan_objective_str(p->objective), p->total_error, p->method);
   size_t *count = calloc(p->n_recipes ? p->n_recipes : 1, sizeof *count);
   if (count) {
     for (size_t l = 0; l < p->n_layers; l++) count[p->chosen[l]]++;
@@ -446,5 +694,24 @@ void precis_plan_print(const precis_plan *p, FILE *out) {
     fprintf(out, "%s %s (%s)", i ? "," : "", term(&b, p->layers[p->by_sensitivity[i]]), err);
   }
   fprintf(out, "\n");
+  char resident[48], peak[48];
+  precis_fmt_bytes(resident, sizeof resident, (long long)p->resident_total);
+  precis_fmt_bytes(peak, sizeof peak, (long long)p->peak_transient);
+  fprintf(out, "  memory: resident weights + scales %s, largest transient %s (%s)\n", resident, peak,
+          p->peak_layer >= 0 ? term(&b, p->layers[p->peak_layer]) : "-");
+  const precis_plan_serving *s = &p->serving;
+  if (s->requested && !s->available)
+    fprintf(out, "  serving estimate (batch %lld, context %lld): not available: %s\n", s->batch, s->context, s->why);
+  else if (s->requested) {
+    char w[48], kv[48], t[48], ws[48], total[48];
+    precis_fmt_bytes(w, sizeof w, (long long)s->weights);
+    precis_fmt_bytes(kv, sizeof kv, (long long)s->kv_cache);
+    precis_fmt_bytes(t, sizeof t, (long long)s->transient);
+    precis_fmt_bytes(ws, sizeof ws, (long long)s->workspace);
+    precis_fmt_bytes(total, sizeof total, (long long)s->total);
+    fprintf(out, "  serving estimate (batch %lld, context %lld, KV in %s; an estimate until precis accept measures it):\n"
+                 "    weights %s + KV cache %s + peak transient %s + cuBLASLt workspace %s = %s\n",
+            s->batch, s->context, s->kv_format, w, kv, t, ws, total);
+  }
   precis_buf_free(&b);
 }

@@ -125,6 +125,7 @@ void precis_row_init(precis_row *row) {
   }
   timing_init(&row->time);
   row->tflops = NAN;
+  row->loss = (precis_loss_change){false, NAN, NAN, NAN, NAN};
   row->memory = (precis_memory){-1, -1, -1, -1, -1, -1};
   row->rank = row->device = -1;
 }

@@ -68,6 +68,15 @@ typedef struct precis_memory {
   long long host_peak_rss_bytes;
 } precis_memory;
 
+/* The loss change a row's error predicts (DESIGN §17, docs/criteria.md), from the dataset's
+ * gradients g = dL/dY: per held-out sample s, taylor_s = sum g (C - C_ref) and fisher_s =
+ * 1/2 sum (g (C - C_ref))^2; mean over samples, and the worst (taylor: largest magnitude, sign kept;
+ * fisher: the largest). present only when the dataset has gradients. */
+typedef struct precis_loss_change {
+  bool present;
+  double taylor_mean, taylor_worst, fisher_mean, fisher_worst;
+} precis_loss_change;
+
 typedef struct precis_row {
   char *workload;
   char *description;
@@ -84,6 +93,7 @@ typedef struct precis_row {
   precis_metric_value error[PRECIS_METRIC_COUNT];
   precis_timing time;
   double tflops;            /* 2*m*n*k*batch / median; NaN when absent */
+  precis_loss_change loss;  /* predicted loss change (gradients in the dataset); present false otherwise */
   precis_memory memory;
   precis_kv_list details;   /* recipe details: scales granularity, calibration, algorithm, padding */
   /* Where the case ran (DESIGN §13), so that a report gathered from shards, ranks or devices says

@@ -1,0 +1,131 @@
+"""precis plan's memory budget and serving estimate on a small Llama (DESIGN §17), end to end:
+import --model (a directory with config.json, which import records), run on the cpu backend, plan.
+Every number is recomputed here by hand from the shapes:
+
+- resident weights: effective bits / 8 per layer (bf16 16 bits; int8 8 bits + a bf16 scale per
+  output channel), summed over the layers;
+- transient of a layer: its input and output (and scales, int8's int32 accumulators) at the
+  dataset's tokens x samples; the plan's memory = resident + the largest transient, never the sum;
+- a memory budget one byte below the cheapest plan's memory is refused (exit 3), at it accepted;
+- the serving estimate at batch=2,context=16: weights + KV cache 2·T·B·kv_heads·head_dim·layers
+  elements in the KV format + the largest transient at B·T tokens + the 32 MiB cuBLASLt workspace.
+"""
+import json
+import math
+import os
+import sys
+import tempfile
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cli_checks import FAILURES, check, run  # noqa: E402
+from safetensors_fixture import write_safetensors_f32  # noqa: E402
+
+FAST = ["--min-samples", "1", "--max-samples", "2", "--max-time-ms", "1"]
+CONFIG = {"model_type": "llama", "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+          "hidden_size": 32, "intermediate_size": 48, "torch_dtype": "bfloat16"}
+TOKENS, SAMPLES = 8, 2
+
+
+def layer_shapes():
+    """name -> (in, out) of a Llama with CONFIG: q, k, v, o, gate, up, down per layer."""
+    h, heads, kv = CONFIG["hidden_size"], CONFIG["num_attention_heads"], CONFIG["num_key_value_heads"]
+    hd, inter = h // heads, CONFIG["intermediate_size"]
+    shapes = {}
+    for i in range(CONFIG["num_hidden_layers"]):
+        p = f"model.layers.{i}"
+        shapes[f"{p}.self_attn.q_proj"] = (h, heads * hd)
+        shapes[f"{p}.self_attn.k_proj"] = (h, kv * hd)
+        shapes[f"{p}.self_attn.v_proj"] = (h, kv * hd)
+        shapes[f"{p}.self_attn.o_proj"] = (heads * hd, h)
+        shapes[f"{p}.mlp.gate_proj"] = (h, inter)
+        shapes[f"{p}.mlp.up_proj"] = (h, inter)
+        shapes[f"{p}.mlp.down_proj"] = (inter, h)
+    return shapes
+
+
+def resident(recipe, k, n):
+    if recipe == "bf16":
+        return k * n * 2
+    assert recipe == "int8"
+    return k * n + n * 2  # s8 codes + a bf16 scale per output channel
+
+
+def transient(recipe, k, n, tokens):
+    if recipe == "bf16":
+        return tokens * k * 2 + tokens * n * 2  # bf16 input and output
+    # s8 input, fp32 output, int32 accumulators, an f32 scale per row of A
+    return tokens * k + tokens * n * 4 + tokens * n * 4 + tokens * 4
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="precis-plan-memory-")
+    model = os.path.join(tmp, "llama")
+    os.makedirs(model)
+    json.dump(CONFIG, open(os.path.join(model, "config.json"), "w"))
+    rng = np.random.default_rng(5)
+    shapes = layer_shapes()
+    write_safetensors_f32(os.path.join(model, "model.safetensors"),
+                          {f"{name}.weight": rng.standard_normal((n, k)).astype(np.float32)
+                           for name, (k, n) in shapes.items()})
+    ds = os.path.join(tmp, "m.h5")
+    run(["import", "--model", model, "--tokens", str(TOKENS), "--batch", str(SAMPLES), "-o", ds, "-q"])
+    rep = os.path.join(tmp, "rep")
+    run(["run", ds, "--backend", "cpu", "--recipes", "bf16,int8", "-o", rep] + FAST)
+    report = json.load(open(os.path.join(rep, "report.json")))
+    recorded = report["settings"].get("model_config")
+    check(isinstance(recorded, dict) and recorded.get("num_key_value_heads") == 2 and recorded.get("hidden_size") == 32,
+          f"report settings.model_config from config.json: {recorded}")
+
+    # The cheapest plan by resident bytes puts every layer on int8 (its verdict passes the default gate).
+    tokens = TOKENS * SAMPLES
+    res = sum(resident("int8", k, n) for k, n in shapes.values())
+    peak = max(transient("int8", k, n, tokens) for k, n in shapes.values())
+    out = os.path.join(tmp, "p")
+    p = run(["plan", os.path.join(rep, "report.json"), "--cost", "memory", "-o", out])
+    doc = json.load(open(os.path.join(out, "plan.json")))
+    check(all(l["recipe"] == "int8" for l in doc["layers"]), f"cheapest: every layer int8: {p.stdout}")
+    check(doc["memory"]["resident_weights_bytes"] == res, f"resident {doc['memory']['resident_weights_bytes']} != {res}")
+    check(doc["memory"]["peak_transient_bytes"] == peak, f"peak transient {doc['memory']['peak_transient_bytes']} != {peak}")
+    check(doc["total_cost"] == res + peak, f"memory {doc['total_cost']} != resident + peak {res + peak}")
+    summed = sum(transient("int8", k, n, tokens) for k, n in shapes.values())
+    check(doc["total_cost"] < res + summed, "the activations are not summed over layers")
+
+    # A budget: one byte short of the least memory is refused; at it, accepted. Every bf16 plan
+    # holds more (bf16 weights are twice int8's), so the least memory is the all-int8 plan.
+    both = {r: sum(resident(r, k, n) for k, n in shapes.values()) for r in ("bf16", "int8")}
+    check(both["bf16"] > res, "bf16 weights hold more")
+    plan_args = [os.path.join(rep, "report.json"), "--force", "-o", out]
+    run(["plan"] + plan_args + ["--budget", f"memory={res + peak - 1}"], expect=3)
+    run(["plan"] + plan_args + ["--budget", f"memory={res + peak}"])
+    doc = json.load(open(os.path.join(out, "plan.json")))
+    check(doc["feasible"] and doc["total_cost"] == res + peak, f"at the least memory: {doc.get('total_cost')}")
+
+    # Serving estimate at batch 2, context 16, KV in bf16, then in e4m3.
+    B, T = 2, 16
+    for kv, bits in (("bf16", 16), ("e4m3", 8)):
+        p = run(["plan"] + plan_args + ["--cost", "memory", "--serve", f"batch={B},context={T},kv={kv}"])
+        doc = json.load(open(os.path.join(out, "plan.json")))
+        s = doc["serving_estimate"]
+        head_dim = CONFIG["hidden_size"] // CONFIG["num_attention_heads"]
+        kv_bytes = 2 * T * B * CONFIG["num_key_value_heads"] * head_dim * CONFIG["num_hidden_layers"] * bits // 8
+        serve_peak = max(transient("int8", k, n, B * T) for k, n in shapes.values())
+        want = {"weights_bytes": res, "kv_cache_bytes": kv_bytes, "peak_transient_bytes": serve_peak,
+                "workspace_bytes": 32 << 20, "total_bytes": res + kv_bytes + serve_peak + (32 << 20)}
+        for key, value in want.items():
+            check(s.get(key) == value, f"serving {kv} {key}: {s.get(key)} != {value}")
+        check(s["head_dim"] == head_dim and s["num_key_value_heads"] == 2, f"serving shape: {s}")
+        check("serving estimate" in p.stdout and "KV cache" in p.stdout, f"stdout shows the terms: {p.stdout}")
+        md = open(os.path.join(out, "plan.md")).read()
+        check("Serving estimate" in md and "an estimate until" in md, "plan.md shows the estimate")
+    # Without a recorded config the estimate says why; a bad --serve is a usage error.
+    run(["plan"] + plan_args + ["--serve", "batch=0,context=4"], expect=2)
+    run(["plan"] + plan_args + ["--serve", "batch=1,context=4,kv=nope"], expect=2)
+    if FAILURES:
+        raise SystemExit(f"{len(FAILURES)} failures")
+    print("ok: memory budget and serving estimate match the hand computation")
+
+
+if __name__ == "__main__":
+    main()
