@@ -54,6 +54,7 @@ enum {
   PRECIS_OPT_SPREAD,
   PRECIS_OPT_COLD,
   PRECIS_OPT_AUTOTUNE,
+  PRECIS_OPT_TARGET,
 };
 
 #define PRECIS_CLI_MEASURE_OPTIONS                                                                          \
@@ -64,7 +65,7 @@ enum {
       {"max-samples", required_argument, 0, PRECIS_OPT_MAX_SAMPLES},                                       \
       {"max-time-ms", required_argument, 0, PRECIS_OPT_MAX_TIME},                                          \
       {"target-spread", required_argument, 0, PRECIS_OPT_SPREAD}, {"cold", no_argument, 0, PRECIS_OPT_COLD}, \
-      {"autotune", required_argument, 0, PRECIS_OPT_AUTOTUNE}
+      {"autotune", required_argument, 0, PRECIS_OPT_AUTOTUNE}, {"target", required_argument, 0, PRECIS_OPT_TARGET}
 
 /* --require expressions: the parsed criteria and the text as given (for the report). */
 typedef struct precis_cli_require {
@@ -119,6 +120,7 @@ typedef struct precis_cli_plan_args {
   int lt_version;        /* --cublaslt-version as cublasLtGetVersion() reports it */
   bool lt_version_given;
   int first_operand;     /* argv index of the first non-option argument */
+  precis_target target;  /* --target ARCH (sets cc_major/cc_minor too); DEFAULT when not given */
 } precis_cli_plan_args;
 /* Returns -1 when parsed (free args->recipes), else the exit code (0 after --help, 2 on an error
  * it has reported). */

@@ -50,7 +50,7 @@ static void header(precis_buf *b) {
                                        "samples", "calls_per_sample", "convert_ms", "e2e_median_ms", "tflops"};
   for (size_t i = 0; i < sizeof timing / sizeof timing[0]; i++) csv_text(b, &first, timing[i]);
   for (size_t i = 0; i < sizeof memory_columns / sizeof memory_columns[0]; i++) csv_text(b, &first, memory_columns[i]);
-  static const char *const placement[] = {"host", "part", "rank", "device"};
+  static const char *const placement[] = {"host", "part", "rank", "device", "target"};
   for (size_t i = 0; i < sizeof placement / sizeof placement[0]; i++) csv_text(b, &first, placement[i]);
   precis_buf_append(b, "\r\n");
 }
@@ -110,6 +110,7 @@ static void row_line(precis_buf *b, const precis_report *report, const precis_ro
   csv_int(b, &first, row->part, false);
   csv_int(b, &first, row->rank, true);
   csv_int(b, &first, row->device, true);
+  csv_text(b, &first, row->target ? row->target : "");
   precis_buf_append(b, "\r\n");
 }
 
