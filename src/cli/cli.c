@@ -260,6 +260,22 @@ static bool parse_lt_version(const char *command, const char *text, int *out) {
   return true;
 }
 
+bool precis_cli_keep_target_rows(const char *command, const char *path, precis_report *report, precis_target target) {
+  const char *name = precis_target_name(target);
+  size_t kept = 0;
+  for (size_t i = 0; i < report->n_rows; i++) {
+    precis_row *row = &report->rows[i];
+    const char *t = row->target ? row->target : precis_target_name(PRECIS_TARGET_CPU_DEFAULT);
+    if (strcmp(t, name) == 0) report->rows[kept++] = *row;
+    else precis_row_free(row);
+  }
+  report->n_rows = kept;
+  if (kept) return true;
+  fprintf(stderr, "precis %s: %s: no rows for --target %s (run with --target %s to measure them)\n", command, path,
+          name, name);
+  return false;
+}
+
 int precis_cli_parse_plan_args(const char *command, int argc, char **argv, bool explain_options,
                                void (*usage)(FILE *), precis_cli_plan_args *args) {
   enum { OPT_RECIPES = 256, OPT_WORKLOADS, OPT_CC, OPT_JSON, OPT_LT_VERSION, OPT_ARCH };

@@ -127,6 +127,11 @@ typedef struct precis_cli_plan_args {
 int precis_cli_parse_plan_args(const char *command, int argc, char **argv, bool explain_options,
                                void (*usage)(FILE *), precis_cli_plan_args *args);
 
+/* --target ARCH on a report (recommend, plan): keeps only the rows recorded for that architecture
+ * (a row without a target, from before targets, counts as sm_90, the cpu default then). Returns
+ * false after saying so when none is left. */
+bool precis_cli_keep_target_rows(const char *command, const char *path, precis_report *report, precis_target target);
+
 /* --cc: a compute capability as 90, 9.0 or sm_90 (major 1..99, minor 0..9). Reports the error. */
 bool precis_cli_parse_cc(const char *command, const char *text, int *major, int *minor);
 /* Writes --int8-act-scale into the specs it concerns (precis_recipe_set_static_act_scale). */
