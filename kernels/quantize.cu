@@ -168,6 +168,7 @@ extern "C" cudaError_t precis_cuda_quantize(const precis_quant_desc *desc, const
            : desc->gran == PRECIS_QUANT_GRAN_MX_RCEIL ? PRECIS_SCALE_RULE_MX_RCEIL
            : p.nv                                      ? PRECIS_SCALE_RULE_NV
            : p.asym                                    ? PRECIS_SCALE_RULE_ASYM
+           : desc->ints == PRECIS_QUANT_FP8_UE8M0      ? PRECIS_SCALE_RULE_MX_RCEIL /* UE8M0: rounded up */
                                                        : PRECIS_SCALE_RULE_DIVIDE;
   p.emax_elem = desc->elem == PRECIS_FMT_E4M3 ? 8 : desc->elem == PRECIS_FMT_E5M2 ? 15 : 2;
   p.qmin = p.qmax = 0.0f;

@@ -5,7 +5,7 @@
  *
  *   quantize_driver quantize ELEM GRAN INTS SIDE ROWS COLS IN.f32 PREFIX
  *       ELEM: e4m3 e5m2 e2m1 int8 s4 u4; GRAN: tensor row col k<G> <R>x<C> mx mx-rceil nv;
- *       INTS: sym half asym; SIDE: a b. Writes PREFIX.codes (u8, rows*cols), .scales (f32),
+ *       INTS: sym half asym, or ue8m0 (fp8: power-of-two scales, PRECIS_QUANT_FP8_UE8M0); SIDE: a b. Writes PREFIX.codes (u8, rows*cols), .scales (f32),
  *       .scale_codes (u8), .zeros (u8), .deq (f32, rows*cols) and .meta (text: scale_rows
  *       scale_cols clipped tensor_scale_bits).
  *   quantize_driver encode e2m1|e8m0 IN OUT.u8   e2m1: IN is f32, one code per value;
@@ -66,9 +66,10 @@ static int cmd_quantize(char **argv) {
   const precis_format *f = precis_format_by_name(argv[0]);
   if (!f || parse_gran(argv[1], &d)) return fprintf(stderr, "bad ELEM or GRAN\n"), 2;
   d.elem = f->id;
-  d.ints = strcmp(argv[2], "asym") == 0   ? PRECIS_QUANT_INT_ASYMMETRIC
-           : strcmp(argv[2], "half") == 0 ? PRECIS_QUANT_INT_SYMMETRIC_HALF
-                                          : PRECIS_QUANT_INT_SYMMETRIC;
+  d.ints = strcmp(argv[2], "asym") == 0    ? PRECIS_QUANT_INT_ASYMMETRIC
+           : strcmp(argv[2], "half") == 0  ? PRECIS_QUANT_INT_SYMMETRIC_HALF
+           : strcmp(argv[2], "ue8m0") == 0 ? PRECIS_QUANT_FP8_UE8M0
+                                           : PRECIS_QUANT_INT_SYMMETRIC;
   d.side = argv[3][0] == 'b' ? PRECIS_OPERAND_B : PRECIS_OPERAND_A;
   size_t rows = strtoull(argv[4], NULL, 10), cols = strtoull(argv[5], NULL, 10), bytes;
   float *x = read_all(argv[6], &bytes);

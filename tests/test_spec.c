@@ -47,10 +47,10 @@ static void check_error(const char *text, const char *mentions, const char *allo
 
 TEST(presets_are_canonical_specs) {
   size_t baselines = 0;
-  /* The seven of DESIGN §3, then issue 16's nine (all in `all`), fp8-fast (optional), then the
-   * high-precision family. */
+  /* The seven of DESIGN §3, then issue 16's nine (all in `all`), fp8-fast and fp8-block-ue8m0
+   * (optional), then the high-precision family. */
   CHECK_EQ_INT(precis_recipe_preset_all_count(), 16);
-  CHECK_EQ_INT(precis_recipe_preset_count(), 16 + 1 + 5 + 6 + 1); /* fp8-fast; fp64, 3xtf32, bf16x3/6/9, ozaki-int8-3..8, fp64-emu */
+  CHECK_EQ_INT(precis_recipe_preset_count(), 16 + 2 + 5 + 6 + 1); /* fp8-fast, fp8-block-ue8m0; fp64, 3xtf32, bf16x3/6/9, ozaki-int8-3..8, fp64-emu */
   for (size_t i = 0; i < precis_recipe_preset_count(); i++) {
     const precis_recipe_preset *p = precis_recipe_preset_at(i);
     check_canonical(p->spec, p->spec);
@@ -268,8 +268,8 @@ TEST(recipe_lists_split_at_preset_names) {
   precis_recipe_list_free(&l);
   CHECK_EQ_INT(list_count("all,a=bf16,out=fp32", &l), precis_recipe_preset_all_count() + 1);
   precis_recipe_list_free(&l);
-  /* Every preset is in `all`, in high-precision, or optional (fp8-fast). */
-  CHECK_EQ_INT(list_count("high-precision", &l), precis_recipe_preset_count() - precis_recipe_preset_all_count() - 1);
+  /* Every preset is in `all`, in high-precision, or optional (fp8-fast, fp8-block-ue8m0). */
+  CHECK_EQ_INT(list_count("high-precision", &l), precis_recipe_preset_count() - precis_recipe_preset_all_count() - 2);
   precis_recipe_list_free(&l);
   /* A range of a preset family, in order; every member must exist. */
   CHECK_EQ_INT(list_count("fp64,ozaki-int8-3..8", &l), 7);
@@ -374,6 +374,11 @@ TEST(backends_answer_from_the_spec) {
       continue;
     }
     const precis_lt_route *route = precis_lt_route_find(&r.spec, why, sizeof why);
+    if (strcmp(r.name, "fp8-block-ue8m0") == 0) {
+      /* UE8M0 scales from the host quantizer into fp8-block's fp32 scale tensors (powers of two). */
+      CHECK_MSG(route && strcmp(route->name, "fp8-block") == 0, "%s: %s", r.name, why);
+      continue;
+    }
     if (strcmp(r.name, "fp8-rowwise") == 0 || strcmp(r.name, "fp8-block") == 0) {
       /* Native on sm_90 through cuBLASLt's scale modes, not below. */
       CHECK_MSG(route && strcmp(route->name, r.name) == 0, "%s: %s", r.name, why);

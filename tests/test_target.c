@@ -278,6 +278,26 @@ TEST(fp8_fast_error_falls_by_the_width_ratio_from_hopper_to_blackwell) {
   free(a), free(b);
 }
 
-RUN_TESTS(T(targets_parse_and_name), T(table_has_the_published_widths),
+/* Scale encodings (issue 33 item 2): `:ue8m0` on fp8 operands with fp32-scaled groups. */
+TEST(ue8m0_is_a_spec_field) {
+  precis_spec s;
+  char text[PRECIS_SPEC_TEXT_MAX];
+  CHECK_OK(precis_spec_parse("a=e4m3@k128:ue8m0,b=e4m3@128x128:ue8m0,out=bf16", &s));
+  CHECK(precis_spec_format(&s, text, sizeof text));
+  CHECK_STR(text, "a=e4m3@k128:ue8m0,b=e4m3@128x128:ue8m0,acc=fp32,out=bf16,scale=dynamic,smooth=none,split=none");
+  CHECK(precis_operand_scales_ue8m0(&s.a) && precis_operand_scales_ue8m0(&s.b));
+  precis_spec plain;
+  CHECK_OK(precis_spec_parse("a=e4m3@k128,b=e4m3@128x128,out=bf16", &plain));
+  CHECK(!precis_spec_equal(&s, &plain) && !precis_operand_scales_ue8m0(&plain.a));
+  /* One byte per scale: A 64 rows x 2 groups of 128, B 2 x 2 blocks, 3 bytes saved on each. */
+  CHECK_EQ_INT(precis_spec_tensor_bytes(&plain, 64, 256, 256, 1, false) - precis_spec_tensor_bytes(&s, 64, 256, 256, 1, false),
+               3 * (64 * 2 + 2 * 2));
+  static const char *const bad[] = {"a=e2m1@mx:ue8m0", "a=s8@row:ue8m0", "a=e2m1@k32:ue8m0", "a=bf16:ue8m0",
+                                    "a=e4m3@nv:ue8m0", "a=e4m3@tensor:ue8m0,b=e4m3@tensor,scale=absmax"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) CHECK_MSG(precis_spec_parse(bad[i], &s) != PRECIS_OK, "%s", bad[i]);
+  precis_clear_error();
+}
+
+RUN_TESTS(T(targets_parse_and_name), T(ue8m0_is_a_spec_field), T(table_has_the_published_widths),
           T(each_target_takes_each_recipe_as_the_cuda_backend_would),
           T(fp8_fast_error_falls_by_the_width_ratio_from_hopper_to_blackwell))

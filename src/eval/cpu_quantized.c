@@ -153,7 +153,7 @@ static bool legacy_operand(const precis_operand_spec *op, bool is_b) {
   if (!precis_operand_is_scaled(op)) return true;
   if (op->fmt == PRECIS_FMT_I8 && op->conv == PRECIS_QCONV_SYM)
     return is_b ? op->gran == PRECIS_GRAN_COL : op->gran == PRECIS_GRAN_ROW || op->gran == PRECIS_GRAN_TENSOR;
-  return op->fmt == PRECIS_FMT_E4M3 && op->gran == PRECIS_GRAN_TENSOR;
+  return op->fmt == PRECIS_FMT_E4M3 && op->gran == PRECIS_GRAN_TENSOR && !precis_operand_scales_ue8m0(op);
 }
 
 bool precis_cpu_quant_claims(const precis_spec *s) {
@@ -183,6 +183,7 @@ static precis_quant_desc desc_of(const precis_operand_spec *op, precis_operand_s
   }
   d.ints = op->conv == PRECIS_QCONV_SYM_HALF ? PRECIS_QUANT_INT_SYMMETRIC_HALF
            : op->conv == PRECIS_QCONV_ASYM   ? PRECIS_QUANT_INT_ASYMMETRIC
+           : op->conv == PRECIS_QCONV_UE8M0  ? PRECIS_QUANT_FP8_UE8M0
                                              : PRECIS_QUANT_INT_SYMMETRIC;
   return d;
 }

@@ -46,6 +46,7 @@ const char *precis_quant_int_str(precis_quant_int c) {
   case PRECIS_QUANT_INT_SYMMETRIC: return "symmetric";
   case PRECIS_QUANT_INT_SYMMETRIC_HALF: return "symmetric-half";
   case PRECIS_QUANT_INT_ASYMMETRIC: return "asymmetric";
+  case PRECIS_QUANT_FP8_UE8M0: return "ue8m0";
   }
   return "unknown";
 }
@@ -111,6 +112,14 @@ precis_status precis_quant_layout_of(const precis_quant_desc *d, size_t rows, si
     l.has_tensor_scale = true;
     break;
   default: return precis_fail(PRECIS_E_USAGE, "quantizer: unknown granularity %d", (int)d->gran);
+  }
+  if (d->ints == PRECIS_QUANT_FP8_UE8M0) {
+    bool fp32_scaled = l.scale_fmt == PRECIS_FMT_F32;
+    if (!fp32_scaled || (d->elem != PRECIS_FMT_E4M3 && d->elem != PRECIS_FMT_E5M2))
+      return precis_fail(PRECIS_E_USAGE, "quantizer: ue8m0 scales need e4m3/e5m2 elements with tensor, row, col, k<G> "
+                                         "or <R>x<C> groups, got %s@%s",
+                         ef->name, precis_quant_gran_str(d->gran));
+    l.scale_fmt = PRECIS_FMT_E8M0;
   }
   if (along_k) {
     l.group_rows = d->side == PRECIS_OPERAND_A ? 1 : along_k;
@@ -408,8 +417,10 @@ static int scale_rule_of(const precis_quant_desc *d) {
   case PRECIS_QUANT_GRAN_MX: return PRECIS_SCALE_RULE_MX_FLOOR;
   case PRECIS_QUANT_GRAN_MX_RCEIL: return PRECIS_SCALE_RULE_MX_RCEIL;
   case PRECIS_QUANT_GRAN_NV: return PRECIS_SCALE_RULE_NV;
-  default: return is_int_elem(d->elem) && d->ints == PRECIS_QUANT_INT_ASYMMETRIC ? PRECIS_SCALE_RULE_ASYM
-                                                                                : PRECIS_SCALE_RULE_DIVIDE;
+  default:
+    if (d->ints == PRECIS_QUANT_FP8_UE8M0) return PRECIS_SCALE_RULE_MX_RCEIL; /* amax/max rounded up to a power of two */
+    return is_int_elem(d->elem) && d->ints == PRECIS_QUANT_INT_ASYMMETRIC ? PRECIS_SCALE_RULE_ASYM
+                                                                          : PRECIS_SCALE_RULE_DIVIDE;
   }
 }
 
@@ -620,6 +631,8 @@ precis_status precis_quantize_with_amax(const precis_quant_desc *d, const float 
     return precis_fail(PRECIS_E_USAGE, "quantizer: static amax %g (expected a finite value >= 0)", (double)amax);
   if (!q->codes || !q->scales)
     return precis_fail(PRECIS_E_USAGE, "quantizer: the output needs codes and scales (allocate them from the layout)");
+  if (d->ints == PRECIS_QUANT_FP8_UE8M0)
+    return precis_fail(PRECIS_E_USAGE, "quantizer: a static amax gives an fp32 scale; ue8m0 scales are dynamic only");
   float *dv = malloc(cols * sizeof *dv), *zv = calloc(cols, sizeof *zv);
   if (!dv || !zv) {
     free(dv);

@@ -59,6 +59,14 @@ static const precis_recipe_preset presets[] = {
                     "(the k-sum kept in the tensor core's ~13-bit accumulator, never promoted); output bf16 "
                     "(torch._scaled_mm use_fast_accum=True)",
      .optional = true},
+    /* Issue 33: DeepSeek-V3's fp8 blocks with DeepGEMM's power-of-two (UE8M0) scales, which its
+     * Blackwell kernels require: fp8-block's groups, each scale amax/448 rounded up to 2^e. Not in
+     * `all` (fp8-block is; this is its scale encoding). */
+    {.name = "fp8-block-ue8m0",
+     .spec = "a=e4m3@k128:ue8m0,b=e4m3@128x128:ue8m0,acc=fp32,out=bf16,scale=dynamic,smooth=none,split=none",
+     .description = "DeepGEMM fp8 blocks: A e4m3 per 1x128 along k, B e4m3 per 128x128 block, each scale "
+                    "amax/448 rounded up to a power of two (UE8M0, one byte); compute 32F; output bf16",
+     .optional = true},
     /* High precision at low-precision speed (issue 19, docs/high-precision.md). */
     {.name = "fp64", .spec = "a=fp64,b=fp64,acc=fp64,out=fp64,scale=dynamic,smooth=none,split=none",
      .description = "A,B f64 (exact from f32 inputs); compute 64F; output f64", .high_precision = true},

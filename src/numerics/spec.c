@@ -33,6 +33,8 @@ static const char *fmt_name(precis_format_id id) { return precis_format_get(id)-
 
 bool precis_operand_is_integer(const precis_operand_spec *op) { return !precis_format_get(op->fmt)->is_float; }
 
+bool precis_operand_scales_ue8m0(const precis_operand_spec *op) { return op->conv == PRECIS_QCONV_UE8M0; }
+
 bool precis_spec_smooths(const precis_spec *s) { return s->smooth_auto || !isnan(s->smooth); }
 
 bool precis_operand_is_scaled(const precis_operand_spec *op) {
@@ -56,7 +58,7 @@ const char *precis_gran_name(precis_gran g) { return gran_names[g]; }
 
 static const char *const conv_names[] = {
     [PRECIS_QCONV_NONE] = "none", [PRECIS_QCONV_SYM] = "sym", [PRECIS_QCONV_SYM_HALF] = "sym-half",
-    [PRECIS_QCONV_ASYM] = "asym"};
+    [PRECIS_QCONV_ASYM] = "asym", [PRECIS_QCONV_UE8M0] = "ue8m0"};
 
 static const char *const scale_names[] = {[PRECIS_SCALE_DYNAMIC] = "dynamic", [PRECIS_SCALE_ABSMAX] = "absmax",
                                           [PRECIS_SCALE_PERCENTILE] = "percentile", [PRECIS_SCALE_MSE] = "mse"};
@@ -197,10 +199,25 @@ static precis_status parse_operand(const char *field, const char *value, precis_
     return precis_fail(PRECIS_E_USAGE, "%s=%s: NVFP4 blocks hold e2m1 elements, not %s", field, value,
                        fmt_name(op->fmt));
   if (!colon) return PRECIS_OK;
+  if (!integer && strcmp(colon + 1, "ue8m0") == 0) {
+    /* Power-of-two scales for fp8 with fp32-scaled granularities (MX/NVFP4 blocks have their own). */
+    bool fp8 = op->fmt == PRECIS_FMT_E4M3 || op->fmt == PRECIS_FMT_E5M2;
+    bool fp32_scaled = op->gran == PRECIS_GRAN_TENSOR || op->gran == PRECIS_GRAN_ROW || op->gran == PRECIS_GRAN_COL ||
+                       op->gran == PRECIS_GRAN_K || op->gran == PRECIS_GRAN_BLOCK;
+    if (!fp8 || !fp32_scaled)
+      return precis_fail(PRECIS_E_USAGE,
+                         "%s=%s: ue8m0 (power-of-two scales) applies to e4m3/e5m2 with tensor, row, col, k<G> or "
+                         "<R>x<C> scales (mx blocks are E8M0 already)",
+                         field, value);
+    op->conv = PRECIS_QCONV_UE8M0;
+    return PRECIS_OK;
+  }
   if (!integer)
-    return precis_fail(PRECIS_E_USAGE, "%s=%s: a scale convention (sym, sym-half, asym) applies to s8, s4 and u4, not %s",
-                       field, value, fmt_name(op->fmt));
-  for (size_t i = PRECIS_QCONV_SYM; i < sizeof conv_names / sizeof conv_names[0]; i++)
+    return precis_fail(PRECIS_E_USAGE,
+                       "%s=%s: a scale convention (sym, sym-half, asym) applies to s8, s4 and u4; e4m3/e5m2 take ue8m0 "
+                       "(power-of-two scales), not \"%s\"",
+                       field, value, colon + 1);
+  for (size_t i = PRECIS_QCONV_SYM; i <= PRECIS_QCONV_ASYM; i++)
     if (strcmp(colon + 1, conv_names[i]) == 0) {
       op->conv = (precis_qconv)i;
       if (op->conv == PRECIS_QCONV_ASYM && op->fmt == PRECIS_FMT_I8)
@@ -334,6 +351,10 @@ static precis_status check_spec(const precis_spec *s) {
     return precis_fail(PRECIS_E_USAGE,
                        "scale=%s: static scales from the calibration split are per tensor; write a=%s@tensor",
                        scale_names[s->scale], fmt_name(s->a.fmt));
+  if (s->scale != PRECIS_SCALE_DYNAMIC && s->a.conv == PRECIS_QCONV_UE8M0)
+    return precis_fail(PRECIS_E_USAGE, "scale=%s: static scales are fp32 (the calibration's amax); ue8m0 scales are "
+                                       "dynamic only (drop :ue8m0 or scale=)",
+                       scale_names[s->scale]);
   return PRECIS_OK;
 }
 
@@ -478,6 +499,8 @@ static void describe_operand(const char *which, const precis_operand_spec *op, c
   }
   const precis_format *f = precis_format_get(op->fmt);
   if (op->conv == PRECIS_QCONV_ASYM) snprintf(buf, len, "%s %s %s, min/max with zero point", which, name, gran);
+  else if (op->conv == PRECIS_QCONV_UE8M0)
+    snprintf(buf, len, "%s %s %s, s=2^ceil(log2(amax/%g)) (UE8M0)", which, name, gran, f->max_finite);
   else if (op->conv == PRECIS_QCONV_SYM_HALF) snprintf(buf, len, "%s %s %s, s=amax/%g", which, name, gran, f->max_finite + 0.5);
   else snprintf(buf, len, "%s %s %s, s=amax/%g", which, name, gran, f->max_finite);
 }
@@ -512,6 +535,12 @@ static long long scale_bytes(const precis_operand_spec *op, bool is_a, long long
     sym.conv = PRECIS_QCONV_SYM;
     long long bytes = scale_bytes(&sym, is_a, rows, cols, mats);
     return bytes + ceil_div(bytes / 4 * precis_format_get(op->fmt)->storage_bits, 8);
+  }
+  /* UE8M0: one byte per scale where fp32 takes four. */
+  if (op->conv == PRECIS_QCONV_UE8M0) {
+    precis_operand_spec f32 = *op;
+    f32.conv = PRECIS_QCONV_NONE;
+    return scale_bytes(&f32, is_a, rows, cols, mats) / 4;
   }
   switch (op->gran) {
   case PRECIS_GRAN_NONE: return 0;
