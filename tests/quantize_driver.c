@@ -12,6 +12,9 @@
  *                                                e8m0: IN is f32 amax values, OUT has the floor
  *                                                (emax 8) and rceil (/448) codes, interleaved
  *   quantize_driver smooth ALPHA M K N X.f32 W.f32 OUT.f32
+ *   quantize_driver range e2m3|e3m2 FIRST COUNT OUT.u8   the codes of the fp32 bit patterns FIRST ..
+ *                                                       FIRST+COUNT-1 (exhaustive checks without an
+ *                                                       input file)
  * Exit 0 on success, 2 on bad arguments (the library's message on stderr). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -142,7 +145,24 @@ done:
   return rc;
 }
 
+static int cmd_range(char **argv) {
+  int e3m2 = strcmp(argv[0], "e3m2") == 0;
+  if (!e3m2 && strcmp(argv[0], "e2m3") != 0) return fprintf(stderr, "range: e2m3 or e3m2\n"), 2;
+  unsigned long long first = strtoull(argv[1], NULL, 0), count = strtoull(argv[2], NULL, 0);
+  if (count == 0 || first + count > (1ull << 32)) return fprintf(stderr, "range: bad FIRST/COUNT\n"), 2;
+  uint8_t *codes = malloc((size_t)count);
+  if (!codes) return fprintf(stderr, "range: out of memory\n"), 2;
+  for (unsigned long long i = 0; i < count; i++) {
+    float x = precis_f32_of_bits((uint32_t)(first + i));
+    codes[i] = e3m2 ? precis_bits_f32_to_e3m2(x) : precis_bits_f32_to_e2m3(x);
+  }
+  int rc = write_all(argv[3], "", codes, (size_t)count);
+  free(codes);
+  return rc ? 2 : 0;
+}
+
 int main(int argc, char **argv) {
+  if (argc == 6 && strcmp(argv[1], "range") == 0) return cmd_range(argv + 2);
   if (argc == 10 && strcmp(argv[1], "quantize") == 0) return cmd_quantize(argv + 2);
   if (argc == 5 && strcmp(argv[1], "encode") == 0) return cmd_encode(argv + 2);
   if (argc == 9 && strcmp(argv[1], "smooth") == 0) return cmd_smooth(argv + 2);

@@ -11,7 +11,7 @@ enum { MAX_GROUP = 1 << 20, MAX_SPLIT_TERMS = 16 };
 static const char *const field_names[] = {"a", "b", "acc", "out", "scale", "smooth", "split"};
 enum { FIELD_A, FIELD_B, FIELD_ACC, FIELD_OUT, FIELD_SCALE, FIELD_SMOOTH, FIELD_SPLIT, FIELD_COUNT };
 
-#define OPERAND_FORMATS "fp64, fp32, tf32, fp16, bf16, e4m3, e5m2, e2m1, s8, s4, u4"
+#define OPERAND_FORMATS "fp64, fp32, tf32, fp16, bf16, e4m3, e5m2, e2m1, e2m3, e3m2, s8, s4, u4"
 #define OUT_FORMATS "fp64, fp32, tf32, fp16, bf16, e4m3, e5m2"
 #define GRANULARITIES "tensor, row, col, k<G>, <R>x<C>, mx, mx-rceil, nv"
 
@@ -42,6 +42,8 @@ bool precis_operand_is_scaled(const precis_operand_spec *op) {
   case PRECIS_FMT_E4M3:
   case PRECIS_FMT_E5M2:
   case PRECIS_FMT_E2M1:
+  case PRECIS_FMT_E2M3:
+  case PRECIS_FMT_E3M2:
   case PRECIS_FMT_I8:
   case PRECIS_FMT_S4:
   case PRECIS_FMT_U4: return true;
@@ -108,7 +110,9 @@ static precis_gran default_gran(precis_format_id fmt, bool is_a) {
   switch (fmt) {
   case PRECIS_FMT_E4M3:
   case PRECIS_FMT_E5M2: return PRECIS_GRAN_TENSOR;
-  case PRECIS_FMT_E2M1: return PRECIS_GRAN_MX;
+  case PRECIS_FMT_E2M1:
+  case PRECIS_FMT_E2M3:
+  case PRECIS_FMT_E3M2: return PRECIS_GRAN_MX;
   case PRECIS_FMT_I8: return is_a ? PRECIS_GRAN_ROW : PRECIS_GRAN_COL;
   case PRECIS_FMT_S4:
   case PRECIS_FMT_U4: return PRECIS_GRAN_K;
@@ -193,7 +197,7 @@ static precis_status parse_operand(const char *field, const char *value, precis_
                        "use tensor, col, k<G>, <R>x<C>, mx or nv",
                        field, value);
   if ((op->gran == PRECIS_GRAN_MX || op->gran == PRECIS_GRAN_MX_RCEIL) && integer)
-    return precis_fail(PRECIS_E_USAGE, "%s=%s: MX blocks hold e4m3, e5m2 or e2m1 elements, not %s", field, value,
+    return precis_fail(PRECIS_E_USAGE, "%s=%s: MX blocks hold e4m3, e5m2, e3m2, e2m3 or e2m1 elements, not %s", field, value,
                        fmt_name(op->fmt));
   if (op->gran == PRECIS_GRAN_NV && op->fmt != PRECIS_FMT_E2M1)
     return precis_fail(PRECIS_E_USAGE, "%s=%s: NVFP4 blocks hold e2m1 elements, not %s", field, value,
@@ -404,7 +408,8 @@ precis_status precis_spec_parse(const char *text, precis_spec *out) {
     case FIELD_B: st = parse_operand("b", value, &s.b); break;
     case FIELD_ACC: st = parse_acc(value, &s.acc, &fast); break;
     case FIELD_OUT:
-      if (!format_from_name(value, &s.out) || !precis_format_get(s.out)->is_float || s.out == PRECIS_FMT_E2M1)
+      if (!format_from_name(value, &s.out) || !precis_format_get(s.out)->is_float || s.out == PRECIS_FMT_E2M1 ||
+          s.out == PRECIS_FMT_E2M3 || s.out == PRECIS_FMT_E3M2)
         st = precis_fail(PRECIS_E_USAGE, "out=%s: unknown output format (expected " OUT_FORMATS ")", value);
       break;
     case FIELD_SCALE: st = parse_scale(value, &s); break;
