@@ -71,6 +71,16 @@ def main():
         check(run.returncode == 0, "explain --target sm_100", run)
         check(run.stdout.count("target_way             native") == 5 and "35 fraction bits" in run.stdout,
               "explain --target sm_100: five native plans with their accumulators", run)
+        # Item 4 of issue 33: every new recipe's plan on sm_100, native or emulated, with its accumulator.
+        run = precis("explain", ds, "--target", "sm_100", "--recipes", "fp8-block-ue8m0,mxfp6-e2m3,mxfp6-e3m2", "--json")
+        check(run.returncode == 0, "explain --target sm_100 --json on the new recipes", run)
+        cases = {c["recipe"]: c for c in json.loads(run.stdout)["cases"]} if run.returncode == 0 else {}
+        ways = {r: (c["status"], c.get("plan", {}).get("target_way"), c.get("plan", {}).get("accumulator", ""))
+                for r, c in cases.items()}
+        check(ways.get("fp8-block-ue8m0", ("",))[:2] == ("native", "native") and
+              "fp8 on sm_100: 25 fraction bits" in ways["fp8-block-ue8m0"][2], "fp8-block-ue8m0 native on sm_100: %s" % ways)
+        check(all(ways.get(r, ("",))[:2] == ("emulated", "emulated") for r in ("mxfp6-e2m3", "mxfp6-e3m2")),
+              "mxfp6 emulated on sm_100 (no cuBLASLt FP6 route): %s" % ways)
         run = precis("explain", ds, "--target", "sm_90", "--recipes", "nvfp4")
         check("target_way             emulated" in run.stdout, "explain --target sm_90: nvfp4 emulated", run)
 
