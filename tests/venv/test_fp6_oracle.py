@@ -1,7 +1,8 @@
 """OCP MX FP6 element formats (issue 33: e2m3, e3m2) against ml_dtypes, bit for bit.
 
-* every fp32 bit pattern (all 2^32; PRECIS_FP6_SAMPLE=1 takes every 97th 2^20-block plus the blocks
-  where the formats make their rounding decisions) encoded by precis (quantize_driver range) and by
+* every fp32 bit pattern (all 2^32, in chunks of 2^26; PRECIS_FP6_SAMPLE=1 takes the chunks whose
+  first |x| lies in [2^-8, 2^6), where the formats make their rounding decisions, and the chunks
+  at multiples of 97 * 2^20) encoded by precis (quantize_driver range) and by
   ml_dtypes.float6_e2m3fn / float6_e3m2fn: the same 6-bit code, except for NaN, where precis gives
   +max (0x1f, CUDA's satfinite rule; the formats have no NaN) and ml_dtypes does not;
 * the 64 codes of each decode to ml_dtypes' values;
@@ -57,7 +58,7 @@ def check_encoding(tmp, fmt):
     for first in starts:
         count = CHUNK
         if SAMPLE:
-            # every 97th 2^20 block, and |x| in [2^-8, 2^6) of both signs, where the decisions are made
+            # chunks starting with |x| in [2^-8, 2^6) (both signs), where the decisions are made
             mag = first & 0x7fffffff
             if not (0x3b800000 <= mag < 0x42800000) and (first >> 20) % 97:
                 continue
