@@ -184,7 +184,8 @@ static precis_status upload_host_quantized(cuda_case *cs, const precis_operand_s
                                            void *d_scales, float *tensor_scale, size_t *clipped) {
   precis_status st = PRECIS_OK;
   cudaStream_t s = cs->wk->stream;
-  precis_quant_desc d = {.elem = op->fmt, .side = side, .ints = PRECIS_QUANT_INT_SYMMETRIC};
+  precis_quant_desc d = {.elem = op->fmt, .side = side,
+                         .ints = precis_operand_scales_ue8m0(op) ? PRECIS_QUANT_FP8_UE8M0 : PRECIS_QUANT_INT_SYMMETRIC};
   switch (op->gran) {
   case PRECIS_GRAN_ROW: d.gran = PRECIS_QUANT_GRAN_ROW; break;
   case PRECIS_GRAN_COL: d.gran = PRECIS_QUANT_GRAN_COL; break;

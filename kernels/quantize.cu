@@ -168,6 +168,7 @@ extern "C" cudaError_t precis_cuda_quantize(const precis_quant_desc *desc, const
            : desc->gran == PRECIS_QUANT_GRAN_MX_RCEIL ? PRECIS_SCALE_RULE_MX_RCEIL
            : p.nv                                      ? PRECIS_SCALE_RULE_NV
            : p.asym                                    ? PRECIS_SCALE_RULE_ASYM
+           : desc->ints == PRECIS_QUANT_FP8_UE8M0      ? PRECIS_SCALE_RULE_MX_RCEIL /* UE8M0: rounded up */
                                                        : PRECIS_SCALE_RULE_DIVIDE;
   p.emax_elem = desc->elem == PRECIS_FMT_E4M3 ? 8 : desc->elem == PRECIS_FMT_E5M2 ? 15 : 2;
   p.qmin = p.qmax = 0.0f;
@@ -175,6 +176,8 @@ extern "C" cudaError_t precis_cuda_quantize(const precis_quant_desc *desc, const
   case PRECIS_FMT_E4M3: p.kind = kE4M3, p.max_elem = 448.0f; break;
   case PRECIS_FMT_E5M2: p.kind = kE5M2, p.max_elem = 57344.0f; break;
   case PRECIS_FMT_E2M1: p.kind = kE2M1, p.max_elem = 6.0f; break;
+  case PRECIS_FMT_E2M3:
+  case PRECIS_FMT_E3M2: return cudaErrorNotSupported; /* FP6: the host quantizer only (issue 33) */
   default: {
     float qmax = desc->elem == PRECIS_FMT_I8 ? 127.0f : desc->elem == PRECIS_FMT_S4 ? 7.0f : 15.0f;
     p.kind = kInt, p.qmax = qmax, p.qmin = -qmax, p.max_elem = qmax;

@@ -5,13 +5,16 @@
  *
  *   quantize_driver quantize ELEM GRAN INTS SIDE ROWS COLS IN.f32 PREFIX
  *       ELEM: e4m3 e5m2 e2m1 int8 s4 u4; GRAN: tensor row col k<G> <R>x<C> mx mx-rceil nv;
- *       INTS: sym half asym; SIDE: a b. Writes PREFIX.codes (u8, rows*cols), .scales (f32),
+ *       INTS: sym half asym, or ue8m0 (fp8: power-of-two scales, PRECIS_QUANT_FP8_UE8M0); SIDE: a b. Writes PREFIX.codes (u8, rows*cols), .scales (f32),
  *       .scale_codes (u8), .zeros (u8), .deq (f32, rows*cols) and .meta (text: scale_rows
  *       scale_cols clipped tensor_scale_bits).
  *   quantize_driver encode e2m1|e8m0 IN OUT.u8   e2m1: IN is f32, one code per value;
  *                                                e8m0: IN is f32 amax values, OUT has the floor
  *                                                (emax 8) and rceil (/448) codes, interleaved
  *   quantize_driver smooth ALPHA M K N X.f32 W.f32 OUT.f32
+ *   quantize_driver range e2m3|e3m2 FIRST COUNT OUT.u8   the codes of the fp32 bit patterns FIRST ..
+ *                                                       FIRST+COUNT-1 (exhaustive checks without an
+ *                                                       input file)
  * Exit 0 on success, 2 on bad arguments (the library's message on stderr). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,9 +69,10 @@ static int cmd_quantize(char **argv) {
   const precis_format *f = precis_format_by_name(argv[0]);
   if (!f || parse_gran(argv[1], &d)) return fprintf(stderr, "bad ELEM or GRAN\n"), 2;
   d.elem = f->id;
-  d.ints = strcmp(argv[2], "asym") == 0   ? PRECIS_QUANT_INT_ASYMMETRIC
-           : strcmp(argv[2], "half") == 0 ? PRECIS_QUANT_INT_SYMMETRIC_HALF
-                                          : PRECIS_QUANT_INT_SYMMETRIC;
+  d.ints = strcmp(argv[2], "asym") == 0    ? PRECIS_QUANT_INT_ASYMMETRIC
+           : strcmp(argv[2], "half") == 0  ? PRECIS_QUANT_INT_SYMMETRIC_HALF
+           : strcmp(argv[2], "ue8m0") == 0 ? PRECIS_QUANT_FP8_UE8M0
+                                           : PRECIS_QUANT_INT_SYMMETRIC;
   d.side = argv[3][0] == 'b' ? PRECIS_OPERAND_B : PRECIS_OPERAND_A;
   size_t rows = strtoull(argv[4], NULL, 10), cols = strtoull(argv[5], NULL, 10), bytes;
   float *x = read_all(argv[6], &bytes);
@@ -141,7 +145,24 @@ done:
   return rc;
 }
 
+static int cmd_range(char **argv) {
+  int e3m2 = strcmp(argv[0], "e3m2") == 0;
+  if (!e3m2 && strcmp(argv[0], "e2m3") != 0) return fprintf(stderr, "range: e2m3 or e3m2\n"), 2;
+  unsigned long long first = strtoull(argv[1], NULL, 0), count = strtoull(argv[2], NULL, 0);
+  if (count == 0 || first + count > (1ull << 32)) return fprintf(stderr, "range: bad FIRST/COUNT\n"), 2;
+  uint8_t *codes = malloc((size_t)count);
+  if (!codes) return fprintf(stderr, "range: out of memory\n"), 2;
+  for (unsigned long long i = 0; i < count; i++) {
+    float x = precis_f32_of_bits((uint32_t)(first + i));
+    codes[i] = e3m2 ? precis_bits_f32_to_e3m2(x) : precis_bits_f32_to_e2m3(x);
+  }
+  int rc = write_all(argv[3], "", codes, (size_t)count);
+  free(codes);
+  return rc ? 2 : 0;
+}
+
 int main(int argc, char **argv) {
+  if (argc == 6 && strcmp(argv[1], "range") == 0) return cmd_range(argv + 2);
   if (argc == 10 && strcmp(argv[1], "quantize") == 0) return cmd_quantize(argv + 2);
   if (argc == 5 && strcmp(argv[1], "encode") == 0) return cmd_encode(argv + 2);
   if (argc == 9 && strcmp(argv[1], "smooth") == 0) return cmd_smooth(argv + 2);

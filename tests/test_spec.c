@@ -47,10 +47,10 @@ static void check_error(const char *text, const char *mentions, const char *allo
 
 TEST(presets_are_canonical_specs) {
   size_t baselines = 0;
-  /* The seven of DESIGN §3, then issue 16's nine (all in `all`), fp8-fast (optional), then the
-   * high-precision family. */
+  /* The seven of DESIGN §3, then issue 16's nine (all in `all`), fp8-fast and fp8-block-ue8m0
+   * (optional), then the high-precision family. */
   CHECK_EQ_INT(precis_recipe_preset_all_count(), 16);
-  CHECK_EQ_INT(precis_recipe_preset_count(), 16 + 1 + 5 + 6 + 1); /* fp8-fast; fp64, 3xtf32, bf16x3/6/9, ozaki-int8-3..8, fp64-emu */
+  CHECK_EQ_INT(precis_recipe_preset_count(), 16 + 4 + 5 + 6 + 1); /* fp8-fast, fp8-block-ue8m0, mxfp6-e2m3/e3m2; fp64, 3xtf32, bf16x3/6/9, ozaki-int8-3..8, fp64-emu */
   for (size_t i = 0; i < precis_recipe_preset_count(); i++) {
     const precis_recipe_preset *p = precis_recipe_preset_at(i);
     check_canonical(p->spec, p->spec);
@@ -193,9 +193,9 @@ TEST(every_error_names_the_field_and_what_is_allowed) {
   check_error("bf16,a=bf16", "\"bf16\" is not a field", "a=, b=, acc=");
   check_error("a=bf16,a=fp16", "a given twice", "a");
   check_error("out=bf16", "needs a= or b=", "operand");
-  check_error("a=fp12", "a=fp12: unknown format \"fp12\"", "fp64, fp32, tf32, fp16, bf16, e4m3, e5m2, e2m1, s8, s4, u4");
+  check_error("a=fp12", "a=fp12: unknown format \"fp12\"", "fp64, fp32, tf32, fp16, bf16, e4m3, e5m2, e2m1, e2m3, e3m2, s8, s4, u4");
   check_error("b=s32", "b=s32: unknown format", "s8, s4, u4");
-  check_error("a=e8m0", "a=e8m0: unknown format", "e2m1, s8, s4, u4"); /* a block scale, not an operand */
+  check_error("a=e8m0", "a=e8m0: unknown format", "e2m3, e3m2, s8, s4, u4"); /* a block scale, not an operand */
   check_error("a=fp16,out=e8m0", "out=e8m0: unknown output format", "e4m3, e5m2");
   check_error("a=int8", "a=int8: unknown format", "s8");
   check_error("a=bf16@row", "a=bf16@row", "e4m3, e5m2, e2m1, s8, s4 and u4");
@@ -206,7 +206,7 @@ TEST(every_error_names_the_field_and_what_is_allowed) {
   check_error("b=s8@4x", "b=s8@4x: block", "<R>x<C>");
   check_error("a=s8@col", "a=s8@col: A's scales cannot be per column", "tensor, row, k<G>");
   check_error("a=s8,b=s8@row", "b=s8@row: B's scales cannot be per row", "tensor, col, k<G>");
-  check_error("a=s8@mx", "a=s8@mx: MX blocks", "e4m3, e5m2 or e2m1");
+  check_error("a=s8@mx", "a=s8@mx: MX blocks", "e4m3, e5m2, e3m2, e2m3 or e2m1");
   check_error("a=e4m3@nv", "a=e4m3@nv: NVFP4", "e2m1");
   check_error("a=e4m3@tensor:sym", "a=e4m3@tensor:sym: a scale convention", "s8, s4 and u4");
   check_error("a=s8@row:foo", "a=s8@row:foo: unknown scale convention", "sym, sym-half or asym");
@@ -268,8 +268,8 @@ TEST(recipe_lists_split_at_preset_names) {
   precis_recipe_list_free(&l);
   CHECK_EQ_INT(list_count("all,a=bf16,out=fp32", &l), precis_recipe_preset_all_count() + 1);
   precis_recipe_list_free(&l);
-  /* Every preset is in `all`, in high-precision, or optional (fp8-fast). */
-  CHECK_EQ_INT(list_count("high-precision", &l), precis_recipe_preset_count() - precis_recipe_preset_all_count() - 1);
+  /* Every preset is in `all`, in high-precision, or optional (fp8-fast, fp8-block-ue8m0, mxfp6-*). */
+  CHECK_EQ_INT(list_count("high-precision", &l), precis_recipe_preset_count() - precis_recipe_preset_all_count() - 4);
   precis_recipe_list_free(&l);
   /* A range of a preset family, in order; every member must exist. */
   CHECK_EQ_INT(list_count("fp64,ozaki-int8-3..8", &l), 7);
@@ -374,6 +374,17 @@ TEST(backends_answer_from_the_spec) {
       continue;
     }
     const precis_lt_route *route = precis_lt_route_find(&r.spec, why, sizeof why);
+    if (strncmp(r.name, "mxfp6-", 6) == 0) {
+      /* No cuBLASLt route: the bf16 GEMM of the exactly dequantized inputs on every device. */
+      precis_spec sub;
+      CHECK_MSG(!route && precis_lt_emulated_on(&r.spec, 10, 0, &sub, NULL, 0), "%s", r.name);
+      continue;
+    }
+    if (strcmp(r.name, "fp8-block-ue8m0") == 0) {
+      /* UE8M0 scales from the host quantizer into fp8-block's fp32 scale tensors (powers of two). */
+      CHECK_MSG(route && strcmp(route->name, "fp8-block") == 0, "%s: %s", r.name, why);
+      continue;
+    }
     if (strcmp(r.name, "fp8-rowwise") == 0 || strcmp(r.name, "fp8-block") == 0) {
       /* Native on sm_90 through cuBLASLt's scale modes, not below. */
       CHECK_MSG(route && strcmp(route->name, r.name) == 0, "%s: %s", r.name, why);

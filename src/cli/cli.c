@@ -118,6 +118,12 @@ int precis_cli_measure_option(const char *command, int opt, const char *arg, pre
   case PRECIS_OPT_SPREAD:
     return precis_cli_parse_number(command, "--target-spread", arg, 0, 10, &o->target_rel_spread) ? 1 : -1;
   case PRECIS_OPT_COLD: o->cold = true; return 1;
+  case PRECIS_OPT_TARGET:
+    if (!precis_target_parse(arg, &o->target)) {
+      fprintf(stderr, "precis %s: --target: expected one of " PRECIS_TARGET_NAMES ", got \"%s\"\n", command, arg);
+      return -1;
+    }
+    return 1;
   case PRECIS_OPT_AUTOTUNE:
     if (!precis_cli_parse_count(command, "--autotune", arg, 0, 64, &count)) return -1;
     o->autotune = (int)count;
@@ -137,6 +143,7 @@ void precis_cli_measure_settings(const precis_case_options *o, size_t n_require,
   precis_kv_set_number(settings, "max_time_ms", o->max_time_ms);
   precis_kv_set_number(settings, "target_rel_spread", o->target_rel_spread);
   precis_kv_set(settings, "cold", o->cold ? "true" : "false");
+  if (o->target != PRECIS_TARGET_DEFAULT) precis_kv_set(settings, "target", precis_target_name(o->target));
   precis_kv_set(settings, "criteria_source", n_require ? "--require" : "per-recipe defaults (docs/criteria.md)");
 }
 
@@ -254,21 +261,39 @@ static bool parse_lt_version(const char *command, const char *text, int *out) {
   return true;
 }
 
+bool precis_cli_keep_target_rows(const char *command, const char *path, precis_report *report, precis_target target) {
+  const char *name = precis_target_name(target);
+  size_t kept = 0;
+  for (size_t i = 0; i < report->n_rows; i++) {
+    precis_row *row = &report->rows[i];
+    const char *t = row->target ? row->target : precis_target_name(PRECIS_TARGET_CPU_DEFAULT);
+    if (strcmp(t, name) == 0) report->rows[kept++] = *row;
+    else precis_row_free(row);
+  }
+  report->n_rows = kept;
+  if (kept) return true;
+  fprintf(stderr, "precis %s: %s: no rows for --target %s (run with --target %s to measure them)\n", command, path,
+          name, name);
+  return false;
+}
+
 int precis_cli_parse_plan_args(const char *command, int argc, char **argv, bool explain_options,
                                void (*usage)(FILE *), precis_cli_plan_args *args) {
-  enum { OPT_RECIPES = 256, OPT_WORKLOADS, OPT_CC, OPT_JSON, OPT_LT_VERSION };
+  enum { OPT_RECIPES = 256, OPT_WORKLOADS, OPT_CC, OPT_JSON, OPT_LT_VERSION, OPT_ARCH };
   static const struct option long_options[] = {{"help", no_argument, NULL, 'h'},
                                                {"recipes", required_argument, NULL, OPT_RECIPES},
                                                {"workloads", required_argument, NULL, OPT_WORKLOADS},
                                                {"cc", required_argument, NULL, OPT_CC},
                                                {"json", no_argument, NULL, OPT_JSON},
                                                {"cublaslt-version", required_argument, NULL, OPT_LT_VERSION},
+                                               {"target", required_argument, NULL, OPT_ARCH},
                                                {NULL, 0, NULL, 0}};
   memset(args, 0, sizeof *args);
   args->cc_major = 9;
   /* `precis recipes` is the catalogue: every preset, the optional ones and the high-precision family
    * included. */
-  const char *recipes = strcmp(command, "recipes") == 0 ? "all,fp8-fast,high-precision" : "all";
+  const char *recipes = strcmp(command, "recipes") == 0 ? "all,fp8-fast,fp8-block-ue8m0,mxfp6-e2m3,mxfp6-e3m2,high-precision"
+                                                      : "all";
   optind = 1;
   opterr = 0;
   int opt;
@@ -291,6 +316,13 @@ int precis_cli_parse_plan_args(const char *command, int argc, char **argv, bool 
       if (!precis_cli_parse_cc(command, optarg, &args->cc_major, &args->cc_minor)) return 2;
       break;
     case OPT_JSON: args->json = true; break;
+    case OPT_ARCH:
+      if (!precis_target_parse(optarg, &args->target)) {
+        fprintf(stderr, "precis %s: --target: expected one of " PRECIS_TARGET_NAMES ", got \"%s\"\n", command, optarg);
+        return 2;
+      }
+      args->cc_major = precis_target_cc(args->target) / 10, args->cc_minor = precis_target_cc(args->target) % 10;
+      break;
     case ':': fprintf(stderr, "precis %s: %s needs a value\n", command, argv[optind - 1]); return 2;
     default: goto unknown;
     }

@@ -59,6 +59,7 @@ enum {
   PRECIS_OPT_SPREAD,
   PRECIS_OPT_COLD,
   PRECIS_OPT_AUTOTUNE,
+  PRECIS_OPT_TARGET,
 };
 
 #define PRECIS_CLI_MEASURE_OPTIONS                                                                          \
@@ -69,7 +70,7 @@ enum {
       {"max-samples", required_argument, 0, PRECIS_OPT_MAX_SAMPLES},                                       \
       {"max-time-ms", required_argument, 0, PRECIS_OPT_MAX_TIME},                                          \
       {"target-spread", required_argument, 0, PRECIS_OPT_SPREAD}, {"cold", no_argument, 0, PRECIS_OPT_COLD}, \
-      {"autotune", required_argument, 0, PRECIS_OPT_AUTOTUNE}
+      {"autotune", required_argument, 0, PRECIS_OPT_AUTOTUNE}, {"target", required_argument, 0, PRECIS_OPT_TARGET}
 
 /* --require expressions: the parsed criteria and the text as given (for the report). */
 typedef struct precis_cli_require {
@@ -105,7 +106,8 @@ char *precis_cli_command_line(int argc, char **argv);
 #define PRECIS_CLI_RECIPES_HELP                                                                                  \
   "comma-separated presets and specs (default all): fp32,tf32,fp16,fp16acc16,bf16,\n"                         \
   "                        int8,fp8,fp8-rowwise,fp8-block,w8a16,w4a16,w4a16-asym,mxfp8,mxfp4,nvfp4,\n"        \
-  "                        int8-sq, all, fp8-fast (not in all), high-precision (fp64,3xtf32,bf16x3,bf16x6,\n" \
+  "                        int8-sq, all, fp8-fast, fp8-block-ue8m0, mxfp6-e2m3, mxfp6-e3m2 (not in all),\n"   \
+  "                        high-precision (fp64,3xtf32,bf16x3,bf16x6,\n"                                       \
   "                        bf16x9,ozaki-int8-3..8),\n"                                                         \
   "                        or fields a=FMT[@GRAN],b=...,acc=,out=,scale=,smooth=,split=; the\n"                 \
   "                        fields of one spec run until the next preset name (`precis recipes` lists them)\n"
@@ -124,11 +126,17 @@ typedef struct precis_cli_plan_args {
   int lt_version;        /* --cublaslt-version as cublasLtGetVersion() reports it */
   bool lt_version_given;
   int first_operand;     /* argv index of the first non-option argument */
+  precis_target target;  /* --target ARCH (sets cc_major/cc_minor too); DEFAULT when not given */
 } precis_cli_plan_args;
 /* Returns -1 when parsed (free args->recipes), else the exit code (0 after --help, 2 on an error
  * it has reported). */
 int precis_cli_parse_plan_args(const char *command, int argc, char **argv, bool explain_options,
                                void (*usage)(FILE *), precis_cli_plan_args *args);
+
+/* --target ARCH on a report (recommend, plan): keeps only the rows recorded for that architecture
+ * (a row without a target, from before targets, counts as sm_90, the cpu default then). Returns
+ * false after saying so when none is left. */
+bool precis_cli_keep_target_rows(const char *command, const char *path, precis_report *report, precis_target target);
 
 /* --cc: a compute capability as 90, 9.0 or sm_90 (major 1..99, minor 0..9). Reports the error. */
 bool precis_cli_parse_cc(const char *command, const char *text, int *major, int *minor);

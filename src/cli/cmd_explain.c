@@ -13,9 +13,10 @@
 #include "data/default_dataset.h"
 #include "eval/gemm_plan.h"
 #include "eval/split_plan.h"
+#include "eval/target_plan.h"
 
 static void usage(FILE *out) {
-  fprintf(out, "usage: precis explain [FILE.h5] [--recipes LIST] [--workloads LIST] [--cc 90]\n"
+  fprintf(out, "usage: precis explain [FILE.h5] [--recipes LIST] [--workloads LIST] [--cc 90 | --target sm_100]\n"
                "                      [--cublaslt-version 13.1.0] [--json]\n\n"
                "Prints, for each workload and recipe, the cuBLASLt call the cuda backend would make: A/B/C/D\n"
                "types, compute and scale types, transposes, lda/ldb/ldc, padding, scale modes and pointers,\n"
@@ -27,6 +28,10 @@ static void usage(FILE *out) {
                "  --recipes LIST        " PRECIS_CLI_RECIPES_HELP
                "  --workloads LIST      only these workloads (comma-separated)\n"
                "  --cc CC               compute capability to plan for: 90, 8.9 or sm_80 (default 90)\n"
+               "  --target ARCH         sm_80, sm_89, sm_90, sm_100 or sm_120: plan for that architecture (its\n"
+               "                        compute capability) and print, per recipe, whether it runs native,\n"
+               "                        emulated or is refused there, and the accumulator its tensor cores use\n"
+               "                        (the table of docs/formats.md, \"Target architectures\")\n"
                "  --cublaslt-version V  the cuBLASLt to plan for, 13.1.0 or 130100 (default: the one this\n"
                "                        precis is linked with; none without CUDA). Below 13.2 int8 GEMMs\n"
                "                        with a batch or more than 65536 rows are split into several calls\n"
@@ -168,6 +173,11 @@ int precis_cmd_explain(int argc, char **argv) {
       precis_kv_list kv = {0};
       char reason[512] = "";
       bool planned = explain_case(r, w, major, minor, lt_version, &kv, reason, sizeof reason);
+      if (args.target != PRECIS_TARGET_DEFAULT) {
+        precis_target_plan tp;
+        precis_target_plan_of(&r->spec, args.target, &tp);
+        precis_target_plan_details(&tp, &kv);
+      }
       precis_spec sub;
       const char *status = !planned ? "unsupported"
                            : precis_lt_emulated_on(&r->spec, major, minor, &sub, NULL, 0)

@@ -37,6 +37,9 @@ static const char usage_text[] =
     "  --serve S         prints the serving estimate of the plan at batch=B, context=T tokens: weights + KV cache\n"
     "                    (2*T*B*kv_heads*head_dim per layer in kv=FMT, default bf16, from the model's config.json\n"
     "                    recorded by import --model) + the peak transient + the cuBLASLt workspace; an estimate\n"
+    "  --target ARCH     sm_80, sm_89, sm_90, sm_100 or sm_120: plan from the rows recorded for that\n"
+    "                    architecture only (rows from before targets count as sm_90); may be given with\n"
+    "                    --target RECIPE\n"
     "  -o, --output DIR  writes plan.json, plan.md, plan.html, modelopt_exclude.json, llmcompressor_ignore.yaml\n"
     "  --force           replace those files when they exist\n"
     "\n"
@@ -109,6 +112,7 @@ int precis_cmd_plan(int argc, char **argv) {
   precis_criteria require = {0};
   precis_plan_options options = {.budget = PRECIS_PLAN_NO_BUDGET, .cost_kind = PRECIS_PLAN_MEMORY};
   bool force = false;
+  precis_target arch = PRECIS_TARGET_DEFAULT;
   for (int i = 1; i < argc; i++) {
     const char *arg = argv[i];
     const char *value = i + 1 < argc ? argv[i + 1] : NULL;
@@ -167,7 +171,8 @@ int precis_cmd_plan(int argc, char **argv) {
         return 2;
       }
     } else if (!strcmp(arg, "--target")) {
-      options.target = value;
+      /* An architecture (sm_100) selects rows; anything else names the reference recipe. */
+      if (!precis_target_parse(value, &arch)) options.target = value;
     } else if (!strcmp(arg, "-o") || !strcmp(arg, "--output")) {
       output = value;
     } else if (!strcmp(arg, "--force")) {
@@ -196,6 +201,10 @@ int precis_cmd_plan(int argc, char **argv) {
   precis_report report;
   precis_status st = precis_report_read_json(path, &report);
   if (st != PRECIS_OK) return precis_cli_report_error("plan", st);
+  if (arch != PRECIS_TARGET_DEFAULT && !precis_cli_keep_target_rows("plan", path, &report, arch)) {
+    precis_report_free(&report);
+    return 2;
+  }
   precis_plan plan;
   st = precis_plan_build(&report, &options, &plan);
   if (st != PRECIS_OK) {

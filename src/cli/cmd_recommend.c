@@ -11,7 +11,7 @@
 
 static const char usage_text[] =
     "usage: precis recommend REPORT.json [--require EXPR]... [--objective latency|memory] [--tie-threshold PCT]\n"
-    "                        [--per-workload] [--json]\n"
+    "                        [--per-workload] [--target ARCH] [--json]\n"
     "\n"
     "The cheapest recipe that meets the accuracy criteria on every workload of a report.\n"
     "\n"
@@ -24,6 +24,8 @@ static const char usage_text[] =
     "                      inside the measured noise (default 10, compare's speed threshold; 0: the\n"
     "                      measured noise alone)\n"
     "  --per-workload      answer for each workload separately\n"
+    "  --target ARCH       only the rows recorded for sm_80, sm_89, sm_90, sm_100 or sm_120 (rows from\n"
+    "                      before targets count as sm_90)\n"
     "  --json              print the decision as JSON\n"
     "\n"
     "A recipe passes when each workload has an \"ok\" row for it that meets the criteria. Latencies\n"
@@ -45,6 +47,7 @@ int precis_cmd_recommend(int argc, char **argv) {
   precis_criteria require = {0};
   precis_recommend_options options = {.objective = PRECIS_OBJECTIVE_LATENCY, .tie_threshold = PRECIS_TIE_THRESHOLD_DEFAULT};
   bool per_workload = false, json = false;
+  precis_target target = PRECIS_TARGET_DEFAULT;
   for (int i = 1; i < argc; i++) {
     const char *arg = argv[i];
     if (strcmp(arg, "--require") == 0 || strncmp(arg, "--require=", 10) == 0) {
@@ -76,6 +79,13 @@ int precis_cmd_recommend(int argc, char **argv) {
         return 2;
       }
       options.tie_threshold = pct / 100;
+    } else if (strcmp(arg, "--target") == 0 || strncmp(arg, "--target=", 9) == 0) {
+      const char *value = arg[8] == '=' ? arg + 9 : (i + 1 < argc ? argv[++i] : NULL);
+      if (!value || !precis_target_parse(value, &target)) {
+        fprintf(stderr, "precis recommend: --target expects one of " PRECIS_TARGET_NAMES ", found \"%s\"\n",
+                value ? value : "");
+        return 2;
+      }
     } else if (strcmp(arg, "--per-workload") == 0) {
       per_workload = true;
     } else if (strcmp(arg, "--json") == 0) {
@@ -100,6 +110,10 @@ int precis_cmd_recommend(int argc, char **argv) {
   precis_report report;
   precis_status st = precis_report_read_json(path, &report);
   if (st != PRECIS_OK) return precis_cli_report_error("recommend", st);
+  if (target != PRECIS_TARGET_DEFAULT && !precis_cli_keep_target_rows("recommend", path, &report, target)) {
+    precis_report_free(&report);
+    return 2;
+  }
   size_t n_workloads = 1;
   const char **workloads = NULL;
   if (per_workload) {

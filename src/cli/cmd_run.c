@@ -52,6 +52,9 @@ static void usage(FILE *out) {
           "  --target-spread F     stop once stdev/mean <= F (default 0.02)\n"
           "  --cold                flush caches between samples\n"
           "  --autotune N          cuda: time the top N cuBLASLt candidates and keep the fastest\n"
+          "  --target ARCH         sm_80, sm_89, sm_90, sm_100 or sm_120: the architecture whose accumulators\n"
+          "                        and routes the cpu backend emulates (default sm_90; on cuda the device's,\n"
+          "                        and a different --target is refused); every row records it\n"
           "  --shard I/N           run only part I of N (1 <= I <= N) of the cases, dealt by estimated cost\n"
           "                        (docs/scale-out.md); DIR gets a normal report of those cases and the journal\n"
           "                        journal.part-IIII-of-NNNN.jsonl; `precis merge` joins the N reports\n"
@@ -240,6 +243,22 @@ static int measure_part(part_run *p, precis_status *run_st) {
                              "max_time_ms (the cpu default; --max-time-ms changes it), at least one sample"
                            : "max_time_ms of sampling per case (DESIGN section 6)");
   precis_kv_set(&report->settings, "gate", (n_require || p->gate) ? "true" : "false");
+  /* The rows' target: the device's on cuda (a --target naming another is refused: the device runs its
+   * own arithmetic), --target or sm_90 on the cpu. */
+  precis_target target = o->target == PRECIS_TARGET_DEFAULT ? PRECIS_TARGET_CPU_DEFAULT : o->target;
+  const char *cc = precis_kv_get(&report->environment, "compute_capability");
+  int cc_major = 0, cc_minor = 0;
+  if (strcmp(p->backend->name, "cuda") == 0 && cc && sscanf(cc, "%d.%d", &cc_major, &cc_minor) == 2) {
+    precis_target device_target = precis_target_of_cc(cc_major, cc_minor);
+    if (o->target != PRECIS_TARGET_DEFAULT && o->target != device_target) {
+      fprintf(stderr, "precis run: --target %s: the cuda backend runs on its device (compute capability %s, %s); "
+                      "emulate %s with --backend cpu\n",
+              precis_target_name(o->target), cc, precis_target_name(device_target), precis_target_name(o->target));
+      return 2;
+    }
+    target = device_target;
+  }
+  p->cfg.target = target == PRECIS_TARGET_DEFAULT ? NULL : precis_target_name(target);
   p->cfg.backend = p->backend;
   p->cfg.backend_ctx = p->backend_ctx;
   /* Rows record the cuda device ordinal they ran on; the cpu backend has none. */

@@ -12,6 +12,7 @@
 #include "numerics/quant.h"
 #include "numerics/recipe.h"
 #include "numerics/spec.h"
+#include "numerics/target.h"
 #include "report/results.h"
 #include "base/status.h"
 
@@ -46,6 +47,10 @@ typedef struct precis_case_options {
   /* cuda: the device ordinal the backend opens (default 0, among those CUDA_VISIBLE_DEVICES shows);
    * `run --devices` and MPI ranks give each worker process its own (docs/scale-out.md). */
   int device;
+  /* --target (DESIGN §19): the architecture whose arithmetic the cpu backend emulates and whose
+   * routes it follows (PRECIS_TARGET_DEFAULT: sm_90). The cuda backend runs on its device; the
+   * command line refuses a --target that differs from it. */
+  precis_target target;
 } precis_case_options;
 
 void precis_case_options_default(precis_case_options *o);

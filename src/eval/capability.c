@@ -107,6 +107,11 @@ static bool route_matches(const precis_lt_route *r, const precis_spec *s) {
   }
   bool a_ok = s->scale == PRECIS_SCALE_DYNAMIC ? operand_matches(&a, r->a, r->a_gran)
                                                : r->a_static_ok && operand_matches(&a, r->a, PRECIS_GRAN_TENSOR);
+  /* UE8M0 scales come from the host quantizer, which only the outer-vector and 128-block routes use
+   * (their fp32 scale tensors then hold the powers of two); the per-tensor fp8 route scales on the
+   * device with fp32 scales. */
+  bool ue8m0 = precis_operand_scales_ue8m0(&a) || precis_operand_scales_ue8m0(&b);
+  if (ue8m0 && r->scaling != PRECIS_LT_SCALING_OUTER_VEC && r->scaling != PRECIS_LT_SCALING_BLOCK128) return false;
   return a_ok && operand_matches(&b, r->b, r->b_gran) && groups_match(r, s) && s->acc == r->acc &&
          s->out == r->out && s->split == r->split && s->fast_accum == r->fast_accum;
 }

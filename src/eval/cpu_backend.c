@@ -19,6 +19,7 @@
 #include "backend.h"
 #include "cpu_gemm_fp16acc.h"
 #include "cpu_quantized.h"
+#include "eval/target_plan.h"
 #include "numerics/format.h"
 #include "host_memory.h"
 #include "numerics/quant.h"
@@ -65,6 +66,7 @@ typedef struct cpu_case {
   precis_row_status status;
   precis_cpu_quant *quant;  /* CPU_GEMM_QUANTIZED */
   precis_kv_list *details;
+  precis_target_plan target; /* --target: the way and accumulator of the architecture emulated */
 } cpu_case;
 
 static void *case_alloc(cpu_case *cc, size_t count, size_t elem) {
@@ -362,8 +364,8 @@ static precis_status prepare_inputs(cpu_case *cc, precis_kv_list *details) {
   if (cc->gemm == CPU_GEMM_DGEMM || cc->gemm == CPU_GEMM_OZAKI) return prepare_f64(cc, details);
   if (cc->gemm == CPU_GEMM_SPLIT_F32) return prepare_float_split(cc, details);
   if (cc->gemm == CPU_GEMM_QUANTIZED)
-    return precis_cpu_quant_prepare(cc->spec, cc->w, cc->d, &cc->tracker, details, &cc->quant, &cc->clipped,
-                                    &cc->status, cc->reason, sizeof cc->reason);
+    return precis_cpu_quant_prepare(cc->spec, cc->w, cc->d, &cc->target.model, &cc->tracker, details, &cc->quant,
+                                    &cc->clipped, &cc->status, cc->reason, sizeof cc->reason);
   cc->a_in = case_alloc(cc, cc->a_count, sizeof(float));
   cc->b_in = case_alloc(cc, cc->b_count, sizeof(float));
   if (!cc->a_in || !cc->b_in)
@@ -511,13 +513,32 @@ static void flush_caches(unsigned char *scratch) {
   for (size_t i = 0; i < FLUSH_BYTES; i += 64) scratch[i] = (unsigned char)(scratch[i] + 1);
 }
 
+/* The backend's state: the target it emulates (--target; sm_90 by default). */
+typedef struct cpu_ctx {
+  precis_target target;
+} cpu_ctx;
+
 static precis_status cpu_open(void **ctx, const precis_case_options *options) {
-  (void)options;
-  *ctx = NULL;
+  cpu_ctx *c = calloc(1, sizeof *c);
+  if (!c) return precis_fail(PRECIS_E_NOMEM, "out of memory opening the cpu backend");
+  c->target = options && options->target != PRECIS_TARGET_DEFAULT ? options->target : PRECIS_TARGET_CPU_DEFAULT;
+  *ctx = c;
   return PRECIS_OK;
 }
 
-static void cpu_close(void *ctx) { (void)ctx; }
+static void cpu_close(void *ctx) { free(ctx); }
+
+static precis_target ctx_target(const void *ctx) {
+  return ctx ? ((const cpu_ctx *)ctx)->target : PRECIS_TARGET_CPU_DEFAULT;
+}
+
+/* A spec the target cannot run (a route that needs a newer architecture and has no emulation) is
+ * refused as the cuda backend would refuse it there. */
+static bool target_refuses(const precis_target_plan *plan, char *reason, size_t len) {
+  if (plan->way != PRECIS_TARGET_REFUSED) return false;
+  if (reason && len) snprintf(reason, len, "target %s", plan->why);
+  return true;
+}
 
 static void cpu_environment(void *ctx, precis_kv_list *env) {
   (void)ctx;
@@ -530,19 +551,21 @@ static void cpu_environment(void *ctx, precis_kv_list *env) {
 }
 
 static bool cpu_supports(void *ctx, const precis_spec *spec, char *reason, size_t len) {
-  (void)ctx;
   cpu_gemm gemm;
   char why[256] = "";
   bool ok = cpu_route(spec, &gemm, why, sizeof why);
   if (reason && len) snprintf(reason, len, "%s", why);
-  return ok;
+  if (!ok) return false;
+  precis_target_plan plan;
+  precis_target_plan_of(spec, ctx_target(ctx), &plan);
+  return !target_refuses(&plan, reason, len);
 }
 
 /* A case's fields, its route and its output buffers, shared by run_case and precis_cpu_emulate so
  * that both compute through the same steps. false when it cannot run (cc->status and reason say). */
 static bool case_begin(cpu_case *cc, const precis_spec *spec, const precis_workload_info *w,
                        const precis_workload_data *d, const precis_case_options *o, precis_case_output *out,
-                       double **f16_acc_row) {
+                       double **f16_acc_row, precis_target target) {
   memset(cc, 0, sizeof *cc);
   cc->spec = spec;
   cc->w = w;
@@ -556,7 +579,10 @@ static bool case_begin(cpu_case *cc, const precis_spec *spec, const precis_workl
   cc->c_count = (size_t)(w->batch * w->m * w->n);
   cc->a_rows = (size_t)(w->batch * w->m);
   *f16_acc_row = NULL;
-  if (!cpu_route(spec, &cc->gemm, cc->reason, sizeof cc->reason)) {
+  precis_target_plan_of(spec, target, &cc->target);
+  precis_target_plan_details(&cc->target, &out->details);
+  if (!cpu_route(spec, &cc->gemm, cc->reason, sizeof cc->reason) ||
+      target_refuses(&cc->target, cc->reason, sizeof cc->reason)) {
     cc->status = PRECIS_ROW_UNSUPPORTED;
     return false;
   }
@@ -619,7 +645,6 @@ static void case_end(cpu_case *cc, precis_case_output *out, double *f16_acc_row)
 
 static precis_status cpu_run_case(void *ctx, const precis_spec *spec, const precis_workload_info *w,
                                   const precis_workload_data *d, const precis_case_options *o, precis_case_output *out) {
-  (void)ctx;
   cpu_case cc;
   double *f16_acc_row = NULL;
   unsigned char *flush_buffer = NULL;
@@ -628,7 +653,7 @@ static precis_status cpu_run_case(void *ctx, const precis_spec *spec, const prec
   precis_status st = PRECIS_OK;
 
   precis_peak_rss_reset();
-  if (!case_begin(&cc, spec, w, d, o, out, &f16_acc_row)) goto done;
+  if (!case_begin(&cc, spec, w, d, o, out, &f16_acc_row, ctx ? ctx_target(ctx) : o->target)) goto done;
 
   if (o->cold && !(flush_buffer = calloc(FLUSH_BYTES, 1))) {
     out_of_memory(&cc, "the cache-flush buffer", FLUSH_BYTES);
@@ -697,7 +722,7 @@ precis_status precis_cpu_emulate(const precis_spec *spec, const precis_workload_
   precis_case_options_default(&o);
   cpu_case cc;
   double *f16_acc_row = NULL;
-  if (case_begin(&cc, spec, w, d, &o, out, &f16_acc_row)) {
+  if (case_begin(&cc, spec, w, d, &o, out, &f16_acc_row, o.target)) {
     precis_status st = prepare_inputs(&cc, &out->details);
     if (st != PRECIS_OK && cc.status == PRECIS_ROW_OK) {
       cc.status = PRECIS_ROW_FAILED;

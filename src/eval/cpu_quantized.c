@@ -29,22 +29,68 @@
 #include "numerics/quant.h"
 #include "numerics/quantize.h"
 
-/* fp8 fast accumulation (CUBLASLT_MATMUL_DESC_FAST_ACCUM; docs/formats.md, "fp8 fast accumulation"):
- * the accumulator keeps FAST_FRACTION_BITS fraction bits, truncating, and takes FAST_BLOCK products
- * at a time (Hopper's fp8 wgmma has k = 32); nothing is promoted to fp32 until the k-sum ends. The
- * width is the published estimate for Hopper (DeepSeek-V3 §3.3.2; Khattak & Mikaitis, arXiv
- * 2512.07004) of an undocumented datapath: a model, not the hardware's bits. */
-enum { FAST_FRACTION_BITS = 13, FAST_BLOCK = 32 };
+/* The target's MMA accumulator (src/numerics/target.h; docs/formats.md, "Target architectures"),
+ * the model of the bit-accurate tensor-core studies (Fasi, Higham, Mikaitis & Pranesh 2021;
+ * Khattak & Mikaitis, arXiv 2512.07004; MMA-Sim, arXiv 2511.10909): one instruction adds `block`
+ * products (32 for fp8, 64 for fp4) to the accumulator D by aligning every term (D and each exact
+ * product) to the largest exponent among them and truncating it to `fraction_bits` bits below that
+ * exponent, summing the aligned terms exactly, and writing the sum into the fp32 D rounded toward
+ * zero. D stays in the tensor core for the whole k (FAST_ACCUM; tcgen05's tensor memory), then
+ * the f32 factors apply. fp8 FAST_ACCUM keeps 13 bits on sm_89/sm_90 and 25 on sm_100; the
+ * block-scaled MMAs of sm_100 keep 25 (MXFP8) and 35 (MXFP4/NVFP4). The widths are the published
+ * models'; the round-toward-zero write of D is Fasi et al.'s finding on V100-A100, assumed after. */
+enum { HOPPER_FP8_FRACTION_BITS = 13, HOPPER_FP8_BLOCK = 32, MAX_MMA_BLOCK = 64 };
 
-/* acc + block, truncated toward zero to FAST_FRACTION_BITS fraction bits (clearing the low bits of
- * a double's significand); the sum is formed in double, whose rounding is far below the truncation. */
-static float fast_accumulate(float acc, float block) {
-  double sum = (double)acc + (double)block;
-  uint64_t bits;
-  memcpy(&bits, &sum, sizeof bits);
-  bits &= ~((UINT64_C(1) << (52 - FAST_FRACTION_BITS)) - 1);
-  memcpy(&sum, &bits, sizeof bits);
-  return (float)sum;
+/* The binary exponent of a normal nonzero double. */
+static int exponent_of(double x) {
+  uint64_t u;
+  memcpy(&u, &x, sizeof u);
+  return (int)((u >> 52) & 0x7ff) - 1023;
+}
+
+/* x truncated toward zero to a multiple of 2^quantum (clearing significand bits). */
+static double truncate_to(double x, int quantum) {
+  if (x == 0) return x;
+  int keep = exponent_of(x) - quantum; /* fraction bits that stay */
+  if (keep < 0) return 0.0;
+  if (keep >= 52) return x;
+  uint64_t u;
+  memcpy(&u, &x, sizeof u);
+  u &= ~((UINT64_C(1) << (52 - keep)) - 1);
+  memcpy(&x, &u, sizeof u);
+  return x;
+}
+
+/* 2^e for a normal exponent e. */
+static double pow2(int e) {
+  uint64_t u = (uint64_t)(e + 1023) << 52;
+  double x;
+  memcpy(&x, &u, sizeof x);
+  return x;
+}
+
+/* One MMA chain over a segment of k for one output: D += one instruction's products at a time. The
+ * aligned terms are counted in units of the quantum 2^(emax - bits): each is below 2^(bits+1) of
+ * them, and the conversion to int64 truncates toward zero, so their sum is exact. */
+static float mma_chain(const float *a, const float *b, size_t len, int fraction_bits, size_t block) {
+  double d = 0.0, t[MAX_MMA_BLOCK];
+  for (size_t p0 = 0; p0 < len; p0 += block) {
+    size_t blen = len - p0 < block ? len - p0 : block;
+    double big = fabs(d);
+    for (size_t p = 0; p < blen; p++) {
+      t[p] = (double)a[p0 + p] * (double)b[p0 + p]; /* exact: units have at most 24 significant bits */
+      double m = fabs(t[p]);
+      big = m > big ? m : big;
+    }
+    if (big == 0) continue;
+    int quantum = exponent_of(big) - fraction_bits;
+    double inv = pow2(-quantum);
+    int64_t sum = (int64_t)(d * inv);
+    for (size_t p = 0; p < blen; p++) sum += (int64_t)(t[p] * inv);
+    double exact = (double)sum * pow2(quantum); /* below 2^(bits+8) quanta: exact */
+    d = sum == 0 ? 0.0 : truncate_to(exact, exponent_of(exact) - 23); /* into the fp32 D, toward zero */
+  }
+  return (float)d;
 }
 
 typedef enum quant_kind {
@@ -73,12 +119,15 @@ struct precis_cpu_quant {
   size_t *seg; /* nseg + 1 boundaries along k, seg[0] = 0, seg[nseg] = k */
   size_t nseg, seg_cap;
   float *partial;  /* rows x n, one segment's sums */
-  float *block;    /* fast_accum: rows x n, one block of FAST_BLOCK products */
+  /* The MMA accumulator model (acc_bits > 0): B's units transposed (per matrix n x k), so that each
+   * output's chain reads both operands along k. */
+  int acc_bits, acc_block;
+  float *b_t;
   double *ipartial;
   float *fb_row;   /* n: B's factors of the current segment */
   double *f16_row; /* acc=fp16 scratch */
   bool direct;     /* one segment, unit factors: the GEMM writes c itself */
-  char emulation[256];
+  char emulation[384];
 };
 
 static void *q_alloc(precis_cpu_quant *q, size_t count, size_t elem) {
@@ -104,7 +153,7 @@ static bool legacy_operand(const precis_operand_spec *op, bool is_b) {
   if (!precis_operand_is_scaled(op)) return true;
   if (op->fmt == PRECIS_FMT_I8 && op->conv == PRECIS_QCONV_SYM)
     return is_b ? op->gran == PRECIS_GRAN_COL : op->gran == PRECIS_GRAN_ROW || op->gran == PRECIS_GRAN_TENSOR;
-  return op->fmt == PRECIS_FMT_E4M3 && op->gran == PRECIS_GRAN_TENSOR;
+  return op->fmt == PRECIS_FMT_E4M3 && op->gran == PRECIS_GRAN_TENSOR && !precis_operand_scales_ue8m0(op);
 }
 
 bool precis_cpu_quant_claims(const precis_spec *s) {
@@ -134,6 +183,7 @@ static precis_quant_desc desc_of(const precis_operand_spec *op, precis_operand_s
   }
   d.ints = op->conv == PRECIS_QCONV_SYM_HALF ? PRECIS_QUANT_INT_SYMMETRIC_HALF
            : op->conv == PRECIS_QCONV_ASYM   ? PRECIS_QUANT_INT_ASYMMETRIC
+           : op->conv == PRECIS_QCONV_UE8M0  ? PRECIS_QUANT_FP8_UE8M0
                                              : PRECIS_QUANT_INT_SYMMETRIC;
   return d;
 }
@@ -429,7 +479,8 @@ static precis_status to_ints(precis_cpu_quant *q, q_operand *o) {
 }
 
 precis_status precis_cpu_quant_prepare(const precis_spec *spec, const precis_workload_info *w,
-                                       const precis_workload_data *d, precis_host_tracker *tracker,
+                                       const precis_workload_data *d, const precis_acc_model *model,
+                                       precis_host_tracker *tracker,
                                        precis_kv_list *details, precis_cpu_quant **out, size_t *clipped,
                                        precis_row_status *status, char *reason, size_t reason_len) {
   *out = NULL;
@@ -443,6 +494,11 @@ precis_status precis_cpu_quant_prepare(const precis_spec *spec, const precis_wor
   q->m = (size_t)w->m, q->n = (size_t)w->n, q->k = (size_t)w->k, q->batch = (size_t)w->batch;
   q->mats = w->b_batched ? q->batch : 1;
   q->kind = kind_of(spec);
+  if (q->kind == QUANT_FLOAT && model && model->fraction_bits > 0)
+    q->acc_bits = model->fraction_bits,
+    q->acc_block = model->block > 0 && model->block <= MAX_MMA_BLOCK ? model->block : HOPPER_FP8_BLOCK;
+  else if (spec->fast_accum)
+    q->acc_bits = HOPPER_FP8_FRACTION_BITS, q->acc_block = HOPPER_FP8_BLOCK;
   size_t a_count = q->batch * q->m * q->k, b_count = q->mats * q->k * q->n, k_count = q->k;
   float *a_sm = NULL, *b_sm = NULL, *s_first = NULL;
   const float *a_src = d->a, *b_src = d->b;
@@ -532,19 +588,24 @@ precis_status precis_cpu_quant_prepare(const precis_spec *spec, const precis_wor
       goto done;
     }
   }
-  /* Fast accumulation always takes the segment path, which holds its model (fast_segment). */
-  q->direct = q->nseg == 1 && q->a.unit && q->b.unit && q->kind != QUANT_INT && !spec->fast_accum;
+  /* The MMA accumulator model always takes the segment path, which holds it (mma_segment). */
+  q->direct = q->nseg == 1 && q->a.unit && q->b.unit && q->kind != QUANT_INT && q->acc_bits == 0;
   size_t rows = w->b_batched ? q->m : q->batch * q->m;
   if (!q->direct) {
     q->fb_row = q_alloc(q, q->n, sizeof(float));
     if (q->kind == QUANT_INT) q->ipartial = q_alloc(q, rows * q->n, sizeof(double));
     else q->partial = q_alloc(q, rows * q->n, sizeof(float));
   }
-  if (spec->fast_accum && !(q->block = q_alloc(q, rows * q->n, sizeof(float)))) {
-    st = PRECIS_E_DOES_NOT_FIT;
-    *status = PRECIS_ROW_DOES_NOT_FIT;
-    snprintf(reason, reason_len, "host allocation of the %zux%zu fast-accumulation block sums failed", rows, q->n);
-    goto done;
+  if (q->acc_bits > 0) {
+    if (!(q->b_t = q_alloc(q, q->b.count, sizeof(float)))) {
+      st = PRECIS_E_DOES_NOT_FIT;
+      *status = PRECIS_ROW_DOES_NOT_FIT;
+      snprintf(reason, reason_len, "host allocation of the transposed B units (%zu) failed", q->b.count);
+      goto done;
+    }
+    for (size_t g = 0; g < q->mats; g++)
+      for (size_t p = 0; p < q->k; p++)
+        for (size_t j = 0; j < q->n; j++) q->b_t[(g * q->n + j) * q->k + p] = q->b.units[(g * q->k + p) * q->n + j];
   }
   if (spec->acc == PRECIS_FMT_F16) q->f16_row = q_alloc(q, q->n, sizeof(double));
   if ((!q->direct && (!q->fb_row || (!q->ipartial && !q->partial))) || (spec->acc == PRECIS_FMT_F16 && !q->f16_row)) {
@@ -555,11 +616,12 @@ precis_status precis_cpu_quant_prepare(const precis_spec *spec, const precis_wor
   }
   const char *sums = spec->acc == PRECIS_FMT_F16 ? "every partial sum rounded to fp16 (sequential k)"
                                                  : "f32 products and sums (OpenBLAS sgemm)";
-  if (spec->fast_accum)
+  if (q->acc_bits > 0)
     snprintf(q->emulation, sizeof q->emulation,
-             "fp8 fast accumulation model: decoded codes, f32 sums of %d products (OpenBLAS sgemm) added into an "
-             "accumulator truncated to %d fraction bits over the whole k (no promotion), then c = (s_a*s_b)*acc in f32",
-             FAST_BLOCK, FAST_FRACTION_BITS);
+             "tensor-core accumulator model (%s): per instruction of %d products, D and the exact products "
+             "aligned to the largest exponent and truncated to %d fraction bits, summed exactly, written to the "
+             "fp32 D toward zero; D kept over the whole k, then the f32 factors",
+             spec->fast_accum ? "fp8 FAST_ACCUM" : "block-scaled MMA", q->acc_block, q->acc_bits);
   else if (q->kind == QUANT_INT)
     snprintf(q->emulation, sizeof q->emulation,
              "exact integer products and s32 sums per k-segment (%zu), then c += (s_a*s_b)*float(acc) in f32", q->nseg);
@@ -608,19 +670,13 @@ static void scale_segment(precis_cpu_quant *q, float *c, size_t rows, size_t row
   }
 }
 
-/* One segment's sums in the fast-accumulation model: FAST_BLOCK products at a time into q->partial. */
-static void fast_segment(precis_cpu_quant *q, size_t rows, size_t row0, size_t g, size_t k0, size_t len) {
-  size_t n = q->n, k = q->k, count = rows * n;
-  for (size_t p0 = 0; p0 < len; p0 += FAST_BLOCK) {
-    size_t blen = len - p0 < FAST_BLOCK ? len - p0 : FAST_BLOCK;
-    float *dst = p0 == 0 ? q->partial : q->block;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)n, (int)blen, 1.0f,
-                q->a.units + row0 * k + k0 + p0, (int)k, q->b.units + g * k * n + (k0 + p0) * n, (int)n, 0.0f, dst,
-                (int)n);
-    if (p0 == 0)
-      for (size_t i = 0; i < count; i++) q->partial[i] = fast_accumulate(0.0f, q->partial[i]);
-    else
-      for (size_t i = 0; i < count; i++) q->partial[i] = fast_accumulate(q->partial[i], q->block[i]);
+/* One segment's sums in the tensor-core accumulator model (mma_chain per output) into q->partial. */
+static void mma_segment(precis_cpu_quant *q, size_t rows, size_t row0, size_t g, size_t k0, size_t len) {
+  size_t n = q->n, k = q->k;
+  for (size_t i = 0; i < rows; i++) {
+    const float *ai = q->a.units + (row0 + i) * k + k0;
+    for (size_t j = 0; j < n; j++)
+      q->partial[i * n + j] = mma_chain(ai, q->b_t + (g * n + j) * k + k0, len, q->acc_bits, (size_t)q->acc_block);
   }
 }
 
@@ -645,8 +701,8 @@ void precis_cpu_quant_gemm(precis_cpu_quant *q, float *c) {
         cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)n, (int)len, 1.0,
                     q->a.ints + row0 * k + k0, (int)k, q->b.ints + g * k * n + k0 * n, (int)n, 0.0, q->ipartial,
                     (int)n);
-      else if (q->block)
-        fast_segment(q, rows, row0, g, k0, len);
+      else if (q->acc_bits > 0)
+        mma_segment(q, rows, row0, g, k0, len);
       else
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)n, (int)len, 1.0f,
                     q->a.units + row0 * k + k0, (int)k, q->b.units + g * k * n + k0 * n, (int)n, 0.0f, q->partial,
@@ -762,11 +818,11 @@ static void free_operand(precis_cpu_quant *q, q_operand *o) {
 void precis_cpu_quant_free(precis_cpu_quant *q) {
   if (!q) return;
   size_t rows = q->mats > 1 ? q->m : q->batch * q->m;
+  q_free(q, q->b_t, q->b.count, sizeof(float));
   free_operand(q, &q->a);
   free_operand(q, &q->b);
   q_free(q, q->seg, q->seg_cap, sizeof(size_t));
   q_free(q, q->partial, rows * q->n, sizeof(float));
-  q_free(q, q->block, rows * q->n, sizeof(float));
   q_free(q, q->ipartial, rows * q->n, sizeof(double));
   q_free(q, q->fb_row, q->n, sizeof(float));
   q_free(q, q->f16_row, q->n, sizeof(double));

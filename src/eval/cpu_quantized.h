@@ -13,6 +13,7 @@
 #include "backend.h"
 #include "host_memory.h"
 #include "numerics/quantize.h"
+#include "numerics/target.h"
 
 /* true when this path runs the spec (the caller then asks precis_cpu_quant_route whether it can).
  * Specs with split= or fp64 anywhere are never claimed. */
@@ -23,9 +24,12 @@ bool precis_cpu_quant_route(const precis_spec *spec, char *why, size_t len);
 typedef struct precis_cpu_quant precis_cpu_quant;
 
 /* Smooths, quantizes and lays out the operands (the part timed as convert_ms). On failure returns
- * the error with *status (unsupported, does-not-fit, failed) and reason saying why; *out is then NULL. */
+ * the error with *status (unsupported, does-not-fit, failed) and reason saying why; *out is then NULL.
+ * model: the target's accumulator (target_plan.h; NULL or fraction_bits 0: fp32 sums, except
+ * acc=fp32fast, which then takes Hopper's 13 bits). */
 precis_status precis_cpu_quant_prepare(const precis_spec *spec, const precis_workload_info *w,
-                                       const precis_workload_data *d, precis_host_tracker *tracker,
+                                       const precis_workload_data *d, const precis_acc_model *model,
+                                       precis_host_tracker *tracker,
                                        precis_kv_list *details, precis_cpu_quant **out, size_t *clipped,
                                        precis_row_status *status, char *reason, size_t reason_len);
 /* The timed GEMM: writes the [batch, m, n] float32 result (before the output format) into c. */

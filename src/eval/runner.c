@@ -173,6 +173,7 @@ void precis_case_row(precis_row *row, const precis_run_config *cfg, const precis
   row->recipe_description = precis_strdup(recipe->description);
   row->m = w->m, row->n = w->n, row->k = w->k, row->batch = w->batch;
   row->host = precis_strdup(cfg->host);
+  row->target = precis_strdup(cfg->target);
   row->part = cfg->part_count > 1 ? cfg->part_index : 0;
   row->rank = cfg->rank;
   row->device = cfg->device;

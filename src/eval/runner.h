@@ -36,6 +36,7 @@ typedef struct precis_run_config {
   /* Recorded in every row this process runs (precis_row's host, rank, device). */
   const char *host;
   int rank, device; /* -1: no MPI / no device */
+  const char *target; /* the row's target ("sm_90"); NULL: none recorded */
 } precis_run_config;
 
 /* Fills report->rows (and dataset path/id); report->complete is false when interrupted. Returns

@@ -43,6 +43,21 @@ float precis_e2m1_bits_to_f32(uint8_t v) { return precis_bits_e2m1_to_f32(v); }
 float precis_round_e2m1(float x) { return precis_bits_e2m1_to_f32(precis_bits_f32_to_e2m1(x)); }
 float precis_e8m0_bits_to_f32(uint8_t v) { return precis_bits_e8m0_to_f32(v); }
 
+uint8_t precis_f32_to_e2m3_bits(float x) { return precis_bits_f32_to_e2m3(x); }
+float precis_e2m3_bits_to_f32(uint8_t v) { return precis_bits_e2m3_to_f32(v); }
+float precis_round_e2m3(float x) { return precis_bits_e2m3_to_f32(precis_bits_f32_to_e2m3(x)); }
+uint8_t precis_f32_to_e3m2_bits(float x) { return precis_bits_f32_to_e3m2(x); }
+float precis_e3m2_bits_to_f32(uint8_t v) { return precis_bits_e3m2_to_f32(v); }
+float precis_round_e3m2(float x) { return precis_bits_e3m2_to_f32(precis_bits_f32_to_e3m2(x)); }
+
+PRECIS_VECTOR_CLONES void precis_round_e2m3_array(const float *in, float *out, size_t n) {
+  for (size_t i = 0; i < n; i++) out[i] = precis_bits_e2m3_to_f32(precis_bits_f32_to_e2m3(in[i]));
+}
+
+PRECIS_VECTOR_CLONES void precis_round_e3m2_array(const float *in, float *out, size_t n) {
+  for (size_t i = 0; i < n; i++) out[i] = precis_bits_e3m2_to_f32(precis_bits_f32_to_e3m2(in[i]));
+}
+
 PRECIS_VECTOR_CLONES void precis_f32_to_e2m1_array(const float *in, uint8_t *out, size_t n) {
   for (size_t i = 0; i < n; i++) out[i] = precis_bits_f32_to_e2m1(in[i]);
 }
@@ -282,6 +297,18 @@ static const precis_format formats[PRECIS_FMT_COUNT] = {
                        .storage_bits = 4, .significand_bits = 0, .unit_roundoff = 0.0, .max_finite = 15.0,
                        .min_normal = 0.0, .min_subnormal = 0.0, .has_inf = false, .is_float = false,
                        .cuda_data_type = PRECIS_CUDA_R_4U, .round_f32 = NULL, .round_array = NULL},
+    [PRECIS_FMT_E2M3] = {.id = PRECIS_FMT_E2M3, .name = "e2m3",
+                         .long_name = "OCP MX FP6 E2M3 (satfinite, no inf, no NaN; 6 bits)",
+                         .storage_bits = 6, .significand_bits = 4, .unit_roundoff = 0x1p-4,
+                         .max_finite = 7.5, .min_normal = 1.0, .min_subnormal = 0.125,
+                         .has_inf = false, .is_float = true, .cuda_data_type = PRECIS_CUDA_R_6F_E2M3,
+                         .round_f32 = precis_round_e2m3, .round_array = precis_round_e2m3_array},
+    [PRECIS_FMT_E3M2] = {.id = PRECIS_FMT_E3M2, .name = "e3m2",
+                         .long_name = "OCP MX FP6 E3M2 (satfinite, no inf, no NaN; 6 bits)",
+                         .storage_bits = 6, .significand_bits = 3, .unit_roundoff = 0x1p-3,
+                         .max_finite = 28.0, .min_normal = 0.25, .min_subnormal = 0.0625,
+                         .has_inf = false, .is_float = true, .cuda_data_type = PRECIS_CUDA_R_6F_E3M2,
+                         .round_f32 = precis_round_e3m2, .round_array = precis_round_e3m2_array},
 };
 
 const precis_format *precis_format_get(precis_format_id id) {

@@ -21,6 +21,8 @@ typedef enum precis_format_id {
   PRECIS_FMT_E8M0, /* OCP MX scale: a power of two, no sign, no zero */
   PRECIS_FMT_S4,   /* signed 4-bit integer, two per byte */
   PRECIS_FMT_U4,   /* unsigned 4-bit integer (asymmetric, with a zero point), two per byte */
+  PRECIS_FMT_E2M3, /* OCP MX FP6 E2M3 (element of mxfp6-e2m3) */
+  PRECIS_FMT_E3M2, /* OCP MX FP6 E3M2 (element of mxfp6-e3m2) */
   PRECIS_FMT_COUNT
 } precis_format_id;
 
@@ -37,6 +39,8 @@ enum {
   PRECIS_CUDA_R_8F_E4M3 = 28,
   PRECIS_CUDA_R_8F_E5M2 = 29,
   PRECIS_CUDA_R_8F_UE8M0 = 30,
+  PRECIS_CUDA_R_6F_E2M3 = 31,
+  PRECIS_CUDA_R_6F_E3M2 = 32,
   PRECIS_CUDA_R_4F_E2M1 = 33,
 };
 
@@ -109,6 +113,17 @@ float precis_round_e2m1(float x);
 void precis_f32_to_e2m1_array(const float *in, uint8_t *out, size_t n);
 void precis_round_e2m1_array(const float *in, float *out, size_t n);
 float precis_e8m0_bits_to_f32(uint8_t v);
+
+/* FP6 (OCP MX v1.0): e2m3 (max 7.5) and e3m2 (max 28), RNE with saturation (|x| >= 7.75 / 30 and
+ * ±inf give ±max), NaN -> +max; the code is the low 6 bits (sign at bit 5). */
+uint8_t precis_f32_to_e2m3_bits(float x);
+float precis_e2m3_bits_to_f32(uint8_t v);
+float precis_round_e2m3(float x);
+void precis_round_e2m3_array(const float *in, float *out, size_t n);
+uint8_t precis_f32_to_e3m2_bits(float x);
+float precis_e3m2_bits_to_f32(uint8_t v);
+float precis_round_e3m2(float x);
+void precis_round_e3m2_array(const float *in, float *out, size_t n);
 
 /* 4-bit codes (s4, u4, e2m1), two per byte: element 2i in the low nibble, 2i+1 in the high nibble
  * (CUDA's __nv_fp4x2 order). `packed` holds (n+1)/2 bytes; for odd n the last high nibble is 0.

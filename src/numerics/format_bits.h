@@ -223,6 +223,50 @@ PRECIS_BITS_FN float precis_bits_e2m1_to_f32(uint8_t v) {
   return precis_f32_of_bits(sign | (e ? normal : subnormal));
 }
 
+/* ---- OCP MX FP6 (OCP Microscaling Formats v1.0 §5.3.2): E2M3 (2 exponent bits, bias 1, 3 mantissa
+ * bits; max 7.5, min normal 1, min subnormal 0.125) and E3M2 (3 exponent bits, bias 3, 2 mantissa
+ * bits; max 28, min normal 0.25, min subnormal 0.0625); no inf, no NaN. The code sits in the low 6
+ * bits (sign at bit 5). RNE with saturation, as e2m1: |x| >= max + half its ulp (7.75, 30; the tie
+ * rounds to the even, missing next value) and ±inf give ±max; NaN gives +max (as CUDA's
+ * __nv_cvt_float_to_fp6 does with satfinite; the quantizers count it as clipped); a value that
+ * rounds to zero keeps its sign. One function for both: mbits mantissa bits, bias, the subnormal
+ * unit 2^(1 - bias - mbits), the saturation threshold's fp32 bits. ---- */
+PRECIS_BITS_FN uint8_t precis_bits_f32_to_fp6(float x, uint32_t mbits, uint32_t bias, uint32_t sat_bits) {
+  uint32_t u = precis_bits_of_f32(x);
+  uint32_t sign = (u >> 26) & 0x20u;
+  uint32_t a = u & PRECIS_F32_ABS_MASK;
+  uint32_t shift = 23u - mbits;
+  /* |x| >= 2^(1 - bias): normal. Rebias 127 -> bias and round the fraction to mbits (ties to even). */
+  uint32_t r = a - ((127u - bias) << 23);
+  r += ((1u << (shift - 1u)) - 1u) + ((r >> shift) & 1u);
+  uint32_t normal = r >> shift;
+  uint32_t subnormal = precis_subnormal_units(a, (int)(bias - 1u + mbits));
+  uint32_t mag = a >= ((128u - bias) << 23) ? normal : subnormal;
+  uint32_t max_mag = 0x1fu;
+  mag = a >= sat_bits ? max_mag : mag; /* inf included */
+  uint32_t nan = a > PRECIS_F32_INF_BITS;
+  sign = nan ? 0u : sign;
+  mag = nan ? max_mag : mag;
+  return (uint8_t)(sign | mag);
+}
+
+PRECIS_BITS_FN float precis_bits_fp6_to_f32(uint8_t v, uint32_t mbits, uint32_t bias) {
+  uint32_t sign = ((uint32_t)v & 0x20u) << 26;
+  uint32_t e = ((uint32_t)v & 0x1fu) >> mbits;
+  uint32_t m = (uint32_t)v & ((1u << mbits) - 1u);
+  uint32_t normal = ((e + 127u - bias) << 23) | (m << (23u - mbits));
+  /* subnormal: m * 2^(1 - bias - mbits), exact in fp32 */
+  float sub = (float)m * precis_f32_of_bits((127u + 1u - bias - mbits) << 23);
+  return precis_f32_of_bits(sign | (e ? normal : precis_bits_of_f32(sub)));
+}
+
+#define PRECIS_E2M3_SAT_BITS 0x40f80000u /* 7.75 */
+#define PRECIS_E3M2_SAT_BITS 0x41f00000u /* 30 */
+PRECIS_BITS_FN uint8_t precis_bits_f32_to_e2m3(float x) { return precis_bits_f32_to_fp6(x, 3u, 1u, PRECIS_E2M3_SAT_BITS); }
+PRECIS_BITS_FN float precis_bits_e2m3_to_f32(uint8_t v) { return precis_bits_fp6_to_f32(v, 3u, 1u); }
+PRECIS_BITS_FN uint8_t precis_bits_f32_to_e3m2(float x) { return precis_bits_f32_to_fp6(x, 2u, 3u, PRECIS_E3M2_SAT_BITS); }
+PRECIS_BITS_FN float precis_bits_e3m2_to_f32(uint8_t v) { return precis_bits_fp6_to_f32(v, 2u, 3u); }
+
 /* ---- OCP MX E8M0 scale: unsigned, 8 exponent bits, bias 127, value 2^(code-127); 0xff is NaN; no
  * zero, no sign. The scale rules produce the exponent directly, so encoding is from an integer
  * exponent (clamped to the code range [-127, 127]). ---- */
@@ -345,6 +389,16 @@ PRECIS_BITS_FN uint8_t precis_bits_e5m2_quantize(float x, float d, int *clipped)
   int zero_scale = d == 0.0f;
   int saturated = (precis_bits_of_f32(v) & PRECIS_F32_ABS_MASK) >= 0x47700000u;
   *clipped = (zero_scale & !precis_bits_is_finite(x)) | ((zero_scale ^ 1) & saturated); /* no branch: vectorizes */
+  return zero_scale ? (uint8_t)0 : code;
+}
+
+/* FP6 (no NaN code): clipped when |x/d| reaches the saturation threshold (±inf included) or is NaN. */
+PRECIS_BITS_FN uint8_t precis_bits_fp6_quantize(float x, float d, int *clipped, int e3m2) {
+  float v = precis_div_rn(x, d);
+  uint8_t code = e3m2 ? precis_bits_f32_to_e3m2(v) : precis_bits_f32_to_e2m3(v);
+  int zero_scale = d == 0.0f;
+  int saturated = (precis_bits_of_f32(v) & PRECIS_F32_ABS_MASK) >= (e3m2 ? PRECIS_E3M2_SAT_BITS : PRECIS_E2M3_SAT_BITS);
+  *clipped = (zero_scale & !precis_bits_is_finite(x)) | ((zero_scale ^ 1) & saturated);
   return zero_scale ? (uint8_t)0 : code;
 }
 

@@ -46,18 +46,24 @@ const char *precis_quant_int_str(precis_quant_int c) {
   case PRECIS_QUANT_INT_SYMMETRIC: return "symmetric";
   case PRECIS_QUANT_INT_SYMMETRIC_HALF: return "symmetric-half";
   case PRECIS_QUANT_INT_ASYMMETRIC: return "asymmetric";
+  case PRECIS_QUANT_FP8_UE8M0: return "ue8m0";
   }
   return "unknown";
 }
 
 static bool is_float_elem(precis_format_id f) {
-  return f == PRECIS_FMT_E4M3 || f == PRECIS_FMT_E5M2 || f == PRECIS_FMT_E2M1;
+  return f == PRECIS_FMT_E4M3 || f == PRECIS_FMT_E5M2 || f == PRECIS_FMT_E2M1 || f == PRECIS_FMT_E2M3 ||
+         f == PRECIS_FMT_E3M2;
 }
 
 static bool is_int_elem(precis_format_id f) { return f == PRECIS_FMT_I8 || f == PRECIS_FMT_S4 || f == PRECIS_FMT_U4; }
 
 /* The largest exponent of a normal element (OCP MX v1.0, table 1: emax_elem). */
-static int emax_elem(precis_format_id f) { return f == PRECIS_FMT_E4M3 ? 8 : f == PRECIS_FMT_E5M2 ? 15 : 2; }
+/* The element's largest exponent, for the MX floor rule (OCP MX v1.0 §6.3: emax_elem): e4m3 8, e5m2
+ * 15, e3m2 4, e2m3 2, e2m1 2. */
+static int emax_elem(precis_format_id f) {
+  return f == PRECIS_FMT_E4M3 ? 8 : f == PRECIS_FMT_E5M2 ? 15 : f == PRECIS_FMT_E3M2 ? 4 : 2;
+}
 
 static size_t div_up(size_t a, size_t b) { return (a + b - 1) / b; }
 
@@ -98,7 +104,7 @@ precis_status precis_quant_layout_of(const precis_quant_desc *d, size_t rows, si
   case PRECIS_QUANT_GRAN_MX:
   case PRECIS_QUANT_GRAN_MX_RCEIL:
     if (!is_float_elem(d->elem))
-      return precis_fail(PRECIS_E_USAGE, "quantizer: %s needs e4m3, e5m2 or e2m1 elements, got %s",
+      return precis_fail(PRECIS_E_USAGE, "quantizer: %s needs e4m3, e5m2, e3m2, e2m3 or e2m1 elements, got %s",
                          precis_quant_gran_str(d->gran), ef->name);
     along_k = MX_BLOCK;
     l.scale_fmt = PRECIS_FMT_E8M0;
@@ -111,6 +117,14 @@ precis_status precis_quant_layout_of(const precis_quant_desc *d, size_t rows, si
     l.has_tensor_scale = true;
     break;
   default: return precis_fail(PRECIS_E_USAGE, "quantizer: unknown granularity %d", (int)d->gran);
+  }
+  if (d->ints == PRECIS_QUANT_FP8_UE8M0) {
+    bool fp32_scaled = l.scale_fmt == PRECIS_FMT_F32;
+    if (!fp32_scaled || (d->elem != PRECIS_FMT_E4M3 && d->elem != PRECIS_FMT_E5M2))
+      return precis_fail(PRECIS_E_USAGE, "quantizer: ue8m0 scales need e4m3/e5m2 elements with tensor, row, col, k<G> "
+                                         "or <R>x<C> groups, got %s@%s",
+                         ef->name, precis_quant_gran_str(d->gran));
+    l.scale_fmt = PRECIS_FMT_E8M0;
   }
   if (along_k) {
     l.group_rows = d->side == PRECIS_OPERAND_A ? 1 : along_k;
@@ -161,6 +175,8 @@ precis_status precis_quant_layout_of(const precis_quant_desc *d, size_t rows, si
 DEFINE_SPAN(e4m3, precis_bits_fp8_quantize(xi, di, &c))
 DEFINE_SPAN(e5m2, precis_bits_e5m2_quantize(xi, di, &c))
 DEFINE_SPAN(e2m1, precis_bits_e2m1_quantize(xi, di, &c))
+DEFINE_SPAN(e2m3, precis_bits_fp6_quantize(xi, di, &c, 0))
+DEFINE_SPAN(e3m2, precis_bits_fp6_quantize(xi, di, &c, 1))
 DEFINE_SPAN(int, precis_bits_int_quantize(xi, di, zi, qmin, qmax, &c))
 
 /* ---- AVX2 encoders: the same rules, eight elements at a time, 32 codes per store. GCC does not
@@ -305,6 +321,8 @@ static encoder encoder_of(const precis_quant_desc *d) {
   case PRECIS_FMT_E4M3: e = (encoder){e4m3_span, 0, 0, 448.0f}; break;
   case PRECIS_FMT_E5M2: e = (encoder){e5m2_span, 0, 0, 57344.0f}; break;
   case PRECIS_FMT_E2M1: e = (encoder){e2m1_span, 0, 0, 6.0f}; break;
+  case PRECIS_FMT_E2M3: e = (encoder){e2m3_span, 0, 0, 7.5f}; break;
+  case PRECIS_FMT_E3M2: e = (encoder){e3m2_span, 0, 0, 28.0f}; break;
   default: {
     float qmax = d->elem == PRECIS_FMT_I8 ? 127.0f : d->elem == PRECIS_FMT_S4 ? 7.0f : 15.0f;
     e = (encoder){int_span, -qmax, qmax, qmax};
@@ -314,7 +332,8 @@ static encoder encoder_of(const precis_quant_desc *d) {
   }
   }
 #if PRECIS_AVX2_SPANS
-  if (__builtin_cpu_supports("avx2"))
+  /* FP6 has no AVX2 loop (the scalar one vectorizes by itself well enough for a rare format). */
+  if (__builtin_cpu_supports("avx2") && e.span != e2m3_span && e.span != e3m2_span)
     e.span = e.span == e4m3_span ? e4m3_span_avx2 : e.span == e5m2_span ? e5m2_span_avx2
            : e.span == e2m1_span ? e2m1_span_avx2 : int_span_avx2;
 #endif
@@ -408,8 +427,10 @@ static int scale_rule_of(const precis_quant_desc *d) {
   case PRECIS_QUANT_GRAN_MX: return PRECIS_SCALE_RULE_MX_FLOOR;
   case PRECIS_QUANT_GRAN_MX_RCEIL: return PRECIS_SCALE_RULE_MX_RCEIL;
   case PRECIS_QUANT_GRAN_NV: return PRECIS_SCALE_RULE_NV;
-  default: return is_int_elem(d->elem) && d->ints == PRECIS_QUANT_INT_ASYMMETRIC ? PRECIS_SCALE_RULE_ASYM
-                                                                                : PRECIS_SCALE_RULE_DIVIDE;
+  default:
+    if (d->ints == PRECIS_QUANT_FP8_UE8M0) return PRECIS_SCALE_RULE_MX_RCEIL; /* amax/max rounded up to a power of two */
+    return is_int_elem(d->elem) && d->ints == PRECIS_QUANT_INT_ASYMMETRIC ? PRECIS_SCALE_RULE_ASYM
+                                                                          : PRECIS_SCALE_RULE_DIVIDE;
   }
 }
 
@@ -620,6 +641,8 @@ precis_status precis_quantize_with_amax(const precis_quant_desc *d, const float 
     return precis_fail(PRECIS_E_USAGE, "quantizer: static amax %g (expected a finite value >= 0)", (double)amax);
   if (!q->codes || !q->scales)
     return precis_fail(PRECIS_E_USAGE, "quantizer: the output needs codes and scales (allocate them from the layout)");
+  if (d->ints == PRECIS_QUANT_FP8_UE8M0)
+    return precis_fail(PRECIS_E_USAGE, "quantizer: a static amax gives an fp32 scale; ue8m0 scales are dynamic only");
   float *dv = malloc(cols * sizeof *dv), *zv = calloc(cols, sizeof *zv);
   if (!dv || !zv) {
     free(dv);
@@ -645,6 +668,8 @@ static float decode_code(precis_format_id f, uint8_t c) {
   case PRECIS_FMT_E4M3: return precis_bits_e4m3_to_f32(c);
   case PRECIS_FMT_E5M2: return precis_bits_e5m2_to_f32(c);
   case PRECIS_FMT_E2M1: return precis_bits_e2m1_to_f32(c);
+  case PRECIS_FMT_E2M3: return precis_bits_e2m3_to_f32(c);
+  case PRECIS_FMT_E3M2: return precis_bits_e3m2_to_f32(c);
   case PRECIS_FMT_U4: return (float)c;
   default: return (float)(int8_t)c; /* int8, s4 (sign-extended) */
   }

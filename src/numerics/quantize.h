@@ -35,6 +35,10 @@ typedef enum precis_quant_int {
                                       codes -qmax-1..qmax */
   PRECIS_QUANT_INT_ASYMMETRIC,     /* GPTQ: scale = (max - min) / (2^b - 1), zero = rne(-min / scale);
                                       codes 0..2^b-1 (u4) */
+  /* Not an integer convention but the scale convention of fp8 elements (e4m3/e5m2) with tensor, row,
+   * col, K or BLOCK groups: the scale amax/max rounded UP to a power of two, stored as an E8M0 code
+   * (DeepGEMM's UE8M0 scales; mx-rceil's rule on these groups). The spec's `:ue8m0`. */
+  PRECIS_QUANT_FP8_UE8M0,
 } precis_quant_int;
 
 typedef enum precis_operand_side { PRECIS_OPERAND_A, PRECIS_OPERAND_B } precis_operand_side;

@@ -60,6 +60,24 @@ static const precis_recipe_preset presets[] = {
                     "(the k-sum kept in the tensor core's ~13-bit accumulator, never promoted); output bf16 "
                     "(torch._scaled_mm use_fast_accum=True)",
      .optional = true},
+    /* Issue 33: DeepSeek-V3's fp8 blocks with DeepGEMM's power-of-two (UE8M0) scales, which its
+     * Blackwell kernels require: fp8-block's groups, each scale amax/448 rounded up to 2^e. Not in
+     * `all` (fp8-block is; this is its scale encoding). */
+    {.name = "fp8-block-ue8m0",
+     .spec = "a=e4m3@k128:ue8m0,b=e4m3@128x128:ue8m0,acc=fp32,out=bf16,scale=dynamic,smooth=none,split=none",
+     .description = "DeepGEMM fp8 blocks: A e4m3 per 1x128 along k, B e4m3 per 128x128 block, each scale "
+                    "amax/448 rounded up to a power of two (UE8M0, one byte); compute 32F; output bf16",
+     .optional = true},
+    /* Issue 33: OCP MXFP6 (MX v1.0 §5.3.2), the two FP6 element formats in blocks of 32 with E8M0
+     * scales (floor rule). Not in `all`: no cuBLASLt route yet (emulated by bf16 dequantization). */
+    {.name = "mxfp6-e2m3", .spec = "a=e2m3@mx,b=e2m3@mx,acc=fp32,out=bf16,scale=dynamic,smooth=none,split=none",
+     .description = "OCP MXFP6 E2M3: A,B e2m3 (max 7.5) in blocks of 32 along k with E8M0 scales (floor rule); "
+                    "compute 32F; output bf16",
+     .optional = true},
+    {.name = "mxfp6-e3m2", .spec = "a=e3m2@mx,b=e3m2@mx,acc=fp32,out=bf16,scale=dynamic,smooth=none,split=none",
+     .description = "OCP MXFP6 E3M2: A,B e3m2 (max 28) in blocks of 32 along k with E8M0 scales (floor rule); "
+                    "compute 32F; output bf16",
+     .optional = true},
     /* High precision at low-precision speed (issue 19, docs/high-precision.md). */
     {.name = "fp64", .spec = "a=fp64,b=fp64,acc=fp64,out=fp64,scale=dynamic,smooth=none,split=none",
      .description = "A,B f64 (exact from f32 inputs); compute 64F; output f64", .high_precision = true},

@@ -11,7 +11,7 @@ enum { MAX_GROUP = 1 << 20, MAX_SPLIT_TERMS = 16 };
 static const char *const field_names[] = {"a", "b", "acc", "out", "scale", "smooth", "split"};
 enum { FIELD_A, FIELD_B, FIELD_ACC, FIELD_OUT, FIELD_SCALE, FIELD_SMOOTH, FIELD_SPLIT, FIELD_COUNT };
 
-#define OPERAND_FORMATS "fp64, fp32, tf32, fp16, bf16, e4m3, e5m2, e2m1, s8, s4, u4"
+#define OPERAND_FORMATS "fp64, fp32, tf32, fp16, bf16, e4m3, e5m2, e2m1, e2m3, e3m2, s8, s4, u4"
 #define OUT_FORMATS "fp64, fp32, tf32, fp16, bf16, e4m3, e5m2"
 #define GRANULARITIES "tensor, row, col, k<G>, <R>x<C>, mx, mx-rceil, nv"
 
@@ -33,6 +33,8 @@ static const char *fmt_name(precis_format_id id) { return precis_format_get(id)-
 
 bool precis_operand_is_integer(const precis_operand_spec *op) { return !precis_format_get(op->fmt)->is_float; }
 
+bool precis_operand_scales_ue8m0(const precis_operand_spec *op) { return op->conv == PRECIS_QCONV_UE8M0; }
+
 bool precis_spec_smooths(const precis_spec *s) { return s->smooth_auto || !isnan(s->smooth); }
 
 bool precis_operand_is_scaled(const precis_operand_spec *op) {
@@ -40,6 +42,8 @@ bool precis_operand_is_scaled(const precis_operand_spec *op) {
   case PRECIS_FMT_E4M3:
   case PRECIS_FMT_E5M2:
   case PRECIS_FMT_E2M1:
+  case PRECIS_FMT_E2M3:
+  case PRECIS_FMT_E3M2:
   case PRECIS_FMT_I8:
   case PRECIS_FMT_S4:
   case PRECIS_FMT_U4: return true;
@@ -56,7 +60,7 @@ const char *precis_gran_name(precis_gran g) { return gran_names[g]; }
 
 static const char *const conv_names[] = {
     [PRECIS_QCONV_NONE] = "none", [PRECIS_QCONV_SYM] = "sym", [PRECIS_QCONV_SYM_HALF] = "sym-half",
-    [PRECIS_QCONV_ASYM] = "asym"};
+    [PRECIS_QCONV_ASYM] = "asym", [PRECIS_QCONV_UE8M0] = "ue8m0"};
 
 static const char *const scale_names[] = {[PRECIS_SCALE_DYNAMIC] = "dynamic", [PRECIS_SCALE_ABSMAX] = "absmax",
                                           [PRECIS_SCALE_PERCENTILE] = "percentile", [PRECIS_SCALE_MSE] = "mse"};
@@ -106,7 +110,9 @@ static precis_gran default_gran(precis_format_id fmt, bool is_a) {
   switch (fmt) {
   case PRECIS_FMT_E4M3:
   case PRECIS_FMT_E5M2: return PRECIS_GRAN_TENSOR;
-  case PRECIS_FMT_E2M1: return PRECIS_GRAN_MX;
+  case PRECIS_FMT_E2M1:
+  case PRECIS_FMT_E2M3:
+  case PRECIS_FMT_E3M2: return PRECIS_GRAN_MX;
   case PRECIS_FMT_I8: return is_a ? PRECIS_GRAN_ROW : PRECIS_GRAN_COL;
   case PRECIS_FMT_S4:
   case PRECIS_FMT_U4: return PRECIS_GRAN_K;
@@ -191,16 +197,31 @@ static precis_status parse_operand(const char *field, const char *value, precis_
                        "use tensor, col, k<G>, <R>x<C>, mx or nv",
                        field, value);
   if ((op->gran == PRECIS_GRAN_MX || op->gran == PRECIS_GRAN_MX_RCEIL) && integer)
-    return precis_fail(PRECIS_E_USAGE, "%s=%s: MX blocks hold e4m3, e5m2 or e2m1 elements, not %s", field, value,
+    return precis_fail(PRECIS_E_USAGE, "%s=%s: MX blocks hold e4m3, e5m2, e3m2, e2m3 or e2m1 elements, not %s", field, value,
                        fmt_name(op->fmt));
   if (op->gran == PRECIS_GRAN_NV && op->fmt != PRECIS_FMT_E2M1)
     return precis_fail(PRECIS_E_USAGE, "%s=%s: NVFP4 blocks hold e2m1 elements, not %s", field, value,
                        fmt_name(op->fmt));
   if (!colon) return PRECIS_OK;
+  if (!integer && strcmp(colon + 1, "ue8m0") == 0) {
+    /* Power-of-two scales for fp8 with fp32-scaled granularities (MX/NVFP4 blocks have their own). */
+    bool fp8 = op->fmt == PRECIS_FMT_E4M3 || op->fmt == PRECIS_FMT_E5M2;
+    bool fp32_scaled = op->gran == PRECIS_GRAN_TENSOR || op->gran == PRECIS_GRAN_ROW || op->gran == PRECIS_GRAN_COL ||
+                       op->gran == PRECIS_GRAN_K || op->gran == PRECIS_GRAN_BLOCK;
+    if (!fp8 || !fp32_scaled)
+      return precis_fail(PRECIS_E_USAGE,
+                         "%s=%s: ue8m0 (power-of-two scales) applies to e4m3/e5m2 with tensor, row, col, k<G> or "
+                         "<R>x<C> scales (mx blocks are E8M0 already)",
+                         field, value);
+    op->conv = PRECIS_QCONV_UE8M0;
+    return PRECIS_OK;
+  }
   if (!integer)
-    return precis_fail(PRECIS_E_USAGE, "%s=%s: a scale convention (sym, sym-half, asym) applies to s8, s4 and u4, not %s",
-                       field, value, fmt_name(op->fmt));
-  for (size_t i = PRECIS_QCONV_SYM; i < sizeof conv_names / sizeof conv_names[0]; i++)
+    return precis_fail(PRECIS_E_USAGE,
+                       "%s=%s: a scale convention (sym, sym-half, asym) applies to s8, s4 and u4; e4m3/e5m2 take ue8m0 "
+                       "(power-of-two scales), not \"%s\"",
+                       field, value, colon + 1);
+  for (size_t i = PRECIS_QCONV_SYM; i <= PRECIS_QCONV_ASYM; i++)
     if (strcmp(colon + 1, conv_names[i]) == 0) {
       op->conv = (precis_qconv)i;
       if (op->conv == PRECIS_QCONV_ASYM && op->fmt == PRECIS_FMT_I8)
@@ -334,6 +355,10 @@ static precis_status check_spec(const precis_spec *s) {
     return precis_fail(PRECIS_E_USAGE,
                        "scale=%s: static scales from the calibration split are per tensor; write a=%s@tensor",
                        scale_names[s->scale], fmt_name(s->a.fmt));
+  if (s->scale != PRECIS_SCALE_DYNAMIC && s->a.conv == PRECIS_QCONV_UE8M0)
+    return precis_fail(PRECIS_E_USAGE, "scale=%s: static scales are fp32 (the calibration's amax); ue8m0 scales are "
+                                       "dynamic only (drop :ue8m0 or scale=)",
+                       scale_names[s->scale]);
   return PRECIS_OK;
 }
 
@@ -383,7 +408,8 @@ precis_status precis_spec_parse(const char *text, precis_spec *out) {
     case FIELD_B: st = parse_operand("b", value, &s.b); break;
     case FIELD_ACC: st = parse_acc(value, &s.acc, &fast); break;
     case FIELD_OUT:
-      if (!format_from_name(value, &s.out) || !precis_format_get(s.out)->is_float || s.out == PRECIS_FMT_E2M1)
+      if (!format_from_name(value, &s.out) || !precis_format_get(s.out)->is_float || s.out == PRECIS_FMT_E2M1 ||
+          s.out == PRECIS_FMT_E2M3 || s.out == PRECIS_FMT_E3M2)
         st = precis_fail(PRECIS_E_USAGE, "out=%s: unknown output format (expected " OUT_FORMATS ")", value);
       break;
     case FIELD_SCALE: st = parse_scale(value, &s); break;
@@ -478,6 +504,8 @@ static void describe_operand(const char *which, const precis_operand_spec *op, c
   }
   const precis_format *f = precis_format_get(op->fmt);
   if (op->conv == PRECIS_QCONV_ASYM) snprintf(buf, len, "%s %s %s, min/max with zero point", which, name, gran);
+  else if (op->conv == PRECIS_QCONV_UE8M0)
+    snprintf(buf, len, "%s %s %s, s=2^ceil(log2(amax/%g)) (UE8M0)", which, name, gran, f->max_finite);
   else if (op->conv == PRECIS_QCONV_SYM_HALF) snprintf(buf, len, "%s %s %s, s=amax/%g", which, name, gran, f->max_finite + 0.5);
   else snprintf(buf, len, "%s %s %s, s=amax/%g", which, name, gran, f->max_finite);
 }
@@ -512,6 +540,12 @@ static long long scale_bytes(const precis_operand_spec *op, bool is_a, long long
     sym.conv = PRECIS_QCONV_SYM;
     long long bytes = scale_bytes(&sym, is_a, rows, cols, mats);
     return bytes + ceil_div(bytes / 4 * precis_format_get(op->fmt)->storage_bits, 8);
+  }
+  /* UE8M0: one byte per scale where fp32 takes four. */
+  if (op->conv == PRECIS_QCONV_UE8M0) {
+    precis_operand_spec f32 = *op;
+    f32.conv = PRECIS_QCONV_NONE;
+    return scale_bytes(&f32, is_a, rows, cols, mats) / 4;
   }
   switch (op->gran) {
   case PRECIS_GRAN_NONE: return 0;

@@ -39,6 +39,10 @@ typedef enum precis_qconv {
   PRECIS_QCONV_SYM,      /* s = amax/qmax, q = clamp(rne(x/s), -qmax, qmax) (qmax 127 for s8, 7 for s4) */
   PRECIS_QCONV_SYM_HALF, /* s = amax/(qmax + 0.5): the full code range, -128..127 for s8 */
   PRECIS_QCONV_ASYM,     /* min/max with a zero point, codes 0..2^bits-1 (u4, GPTQ style) */
+  /* fp8 (e4m3/e5m2) with tensor/row/col/k<G>/<R>x<C> scales encoded as UE8M0: s = amax/max rounded
+   * UP to a power of two (DeepGEMM's ceil_to_ue8m0), one byte per scale. Written ":ue8m0"; plain
+   * fp8 operands keep QCONV_NONE (fp32 scales), so their canonical forms do not change. */
+  PRECIS_QCONV_UE8M0,
 } precis_qconv;
 
 typedef struct precis_operand_spec {
@@ -48,6 +52,9 @@ typedef struct precis_operand_spec {
   int block_rows, block_cols; /* PRECIS_GRAN_BLOCK */
   precis_qconv conv;
 } precis_operand_spec;
+
+/* fp8 scales encoded as UE8M0 powers of two (`:ue8m0`). */
+bool precis_operand_scales_ue8m0(const precis_operand_spec *op);
 
 /* How A's scales are found: from the evaluated input, or static from the calibration split. */
 typedef enum precis_scale_method {

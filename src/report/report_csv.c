@@ -54,6 +54,7 @@ static void header(precis_buf *b) {
   for (size_t i = 0; i < sizeof placement / sizeof placement[0]; i++) csv_text(b, &first, placement[i]);
   static const char *const loss[] = {"taylor_mean", "taylor_worst", "fisher_mean", "fisher_worst"};
   for (size_t i = 0; i < sizeof loss / sizeof loss[0]; i++) csv_text(b, &first, loss[i]);
+  csv_text(b, &first, "target");
   precis_buf_append(b, "\r\n");
 }
 
@@ -115,6 +116,7 @@ static void row_line(precis_buf *b, const precis_report *report, const precis_ro
   /* Empty without gradients in the dataset. */
   double loss[] = {row->loss.taylor_mean, row->loss.taylor_worst, row->loss.fisher_mean, row->loss.fisher_worst};
   for (size_t i = 0; i < sizeof loss / sizeof loss[0]; i++) csv_num(b, &first, row->loss.present ? loss[i] : NAN);
+  csv_text(b, &first, row->target ? row->target : "");
   precis_buf_append(b, "\r\n");
 }
 

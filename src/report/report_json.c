@@ -262,6 +262,7 @@ static void write_row(json_out *o, const precis_row *row, long min_samples) {
   jo_k(o, "part"); jo_int(o, row->part);
   jo_k(o, "rank"); if (row->rank >= 0) jo_int(o, row->rank); else jo_str(o, NULL);
   jo_k(o, "device"); if (row->device >= 0) jo_int(o, row->device); else jo_str(o, NULL);
+  jo_k(o, "target"); jo_str(o, row->target);
   jo_end_object(o);
 }
 
@@ -602,7 +603,8 @@ static bool read_row(json_in *in, const cJSON *obj, precis_row *row) {
   if (details && !ji_kv_object(in, details, &row->details, NULL)) return false;
   /* Where it ran: absent in reports from before scale-out. */
   long long part, rank, device;
-  if (!ji_string(in, obj, "host", &row->host, false) || !ji_integer(in, obj, "part", &part, 0) ||
+  if (!ji_string(in, obj, "host", &row->host, false) || !ji_string(in, obj, "target", &row->target, false) ||
+      !ji_integer(in, obj, "part", &part, 0) ||
       !ji_integer(in, obj, "rank", &rank, -1) || !ji_integer(in, obj, "device", &device, -1))
     return false;
   if (part < 0 || part > 1000000) return ji_bad(in, "part", "a part number >= 0", cJSON_GetObjectItemCaseSensitive(obj, "part"));

@@ -142,6 +142,7 @@ void precis_row_free(precis_row *row) {
   free(row->time.samples_ms);
   precis_kv_free(&row->details);
   free(row->host);
+  free(row->target);
   precis_row_init(row);
 }
 

@@ -102,6 +102,9 @@ typedef struct precis_row {
    * no MPI, the cpu backend). */
   char *host;
   int part, rank, device;
+  /* The architecture whose arithmetic the row stands for (DESIGN §19): --target, sm_90 by default
+   * on the cpu, the device's on cuda ("sm_90"); NULL in reports from before targets. */
+  char *target;
 } precis_row;
 
 typedef struct precis_report {

@@ -269,7 +269,8 @@ def test_recipes():
     original = ["fp32", "tf32", "fp16", "fp16acc16", "bf16", "int8", "fp8"]
     issue16 = ["fp8-rowwise", "fp8-block", "w8a16", "w4a16", "w4a16-asym", "mxfp8", "mxfp4", "nvfp4", "int8-sq"]
     high = ["fp64", "3xtf32", "bf16x3", "bf16x6", "bf16x9"] + ["ozaki-int8-%d" % n for n in range(3, 9)]
-    check([r["name"] for r in listed] == original + issue16 + ["fp8-fast"] + high + ["fp64-emu"],
+    check([r["name"] for r in listed] == original + issue16 + ["fp8-fast", "fp8-block-ue8m0", "mxfp6-e2m3", "mxfp6-e3m2"] + high
+          + ["fp64-emu"],
           "recipes: presets in order")
     check(all(r["backends"]["cpu"]["status"] == "emulated" for r in listed if r["name"] != "fp64-emu"),
           "recipes: every preset but cuBLAS's emulation emulated on cpu")
