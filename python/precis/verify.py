@@ -78,18 +78,23 @@ def load_inputs(inputs, tokenizer=None, tokens=64, samples=None):
     return ids
 
 
+def special_tokens(tokenizer):
+    """The ids the tokenizer puts before and after a text ([CLS], [SEP] for BERT; BOS for Llama)."""
+    bare = tokenizer("hello", add_special_tokens=False)["input_ids"]
+    full = tokenizer("hello", add_special_tokens=True)["input_ids"]
+    for i in range(len(full) - len(bare) + 1):
+        if full[i:i + len(bare)] == bare:
+            return list(full[:i]), list(full[i + len(bare):])
+    return [], []
+
+
 def text_windows(text, tokenizer, tokens):
     body = tokenizer(text, add_special_tokens=False)["input_ids"]
-    extra = tokenizer.num_special_tokens_to_add(pair=False) if hasattr(tokenizer, "num_special_tokens_to_add") else 0
-    width = tokens - extra
+    before, after = special_tokens(tokenizer)
+    width = tokens - len(before) - len(after)
     if width < 1:
-        raise VerifyError(f"--tokens {tokens}: no room beside the tokenizer's {extra} special tokens")
-    out = []
-    for start in range(0, len(body) - width + 1, width):
-        window = body[start:start + width]
-        if extra:
-            window = tokenizer.build_inputs_with_special_tokens(window)
-        out.append(window)
+        raise VerifyError(f"--tokens {tokens}: no room beside the tokenizer's {len(before) + len(after)} special tokens")
+    out = [before + body[s:s + width] + after for s in range(0, len(body) - width + 1, width)]
     return np.array(out, np.int64).reshape(-1, tokens)
 
 
@@ -218,9 +223,10 @@ def verify(model, plan, inputs, *, tokenizer=None, out=None, require=(), alpha=0
         if name not in ref_inputs or name not in records:
             per_layer.append({"layer": name, "depth": depth, "recipe": chosen[name], "called": False})
             continue
-        a = ref_inputs[name].astype(np.float64)
-        b = pt.weight_kn(module, in_major).astype(np.float64)
-        c_ref = a @ b
+        a = ref_inputs[name]
+        b = pt.weight_kn(module, in_major)
+        # One 2-D product (NumPy runs a stacked 3-D matmul far slower than one BLAS call).
+        c_ref = (a.reshape(-1, a.shape[-1]).astype(np.float64) @ b.astype(np.float64)).reshape(*a.shape[:-1], b.shape[1])
         c_q = np.concatenate(records[name])
         if c_q.shape != c_ref.shape:
             raise RuntimeError(f"layer {name}: emulated outputs {c_q.shape} do not line up with the reference's {c_ref.shape}")
