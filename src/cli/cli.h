@@ -12,6 +12,10 @@
 #include "numerics/recipe.h"
 #include "base/status.h"
 
+/* `precis COMMAND ...` (argv[0] the program name): dispatches to a command and returns its exit code
+ * (cli_main.c). The executable's main and the public precis_main call it. */
+int precis_cli_main(int argc, char **argv);
+
 int precis_cmd_info(int argc, char **argv);
 int precis_cmd_gen(int argc, char **argv);
 int precis_cmd_inspect(int argc, char **argv);

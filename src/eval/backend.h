@@ -92,6 +92,11 @@ typedef struct precis_backend {
 } precis_backend;
 
 const precis_backend *precis_backend_cpu(void);
+/* One case's output exactly as the cpu backend's run_case computes it (the same preparation, GEMM
+ * and output rounding, so the same bits), computed once and not timed: libprecis's emulate
+ * (DESIGN §15). out->status and reason say when it did not run; returns PRECIS_OK. */
+precis_status precis_cpu_emulate(const precis_spec *spec, const precis_workload_info *w,
+                                 const precis_workload_data *d, precis_case_output *out);
 /* NULL when this binary was built without CUDA. */
 const precis_backend *precis_backend_cuda(void);
 
