@@ -9,8 +9,8 @@ bootstrap resamples samples, never tokens of one sample (tokens of a sequence ar
 Logits (`[tokens, vocab]` per sample), in float64 from log-softmax:
   kl_*   KL(ref || q) = sum_v p_ref (log p_ref - log p_q) per token: kl_mean, kl_p99, kl_max
   rkl_*  KL(q || ref), the reverse direction: rkl_mean, rkl_p99, rkl_max
-  top1_agree    fraction of tokens whose argmax agrees
-  top5_overlap  mean over tokens of |top5(ref) & top5(q)| / 5
+  top1_agree    fraction of tokens whose argmax (the first of tied maxima) agrees
+  top5_overlap  mean over tokens of |top5(ref) & top5(q)| / 5 (ties: the lower token id first)
   ce_ref, ce_q, ce_delta  mean cross-entropy of the labels (when given) and q's minus ref's
 Hidden states or embeddings (`[tokens, hidden]` per sample):
   cosine_mean, cosine_min  cosine of each token's vector, mean and min over tokens
@@ -49,9 +49,10 @@ def logit_token_stats(ref, q, labels=None):
         "rkl": np.sum(pq * (lq - lp), axis=-1),
         "top1": (np.argmax(lp, axis=-1) == np.argmax(lq, axis=-1)).astype(np.float64),
     }
+    # Ties (frequent once the logits are rounded to bf16) go to the lower token id, as argmax does.
     k = min(5, lp.shape[-1])
-    t_ref = np.argpartition(-lp, k - 1, axis=-1)[:, :k]
-    t_q = np.argpartition(-lq, k - 1, axis=-1)[:, :k]
+    t_ref = np.argsort(-lp, axis=-1, kind="stable")[:, :k]
+    t_q = np.argsort(-lq, axis=-1, kind="stable")[:, :k]
     out["top5"] = np.array([len(set(a) & set(b)) / k for a, b in zip(t_ref.tolist(), t_q.tolist())], np.float64)
     if labels is not None:
         labels = np.asarray(labels, np.int64)

@@ -504,8 +504,9 @@ class _Emulated:
         if x.shape[-1] != self.k:
             raise PlanError(f"layer {self.name}: input of shape {list(x.shape)}, expected [..., {self.k}]")
         lead = x.shape[:-1]
-        # One GEMM per sequence ([batch, seq, k] -> batch GEMMs of seq rows), as a dataset's samples;
-        # a 2-D input [n, k] is n GEMMs of one row, as capture records it.
+        # One GEMM of all the call's rows, as a deployment's [batch*seq, k] x [k, n]: passed as
+        # [batch, seq, k] (a 2-D input [n, k] as [n, 1, k], as capture records it), which precis.emulate
+        # computes as one A (a tensor scale spans the whole batch, row scales are per token).
         a = x.detach().to(torch.float32).reshape(-1, x.shape[-2] if x.dim() >= 3 else 1, self.k).cpu().numpy()
         c = np.asarray(self.gemm(np.ascontiguousarray(a), self.b, self.recipe), np.float32)
         if self.record is not None:

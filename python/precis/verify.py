@@ -103,18 +103,20 @@ def text_windows(text, tokenizer, tokens):
 
 
 def precis_command():
-    """How to run the precis CLI: $PRECIS (a path), else `precis` on PATH, else python -m precis."""
+    """How to run the precis CLI: $PRECIS (a path) when set, else this package's own
+    (`python -m precis`, the same C code as emulate)."""
     env = os.environ.get("PRECIS")
     if env:
         return [env]
-    found = shutil.which("precis")
-    if found:
-        return [found]
     return [sys.executable, "-m", "precis"]
 
 
 def _cli(cmd, args, what):
-    p = subprocess.run(cmd + args, capture_output=True, text=True)
+    env = dict(os.environ)
+    if cmd[1:] == ["-m", "precis"]:  # the subprocess imports this very package
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    p = subprocess.run(cmd + args, capture_output=True, text=True, env=env)
     if p.returncode not in (0, 3):
         raise RuntimeError(f"precis {what} failed (exit {p.returncode}): {p.stderr.strip()[-2000:]}")
     return p
@@ -162,7 +164,7 @@ def _rel_fro_per_sample(c, r):
 
 
 def verify(model, plan, inputs, *, tokenizer=None, out=None, require=(), alpha=0.05, layer_threshold=0.01, tokens=64,
-           samples=None, batch_size=16, reference="fp32", prefix="", precis_cli=None, isolated=True, force=False,
+           samples=None, batch_size=None, reference="fp32", prefix="", precis_cli=None, isolated=True, force=False,
            model_name=None, inputs_name=None, plan_name=None, command=None, resamples=2000):
     """Reference vs emulated model on held-out inputs; returns a VerifyResult and, with out=DIR,
     writes report.json, report.csv, report.md and report.html there. model: a torch module (run on
@@ -170,7 +172,9 @@ def verify(model, plan, inputs, *, tokenizer=None, out=None, require=(), alpha=0
     ids [samples, tokens] (array, tensor or .npy) or a text file (with tokenizer); require:
     end-to-end gates such as "kl_mean<=0.01" judged at level alpha; layer_threshold: the
     cumulative rel_fro (worst over samples) whose first crossing is reported; reference: "fp32"
-    or "fp64" (the reference model's final outputs in float64 where the model allows)."""
+    or "fp64" (the reference model's final outputs in float64 where the model allows); batch_size:
+    sequences per forward (default all: a tensor scale then spans the same rows in the emulated
+    model as in the isolated run, whose dataset holds all samples as one batch)."""
     import torch
 
     from . import torch as pt
@@ -182,6 +186,7 @@ def verify(model, plan, inputs, *, tokenizer=None, out=None, require=(), alpha=0
     ids = load_inputs(inputs, tokenizer, tokens, samples)
     if len(ids) == 0:
         raise VerifyError("no input samples")
+    batch_size = batch_size or len(ids)
     chosen = pt.resolve_plan(model, plan, prefix)
     if not chosen:
         raise VerifyError("the plan selects no linear layer of the model")
@@ -594,7 +599,8 @@ def main(argv=None):
     parser.add_argument("--samples", type=int, default=None, help="at most this many samples (windows)")
     parser.add_argument("--layer-threshold", type=float, default=0.01,
                         help="cumulative rel_fro (worst over samples) whose first crossing is reported (default 0.01)")
-    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--batch-size", type=int, default=None,
+                        help="sequences per forward (default all: a tensor scale spans the same rows as in the isolated run)")
     parser.add_argument("--prefix", default="", help="prepended to module names to give the plan's layer names")
     parser.add_argument("--force", action="store_true", help="replace a report already in DIR")
     parser.add_argument("-q", "--quiet", action="store_true")
@@ -603,6 +609,8 @@ def main(argv=None):
     except SystemExit as e:
         return EXIT_OK if e.code == 0 else EXIT_USAGE
     try:
+        for text in args.require:  # a bad gate is refused before the model is loaded
+            endtoend.parse_gate(text)
         model, tokenizer = load_model(args.model)
         result = verify(model, args.plan, args.inputs, tokenizer=tokenizer, out=args.output, require=args.require,
                         alpha=args.alpha, layer_threshold=args.layer_threshold, tokens=args.tokens, samples=args.samples,

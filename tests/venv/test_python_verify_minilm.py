@@ -33,6 +33,10 @@ except ImportError as e:
     print(f"SKIP: {e} (cmake/python-test-requirements.txt)", file=sys.stderr)
     sys.exit(1 if os.environ.get("CI") == "true" else 77)
 
+BUILD = os.path.abspath(os.environ.get("PRECIS_BUILD_DIR", "build"))
+STAGE = os.path.join(BUILD, "python")  # the package as the build stages it (python/CMakeLists.txt)
+sys.path.insert(0, STAGE)
+SUBPROCESS_ENV = dict(os.environ, PYTHONPATH=STAGE + os.pathsep + os.environ.get("PYTHONPATH", ""))
 import precis  # noqa: E402
 import precis.torch as pt  # noqa: E402
 from precis import verify  # noqa: E402
@@ -87,7 +91,7 @@ def main():
     t = time.time()
     p = subprocess.run([sys.executable, "-m", "precis", "verify", "--model", minilm_dir(), "--plan", plan_path, "--inputs",
                         os.path.join(SOURCE, "LICENSE"), "--samples", "16", "-o", out_cli, "--require", "cosine_min>=0.9",
-                        "--require", "rel_fro_max<=0.5"], capture_output=True, text=True)
+                        "--require", "rel_fro_max<=0.5"], capture_output=True, text=True, env=SUBPROCESS_ENV)
     print(f"python -m precis verify (mixed plan, 16 x 64): {time.time() - t:.1f} s", file=sys.stderr)
     check(p.returncode == 0 and "cosine mean" in p.stdout, f"verify CLI exit {p.returncode}: {p.stdout[-500:]} {p.stderr[-1500:]}")
     rep_cli = json.load(open(os.path.join(out_cli, "report.json")))
