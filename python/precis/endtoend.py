@@ -186,7 +186,7 @@ def judge(outputs, requires, alpha=0.05, resamples=2000, seed=0):
         boot = [outputs.metrics(idx) for idx in draws]
     results = []
     for name, op, limit in parsed:
-        expr = f"{name}{op}{limit:g}"
+        expr = f"{name}{op}{limit}"  # the shortest form that reads back as the limit
         if name not in point:
             results.append({"expression": expr, "metric": name, "op": op, "limit": limit, "value": None, "bound": None,
                             "favourable_bound": None, "verdict": "fail",

@@ -6,7 +6,8 @@ real text: this repository's docs/model.md for the plan, its LICENSE as the held
 - the plan of `precis plan` on the run of those activations; verify of it by `python -m precis
   verify` on the held-out text, and by precis.verify.verify on the same ids: the two agree;
 - the emulated model's GEMM outputs equal precis.emulate of the inputs each layer saw inside the
-  emulated model, bit for bit, every layer;
+  emulated model, bit for bit, every layer; its outputs, bias included, equal the float32 sum
+  rounded to the recipe's output format (ml_dtypes), bit for bit;
 - cosine (mean, min) and rel_fro (mean, max) of the last hidden states against an independent PyTorch
   computation (float64);
 - the per-layer rows are precis run's, read back by `precis compare`; the first layer of the model
@@ -27,6 +28,7 @@ from minilm_model import load_minilm, minilm_dir  # noqa: E402
 
 try:
     import h5py
+    import ml_dtypes
     import numpy as np
     import torch
 except ImportError as e:
@@ -111,6 +113,26 @@ def main():
         got = np.concatenate(res.gemm_outputs[layer])
         check(got.shape == want.shape and np.array_equal(got.view(np.uint32), want.view(np.uint32)),
               f"{layer} ({recipe}): the emulated model's GEMM output is not precis.emulate of its input bit for bit")
+    # The layer's output, bias included: the float32 sum rounded to the recipe's output format
+    # (ml_dtypes' bf16 rounding here), bit for bit.
+    seen = {}
+    hooks = [modules[layer].register_forward_hook(
+        lambda mod, args, y, n=layer: seen.__setitem__(n, (args[0].detach().numpy().copy(), y.detach().numpy().copy())))
+        for layer in plan]
+    with torch.no_grad(), pt.emulate(model, plan):
+        model(torch.from_numpy(held[:4]))
+    for h in hooks:
+        h.remove()
+    for layer, recipe in plan.items():
+        x, y = seen[layer]
+        b = np.ascontiguousarray(modules[layer].weight.detach().numpy().T)
+        c = np.asarray(precis.emulate(x.reshape(-1, x.shape[-2] if x.ndim >= 3 else 1, x.shape[-1]), b, recipe), np.float32)
+        total = c.reshape(y.shape) + modules[layer].bias.detach().numpy()
+        out = dict(f.split("=") for f in precis.spec(recipe).split(","))["out"]
+        want = {"fp32": total, "bf16": total.astype(ml_dtypes.bfloat16).astype(np.float32),
+                "fp16": total.astype(np.float16).astype(np.float32)}[out]
+        check(np.array_equal(y.view(np.uint32), want.view(np.uint32)),
+              f"{layer} ({recipe}, out {out}): output is not round_{out}(emulate + bias) bit for bit")
     with torch.no_grad():
         x = torch.from_numpy(held)
         ref = model(x).last_hidden_state.double()
