@@ -662,7 +662,7 @@ def load_model(path):
     arch = " ".join(config.get("architectures") or [])
     causal = "ForCausalLM" in arch or "LMHeadModel" in arch
     cls = transformers.AutoModelForCausalLM if causal else transformers.AutoModel
-    model = cls.from_pretrained(path, torch_dtype="float32").eval()
+    model = cls.from_pretrained(path, dtype="float32").eval()
     try:
         tokenizer = transformers.AutoTokenizer.from_pretrained(path)
     except Exception:  # a checkpoint without tokenizer files: token ids only
