@@ -220,6 +220,19 @@ def main():
                        capture_output=True, text=True, env=SUBPROCESS_ENV)
     check(p.returncode == 0, f"precis compare reads the verify report: {p.stderr[-500:]}")
 
+    # --reference fp64: the reference logits from the model in float64.
+    import copy
+    r64 = verify.verify(model, plan, ids[:8], reference="fp64", isolated=False)
+    with torch.no_grad():
+        ref64 = copy.deepcopy(model).double()(torch.from_numpy(ids[:8])).logits.numpy()
+        ref32 = model(torch.from_numpy(ids[:8])).logits.numpy()
+        with pt.emulate(model, plan):  # 8 sequences in one forward, as verify runs them
+            q8 = model(torch.from_numpy(ids[:8])).logits.numpy()
+    want64 = independent_logit_metrics(ref64, q8, labels[:8])
+    check(r64.end_to_end["reference"] == "fp64" and close(r64.end_to_end["metrics"]["kl_mean"], want64["kl_mean"])
+          and not close(want64["kl_mean"], independent_logit_metrics(ref32, q8, labels[:8])["kl_mean"], 1e-12),
+          f"fp64 reference: kl_mean {r64.end_to_end['metrics']['kl_mean']}, independent {want64['kl_mean']}")
+
     # Gates: impossible -> fail; one sample -> too few to decide.
     j = endtoend.judge(res.outputs, ["kl_mean<=1e-12", "top1_agree>=1"])
     check([g["verdict"] for g in j] == ["fail", "fail"], f"impossible gates: {j}")
