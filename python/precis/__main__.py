@@ -4,4 +4,7 @@ import sys
 from . import main
 
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["verify"]:  # the model's output (DESIGN §16): Python, torch and transformers
+        from .verify import main as verify_main
+        sys.exit(verify_main(sys.argv[2:]))
     sys.exit(main())

@@ -1,0 +1,215 @@
+"""End-to-end metrics of a model's output, reference against emulated, and their statistical gates
+(DESIGN §16, docs/verify.md). NumPy only: no GEMM numerics here, only the comparison of outputs.
+
+A *sample* is one sequence (one row of the token ids); its *tokens* are the positions its attention
+mask keeps. Every metric is defined on a set of samples by pooling their tokens, so the same
+definition gives the per-sample value (a set of one) and the value over all samples, and a
+bootstrap resamples samples, never tokens of one sample (tokens of a sequence are not independent).
+
+Logits (`[tokens, vocab]` per sample), in float64 from log-softmax:
+  kl_*   KL(ref || q) = sum_v p_ref (log p_ref - log p_q) per token: kl_mean, kl_p99, kl_max
+  rkl_*  KL(q || ref), the reverse direction: rkl_mean, rkl_p99, rkl_max
+  top1_agree    fraction of tokens whose argmax (the first of tied maxima) agrees
+  top5_overlap  mean over tokens of |top5(ref) & top5(q)| / 5 (ties: the lower token id first)
+  ce_ref, ce_q, ce_delta  mean cross-entropy of the labels (when given) and q's minus ref's
+Hidden states or embeddings (`[tokens, hidden]` per sample):
+  cosine_mean, cosine_min  cosine of each token's vector, mean and min over tokens
+  rel_fro_mean, rel_fro_max  ||q - r||_F / ||r||_F of each sample, mean and max over samples
+p99 is numpy.percentile(.., 99) (linear interpolation).
+"""
+import math
+import re
+
+import numpy as np
+
+LOGIT_METRICS = ("kl_mean", "kl_p99", "kl_max", "rkl_mean", "rkl_p99", "rkl_max", "top1_agree",
+                 "top5_overlap", "ce_ref", "ce_q", "ce_delta")
+HIDDEN_METRICS = ("cosine_mean", "cosine_min", "rel_fro_mean", "rel_fro_max")
+# Which way is better, for the favourable/unfavourable side of a confidence bound.
+HIGHER_IS_BETTER = {"top1_agree", "top5_overlap", "cosine_mean", "cosine_min"}
+
+
+class GateError(ValueError):
+    """A --require expression that names no end-to-end metric or does not parse."""
+
+
+def _log_softmax(x):
+    x = np.asarray(x, np.float64)
+    m = np.max(x, axis=-1, keepdims=True)
+    z = x - m
+    return z - np.log(np.sum(np.exp(z), axis=-1, keepdims=True))
+
+
+def logit_token_stats(ref, q, labels=None):
+    """Per-token quantities of one sample: ref, q [tokens, vocab]; labels [tokens] or None."""
+    lp, lq = _log_softmax(ref), _log_softmax(q)
+    p, pq = np.exp(lp), np.exp(lq)
+    out = {
+        "kl": np.sum(p * (lp - lq), axis=-1),
+        "rkl": np.sum(pq * (lq - lp), axis=-1),
+        "top1": (np.argmax(lp, axis=-1) == np.argmax(lq, axis=-1)).astype(np.float64),
+    }
+    # Ties (frequent once the logits are rounded to bf16) go to the lower token id, as argmax does.
+    k = min(5, lp.shape[-1])
+    t_ref = np.argsort(-lp, axis=-1, kind="stable")[:, :k]
+    t_q = np.argsort(-lq, axis=-1, kind="stable")[:, :k]
+    out["top5"] = np.array([len(set(a) & set(b)) / k for a, b in zip(t_ref.tolist(), t_q.tolist())], np.float64)
+    if labels is not None:
+        labels = np.asarray(labels, np.int64)
+        keep = labels >= 0
+        rows = np.arange(len(labels))
+        out["ce_ref"] = np.where(keep, -lp[rows, np.where(keep, labels, 0)], np.nan)
+        out["ce_q"] = np.where(keep, -lq[rows, np.where(keep, labels, 0)], np.nan)
+    return out
+
+
+def hidden_token_stats(ref, q):
+    """Per-token cosines and the sample's squared norms, ref and q [tokens, hidden]."""
+    r, c = np.asarray(ref, np.float64), np.asarray(q, np.float64)
+    nr, nc = np.linalg.norm(r, axis=-1), np.linalg.norm(c, axis=-1)
+    dot = np.sum(r * c, axis=-1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        cos = np.where((nr > 0) & (nc > 0), dot / (nr * nc), np.where((nr == 0) & (nc == 0), 1.0, 0.0))
+    return {"cosine": cos, "err2": float(np.sum((c - r) ** 2)), "ref2": float(np.sum(r * r))}
+
+
+class Outputs:
+    """Per-sample token statistics of reference vs emulated outputs; metrics on any subset."""
+
+    def __init__(self, kind, stats):
+        self.kind, self.stats = kind, stats  # kind "logits" | "hidden"
+
+    @classmethod
+    def compare(cls, ref, q, mask=None, labels=None, kind=None):
+        """ref, q: [samples, tokens, features] (arrays or lists of [tokens, features]); mask
+        [samples, tokens] (nonzero: a real token); labels [samples, tokens] (-100 or < 0: none).
+        kind: "logits" or "hidden"; default logits when labels are given, else hidden."""
+        if kind is None:
+            kind = "logits" if labels is not None else "hidden"
+        if kind not in ("logits", "hidden"):
+            raise ValueError(f"kind must be logits or hidden, not {kind!r}")
+        stats = []
+        for i in range(len(ref)):
+            r, c = np.asarray(ref[i]), np.asarray(q[i])
+            if r.shape != c.shape:
+                raise ValueError(f"sample {i}: reference shape {r.shape} and emulated shape {c.shape} differ")
+            if r.ndim == 1:
+                r, c = r[None], c[None]
+            keep = np.ones(r.shape[0], bool) if mask is None else np.asarray(mask[i], bool)[: r.shape[0]]
+            lab = None if labels is None else np.asarray(labels[i])[: r.shape[0]][keep]
+            r, c = r[keep], c[keep]
+            if r.shape[0] == 0:
+                continue
+            stats.append(logit_token_stats(r, c, lab) if kind == "logits" else hidden_token_stats(r, c))
+        if not stats:
+            raise ValueError("no sample has a token its mask keeps")
+        return cls(kind, stats)
+
+    def __len__(self):
+        return len(self.stats)
+
+    def metrics(self, idx=None):
+        """The metrics over the samples idx (default all), tokens pooled."""
+        s = self.stats if idx is None else [self.stats[i] for i in idx]
+        if self.kind == "hidden":
+            cos = np.concatenate([x["cosine"] for x in s])
+            rel = np.array([math.sqrt(x["err2"] / x["ref2"]) if x["ref2"] > 0 else (0.0 if x["err2"] == 0 else math.inf)
+                            for x in s])
+            return {"cosine_mean": float(np.mean(cos)), "cosine_min": float(np.min(cos)),
+                    "rel_fro_mean": float(np.mean(rel)), "rel_fro_max": float(np.max(rel))}
+        out = {}
+        for key in ("kl", "rkl"):
+            v = np.concatenate([x[key] for x in s])
+            out[key + "_mean"] = float(np.mean(v))
+            out[key + "_p99"] = float(np.percentile(v, 99))
+            out[key + "_max"] = float(np.max(v))
+        out["top1_agree"] = float(np.mean(np.concatenate([x["top1"] for x in s])))
+        out["top5_overlap"] = float(np.mean(np.concatenate([x["top5"] for x in s])))
+        if "ce_ref" in s[0]:
+            ce_r = np.concatenate([x["ce_ref"] for x in s])
+            ce_q = np.concatenate([x["ce_q"] for x in s])
+            keep = ~np.isnan(ce_r)
+            if keep.any():
+                out["ce_ref"] = float(np.mean(ce_r[keep]))
+                out["ce_q"] = float(np.mean(ce_q[keep]))
+                out["ce_delta"] = out["ce_q"] - out["ce_ref"]
+        return out
+
+    def per_sample(self):
+        return [self.metrics([i]) for i in range(len(self.stats))]
+
+    def tokens(self):
+        key = "cosine" if self.kind == "hidden" else "kl"
+        return int(sum(len(x[key]) for x in self.stats))
+
+
+_GATE = re.compile(r"^\s*([a-z0-9_]+)\s*(<=|>=|<|>)\s*([-+0-9.eE]+|inf)\s*$")
+
+
+def parse_gate(text):
+    """'kl_mean<=0.01' -> (metric, op, limit). Refused with a message naming the expression."""
+    m = _GATE.match(text)
+    if not m:
+        raise GateError(f"--require {text!r}: expected METRIC OP NUMBER with OP one of <= < >= >")
+    name, op, value = m.group(1), m.group(2), m.group(3)
+    if name not in LOGIT_METRICS + HIDDEN_METRICS:
+        raise GateError(f"--require {text!r}: {name} is not an end-to-end metric (logits: {', '.join(LOGIT_METRICS)}; "
+                        f"hidden states: {', '.join(HIDDEN_METRICS)})")
+    try:
+        limit = float(value)
+    except ValueError:
+        raise GateError(f"--require {text!r}: {value!r} is not a number") from None
+    return name, op, limit
+
+
+def _meets(value, op, limit):
+    return {"<=": value <= limit, "<": value < limit, ">=": value >= limit, ">": value > limit}[op]
+
+
+def judge(outputs, requires, alpha=0.05, resamples=2000, seed=0):
+    """Each --require on the end-to-end metrics, judged with its sampling error: the metric's
+    percentile-bootstrap distribution over samples (resampled with replacement, `resamples` times,
+    seeded) gives a one-sided bound at level alpha on each side. The verdict is
+      pass       the unfavourable bound meets the limit (e.g. kl_mean's upper 1-alpha quantile <= 0.01),
+      fail       even the favourable bound misses it,
+      undecided  in between, or fewer than 2 samples: too few samples to decide.
+    Returns a list of dicts (expression, metric, op, limit, value, bound, favourable_bound, verdict)."""
+    if not 0 < alpha < 0.5:
+        raise GateError(f"alpha must be in (0, 0.5), not {alpha}")
+    parsed = [parse_gate(t) if isinstance(t, str) else t for t in requires]
+    n = len(outputs)
+    point = outputs.metrics()
+    boot = None
+    if n >= 2 and parsed:
+        rng = np.random.default_rng(seed)
+        draws = rng.integers(0, n, size=(resamples, n))
+        boot = [outputs.metrics(idx) for idx in draws]
+    results = []
+    for name, op, limit in parsed:
+        expr = f"{name}{op}{limit}"  # the shortest form that reads back as the limit
+        if name not in point:
+            results.append({"expression": expr, "metric": name, "op": op, "limit": limit, "value": None, "bound": None,
+                            "favourable_bound": None, "verdict": "fail",
+                            "detail": f"{name} does not apply to these outputs ({outputs.kind})"})
+            continue
+        value = point[name]
+        if boot is None:
+            results.append({"expression": expr, "metric": name, "op": op, "limit": limit, "value": value, "bound": None,
+                            "favourable_bound": None, "verdict": "undecided",
+                            "detail": f"too few samples to decide ({n}; a bound needs at least 2)"})
+            continue
+        dist = np.array([b[name] for b in boot])
+        lo, hi = float(np.quantile(dist, alpha)), float(np.quantile(dist, 1 - alpha))
+        upper_limit = op in ("<=", "<")
+        bound, favourable = (hi, lo) if upper_limit else (lo, hi)
+        if _meets(bound, op, limit):
+            verdict, detail = "pass", f"{1 - alpha:.0%} bound {bound:.6g} {op} {limit:g}"
+        elif not _meets(favourable, op, limit):
+            verdict, detail = "fail", f"even the favourable {1 - alpha:.0%} bound {favourable:.6g} misses {op} {limit:g}"
+        else:
+            verdict = "undecided"
+            detail = (f"too few samples to decide: value {value:.6g}, {1 - alpha:.0%} bounds [{min(lo, hi):.6g}, "
+                      f"{max(lo, hi):.6g}] straddle {limit:g} ({n} samples)")
+        results.append({"expression": expr, "metric": name, "op": op, "limit": limit, "value": value, "bound": bound,
+                        "favourable_bound": favourable, "verdict": verdict, "detail": detail})
+    return results

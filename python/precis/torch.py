@@ -1,0 +1,550 @@
+"""precis on a PyTorch model (DESIGN §16, docs/verify.md): capture what each linear layer sees,
+run the model with a plan's GEMMs emulated exactly, and compare its output with the reference.
+
+    import precis.torch as pt
+    cap = pt.capture(model, batches, grads="grads.npz")      # inputs, dL/dY, final outputs
+    cap.save("acts.npz")                                       # precis import --model --activations acts.npz
+    with pt.emulate(model, "plan.json"):                       # every planned Linear via precis.emulate
+        y = model(ids)
+
+torch is imported by this module only (precis itself does not need it). A *linear layer* is a
+`torch.nn.Linear` (y = x @ W^T + bias, W [out, in]) or transformers' `Conv1D` (GPT-2: y = x @ W +
+bias, W stored [in, out]); its name is its name in `model.named_modules()` with `prefix` in front.
+"""
+import contextlib
+import fnmatch
+import json
+import os
+import shutil
+import struct
+
+import numpy as np
+import torch
+
+__all__ = ["CaptureError", "PlanError", "Captured", "capture", "emulate", "linear_layers", "load_plan",
+           "write_arrays", "causal_lm_loss"]
+
+
+class CaptureError(ValueError):
+    """A capture that cannot give precis what it reads: the message names the layer and the shapes."""
+
+
+class PlanError(ValueError):
+    """A plan that does not fit the model: the message names the plan entry or layer."""
+
+
+def _is_conv1d(module):
+    # transformers.pytorch_utils.Conv1D, without importing transformers: weight [in, out], attribute nf.
+    return type(module).__name__ == "Conv1D" and hasattr(module, "nf") and getattr(module, "weight", None) is not None \
+        and module.weight.dim() == 2
+
+
+def linear_layers(model, prefix=""):
+    """[(name, module, in_major)] of the model's linear layers, in module order."""
+    out = []
+    for module_name, module in model.named_modules():
+        if not module_name:
+            continue
+        if isinstance(module, torch.nn.Linear):
+            out.append((prefix + module_name, module, False))
+        elif _is_conv1d(module):
+            out.append((prefix + module_name, module, True))
+    return out
+
+
+def _chosen(name, layers, exclude):
+    if layers and not any(fnmatch.fnmatchcase(name, g) for g in layers):
+        return False
+    return not any(fnmatch.fnmatchcase(name, g) for g in exclude or [])
+
+
+def weight_kn(module, in_major):
+    """b of the GEMM as a dataset stores it: float32 [k, n] (W^T of an nn.Linear, W of a Conv1D)."""
+    w = module.weight.detach().to(torch.float32)
+    return np.ascontiguousarray((w if in_major else w.t()).cpu().numpy())
+
+
+# ----------------------------------------------------------------------------------------------
+# Capture
+
+
+def causal_lm_loss(outputs, batch):
+    """Next-token cross-entropy, the mean over the batch's predicted positions whose target the
+    attention mask keeps (transformers' `labels=` loss): logits[:, t] predicts ids[:, t + 1]."""
+    logits = outputs.logits if hasattr(outputs, "logits") else outputs[0]
+    ids = batch["input_ids"]
+    target = ids[:, 1:].clone()
+    mask = batch.get("attention_mask")
+    if mask is not None:
+        target[mask[:, 1:] == 0] = -100
+    return torch.nn.functional.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]).float(),
+                                             target.reshape(-1), ignore_index=-100)
+
+
+def is_causal_lm(model):
+    name = type(model).__name__
+    return name.endswith("ForCausalLM") or name.endswith("LMHeadModel")
+
+
+def final_output(outputs):
+    """The model's final output tensor: logits, else the last hidden states, else the tensor."""
+    if torch.is_tensor(outputs):
+        return outputs, "hidden"
+    for key, kind in (("logits", "logits"), ("last_hidden_state", "hidden")):
+        value = getattr(outputs, key, None)
+        if value is None and isinstance(outputs, dict):
+            value = outputs.get(key)
+        if value is not None:
+            return value, kind
+    if isinstance(outputs, (tuple, list)) and outputs and torch.is_tensor(outputs[0]):
+        return outputs[0], "hidden"
+    raise CaptureError(f"cannot find the model's final output in a {type(outputs).__name__} "
+                       "(expected logits, last_hidden_state or a tensor)")
+
+
+def as_batch(batch):
+    """A batch as keyword arguments: a tensor (or array) of token ids [batch, seq] becomes
+    {'input_ids': ids}; a dict is passed as it is."""
+    if isinstance(batch, dict):
+        return dict(batch)
+    if isinstance(batch, np.ndarray):
+        batch = torch.from_numpy(np.asarray(batch, np.int64))
+    if torch.is_tensor(batch):
+        if batch.dim() == 1:
+            batch = batch[None]
+        return {"input_ids": batch}
+    raise CaptureError(f"a batch must be a tensor of token ids or a dict of model inputs, not {type(batch).__name__}")
+
+
+class _Selector:
+    """Which positions of a [batch, seq, ...] tensor become samples, by the attention mask.
+
+    pack=False: a sample is one sequence's first `tokens` kept positions; a sequence with fewer
+    kept positions is skipped (counted in `skipped`). pack=True: the kept positions of every
+    sequence, one after another, are cut into samples of `tokens` rows (a last partial one is
+    dropped, counted in `dropped_rows`)."""
+
+    def __init__(self, tokens, pack):
+        self.tokens, self.pack = tokens, pack
+
+    def rows(self, x, mask):
+        """x [batch, seq, f] -> list of per-sequence kept rows [t_i, f]."""
+        if mask is None:
+            return list(x)
+        return [x[i][mask[i].bool()[: x.shape[1]]] for i in range(x.shape[0])]
+
+
+class Captured:
+    """What capture() recorded: per layer its inputs (and dL/dY), the model's final outputs."""
+
+    def __init__(self, tokens, pack, meta):
+        self.tokens, self.pack, self.meta = tokens, pack, meta
+        self.inputs, self.grads = {}, {}  # layer -> list of float32 [s, tokens, f]
+        self._pending_in, self._pending_grad = {}, {}  # pack=True: rows not yet a full sample
+        self.output_kind = None  # "logits" | "hidden"; the outputs are inputs["@outputs"]
+        self.skipped_by = {}  # name -> sequences with fewer kept positions than tokens (pack=False)
+        self.in_features = {}
+
+    @property
+    def skipped(self):
+        return max(self.skipped_by.values(), default=0)
+
+    @property
+    def dropped_rows(self):
+        return max((p.shape[0] for p in self._pending_in.values()), default=0)
+
+    # -- recording ------------------------------------------------------------------------------
+    def _take(self, name, x, mask, store, pending, max_samples):
+        """Turns one call's tensor into samples of `tokens` rows, appended to store[name]."""
+        x = x.detach()
+        f = x.shape[-1]
+        parts = store.setdefault(name, [])
+        have = sum(p.shape[0] for p in parts)
+        if max_samples is not None and have >= max_samples:
+            return
+        if x.dim() <= 2:  # [n, f]: n samples of one token (a pooler on the first position)
+            chunk = x.reshape(-1, 1, f)
+        else:
+            lead = x.shape[:-1]
+            use_mask = mask is not None and tuple(lead) == tuple(mask.shape)
+            if not use_mask:
+                x = x.reshape(-1, x.shape[-2], f)
+            seqs = _Selector(self.tokens, self.pack).rows(x, mask if use_mask else None)
+            if self.tokens is None:
+                self.tokens = int(seqs[0].shape[0])
+            t = self.tokens
+            if self.pack:
+                rows = torch.cat([pending.pop(name)] + seqs if name in pending else seqs)
+                full = rows.shape[0] // t
+                if rows.shape[0] > full * t:
+                    pending[name] = rows[full * t:]
+                chunk = rows[: full * t].reshape(full, t, f)
+            else:
+                kept = [s[:t] for s in seqs if s.shape[0] >= t]
+                if store is self.inputs:
+                    self.skipped_by[name] = self.skipped_by.get(name, 0) + len(seqs) - len(kept)
+                if not kept:
+                    return
+                chunk = torch.stack(kept)
+        if max_samples is not None:
+            chunk = chunk[: max_samples - have]
+        if chunk.shape[0]:
+            # float32 holds bfloat16 and float16 exactly; precis reads float32.
+            parts.append(chunk.to(torch.float32).cpu().numpy())
+
+    # -- results --------------------------------------------------------------------------------
+    def arrays(self):
+        """layer -> float32 [samples, tokens, in_features], for the layers that ran."""
+        return {n: np.concatenate(p) for n, p in self.inputs.items() if p}
+
+    def grad_arrays(self):
+        """layer -> float32 [samples, tokens, out_features]: dL/dY at the layer's output."""
+        return {n: np.concatenate(p) for n, p in self.grads.items() if p}
+
+    def output_array(self):
+        """The model's final outputs [samples, tokens, features] (logits or hidden states), or None."""
+        parts = self.inputs.get("@outputs")
+        return np.concatenate(parts) if parts else None
+
+    def missed(self):
+        """Layers chosen that the forward passes never reached (precis would find no array for them)."""
+        return [n for n in self.in_features if not self.inputs.get(n)]
+
+    def summary(self):
+        arrays = self.arrays()
+        lines = [f"{len([n for n in arrays if n != '@outputs'])} layers, tokens={self.tokens} (1 for 2-D inputs)"
+                 + (f", {self.skipped} sequences shorter than tokens skipped" if self.skipped else "")
+                 + (f", {self.dropped_rows} rows of a last partial sample dropped" if self.dropped_rows else "")]
+        for name, x in arrays.items():
+            lines.append(f"  {name}: [{', '.join(map(str, x.shape))}]")
+        for name in self.missed():
+            lines.append(f"  {name}: never called (not written; exclude it from precis import with --exclude)")
+        return "\n".join(lines)
+
+    def save(self, path, grads=None, outputs=None):
+        """Writes the inputs where `precis import --model CKPT --activations PATH` reads them (.npz,
+        .safetensors, else a directory of <layer>.npy), the gradients to `grads` (same layout,
+        dL/dY [samples, tokens, out_features] per layer: `import --gradients`) and the final
+        outputs to `outputs` (.npy). Each file records the capture's metadata (model, inputs,
+        dtype, tokens, loss)."""
+        arrays = {n: x for n, x in self.arrays().items() if n != "@outputs"}
+        if not arrays:
+            raise CaptureError(f"{path}: no layer was called: nothing to write")
+        write_arrays(path, arrays, self.meta)
+        if grads is not None:
+            g = self.grad_arrays()
+            if not g:
+                raise CaptureError(f"{grads}: no gradient was captured (capture(..., loss=...) computes them)")
+            write_arrays(grads, g, dict(self.meta, arrays="dL/dY at each layer's output"))
+        if outputs is not None:
+            out = self.output_array()
+            if out is None:
+                raise CaptureError(f"{outputs}: the final outputs were not captured")
+            _atomic(outputs, lambda tmp: np.save(open(tmp, "wb"), out))
+
+
+def _atomic(path, write):
+    path = os.fspath(path)
+    parent = os.path.dirname(os.path.abspath(path))
+    tmp = os.path.join(parent, f".{os.path.basename(path)}.tmp-{os.getpid()}")
+    write(tmp)
+    if os.path.isdir(path) and not os.path.isdir(tmp):
+        raise CaptureError(f"{path} is a directory")
+    if os.path.isdir(tmp) and os.path.isdir(path):
+        shutil.rmtree(path)
+    os.replace(tmp, path)
+
+
+def write_arrays(path, arrays, meta=None):
+    """name -> float32 array into PATH: *.npz (np.savez, plus a member '@capture' holding the JSON
+    metadata), *.safetensors (F32 tensors; metadata under __metadata__['precis.capture']), anything
+    else a directory of <name>.npy (metadata in capture.json). Written to a temporary name, renamed."""
+    path = os.fspath(path)
+    text = json.dumps(meta or {}, sort_keys=True)
+
+    def write(tmp):
+        if path.endswith(".npz"):
+            with open(tmp, "wb") as f:
+                np.savez(f, **arrays, **{"@capture": np.array(text)})
+        elif path.endswith(".safetensors"):
+            _write_safetensors(tmp, arrays, {"precis.capture": text})
+        else:
+            os.makedirs(tmp)
+            for name, x in arrays.items():
+                np.save(os.path.join(tmp, name + ".npy"), x)
+            with open(os.path.join(tmp, "capture.json"), "w") as f:
+                f.write(text + "\n")
+
+    _atomic(path, write)
+
+
+def _write_safetensors(path, arrays, metadata=None):
+    header, offset, blobs = {}, 0, []
+    if metadata:
+        header["__metadata__"] = metadata
+    for name, x in arrays.items():
+        raw = np.ascontiguousarray(x, "<f4").tobytes()
+        header[name] = {"dtype": "F32", "shape": list(x.shape), "data_offsets": [offset, offset + len(raw)]}
+        offset += len(raw)
+        blobs.append(raw)
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text)
+        for blob in blobs:
+            f.write(blob)
+
+
+def _model_meta(model, source):
+    config = getattr(model, "config", None)
+    dtypes = sorted({str(p.dtype).replace("torch.", "") for p in model.parameters()})
+    return {"model": getattr(config, "_name_or_path", None) or type(model).__name__,
+            "model_class": type(model).__name__,
+            "model_type": getattr(config, "model_type", None),
+            "dtype": dtypes[0] if len(dtypes) == 1 else dtypes,
+            "inputs": source, "torch": torch.__version__}
+
+
+def capture(model, batches, *, tokens=None, layers=None, exclude=None, max_samples=None, prefix="", loss="auto",
+            gradients=None, outputs=True, pack=False, source=None):
+    """Runs the model on each batch and records, per linear layer (nn.Linear, Conv1D), its inputs
+    [samples, tokens, in_features]; with gradients, dL/dY at its output [samples, tokens,
+    out_features] of a scalar loss; with outputs, the model's final output (logits, else the last
+    hidden states) [samples, tokens, features]. Returns a Captured; .save(PATH) writes the file
+    `precis import --model --activations PATH` reads.
+
+    batches: an iterable of token-id tensors/arrays [batch, seq] or dicts of model inputs (passed
+      as model(**batch)); a dict's attention_mask says which positions are real: padding is never
+      recorded.
+    tokens: rows per sample (default: the first sequence's kept length). pack=False: a sample is a
+      sequence's first `tokens` kept positions (shorter sequences skipped, counted); pack=True:
+      the kept positions of all sequences in order, cut into samples of `tokens`.
+    layers / exclude: fnmatch globs on layer names; prefix: prepended to module names (a wrapper's
+      state_dict prefix, e.g. "model.").
+    gradients: None (default: True for a causal LM, whose loss is the next-token cross-entropy;
+      else only when loss is a callable), True or False.
+    loss: "auto" (causal_lm_loss for *ForCausalLM / *LMHeadModel) or a callable
+      loss(outputs, batch) -> scalar tensor.
+    max_samples: stop recording once a layer has that many samples. source: a description of the
+      inputs recorded in the file's metadata (e.g. the text file's name)."""
+    chosen = [(n, m, im) for n, m, im in linear_layers(model, prefix) if _chosen(n, layers, exclude)]
+    if not chosen:
+        raise CaptureError(f"no nn.Linear or Conv1D of the model matches layers={layers or ['*']} exclude={exclude or []}")
+    if loss == "auto":
+        loss_fn = causal_lm_loss if is_causal_lm(model) else None
+    elif callable(loss) or loss is None:
+        loss_fn = loss
+    else:
+        raise CaptureError(f"loss must be 'auto', None or a callable, not {loss!r}")
+    if gradients is None:
+        gradients = loss_fn is not None
+    if gradients and loss_fn is None:
+        raise CaptureError("gradients need a loss: pass loss=callable(outputs, batch) -> scalar "
+                           f"({type(model).__name__} is not a causal LM, whose default is next-token cross-entropy)")
+    if tokens is not None and tokens < 1:
+        raise CaptureError(f"tokens must be positive, not {tokens}")
+    meta = _model_meta(model, source)
+    meta.update({"pack": pack, "mask": "attention_mask positions excluded",
+                 "loss": None if not gradients else getattr(loss_fn, "__name__", repr(loss_fn))})
+    cap = Captured(tokens, pack, meta)
+    for name, module, in_major in chosen:
+        cap.in_features[name] = module.weight.shape[0 if in_major else 1]
+
+    state = {"mask": None, "outs": {}}
+
+    def pre_hook(name):
+        def hook(module, args, kwargs):
+            x = args[0] if args else kwargs.get("input", kwargs.get("x"))
+            if x is None:
+                raise CaptureError(f"layer {name}: called without a positional input")
+            k = cap.in_features[name]
+            if x.shape[-1] != k:
+                raise CaptureError(f"layer {name}: input of shape {list(x.shape)}, expected [..., {k}]")
+            cap._take(name, x, state["mask"], cap.inputs, cap._pending_in, max_samples)
+        return hook
+
+    def post_hook(name):
+        def hook(module, args, output):
+            if gradients and output.requires_grad:
+                state["outs"][name] = output
+        return hook
+
+    handles, grad_flags = [], []
+    try:
+        for name, module, _ in chosen:
+            handles.append(module.register_forward_pre_hook(pre_hook(name), with_kwargs=True))
+            if gradients:
+                handles.append(module.register_forward_hook(post_hook(name)))
+                grad_flags.append((module.weight, module.weight.requires_grad))
+                module.weight.requires_grad_(True)  # so that each output is in the loss's graph
+        for batch in batches:
+            kwargs = as_batch(batch)
+            state["mask"] = kwargs.get("attention_mask")
+            state["outs"] = {}
+            with torch.set_grad_enabled(bool(gradients)):
+                result = model(**kwargs)
+                final, kind = final_output(result)
+                if outputs:
+                    cap.output_kind = kind
+                    cap._take("@outputs", final, state["mask"], cap.inputs, cap._pending_in, max_samples)
+                if gradients:
+                    value = loss_fn(result, kwargs)
+                    names = list(state["outs"])
+                    got = torch.autograd.grad(value, [state["outs"][n] for n in names], allow_unused=True)
+                    for n, g in zip(names, got):
+                        if g is None:
+                            g = torch.zeros_like(state["outs"][n])
+                        cap._take(n, g, state["mask"], cap.grads, cap._pending_grad, max_samples)
+            state["outs"] = {}
+    finally:
+        for h in handles:
+            h.remove()
+        for w, flag in grad_flags:
+            w.requires_grad_(flag)
+    return cap
+
+
+# ----------------------------------------------------------------------------------------------
+# Emulate
+
+
+def load_plan(plan):
+    """A plan as [(glob or layer, recipe or None)], in order: plan.json of `precis plan` (its
+    layers' {layer, recipe}; a layer with no passing recipe, recipe null, is refused), a JSON file
+    or dict {layer glob: recipe} (first matching glob wins; recipe null leaves the layer as it is),
+    or such a list. Returns (entries, exact) where exact says the names are layers, not globs."""
+    source = "the plan"
+    if isinstance(plan, (str, os.PathLike)):
+        source = os.fspath(plan)
+        try:
+            with open(source) as f:
+                plan = json.load(f)
+        except (OSError, ValueError) as e:
+            raise PlanError(f"{source}: cannot read the plan: {e}") from None
+    if isinstance(plan, dict) and isinstance(plan.get("layers"), list):
+        entries = []
+        for i, e in enumerate(plan["layers"]):
+            if not isinstance(e, dict) or not isinstance(e.get("layer"), str):
+                raise PlanError(f"{source}: layers[{i}]: expected an object with a string \"layer\"")
+            if e.get("recipe") is None:
+                raise PlanError(f"{source}: layers[{i}] ({e['layer']}): no recipe (the plan found none passing); "
+                                "no model can run this plan")
+            entries.append((e["layer"], e["recipe"]))
+        return entries, True
+    if isinstance(plan, dict):
+        items = list(plan.items())
+    elif isinstance(plan, (list, tuple)):
+        items = [tuple(x) for x in plan]
+    else:
+        raise PlanError(f"{source}: expected plan.json of precis plan or a {{layer glob: recipe}} mapping")
+    for glob, recipe in items:
+        if not isinstance(glob, str) or not (recipe is None or isinstance(recipe, str)):
+            raise PlanError(f"{source}: {glob!r}: expected a layer glob mapped to a recipe name or null")
+    return items, False
+
+
+def resolve_plan(model, plan, prefix=""):
+    """layer name -> recipe for the model's linear layers the plan selects (in model order)."""
+    entries, exact = load_plan(plan)
+    found = linear_layers(model, prefix)
+    names = [n for n, _, _ in found]
+    chosen = {}
+    if exact:
+        known = set(names)
+        for layer, recipe in entries:
+            if layer not in known:
+                close = [n for n in names if n.endswith(layer) or layer.endswith(n)]
+                hint = f" (did you mean prefix=? e.g. {close[0]})" if close else ""
+                raise PlanError(f"plan layer {layer} is not a linear layer of the model{hint}")
+            chosen[layer] = recipe
+    else:
+        used = set()
+        for n in names:
+            for i, (glob, recipe) in enumerate(entries):
+                if fnmatch.fnmatchcase(n, glob):
+                    used.add(i)
+                    if recipe is not None:
+                        chosen[n] = recipe
+                    break
+        unused = [entries[i][0] for i in range(len(entries)) if i not in used]
+        if unused:
+            raise PlanError(f"plan glob(s) {', '.join(unused)} match no linear layer of the model "
+                            f"(its first layers: {', '.join(names[:3])})")
+    return {n: chosen[n] for n in names if n in chosen}
+
+
+def _out_format(recipe):
+    import precis
+
+    spec = precis.spec(recipe)
+    fields = dict(f.split("=", 1) for f in spec.split(","))
+    return fields["out"]
+
+
+_OUT_DTYPES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+class _Emulated:
+    def __init__(self, name, module, in_major, recipe, record):
+        import precis
+
+        self.name, self.module, self.recipe, self.record = name, module, recipe, record
+        self.gemm = precis.emulate
+        self.b = weight_kn(module, in_major)
+        self.k, self.n = self.b.shape
+        out = _out_format(recipe)
+        if out not in _OUT_DTYPES:
+            raise PlanError(f"layer {name}: recipe {recipe} outputs {out}; adding the bias in that format is not supported "
+                            "(fp32, bf16, fp16 are)")
+        self.out_dtype = _OUT_DTYPES[out]
+        bias = getattr(module, "bias", None)
+        self.bias = None if bias is None else bias.detach().to(torch.float32).cpu()
+
+    def forward(self, x, *args, **kwargs):
+        if x.shape[-1] != self.k:
+            raise PlanError(f"layer {self.name}: input of shape {list(x.shape)}, expected [..., {self.k}]")
+        lead = x.shape[:-1]
+        # One GEMM of all the call's rows, as a deployment's [batch*seq, k] x [k, n]: passed as
+        # [batch, seq, k] (a 2-D input [n, k] as [n, 1, k], as capture records it), which precis.emulate
+        # computes as one A (a tensor scale spans the whole batch, row scales are per token).
+        a = x.detach().to(torch.float32).reshape(-1, x.shape[-2] if x.dim() >= 3 else 1, self.k).cpu().numpy()
+        c = np.asarray(self.gemm(np.ascontiguousarray(a), self.b, self.recipe), np.float32)
+        if self.record is not None:
+            self.record.setdefault(self.name, []).append(c.reshape(-1, a.shape[1], self.n))
+        y = torch.from_numpy(c.reshape(*lead, self.n))
+        if self.bias is not None:
+            # The bias is added to the GEMM's output in float32 and the sum rounded to the output
+            # format (round to nearest even), as an epilogue-less GEMM followed by a bias add does.
+            y = y + self.bias
+            if self.out_dtype is not None:
+                y = y.to(self.out_dtype).to(torch.float32)
+        return y.to(device=x.device, dtype=x.dtype)
+
+
+@contextlib.contextmanager
+def emulate(model, plan, prefix="", record=None):
+    """Within the block, each linear layer the plan selects computes x @ W^T (Conv1D: x @ W) by
+    precis.emulate with its recipe, bias added after in the recipe's output format; every other
+    op runs as the model defines it. On exit the modules' forward methods are restored (the
+    parameters are never changed). plan: plan.json of `precis plan`, a {layer glob: recipe} mapping
+    (dict or JSON file) or a list of pairs. record: a dict that receives, per emulated layer, the
+    GEMM outputs (before the bias) of each call, float32 [sequences, seq, out].
+
+    Yields the mapping layer -> recipe in force."""
+    chosen = resolve_plan(model, plan, prefix)
+    modules = {n: (m, im) for n, m, im in linear_layers(model, prefix)}
+    patched = []
+    try:
+        for name, recipe in chosen.items():
+            module, in_major = modules[name]
+            emu = _Emulated(name, module, in_major, recipe, record)
+            had = "forward" in module.__dict__
+            patched.append((module, had, module.__dict__.get("forward")))
+            module.forward = emu.forward
+        yield dict(chosen)
+    finally:
+        for module, had, old in reversed(patched):
+            if had:
+                module.forward = old
+            else:
+                del module.forward
