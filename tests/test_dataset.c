@@ -545,6 +545,10 @@ static void computed_id(const char *path, char id[65]) {
   CHECK_OK(precis_dataset_open(path, &ds));
   if (!ds) return;
   CHECK_OK(precis_dataset_verify_data_id(ds, id));
+  /* The identity a run records (read from the inputs alone) is the digest inspect recomputes. */
+  const char *content = NULL;
+  CHECK_OK(precis_dataset_content_id(ds, &content));
+  CHECK_STR(content ? content : "", id);
   precis_dataset_close(ds);
 }
 
@@ -587,6 +591,9 @@ TEST(gen_is_deterministic_and_validates) {
     char computed[65];
     CHECK_OK(precis_dataset_verify_data_id(ds, computed));
     CHECK_STR(computed, ds->dataset_id);
+    const char *content = NULL;
+    CHECK_OK(precis_dataset_content_id(ds, &content));
+    CHECK_STR(content ? content : "", computed);
     CHECK_STR(ds->dataset_id, id1);
     CHECK_STR(ds->suite, text);
     CHECK_EQ_INT(ds->seed, 5);

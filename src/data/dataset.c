@@ -730,8 +730,13 @@ precis_status precis_dataset_open_in_process(const char *path, precis_dataset **
   if ((st = read_string_attr(path, file, "/", "created_utc", &ds->created_utc)) != PRECIS_OK) goto done;
   if ((st = read_integer_attr(path, file, "/", "seed", NULL, &ds->seed)) != PRECIS_OK) goto done;
   if ((st = read_string_attr(path, file, "/", "suite", &ds->suite)) != PRECIS_OK) goto done;
-  if ((st = read_string_attr(path, file, "/", "dataset_id", &ds->dataset_id)) != PRECIS_OK) goto done;
-  if (!ds->dataset_id[0]) {
+  /* The writer's own label, optional: the identity of the contents is their digest
+   * (precis_dataset_content_id), which precis computes itself. */
+  if (H5Aexists(file, "dataset_id") > 0 &&
+      (st = read_string_attr(path, file, "/", "dataset_id", &ds->dataset_id)) != PRECIS_OK)
+    goto done;
+  H5Eclear2(H5E_DEFAULT);
+  if (ds->dataset_id && !ds->dataset_id[0]) {
     st = precis_fail(PRECIS_E_INPUT, "%s: /: attribute dataset_id: expected a non-empty string", path);
     goto done;
   }
@@ -1031,6 +1036,46 @@ precis_status precis_dataset_verify_data_id(precis_dataset *ds, char id_hex[65])
 }
 
 precis_status precis_dataset_verify_data(precis_dataset *ds) { return precis_dataset_verify_data_id(ds, NULL); }
+
+precis_status precis_dataset_content_id(precis_dataset *ds, const char **id) {
+  *id = NULL;
+  if (ds->content_id[0]) {
+    *id = ds->content_id;
+    return PRECIS_OK;
+  }
+  hdf5_quiet();
+  precis_status st = PRECIS_OK;
+  precis_sha256 hash;
+  precis_dataset_id_begin(&hash, ds->seed, ds->n_workloads);
+  /* Only what the digest covers (a, b, calib/a, b_ref): the references are not read, so that this
+   * costs one pass over the inputs, not a second load of the whole file. */
+  for (size_t i = 0; i < ds->n_workloads && st == PRECIS_OK; i++) {
+    const precis_workload_info *w = &ds->workloads[i];
+    precis_workload_data data;
+    memset(&data, 0, sizeof data);
+    uint64_t a_count, b_count, c_count, calib_count;
+    if (!workload_counts(w, &a_count, &b_count, &c_count, &calib_count)) {
+      st = precis_fail(PRECIS_E_INPUT, "%s: /workloads/%s: sizes overflow 64 bits", ds->path, w->name);
+      break;
+    }
+    if (!(data.a = malloc(a_count * sizeof(float))) || !(data.b = malloc(b_count * sizeof(float))) ||
+        (w->calib_samples > 0 && !(data.calib_a = malloc(calib_count * sizeof(float)))) ||
+        (w->has_b_ref && !(data.b_ref = malloc((uint64_t)w->k * (uint64_t)w->n * sizeof(float))))) {
+      st = precis_fail(PRECIS_E_NOMEM, "%s: /workloads/%s: out of host memory computing the dataset's digest", ds->path,
+                       w->name);
+    }
+    if (st == PRECIS_OK) st = read_input(ds, w, "a", w->a_f64, a_count, w->m, w->k, data.a, &data.a64);
+    if (st == PRECIS_OK) st = read_input(ds, w, "b", w->b_f64, b_count, w->k, w->n, data.b, &data.b64);
+    if (st == PRECIS_OK && data.calib_a) st = read_array(ds, w, "calib/a", ELEM_F32, data.calib_a);
+    if (st == PRECIS_OK && data.b_ref) st = read_array(ds, w, "b_ref", ELEM_F32, data.b_ref);
+    if (st == PRECIS_OK) precis_dataset_id_add(&hash, w, &data);
+    precis_workload_data_free(&data);
+  }
+  if (st != PRECIS_OK) return st;
+  precis_dataset_id_finish(&hash, ds->content_id);
+  *id = ds->content_id;
+  return PRECIS_OK;
+}
 
 /* ------------------------------------------------------------------------------------------------
  * Writing */

@@ -209,8 +209,13 @@ precis_status precis_run_workloads(const precis_run_config *cfg, precis_report *
   precis_status st = precis_dataset_open(cfg->dataset_path, &ds);
   if (st != PRECIS_OK) return st;
   report->dataset_path = precis_strdup(cfg->dataset_path);
-  report->dataset_id = precis_strdup(ds->dataset_id);
   report->complete = false;
+  /* The run's dataset is its contents (the digest), whatever label its writer gave it: the journal
+   * records and a resume compares the digest, so that a resume finds the same file by what it holds. */
+  const char *content_id = NULL;
+  if ((st = precis_dataset_content_id(ds, &content_id)) != PRECIS_OK) goto done;
+  report->dataset_id = precis_strdup(content_id);
+  report->dataset_label = ds->dataset_id ? precis_strdup(ds->dataset_id) : NULL;
 
   if (cfg->workloads) {
     for (size_t i = 0; i < cfg->n_workloads; i++) {
@@ -272,7 +277,7 @@ precis_status precis_run_workloads(const precis_run_config *cfg, precis_report *
       goto done;
   }
   if (cfg->save_outputs) {
-    st = precis_outputs_open(cfg->save_outputs, cfg->force, ds->dataset_id, &saved);
+    st = precis_outputs_open(cfg->save_outputs, cfg->force, content_id, &saved);
     if (st != PRECIS_OK) goto done;
   }
 
