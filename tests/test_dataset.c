@@ -259,6 +259,10 @@ TEST(references_match_naive_float64) {
 static float sample_a[2 * 6 * 40], sample_b[2 * 40 * 5], sample_ca[3 * 6 * 40];
 static double sample_c0[2 * 6 * 5], sample_ab0[2 * 6 * 5], sample_c1[2 * 6 * 5], sample_ab1[2 * 6 * 5];
 
+/* When set, write_sample stores c_ref rounded to float32 (in its float64 dataset): the reference a
+ * careless writer computes with float32 arithmetic. */
+static bool sample_c_ref_rounded_to_f32;
+
 /* Writes a small dataset through the writer; returns the path. */
 static const char *write_sample(const char *name, bool checksum_target_calib) {
   const char *path = tmp_path(name);
@@ -279,6 +283,8 @@ static const char *write_sample(const char *name, bool checksum_target_calib) {
   for (int batched = 0; batched < 2; batched++) {
     double *c = batched ? sample_c1 : sample_c0, *ab = batched ? sample_ab1 : sample_ab0;
     CHECK_OK(precis_reference_compute(a, b, batch, m, n, k, batched, c, ab));
+    if (sample_c_ref_rounded_to_f32)
+      for (int64_t i = 0; i < batch * m * n; i++) c[i] = (double)(float)c[i];
     char wname[32];
     snprintf(wname, sizeof wname, "w%d", batched);
     precis_workload_info info = {.name = wname, .kind = kind, .description = desc, .a_dist = ad, .b_dist = bd,
@@ -491,6 +497,35 @@ TEST(validation_reports_first_mismatch) {
   CHECK(precis_dataset_open(tmp_path("missing.h5"), &ds) == PRECIS_E_INPUT);
 }
 
+/* The load checks c_ref against a float64 accumulation of the stored inputs to (k+2)·2^-52·|a|.|b|:
+ * a c_ref rounded to float32 (relative error up to 2^-24) is refused, naming the element, while the
+ * same dataset with its float64 references loads. A tolerance of float32's size would let it pass. */
+TEST(float32_rounded_reference_is_refused) {
+  sample_c_ref_rounded_to_f32 = true;
+  const char *path = write_sample("cref32.h5", false);
+  sample_c_ref_rounded_to_f32 = false;
+  precis_dataset *ds = NULL;
+  CHECK_OK(precis_dataset_open(path, &ds));
+  if (!ds) return;
+  precis_workload_data data;
+  precis_status st = precis_dataset_load(ds, 0, &data);
+  CHECK_MSG(st == PRECIS_E_INPUT, "a float32-rounded c_ref was loaded");
+  if (st == PRECIS_OK) precis_workload_data_free(&data);
+  CHECK_MSG(strstr(precis_last_error(), "/workloads/w0/c_ref: element") != NULL &&
+                strstr(precis_last_error(), "must be computed in float64") != NULL,
+            "%s", precis_last_error());
+  precis_dataset_close(ds);
+  unlink(path);
+  path = write_sample("cref64.h5", false);
+  ds = NULL;
+  CHECK_OK(precis_dataset_open(path, &ds));
+  if (!ds) return;
+  CHECK_OK(precis_dataset_load(ds, 0, &data));
+  precis_workload_data_free(&data);
+  precis_dataset_close(ds);
+  unlink(path);
+}
+
 TEST(outputs_writer) {
   const char *path = tmp_path("outputs.h5");
   unlink(path);
@@ -610,7 +645,8 @@ TEST(gen_is_deterministic_and_validates) {
 
 RUN_TESTS(T(philox_known_answers), T(reproducible_log_exp), T(distributions), T(sha256_vectors),
           T(references_match_naive_float64), T(write_read_round_trip), T(checksum_failure_names_the_dataset),
-          T(validation_reports_first_mismatch), T(outputs_writer), T(dataset_id_covers_the_calibration_split),
+          T(validation_reports_first_mismatch), T(float32_rounded_reference_is_refused), T(outputs_writer),
+          T(dataset_id_covers_the_calibration_split),
           T(gen_is_deterministic_and_validates))
 
 __attribute__((constructor)) static void make_tmpdir(void) {
