@@ -276,6 +276,18 @@ precis_status precis_plan_build(const precis_report *report, const precis_plan_o
   p->capacity = NAN;
   p->target = -1;
   p->exact = true;
+  if (p->cost_kind == PRECIS_PLAN_LATENCY && precis_report_is_cpu_emulation(report)) {
+    if (!options->allow_emulated_latency) {
+      st = precis_fail(PRECIS_E_USAGE,
+                       "a latency %s on a %s report: its timings are CPU timings of an emulation of each format "
+                       "(the emulation's cost, e.g. fp32 fastest), not the formats' speed on a GPU; plan by memory or "
+                       "bits, measure with --backend cuda, or give --allow-emulated-latency to plan by the emulation's "
+                       "timings anyway (the plan then says so)",
+                       p->budget == PRECIS_PLAN_LATENCY ? "budget" : "cost", precis_report_backend(report));
+      goto done;
+    }
+    p->latency_emulated = true;
+  }
   p->layers = precis_report_workloads(report, &p->n_layers);
   p->recipes = precis_report_recipe_names(report, &p->n_recipes);
   if (!p->layers || !p->recipes) goto nomem;

@@ -38,6 +38,10 @@ typedef struct precis_plan_options {
   precis_plan_budget cost_kind;   /* the cost dimension without a budget (memory by default) */
   const char *target;             /* recipe the exclusion lists are relative to; NULL: the cheapest */
   size_t state_limit;             /* frontier states per layer before thinning; 0: 1<<20 */
+  /* A latency cost (budget or --cost) on a cpu-emulation report is refused unless this is set: its
+   * timings are the CPU's cost of emulating each format (fp32 fastest), not the formats' speed on
+   * the hardware they stand for. When set, the plan says so wherever it is shown. */
+  bool allow_emulated_latency;
 } precis_plan_options;
 
 typedef struct precis_plan_cell {
@@ -62,6 +66,7 @@ typedef struct precis_plan {
   size_t *by_sensitivity; /* layer indices, most sensitive first */
   int target;           /* recipe index of the exclusion lists' target; -1 when none */
   bool feasible;
+  bool latency_emulated; /* the cost is latency, from CPU timings of an emulation (allow_emulated_latency) */
   bool exact;           /* false only when a frontier was thinned */
   size_t states;        /* frontier states explored */
   double total_cost, total_error, cheapest_total_cost;
