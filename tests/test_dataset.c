@@ -225,6 +225,38 @@ TEST(sha256_vectors) {
   CHECK_STR(hex, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
 }
 
+/* The SHA-NI compression (when this CPU has it) and the portable one give the same digests: every
+ * length from 0 to 300 bytes, fed whole and in odd pieces, and the vectors above both ways. */
+static void sha256_of(const uint8_t *data, size_t len, size_t piece, char hex[65]) {
+  precis_sha256 h;
+  uint8_t digest[32];
+  precis_sha256_init(&h);
+  for (size_t at = 0; at < len; at += piece) precis_sha256_update(&h, data + at, len - at < piece ? len - at : piece);
+  precis_sha256_final(&h, digest);
+  precis_sha256_hex(digest, hex);
+}
+
+TEST(sha256_accelerated_matches_portable) {
+  bool accelerated = precis_sha256_set_accelerated(true);
+  printf("  SHA-NI %s on this CPU\n", accelerated ? "used" : "not available: the portable path twice");
+  static uint8_t data[300];
+  uint32_t s = 12345;
+  for (size_t i = 0; i < sizeof data; i++) data[i] = (uint8_t)((s = s * 1103515245u + 12345u) >> 16);
+  for (size_t len = 0; len <= sizeof data; len++)
+    for (size_t piece = 1; piece <= 301; piece += 100) {
+      char fast[65], slow[65];
+      precis_sha256_set_accelerated(true);
+      sha256_of(data, len, piece, fast);
+      precis_sha256_set_accelerated(false);
+      sha256_of(data, len, piece, slow);
+      CHECK_MSG(strcmp(fast, slow) == 0, "length %zu, pieces of %zu: %s vs %s", len, piece, fast, slow);
+    }
+  precis_sha256_set_accelerated(false);
+  sha256_vectors();
+  precis_sha256_set_accelerated(true);
+  sha256_vectors();
+}
+
 TEST(references_match_naive_float64) {
   const int64_t batch = 3, m = 5, n = 7, k = 33;
   float a[3 * 5 * 33], b[3 * 33 * 7];
@@ -644,6 +676,7 @@ TEST(gen_is_deterministic_and_validates) {
 }
 
 RUN_TESTS(T(philox_known_answers), T(reproducible_log_exp), T(distributions), T(sha256_vectors),
+          T(sha256_accelerated_matches_portable),
           T(references_match_naive_float64), T(write_read_round_trip), T(checksum_failure_names_the_dataset),
           T(validation_reports_first_mismatch), T(float32_rounded_reference_is_refused), T(outputs_writer),
           T(dataset_id_covers_the_calibration_split),

@@ -16,6 +16,7 @@
 
 #include "dataset_digest.h"
 #include "base/fileio.h"
+#include "base/huge_pages.h"
 #include "report/results.h"
 
 /* ------------------------------------------------------------------------------------------------
@@ -969,11 +970,11 @@ precis_status precis_dataset_load(precis_dataset *ds, size_t index, precis_workl
                        "%s: /workloads/%s: needs %.3g GiB of host memory to load, more than this machine has (%.3g GiB)",
                        ds->path, w->name, (double)need / 1073741824.0, (double)have / 1073741824.0);
   precis_status st = PRECIS_OK;
-  out->a = malloc(a_count * sizeof(float));
-  out->b = malloc(b_count * sizeof(float));
-  out->c_ref = malloc(c_count * sizeof(double));
-  out->ab_abs = malloc(c_count * sizeof(double));
-  if (w->calib_samples > 0) out->calib_a = malloc(calib_count * sizeof(float));
+  out->a = precis_malloc_large(a_count * sizeof(float));
+  out->b = precis_malloc_large(b_count * sizeof(float));
+  out->c_ref = precis_malloc_large(c_count * sizeof(double));
+  out->ab_abs = precis_malloc_large(c_count * sizeof(double));
+  if (w->calib_samples > 0) out->calib_a = precis_malloc_large(calib_count * sizeof(float));
   if (!out->a || !out->b || !out->c_ref || !out->ab_abs || (w->calib_samples > 0 && !out->calib_a)) {
     st = precis_fail(PRECIS_E_NOMEM, "%s: /workloads/%s: out of host memory loading %.3g GiB", ds->path, w->name,
                      (double)need / 1073741824.0);
@@ -1058,8 +1059,9 @@ precis_status precis_dataset_content_id(precis_dataset *ds, const char **id) {
       st = precis_fail(PRECIS_E_INPUT, "%s: /workloads/%s: sizes overflow 64 bits", ds->path, w->name);
       break;
     }
-    if (!(data.a = malloc(a_count * sizeof(float))) || !(data.b = malloc(b_count * sizeof(float))) ||
-        (w->calib_samples > 0 && !(data.calib_a = malloc(calib_count * sizeof(float)))) ||
+    if (!(data.a = precis_malloc_large(a_count * sizeof(float))) ||
+        !(data.b = precis_malloc_large(b_count * sizeof(float))) ||
+        (w->calib_samples > 0 && !(data.calib_a = precis_malloc_large(calib_count * sizeof(float)))) ||
         (w->has_b_ref && !(data.b_ref = malloc((uint64_t)w->k * (uint64_t)w->n * sizeof(float))))) {
       st = precis_fail(PRECIS_E_NOMEM, "%s: /workloads/%s: out of host memory computing the dataset's digest", ds->path,
                        w->name);

@@ -5,10 +5,15 @@
 #include <string.h>
 #include <sys/resource.h>
 
+#include "base/huge_pages.h"
+
+/* Large buffers in transparent huge pages (base/huge_pages.h): a case writes its operands into
+ * fresh memory for every recipe. */
 void *precis_tracked_alloc(precis_host_tracker *t, size_t bytes) {
   void *p = NULL;
   size_t rounded = (bytes + 63) & ~(size_t)63;
   if (posix_memalign(&p, 64, rounded ? rounded : 64) != 0) return NULL;
+  precis_advise_huge_pages(p, rounded);
   t->current += (long long)bytes;
   if (t->current > t->peak) t->peak = t->current;
   return p;
