@@ -9,6 +9,7 @@
 
 #include "data/dataset.h"
 #include "deal.h"
+#include "host_memory.h"
 #include "report/escape.h"
 #include "report/journal.h"
 #include "numerics/metrics.h"
@@ -372,6 +373,8 @@ precis_status precis_run_workloads(const precis_run_config *cfg, precis_report *
       }
     }
     precis_workload_data_free(&data);
+    /* The next workload's buffers have other sizes: its peak RSS should not hold this one's. */
+    precis_tracked_cache_release();
   }
   if (cfg->resume) {
     /* Provenance: these rows were measured by an earlier process (maybe under another load). */
