@@ -1059,6 +1059,14 @@ precis_status precis_dataset_content_id(precis_dataset *ds, const char **id) {
       st = precis_fail(PRECIS_E_INPUT, "%s: /workloads/%s: sizes overflow 64 bits", ds->path, w->name);
       break;
     }
+    /* Refused like the load refuses it (precis_dataset_load), before allocating. */
+    uint64_t need = precis_workload_bytes(w), have = host_memory_bytes();
+    if (need > have) {
+      st = precis_fail(PRECIS_E_INPUT,
+                       "%s: /workloads/%s: needs %.3g GiB of host memory to load, more than this machine has (%.3g GiB)",
+                       ds->path, w->name, (double)need / 1073741824.0, (double)have / 1073741824.0);
+      break;
+    }
     if (!(data.a = precis_malloc_large(a_count * sizeof(float))) ||
         !(data.b = precis_malloc_large(b_count * sizeof(float))) ||
         (w->calib_samples > 0 && !(data.calib_a = precis_malloc_large(calib_count * sizeof(float)))) ||
