@@ -18,7 +18,7 @@
 #include "eval/backend.h"
 #include "kernels/convert.cuh"
 #include "eval/cpu_quantized.h"
-#include "eval/cuda_api.h"
+#include "kernels/cuda_api.h"
 #include "kernels/cuda_check.h"
 #include "kernels/cuda_hiprec.h"
 #include "numerics/format_bits.h"
@@ -437,6 +437,8 @@ static precis_status run_case_body(cuda_case *cs, const precis_workload_data *da
   if (st != PRECIS_OK) goto done;
   const precis_gemm_plan *p = &cs->plan;
   precis_gemm_plan_describe(p, details);
+  precis_plan_describe_l2(precis_gemm_plan_operand_bytes(p), ctx->l2_bytes, "device (cudaDeviceProp.l2CacheSize)",
+                          details);
   if (!plan_fits_launchers(p)) {
     st = precis_fail(PRECIS_E_RUNTIME, "cuda backend: the plan for %s needs a strided float conversion the kernels lack",
                      p->route->name);
@@ -737,7 +739,8 @@ done:
  * and allocator. */
 static precis_status run_hiprec(cuda_case *cs, const precis_workload_data *data, precis_case_output *out) {
   precis_cuda_hiprec_env env = {cs->wk->lt,          cs->wk->stream,      cs->wk->start,        cs->wk->stop,
-                                cs->ctx->cc_major, cs->ctx->cc_minor, cs->ctx->lt_version, &cs->mem};
+                                cs->ctx->cc_major, cs->ctx->cc_minor, cs->ctx->lt_version, &cs->mem,
+                                cs->ctx->l2_bytes};
   return precis_cuda_hiprec_run(&env, cs->spec, cs->w, data, cs->o, out);
 }
 

@@ -71,12 +71,15 @@ static precis_status evaluate(hp_case *hc) {
   case HP_FLOAT_SPLIT: {
     bool bf16 = hc->split.term_spec.a.fmt == PRECIS_FMT_BF16;
     size_t elem = bf16 ? 2 : 4;
-    PRECIS_TRY(cuda, precis_cuda_split_f32_terms(hc->a32, hc->a_count, bf16, sp->terms, hc->b_lt, s));
-    PRECIS_TRY(cuda, precis_cuda_split_f32_terms(hc->b32, hc->b_count, bf16, sp->terms, hc->a_lt, s));
+    /* Terms at the plan's 256-byte strides (the float routes have no padding: elements == count). */
+    PRECIS_TRY(cuda, precis_cuda_split_f32_terms(hc->a32, hc->a_count, bf16, sp->terms, (size_t)sp->lt_b_term_stride,
+                                                 hc->b_lt, s));
+    PRECIS_TRY(cuda, precis_cuda_split_f32_terms(hc->b32, hc->b_count, bf16, sp->terms, (size_t)sp->lt_a_term_stride,
+                                                 hc->a_lt, s));
     for (int q = 0; q < sp->products && st == PRECIS_OK; q++)
       st = run_call(hc, q ? &hc->rest : &hc->first, q ? &hc->algo_rest : &hc->algo_first,
-                    (const char *)hc->a_lt + (size_t)sp->term_b[q] * hc->b_count * elem,
-                    (const char *)hc->b_lt + (size_t)sp->term_a[q] * hc->a_count * elem);
+                    (const char *)hc->a_lt + (size_t)sp->term_b[q] * (size_t)sp->lt_a_term_stride * elem,
+                    (const char *)hc->b_lt + (size_t)sp->term_a[q] * (size_t)sp->lt_b_term_stride * elem);
     break;
   }
   case HP_OZAKI: {
@@ -88,16 +91,17 @@ static precis_status evaluate(hp_case *hc) {
     PRECIS_TRY(cuda, precis_cuda_ozaki_slices(hc->a64, (size_t)wa->calls, (size_t)wa->rows, (size_t)wa->cols,
                                               (size_t)wa->src_stride, (size_t)wa->dst_stride, (size_t)wa->ld_out,
                                               wa->transpose_out, true, hc->row_exps, (size_t)wa->scale_stride,
-                                              sp->terms, (int8_t *)hc->b_lt, (size_t)g->lt_b.elements, s));
+                                              sp->terms, (int8_t *)hc->b_lt, (size_t)sp->lt_b_term_stride, s));
     PRECIS_TRY(cuda, precis_cuda_ozaki_slices(hc->b64, (size_t)wb->calls, (size_t)wb->rows, (size_t)wb->cols,
                                               (size_t)wb->src_stride, (size_t)wb->dst_stride, (size_t)wb->ld_out,
                                               wb->transpose_out, false, hc->col_exps, (size_t)wb->scale_stride,
-                                              sp->terms, (int8_t *)hc->a_lt, (size_t)g->lt_a.elements, s));
+                                              sp->terms, (int8_t *)hc->a_lt, (size_t)sp->lt_a_term_stride, s));
     PRECIS_TRY(cuda, cudaMemsetAsync(hc->level, 0, hc->c_count * sizeof(double), s));
     PRECIS_TRY(cuda, cudaMemsetAsync(hc->sum, 0, hc->c_count * sizeof(double), s));
     for (int p = 0; p < sp->products; p++) {
-      st = run_call(hc, &hc->first, &hc->algo_first, (const int8_t *)hc->a_lt + (size_t)sp->term_b[p] * g->lt_a.elements,
-                    (const int8_t *)hc->b_lt + (size_t)sp->term_a[p] * g->lt_b.elements);
+      st = run_call(hc, &hc->first, &hc->algo_first,
+                    (const int8_t *)hc->a_lt + (size_t)sp->term_b[p] * (size_t)sp->lt_a_term_stride,
+                    (const int8_t *)hc->b_lt + (size_t)sp->term_a[p] * (size_t)sp->lt_b_term_stride);
       if (st != PRECIS_OK) goto done;
       PRECIS_TRY(cuda, precis_cuda_ozaki_accumulate((const int32_t *)hc->d, (size_t)q->calls, (size_t)q->rows,
                                                     (size_t)q->cols, (size_t)q->acc_stride, (size_t)q->ld_acc,
@@ -216,12 +220,16 @@ precis_status precis_cuda_hiprec_run(const precis_cuda_hiprec_env *env, const pr
     if (st != PRECIS_OK) goto done;
     hc.gemm = &hc.single;
     precis_gemm_plan_describe(hc.gemm, details);
+    precis_plan_describe_l2(precis_gemm_plan_operand_bytes(hc.gemm), env->l2_bytes,
+                            "device (cudaDeviceProp.l2CacheSize)", details);
   } else {
     st = precis_split_plan_make(spec, w->m, w->n, w->k, w->batch, w->b_batched, env->lt_version, &hc.split);
     if (st != PRECIS_OK) goto done;
     hc.kind = hc.split.ozaki ? HP_OZAKI : HP_FLOAT_SPLIT;
     hc.gemm = &hc.split.gemm;
     precis_split_plan_describe(&hc.split, details);
+    precis_plan_describe_l2(precis_split_plan_operand_bytes(&hc.split), env->l2_bytes,
+                            "device (cudaDeviceProp.l2CacheSize)", details);
   }
   const precis_gemm_plan *g = hc.gemm;
   hc.b_mats = g->b_batched ? (size_t)w->batch : 1;
@@ -238,9 +246,11 @@ precis_status precis_cuda_hiprec_run(const precis_cuda_hiprec_env *env, const pr
     st = alloc(&hc, hc.a_count * sizeof(float), "a (float32 input)", (void **)&hc.a32);
     if (st == PRECIS_OK) st = alloc(&hc, hc.b_count * sizeof(float), "b (float32 input)", (void **)&hc.b32);
     if (st == PRECIS_OK)
-      st = alloc(&hc, (size_t)terms * (size_t)g->lt_b.elements * g->lt_b.elem_bytes, "terms of a (cuBLASLt B)", &hc.b_lt);
+      st = alloc(&hc, (size_t)terms * (size_t)hc.split.lt_b_term_stride * g->lt_b.elem_bytes, "terms of a (cuBLASLt B)",
+                 &hc.b_lt);
     if (st == PRECIS_OK)
-      st = alloc(&hc, (size_t)terms * (size_t)g->lt_a.elements * g->lt_a.elem_bytes, "terms of b (cuBLASLt A)", &hc.a_lt);
+      st = alloc(&hc, (size_t)terms * (size_t)hc.split.lt_a_term_stride * g->lt_a.elem_bytes, "terms of b (cuBLASLt A)",
+                 &hc.a_lt);
     if (st == PRECIS_OK) st = alloc(&hc, (size_t)g->lt_d.elements * g->lt_d.elem_bytes, "D (float32 sum)", &hc.d);
     if (st != PRECIS_OK) goto done;
     PRECIS_TRY(cuda, cudaMemcpyAsync(hc.a32, data->a, hc.a_count * sizeof(float), cudaMemcpyHostToDevice, s));
@@ -257,9 +267,9 @@ precis_status precis_cuda_hiprec_run(const precis_cuda_hiprec_env *env, const pr
                                                            : "the float32 values, exact in float64");
     if (hc.kind == HP_OZAKI) {
       const int slices = hc.split.terms;
-      st = alloc(&hc, (size_t)slices * (size_t)g->lt_b.elements, "int8 slices of a (cuBLASLt B)", &hc.b_lt);
-      if (st == PRECIS_OK)
-        st = alloc(&hc, (size_t)slices * (size_t)g->lt_a.elements, "int8 slices of b (cuBLASLt A)", &hc.a_lt);
+      const size_t a_slot = (size_t)hc.split.lt_a_term_stride, b_slot = (size_t)hc.split.lt_b_term_stride;
+      st = alloc(&hc, (size_t)slices * b_slot, "int8 slices of a (cuBLASLt B)", &hc.b_lt);
+      if (st == PRECIS_OK) st = alloc(&hc, (size_t)slices * a_slot, "int8 slices of b (cuBLASLt A)", &hc.a_lt);
       if (st == PRECIS_OK) st = alloc(&hc, (size_t)g->row_scale_count * sizeof(int), "row exponents", (void **)&hc.row_exps);
       if (st == PRECIS_OK) st = alloc(&hc, (size_t)g->col_scale_count * sizeof(int), "column exponents", (void **)&hc.col_exps);
       if (st == PRECIS_OK) st = alloc(&hc, hc.c_count * sizeof(double), "Ozaki level sum", (void **)&hc.level);
@@ -267,8 +277,8 @@ precis_status precis_cuda_hiprec_run(const precis_cuda_hiprec_env *env, const pr
       if (st == PRECIS_OK) st = alloc(&hc, hc.c_count * sizeof(double), "float64 output", (void **)&hc.c64);
       if (st != PRECIS_OK) goto done;
       /* The padding of the int8 layouts stays zero: the slice kernels write only the matrices. */
-      PRECIS_TRY(cuda, cudaMemsetAsync(hc.b_lt, 0, (size_t)slices * (size_t)g->lt_b.elements, s));
-      PRECIS_TRY(cuda, cudaMemsetAsync(hc.a_lt, 0, (size_t)slices * (size_t)g->lt_a.elements, s));
+      PRECIS_TRY(cuda, cudaMemsetAsync(hc.b_lt, 0, (size_t)slices * b_slot, s));
+      PRECIS_TRY(cuda, cudaMemsetAsync(hc.a_lt, 0, (size_t)slices * a_slot, s));
     } else if (hc.kind == HP_FP64_EMU) {
       st = alloc(&hc, sizeof(int), "emulation mantissa bit count", (void **)&hc.mantissa_bits);
       if (st != PRECIS_OK) goto done;

@@ -23,6 +23,7 @@ typedef struct precis_cuda_hiprec_env {
   int cc_major, cc_minor;
   int lt_version;
   precis_dmem *mem;
+  long long l2_bytes; /* cudaDeviceProp.l2CacheSize, for the rows' l2_resident */
 } precis_cuda_hiprec_env;
 
 /* true for the specs precis_cuda_hiprec_run carries out: any split, and the fp64 routes. */

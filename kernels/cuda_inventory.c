@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "eval/cuda_api.h"
+#include "kernels/cuda_api.h"
 
 precis_status precis_cuda_inventory_get(precis_cuda_inventory *out) {
   memset(out, 0, sizeof *out);

@@ -22,18 +22,18 @@ unsigned blocks_for(size_t n) {
 __device__ __forceinline__ size_t global_index() { return (size_t)blockIdx.x * blockDim.x + threadIdx.x; }
 __device__ __forceinline__ size_t global_stride() { return (size_t)gridDim.x * blockDim.x; }
 
-__global__ void split_terms_kernel(const float *x, size_t n, bool bf16, int terms, void *out) {
+__global__ void split_terms_kernel(const float *x, size_t n, bool bf16, int terms, size_t term_stride, void *out) {
   for (size_t i = global_index(); i < n; i += global_stride()) {
     float rest = x[i];
     for (int t = 0; t < terms; t++) {
       float term;
       if (bf16) {
         uint16_t bits = precis_bits_f32_to_bf16(rest);
-        ((uint16_t *)out)[(size_t)t * n + i] = bits;
+        ((uint16_t *)out)[(size_t)t * term_stride + i] = bits;
         term = precis_bits_bf16_to_f32(bits);
       } else {
         term = precis_bits_round_tf32(rest);
-        ((float *)out)[(size_t)t * n + i] = term;
+        ((float *)out)[(size_t)t * term_stride + i] = term;
       }
       rest = __fsub_rn(rest, term); /* exact, as on the cpu */
     }
@@ -107,10 +107,11 @@ __global__ void finish_kernel(const double *sum, size_t rows, size_t n, size_t m
 
 } // namespace
 
-extern "C" cudaError_t precis_cuda_split_f32_terms(const float *x, size_t n, bool bf16, int terms, void *out,
-                                                   cudaStream_t stream) {
+extern "C" cudaError_t precis_cuda_split_f32_terms(const float *x, size_t n, bool bf16, int terms, size_t term_stride,
+                                                   void *out, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
-  split_terms_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, n, bf16, terms, out);
+  if (term_stride < n) return cudaErrorInvalidValue; /* terms would overlap */
+  split_terms_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, n, bf16, terms, term_stride, out);
   return cudaGetLastError();
 }
 

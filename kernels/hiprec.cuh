@@ -14,9 +14,11 @@
 extern "C" {
 #endif
 
-/* Float split of n contiguous values: term t of x[i] at out + t*n + i, as float (tf32 terms) or as
- * bf16 bits (uint16_t); t0 = RNE(x), t1 = RNE(x - t0), t2 = RNE(x - t0 - t1). */
-cudaError_t precis_cuda_split_f32_terms(const float *x, size_t n, bool bf16, int terms, void *out, cudaStream_t stream);
+/* Float split of n contiguous values: term t of x[i] at out + t*term_stride + i (elements,
+ * term_stride >= n: the split plan's 256-byte strides), as float (tf32 terms) or as bf16 bits
+ * (uint16_t); t0 = RNE(x), t1 = RNE(x - t0), t2 = RNE(x - t0 - t1). */
+cudaError_t precis_cuda_split_f32_terms(const float *x, size_t n, bool bf16, int terms, size_t term_stride, void *out,
+                                        cudaStream_t stream);
 
 /* Ozaki exponents: e with amax < 2^e (frexp; 0 for an all-zero row/column) of each row of a
  * row-major [rows, k], and of each column of `mats` row-major [k, n] matrices (exps[g*n + j]). */

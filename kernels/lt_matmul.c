@@ -28,10 +28,18 @@ _Static_assert(SAME_VALUE(PRECIS_LT_SCALE_SCALAR_32F, CUBLASLT_MATMUL_MATRIX_SCA
                    SAME_VALUE(PRECIS_LT_SCALE_BLK128X128_32F, CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F),
                "cublasLtMatmulMatrixScale_t values");
 _Static_assert(SAME_VALUE(PRECIS_LT_COMPUTE_64F, CUBLAS_COMPUTE_64F), "cublasComputeType_t 64F");
+_Static_assert(SAME_VALUE(PRECIS_LT_REDUCTION_NONE, CUBLASLT_REDUCTION_SCHEME_NONE) &&
+                   SAME_VALUE(PRECIS_LT_REDUCTION_INPLACE, CUBLASLT_REDUCTION_SCHEME_INPLACE) &&
+                   SAME_VALUE(PRECIS_LT_REDUCTION_COMPUTE_TYPE, CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE) &&
+                   SAME_VALUE(PRECIS_LT_REDUCTION_OUTPUT_TYPE, CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE) &&
+                   SAME_VALUE(PRECIS_LT_REDUCTION_ANY, CUBLASLT_REDUCTION_SCHEME_MASK),
+               "cublasLtReductionScheme_t values");
 #if defined(CUBLAS_VERSION) && CUBLAS_VERSION >= 130100
 _Static_assert(SAME_VALUE(PRECIS_LT_COMPUTE_64F_EMULATED_FIXEDPOINT, CUBLAS_COMPUTE_64F_EMULATED_FIXEDPOINT),
                "cublasComputeType_t 64F emulated");
 #endif
+
+static long long algo_attr(const cublasLtMatmulAlgo_t *algo, cublasLtMatmulAlgoConfigAttributes_t attr, bool *ok);
 
 static precis_status make_layout(cublasLtMatrixLayout_t *out, const precis_lt_matrix *m) {
   precis_status st = PRECIS_OK;
@@ -120,6 +128,13 @@ precis_status precis_lt_call_init(precis_lt_call *call, const precis_gemm_plan *
   uint64_t limit = workspace_bytes;
   PRECIS_TRY(cublas, cublasLtMatmulPreferenceSetAttribute(call->preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                           &limit, sizeof limit));
+  /* Split-K reductions in the compute type when D is narrower (gemm_plan.h); the default (all
+   * schemes) is left unset otherwise. */
+  if (plan->reduction_scheme_mask != PRECIS_LT_REDUCTION_ANY) {
+    uint32_t mask = plan->reduction_scheme_mask;
+    PRECIS_TRY(cublas, cublasLtMatmulPreferenceSetAttribute(call->preference, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+                                                            &mask, sizeof mask));
+  }
   if (plan->call_align_bytes < 256) {
     /* Split calls start inside the buffers: only algorithms that accept that alignment. */
     uint32_t align = (uint32_t)plan->call_align_bytes;
@@ -205,11 +220,25 @@ precis_status precis_lt_call_candidates(precis_lt_call *call, cublasLtHandle_t h
                        p->route->name, p->tn ? "TN" : "NN", (long long)p->lt_m, (long long)p->lt_n, (long long)p->lt_k,
                        (int)p->lt_d.batch_count, call->workspace_bytes, cublasLtGetStatusName(status),
                        cublasLtGetStatusString(status), returned);
-  for (int i = 0; i < returned; i++)
-    if (found[i].state == CUBLAS_STATUS_SUCCESS) results[(*count)++] = found[i];
+  /* The mask is cuBLASLt's filter; a candidate that still reduces in the output type would change
+   * the numbers the row reports, so it is dropped here too (and counted in the message). */
+  int wrong_reduction = 0;
+  for (int i = 0; i < returned; i++) {
+    if (found[i].state != CUBLAS_STATUS_SUCCESS) continue;
+    bool ok = false;
+    long long scheme = algo_attr(&found[i].algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &ok);
+    if (ok && !precis_gemm_plan_reduction_allowed(p, (int)scheme)) {
+      wrong_reduction++;
+      continue;
+    }
+    results[(*count)++] = found[i];
+  }
   if (*count == 0)
-    return precis_fail(PRECIS_E_UNSUPPORTED, "cuBLASLt returned %d candidates for %s, none usable (first state %s)",
-                       returned, p->route->name, cublasLtGetStatusName(found[0].state));
+    return precis_fail(PRECIS_E_UNSUPPORTED,
+                       "cuBLASLt returned %d candidates for %s, none usable (first state %s; %d with a reduction scheme "
+                       "outside the mask 0x%x)",
+                       returned, p->route->name, cublasLtGetStatusName(found[0].state), wrong_reduction,
+                       (unsigned)p->reduction_scheme_mask);
   return PRECIS_OK;
 }
 
@@ -262,6 +291,17 @@ void precis_lt_algo_describe(const cublasLtMatmulHeuristicResult_t *result, size
       precis_kv_set_int(details, attrs[i].key, v);
     else
       precis_kv_set(details, attrs[i].key, NULL);
+  }
+  /* The chosen reduction by name, with its split: what adds the partial sums of k. */
+  bool ok_scheme = false, ok_split = false;
+  long long scheme = algo_attr(&result->algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &ok_scheme);
+  long long splitk = algo_attr(&result->algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &ok_split);
+  if (ok_scheme) {
+    char buf[96];
+    snprintf(buf, sizeof buf, "%s (split-K %lld)", precis_lt_reduction_scheme_name((int)scheme), ok_split ? splitk : -1);
+    precis_kv_set(details, "algo_reduction", buf);
+  } else {
+    precis_kv_set(details, "algo_reduction", NULL);
   }
   precis_kv_set_int(details, "workspace_bytes", (long long)result->workspaceSize);
   precis_kv_set_int(details, "workspace_limit_bytes", (long long)workspace_limit);

@@ -65,7 +65,8 @@ cublasStatus_t precis_lt_call_run(const precis_lt_call *call, cublasLtHandle_t h
                                   cudaStream_t stream);
 
 /* The algorithm as details: algo_id, algo_tile, algo_stages, algo_splitk, algo_reduction_scheme,
- * algo_swizzle, algo_custom_option, workspace_bytes (what it uses), workspace_limit_bytes, waves. */
+ * algo_swizzle, algo_custom_option, algo_reduction (the scheme by name and the split-K count),
+ * workspace_bytes (what it uses), workspace_limit_bytes, waves. */
 void precis_lt_algo_describe(const cublasLtMatmulHeuristicResult_t *result, size_t workspace_limit,
                              precis_kv_list *details);
 /* One line for logs and the benchmark: "algo 21 tile 20 stages 16 splitK 1 reduction 0". */

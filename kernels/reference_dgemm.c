@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "eval/cuda_api.h"
+#include "kernels/cuda_api.h"
 #include "kernels/cuda_check.h"
 #include "data/generate.h"
 
@@ -94,4 +94,9 @@ done:
   free(b64);
   if (st != PRECIS_OK) precis_error_prefix("--reference-device cuda (device %d)", device);
   return st;
+}
+
+const precis_reference_device *precis_cuda_reference_device(void) {
+  static const precis_reference_device device = {precis_cuda_reference_describe, precis_cuda_reference_compute};
+  return &device;
 }

@@ -16,7 +16,7 @@
 
 #include "eval/backend.h"
 #include "eval/cpu_quantized.h"
-#include "eval/cuda_api.h"
+#include "kernels/cuda_api.h"
 #include "numerics/format.h"
 #include "numerics/format_bits.h"
 #include "eval/gemm_plan.h"

@@ -1,7 +1,7 @@
 /* Foundation: statuses, recipes, the capability rule, atomic files. */
 #include <unistd.h>
 
-#include "eval/cuda_api.h"
+#include "kernels/cuda_api.h"
 #include "base/fileio.h"
 #include "harness.h"
 #include "preset_fixture.h"

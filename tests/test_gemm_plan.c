@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "eval/cuda_api.h"
+#include "kernels/cuda_api.h"
 #include "numerics/format.h"
 #include "eval/gemm_plan.h"
 #include "harness.h"
@@ -819,15 +819,30 @@ TEST(split_plans_count_order_and_types) {
       if (q) CHECK(sp.level[q] <= sp.level[q - 1]);
     }
   }
-  /* Terms share one buffer per operand: the heuristic is told how far the term strides align
-   * each product's pointers (3xtf32 5x6x7: a's terms 5*7 floats = 140 bytes apart, 4-aligned). */
+  /* Terms share one buffer per operand at strides rounded up to 256 bytes (issue 27): on odd shapes
+   * every product's pointers stay 256-byte aligned (3xtf32 5x6x7: a's terms hold 5*7 floats = 140
+   * bytes, 256 apart; before, 140 apart and 4-byte aligned). */
   CHECK_OK(precis_split_plan_make(&preset_recipe("3xtf32")->spec, 5, 6, 7, 1, false, 0, &sp));
-  CHECK_MSG(sp.gemm.call_align_bytes == 4, "3xtf32 5x6x7: call_align_bytes %d", sp.gemm.call_align_bytes);
+  CHECK_MSG(sp.gemm.call_align_bytes == 256, "3xtf32 5x6x7: call_align_bytes %d", sp.gemm.call_align_bytes);
+  CHECK_EQ_INT(sp.lt_b_term_stride * 4, 256);
+  CHECK_EQ_INT(sp.lt_a_term_stride * 4, 256); /* b: 6*7 floats = 168 bytes */
+  CHECK_EQ_INT(precis_split_plan_device_bytes(&sp), 2 * (256 + 256)); /* two tf32 terms each */
   CHECK_OK(precis_split_plan_make(&preset_recipe("bf16x9")->spec, 64, 64, 64, 1, false, 0, &sp));
-  CHECK(sp.gemm.call_align_bytes == 256); /* 64*64 bf16 = 8 KiB apart */
+  CHECK(sp.gemm.call_align_bytes == 256 && sp.lt_a_term_stride == 64 * 64); /* 8 KiB: already a multiple */
+  CHECK_OK(precis_split_plan_make(&preset_recipe("bf16x9")->spec, 33, 20, 45, 1, false, 0, &sp));
+  CHECK_MSG(sp.gemm.call_align_bytes == 256 && sp.lt_b_term_stride * 2 == 3072,
+            "bf16x9 33x20x45: align %d, a's terms %lld bytes apart (2970 of data)", sp.gemm.call_align_bytes,
+            (long long)sp.lt_b_term_stride * 2);
   CHECK_OK(precis_split_plan_make(&preset_recipe("ozaki-int8-3")->spec, 5, 6, 7, 1, false, 0, &sp));
-  CHECK_MSG(sp.gemm.call_align_bytes == 64, "ozaki 5x6x7: call_align_bytes %d (8x8 and 8x32 int8 slices)",
+  CHECK_MSG(sp.gemm.call_align_bytes == 256, "ozaki 5x6x7: call_align_bytes %d (8x8 and 8x32 int8 slices, 256 apart)",
             sp.gemm.call_align_bytes);
+  CHECK(sp.lt_a_term_stride == 256 && sp.lt_b_term_stride == 256);
+  precis_kv_list kv = {0};
+  precis_split_plan_describe(&sp, &kv);
+  const char *stride_text = precis_kv_get(&kv, "split_term_stride");
+  CHECK_MSG(stride_text && strstr(stride_text, "256 bytes apart (64 of data)"), "split_term_stride: %s",
+            stride_text ? stride_text : "missing");
+  precis_kv_free(&kv);
   /* cuBLASLt 13.1 int8 limits: each product is then several calls, and the total says so. */
   CHECK_OK(precis_split_plan_make(&preset_recipe("ozaki-int8-4")->spec, 5, 6, 7, 3, true, 130100, &sp));
   CHECK(sp.gemm.lt_calls == 3 && sp.lt_calls == 30);
@@ -897,22 +912,23 @@ static bool ozaki_plan_matches_cpu(int n_slices, int64_t m, int64_t n, int64_t k
   bool ok = true;
   double *ones = malloc(sizeof(double) * (size_t)(rows + b_count * n + 1));
   for (int64_t i = 0; i < rows + b_count * n + 1; i++) ones[i] = 1.0;
-  double *lt_a = malloc(sizeof(double) * (size_t)(n_slices * p->lt_a.elements));
-  double *lt_b = malloc(sizeof(double) * (size_t)(n_slices * p->lt_b.elements));
-  memset(lt_a, 0, sizeof(double) * (size_t)(n_slices * p->lt_a.elements));
-  memset(lt_b, 0, sizeof(double) * (size_t)(n_slices * p->lt_b.elements));
+  /* Slices at the plan's term strides (256-byte multiples), as kernels/cuda_hiprec.c lays them out. */
+  const int64_t sa = sp.lt_a_term_stride, sb = sp.lt_b_term_stride;
+  CHECK(sa >= p->lt_a.elements && sb >= p->lt_b.elements && sa % 256 == 0 && sb % 256 == 0);
+  double *lt_a = calloc((size_t)(n_slices * sa), sizeof(double));
+  double *lt_b = calloc((size_t)(n_slices * sb), sizeof(double));
   char why[256] = "";
   for (int t = 0; t < n_slices && ok; t++) {
-    ok = emulate_write(&p->write_a, a_sl + (int64_t)t * rows * k, rows * k, lt_b + t * p->lt_b.elements,
-                       p->lt_b.elements, SCALE_NONE, ones, why, sizeof why) &&
-         emulate_write(&p->write_b, b_sl + (int64_t)t * b_count * k * n, b_count * k * n, lt_a + t * p->lt_a.elements,
+    ok = emulate_write(&p->write_a, a_sl + (int64_t)t * rows * k, rows * k, lt_b + t * sb, p->lt_b.elements,
+                       SCALE_NONE, ones, why, sizeof why) &&
+         emulate_write(&p->write_b, b_sl + (int64_t)t * b_count * k * n, b_count * k * n, lt_a + t * sa,
                        p->lt_a.elements, SCALE_NONE, ones, why, sizeof why);
   }
   double *d = malloc(sizeof(double) * (size_t)p->lt_d.elements), *level = calloc((size_t)out_n, sizeof(double));
   double *prod = malloc(sizeof(double) * (size_t)out_n), *sum = calloc((size_t)out_n, sizeof(double));
   for (int q = 0; q < sp.products && ok; q++) {
-    ok = emulate_lt_matmul(p, lt_a + sp.term_b[q] * p->lt_a.elements, lt_b + sp.term_a[q] * p->lt_b.elements, d, 1.0,
-                           NULL, NULL, why, sizeof why) &&
+    ok = emulate_lt_matmul(p, lt_a + sp.term_b[q] * sa, lt_b + sp.term_a[q] * sb, d, 1.0, NULL, NULL, why,
+                           sizeof why) &&
          emulate_dequant(&p->dequant_step, d, p->lt_d.elements, ones, p->row_scale_count, ones, p->col_scale_count, prod,
                          out_n, why, sizeof why);
     for (int64_t i = 0; i < out_n && ok; i++) level[i] += prod[i];
@@ -1193,10 +1209,90 @@ TEST(fp8_output_plan) {
   precis_clear_error();
 }
 
+/* Issue 27: a split-K algorithm must add its partial sums in the compute type whenever D is
+ * narrower (fp16/bf16/fp8 out of a 32F GEMM), as the cpu backend models it; output-wide routes keep
+ * cuBLASLt's default. The mask is a plan field, so kernels/lt_matmul.c sets it for every call and
+ * autotune candidate, and explain prints it. */
+TEST(reduction_scheme_mask_keeps_split_k_in_the_compute_type) {
+  static const struct {
+    const char *recipe;
+    uint32_t mask;
+  } cases[] = {
+      {"fp32", PRECIS_LT_REDUCTION_ANY},          {"tf32", PRECIS_LT_REDUCTION_ANY},
+      {"fp16", PRECIS_LT_REDUCTION_COMPUTE_TYPE}, {"bf16", PRECIS_LT_REDUCTION_COMPUTE_TYPE},
+      {"fp16acc16", PRECIS_LT_REDUCTION_ANY},     {"int8", PRECIS_LT_REDUCTION_ANY},
+      {"fp8", PRECIS_LT_REDUCTION_COMPUTE_TYPE},  {"fp8-rowwise", PRECIS_LT_REDUCTION_COMPUTE_TYPE},
+      {"fp64", PRECIS_LT_REDUCTION_ANY},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    precis_gemm_plan p;
+    CHECK_OK(precis_gemm_plan_make(&preset_recipe(cases[i].recipe)->spec, 128, 4096, 16384, 1, false, &p));
+    CHECK_MSG(p.reduction_scheme_mask == cases[i].mask, "%s: mask 0x%x, expected 0x%x", cases[i].recipe,
+              (unsigned)p.reduction_scheme_mask, (unsigned)cases[i].mask);
+    /* No split (NONE) is always allowed; INPLACE and OUTPUT_TYPE add in D's type. */
+    CHECK(precis_gemm_plan_reduction_allowed(&p, PRECIS_LT_REDUCTION_NONE));
+    CHECK(precis_gemm_plan_reduction_allowed(&p, PRECIS_LT_REDUCTION_COMPUTE_TYPE));
+    bool narrow = cases[i].mask == PRECIS_LT_REDUCTION_COMPUTE_TYPE;
+    CHECK_MSG(precis_gemm_plan_reduction_allowed(&p, PRECIS_LT_REDUCTION_INPLACE) == !narrow &&
+                  precis_gemm_plan_reduction_allowed(&p, PRECIS_LT_REDUCTION_OUTPUT_TYPE) == !narrow,
+              "%s: INPLACE/OUTPUT_TYPE allowed must be %d", cases[i].recipe, !narrow);
+    precis_kv_list kv = {0};
+    precis_gemm_plan_describe(&p, &kv);
+    const char *text = precis_kv_get(&kv, "lt_reduction_scheme_mask");
+    CHECK_MSG(text && strncmp(text, narrow ? "0x2 COMPUTE_TYPE" : "0x7 any", narrow ? 16 : 7) == 0, "%s: %s",
+              cases[i].recipe, text ? text : "missing");
+    precis_kv_free(&kv);
+  }
+  CHECK(precis_lt_output_narrower(PRECIS_CUDA_R_16BF, PRECIS_LT_COMPUTE_32F));
+  CHECK(precis_lt_output_narrower(PRECIS_CUDA_R_8F_E4M3, PRECIS_LT_COMPUTE_32F));
+  CHECK(!precis_lt_output_narrower(PRECIS_CUDA_R_16F, PRECIS_LT_COMPUTE_16F));
+  CHECK(!precis_lt_output_narrower(PRECIS_CUDA_R_32I, PRECIS_LT_COMPUTE_32I));
+  CHECK(strcmp(precis_lt_reduction_scheme_name(PRECIS_LT_REDUCTION_COMPUTE_TYPE), "COMPUTE_TYPE") == 0);
+  /* fp8 with an e4m3 output: the narrowest D of all. */
+  precis_spec e4m3out;
+  CHECK_OK(precis_spec_parse("a=e4m3@tensor,b=e4m3@tensor,acc=fp32,out=e4m3", &e4m3out));
+  precis_gemm_plan p;
+  CHECK_OK(precis_gemm_plan_make(&e4m3out, 64, 64, 64, 1, false, &p));
+  CHECK(p.reduction_scheme_mask == PRECIS_LT_REDUCTION_COMPUTE_TYPE);
+}
+
+/* Issue 27: a row whose operands fit the L2 is timed from L2 on warm samples (decode-m1's 32 MiB of
+ * bf16 weights in the H200's 50 MiB): l2_resident says so; explain uses the L2 stated for --cc. */
+TEST(l2_residency_of_a_plan) {
+  precis_gemm_plan p;
+  /* decode-m1: m=1 n=4096 k=4096 batch 4, bf16: B 32 MiB + A 32 KiB + D 32 KiB. */
+  CHECK_OK(precis_gemm_plan_make(&preset_recipe("bf16")->spec, 1, 4096, 4096, 4, false, &p));
+  long long bytes = precis_gemm_plan_operand_bytes(&p);
+  CHECK_EQ_INT(bytes, 4096LL * 4096 * 2 + 4 * 4096 * 2 + 4 * 4096 * 2);
+  const char *part = NULL;
+  long long h200 = precis_cc_stated_l2_bytes(9, 0, &part);
+  CHECK(h200 == 50LL << 20 && part && strstr(part, "H200"));
+  CHECK(precis_cc_stated_l2_bytes(8, 9, &part) == 0 && part == NULL); /* L4 to RTX 4090: no single part */
+  precis_kv_list kv = {0};
+  precis_plan_describe_l2(bytes, h200, "stated", &kv);
+  CHECK(strcmp(precis_kv_get(&kv, "l2_resident"), "yes") == 0);
+  precis_kv_free(&kv);
+  /* fp32 doubles it: 64 MiB no longer fits. */
+  CHECK_OK(precis_gemm_plan_make(&preset_recipe("fp32")->spec, 1, 4096, 4096, 4, false, &p));
+  memset(&kv, 0, sizeof kv);
+  precis_plan_describe_l2(precis_gemm_plan_operand_bytes(&p), h200, "stated", &kv);
+  CHECK(strcmp(precis_kv_get(&kv, "l2_resident"), "no") == 0);
+  precis_kv_free(&kv);
+  memset(&kv, 0, sizeof kv);
+  precis_plan_describe_l2(1, 0, NULL, &kv);
+  CHECK(strcmp(precis_kv_get(&kv, "l2_resident"), "unknown") == 0 && precis_kv_get(&kv, "l2_bytes") == NULL);
+  precis_kv_free(&kv);
+  /* A split counts every term at its stride. */
+  precis_split_plan sp;
+  CHECK_OK(precis_split_plan_make(&preset_recipe("bf16x9")->spec, 33, 20, 45, 1, false, 0, &sp));
+  CHECK_EQ_INT(precis_split_plan_operand_bytes(&sp), 3 * (sp.lt_a_term_stride * 2 + sp.lt_b_term_stride * 2) + 33 * 20 * 4);
+}
+
 RUN_TESTS(T(every_recipe_every_shape_equals_the_row_major_product), T(random_shapes), T(padding_and_batching_choices),
           T(bad_dimensions_are_rejected), T(broken_plans_are_caught), T(int8_few_rows_are_padded_to_32),
           T(cublaslt_13_1_int8_strided_batch_is_one_call_per_matrix), T(cublaslt_13_1_int8_more_than_65536_rows_are_split),
           T(plan_check_rejects_what_cublaslt_rejects_at_call_time), T(fp8_scale_tensors_on_odd_shapes),
           T(broken_scale_tensors_are_caught), T(fp8_output_plan), T(scale_modes_need_cublaslt_12_9),
           T(split_plans_count_order_and_types), T(ozaki_plan_executes_like_the_cpu_backend),
-          T(float_split_plan_layout_gives_the_exact_product))
+          T(float_split_plan_layout_gives_the_exact_product), T(reduction_scheme_mask_keeps_split_k_in_the_compute_type),
+          T(l2_residency_of_a_plan))

@@ -5,7 +5,7 @@
 
 #include "base/fileio.h"
 #include "harness.h"
-#include "eval/plan.h"
+#include "report/plan.h"
 #include "report_fixture.h"
 
 static unsigned long long rng_state = 0x9e3779b97f4a7c15ULL;

@@ -4,7 +4,7 @@
 #include <math.h>
 #include <unistd.h>
 
-#include "report/escape.h"
+#include "base/escape.h"
 #include "base/fileio.h"
 #include "harness.h"
 #include "numerics/recipe.h"

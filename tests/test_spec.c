@@ -8,7 +8,7 @@
 #include "numerics/format.h"
 #include "eval/cpu_quantized.h"
 #include "numerics/quantize.h"
-#include "eval/cuda_api.h"
+#include "kernels/cuda_api.h"
 #include "eval/gemm_plan.h"
 #include "harness.h"
 #include "numerics/recipe.h"

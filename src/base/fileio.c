@@ -8,7 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "report/results.h"
+#include "escape.h"
 
 static atomic_uint temp_counter;
 

@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "fileio.h"
-#include "report/results.h"
+#include "escape.h"
 
 /* What a lock file says about its holder. Fields are empty when the file could not be parsed. */
 typedef struct lock_holder {

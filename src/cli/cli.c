@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "base/output_lock.h"
+#include "kernels/cuda_api.h"
 #include "report/results.h"
 
 int precis_cli_report_error(const char *command, precis_status status) {

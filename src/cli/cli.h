@@ -12,6 +12,10 @@
 #include "numerics/recipe.h"
 #include "base/status.h"
 
+/* `precis COMMAND ...` (argv[0] the program name): dispatches to a command and returns its exit code
+ * (cli_main.c). The executable's main and the public precis_main call it. */
+int precis_cli_main(int argc, char **argv);
+
 int precis_cmd_info(int argc, char **argv);
 int precis_cmd_gen(int argc, char **argv);
 int precis_cmd_inspect(int argc, char **argv);
@@ -47,7 +51,7 @@ typedef struct precis_cli_option {
   char short_name;
 } precis_cli_option;
 
-/* Every command's arguments pass through here before the command parses them (main.c), so that
+/* Every command's arguments pass through here before the command parses them (cli_main.c), so that
  * all commands read options alike:
  *   - a long option is its exact name: an abbreviation (--target for --target-spread) or an unknown
  *     name is refused, naming the options it could have meant and listing the command's options;

@@ -10,7 +10,7 @@
 #include "eval/accept.h"
 #include "eval/backend.h"
 #include "cli.h"
-#include "eval/cuda_api.h"
+#include "kernels/cuda_api.h"
 #include "data/dataset.h"
 #include "data/default_dataset.h"
 #include "base/fileio.h"

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "eval/cuda_api.h"
+#include "kernels/cuda_api.h"
 #include "data/dataset.h"
 #include "data/default_dataset.h"
 #include "eval/gemm_plan.h"
@@ -19,7 +19,8 @@ static void usage(FILE *out) {
                "                      [--cublaslt-version 13.1.0] [--json]\n\n"
                "Prints, for each workload and recipe, the cuBLASLt call the cuda backend would make: A/B/C/D\n"
                "types, compute and scale types, transposes, lda/ldb/ldc, padding, scale modes and pointers,\n"
-               "batch handling, conversion and read-back steps, device bytes and workspace; or why the recipe\n"
+               "batch handling, conversion and read-back steps, the split-K reduction scheme mask, device bytes,\n"
+               "workspace and whether the operands fit the L2 stated for --cc (l2_resident); or why the recipe\n"
                "is unsupported for that device. Planned on this machine, no GPU needed. Without FILE.h5 it\n"
                "uses the built-in default dataset.\n\n"
                "options:\n"
@@ -44,6 +45,16 @@ static bool selected(const char *list, const char *name) {
   return false;
 }
 
+/* The L2 view of a case planned for --cc: the L2 NVIDIA states for that capability's part. */
+static void describe_stated_l2(long long operand_bytes, int major, int minor, precis_kv_list *plan_kv) {
+  const char *part = NULL;
+  long long l2 = precis_cc_stated_l2_bytes(major, minor, &part);
+  char source[160];
+  if (part) snprintf(source, sizeof source, "stated for sm_%d%d (%s)", major, minor, part);
+  else snprintf(source, sizeof source, "no stated L2 for sm_%d%d (no single part)", major, minor);
+  precis_plan_describe_l2(operand_bytes, l2, source, plan_kv);
+}
+
 /* One case: the plan as key/value pairs, or the reason it has none. */
 static bool explain_case(const precis_recipe *r, const precis_workload_info *w, int major, int minor, int lt_version,
                          precis_kv_list *plan_kv, char *reason, size_t len) {
@@ -57,6 +68,7 @@ static bool explain_case(const precis_recipe *r, const precis_workload_info *w, 
       return false;
     }
     precis_split_plan_describe(&split, plan_kv);
+    describe_stated_l2(precis_split_plan_operand_bytes(&split), major, minor, plan_kv);
     return true;
   }
   /* Specs emulated by host dequantization plan the GEMM that then runs. */
@@ -70,6 +82,7 @@ static bool explain_case(const precis_recipe *r, const precis_workload_info *w, 
   }
   if (how[0]) precis_kv_set(plan_kv, "emulation", how);
   precis_gemm_plan_describe(&plan, plan_kv);
+  describe_stated_l2(precis_gemm_plan_operand_bytes(&plan), major, minor, plan_kv);
   return true;
 }
 

@@ -7,10 +7,10 @@
 #include <time.h>
 
 #include "cli.h"
-#include "eval/cuda_api.h"
+#include "kernels/cuda_api.h"
 #include "base/fileio.h"
 #include "data/generate.h"
-#include "eval/mpi_world.h"
+#include "base/mpi_world.h"
 #include "base/output_lock.h"
 #include "data/suite.h"
 
@@ -90,7 +90,8 @@ static int gen_worker(precis_mpi_world *mpi, bool reference_cuda) {
     int device = 0;
     if (st == PRECIS_OK && reference_cuda) st = reference_device_for(mpi, &device);
     precis_install_signal_handlers();
-    precis_generate_worker(st == PRECIS_OK ? &suite : NULL, mpi, reference_cuda, device);
+    precis_generate_worker(st == PRECIS_OK ? &suite : NULL, mpi, reference_cuda ? precis_cuda_reference_device() : NULL,
+                           device);
     if (parsed) precis_suite_free(&suite);
     for (int i = 0; i < 3; i++) free(fields[i]);
   }
@@ -226,7 +227,8 @@ int precis_cmd_gen(int argc, char **argv) {
   }
   if (rc != 0) goto done;
   precis_install_signal_handlers();
-  precis_gen_options options = {output, force, compress ? 4 : 0, !quiet, "gen", &mpi, reference_cuda, device};
+  precis_gen_options options = {output, force, compress ? 4 : 0, !quiet, "gen", &mpi,
+                                reference_cuda ? precis_cuda_reference_device() : NULL, device};
   char id[65];
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);

@@ -6,7 +6,7 @@
 
 #include "eval/backend.h"
 #include "cli.h"
-#include "eval/cuda_api.h"
+#include "kernels/cuda_api.h"
 #include "numerics/recipe.h"
 #include "report/results.h"
 #include "eval/sysinfo.h"

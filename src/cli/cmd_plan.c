@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "eval/plan.h"
+#include "report/plan.h"
 #include "report/report.h"
 
 static const char usage_text[] =

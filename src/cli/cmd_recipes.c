@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "eval/cuda_api.h"
+#include "kernels/cuda_api.h"
 #include "eval/gemm_plan.h"
 #include "eval/split_plan.h"
 

@@ -9,12 +9,12 @@
 #include <signal.h>
 
 #include "eval/backend.h"
-#include "eval/cuda_api.h"
+#include "kernels/cuda_api.h"
 #include "cli.h"
 #include "data/default_dataset.h"
 #include "base/fileio.h"
 #include "report/journal.h"
-#include "eval/mpi_world.h"
+#include "base/mpi_world.h"
 #include "eval/parts.h"
 #include "base/output_lock.h"
 #include "report/report.h"

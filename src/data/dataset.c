@@ -16,8 +16,8 @@
 
 #include "dataset_digest.h"
 #include "base/fileio.h"
+#include "base/escape.h"
 #include "base/huge_pages.h"
-#include "report/results.h"
 
 /* ------------------------------------------------------------------------------------------------
  * HDF5 errors */

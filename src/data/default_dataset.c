@@ -9,7 +9,7 @@
 #include "base/fileio.h"
 #include "generate.h"
 #include "precis_version.h"
-#include "report/results.h"
+#include "base/escape.h"
 #include "suite.h"
 
 static char *cache_dir(void) {

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "report/results.h"
+#include "base/escape.h"
 
 #if defined(__clang__)
 #pragma STDC FP_CONTRACT OFF

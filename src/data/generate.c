@@ -13,12 +13,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "eval/cuda_api.h"
 #include "dataset_digest.h"
 #include "base/fileio.h"
 #include "hdf5_guard.h"
 #include "precis_version.h"
-#include "report/results.h"
+#include "base/escape.h"
 #include "rng.h"
 #include "file_kind.h"
 #include "npy.h"
@@ -426,23 +425,23 @@ static void progress_say(const progress *p, const char *name, const char *fmt, .
 /* What computes the float64 references: OpenBLAS on this CPU, or cublasDgemm on a CUDA device
  * (gen --reference-device cuda); method is the workloads' `reference` text. */
 typedef struct ref_engine {
-  bool cuda;
+  const precis_reference_device *cuda; /* NULL: OpenBLAS */
   int device;
   char method[1024];
 } ref_engine;
 
-static precis_status engine_open(ref_engine *e, bool cuda, int device) {
+static precis_status engine_open(ref_engine *e, const precis_reference_device *cuda, int device) {
   memset(e, 0, sizeof *e);
   e->cuda = cuda;
   e->device = device;
-  if (cuda) return precis_cuda_reference_describe(device, e->method, sizeof e->method);
+  if (cuda) return cuda->describe(device, e->method, sizeof e->method);
   snprintf(e->method, sizeof e->method, "%s", precis_reference_method());
   return PRECIS_OK;
 }
 
 static precis_status engine_compute(const ref_engine *e, const float *a, const float *b, int64_t batch, int64_t m,
                                     int64_t n, int64_t k, bool b_batched, double *c_ref, double *ab_abs) {
-  return e->cuda ? precis_cuda_reference_compute(e->device, a, b, batch, m, n, k, b_batched, c_ref, ab_abs)
+  return e->cuda ? e->cuda->compute(e->device, a, b, batch, m, n, k, b_batched, c_ref, ab_abs)
                  : precis_reference_compute(a, b, batch, m, n, k, b_batched, c_ref, ab_abs);
 }
 
@@ -956,7 +955,7 @@ static precis_status generate_all(const precis_suite *suite, const precis_gen_op
   bool *ended = NULL;
   ref_engine eng;
   memset(&eng, 0, sizeof eng);
-  precis_status st = precis_gen_check_reference_device(suite, options->reference_cuda);
+  precis_status st = precis_gen_check_reference_device(suite, options->reference_cuda != NULL);
   if (st == PRECIS_OK) st = engine_open(&eng, options->reference_cuda, options->reference_cuda_device);
   if (options->mpi && options->mpi->active) {
     deal_state.mpi = options->mpi;
@@ -1099,8 +1098,8 @@ end:
   return st;
 }
 
-precis_status precis_generate_worker(const precis_suite *suite, const precis_mpi_world *mpi, bool reference_cuda,
-                                     int reference_cuda_device) {
+precis_status precis_generate_worker(const precis_suite *suite, const precis_mpi_world *mpi,
+                                     const precis_reference_device *reference_cuda, int reference_cuda_device) {
   ref_deal deal = {.mpi = mpi};
   /* No suite: this rank could not take part; the reason is the current error message. */
   precis_status st = suite ? PRECIS_OK : precis_fail(PRECIS_E_INPUT, "%s", precis_last_error());

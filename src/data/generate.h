@@ -4,12 +4,23 @@
 #define PRECIS_GENERATE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "dataset.h"
-#include "eval/mpi_world.h"
+#include "base/mpi_world.h"
 #include "base/status.h"
 #include "suite.h"
+
+/* What computes float64 references on a device (gen --reference-device cuda). data/ sits below
+ * kernels/ (src/layers.txt), so the CUDA side is handed in as these two functions by the caller
+ * (kernels/cuda_api.h: precis_cuda_reference_device()); shapes and blocks as precis_reference_compute. */
+typedef struct precis_reference_device {
+  /* The workloads' `reference` text: device, compute capability, library versions. */
+  precis_status (*describe)(int device, char *text, size_t len);
+  precis_status (*compute)(int device, const float *a, const float *b, int64_t batch, int64_t m, int64_t n, int64_t k,
+                           bool b_batched, double *c_ref, double *ab_abs);
+} precis_reference_device;
 
 typedef struct precis_gen_options {
   const char *output;
@@ -20,9 +31,10 @@ typedef struct precis_gen_options {
   /* Under MPI (active), on rank 0: the references' blocks are dealt to every rank (the others run
    * precis_generate_worker), rank 0 writes the file. NULL: one process. */
   const precis_mpi_world *mpi;
-  /* float64 references by cublasDgemm on this CUDA device (gen --reference-device cuda) instead of
-   * OpenBLAS; refused for double-double references (precis_gen_check_reference_device). */
-  bool reference_cuda;
+  /* float64 references by this device (gen --reference-device cuda: cublasDgemm) on its device
+   * reference_cuda_device instead of OpenBLAS; NULL: OpenBLAS. Refused for double-double references
+   * (precis_gen_check_reference_device). */
+  const precis_reference_device *reference_cuda;
   int reference_cuda_device;
 } precis_gen_options;
 
@@ -46,8 +58,8 @@ precis_status precis_generate_tiled(const precis_suite *suite, const precis_gen_
  * generates itself, and sends them to rank 0, which runs precis_generate_tiled with options->mpi.
  * Stops when rank 0 fails; its own failure is sent to rank 0, which reports it (suite NULL: this
  * rank cannot take part, for the reason in precis_last_error()). */
-precis_status precis_generate_worker(const precis_suite *suite, const precis_mpi_world *mpi, bool reference_cuda,
-                                     int reference_cuda_device);
+precis_status precis_generate_worker(const precis_suite *suite, const precis_mpi_world *mpi,
+                                     const precis_reference_device *reference_cuda, int reference_cuda_device);
 
 /* References are computed by GEMMs of this many rows of one sample at a time (the last block of a
  * sample may be shorter); gen --tile-rows rounds its tiles up to whole blocks. */

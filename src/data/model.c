@@ -15,13 +15,12 @@
 
 #include "dataset.h"
 #include "dataset_digest.h"
-#include "report/escape.h"
+#include "base/escape.h"
 #include "file_kind.h"
 #include "base/fileio.h"
 #include "numerics/format.h"
 #include "generate.h"
 #include "precis_version.h"
-#include "report/results.h"
 #include "rng.h"
 #include "safetensors.h"
 

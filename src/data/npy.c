@@ -9,7 +9,7 @@
 #include <zlib.h>
 
 #include "file_kind.h"
-#include "report/results.h"
+#include "base/escape.h"
 
 /* Far above any matrix precis evaluates, far below what would overflow the arithmetic. */
 #define MAX_ELEMENTS ((uint64_t)1 << 40)

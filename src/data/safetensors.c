@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "report/results.h"
+#include "base/escape.h"
 
 /* The reference implementation refuses headers above 100 MB; so do we. */
 #define MAX_HEADER_BYTES ((uint64_t)100 * 1000 * 1000)

@@ -13,7 +13,7 @@
 
 #include "dataset.h"
 #include "base/fileio.h"
-#include "report/results.h"
+#include "base/escape.h"
 
 typedef struct parse_ctx {
   const char *source;

@@ -210,9 +210,9 @@ void precis_accept_format_bytes(long long bytes, char *buf, size_t len);
 /* The process's resident set now, from /proc/self/statm; -1 when unknown. */
 long long precis_accept_current_rss_bytes(void);
 
-/* Printers (report_accept.c). The JSON object is the whole accept.json document; the Markdown and
- * HTML functions write a section ("## Acceptance ...") that can stand in accept.md/accept.html or be
- * embedded into report.md/report.html. */
+/* Printers (accept_report.c, beside accept, since report/ sits below eval/). The JSON object is the
+ * whole accept.json document; the Markdown and HTML functions write a section ("## Acceptance ...")
+ * that can stand in accept.md/accept.html or be embedded into report.md/report.html. */
 struct cJSON;
 struct cJSON *precis_accept_to_json(const precis_accept_result *r);
 void precis_accept_write_markdown_section(const precis_accept_result *r, FILE *out);

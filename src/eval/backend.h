@@ -1,5 +1,6 @@
 /* The backend interface: a struct of function pointers (DESIGN §1-2). The `cpu` backend is always
- * built; the `cuda` backend (kernels/) when CUDA is found. The runner owns metrics, criteria,
+ * built; the `cuda` backend (kernels/) when CUDA is found. The runner and accept take a backend by
+ * this table, so that eval/ never names the cuda backend: kernels/ sits above eval/ and cli/ picks. The runner owns metrics, criteria,
  * journaling and reports; a backend only executes one (workload, recipe) case and measures it. */
 #ifndef PRECIS_BACKEND_H
 #define PRECIS_BACKEND_H
@@ -92,7 +93,11 @@ typedef struct precis_backend {
 } precis_backend;
 
 const precis_backend *precis_backend_cpu(void);
-/* NULL when this binary was built without CUDA. */
-const precis_backend *precis_backend_cuda(void);
+/* One case's output exactly as the cpu backend's run_case computes it (the same preparation, GEMM
+ * and output rounding, so the same bits), computed once and not timed: libprecis's emulate
+ * (DESIGN §15). out->status and reason say when it did not run; returns PRECIS_OK. */
+precis_status precis_cpu_emulate(const precis_spec *spec, const precis_workload_info *w,
+                                 const precis_workload_data *d, precis_case_output *out);
+/* The cuda backend is declared by kernels/cuda_api.h (precis_backend_cuda), above this layer. */
 
 #endif

@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cuda_api.h"
+#include "capability.h"
 #include "gemm_plan.h"
 #include "split_plan.h"
 

@@ -538,22 +538,89 @@ static bool cpu_supports(void *ctx, const precis_spec *spec, char *reason, size_
   return ok;
 }
 
+/* A case's fields, its route and its output buffers, shared by run_case and precis_cpu_emulate so
+ * that both compute through the same steps. false when it cannot run (cc->status and reason say). */
+static bool case_begin(cpu_case *cc, const precis_spec *spec, const precis_workload_info *w,
+                       const precis_workload_data *d, const precis_case_options *o, precis_case_output *out,
+                       double **f16_acc_row) {
+  memset(cc, 0, sizeof *cc);
+  cc->spec = spec;
+  cc->w = w;
+  cc->d = d;
+  cc->o = o;
+  cc->status = PRECIS_ROW_OK;
+  cc->details = &out->details;
+  cc->a_count = (size_t)(w->batch * w->m * w->k);
+  cc->b_matrices = w->b_batched ? (size_t)w->batch : 1;
+  cc->b_count = cc->b_matrices * (size_t)(w->k * w->n);
+  cc->c_count = (size_t)(w->batch * w->m * w->n);
+  cc->a_rows = (size_t)(w->batch * w->m);
+  *f16_acc_row = NULL;
+  if (!cpu_route(spec, &cc->gemm, cc->reason, sizeof cc->reason)) {
+    cc->status = PRECIS_ROW_UNSUPPORTED;
+    return false;
+  }
+  precis_float_split_of(spec->split, &cc->fsplit);
+  cc->c = case_alloc(cc, cc->c_count, sizeof(float));
+  if (!cc->c) {
+    out_of_memory(cc, "the output", cc->c_count * sizeof(float));
+    return false;
+  }
+  if (cc->gemm == CPU_GEMM_F16_ACC) {
+    *f16_acc_row = case_alloc(cc, (size_t)w->n, sizeof(double));
+    if (!*f16_acc_row) {
+      out_of_memory(cc, "the fp16 accumulators", (size_t)w->n * sizeof(double));
+      return false;
+    }
+  }
+  return true;
+}
+
+/* After the GEMM: the output format and the clipped fraction. */
+static bool case_finish(cpu_case *cc, precis_case_output *out) {
+  if (!finish_output(cc)) {
+    out_of_memory(cc, "the int32 accumulators", (size_t)(cc->w->m * cc->w->n) * sizeof(int32_t));
+    return false;
+  }
+  if (spec_is_scaled(cc->spec)) out->clipped_fraction = (double)cc->clipped / (double)(cc->a_count + cc->b_count);
+  return true;
+}
+
+/* What the emulation was, the last of the case's details (after run_case's e2e). */
+static void describe_emulation(const cpu_case *cc, precis_case_output *out) {
+  precis_kv_set(&out->details, "emulation",
+                cc->gemm == CPU_GEMM_QUANTIZED  ? precis_cpu_quant_emulation(cc->quant)
+                : cc->gemm == CPU_GEMM_INT_EXACT  ? "exact integer GEMM (dgemm on integer values), dequant in f32"
+                : cc->gemm == CPU_GEMM_F16_ACC ? "every partial sum rounded to fp16, sequential k order"
+                : cc->gemm == CPU_GEMM_DGEMM   ? "FP64 products and sums (OpenBLAS dgemm)"
+                : cc->gemm == CPU_GEMM_SPLIT_F32
+                    ? "split terms, exact products, FP32 sums in k order, smallest products first"
+                : cc->gemm == CPU_GEMM_OZAKI ? "Ozaki scheme I: exact int8 slice products (dgemm on integer values), "
+                                               "levels summed in FP64"
+                                             : "rounded inputs, FP32 products and sums (OpenBLAS sgemm)");
+}
+
+/* Hands the output over when the case is ok, and frees everything else. */
+static void case_end(cpu_case *cc, precis_case_output *out, double *f16_acc_row) {
+  out->status = cc->status;
+  snprintf(out->reason, sizeof out->reason, "%s", cc->reason);
+  if (cc->status == PRECIS_ROW_OK) {
+    out->c = cc->c; /* handed over; its bytes stay counted in the peak */
+    cc->c = NULL;
+    if (cc->spec->out == PRECIS_FMT_F64) {
+      out->c64 = cc->c64;
+      cc->c64 = NULL;
+    }
+  }
+  case_free(cc, f16_acc_row, (size_t)cc->w->n, sizeof(double));
+  case_free(cc, cc->c, cc->c_count, sizeof(float));
+  case_release(cc);
+}
+
 static precis_status cpu_run_case(void *ctx, const precis_spec *spec, const precis_workload_info *w,
                                   const precis_workload_data *d, const precis_case_options *o, precis_case_output *out) {
   (void)ctx;
   cpu_case cc;
-  memset(&cc, 0, sizeof cc);
-  cc.spec = spec;
-  cc.w = w;
-  cc.d = d;
-  cc.o = o;
-  cc.status = PRECIS_ROW_OK;
-  cc.details = &out->details;
-  cc.a_count = (size_t)(w->batch * w->m * w->k);
-  cc.b_matrices = w->b_batched ? (size_t)w->batch : 1;
-  cc.b_count = cc.b_matrices * (size_t)(w->k * w->n);
-  cc.c_count = (size_t)(w->batch * w->m * w->n);
-  cc.a_rows = (size_t)(w->batch * w->m);
   double *f16_acc_row = NULL;
   unsigned char *flush_buffer = NULL;
   precis_sampler sampler;
@@ -561,23 +628,7 @@ static precis_status cpu_run_case(void *ctx, const precis_spec *spec, const prec
   precis_status st = PRECIS_OK;
 
   precis_peak_rss_reset();
-  if (!cpu_route(spec, &cc.gemm, cc.reason, sizeof cc.reason)) {
-    cc.status = PRECIS_ROW_UNSUPPORTED;
-    goto done;
-  }
-  precis_float_split_of(spec->split, &cc.fsplit);
-  cc.c = case_alloc(&cc, cc.c_count, sizeof(float));
-  if (!cc.c) {
-    out_of_memory(&cc, "the output", cc.c_count * sizeof(float));
-    goto done;
-  }
-  if (cc.gemm == CPU_GEMM_F16_ACC) {
-    f16_acc_row = case_alloc(&cc, (size_t)w->n, sizeof(double));
-    if (!f16_acc_row) {
-      out_of_memory(&cc, "the fp16 accumulators", (size_t)w->n * sizeof(double));
-      goto done;
-    }
-  }
+  if (!case_begin(&cc, spec, w, d, o, out, &f16_acc_row)) goto done;
 
   if (o->cold && !(flush_buffer = calloc(FLUSH_BYTES, 1))) {
     out_of_memory(&cc, "the cache-flush buffer", FLUSH_BYTES);
@@ -622,47 +673,45 @@ static precis_status cpu_run_case(void *ctx, const precis_spec *spec, const prec
     goto done;
   }
   double f0 = precis_now_ms();
-  if (!finish_output(&cc)) {
-    out_of_memory(&cc, "the int32 accumulators", (size_t)(w->m * w->n) * sizeof(int32_t));
-    goto done;
-  }
+  if (!case_finish(&cc, out)) goto done;
   double finish_ms = precis_now_ms() - f0;
   if (spec_is_scaled(spec)) {
     out->time.e2e_median_ms = out->time.convert_ms + out->time.median_ms + finish_ms;
-    out->clipped_fraction = (double)cc.clipped / (double)(cc.a_count + cc.b_count);
     precis_kv_set(&out->details, "e2e", "cpu: convert_ms + median GEMM + dequantize, each measured once");
   }
-  precis_kv_set(&out->details, "emulation",
-                cc.gemm == CPU_GEMM_QUANTIZED  ? precis_cpu_quant_emulation(cc.quant)
-                : cc.gemm == CPU_GEMM_INT_EXACT  ? "exact integer GEMM (dgemm on integer values), dequant in f32"
-                : cc.gemm == CPU_GEMM_F16_ACC ? "every partial sum rounded to fp16, sequential k order"
-                : cc.gemm == CPU_GEMM_DGEMM   ? "FP64 products and sums (OpenBLAS dgemm)"
-                : cc.gemm == CPU_GEMM_SPLIT_F32
-                    ? "split terms, exact products, FP32 sums in k order, smallest products first"
-                : cc.gemm == CPU_GEMM_OZAKI ? "Ozaki scheme I: exact int8 slice products (dgemm on integer values), "
-                                              "levels summed in FP64"
-                                            : "rounded inputs, FP32 products and sums (OpenBLAS sgemm)");
+  describe_emulation(&cc, out);
 
 done:
   out->memory.tensor_bytes = precis_spec_tensor_bytes(spec, w->m, w->n, w->k, w->batch, w->b_batched);
   out->memory.tracked_peak_bytes = cc.tracker.peak;
   out->memory.host_peak_rss_bytes = precis_peak_rss_bytes();
-  out->status = cc.status;
-  snprintf(out->reason, sizeof out->reason, "%s", cc.reason);
-  if (cc.status == PRECIS_ROW_OK) {
-    out->c = cc.c; /* handed over; its bytes stay counted in the peak */
-    cc.c = NULL;
-    if (spec->out == PRECIS_FMT_F64) {
-      out->c64 = cc.c64;
-      cc.c64 = NULL;
-    }
-  }
   free(flush_buffer);
-  case_free(&cc, f16_acc_row, (size_t)w->n, sizeof(double));
-  case_free(&cc, cc.c, cc.c_count, sizeof(float));
-  case_release(&cc);
+  case_end(&cc, out, f16_acc_row);
   precis_sampler_free(&sampler);
   return st;
+}
+
+precis_status precis_cpu_emulate(const precis_spec *spec, const precis_workload_info *w,
+                                 const precis_workload_data *d, precis_case_output *out) {
+  precis_case_options o;
+  precis_case_options_default(&o);
+  cpu_case cc;
+  double *f16_acc_row = NULL;
+  if (case_begin(&cc, spec, w, d, &o, out, &f16_acc_row)) {
+    precis_status st = prepare_inputs(&cc, &out->details);
+    if (st != PRECIS_OK && cc.status == PRECIS_ROW_OK) {
+      cc.status = PRECIS_ROW_FAILED;
+      snprintf(cc.reason, sizeof cc.reason, "%s", precis_last_error()[0] ? precis_last_error() : precis_status_str(st));
+    }
+    if (cc.status == PRECIS_ROW_OK) {
+      run_gemm(&cc, f16_acc_row);
+      if (case_finish(&cc, out)) describe_emulation(&cc, out);
+    }
+  }
+  out->memory.tensor_bytes = precis_spec_tensor_bytes(spec, w->m, w->n, w->k, w->batch, w->b_batched);
+  out->memory.tracked_peak_bytes = cc.tracker.peak;
+  case_end(&cc, out, f16_acc_row);
+  return PRECIS_OK;
 }
 
 /* The cpu backend keeps nothing between cases (every buffer, the cache-flush buffer included, is

@@ -138,6 +138,10 @@ static precis_quant_desc desc_of(const precis_operand_spec *op, precis_operand_s
   return d;
 }
 
+precis_quant_desc precis_cpu_quant_desc_of(const precis_operand_spec *op, precis_operand_side side) {
+  return desc_of(op, side);
+}
+
 /* Units whose factors are 1 (the factor, if any, is exact and inside the units). */
 static bool unit_factor_operand(const precis_operand_spec *op) {
   return !precis_operand_is_scaled(op) || op->gran == PRECIS_GRAN_MX || op->gran == PRECIS_GRAN_MX_RCEIL;

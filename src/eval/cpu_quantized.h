@@ -12,6 +12,7 @@
 
 #include "backend.h"
 #include "host_memory.h"
+#include "numerics/quantize.h"
 
 /* true when this path runs the spec (the caller then asks precis_cpu_quant_route whether it can).
  * Specs with split= or fp64 anywhere are never claimed. */
@@ -49,5 +50,9 @@ precis_status precis_cpu_quant_dequantized_inputs_alpha(const precis_spec *spec,
                                                         float *alpha, size_t *clipped, char *reason,
                                                         size_t reason_len);
 void precis_cpu_quant_free(precis_cpu_quant *q);
+
+/* The quantizer's description of a scaled operand field, as this path quantizes it (libprecis's
+ * precis_quantize_operand, DESIGN §15). */
+precis_quant_desc precis_cpu_quant_desc_of(const precis_operand_spec *op, precis_operand_side side);
 
 #endif

@@ -102,6 +102,69 @@ int64_t precis_lt_block_scale_offset(int64_t outer, int64_t inner_block, int64_t
   return tile * 512 + (r % 32) * 16 + (r / 32) * 4 + inner_block % 4;
 }
 
+static size_t compute_type_bytes(int compute_type) {
+  switch (compute_type) {
+  case PRECIS_LT_COMPUTE_16F: return 2;
+  case PRECIS_LT_COMPUTE_64F:
+  case PRECIS_LT_COMPUTE_64F_EMULATED_FIXEDPOINT: return 8;
+  default: return 4; /* 32F, 32F_FAST_TF32, 32I */
+  }
+}
+
+bool precis_lt_output_narrower(int d_type, int compute_type) {
+  return data_type_bytes(d_type) < compute_type_bytes(compute_type);
+}
+
+bool precis_gemm_plan_reduction_allowed(const precis_gemm_plan *plan, int scheme) {
+  return scheme == PRECIS_LT_REDUCTION_NONE || (plan->reduction_scheme_mask & (uint32_t)scheme) != 0;
+}
+
+const char *precis_lt_reduction_scheme_name(int scheme) {
+  switch (scheme) {
+  case PRECIS_LT_REDUCTION_NONE: return "NONE";
+  case PRECIS_LT_REDUCTION_INPLACE: return "INPLACE";
+  case PRECIS_LT_REDUCTION_COMPUTE_TYPE: return "COMPUTE_TYPE";
+  case PRECIS_LT_REDUCTION_OUTPUT_TYPE: return "OUTPUT_TYPE";
+  default: return "unknown";
+  }
+}
+
+long long precis_gemm_plan_operand_bytes(const precis_gemm_plan *plan) {
+  long long bytes = precis_lt_matrix_bytes(&plan->lt_a) + precis_lt_matrix_bytes(&plan->lt_b) +
+                    precis_lt_matrix_bytes(&plan->lt_d);
+  if (plan->c_separate) bytes += precis_lt_matrix_bytes(&plan->lt_c);
+  return bytes;
+}
+
+void precis_plan_describe_l2(long long operand_bytes, long long l2_bytes, const char *l2_source,
+                             precis_kv_list *details) {
+  precis_kv_set_int(details, "operand_bytes", operand_bytes);
+  if (l2_bytes > 0) precis_kv_set_int(details, "l2_bytes", l2_bytes);
+  else precis_kv_set(details, "l2_bytes", NULL);
+  precis_kv_set(details, "l2_source", l2_source ? l2_source : "unknown");
+  precis_kv_set(details, "l2_resident", l2_bytes <= 0 ? "unknown" : operand_bytes <= l2_bytes ? "yes" : "no");
+}
+
+long long precis_cc_stated_l2_bytes(int cc_major, int cc_minor, const char **part) {
+  /* Only capabilities that name one data-center part: sm_86/sm_89 span parts with 6 to 96 MB. */
+  static const struct {
+    int cc;
+    long long mib;
+    const char *part;
+  } stated[] = {
+      {70, 6, "V100, 6 MiB"},
+      {80, 40, "A100, 40 MiB"},
+      {90, 50, "H100/H200, 50 MiB: cudaDeviceProp.l2CacheSize 52428800"},
+  };
+  for (size_t i = 0; i < sizeof stated / sizeof stated[0]; i++)
+    if (stated[i].cc == cc_major * 10 + cc_minor) {
+      if (part) *part = stated[i].part;
+      return stated[i].mib << 20;
+    }
+  if (part) *part = NULL;
+  return 0;
+}
+
 /* The largest power of two <= 256 dividing `bytes` (256 for 0). */
 static int pow2_alignment(int64_t bytes) {
   int align = 256;
@@ -301,6 +364,9 @@ precis_status precis_gemm_plan_make_for(const precis_spec *spec, int64_t m, int6
     plan->c_separate = true;
     set_matrix(&plan->lt_c, PRECIS_CUDA_R_16BF, plan->lt_m, plan->lt_n, (int32_t)gemms);
   }
+  plan->reduction_scheme_mask = precis_lt_output_narrower(plan->lt_d.data_type, plan->compute_type)
+                                    ? PRECIS_LT_REDUCTION_COMPUTE_TYPE
+                                    : PRECIS_LT_REDUCTION_ANY;
   plan->alpha = 1.0;
   plan->beta = 0.0;
   plan->lt_a_holds = PRECIS_PLAN_WORKLOAD_B;
@@ -631,6 +697,16 @@ void precis_gemm_plan_describe(const precis_gemm_plan *plan, precis_kv_list *det
   precis_kv_set(details, "lt_types", buf);
   precis_kv_set(details, "lt_compute_type", compute_type_name(plan->compute_type));
   precis_kv_set(details, "lt_scale_type", data_type_name(plan->scale_type));
+  if (plan->reduction_scheme_mask == PRECIS_LT_REDUCTION_COMPUTE_TYPE)
+    snprintf(buf, sizeof buf,
+             "0x%x COMPUTE_TYPE: split-K partial sums added in %s, not in the narrower %s output (INPLACE and "
+             "OUTPUT_TYPE excluded)",
+             (unsigned)plan->reduction_scheme_mask, compute_type_name(plan->compute_type),
+             data_type_name(plan->lt_d.data_type));
+  else
+    snprintf(buf, sizeof buf, "0x%x any: %s output is as wide as %s", (unsigned)plan->reduction_scheme_mask,
+             data_type_name(plan->lt_d.data_type), compute_type_name(plan->compute_type));
+  precis_kv_set(details, "lt_reduction_scheme_mask", buf);
   precis_kv_set(details, "fast_accum",
                 plan->fast_accum ? "CUBLASLT_MATMUL_DESC_FAST_ACCUM = 1: the k-sum stays in the fp8 tensor core's "
                                    "accumulator, never promoted to fp32"

@@ -84,6 +84,16 @@ typedef struct precis_lt_route {
   precis_split split;             /* PRECIS_SPLIT_NONE, or PRECIS_SPLIT_CUBLAS_EMU: the library splits */
 } precis_lt_route;
 
+/* cublasLtReductionScheme_t values as plain integers (kernels/lt_matmul.c checks them): how a
+ * split-K algorithm adds its partial sums. NONE (one pass over k, no split) passes every mask. */
+enum {
+  PRECIS_LT_REDUCTION_NONE = 0,
+  PRECIS_LT_REDUCTION_INPLACE = 1,      /* in D itself, in the output type */
+  PRECIS_LT_REDUCTION_COMPUTE_TYPE = 2, /* partial sums in the compute type in the workspace */
+  PRECIS_LT_REDUCTION_OUTPUT_TYPE = 4,  /* partial sums in the output type in the workspace */
+  PRECIS_LT_REDUCTION_ANY = 7,          /* CUBLASLT_REDUCTION_SCHEME_MASK: cuBLASLt's default */
+};
+
 /* The workspace handed to cuBLASLt: 32 MiB (cudaMalloc aligns to 256 bytes). */
 #define PRECIS_LT_WORKSPACE_BYTES ((size_t)32 << 20)
 
@@ -198,6 +208,12 @@ typedef struct precis_gemm_plan {
   bool c_separate;
   /* CUBLASLT_MATMUL_DESC_FAST_ACCUM (int8_t, cublasLt.h: default 0): 1 for fp8 fast accumulation. */
   bool fast_accum;
+  /* CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK (uint32_t, PRECIS_LT_REDUCTION_* bits): when D's type
+   * is narrower than the compute type (fp16/bf16/fp8 out of a 32F GEMM), COMPUTE_TYPE only, so that a
+   * split-K algorithm adds its partial sums as the cpu backend models them (in the accumulator's
+   * precision, one rounding to the output at the end) and never in fp16/bf16 (INPLACE, OUTPUT_TYPE);
+   * else ANY. Every candidate the heuristic offers, autotune's included, obeys it. */
+  uint32_t reduction_scheme_mask;
 
   /* Writing the inputs. */
   precis_plan_write write_a, write_b;
@@ -304,6 +320,29 @@ void precis_gemm_plan_call_offsets(const precis_gemm_plan *plan, int64_t call, i
 
 /* Device bytes of the plan's buffers (A_lt, B_lt, D, scales, dequantized output or widened D). */
 long long precis_gemm_plan_device_bytes(const precis_gemm_plan *plan);
+
+/* true when D's data type holds fewer bytes than the compute type's accumulator (CUDA_R_16BF out of
+ * CUBLAS_COMPUTE_32F): a reduction in the output type would round every partial sum. */
+bool precis_lt_output_narrower(int d_type, int compute_type);
+/* Whether an algorithm with this reduction scheme (cublasLtReductionScheme_t value, as
+ * CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME reads) obeys the plan's mask; NONE always does. */
+bool precis_gemm_plan_reduction_allowed(const precis_gemm_plan *plan, int scheme);
+/* "NONE", "INPLACE", "COMPUTE_TYPE", "OUTPUT_TYPE" ("unknown" otherwise). */
+const char *precis_lt_reduction_scheme_name(int scheme);
+
+/* Bytes one evaluation's GEMM calls touch: A_lt, B_lt, D and a separate C (the operands as cuBLASLt
+ * reads and writes them, padding included). */
+long long precis_gemm_plan_operand_bytes(const precis_gemm_plan *plan);
+/* The L2 view of a row (docs/cuda-backend.md, "L2 residency"): operand_bytes, l2_bytes, l2_source
+ * and l2_resident = "yes" when operand_bytes fit in l2_bytes (then warm samples re-read the
+ * operands from L2, not from HBM, and the row's time is an L2 time; --cold flushes it), "no" when
+ * they do not, "unknown" when l2_bytes <= 0. */
+void precis_plan_describe_l2(long long operand_bytes, long long l2_bytes, const char *l2_source,
+                             precis_kv_list *details);
+/* The L2 NVIDIA states for the data-center part of a compute capability (sm_70 V100 6 MiB, sm_80
+ * A100 40 MiB, sm_90 H100/H200 50 MiB), for `precis explain --cc`; 0 when the capability does not
+ * name one part. *part names it. */
+long long precis_cc_stated_l2_bytes(int cc_major, int cc_minor, const char **part);
 
 /* Every field of the plan as key/value pairs, in one place: the row details of a cuda run and
  * `precis explain` both print this list. A field added to the plan is added here. */

@@ -12,7 +12,7 @@
 
 #include "data/dataset.h"
 #include "deal.h"
-#include "report/escape.h"
+#include "base/escape.h"
 
 precis_status precis_part_spawn(int (*fn)(void *), void *arg, long *pid) {
   fflush(stdout);

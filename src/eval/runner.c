@@ -9,8 +9,8 @@
 
 #include "data/dataset.h"
 #include "deal.h"
+#include "base/escape.h"
 #include "host_memory.h"
-#include "report/escape.h"
 #include "report/journal.h"
 #include "numerics/metrics.h"
 #include "report/report.h"

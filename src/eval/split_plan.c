@@ -6,6 +6,15 @@
 #include "numerics/format.h"
 #include "numerics/split.h"
 
+/* 256 bytes: cudaMalloc's alignment and cuBLASLt's default MIN_ALIGNMENT_*_BYTES. */
+#define TERM_ALIGN_BYTES 256
+
+static int64_t term_stride(const precis_lt_matrix *slot) {
+  int64_t bytes = slot->elements * (int64_t)slot->elem_bytes;
+  bytes = (bytes + TERM_ALIGN_BYTES - 1) / TERM_ALIGN_BYTES * TERM_ALIGN_BYTES;
+  return bytes / (int64_t)slot->elem_bytes; /* elem_bytes (1, 2, 4 or 8) divides 256 */
+}
+
 bool precis_split_term_spec(const precis_spec *s, precis_spec *term, char *why, size_t len) {
   if (why && len) why[0] = '\0';
   precis_float_split fs;
@@ -98,15 +107,17 @@ precis_status precis_split_plan_make(const precis_spec *spec, int64_t m, int64_t
   }
   precis_status st = precis_gemm_plan_make_for(&term, m, n, k, batch, b_batched, lt_version, &plan->gemm);
   if (st != PRECIS_OK) return st;
-  /* Term t of each operand starts t * elements into one buffer (kernels/cuda_hiprec.c), so a
-   * product's A and B pointers are only as aligned as that stride: cuBLASLt's heuristic assumes
-   * 256 bytes unless CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_*_BYTES says less (kernels/lt_matmul.c sets
-   * them from call_align_bytes), and an algorithm picked for 256 may refuse the call. */
-  const precis_lt_matrix *slots[2] = {&plan->gemm.lt_a, &plan->gemm.lt_b};
+  /* Term t of each operand starts t * stride into one buffer (kernels/cuda_hiprec.c). With a stride
+   * of `elements`, odd shapes put a product's A and B pointers at 2- or 4-byte alignment: the
+   * heuristic then offers only slow unaligned kernels (or none that fit 256, cublasLt.h's default
+   * MIN_ALIGNMENT). Rounding the stride to 256 bytes keeps every term as aligned as the buffer. */
+  plan->lt_a_term_stride = term_stride(&plan->gemm.lt_a);
+  plan->lt_b_term_stride = term_stride(&plan->gemm.lt_b);
+  const int64_t strides[2] = {plan->lt_a_term_stride * (int64_t)plan->gemm.lt_a.elem_bytes,
+                              plan->lt_b_term_stride * (int64_t)plan->gemm.lt_b.elem_bytes};
   for (int i = 0; i < 2 && plan->terms > 1; i++) {
-    int64_t stride_bytes = slots[i]->elements * (int64_t)slots[i]->elem_bytes;
     int align = plan->gemm.call_align_bytes;
-    while (align > 1 && stride_bytes % align != 0) align /= 2;
+    while (align > 1 && strides[i] % align != 0) align /= 2;
     plan->gemm.call_align_bytes = align;
   }
   plan->lt_calls = (int64_t)plan->products * plan->gemm.lt_calls;
@@ -115,12 +126,19 @@ precis_status precis_split_plan_make(const precis_spec *spec, int64_t m, int64_t
 
 long long precis_split_plan_device_bytes(const precis_split_plan *plan) {
   const precis_gemm_plan *g = &plan->gemm;
-  long long terms = (long long)plan->terms * (g->lt_a.elements * (long long)g->lt_a.elem_bytes +
-                                              g->lt_b.elements * (long long)g->lt_b.elem_bytes);
+  long long terms = (long long)plan->terms * (plan->lt_a_term_stride * (long long)g->lt_a.elem_bytes +
+                                              plan->lt_b_term_stride * (long long)g->lt_b.elem_bytes);
   if (!plan->ozaki) return terms;
   long long out = g->batch * g->m * g->n;
   /* exponents, the level and running sums, the float64 output; D (int32) is the GEMM's own */
   return terms + 4 * (g->row_scale_count + g->col_scale_count) + 3 * 8 * out;
+}
+
+long long precis_split_plan_operand_bytes(const precis_split_plan *plan) {
+  const precis_gemm_plan *g = &plan->gemm;
+  return (long long)plan->terms * (plan->lt_a_term_stride * (long long)g->lt_a.elem_bytes +
+                                   plan->lt_b_term_stride * (long long)g->lt_b.elem_bytes) +
+         precis_lt_matrix_bytes(&g->lt_d);
 }
 
 void precis_split_plan_describe(const precis_split_plan *plan, precis_kv_list *details) {
@@ -149,6 +167,14 @@ void precis_split_plan_describe(const precis_split_plan *plan, precis_kv_list *d
                              plan->term_a[q] + (plan->ozaki ? 1 : 0), plan->ozaki ? "B" : "b",
                              plan->term_b[q] + (plan->ozaki ? 1 : 0));
   precis_kv_set(details, "split_order", buf);
+  snprintf(buf, sizeof buf,
+           "terms of b (A_lt) %lld bytes apart (%lld of data), terms of a (B_lt) %lld bytes apart (%lld of data): "
+           "strides rounded up to 256 bytes, every product pointer 256-byte aligned",
+           (long long)(plan->lt_a_term_stride * (int64_t)g->lt_a.elem_bytes),
+           (long long)(g->lt_a.elements * (int64_t)g->lt_a.elem_bytes),
+           (long long)(plan->lt_b_term_stride * (int64_t)g->lt_b.elem_bytes),
+           (long long)(g->lt_b.elements * (int64_t)g->lt_b.elem_bytes));
+  precis_kv_set(details, "split_term_stride", buf);
   if (plan->ozaki) {
     precis_kv_set(details, "split_operands",
                   "on the device: exponent per row of a / column of b (frexp of the amax), slices by truncation "

@@ -42,6 +42,11 @@ typedef struct precis_split_plan {
   precis_spec term_spec;  /* the spec each partial product runs as (a tf32, bf16 or int8 route) */
   precis_gemm_plan gemm;  /* its plan: layouts, padding, calls; alpha 1 and beta 0 */
   int64_t lt_calls;       /* cublasLtMatmul calls per evaluation: products * gemm.lt_calls */
+  /* Term t of an operand starts t * stride elements into its slot's buffer (A_lt: the workload's B,
+   * B_lt: its A): the slot's elements rounded up to a multiple of 256 bytes, so that every product's
+   * A and B pointers are as aligned as the buffer (cudaMalloc: 256) and the heuristic offers its
+   * full-alignment kernels on odd shapes too. */
+  int64_t lt_a_term_stride, lt_b_term_stride;
 } precis_split_plan;
 
 /* true when the spec is a split that runs as several cuBLASLt GEMMs (float splits, Ozaki); then
@@ -57,6 +62,10 @@ precis_status precis_split_plan_make(const precis_spec *spec, int64_t m, int64_t
 /* The calls as key/value pairs (split_* keys, then the product GEMM's plan as
  * precis_gemm_plan_describe gives it): the row details of a cuda run and `precis explain`. */
 void precis_split_plan_describe(const precis_split_plan *plan, precis_kv_list *details);
+
+/* Bytes one evaluation's product GEMMs touch: every term of both operands (at their strides) and D;
+ * set against the L2 (precis_plan_describe_l2). */
+long long precis_split_plan_operand_bytes(const precis_split_plan *plan);
 
 /* Device bytes beyond the product GEMM's own buffers: the terms/slices of both operands, the
  * exponents and (Ozaki) the float64 level and sum buffers and the float64 output. */

@@ -79,15 +79,6 @@ static int cmp_double(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-double precis_percentile_sorted(const double *sorted, size_t n, double pct) {
-  if (n == 0) return NAN;
-  double pos = pct / 100.0 * (double)(n - 1);
-  size_t lo = (size_t)floor(pos);
-  size_t hi = lo + 1 < n ? lo + 1 : lo;
-  double frac = pos - (double)lo;
-  return sorted[lo] + (sorted[hi] - sorted[lo]) * frac;
-}
-
 precis_status precis_sampler_finish(precis_sampler *s, long calls_per_sample, precis_timing *out) {
   if (s->out_of_memory) return precis_fail(PRECIS_E_NOMEM, "out of memory recording timing samples");
   if (s->count == 0) return precis_fail(PRECIS_E_RUNTIME, "no timing sample was taken");

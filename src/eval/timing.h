@@ -12,6 +12,7 @@
 #include <stddef.h>
 
 #include "backend.h"
+#include "numerics/metrics.h" /* precis_percentile_sorted */
 #include "report/results.h"
 
 /* The default sampling budget per case on the cpu backend (precis run), instead of the options'
@@ -39,9 +40,6 @@ long precis_calls_per_sample(double one_call_ms);
 
 /* Warm-up is complete after >= warmup_calls calls and >= warmup_ms. */
 bool precis_warmup_done(const precis_case_options *options, long calls, double elapsed_ms);
-
-/* Percentile (0..100) of sorted values, linear interpolation between closest ranks (NumPy's default). */
-double precis_percentile_sorted(const double *sorted, size_t n, double pct);
 
 /* Monotonic wall clock in milliseconds. */
 double precis_now_ms(void);

@@ -115,3 +115,12 @@ void precis_metrics_aggregate(const precis_sample_metrics *samples, size_t n_sam
     out[m].mean = present ? sum / (double)present : NAN;
   }
 }
+
+double precis_percentile_sorted(const double *sorted, size_t n, double pct) {
+  if (n == 0) return NAN;
+  double pos = pct / 100.0 * (double)(n - 1);
+  size_t lo = (size_t)floor(pos);
+  size_t hi = lo + 1 < n ? lo + 1 : lo;
+  double frac = pos - (double)lo;
+  return sorted[lo] + (sorted[hi] - sorted[lo]) * frac;
+}

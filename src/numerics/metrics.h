@@ -63,4 +63,8 @@ void precis_metrics_sample_wide(const float *c, const double *c64, const double 
 void precis_metrics_aggregate(const precis_sample_metrics *samples, size_t n_samples,
                               precis_metric_value out[PRECIS_METRIC_COUNT]);
 
+/* Percentile (0..100) of sorted values, linear interpolation between closest ranks (NumPy's default):
+ * the latency statistics of timing.c, accept and recommend's noise interval. */
+double precis_percentile_sorted(const double *sorted, size_t n, double pct);
+
 #endif

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "escape.h"
+#include "base/escape.h"
 #include "report_util.h"
 
 /* 1 - cosine below this is rounding noise of the cosine itself, not a change in the output. */

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "escape.h"
+#include "base/escape.h"
 
 /* Environment keys that describe the hardware and software a figure was measured with: parts that
  * differ in one of them are merged with a warning (their figures may not be comparable). The

@@ -7,10 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "escape.h"
+#include "base/escape.h"
 #include "numerics/recipe.h"
 #include "report_util.h"
-#include "eval/timing.h"
 
 typedef struct row_eval {
   bool passes;

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "escape.h"
+#include "base/escape.h"
 #include "base/fileio.h"
 #include "recommend.h"
 #include "report.h"

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "escape.h"
+#include "base/escape.h"
 #include "base/fileio.h"
 #include "report.h"
 #include "recommend.h"

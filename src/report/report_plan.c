@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "escape.h"
+#include "base/escape.h"
 #include "base/fileio.h"
-#include "eval/plan.h"
+#include "report/plan.h"
 #include "report_util.h"
 
 static const char *cost_unit(precis_plan_budget kind) {

@@ -6,27 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "escape.h"
-
-char *precis_strdup(const char *s) {
-  if (!s) return NULL;
-  size_t n = strlen(s) + 1;
-  char *d = malloc(n);
-  if (d) memcpy(d, s, n);
-  return d;
-}
-
-char *precis_asprintf(const char *fmt, ...) {
-  va_list ap, ap2;
-  va_start(ap, fmt);
-  va_copy(ap2, ap);
-  int n = vsnprintf(NULL, 0, fmt, ap);
-  va_end(ap);
-  char *s = n >= 0 ? malloc((size_t)n + 1) : NULL;
-  if (s) vsnprintf(s, (size_t)n + 1, fmt, ap2);
-  va_end(ap2);
-  return s;
-}
+#include "base/escape.h"
 
 static precis_kv *kv_slot(precis_kv_list *list, const char *key) {
   for (size_t i = 0; i < list->count; i++)

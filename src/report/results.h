@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/escape.h" /* precis_strdup, precis_asprintf */
 #include "numerics/criteria.h"
 #include "numerics/metrics.h"
 #include "base/status.h"
@@ -118,9 +119,5 @@ precis_status precis_report_add_row(precis_report *report, precis_row *row);
 const precis_row *precis_report_find_row(const precis_report *report, const char *workload, const char *recipe);
 /* The row of a workload with this canonical spec, or NULL. */
 const precis_row *precis_report_find_spec(const precis_report *report, const char *workload, const char *spec);
-
-/* Utilities shared by the printers. */
-char *precis_strdup(const char *s);        /* NULL-safe */
-char *precis_asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 #endif

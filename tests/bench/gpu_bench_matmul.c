@@ -6,12 +6,17 @@
  * rule, number of samples, calls per sample, device delay before each sample's start event). Prints
  * TFLOPS. Exits 77 without a device.
  *
+ * Interleaved (issue 27, bench/bench_interleave.h): each row is --rounds rounds (default 8) in ABBA
+ * order, a round being one precis measurement (run_case) and one plain-loop measurement of the
+ * same samples x calls; the ratio is that of the means of each side's round medians (at least 50
+ * samples a side), so that a linear drift of clocks or temperature cancels.
+ *
  * The verdict (bench/bench_verdict.h) is computed from the measured ratios and is never "met" when a
  * row was skipped (unsupported, failed, or not measured by the plain loop). Exit status: 0 met,
  * 1 not met or nothing measured, 2 usage, 77 only when the machine has no CUDA device
  * (tests/gpu/gpu_probe.h); --report-only exits 0 on unmet ratios (skipped rows still exit 1).
  *
- *   gpu_bench_matmul [--sizes 4096,8192] [--recipes fp32,tf32,fp16,bf16,int8,fp8] [--report-only] */
+ *   gpu_bench_matmul [--sizes 4096,8192] [--recipes fp32,tf32,fp16,bf16,int8,fp8] [--rounds 8 (a multiple of 4)] [--report-only] */
 #include <cuda_runtime_api.h>
 #include <math.h>
 #include <stdio.h>
@@ -19,6 +24,7 @@
 #include <string.h>
 
 #include "eval/backend.h"
+#include "bench/bench_interleave.h"
 #include "bench/bench_verdict.h"
 #include "gpu/gpu_probe.h"
 #include "kernels/convert.cuh"
@@ -26,6 +32,7 @@
 #include "kernels/lt_matmul.h"
 #include "kernels/stream_delay.h"
 #include "eval/timing.h"
+#include "kernels/cuda_api.h"
 
 #define CK(stmt)                                                                                               \
   do {                                                                                                         \
@@ -36,21 +43,16 @@
     }                                                                                                          \
   } while (0)
 
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
 /* The plain loop: the same plan, operands converted the same way, the heuristic's first algorithm
  * (what precis takes without --autotune), and the same sample structure as precis's measurement of
  * the same case (`ours`): the same warm-up rule (options), as many samples of as many calls each,
  * each sample between two events after the same device delay (kernels/stream_delay.h); the median
- * per call. Only the code around the calls differs, so the ratio measures precis's overhead, not
- * a different experiment. */
-static double plain_loop_ms(cublasLtHandle_t lt, cudaStream_t stream, const precis_recipe *r, const float *host_a,
-                            const float *host_b, long n, const precis_case_options *o, const precis_timing *ours,
-                            char *algo, size_t algo_len) {
-  double result = NAN;
+ * per call, added to `side` as one round. Only the code around the calls differs, so the ratio measures precis's
+ * overhead, not a different experiment. Returns false when the loop could not run. */
+static bool plain_loop_samples(cublasLtHandle_t lt, cudaStream_t stream, const precis_recipe *r, const float *host_a,
+                               const float *host_b, long n, const precis_case_options *o, long samples, long calls,
+                               bench_side *side, char *algo, size_t algo_len) {
+  bool result = false;
   precis_gemm_plan plan;
   precis_lt_call call;
   bool call_ready = false;
@@ -59,12 +61,12 @@ static double plain_loop_ms(cublasLtHandle_t lt, cudaStream_t stream, const prec
   unsigned long long *clipped = NULL;
   cudaEvent_t e0 = NULL, e1 = NULL;
   double *per_call = NULL;
-  if (precis_gemm_plan_make_for(&r->spec, n, n, n, 1, false, (int)cublasLtGetVersion(), &plan) != PRECIS_OK) return NAN;
+  if (precis_gemm_plan_make_for(&r->spec, n, n, n, 1, false, (int)cublasLtGetVersion(), &plan) != PRECIS_OK) return false;
   /* The plain loop passes one per-tensor scale: the scale-tensor routes and the fp8 output (issue
    * 16) need buffers it does not build, so they have no plain-loop figure. */
   if (plan.host_quantized || plan.d_scaled) {
     snprintf(algo, algo_len, "no plain loop for %s (scale tensors or scale_D)", plan.route->name);
-    return NAN;
+    return false;
   }
   size_t count = (size_t)n * (size_t)n;
   CK(cudaMalloc(&a32, count * 4));
@@ -144,7 +146,8 @@ static double plain_loop_ms(cublasLtHandle_t lt, cudaStream_t stream, const prec
     delay_us = precis_cuda_delay_after_enqueue_us(precis_now_ms() - enqueue_start);
     CK(cudaEventSynchronize(e1));
   }
-  long samples = ours->samples > 0 ? ours->samples : 1, calls = ours->calls_per_sample > 0 ? ours->calls_per_sample : 1;
+  if (samples < 1) samples = 1;
+  if (calls < 1) calls = 1;
   per_call = malloc(sizeof *per_call * (size_t)samples);
   if (!per_call) goto done;
   for (long rep = 0; rep < samples; rep++) {
@@ -160,8 +163,7 @@ static double plain_loop_ms(cublasLtHandle_t lt, cudaStream_t stream, const prec
     CK(cudaEventElapsedTime(&ms, e0, e1));
     per_call[rep] = ms / (double)calls;
   }
-  qsort(per_call, (size_t)samples, sizeof per_call[0], cmp_double);
-  result = precis_percentile_sorted(per_call, (size_t)samples, 50);
+  result = bench_side_add_round(side, per_call, (size_t)samples);
 done:
   free(per_call);
   if (call_ready) precis_lt_call_destroy(&call);
@@ -183,13 +185,17 @@ int main(int argc, char **argv) {
   bench_verdict verdict;
   bench_verdict_init(&verdict, &argc, argv);
   const char *sizes_arg = "4096,8192", *recipes_arg = "fp32,tf32,fp16,bf16,int8,fp8";
+  int rounds = BENCH_DEFAULT_ROUNDS;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--sizes") == 0 && i + 1 < argc)
       sizes_arg = argv[++i];
     else if (strcmp(argv[i], "--recipes") == 0 && i + 1 < argc)
       recipes_arg = argv[++i];
+    else if (strcmp(argv[i], "--rounds") == 0 && i + 1 < argc && atoi(argv[i + 1]) >= 4 && atoi(argv[i + 1]) % 4 == 0)
+      rounds = atoi(argv[++i]);
     else {
-      fprintf(stderr, "usage: %s [--sizes 4096,8192] [--recipes fp32,tf32,fp16,bf16,int8,fp8] [--report-only]\n",
+      fprintf(stderr,
+              "usage: %s [--sizes 4096,8192] [--recipes fp32,tf32,fp16,bf16,int8,fp8] [--rounds 4|8|12...] [--report-only]\n",
               argv[0]);
       return 2;
     }
@@ -260,29 +266,56 @@ int main(int argc, char **argv) {
         bench_failed(&verdict);
         continue;
       }
+      /* ABBA rounds of precis (A) and the plain loop (B), each side the same samples x calls per
+       * round; the means of the round medians give the ratio (bench/bench_interleave.h). Round 0
+       * starts with precis, so the plain loop always knows precis's calls per sample. */
+      precis_case_options ro = o;
+      ro.min_samples = ro.max_samples = bench_samples_per_round(rounds);
+      ro.max_time_ms = 60000; /* the sample count decides, not the time budget */
       precis_case_output out;
       precis_case_output_init(&out);
-      if (be->run_case(ctx, &recipe->spec, &info, &data, &o, &out) != PRECIS_OK || out.status != PRECIS_ROW_OK) {
+      bench_side ours_side = {0}, plain_side = {0};
+      char plain_algo[128] = "?";
+      bool ran = true, plain_ran = true;
+      long calls = 1;
+      for (int round = 0; round < rounds && ran && plain_ran; round++)
+        for (int turn = 0; turn < 2 && ran && plain_ran; turn++) {
+          if ((turn == 0) == bench_round_a_first(round)) {
+            precis_case_output_free(&out);
+            precis_case_output_init(&out);
+            ran = be->run_case(ctx, &recipe->spec, &info, &data, &ro, &out) == PRECIS_OK && out.status == PRECIS_ROW_OK &&
+                  bench_side_add_round(&ours_side, out.time.samples_ms, out.time.n_samples_ms);
+            calls = out.time.calls_per_sample > 0 ? out.time.calls_per_sample : 1;
+          } else {
+            plain_ran = plain_loop_samples(lt, stream, recipe, a, b, n, &o, ro.min_samples, calls, &plain_side,
+                                           plain_algo, sizeof plain_algo);
+          }
+        }
+      if (!ran) {
         printf("%6ld %-6s %s: %s\n", n, recipe->name, precis_row_status_str(out.status), out.reason);
         precis_case_output_free(&out);
+        bench_side_free(&ours_side), bench_side_free(&plain_side);
         bench_failed(&verdict);
         continue;
       }
-      double ours = out.time.median_ms;
-      char precis_algo[128];
+      char precis_algo[160];
       snprintf(precis_algo, sizeof precis_algo, "algo %s tile %s stages %s splitK %s reduction %s",
                precis_kv_get(&out.details, "algo_id"), precis_kv_get(&out.details, "algo_tile"),
                precis_kv_get(&out.details, "algo_stages"), precis_kv_get(&out.details, "algo_splitk"),
                precis_kv_get(&out.details, "algo_reduction_scheme"));
-      char plain_algo[128] = "?";
-      double plain = plain_loop_ms(lt, stream, recipe, a, b, n, &o, &out.time, plain_algo, sizeof plain_algo);
-      double ratio = plain / ours;
-      /* A plain loop that did not run (NAN) is a missed goal, not a met one. */
+      size_t ours_n = ours_side.all.count, plain_n = plain_side.all.count;
+      /* Fewer than 50 samples a side (or no plain loop): NAN, a missed goal, not a met one. */
+      double ratio = bench_interleaved_ratio(&ours_side, &plain_side);
+      double ours = bench_side_estimate(&ours_side), plain = bench_side_estimate(&plain_side);
       bool met = bench_goal(&verdict, ratio, 0.99, 1 / 0.99);
       printf("%6ld %-6s %12.5f %12.5f %7.4f %10.1f %10.1f  %s%s%s%s\n", n, recipe->name, ours, plain, ratio,
              flops / (ours * 1e-3) / 1e12, flops / (plain * 1e-3) / 1e12, precis_algo,
              strcmp(precis_algo, plain_algo) == 0 ? " | same" : " | ", strcmp(precis_algo, plain_algo) == 0 ? "" : plain_algo,
              met ? "" : "  [ratio outside 0.99..1.0101]");
+      printf("       %-6s %d ABBA rounds: %zu precis and %zu plain samples (mean of round medians per call), reduction %s\n",
+             "", rounds, ours_n, plain_n,
+             precis_kv_get(&out.details, "algo_reduction") ? precis_kv_get(&out.details, "algo_reduction") : "null");
+      bench_side_free(&ours_side), bench_side_free(&plain_side);
       printf("       %-6s samples %ld x %ld calls, p95 %.5f ms, convert %.4f ms, e2e %.5f ms, tracked %lld B, device peak "
              "%lld B, untracked %lld B, clock %s->%s MHz\n",
              "", out.time.samples, out.time.calls_per_sample, out.time.p95_ms, out.time.convert_ms, out.time.e2e_median_ms,

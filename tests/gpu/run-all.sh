@@ -19,6 +19,18 @@ if [ ! -d "$dir" ]; then
   echo "run-all.sh: no such folder: $dir (build first: cmake -S . -B build && cmake --build build)" >&2
   exit 2
 fi
+# gpu_test_devices runs the precis program named by PRECIS, which only CTest sets: export it here
+# (given, else PRECIS_BIN_DIR's, else the one on PATH, else the build tree's next to this folder).
+if [ -z "${PRECIS:-}" ]; then
+  for candidate in "${PRECIS_BIN_DIR:-/nonexistent}/precis" "$(command -v precis 2>/dev/null || true)" \
+    "$dir/../../precis"; do
+    if [ -n "$candidate" ] && [ -x "$candidate" ] && [ -f "$candidate" ]; then
+      PRECIS=$(cd "$(dirname "$candidate")" && pwd)/precis
+      break
+    fi
+  done
+fi
+if [ -n "${PRECIS:-}" ]; then export PRECIS; echo "PRECIS=$PRECIS"; else echo "PRECIS: no precis program found (gpu_test_devices will fail)"; fi
 log_dir=${LOG_DIR:-$(mktemp -d)}
 mkdir -p "$log_dir"
 limit=${GPU_TEST_TIMEOUT:-600}

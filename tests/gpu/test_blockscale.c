@@ -17,7 +17,7 @@
 
 #include "eval/backend.h"
 #include "eval/cpu_quantized.h"
-#include "eval/cuda_api.h"
+#include "kernels/cuda_api.h"
 #include "gpu_probe.h"
 #include "harness.h"
 #include "preset_fixture.h"

@@ -15,9 +15,10 @@
 
 #include "eval/backend.h"
 #include "backend_agreement.h"
-#include "eval/cuda_api.h"
+#include "kernels/cuda_api.h"
 #include "numerics/format.h"
 #include "eval/gemm_plan.h"
+#include "cuda_cases.h"
 #include "gpu_probe.h"
 #include "harness.h"
 #include "preset_fixture.h"
@@ -38,75 +39,6 @@ static bool recipe_runs_here(const precis_recipe *r) {
   CHECK_MSG(probed || !cc_ok, "%s: sm_%d%d should run it, but the backend says: %s", r->name, cc_major, cc_minor,
             reason);
   return probed;
-}
-
-static uint64_t rng = 0x2545f4914f6cdd1dULL;
-static double uniform(void) {
-  rng ^= rng << 13;
-  rng ^= rng >> 7;
-  rng ^= rng << 17;
-  return (double)(rng >> 11) / 9007199254740992.0;
-}
-
-typedef struct workload {
-  precis_workload_info info;
-  precis_workload_data data;
-  double *ab; /* |a|·|b| per output */
-} workload;
-
-static void workload_free(workload *w) {
-  free(w->data.a);
-  free(w->data.b);
-  free(w->data.c_ref);
-  free(w->data.ab_abs);
-  free(w->data.calib_a);
-  memset(w, 0, sizeof *w);
-}
-
-/* integers: values in [-4, 4], so every float recipe is exact (|partial sums| <= 16*k <= 2048 for
- * k <= 128, exact even in fp16 accumulation); else uniform in [-1, 1). */
-static void workload_make(workload *w, int64_t m, int64_t n, int64_t k, int64_t batch, bool b_batched, bool integers,
-                          int64_t calib) {
-  memset(w, 0, sizeof *w);
-  w->info.name = "gpu-test";
-  w->info.kind = "gemm";
-  w->info.description = "";
-  w->info.a_dist = integers ? "integers" : "uniform";
-  w->info.b_dist = w->info.a_dist;
-  w->info.m = m;
-  w->info.n = n;
-  w->info.k = k;
-  w->info.batch = batch;
-  w->info.b_batched = b_batched;
-  w->info.calib_samples = calib;
-  int64_t nb = b_batched ? batch : 1;
-  w->data.a = malloc(sizeof(float) * (size_t)(batch * m * k));
-  w->data.b = malloc(sizeof(float) * (size_t)(nb * k * n));
-  w->data.c_ref = calloc((size_t)(batch * m * n), sizeof(double));
-  w->data.ab_abs = calloc((size_t)(batch * m * n), sizeof(double));
-  for (int64_t i = 0; i < batch * m * k; i++)
-    w->data.a[i] = integers ? (float)((int)(uniform() * 9) - 4) : (float)(2 * uniform() - 1);
-  for (int64_t i = 0; i < nb * k * n; i++)
-    w->data.b[i] = integers ? (float)((int)(uniform() * 9) - 4) : (float)(2 * uniform() - 1);
-  if (calib > 0) {
-    w->data.calib_a = malloc(sizeof(float) * (size_t)(calib * m * k));
-    for (int64_t i = 0; i < calib * m * k; i++) w->data.calib_a[i] = (float)(1.6 * uniform() - 0.8);
-  }
-  /* The references only where the test compares (the backends never read them). */
-  bool references = batch * m * n * k <= ((int64_t)1 << 24);
-  for (int64_t b = 0; b < (references ? batch : 0); b++)
-    for (int64_t i = 0; i < m; i++)
-      for (int64_t j = 0; j < n; j++) {
-        double s = 0, t = 0;
-        const float *bm = w->data.b + (b_batched ? b : 0) * k * n;
-        for (int64_t p = 0; p < k; p++) {
-          double x = w->data.a[(b * m + i) * k + p], y = bm[p * n + j];
-          s += x * y;
-          t += fabs(x) * fabs(y);
-        }
-        w->data.c_ref[(b * m + i) * n + j] = s;
-        w->data.ab_abs[(b * m + i) * n + j] = t;
-      }
 }
 
 static precis_case_options quick_options(void) {
@@ -169,22 +101,6 @@ static void compare(const precis_recipe *r, const workload *w, const float *gpu,
             first >= 0 ? ref[first] : 0.0);
 }
 
-typedef struct shape {
-  int64_t m, n, k, batch;
-  bool b_batched;
-} shape;
-static const shape shapes[] = {
-    {33, 20, 45, 1, false}, {1, 7, 19, 3, false}, {5, 9, 30, 2, true}, {64, 64, 64, 1, false},
-    {17, 1, 8, 1, false},   {2, 33, 17, 4, true}, {128, 96, 128, 2, false},
-};
-
-/* fp8-rowwise and fp8-block (issue 16): cuBLASLt scale tensors, which the plan refuses for a b
- * per batch element. */
-static bool takes_scale_tensors(const precis_recipe *r) {
-  const precis_lt_route *route = precis_lt_route_find(&r->spec, NULL, 0);
-  return route && (route->scaling == PRECIS_LT_SCALING_OUTER_VEC || route->scaling == PRECIS_LT_SCALING_BLOCK128);
-}
-
 static void against_cpu(bool integers) {
   precis_case_options o = quick_options();
   /* The presets of `all`, then fp8-fast (optional: FAST_ACCUM against the cpu backend's model of
@@ -196,11 +112,16 @@ static void against_cpu(bool integers) {
       workload w;
       workload_make(&w, shapes[s].m, shapes[s].n, shapes[s].k, shapes[s].batch, shapes[s].b_batched, integers, 0);
       precis_case_output g, c;
-      if (takes_scale_tensors(r) && shapes[s].b_batched && shapes[s].batch > 1) {
+      char why[512];
+      /* Refusals the plan or the emulation must give (cuda_cases.h; checked on the CPU by
+       * tests/test_cuda_expectations.c): nvfp4's per-b tensor scales on random data, scale tensors
+       * with a b per batch element. */
+      if (cuda_expected_refusal(&r->spec, &w.info, &w.data, cc_major, cc_minor, why, sizeof why)) {
         precis_case_output_init(&g);
         CHECK_OK(cuda->run_case(cuda_ctx, &r->spec, &w.info, &w.data, &o, &g));
-        CHECK_MSG(g.status == PRECIS_ROW_UNSUPPORTED && strstr(g.reason, "no batch stride"), "%s b_batched: %s: %s",
-                  r->name, precis_row_status_str(g.status), g.reason);
+        CHECK_MSG(g.status == PRECIS_ROW_UNSUPPORTED && strstr(g.reason, why), "%s shape %zu: %s: %s (expected: %s)",
+                  r->name, s, precis_row_status_str(g.status), g.reason, why);
+        printf("  %s shape %zu refused as expected: %s\n", r->name, s, g.reason);
         precis_case_output_free(&g);
         workload_free(&w);
         continue;

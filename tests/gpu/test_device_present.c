@@ -1,5 +1,5 @@
 /* Smoke test of the CUDA inventory: skipped (77) only on a machine without a CUDA device. */
-#include "eval/cuda_api.h"
+#include "kernels/cuda_api.h"
 #include "gpu_probe.h"
 #include "harness.h"
 #include "numerics/recipe.h"

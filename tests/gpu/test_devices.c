@@ -25,15 +25,18 @@ static int shell(const char *fmt, const char *a, const char *b, const char *c) {
 }
 
 int main(void) {
+  /* Checked before the device probe, so that a runner that forgets to export PRECIS (CTest sets it;
+   * tests/gpu/run-all.sh exports it) fails on any machine, not only on one with a GPU. */
+  const char *precis = getenv("PRECIS");
+  if (!precis || !*precis || access(precis, X_OK) != 0) {
+    printf("FAIL: PRECIS (the precis binary) is %s%s%s: set by CTest, exported by tests/gpu/run-all.sh\n",
+           precis ? "\"" : "not set", precis ? precis : "", precis ? "\", not an executable" : "");
+    return 1;
+  }
   int probe = precis_gpu_probe();
   if (probe) return probe;
   int count = 0;
   cudaGetDeviceCount(&count);
-  const char *precis = getenv("PRECIS");
-  if (!precis) {
-    printf("FAIL: PRECIS (the binary) is not set\n");
-    return 1;
-  }
   char dir[] = "/tmp/precis-devices-XXXXXX";
   if (!mkdtemp(dir)) return 1;
   char suite[512], dataset[512], split[512], single[512], path[600];

@@ -22,7 +22,7 @@
 #include <string.h>
 
 #include "eval/backend.h"
-#include "eval/cuda_api.h"
+#include "kernels/cuda_api.h"
 #include "numerics/format.h"
 #include "gpu_probe.h"
 #include "harness.h"

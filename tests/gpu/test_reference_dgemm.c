@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "eval/cuda_api.h"
+#include "kernels/cuda_api.h"
 #include "data/distributions.h"
 #include "data/generate.h"
 #include "gpu_probe.h"

@@ -5,7 +5,7 @@
   every shorter prefix of it (an abbreviation, `--target` for `--target-spread`) is refused with exit
   2, "unknown option", the options it could mean and the list of the command's options; so is an
   unknown name and an unknown one-letter option;
-- the options a command's --help describes are the options it accepts (the table in src/cli/main.c
+- the options a command's --help describes are the options it accepts (the table in src/cli/cli_main.c
   and the parsers agree with the help text);
 - the one-letter forms are the same everywhere: -q on every command with --quiet (`precis run -q`
   was refused), -o on every command with --output, -h everywhere.

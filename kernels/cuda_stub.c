@@ -1,10 +1,11 @@
-/* Stands in for kernels/ when this binary is built without CUDA. */
+/* Stands in for kernels/ when this binary is built without CUDA: then the only source of the
+ * kernels library (kernels/CMakeLists.txt), so that cli/ links the same API either way. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
-#include "cuda_api.h"
+#include "kernels/cuda_api.h"
+#include "data/generate.h"
 
 #if !PRECIS_HAVE_CUDA
 precis_status precis_cuda_inventory_get(precis_cuda_inventory *out) {
@@ -32,5 +33,10 @@ precis_status precis_cuda_reference_compute(int device, const float *a, const fl
 precis_status precis_cuda_reference_describe(int device, char *text, size_t len) {
   (void)device, (void)text, (void)len;
   return precis_cuda_reference_compute(device, NULL, NULL, 0, 0, 0, 0, false, NULL, NULL);
+}
+
+const precis_reference_device *precis_cuda_reference_device(void) {
+  static const precis_reference_device device = {precis_cuda_reference_describe, precis_cuda_reference_compute};
+  return &device;
 }
 #endif

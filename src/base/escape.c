@@ -162,3 +162,23 @@ char *precis_markdown_escape(const char *s) {
   precis_buf_markdown(&b, s);
   return precis_buf_take(&b);
 }
+
+char *precis_strdup(const char *s) {
+  if (!s) return NULL;
+  size_t n = strlen(s) + 1;
+  char *d = malloc(n);
+  if (d) memcpy(d, s, n);
+  return d;
+}
+
+char *precis_asprintf(const char *fmt, ...) {
+  va_list ap, ap2;
+  va_start(ap, fmt);
+  va_copy(ap2, ap);
+  int n = vsnprintf(NULL, 0, fmt, ap);
+  va_end(ap);
+  char *s = n >= 0 ? malloc((size_t)n + 1) : NULL;
+  if (s) vsnprintf(s, (size_t)n + 1, fmt, ap2);
+  va_end(ap2);
+  return s;
+}

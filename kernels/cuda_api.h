@@ -1,5 +1,8 @@
-/* What src/ may ask of the CUDA side without including a CUDA header. Implemented in kernels/
- * when CUDA is built, and by cuda_stub.c otherwise. */
+/* What the layers above kernels/ (cli/, the tests, src/api/) may ask of the CUDA side without
+ * including a CUDA header. Implemented in kernels/ when CUDA is built, and by kernels/cuda_stub.c
+ * otherwise (then the only file of the kernels library). eval/ and data/ sit below kernels/
+ * (src/layers.txt): they never call these; the cuda backend reaches the runner as a precis_backend
+ * (a table of function pointers) and the device references reach gen as a precis_reference_device. */
 #ifndef PRECIS_CUDA_API_H
 #define PRECIS_CUDA_API_H
 
@@ -7,9 +10,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "numerics/recipe.h"
-#include "numerics/spec.h"
 #include "base/status.h"
+#include "eval/backend.h"
+#include "eval/capability.h" /* the route table, which callers of the inventory ask too */
+#include "numerics/recipe.h"
 
 typedef struct precis_device_info {
   int index;
@@ -36,21 +40,6 @@ typedef struct precis_cuda_inventory {
 
 precis_status precis_cuda_inventory_get(precis_cuda_inventory *out);
 void precis_cuda_inventory_free(precis_cuda_inventory *inv);
-/* Capability rule for one spec on a compute capability (shared by info, recipes, explain and the
- * backend): a route (gemm_plan.h) and its minimum compute capability. */
-bool precis_cuda_spec_supported(const precis_spec *spec, int cc_major, int cc_minor, char *reason, size_t len);
-/* Specs the cuda backend runs by exact dequantization on the host (issue 16): weight-only with a
- * bf16/fp16 activation and the same output format, and MX/NVFP4 on both operands with a bf16 output
- * (nv: the tensor scales go to alpha at run time). true with the
- * spec of the GEMM that then runs (bf16 or fp16 operands, fp32 accumulation) and a line for reports.
- * The dequantized operands are precis_cpu_quant_dequantized_inputs (cpu_quantized.h). */
-bool precis_lt_dequant_emulation(const precis_spec *spec, precis_spec *sub, char *how, size_t len);
-/* The same on a device of compute capability cc_major.cc_minor: false when a route runs the spec
- * natively there (mxfp8/mxfp4/nvfp4 on cc >= 10.0), else precis_lt_dequant_emulation. Every caller
- * that picks between a native route and the emulation asks this. */
-bool precis_lt_emulated_on(const precis_spec *spec, int cc_major, int cc_minor, precis_spec *sub, char *how,
-                           size_t len);
-
 /* gen --reference-device cuda (kernels/reference_dgemm.c): c_ref = a.b and (when ab_abs is not
  * NULL) ab_abs = |a|.|b| by cublasDgemm on CUDA device `device`, in calls of
  * PRECIS_REFERENCE_BLOCK_ROWS rows as on the CPU; shapes as precis_reference_compute. Without
@@ -59,5 +48,12 @@ precis_status precis_cuda_reference_compute(int device, const float *a, const fl
                                             int64_t n, int64_t k, bool b_batched, double *c_ref, double *ab_abs);
 /* The `reference` text of those references: device, compute capability, cuBLAS and CUDA versions. */
 precis_status precis_cuda_reference_describe(int device, char *text, size_t len);
+/* Those two as the table gen takes (precis_gen_options.reference_cuda; data/generate.h, which this
+ * header does not include: its distributions.h and numerics/quantize.h both name PRECIS_OPERAND_A). */
+struct precis_reference_device;
+const struct precis_reference_device *precis_cuda_reference_device(void);
+
+/* The cuda backend (kernels/cuda_backend.c); NULL when this binary was built without CUDA. */
+const precis_backend *precis_backend_cuda(void);
 
 #endif

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "report/escape.h"
+#include "base/escape.h"
 #include "numerics/format.h"
 #include "numerics/recipe.h"
 #include "report/report_util.h"

@@ -1,4 +1,5 @@
-/* Text building and escaping for the report printers. Every string that came from a dataset
+/* Text building and escaping (base/, so that data/ and report/ share it; the report printers are its
+ * main users). Every string that came from a dataset
  * (workload names, descriptions, reasons) goes through the escaper of the format it lands in:
  * HTML, Markdown, CSV (RFC 4180 plus spreadsheet formula neutralization) or a terminal. */
 #ifndef PRECIS_ESCAPE_H
@@ -41,6 +42,10 @@ void precis_buf_csv(precis_buf *b, const char *s, bool is_text);
 /* Appends s for a terminal: control characters (ESC sequences could rewrite the screen) are
  * replaced by '?'. At most max_width bytes when max_width > 0, cut with "~". */
 void precis_buf_terminal(precis_buf *b, const char *s, size_t max_width);
+
+/* A copy of s (NULL-safe: NULL gives NULL), and a formatted string; NULL when allocation failed. */
+char *precis_strdup(const char *s);
+char *precis_asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Allocating conveniences (NULL-safe: NULL gives ""). */
 char *precis_html_escape(const char *s);

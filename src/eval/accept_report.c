@@ -10,7 +10,7 @@
 #include "eval/accept.h"
 #include "base/fileio.h"
 #include "precis_version.h"
-#include "report_util.h"
+#include "report/report_util.h"
 
 /* ---- JSON ------------------------------------------------------------------------------------- */
 

@@ -1,0 +1,91 @@
+/* libprecis: quantize an operand and emulate one (batched) GEMM exactly as a recipe does on the cpu
+ * backend: the same functions, so the same bits, as `precis run --backend cpu --save-outputs`
+ * (DESIGN §11, §15). Arrays are dense and row-major (C order); nothing is kept between calls. */
+#ifndef PRECIS_PUBLIC_EMULATE_H
+#define PRECIS_PUBLIC_EMULATE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "precis/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* C[s, m, n] = A[s, m, k] · B[k, n] (one B shared by the batch) or · B[s, k, n] (b_batched), as in
+ * a dataset's workload (DESIGN §4). Float64 inputs are what a dataset stores as float64: recipes
+ * with narrower operands read their float32 rounding (RNE), fp64 recipes the values themselves. */
+typedef struct precis_gemm {
+  int64_t batch, m, n, k; /* each >= 1 */
+  int b_batched;
+  const void *a;          /* [batch, m, k] */
+  precis_dtype a_dtype;
+  const void *b;          /* [k, n] or [batch, k, n] */
+  precis_dtype b_dtype;
+  /* Optional [calib_samples, m, k] float32 calibration inputs, as a workload's calib/a: recipes
+   * with static activation scales (scale=absmax|percentile|mse) need them, and SmoothQuant
+   * (smooth=) takes its scales from them (without, from A itself, as for a workload without a
+   * calibration split). NULL/0 when none. */
+  const float *calib_a;
+  int64_t calib_samples;
+} precis_gemm;
+
+typedef struct precis_emulate_info {
+  precis_dtype out_dtype;     /* F64 for out=fp64 recipes (their exact output), else F32 */
+  double clipped_fraction;    /* quantized recipes: inputs that saturated; NaN otherwise */
+  char canonical[256];        /* the recipe's canonical spec */
+  char emulation[200];        /* how the cpu backend computed it */
+} precis_emulate_info;
+
+/* The output's natural dtype for a recipe (F64 for out=fp64, else F32), without computing. */
+precis_status precis_emulate_out_dtype(const char *recipe, precis_dtype *out);
+
+/* Computes C (batch*m*n elements of c_dtype, caller-allocated). c_dtype F32 gets the bits the cpu
+ * backend's float32 output holds (what --save-outputs writes for every recipe but out=fp64); F64
+ * gets the float64 output of an out=fp64 recipe, else the float32 output widened. info may be NULL.
+ * Errors: PRECIS_E_USAGE (no recipe, bad shape or dtype, a static-scale recipe without calib_a),
+ * PRECIS_E_UNSUPPORTED (the cpu backend does not run this recipe; the message says why),
+ * PRECIS_E_DOES_NOT_FIT (host memory), PRECIS_E_RUNTIME. */
+precis_status precis_emulate(const char *recipe, const precis_gemm *gemm, void *c, precis_dtype c_dtype,
+                             precis_emulate_info *info);
+
+/* ---- quantize / dequantize one operand by its spec field ---------------------------------------
+ * operand: "a=FMT[@GRAN[:CONV]]" or "b=..." (a bare "FMT@GRAN" is operand A), the syntax of a
+ * spec's a= and b= fields. A is [rows, k] (a [batch, m, k] A is the batch*m rows together, as the
+ * cpu backend quantizes it); B is [k, cols], and a [batch, k, n] B is quantized matrix by matrix
+ * (one tensor scale over all of them with @tensor, again as the backend does). */
+typedef struct precis_quantized precis_quantized;
+
+precis_status precis_quantize_operand(const char *operand, const float *x, int64_t batch, int64_t rows, int64_t cols,
+                                      precis_quantized **out);
+void precis_quantized_free(precis_quantized *q);
+
+/* The canonical operand ("s8@row:sym") and its side ('a' or 'b'). */
+const char *precis_quantized_operand(const precis_quantized *q);
+char precis_quantized_side(const precis_quantized *q);
+/* 1 for scaled formats (e4m3, e5m2, e2m1, s8, s4, u4); 0 for a plain RNE cast (bf16, fp16, tf32,
+ * fp32, fp64), which has no codes or scales: only values. */
+int precis_quantized_is_scaled(const precis_quantized *q);
+/* batch*rows*cols codes, one per byte (e4m3/e5m2 bits, e2m1 and u4 in the low nibble, s8 and s4 as
+ * two's complement int8); NULL when unscaled. */
+const uint8_t *precis_quantized_codes(const precis_quantized *q);
+/* Each group's scale as a float value, for each of the *n_mats matrices a [*rows, *cols] grid
+ * (mats x rows x cols floats); NULL when unscaled. */
+const float *precis_quantized_scales(const precis_quantized *q, int64_t *n_mats, int64_t *rows, int64_t *cols);
+/* mx: the E8M0 scale codes, nv: the E4M3 block-scale codes (same grid); NULL otherwise. */
+const uint8_t *precis_quantized_scale_codes(const precis_quantized *q);
+/* Asymmetric integers (u4): a zero point per group (same grid); NULL otherwise. */
+const uint8_t *precis_quantized_zero_points(const precis_quantized *q);
+/* nv: the fp32 second-level scale of each matrix (n_mats values); NULL otherwise. */
+const float *precis_quantized_tensor_scales(const precis_quantized *q);
+/* The value each element stands for, in float32 (batch*rows*cols). */
+const float *precis_quantized_values(const precis_quantized *q);
+/* Inputs that saturated or were NaN. */
+size_t precis_quantized_clipped(const precis_quantized *q);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,557 @@
+/* precis._precis: the C extension of the Python package (DESIGN §15), over the public C API only
+ * (the headers under include/precis/). CPython's stable ABI (Py_LIMITED_API 3.11, for the buffer protocol).
+ *
+ * Arrays come in through the buffer protocol, dense and C-ordered (a non-contiguous buffer is
+ * refused by PyObject_GetBuffer itself), with their element type checked; the output of emulate is
+ * a writable buffer the caller allocated. NumPy is not used here: the thin layer in precis/ converts.
+ * Every C error becomes an exception of precis.Error's family carrying precis's message, its status
+ * name (`status`) and the CLI's exit code for it (`exit_code`). The GIL is released around every call
+ * that computes or touches files. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <hdf5.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "precis/precis.h"
+
+static PyObject *error_base, *error_usage, *error_unsupported, *error_memory, *error_io;
+
+/* The exception of a status: precis.UsageError is a ValueError, precis.UnsupportedError a
+ * NotImplementedError, precis.OutOfMemoryError a MemoryError, precis.IOError an OSError. */
+static PyObject *raise_status(precis_status st) {
+  PyObject *type = error_base;
+  switch (st) {
+  case PRECIS_E_USAGE:
+  case PRECIS_E_INPUT:
+  case PRECIS_E_EXISTS: type = error_usage; break;
+  case PRECIS_E_UNSUPPORTED: type = error_unsupported; break;
+  case PRECIS_E_NOMEM:
+  case PRECIS_E_DOES_NOT_FIT: type = error_memory; break;
+  case PRECIS_E_IO: type = error_io; break;
+  default: break;
+  }
+  const char *msg = precis_last_error();
+  PyObject *exc = PyObject_CallFunction(type, "s", msg && msg[0] ? msg : precis_status_str(st));
+  if (!exc) return NULL;
+  PyObject *name = PyUnicode_FromString(precis_status_str(st));
+  PyObject *code = PyLong_FromLong(precis_status_exit_code(st));
+  if (name && code) {
+    PyObject_SetAttrString(exc, "status", name);
+    PyObject_SetAttrString(exc, "exit_code", code);
+  }
+  Py_XDECREF(name);
+  Py_XDECREF(code);
+  PyErr_SetObject(type, exc);
+  Py_DECREF(exc);
+  return NULL;
+}
+
+/* ---- buffers ------------------------------------------------------------------------------ */
+
+/* The element type of a buffer's struct format: "f"/"<f"/"=f" float32, "d" float64; -1 otherwise. */
+static int format_dtype(const char *fmt) {
+  if (!fmt) return -1;
+  if (fmt[0] == '<' || fmt[0] == '=' || fmt[0] == '@') fmt++;
+  if (strcmp(fmt, "f") == 0) return PRECIS_DTYPE_F32;
+  if (strcmp(fmt, "d") == 0) return PRECIS_DTYPE_F64;
+  return -1;
+}
+
+/* Takes a C-contiguous buffer of float32 (or float64 when allow_f64) holding exactly `count`
+ * elements. Raises TypeError (element type), BufferError (not contiguous, from CPython) or
+ * ValueError (size) naming the argument. */
+static int get_array(PyObject *obj, const char *name, int writable, int allow_f64, Py_ssize_t count, Py_buffer *view,
+                     precis_dtype *dtype) {
+  int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
+  if (PyObject_GetBuffer(obj, view, flags) != 0) {
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyObject *text = value ? PyObject_Str(value) : NULL;
+    PyErr_Format(PyExc_BufferError, "%s: expected a C-contiguous%s array (%S)", name, writable ? ", writable" : "",
+                 text ? text : Py_None);
+    Py_XDECREF(text);
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(tb);
+    return -1;
+  }
+  int t = format_dtype(view->format);
+  if (t < 0 || (t == PRECIS_DTYPE_F64 && !allow_f64)) {
+    PyErr_Format(PyExc_TypeError, "%s: element type \"%s\": expected float32%s", name, view->format ? view->format : "B",
+                 allow_f64 ? " or float64" : "");
+    PyBuffer_Release(view);
+    return -1;
+  }
+  if (view->len != count * view->itemsize) {
+    PyErr_Format(PyExc_ValueError, "%s: %zd elements, expected %zd", name, view->len / view->itemsize, count);
+    PyBuffer_Release(view);
+    return -1;
+  }
+  *dtype = (precis_dtype)t;
+  return 0;
+}
+
+/* count = d0*d1*d2 with every dimension >= 1, or a ValueError. */
+static int checked_count(const char *what, long long d0, long long d1, long long d2, Py_ssize_t *count) {
+  if (d0 < 1 || d1 < 1 || d2 < 1) {
+    PyErr_Format(PyExc_ValueError, "%s of shape [%lld, %lld, %lld]: every dimension must be at least 1 (empty arrays "
+                 "have nothing to compute)", what, d0, d1, d2);
+    return -1;
+  }
+  if (d1 > PY_SSIZE_T_MAX / 8 / d0 || d2 > PY_SSIZE_T_MAX / 8 / (d0 * d1)) {
+    PyErr_Format(PyExc_ValueError, "%s of shape [%lld, %lld, %lld]: too large", what, d0, d1, d2);
+    return -1;
+  }
+  *count = (Py_ssize_t)(d0 * d1 * d2);
+  return 0;
+}
+
+/* ---- specs and recipes -------------------------------------------------------------------- */
+
+static PyObject *py_spec_canonical(PyObject *self, PyObject *args) {
+  const char *text;
+  if (!PyArg_ParseTuple(args, "s:spec_canonical", &text)) return NULL;
+  char buf[PRECIS_CANONICAL_MAX];
+  precis_status st = precis_spec_canonical(text, buf, sizeof buf);
+  if (st != PRECIS_OK) return raise_status(st);
+  return PyUnicode_FromString(buf);
+}
+
+static PyObject *py_recipes(PyObject *self, PyObject *unused) {
+  size_t n = precis_recipe_count();
+  PyObject *list = PyList_New(0);
+  if (!list) return NULL;
+  for (size_t i = 0; i < n; i++) {
+    precis_recipe_entry e;
+    if (precis_recipe_get(i, &e) != PRECIS_OK) {
+      Py_DECREF(list);
+      return raise_status(PRECIS_E_RUNTIME);
+    }
+    PyObject *d = Py_BuildValue("{s:s,s:s,s:s,s:O,s:O,s:O,s:O,s:O}", "name", e.name, "spec", e.spec, "description",
+                                e.description, "in_all", e.in_all ? Py_True : Py_False, "high_precision",
+                                e.high_precision ? Py_True : Py_False, "baseline", e.baseline ? Py_True : Py_False,
+                                "required", e.required ? Py_True : Py_False, "cpu", e.cpu_supported ? Py_True : Py_False);
+    if (!d || PyList_Append(list, d) != 0) {
+      Py_XDECREF(d);
+      Py_DECREF(list);
+      return NULL;
+    }
+    Py_DECREF(d);
+  }
+  return list;
+}
+
+static PyObject *py_cpu_support(PyObject *self, PyObject *args) {
+  const char *text;
+  if (!PyArg_ParseTuple(args, "s:cpu_support", &text)) return NULL;
+  char why[512];
+  precis_status st = precis_recipe_cpu_support(text, why, sizeof why);
+  if (st == PRECIS_OK) return Py_BuildValue("(Os)", Py_True, "");
+  if (st == PRECIS_E_UNSUPPORTED) return Py_BuildValue("(Os)", Py_False, why);
+  return raise_status(st);
+}
+
+static PyObject *py_out_dtype(PyObject *self, PyObject *args) {
+  const char *text;
+  if (!PyArg_ParseTuple(args, "s:out_dtype", &text)) return NULL;
+  precis_dtype t;
+  precis_status st = precis_emulate_out_dtype(text, &t);
+  if (st != PRECIS_OK) return raise_status(st);
+  return PyUnicode_FromString(t == PRECIS_DTYPE_F64 ? "float64" : "float32");
+}
+
+/* ---- emulate -------------------------------------------------------------------------------- */
+
+/* emulate(recipe, a, b, out, batch, m, n, k, b_batched, calib=None, calib_samples=0) -> dict */
+static PyObject *py_emulate(PyObject *self, PyObject *args) {
+  const char *recipe;
+  PyObject *a_obj, *b_obj, *c_obj, *calib_obj = Py_None;
+  long long batch, m, n, k, calib_samples = 0;
+  int b_batched;
+  if (!PyArg_ParseTuple(args, "sOOOLLLLp|OL:emulate", &recipe, &a_obj, &b_obj, &c_obj, &batch, &m, &n, &k, &b_batched,
+                        &calib_obj, &calib_samples))
+    return NULL;
+  Py_ssize_t a_count, b_count, c_count, calib_count = 0;
+  if (checked_count("a", batch, m, k, &a_count) || checked_count("b", b_batched ? batch : 1, k, n, &b_count) ||
+      checked_count("c", batch, m, n, &c_count))
+    return NULL;
+  if (calib_obj != Py_None && checked_count("calib", calib_samples, m, k, &calib_count)) return NULL;
+  Py_buffer a = {0}, b = {0}, c = {0}, calib = {0};
+  precis_dtype a_t, b_t, c_t, calib_t;
+  PyObject *result = NULL;
+  int have_a = 0, have_b = 0, have_c = 0, have_calib = 0;
+  if (get_array(a_obj, "a", 0, 1, a_count, &a, &a_t)) goto done;
+  have_a = 1;
+  if (get_array(b_obj, "b", 0, 1, b_count, &b, &b_t)) goto done;
+  have_b = 1;
+  if (get_array(c_obj, "out", 1, 1, c_count, &c, &c_t)) goto done;
+  have_c = 1;
+  if (calib_obj != Py_None) {
+    if (get_array(calib_obj, "calib", 0, 0, calib_count, &calib, &calib_t)) goto done;
+    have_calib = 1;
+  }
+  precis_gemm g = {.batch = batch, .m = m, .n = n, .k = k, .b_batched = b_batched, .a = a.buf, .a_dtype = a_t,
+                   .b = b.buf, .b_dtype = b_t, .calib_a = have_calib ? calib.buf : NULL,
+                   .calib_samples = have_calib ? calib_samples : 0};
+  precis_emulate_info info;
+  precis_status st;
+  Py_BEGIN_ALLOW_THREADS
+  st = precis_emulate(recipe, &g, c.buf, c_t, &info);
+  Py_END_ALLOW_THREADS
+  if (st != PRECIS_OK) {
+    raise_status(st);
+    goto done;
+  }
+  result = Py_BuildValue("{s:s,s:d,s:s,s:s}", "spec", info.canonical, "clipped_fraction", info.clipped_fraction,
+                         "emulation", info.emulation, "out_dtype",
+                         info.out_dtype == PRECIS_DTYPE_F64 ? "float64" : "float32");
+done:
+  if (have_a) PyBuffer_Release(&a);
+  if (have_b) PyBuffer_Release(&b);
+  if (have_c) PyBuffer_Release(&c);
+  if (have_calib) PyBuffer_Release(&calib);
+  return result;
+}
+
+/* ---- quantize ------------------------------------------------------------------------------- */
+
+static PyObject *bytes_or_none(const void *p, Py_ssize_t len) {
+  if (!p) Py_RETURN_NONE;
+  return PyBytes_FromStringAndSize((const char *)p, len);
+}
+
+/* quantize(operand, x, batch, rows, cols) -> dict of bytes (codes u8, scales f32, scale_codes u8,
+ * zero_points u8, tensor_scales f32, values f32) and the scale grid's shape. */
+static PyObject *py_quantize(PyObject *self, PyObject *args) {
+  const char *operand;
+  PyObject *x_obj;
+  long long batch, rows, cols;
+  if (!PyArg_ParseTuple(args, "sOLLL:quantize", &operand, &x_obj, &batch, &rows, &cols)) return NULL;
+  Py_ssize_t count;
+  if (checked_count("x", batch, rows, cols, &count)) return NULL;
+  Py_buffer x;
+  precis_dtype t;
+  if (get_array(x_obj, "x", 0, 0, count, &x, &t)) return NULL;
+  precis_quantized *q = NULL;
+  precis_status st;
+  Py_BEGIN_ALLOW_THREADS
+  st = precis_quantize_operand(operand, x.buf, batch, rows, cols, &q);
+  Py_END_ALLOW_THREADS
+  PyBuffer_Release(&x);
+  if (st != PRECIS_OK) return raise_status(st);
+  int64_t mats = 0, srows = 0, scols = 0;
+  const float *scales = precis_quantized_scales(q, &mats, &srows, &scols);
+  Py_ssize_t n_scales = (Py_ssize_t)(mats * srows * scols);
+  PyObject *codes = bytes_or_none(precis_quantized_codes(q), count);
+  PyObject *scales_b = bytes_or_none(scales, n_scales * (Py_ssize_t)sizeof(float));
+  PyObject *scale_codes = bytes_or_none(precis_quantized_scale_codes(q), n_scales);
+  PyObject *zeros = bytes_or_none(precis_quantized_zero_points(q), n_scales);
+  PyObject *tensor = bytes_or_none(precis_quantized_tensor_scales(q), (Py_ssize_t)mats * (Py_ssize_t)sizeof(float));
+  PyObject *values = bytes_or_none(precis_quantized_values(q), count * (Py_ssize_t)sizeof(float));
+  PyObject *result = NULL;
+  if (codes && scales_b && scale_codes && zeros && tensor && values) {
+    char side[2] = {precis_quantized_side(q), 0};
+    result = Py_BuildValue("{s:s,s:s,s:O,s:O,s:O,s:O,s:O,s:O,s:O,s:(LLL),s:n}", "operand", precis_quantized_operand(q),
+                           "side", side, "scaled", precis_quantized_is_scaled(q) ? Py_True : Py_False, "codes", codes,
+                           "scales", scales_b, "scale_codes", scale_codes, "zero_points", zeros, "tensor_scales", tensor,
+                           "values", values, "scale_shape", (long long)mats, (long long)srows, (long long)scols,
+                           "clipped", (Py_ssize_t)precis_quantized_clipped(q));
+  }
+  Py_XDECREF(codes);
+  Py_XDECREF(scales_b);
+  Py_XDECREF(scale_codes);
+  Py_XDECREF(zeros);
+  Py_XDECREF(tensor);
+  Py_XDECREF(values);
+  precis_quantized_free(q);
+  return result;
+}
+
+/* ---- datasets ------------------------------------------------------------------------------- */
+
+static PyObject *workload_dict(const precis_workload_desc *w) {
+  return Py_BuildValue("{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:L,s:L,s:L,s:L,s:L,s:O,s:O,s:O,s:O,s:O,s:d,s:K}", "name",
+                       w->name, "kind", w->kind, "description", w->description, "a_dist", w->a_dist, "b_dist", w->b_dist,
+                       "reference", w->reference, "layer", w->layer, "reference_precision", w->reference_precision, "m",
+                       (long long)w->m, "n", (long long)w->n, "k", (long long)w->k, "batch", (long long)w->batch,
+                       "calib_samples", (long long)w->calib_samples, "b_batched", w->b_batched ? Py_True : Py_False,
+                       "a_float64", w->a_f64 ? Py_True : Py_False, "b_float64", w->b_f64 ? Py_True : Py_False,
+                       "has_c_ref_lo", w->has_c_ref_lo ? Py_True : Py_False, "has_b_ref",
+                       w->has_b_ref ? Py_True : Py_False, "reference_error_bound", w->reference_error_bound,
+                       "stored_bytes", (unsigned long long)w->stored_bytes);
+}
+
+/* dataset_info(path) -> dict: id, generator, created_utc, suite, workloads (list of dicts). */
+static PyObject *py_dataset_info(PyObject *self, PyObject *args) {
+  const char *path;
+  if (!PyArg_ParseTuple(args, "s:dataset_info", &path)) return NULL;
+  precis_data *ds = NULL;
+  precis_status st;
+  Py_BEGIN_ALLOW_THREADS
+  st = precis_data_open(path, &ds);
+  Py_END_ALLOW_THREADS
+  if (st != PRECIS_OK) return raise_status(st);
+  PyObject *workloads = PyList_New(0), *result = NULL;
+  for (size_t i = 0; workloads && i < precis_data_workload_count(ds); i++) {
+    precis_workload_desc w;
+    PyObject *d = NULL;
+    if (precis_data_workload(ds, i, &w) != PRECIS_OK || !(d = workload_dict(&w)) || PyList_Append(workloads, d) != 0) {
+      Py_XDECREF(d);
+      Py_CLEAR(workloads);
+      break;
+    }
+    Py_DECREF(d);
+  }
+  if (workloads)
+    result = Py_BuildValue("{s:s,s:s,s:s,s:s,s:s,s:O}", "path", precis_data_path(ds), "id", precis_data_id(ds),
+                           "generator", precis_data_generator(ds), "created_utc", precis_data_created_utc(ds), "suite",
+                           precis_data_suite(ds), "workloads", workloads);
+  Py_XDECREF(workloads);
+  precis_data_close(ds);
+  return result;
+}
+
+/* dataset_arrays(path, workload) -> {name: (bytes, "float32"|"float64", shape)} for every array
+ * the workload has. */
+static PyObject *py_dataset_arrays(PyObject *self, PyObject *args) {
+  const char *path, *name;
+  if (!PyArg_ParseTuple(args, "ss:dataset_arrays", &path, &name)) return NULL;
+  precis_data *ds = NULL;
+  precis_arrays *w = NULL;
+  size_t index = 0;
+  precis_status st;
+  Py_BEGIN_ALLOW_THREADS
+  st = precis_data_open(path, &ds);
+  if (st == PRECIS_OK) st = precis_data_find(ds, name, &index);
+  if (st == PRECIS_OK) st = precis_data_load(ds, index, &w);
+  Py_END_ALLOW_THREADS
+  if (st != PRECIS_OK) {
+    precis_data_close(ds);
+    return raise_status(st);
+  }
+  static const char *const names[] = {"a", "b", "c_ref", "ab_abs", "calib/a", "b_ref", "c_ref_lo"};
+  PyObject *result = PyDict_New();
+  for (size_t i = 0; result && i < sizeof names / sizeof names[0]; i++) {
+    precis_dtype t;
+    int64_t shape[3];
+    int ndim;
+    const void *p = precis_arrays_get(w, names[i], &t, shape, &ndim);
+    if (!p) continue;
+    Py_ssize_t count = (Py_ssize_t)(shape[0] * shape[1] * (ndim == 3 ? shape[2] : 1));
+    Py_ssize_t size = t == PRECIS_DTYPE_F64 ? 8 : 4;
+    PyObject *item = ndim == 3 ? Py_BuildValue("(y#s(LLL))", (const char *)p, count * size,
+                                               t == PRECIS_DTYPE_F64 ? "float64" : "float32", (long long)shape[0],
+                                               (long long)shape[1], (long long)shape[2])
+                               : Py_BuildValue("(y#s(LL))", (const char *)p, count * size,
+                                               t == PRECIS_DTYPE_F64 ? "float64" : "float32", (long long)shape[0],
+                                               (long long)shape[1]);
+    if (!item || PyDict_SetItemString(result, names[i], item) != 0) Py_CLEAR(result);
+    Py_XDECREF(item);
+  }
+  precis_arrays_free(w);
+  precis_data_close(ds);
+  return result;
+}
+
+/* ---- reports, runs, the CLI ----------------------------------------------------------------- */
+
+/* results_read(path) -> the report's JSON text, as validated by precis's reader. */
+static PyObject *py_results_read(PyObject *self, PyObject *args) {
+  const char *path;
+  if (!PyArg_ParseTuple(args, "s:results_read", &path)) return NULL;
+  precis_results *r = NULL;
+  precis_status st;
+  Py_BEGIN_ALLOW_THREADS
+  st = precis_results_read(path, &r);
+  Py_END_ALLOW_THREADS
+  if (st != PRECIS_OK) return raise_status(st);
+  PyObject *text = PyUnicode_FromString(precis_results_json(r));
+  precis_results_free(r);
+  return text;
+}
+
+/* A list of str as a NULL-terminated C array of borrowed UTF-8 pointers (valid while the list lives
+ * and is not changed: the caller holds a reference and the strings are immutable). */
+static const char **string_array(PyObject *list, const char *what, size_t *n) {
+  if (!PyList_Check(list)) {
+    PyErr_Format(PyExc_TypeError, "%s: expected a list of str", what);
+    return NULL;
+  }
+  Py_ssize_t len = PyList_Size(list);
+  const char **items = PyMem_Calloc((size_t)len + 1, sizeof *items);
+  if (!items) {
+    PyErr_NoMemory();
+    return NULL;
+  }
+  for (Py_ssize_t i = 0; i < len; i++) {
+    PyObject *s = PyList_GetItem(list, i);
+    Py_ssize_t size = 0;
+    if (!s || !PyUnicode_Check(s) || !(items[i] = PyUnicode_AsUTF8AndSize(s, &size))) {
+      if (!PyErr_Occurred()) PyErr_Format(PyExc_TypeError, "%s[%zd]: expected str", what, i);
+      PyMem_Free(items);
+      return NULL;
+    }
+    if (strlen(items[i]) != (size_t)size) {
+      PyErr_Format(PyExc_ValueError, "%s[%zd]: embedded NUL character", what, i);
+      PyMem_Free(items);
+      return NULL;
+    }
+  }
+  *n = (size_t)len;
+  return items;
+}
+
+/* run(dataset, output_dir, recipes, require: list, backend, workloads, save_outputs, force, gate,
+ *     extra_args: list) -> (exit_code, report JSON text or None, messages) */
+static PyObject *py_run(PyObject *self, PyObject *args) {
+  const char *dataset, *output_dir, *recipes, *backend, *workloads, *save_outputs;
+  PyObject *require_list, *extra_list;
+  int force, gate;
+  if (!PyArg_ParseTuple(args, "zszOzzzppO:run", &dataset, &output_dir, &recipes, &require_list, &backend, &workloads,
+                        &save_outputs, &force, &gate, &extra_list))
+    return NULL;
+  size_t n_require = 0, n_extra = 0;
+  const char **require = string_array(require_list, "require", &n_require);
+  if (!require) return NULL;
+  const char **extra = string_array(extra_list, "extra_args", &n_extra);
+  if (!extra) {
+    PyMem_Free(require);
+    return NULL;
+  }
+  precis_run_options o = {.dataset = dataset, .output_dir = output_dir, .recipes = recipes, .require = require,
+                          .n_require = n_require, .backend = backend, .workloads = workloads,
+                          .save_outputs = save_outputs, .force = force, .gate = gate, .extra_args = extra,
+                          .n_extra_args = n_extra};
+  precis_results *r = NULL;
+  int code = 0;
+  char *messages = NULL;
+  precis_status st;
+  Py_BEGIN_ALLOW_THREADS
+  st = precis_run(&o, &r, &code, &messages);
+  Py_END_ALLOW_THREADS
+  PyMem_Free(require);
+  PyMem_Free(extra);
+  PyObject *result = NULL;
+  if (!r && st == PRECIS_OK) {
+    precis_free(messages);
+    return raise_status(PRECIS_E_RUNTIME);
+  }
+  const char *last = precis_last_error();
+  result = Py_BuildValue("(iOss)", code, Py_None, messages ? messages : "", st == PRECIS_OK ? "" : last);
+  if (result && r) {
+    PyObject *text = PyUnicode_FromString(precis_results_json(r));
+    if (!text) Py_CLEAR(result);
+    else PyTuple_SetItem(result, 1, text); /* steals text; replaces the None */
+  }
+  precis_results_free(r);
+  precis_free(messages);
+  return result;
+}
+
+/* main(argv: list of str) -> exit code of `precis argv[1:]`. */
+static PyObject *py_main(PyObject *self, PyObject *args) {
+  PyObject *list;
+  if (!PyArg_ParseTuple(args, "O!:main", &PyList_Type, &list)) return NULL;
+  size_t n = 0;
+  const char **items = string_array(list, "argv", &n);
+  if (!items) return NULL;
+  if (n == 0) {
+    PyMem_Free(items);
+    PyErr_SetString(PyExc_ValueError, "argv: expected at least the program name");
+    return NULL;
+  }
+  /* The commands take char ** (getopt permutes the array, never the strings): copies. */
+  char **argv = PyMem_Calloc(n + 1, sizeof *argv);
+  int ok = argv != NULL;
+  for (size_t i = 0; ok && i < n; i++) {
+    size_t len = strlen(items[i]);
+    argv[i] = PyMem_Malloc(len + 1);
+    if (argv[i]) memcpy(argv[i], items[i], len + 1);
+    else ok = 0;
+  }
+  PyMem_Free(items);
+  int code = 2;
+  if (ok) {
+    Py_BEGIN_ALLOW_THREADS
+    code = precis_main((int)n, argv);
+    Py_END_ALLOW_THREADS
+  }
+  for (size_t i = 0; argv && i < n; i++) PyMem_Free(argv[i]);
+  PyMem_Free(argv);
+  if (!ok) return PyErr_NoMemory();
+  return PyLong_FromLong(code);
+}
+
+static PyObject *py_version(PyObject *self, PyObject *unused) {
+  return Py_BuildValue("(ss)", precis_version(), precis_commit());
+}
+
+static PyMethodDef methods[] = {
+    {"spec_canonical", py_spec_canonical, METH_VARARGS, "The canonical spec of a preset name or a spec."},
+    {"recipes", py_recipes, METH_NOARGS, "The presets of `precis recipes`, in table order."},
+    {"cpu_support", py_cpu_support, METH_VARARGS, "(True, '') or (False, why) for the cpu backend."},
+    {"out_dtype", py_out_dtype, METH_VARARGS, "'float64' for out=fp64 recipes, else 'float32'."},
+    {"emulate", py_emulate, METH_VARARGS, "One batched GEMM exactly as the cpu backend computes it."},
+    {"quantize", py_quantize, METH_VARARGS, "Codes, scales and values of one operand."},
+    {"dataset_info", py_dataset_info, METH_VARARGS, "A dataset's attributes and workloads."},
+    {"dataset_arrays", py_dataset_arrays, METH_VARARGS, "A workload's arrays."},
+    {"results_read", py_results_read, METH_VARARGS, "A report's JSON text, validated."},
+    {"run", py_run, METH_VARARGS, "`precis run` with these options."},
+    {"main", py_main, METH_VARARGS, "The command line; returns the exit code."},
+    {"version", py_version, METH_NOARGS, "(version, commit)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "precis._precis", "libprecis's C extension.", -1, methods,
+                                    NULL, NULL, NULL, NULL};
+
+static PyObject *new_error(PyObject *mod, const char *name, PyObject *bases, const char *doc) {
+  char qualified[64];
+  snprintf(qualified, sizeof qualified, "precis.%s", name);
+  PyObject *type = PyErr_NewExceptionWithDoc(qualified, doc, bases, NULL);
+  if (!type) return NULL;
+  if (PyModule_AddObject(mod, name, type) != 0) {
+    Py_DECREF(type);
+    return NULL;
+  }
+  Py_INCREF(type); /* AddObject stole one; the module-level pointer keeps another */
+  return type;
+}
+
+PyMODINIT_FUNC PyInit__precis(void);
+PyMODINIT_FUNC PyInit__precis(void) {
+  /* As the executable's main does: every file precis opens is closed explicitly, and HDF5's own exit
+   * handler would crash after a failed write (src/cli/cli_main.c). */
+  H5dont_atexit();
+  PyObject *mod = PyModule_Create(&module);
+  if (!mod) return NULL;
+  PyObject *usage_bases = NULL, *unsupported_bases = NULL, *memory_bases = NULL, *io_bases = NULL;
+  if (!(error_base = new_error(mod, "Error", NULL, "An error reported by precis (status, exit_code).")))
+    goto fail;
+  usage_bases = PyTuple_Pack(2, error_base, PyExc_ValueError);
+  unsupported_bases = PyTuple_Pack(2, error_base, PyExc_NotImplementedError);
+  memory_bases = PyTuple_Pack(2, error_base, PyExc_MemoryError);
+  io_bases = PyTuple_Pack(2, error_base, PyExc_OSError);
+  if (!usage_bases || !unsupported_bases || !memory_bases || !io_bases) goto fail;
+  if (!(error_usage = new_error(mod, "UsageError", usage_bases, "Bad argument or input (exit code 2).")) ||
+      !(error_unsupported =
+            new_error(mod, "UnsupportedError", unsupported_bases, "The backend does not run this recipe.")) ||
+      !(error_memory = new_error(mod, "OutOfMemoryError", memory_bases, "Host memory exhausted.")) ||
+      !(error_io = new_error(mod, "IOError", io_bases, "A read or write failed.")))
+    goto fail;
+  Py_DECREF(usage_bases);
+  Py_DECREF(unsupported_bases);
+  Py_DECREF(memory_bases);
+  Py_DECREF(io_bases);
+  return mod;
+fail:
+  Py_XDECREF(usage_bases);
+  Py_XDECREF(unsupported_bases);
+  Py_XDECREF(memory_bases);
+  Py_XDECREF(io_bases);
+  Py_DECREF(mod);
+  return NULL;
+}

@@ -1,0 +1,292 @@
+/* libprecis: emulate one batched GEMM and quantize one operand (include/precis/emulate.h). Both
+ * go through the cpu backend's own functions (eval/cpu_backend.c's precis_cpu_emulate, the
+ * quantizer and operand descriptions of eval/cpu_quantized.c): nothing numeric is computed here,
+ * so the bits are those of `precis run --backend cpu --save-outputs`. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/status.h"
+#include "eval/backend.h"
+#include "eval/cpu_quantized.h"
+#include "numerics/format.h"
+#include "numerics/quantize.h"
+#include "numerics/recipe.h"
+#include "numerics/spec.h"
+#include "precis/emulate.h"
+
+/* Elements of a [d0, d1, d2] array, or 0 when a dimension is < 1 or the count (times 8 bytes)
+ * would overflow. */
+static size_t elements(int64_t d0, int64_t d1, int64_t d2) {
+  if (d0 < 1 || d1 < 1 || d2 < 1) return 0;
+  uint64_t limit = (uint64_t)SIZE_MAX / 8;
+  uint64_t n = (uint64_t)d0;
+  if ((uint64_t)d1 > limit / n) return 0;
+  n *= (uint64_t)d1;
+  if ((uint64_t)d2 > limit / n) return 0;
+  return (size_t)(n * (uint64_t)d2);
+}
+
+static bool dtype_ok(precis_dtype t) { return t == PRECIS_DTYPE_F32 || t == PRECIS_DTYPE_F64; }
+
+precis_status precis_emulate_out_dtype(const char *recipe, precis_dtype *out) {
+  if (!recipe) return precis_fail(PRECIS_E_USAGE, "recipe: expected a preset name or a spec, got NULL");
+  precis_recipe r;
+  precis_status st = precis_recipe_parse(recipe, &r);
+  if (st != PRECIS_OK) return st;
+  if (out) *out = r.spec.out == PRECIS_FMT_F64 ? PRECIS_DTYPE_F64 : PRECIS_DTYPE_F32;
+  return PRECIS_OK;
+}
+
+/* An input as the dataset loader holds it: float32 as given; float64 kept for fp64 recipes and
+ * rounded (RNE, a C cast as in data/dataset.c) to the float32 that narrower recipes read. */
+static precis_status take_input(const char *name, const void *x, precis_dtype dtype, size_t count, float **f32,
+                                double **f64, float **owned) {
+  *owned = NULL;
+  *f64 = NULL;
+  if (!x) return precis_fail(PRECIS_E_USAGE, "%s: no data (NULL)", name);
+  if (!dtype_ok(dtype)) return precis_fail(PRECIS_E_USAGE, "%s: dtype %d: expected float32 or float64", name, (int)dtype);
+  if (dtype == PRECIS_DTYPE_F32) {
+    *f32 = (float *)(uintptr_t)x; /* read only: the backend takes const workload data */
+    return PRECIS_OK;
+  }
+  const double *wide = x;
+  float *narrow = malloc(count * sizeof *narrow);
+  if (!narrow) return precis_fail(PRECIS_E_NOMEM, "%s: out of memory rounding %zu float64 values", name, count);
+  for (size_t i = 0; i < count; i++) narrow[i] = (float)wide[i];
+  *f32 = narrow;
+  *f64 = (double *)(uintptr_t)wide;
+  *owned = narrow;
+  return PRECIS_OK;
+}
+
+static precis_status row_status_error(const char *recipe, const precis_case_output *out) {
+  switch (out->status) {
+  case PRECIS_ROW_OK: return PRECIS_OK;
+  case PRECIS_ROW_UNSUPPORTED:
+    return precis_fail(PRECIS_E_UNSUPPORTED, "%s: not run by the cpu backend: %s", recipe, out->reason);
+  case PRECIS_ROW_DOES_NOT_FIT: return precis_fail(PRECIS_E_DOES_NOT_FIT, "%s: %s", recipe, out->reason);
+  case PRECIS_ROW_FAILED: break;
+  }
+  return precis_fail(PRECIS_E_RUNTIME, "%s: %s", recipe, out->reason[0] ? out->reason : "failed");
+}
+
+precis_status precis_emulate(const char *recipe_text, const precis_gemm *g, void *c, precis_dtype c_dtype,
+                             precis_emulate_info *info) {
+  precis_case_output out;
+  precis_case_output_init(&out);
+  float *a_owned = NULL, *b_owned = NULL;
+  precis_status st = PRECIS_OK;
+  if (!recipe_text) return precis_fail(PRECIS_E_USAGE, "recipe: expected a preset name or a spec, got NULL");
+  if (!g || !c) return precis_fail(PRECIS_E_USAGE, "precis_emulate: %s is NULL", g ? "the output" : "the GEMM");
+  if (!dtype_ok(c_dtype)) return precis_fail(PRECIS_E_USAGE, "c: dtype %d: expected float32 or float64", (int)c_dtype);
+  size_t a_count = elements(g->batch, g->m, g->k);
+  size_t b_count = elements(g->b_batched ? g->batch : 1, g->k, g->n);
+  size_t c_count = elements(g->batch, g->m, g->n);
+  if (!a_count || !b_count || !c_count)
+    return precis_fail(PRECIS_E_USAGE,
+                       "shape batch=%lld, m=%lld, n=%lld, k=%lld: every dimension must be at least 1 (and the arrays "
+                       "addressable)",
+                       (long long)g->batch, (long long)g->m, (long long)g->n, (long long)g->k);
+  /* The backend indexes with int (BLAS): every dimension and leading dimension must fit. */
+  if (g->m > INT32_MAX || g->n > INT32_MAX || g->k > INT32_MAX || g->batch * g->m > INT32_MAX)
+    return precis_fail(PRECIS_E_USAGE, "shape m=%lld, n=%lld, k=%lld, batch=%lld: each (and batch*m) must be below 2^31",
+                       (long long)g->m, (long long)g->n, (long long)g->k, (long long)g->batch);
+  precis_recipe recipe;
+  if ((st = precis_recipe_parse(recipe_text, &recipe)) != PRECIS_OK) return st;
+  if (recipe.spec.scale != PRECIS_SCALE_DYNAMIC && (g->calib_samples < 1 || !g->calib_a))
+    return precis_fail(PRECIS_E_USAGE,
+                       "%s: scale=%s takes A's scale from calibration inputs: give calib_a [calib_samples, m, k]",
+                       recipe_text, precis_scale_method_name(recipe.spec.scale));
+  if (g->calib_samples > 0 && (!g->calib_a || !elements(g->calib_samples, g->m, g->k)))
+    return precis_fail(PRECIS_E_USAGE, "calib_a: %lld samples of [%lld, %lld] without data", (long long)g->calib_samples,
+                       (long long)g->m, (long long)g->k);
+
+  precis_workload_info w;
+  memset(&w, 0, sizeof w);
+  w.name = (char *)"emulate";
+  w.kind = (char *)"gemm";
+  w.description = w.a_dist = w.b_dist = w.reference = (char *)"";
+  w.m = g->m, w.n = g->n, w.k = g->k, w.batch = g->batch;
+  w.b_batched = g->b_batched != 0;
+  w.calib_samples = g->calib_a ? g->calib_samples : 0;
+  w.reference_precision = (char *)"float64";
+  w.reference_error_bound = NAN;
+  w.a_f64 = g->a_dtype == PRECIS_DTYPE_F64;
+  w.b_f64 = g->b_dtype == PRECIS_DTYPE_F64;
+  precis_workload_data d;
+  memset(&d, 0, sizeof d);
+  if ((st = take_input("a", g->a, g->a_dtype, a_count, &d.a, &d.a64, &a_owned)) != PRECIS_OK) goto done;
+  if ((st = take_input("b", g->b, g->b_dtype, b_count, &d.b, &d.b64, &b_owned)) != PRECIS_OK) goto done;
+  d.calib_a = w.calib_samples ? (float *)(uintptr_t)g->calib_a : NULL;
+
+  precis_clear_error();
+  if ((st = precis_cpu_emulate(&recipe.spec, &w, &d, &out)) != PRECIS_OK) goto done;
+  if ((st = row_status_error(recipe_text, &out)) != PRECIS_OK) goto done;
+  if (!out.c) {
+    st = precis_fail(PRECIS_E_RUNTIME, "%s: the cpu backend returned no output", recipe_text);
+    goto done;
+  }
+  if (c_dtype == PRECIS_DTYPE_F32) memcpy(c, out.c, c_count * sizeof(float));
+  else if (out.c64) memcpy(c, out.c64, c_count * sizeof(double));
+  else
+    for (size_t i = 0; i < c_count; i++) ((double *)c)[i] = out.c[i];
+  if (info) {
+    memset(info, 0, sizeof *info);
+    info->out_dtype = recipe.spec.out == PRECIS_FMT_F64 ? PRECIS_DTYPE_F64 : PRECIS_DTYPE_F32;
+    info->clipped_fraction = out.clipped_fraction;
+    snprintf(info->canonical, sizeof info->canonical, "%s", recipe.canonical);
+    const char *how = precis_kv_get(&out.details, "emulation");
+    snprintf(info->emulation, sizeof info->emulation, "%s", how ? how : "");
+  }
+done:
+  precis_case_output_free(&out);
+  free(a_owned);
+  free(b_owned);
+  return st;
+}
+
+/* ---------------------------------------------------------------- quantize */
+
+struct precis_quantized {
+  char operand[64];
+  char side;
+  bool scaled;
+  size_t count;                       /* batch * rows * cols */
+  int64_t mats, scale_rows, scale_cols;
+  uint8_t *codes, *scale_codes, *zero_points;
+  float *scales, *tensor_scales, *values;
+  size_t clipped;
+};
+
+void precis_quantized_free(precis_quantized *q) {
+  if (!q) return;
+  free(q->codes);
+  free(q->scale_codes);
+  free(q->zero_points);
+  free(q->scales);
+  free(q->tensor_scales);
+  free(q->values);
+  free(q);
+}
+
+/* "a=FMT@GRAN", "b=...", or a bare operand (A): the side and the spec field. */
+static precis_status parse_operand_field(const char *text, char *side, precis_operand_spec *op) {
+  char field[PRECIS_SPEC_TEXT_MAX];
+  if ((text[0] == 'a' || text[0] == 'b') && text[1] == '=') {
+    *side = text[0];
+    snprintf(field, sizeof field, "%s", text);
+  } else {
+    *side = 'a';
+    if (strchr(text, '=') || strchr(text, ','))
+      return precis_fail(PRECIS_E_USAGE, "operand \"%s\": expected a=FMT[@GRAN[:CONV]], b=... or FMT[@GRAN[:CONV]]",
+                         text);
+    if (snprintf(field, sizeof field, "a=%s", text) >= (int)sizeof field)
+      return precis_fail(PRECIS_E_USAGE, "operand of %zu characters: too long", strlen(text));
+  }
+  if (strchr(field, ','))
+    return precis_fail(PRECIS_E_USAGE, "operand \"%s\": one operand field (a= or b=), not a whole spec", text);
+  precis_spec spec;
+  precis_status st = precis_spec_parse(field, &spec);
+  if (st != PRECIS_OK) return st;
+  *op = *side == 'a' ? spec.a : spec.b;
+  return PRECIS_OK;
+}
+
+precis_status precis_quantize_operand(const char *operand, const float *x, int64_t batch, int64_t rows, int64_t cols,
+                                      precis_quantized **out) {
+  if (!out) return precis_fail(PRECIS_E_USAGE, "precis_quantize_operand: no output");
+  *out = NULL;
+  if (!operand) return precis_fail(PRECIS_E_USAGE, "operand: expected a=FMT[@GRAN[:CONV]] or b=..., got NULL");
+  if (!x) return precis_fail(PRECIS_E_USAGE, "x: no data (NULL)");
+  size_t count = elements(batch, rows, cols);
+  if (!count)
+    return precis_fail(PRECIS_E_USAGE, "x of shape [%lld, %lld, %lld]: every dimension must be at least 1",
+                       (long long)batch, (long long)rows, (long long)cols);
+  precis_operand_spec op;
+  char side;
+  precis_status st = parse_operand_field(operand, &side, &op);
+  if (st != PRECIS_OK) return st;
+  precis_quantized *q = calloc(1, sizeof *q);
+  if (!q) return precis_fail(PRECIS_E_NOMEM, "out of memory");
+  q->side = side;
+  q->count = count;
+  q->scaled = precis_operand_is_scaled(&op);
+  q->mats = 1;
+  precis_operand_format(&op, q->operand, sizeof q->operand);
+  q->values = malloc(count * sizeof(float));
+  if (!q->values) goto oom;
+  if (!q->scaled) {
+    const precis_format *f = precis_format_get(op.fmt);
+    if (f->round_array) f->round_array(x, q->values, count);
+    else memcpy(q->values, x, count * sizeof(float));
+    *out = q;
+    return PRECIS_OK;
+  }
+  /* As the cpu backend lays the operands out (cpu_quantized.c prep_operand): A is one matrix of
+   * batch*rows rows; B is one matrix per batch element, or all of them as one tensor with @tensor. */
+  precis_operand_side qside = side == 'a' ? PRECIS_OPERAND_A : PRECIS_OPERAND_B;
+  size_t mats = (size_t)batch, qrows = (size_t)rows, qcols = (size_t)cols;
+  if (qside == PRECIS_OPERAND_A || op.gran == PRECIS_GRAN_TENSOR) mats = 1, qrows = (size_t)batch * (size_t)rows;
+  precis_quant_desc desc = precis_cpu_quant_desc_of(&op, qside);
+  precis_quant_layout l;
+  if ((st = precis_quant_layout_of(&desc, qrows, qcols, &l)) != PRECIS_OK) {
+    precis_error_prefix("%c=%s", side, q->operand);
+    goto fail;
+  }
+  q->mats = (int64_t)mats;
+  q->scale_rows = (int64_t)l.scale_rows;
+  q->scale_cols = (int64_t)l.scale_cols;
+  size_t n_scales = mats * l.scale_count;
+  q->codes = malloc(count);
+  q->scales = malloc(n_scales * sizeof(float));
+  q->scale_codes = l.scale_fmt != PRECIS_FMT_F32 ? malloc(n_scales) : NULL;
+  q->zero_points = l.has_zero_points ? malloc(n_scales) : NULL;
+  q->tensor_scales = l.has_tensor_scale ? malloc(mats * sizeof(float)) : NULL;
+  uint8_t *zeros_scratch = l.has_zero_points ? NULL : malloc(l.scale_count);
+  if (!q->codes || !q->scales || (l.scale_fmt != PRECIS_FMT_F32 && !q->scale_codes) ||
+      (l.has_zero_points && !q->zero_points) || (l.has_tensor_scale && !q->tensor_scales) ||
+      (!l.has_zero_points && !zeros_scratch)) {
+    free(zeros_scratch);
+    goto oom;
+  }
+  for (size_t g = 0; g < mats && st == PRECIS_OK; g++) {
+    size_t off = g * qrows * qcols, soff = g * l.scale_count;
+    precis_quant_tensor t = {0};
+    t.codes = q->codes + off;
+    t.scales = q->scales + soff;
+    t.scale_codes = q->scale_codes ? q->scale_codes + soff : NULL;
+    t.zero_points = q->zero_points ? q->zero_points + soff : zeros_scratch;
+    st = precis_quantize(&desc, x + off, qrows, qcols, &t);
+    if (st == PRECIS_OK) st = precis_dequantize(&desc, &t, qrows, qcols, q->values + off);
+    q->clipped += t.clipped;
+    if (q->tensor_scales) q->tensor_scales[g] = t.tensor_scale;
+  }
+  free(zeros_scratch);
+  if (st != PRECIS_OK) goto fail;
+  *out = q;
+  return PRECIS_OK;
+oom:
+  st = precis_fail(PRECIS_E_NOMEM, "out of memory quantizing %zu values", count);
+fail:
+  precis_quantized_free(q);
+  return st;
+}
+
+const char *precis_quantized_operand(const precis_quantized *q) { return q ? q->operand : NULL; }
+char precis_quantized_side(const precis_quantized *q) { return q ? q->side : 0; }
+int precis_quantized_is_scaled(const precis_quantized *q) { return q && q->scaled; }
+const uint8_t *precis_quantized_codes(const precis_quantized *q) { return q ? q->codes : NULL; }
+const float *precis_quantized_scales(const precis_quantized *q, int64_t *n_mats, int64_t *rows, int64_t *cols) {
+  if (n_mats) *n_mats = q ? q->mats : 0;
+  if (rows) *rows = q ? q->scale_rows : 0;
+  if (cols) *cols = q ? q->scale_cols : 0;
+  return q ? q->scales : NULL;
+}
+const uint8_t *precis_quantized_scale_codes(const precis_quantized *q) { return q ? q->scale_codes : NULL; }
+const uint8_t *precis_quantized_zero_points(const precis_quantized *q) { return q ? q->zero_points : NULL; }
+const float *precis_quantized_tensor_scales(const precis_quantized *q) { return q ? q->tensor_scales : NULL; }
+const float *precis_quantized_values(const precis_quantized *q) { return q ? q->values : NULL; }
+size_t precis_quantized_clipped(const precis_quantized *q) { return q ? q->clipped : 0; }
