@@ -60,8 +60,9 @@ int precis_cli_check_options(const char *command, int argc, char **argv, const p
     const precis_cli_option *o = NULL;
     if (arg[1] != '-') {
       /* A one-letter option: -h, or the short form of one of the command's options. */
-      if (arg[1] == 'h' && arg[2] == '\0') {
-        argv[i] = help_long;
+      if (arg[1] == 'h') {
+        /* -h, or a cluster that starts with it ("-hx"): help, which every command answers first. */
+        if (arg[2] == '\0') argv[i] = help_long;
         continue;
       }
       for (const precis_cli_option *s = options; s->name && !o; s++)

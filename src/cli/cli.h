@@ -57,7 +57,7 @@ typedef struct precis_cli_option {
  *     name is refused, naming the options it could have meant and listing the command's options;
  *   - the one-letter forms are the same everywhere: -h is --help, -o is --output and -q is --quiet
  *     on every command that has those options (rewritten in argv to the long form);
- *   - "--" ends the options; "-" alone is an operand.
+ *   - "--" ends the options; "-" alone is an operand; -h and a cluster that starts with it are help.
  * `options` ends with a {NULL} entry; --help is implied. Returns 0, or 2 after a message. */
 int precis_cli_check_options(const char *command, int argc, char **argv, const precis_cli_option *options);
 
