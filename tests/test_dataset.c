@@ -225,6 +225,38 @@ TEST(sha256_vectors) {
   CHECK_STR(hex, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
 }
 
+/* The SHA-NI compression (when this CPU has it) and the portable one give the same digests: every
+ * length from 0 to 300 bytes, fed whole and in odd pieces, and the vectors above both ways. */
+static void sha256_of(const uint8_t *data, size_t len, size_t piece, char hex[65]) {
+  precis_sha256 h;
+  uint8_t digest[32];
+  precis_sha256_init(&h);
+  for (size_t at = 0; at < len; at += piece) precis_sha256_update(&h, data + at, len - at < piece ? len - at : piece);
+  precis_sha256_final(&h, digest);
+  precis_sha256_hex(digest, hex);
+}
+
+TEST(sha256_accelerated_matches_portable) {
+  bool accelerated = precis_sha256_set_accelerated(true);
+  printf("  SHA-NI %s on this CPU\n", accelerated ? "used" : "not available: the portable path twice");
+  static uint8_t data[300];
+  uint32_t s = 12345;
+  for (size_t i = 0; i < sizeof data; i++) data[i] = (uint8_t)((s = s * 1103515245u + 12345u) >> 16);
+  for (size_t len = 0; len <= sizeof data; len++)
+    for (size_t piece = 1; piece <= 301; piece += 100) {
+      char fast[65], slow[65];
+      precis_sha256_set_accelerated(true);
+      sha256_of(data, len, piece, fast);
+      precis_sha256_set_accelerated(false);
+      sha256_of(data, len, piece, slow);
+      CHECK_MSG(strcmp(fast, slow) == 0, "length %zu, pieces of %zu: %s vs %s", len, piece, fast, slow);
+    }
+  precis_sha256_set_accelerated(false);
+  sha256_vectors();
+  precis_sha256_set_accelerated(true);
+  sha256_vectors();
+}
+
 TEST(references_match_naive_float64) {
   const int64_t batch = 3, m = 5, n = 7, k = 33;
   float a[3 * 5 * 33], b[3 * 33 * 7];
@@ -259,6 +291,10 @@ TEST(references_match_naive_float64) {
 static float sample_a[2 * 6 * 40], sample_b[2 * 40 * 5], sample_ca[3 * 6 * 40];
 static double sample_c0[2 * 6 * 5], sample_ab0[2 * 6 * 5], sample_c1[2 * 6 * 5], sample_ab1[2 * 6 * 5];
 
+/* When set, write_sample stores c_ref rounded to float32 (in its float64 dataset): the reference a
+ * careless writer computes with float32 arithmetic. */
+static bool sample_c_ref_rounded_to_f32;
+
 /* Writes a small dataset through the writer; returns the path. */
 static const char *write_sample(const char *name, bool checksum_target_calib) {
   const char *path = tmp_path(name);
@@ -279,6 +315,8 @@ static const char *write_sample(const char *name, bool checksum_target_calib) {
   for (int batched = 0; batched < 2; batched++) {
     double *c = batched ? sample_c1 : sample_c0, *ab = batched ? sample_ab1 : sample_ab0;
     CHECK_OK(precis_reference_compute(a, b, batch, m, n, k, batched, c, ab));
+    if (sample_c_ref_rounded_to_f32)
+      for (int64_t i = 0; i < batch * m * n; i++) c[i] = (double)(float)c[i];
     char wname[32];
     snprintf(wname, sizeof wname, "w%d", batched);
     precis_workload_info info = {.name = wname, .kind = kind, .description = desc, .a_dist = ad, .b_dist = bd,
@@ -491,6 +529,35 @@ TEST(validation_reports_first_mismatch) {
   CHECK(precis_dataset_open(tmp_path("missing.h5"), &ds) == PRECIS_E_INPUT);
 }
 
+/* The load checks c_ref against a float64 accumulation of the stored inputs to (k+2)·2^-52·|a|.|b|:
+ * a c_ref rounded to float32 (relative error up to 2^-24) is refused, naming the element, while the
+ * same dataset with its float64 references loads. A tolerance of float32's size would let it pass. */
+TEST(float32_rounded_reference_is_refused) {
+  sample_c_ref_rounded_to_f32 = true;
+  const char *path = write_sample("cref32.h5", false);
+  sample_c_ref_rounded_to_f32 = false;
+  precis_dataset *ds = NULL;
+  CHECK_OK(precis_dataset_open(path, &ds));
+  if (!ds) return;
+  precis_workload_data data;
+  precis_status st = precis_dataset_load(ds, 0, &data);
+  CHECK_MSG(st == PRECIS_E_INPUT, "a float32-rounded c_ref was loaded");
+  if (st == PRECIS_OK) precis_workload_data_free(&data);
+  CHECK_MSG(strstr(precis_last_error(), "/workloads/w0/c_ref: element") != NULL &&
+                strstr(precis_last_error(), "must be computed in float64") != NULL,
+            "%s", precis_last_error());
+  precis_dataset_close(ds);
+  unlink(path);
+  path = write_sample("cref64.h5", false);
+  ds = NULL;
+  CHECK_OK(precis_dataset_open(path, &ds));
+  if (!ds) return;
+  CHECK_OK(precis_dataset_load(ds, 0, &data));
+  precis_workload_data_free(&data);
+  precis_dataset_close(ds);
+  unlink(path);
+}
+
 TEST(outputs_writer) {
   const char *path = tmp_path("outputs.h5");
   unlink(path);
@@ -545,6 +612,10 @@ static void computed_id(const char *path, char id[65]) {
   CHECK_OK(precis_dataset_open(path, &ds));
   if (!ds) return;
   CHECK_OK(precis_dataset_verify_data_id(ds, id));
+  /* The identity a run records (read from the inputs alone) is the digest inspect recomputes. */
+  const char *content = NULL;
+  CHECK_OK(precis_dataset_content_id(ds, &content));
+  CHECK_STR(content ? content : "", id);
   precis_dataset_close(ds);
 }
 
@@ -587,6 +658,9 @@ TEST(gen_is_deterministic_and_validates) {
     char computed[65];
     CHECK_OK(precis_dataset_verify_data_id(ds, computed));
     CHECK_STR(computed, ds->dataset_id);
+    const char *content = NULL;
+    CHECK_OK(precis_dataset_content_id(ds, &content));
+    CHECK_STR(content ? content : "", computed);
     CHECK_STR(ds->dataset_id, id1);
     CHECK_STR(ds->suite, text);
     CHECK_EQ_INT(ds->seed, 5);
@@ -602,8 +676,10 @@ TEST(gen_is_deterministic_and_validates) {
 }
 
 RUN_TESTS(T(philox_known_answers), T(reproducible_log_exp), T(distributions), T(sha256_vectors),
+          T(sha256_accelerated_matches_portable),
           T(references_match_naive_float64), T(write_read_round_trip), T(checksum_failure_names_the_dataset),
-          T(validation_reports_first_mismatch), T(outputs_writer), T(dataset_id_covers_the_calibration_split),
+          T(validation_reports_first_mismatch), T(float32_rounded_reference_is_refused), T(outputs_writer),
+          T(dataset_id_covers_the_calibration_split),
           T(gen_is_deterministic_and_validates))
 
 __attribute__((constructor)) static void make_tmpdir(void) {

@@ -123,6 +123,79 @@ TEST(fast_accumulation_error_exceeds_fp8_and_grows_with_k) {
   }
 }
 
+/* C = A.B on the cpu backend for spec (m x n outputs into c); false when the case did not run. */
+static bool run_spec(const char *spec_text, float *a, float *b, size_t m, size_t n, size_t k, float *c) {
+  precis_spec spec;
+  if (precis_spec_parse(spec_text, &spec) != PRECIS_OK) return false;
+  const precis_backend *cpu = precis_backend_cpu();
+  void *ctx = NULL;
+  precis_case_options o;
+  precis_case_options_default(&o);
+  o.warmup_calls = 1, o.warmup_ms = 0, o.min_samples = 1, o.max_samples = 1, o.max_time_ms = 1;
+  if (cpu->open(&ctx, &o) != PRECIS_OK) return false;
+  precis_workload_info info;
+  memset(&info, 0, sizeof info);
+  info.name = "fp8-fast-pinned";
+  info.kind = "gemm";
+  info.m = (int64_t)m, info.n = (int64_t)n, info.k = (int64_t)k, info.batch = 1;
+  precis_workload_data data;
+  memset(&data, 0, sizeof data);
+  data.a = a;
+  data.b = b;
+  precis_case_output res;
+  precis_case_output_init(&res);
+  bool ok = cpu->run_case(ctx, &spec, &info, &data, &o, &res) == PRECIS_OK && res.status == PRECIS_ROW_OK && res.c;
+  if (ok) memcpy(c, res.c, m * n * sizeof *c);
+  precis_case_output_free(&res);
+  cpu->close(ctx);
+  return ok;
+}
+
+/* Small cases pinned bit for bit. Per-tensor scales of exactly 1 (amax 448 in A and in B), so every
+ * product is exact and every block of 32 sums exactly in fp32; what is left is the accumulator:
+ * each block's sum, the first one included, is added and truncated toward zero to 13 fraction bits.
+ * 448 + 2^-10 has 23 significant bits: 448 after truncation (2^-5 is the last kept bit at 448). */
+TEST(small_cases_bit_for_bit) {
+  static const char *fast = "a=e4m3@tensor,b=e4m3@tensor,acc=fp32fast,out=fp32";
+  static const char *plain = "a=e4m3@tensor,b=e4m3@tensor,out=fp32";
+  enum { K = 96 };
+  typedef struct pinned {
+    size_t k;
+    float a1, b1;     /* A[1], B[1]: the small product added to 448 = A[0]*B[0] in the first block */
+    float a40, b40;   /* A[40], B[40]: a product in the second block (k > 32) */
+    float sign;       /* A[0] = sign * 448 */
+    float want_fast, want_plain;
+  } pinned;
+  static const pinned cases[] = {
+      /* one block: the first block's sum is truncated too */
+      {32, 0x1p-5f, 0x1p-5f, 0, 0, 1, 448.0f, 448.0f + 0x1p-10f},
+      {32, -0x1p-5f, 0x1p-5f, 0, 0, -1, -448.0f, -448.0f - 0x1p-10f},
+      {32, -0x1p-5f, 0x1p-5f, 0, 0, 1, 447.96875f, 448.0f - 0x1p-10f}, /* toward zero: down to 447 + 31/32 */
+      /* a sum with 13 fraction bits or fewer passes whole */
+      {32, 0.25f, 0.125f, 0, 0, 1, 448.03125f, 448.03125f},
+      /* two blocks: truncated after each, so two 2^-10 never add up to a kept bit */
+      {64, 0x1p-5f, 0x1p-5f, 0x1p-5f, 0x1p-5f, 1, 448.0f, 448.0f + 0x1p-9f},
+      /* a second block that is kept: 448 + 2^-10 -> 448, then + 1 = 449 */
+      {64, 0x1p-5f, 0x1p-5f, 1.0f, 1.0f, 1, 449.0f, 449.0f + 0x1p-10f},
+      /* a partial last block (k = 33) */
+      {33, 0x1p-5f, 0x1p-5f, 0, 0, 1, 448.0f, 448.0f + 0x1p-10f},
+  };
+  for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
+    const pinned *p = &cases[t];
+    float a[K] = {0}, b[K] = {0}, c = 0;
+    a[0] = p->sign * 448.0f, b[0] = 1.0f; /* A's amax 448 */
+    a[1] = p->a1, b[1] = p->b1;
+    b[2] = 448.0f; /* B's amax 448 (a[2] = 0) */
+    if (p->k > 40) a[40] = p->a40, b[40] = p->b40;
+    CHECK_MSG(run_spec(fast, a, b, 1, 1, p->k, &c), "case %zu: fp8-fast did not run", t);
+    CHECK_MSG(memcmp(&c, &p->want_fast, sizeof c) == 0, "case %zu (k=%zu): fp8-fast gives %a, expected %a", t, p->k,
+              (double)c, (double)p->want_fast);
+    CHECK_MSG(run_spec(plain, a, b, 1, 1, p->k, &c), "case %zu: fp8 did not run", t);
+    CHECK_MSG(memcmp(&c, &p->want_plain, sizeof c) == 0, "case %zu (k=%zu): fp8 gives %a, expected %a", t, p->k,
+              (double)c, (double)p->want_plain);
+  }
+}
+
 /* The accumulation model the bounds use: fast accumulation never promotes (interval 0, unit 2^-13),
  * plain fp8 promotes every 128 products. */
 TEST(the_bound_model_knows_fast_accumulation) {
@@ -134,4 +207,5 @@ TEST(the_bound_model_knows_fast_accumulation) {
   CHECK(precis_accumulation_gamma(&fast, 4096) > 30 * precis_accumulation_gamma(&plain, 4096));
 }
 
-RUN_TESTS(T(fast_accumulation_error_exceeds_fp8_and_grows_with_k), T(the_bound_model_knows_fast_accumulation))
+RUN_TESTS(T(fast_accumulation_error_exceeds_fp8_and_grows_with_k), T(small_cases_bit_for_bit),
+          T(the_bound_model_knows_fast_accumulation))

@@ -323,6 +323,47 @@ TEST(case_key_and_part_names) {
   free(one), free(part);
 }
 
+/* A case is its canonical spec, not the name it was run under: two specs given one name (a preset
+ * name reused by --recipes spellings, or a name kept across a change of its meaning) are two cases,
+ * and one spec under two names is one. Keyed by name, a resume would keep one spec's row for the
+ * other, and a journal with both would be refused as damaged. */
+TEST(case_key_is_the_canonical_spec) {
+  static const char *spec_a = "a=s8@row:sym,b=s8@col:sym,acc=s32,out=fp32,scale=dynamic,smooth=none,split=none";
+  static const char *spec_b = "a=s8@tensor:sym,b=s8@col:sym,acc=s32,out=fp32,scale=dynamic,smooth=none,split=none";
+  precis_row a, b, c;
+  make_row(&a, "w0", "int8", 1);
+  make_row(&b, "w0", "int8", 2);
+  make_row(&c, "w0", "my-int8", 3);
+  a.spec = precis_strdup(spec_a);
+  b.spec = precis_strdup(spec_b);
+  c.spec = precis_strdup(spec_a);
+  char *ka = precis_journal_case_key(&a), *kb = precis_journal_case_key(&b), *kc = precis_journal_case_key(&c);
+  CHECK_MSG(ka && kb && strcmp(ka, kb) != 0, "two specs named int8 share the key");
+  CHECK_MSG(ka && kc && strcmp(ka, kc) == 0, "one spec under two names has two keys");
+  free(ka), free(kb), free(kc);
+  /* Both int8 rows in one journal read back as two cases. */
+  precis_report r;
+  build_run(&r);
+  char *path = temp_path("journal-specs.jsonl");
+  precis_journal_run run = {&r, NULL, 0, 0, 1};
+  precis_journal_writer w;
+  CHECK_OK(precis_journal_create(&w, path, &run));
+  CHECK_OK(precis_journal_append(&w, &a));
+  CHECK_OK(precis_journal_append(&w, &b));
+  precis_journal_close(&w);
+  precis_journal j;
+  precis_status st = precis_journal_read(path, &j);
+  CHECK_MSG(st == PRECIS_OK, "%s", precis_last_error());
+  if (st == PRECIS_OK) {
+    CHECK_EQ_INT(j.rows_lines, 2);
+    precis_journal_free(&j);
+  }
+  unlink(path);
+  free(path);
+  precis_report_free(&r);
+  precis_row_free(&a), precis_row_free(&b), precis_row_free(&c);
+}
+
 /* Under a file size limit the line that crosses it is written in part; the writer cuts it off. */
 TEST(write_past_a_file_size_limit_leaves_the_journal_whole) {
   precis_report r;
@@ -356,4 +397,5 @@ TEST(write_past_a_file_size_limit_leaves_the_journal_whole) {
 
 RUN_TESTS(T(round_trip_and_same_run), T(torn_last_line_is_reported_not_misread), T(torn_or_missing_header_is_an_error),
           T(damaged_lines_are_errors_naming_the_line), T(difference_names_what_differs), T(case_key_and_part_names),
+          T(case_key_is_the_canonical_spec),
           T(write_past_a_file_size_limit_leaves_the_journal_whole))

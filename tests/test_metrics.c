@@ -202,6 +202,69 @@ TEST(default_bounds_scale_with_k_and_roundoff) {
   CHECK_NEAR(a.items[1].value, 0.0118, 1e-12);
 }
 
+/* The default gates are rounded up to 3 significant digits: never below the bound, and the double
+ * applied is the one the 3 printed digits read back as. v just above a 3-digit decimal (one ulp
+ * above 1e-18) must round up to 1.01e-18; scaling by a binary power of ten gave 9.999999999999999e-19. */
+static void check_round_up(double v) {
+  double r = precis_round_up_3_digits(v);
+  char printed[40];
+  snprintf(printed, sizeof printed, "%.3g", r);
+  CHECK_MSG(r >= v, "round_up_3(%.17g) = %.17g is below it", v, r);
+  CHECK_MSG(strtod(printed, NULL) == r, "round_up_3(%.17g) = %.17g prints as %s, which reads back as %.17g", v, r,
+            printed, strtod(printed, NULL));
+  /* The smallest such: the 3-digit decimal one step below reads back below v. */
+  char below[40];
+  snprintf(below, sizeof below, "%.2e", r);
+  int digits = (below[0] - '0') * 100 + (below[2] - '0') * 10 + (below[3] - '0') - 1, exponent = atoi(below + 5);
+  if (digits == 99) digits = 999, exponent--;
+  snprintf(below, sizeof below, "%d.%02de%d", digits / 100, digits % 100, exponent);
+  CHECK_MSG(strtod(below, NULL) < v, "round_up_3(%.17g) = %.17g, but %s is >= v too", v, r, below);
+}
+
+TEST(gates_round_up_to_what_they_print) {
+  double v = 1.0000000000000003e-18;
+  CHECK(v == nextafter(1e-18, 1.0));
+  CHECK_MSG(precis_round_up_3_digits(v) == 1.01e-18, "%.17g", precis_round_up_3_digits(v));
+  CHECK(precis_round_up_3_digits(1e-18) == 1e-18);
+  CHECK(precis_round_up_3_digits(0.011759) == 0.0118);
+  CHECK(precis_round_up_3_digits(9.991e-5) == 1e-4 && precis_round_up_3_digits(1.001e-5) == 1.01e-5);
+  CHECK(precis_round_up_3_digits(0.9991) == 1.0);
+  CHECK(precis_round_up_3_digits(0) == 0 && isinf(precis_round_up_3_digits(INFINITY)));
+  /* Every 3-digit decimal over a wide range of exponents, and the doubles just around it. */
+  for (int e = -300; e <= 10; e += 7)
+    for (int d = 100; d <= 999; d += 7) {
+      char text[40];
+      snprintf(text, sizeof text, "%d.%02de%d", d / 100, d % 100, e);
+      double x = strtod(text, NULL);
+      check_round_up(x);
+      check_round_up(nextafter(x, INFINITY));
+      check_round_up(nextafter(x, 0));
+    }
+  /* Random doubles. */
+  unsigned long long s = 0x2545F4914F6CDD1DULL;
+  for (int i = 0; i < 20000; i++) {
+    s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+    double x = ldexp((double)(s >> 11) * 0x1p-53 + 0.5, (int)(s % 200) - 190);
+    check_round_up(x);
+  }
+  /* The default gates as printed are the gates applied. */
+  const char *presets[] = {"fp32", "bf16", "fp16", "fp8", "tf32", "fp64"};
+  const long long ks[] = {1, 7, 256, 4095, 16384, 1000003};
+  for (size_t p = 0; p < sizeof presets / sizeof presets[0]; p++)
+    for (size_t j = 0; j < sizeof ks / sizeof ks[0]; j++) {
+      precis_criteria c;
+      precis_default_criteria(&preset_recipe(presets[p])->spec, ks[j], &c);
+      for (size_t i = 0; i < c.count; i++) {
+        char text[64];
+        precis_criterion_format(&c.items[i], text, sizeof text);
+        precis_criterion back;
+        CHECK_OK(precis_criterion_parse(text, &back));
+        CHECK_MSG(back.value == c.items[i].value, "%s k=%lld: %s reads back as %.17g, applied %.17g", presets[p], ks[j],
+                  text, back.value, c.items[i].value);
+      }
+    }
+}
+
 /* Integer operands: 3 bits of headroom below the narrowest one's width (docs/criteria.md). */
 TEST(integer_gates_follow_the_narrowest_width) {
   const struct {
@@ -227,4 +290,4 @@ RUN_TESTS(T(exact_output_has_zero_error_and_null_sqnr), T(hand_worked_errors), T
           T(zero_scale_elements_must_be_exact), T(nonfinite_outputs_are_counted_and_infinitely_wrong),
           T(aggregation_keeps_the_worst_sample), T(aggregation_skips_absent_samples), T(criterion_parsing_and_formatting), T(criteria_check_and_margin),
           T(each_default_gate_rejects_a_perturbation), T(default_bounds_scale_with_k_and_roundoff),
-          T(integer_gates_follow_the_narrowest_width))
+          T(integer_gates_follow_the_narrowest_width), T(gates_round_up_to_what_they_print))

@@ -223,6 +223,62 @@ static void test_int8_long_reduction(void) {
   free_case(&t);
 }
 
+/* The s32 overflow guard of integer specs (cpu_quantized.c) at the exact k: the largest |unit| of an
+ * operand is qmax (s8 127, s4 7), one more for sym-half, whose extra code -qmax-1 is used (s8 -128,
+ * s4 -8), and 15 for u4 (q - zero with both in 0..15). A segment of k products runs when
+ * unit_a * unit_b * k <= 2^31 - 1 and is refused one past it, naming the segment. */
+static float minus_one_a(int64_t s, int64_t i, int64_t p) { return (void)s, (void)i, (void)p, -1.0f; }
+static float minus_one_b(int64_t p, int64_t j) { return (void)p, (void)j, -1.0f; }
+static float zero_one_b(int64_t p, int64_t j) { return (void)j, (float)(p & 1); }
+
+static void test_s32_guard_at_the_exact_k(void) {
+  /* The data reach every bound: -1 everywhere quantizes to sym-half's extra code (-amax/s = -(qmax+0.5)
+   * rounds to -qmax-1), +1 to sym's qmax, and u4's 0/1 columns to codes 0 and 15 around zero point 0. */
+  static const struct {
+    const char *spec;
+    long long unit_a, unit_b;
+    float (*a_value)(int64_t, int64_t, int64_t);
+    float (*b_value)(int64_t, int64_t);
+  } cases[] = {
+      {"a=s8@tensor:sym-half,b=s8@tensor:sym,acc=s32", 128, 127, minus_one_a, one_b},
+      {"a=s8@tensor:sym-half,b=s8@tensor:sym-half,acc=s32", 128, 128, minus_one_a, minus_one_b},
+      {"a=s8@tensor:sym,b=s4@col:sym-half,acc=s32", 127, 8, one_a, minus_one_b},
+      {"a=s8@tensor:sym,b=s4@col:sym,acc=s32", 127, 7, one_a, one_b},
+      {"a=s8@tensor:sym,b=u4@col:asym,acc=s32", 127, 15, one_a, zero_one_b},
+  };
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    precis_recipe recipe;
+    memset(&recipe, 0, sizeof recipe);
+    snprintf(recipe.name, sizeof recipe.name, "%s", cases[c].spec);
+    precis_status pst = precis_spec_parse(cases[c].spec, &recipe.spec);
+    CHECK_MSG(pst == PRECIS_OK, "%s: %s", cases[c].spec, precis_last_error());
+    if (pst != PRECIS_OK) continue;
+    const long long k_max = 2147483647LL / (cases[c].unit_a * cases[c].unit_b);
+    for (int past = 0; past < 2; past++) {
+      test_case t;
+      make_case(&t, 1, 1, k_max + past, 1, cases[c].a_value, cases[c].b_value);
+      precis_case_output out;
+      precis_row_status st = run_recipe(&t, &recipe, &out);
+      if (!past) {
+        CHECK_MSG(st == PRECIS_ROW_OK, "%s at k=%lld (%lld * %lld * k <= 2^31-1): %s", cases[c].spec, k_max,
+                  cases[c].unit_a, cases[c].unit_b, out.reason ? out.reason : "not run");
+        /* Within the two scales' rounding of +-1 (sym-half: 8/7.5, 128/127.5) of the exact sum. */
+        if (out.c)
+          CHECK_MSG(fabs((double)out.c[0] - t.data.c_ref[0]) <= fabs(t.data.c_ref[0]) * 0.15,
+                    "%s at k=%lld: c = %.9g, reference %.9g", cases[c].spec, k_max, out.c[0], t.data.c_ref[0]);
+      } else {
+        char k_text[32];
+        snprintf(k_text, sizeof k_text, "%lld", k_max + 1);
+        CHECK_MSG(st == PRECIS_ROW_UNSUPPORTED && out.reason && strstr(out.reason, "s32") && strstr(out.reason, k_text),
+                  "%s at k=%lld (over 2^31-1 by %lld * %lld * k): status %d, reason %s", cases[c].spec, k_max + 1,
+                  cases[c].unit_a, cases[c].unit_b, (int)st, out.reason ? out.reason : "none");
+      }
+      precis_case_output_free(&out);
+      free_case(&t);
+    }
+  }
+}
+
 int main(void) {
   precis_case_options_default(&options);
   options.warmup_calls = 0;
@@ -240,6 +296,7 @@ int main(void) {
       {"subnormal-only inputs: finite outputs and metrics", test_subnormal_only},
       {"fp16 overflow: inf counted in nonfinite, default gate fails", test_fp16_overflow},
       {"int8: exact at k=133143, unsupported at k=140000 (int32 accumulation)", test_int8_long_reduction},
+      {"integer specs: s32 guard at the exact k (s8/s4 sym-half, u4)", test_s32_guard_at_the_exact_k},
   };
   int rc = harness_run(tests, sizeof tests / sizeof tests[0]);
   precis_backend_cpu()->close(backend_ctx);

@@ -271,6 +271,34 @@ TEST(moe_active_weighs_expert_layers) {
   precis_report_free(&r);
 }
 
+/* The bits budget counts the weights (B), never the activations (A): a weight-only recipe with 4-bit
+ * weights and bf16 activations costs 4 bits per weight, so a 4-bit average fits it alone. Counting
+ * A's format would cost it 16 bits and leave no plan at all. */
+TEST(bits_budget_counts_the_weights_format) {
+  precis_report r;
+  fixture_report(&r);
+  fixture_row(&r, "layer", "bf16", 2e-3, 2.0, 2000 + 1024, 1e-2);
+  precis_row *w4 = fixture_row(&r, "layer", "w4-bf16-act", 5e-3, 1.0, 600 + 1024, 1e-2);
+  w4->spec = precis_strdup("a=bf16,b=s4@k128:sym,acc=fp32,out=bf16,scale=dynamic,smooth=none,split=none");
+  /* And the other way round: 8-bit activations on bf16 weights cost 16 bits per weight. */
+  precis_row *a8 = fixture_row(&r, "layer", "a8-bf16-weights", 1e-3, 1.5, 1500 + 1024, 1e-2);
+  a8->spec = precis_strdup("a=s8@row:sym,b=bf16,acc=fp32,out=fp32,scale=dynamic,smooth=none,split=none");
+  precis_plan_options opt = {.budget = PRECIS_PLAN_BITS, .budget_value = 4};
+  precis_plan p;
+  CHECK_OK(precis_plan_build(&r, &opt, &p));
+  CHECK_MSG(p.feasible, "a 4-bit budget found no plan: %s", p.infeasible_why ? p.infeasible_why : "");
+  CHECK_STR(chosen(&p, 0), "w4-bf16-act");
+  CHECK_NEAR(p.total_cost, 4.0 * 256 * 256, 0);
+  precis_plan_free(&p);
+  opt.budget_value = 16; /* room for 16-bit weights: the most accurate of them, a8 on bf16 weights */
+  CHECK_OK(precis_plan_build(&r, &opt, &p));
+  CHECK(p.feasible);
+  CHECK_STR(chosen(&p, 0), "a8-bf16-weights");
+  CHECK_NEAR(p.total_cost, 16.0 * 256 * 256, 0);
+  precis_plan_free(&p);
+  precis_report_free(&r);
+}
+
 TEST(blocking_layers_are_named) {
   precis_report r;
   model_report(&r);
@@ -296,4 +324,5 @@ TEST(blocking_layers_are_named) {
 }
 
 RUN_TESTS(T(solver_matches_brute_force), T(thinned_frontier_says_heuristic), T(cheapest_per_layer_and_exclusions),
-          T(budget_trades_error_for_cost), T(blocking_layers_are_named), T(moe_active_weighs_expert_layers))
+          T(budget_trades_error_for_cost), T(bits_budget_counts_the_weights_format), T(blocking_layers_are_named),
+          T(moe_active_weighs_expert_layers))

@@ -185,6 +185,15 @@ TEST(every_field_parses) {
   }
 }
 
+/* An operand given alone is copied to the other with the other's own defaults: b=s8 gives A the
+ * activations' per-row scales (s8@row), not B's per-column ones; a=s8 gives B s8@col. */
+TEST(operand_copied_from_the_other_takes_its_own_defaults) {
+  check_canonical("b=s8", "a=s8@row:sym,b=s8@col:sym,acc=s32,out=fp32" TAIL);
+  check_canonical("a=s8", "a=s8@row:sym,b=s8@col:sym,acc=s32,out=fp32" TAIL);
+  check_canonical("b=s8@tensor", "a=s8@row:sym,b=s8@tensor:sym,acc=s32,out=fp32" TAIL);
+  check_canonical("a=s8@tensor:sym-half", "a=s8@tensor:sym-half,b=s8@col:sym,acc=s32,out=fp32" TAIL);
+}
+
 TEST(every_error_names_the_field_and_what_is_allowed) {
   check_error("", "empty field", "recipe spec");
   check_error("a=bf16,", "empty field", "recipe spec");
@@ -692,7 +701,7 @@ TEST(effective_bits_count_scales_and_zero_points) {
 }
 
 RUN_TESTS(T(presets_are_canonical_specs), T(presets_mean_what_design_says), T(fp8_fast_accumulation_is_its_own_spec),
-          T(every_field_parses),
+          T(every_field_parses), T(operand_copied_from_the_other_takes_its_own_defaults),
           T(every_error_names_the_field_and_what_is_allowed), T(recipe_lists_split_at_preset_names),
           T(static_activation_scales_rewrite_the_spec), T(tensor_bytes_follow_the_formats_and_scales), T(effective_bits_count_scales_and_zero_points),
           T(backends_answer_from_the_spec), T(cpu_runs_specs_by_their_fields), T(dequantized_inputs_reproduce_the_spec))

@@ -35,6 +35,70 @@ int precis_cli_wants_help(int argc, char **argv) {
   return 0;
 }
 
+static const precis_cli_option *find_long(const precis_cli_option *options, const char *name, size_t len) {
+  for (const precis_cli_option *o = options; o->name; o++)
+    if (strlen(o->name) == len && strncmp(o->name, name, len) == 0) return o;
+  return NULL;
+}
+
+static void list_options(FILE *out, const precis_cli_option *options) {
+  fprintf(out, "options of this command:");
+  for (const precis_cli_option *o = options; o->name; o++) {
+    if (o->short_name) fprintf(out, " -%c,", o->short_name);
+    fprintf(out, " --%s%s", o->name, o->takes_value ? " VALUE" : "");
+    fputc(o[1].name ? ',' : '\n', out);
+  }
+  if (!options->name) fputc('\n', out);
+}
+
+int precis_cli_check_options(const char *command, int argc, char **argv, const precis_cli_option *options) {
+  static char help_long[] = "--help", output_long[] = "--output", quiet_long[] = "--quiet";
+  for (int i = 1; i < argc; i++) {
+    char *arg = argv[i];
+    if (strcmp(arg, "--") == 0) return 0;
+    if (arg[0] != '-' || arg[1] == '\0') continue; /* an operand ("-" included) */
+    const precis_cli_option *o = NULL;
+    if (arg[1] != '-') {
+      /* A one-letter option: -h, or the short form of one of the command's options. */
+      if (arg[1] == 'h') {
+        /* -h, or a cluster that starts with it ("-hx"): help, which every command answers first. */
+        if (arg[2] == '\0') argv[i] = help_long;
+        continue;
+      }
+      for (const precis_cli_option *s = options; s->name && !o; s++)
+        if (s->short_name == arg[1]) o = s;
+      if (!o || (arg[2] != '\0' && !o->takes_value)) {
+        fprintf(stderr, "precis %s: unknown option %s\n", command, arg);
+        list_options(stderr, options);
+        return 2;
+      }
+      if (arg[2] != '\0') continue; /* -oDIR: the value attached */
+      if (o->short_name == 'o' && strcmp(o->name, "output") == 0) argv[i] = output_long;
+      else if (o->short_name == 'q' && strcmp(o->name, "quiet") == 0) argv[i] = quiet_long;
+      if (o->takes_value) i++;
+      continue;
+    }
+    const char *name = arg + 2, *eq = strchr(name, '=');
+    size_t len = eq ? (size_t)(eq - name) : strlen(name);
+    if (len == 4 && strncmp(name, "help", 4) == 0) continue;
+    o = find_long(options, name, len);
+    if (o) {
+      if (o->takes_value && !eq) i++;
+      continue;
+    }
+    /* Not an option: say which ones it abbreviates, if any (getopt would have taken a unique one). */
+    fprintf(stderr, "precis %s: unknown option --%.*s", command, (int)len, name);
+    int prefixed = 0;
+    for (const precis_cli_option *p = options; p->name; p++)
+      if (len > 0 && strncmp(p->name, name, len) == 0)
+        fprintf(stderr, "%s--%s", prefixed++ ? ", " : " (options are spelled in full; did you mean ", p->name);
+    fprintf(stderr, "%s\n", prefixed ? "?)" : "");
+    list_options(stderr, options);
+    return 2;
+  }
+  return 0;
+}
+
 bool precis_cli_parse_number(const char *command, const char *opt, const char *text, double lo, double hi, double *out) {
   char *end = NULL;
   double v = strtod(text, &end);

@@ -44,6 +44,24 @@ int precis_cli_not_built(const char *command, const char *what);
 /* True when argv holds -h or --help (before any "--"). */
 int precis_cli_wants_help(int argc, char **argv);
 
+/* One option of a command, for precis_cli_check_options: its long name without "--", whether it
+ * takes a value (the next argument, or after "="), and its one-letter form (0: none). */
+typedef struct precis_cli_option {
+  const char *name;
+  bool takes_value;
+  char short_name;
+} precis_cli_option;
+
+/* Every command's arguments pass through here before the command parses them (cli_main.c), so that
+ * all commands read options alike:
+ *   - a long option is its exact name: an abbreviation (--target for --target-spread) or an unknown
+ *     name is refused, naming the options it could have meant and listing the command's options;
+ *   - the one-letter forms are the same everywhere: -h is --help, -o is --output and -q is --quiet
+ *     on every command that has those options (rewritten in argv to the long form);
+ *   - "--" ends the options; "-" alone is an operand; -h and a cluster that starts with it are help.
+ * `options` ends with a {NULL} entry; --help is implied. Returns 0, or 2 after a message. */
+int precis_cli_check_options(const char *command, int argc, char **argv, const precis_cli_option *options);
+
 /* Options shared by the commands that measure (run, accept): the int8 activation scales, the
  * timing loop and the accuracy criteria. A command puts PRECIS_CLI_MEASURE_OPTIONS in its long-option
  * table, keeps its own option values below PRECIS_CLI_MEASURE_OPTION_BASE, and hands every option it

@@ -338,7 +338,12 @@ int precis_cmd_accept(int argc, char **argv) {
     goto done;
   }
   result.dataset_path = precis_strdup(dataset_path);
-  result.dataset_id = precis_strdup(ds->dataset_id);
+  const char *content_id = NULL;
+  if ((st = precis_dataset_content_id(ds, &content_id)) != PRECIS_OK) {
+    rc = precis_cli_report_error("accept", st);
+    goto done;
+  }
+  result.dataset_id = precis_strdup(content_id);
   size_t n_require = require.n_texts;
   result.criteria_text = require.texts;
   result.n_criteria_text = require.n_texts;

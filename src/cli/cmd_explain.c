@@ -156,7 +156,12 @@ int precis_cmd_explain(int argc, char **argv) {
     cJSON_AddStringToObject(root, "compute_capability", cc);
     cJSON_AddStringToObject(root, "cublaslt_version", lt_text);
     cJSON_AddStringToObject(root, "dataset", path);
-    cJSON_AddStringToObject(root, "dataset_id", ds->dataset_id);
+    const char *content_id = NULL;
+    if ((st = precis_dataset_content_id(ds, &content_id)) != PRECIS_OK) {
+      rc = precis_cli_report_error("explain", st);
+      goto done;
+    }
+    cJSON_AddStringToObject(root, "dataset_id", content_id);
     cases = cJSON_AddArrayToObject(root, "cases");
   } else {
     printf("cuBLASLt calls the cuda backend would make on sm_%d%d with cuBLASLt %s (planned without a GPU), dataset %s\n",

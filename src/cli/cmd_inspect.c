@@ -162,11 +162,16 @@ int precis_cmd_inspect(int argc, char **argv) {
          PRECIS_DATASET_FORMAT, PRECIS_DATASET_FORMAT_VERSION, ds->n_workloads, ds->n_workloads == 1 ? "" : "s", mem_text,
          disk_text);
   printf("  generator    %s\n  created_utc  %s\n  seed         %" PRIu64 "\n", ds->generator, ds->created_utc, ds->seed);
-  bool id_matches = strcmp(computed_id, ds->dataset_id) == 0;
-  printf("  dataset_id   %s (%s)\n", ds->dataset_id,
-         id_matches ? "matches the contents"
-                    : "not the digest of the contents: written by another tool, or edited");
-  if (!id_matches) printf("  contents     %s (SHA-256 of the inputs, docs/dataset-format.md)\n", computed_id);
+  bool id_matches = ds->dataset_id && strcmp(computed_id, ds->dataset_id) == 0;
+  if (!ds->dataset_id) printf("  dataset_id   none (the attribute is optional: reports identify the file by its contents)\n");
+  else
+    printf("  dataset_id   %s (%s)\n", ds->dataset_id,
+           id_matches ? "matches the contents"
+                      : "the writer's label, not the digest of the contents: written by another tool, or edited");
+  if (!id_matches)
+    printf("  contents     %s (SHA-256 of the inputs, docs/dataset-format.md: the dataset_id of reports and "
+           "journals)\n",
+           computed_id);
   size_t suite_lines = 0;
   for (const char *p = ds->suite; *p; p++) suite_lines += *p == '\n';
   printf("  suite        %s\n\n", ds->suite[0] ? (show_suite ? "(below)" : "recorded (precis inspect --suite prints it)") : "none recorded");

@@ -13,7 +13,7 @@
 static const char usage_text[] =
     "usage: precis plan REPORT.json [--require EXPR]... [--objective fisher|taylor|rel_fro] [--budget memory=BYTES|bits=B|latency=MS]\n"
     "                   [--cost memory|bits|latency] [--target RECIPE] [--serve batch=B,context=T[,kv=FMT]]\n"
-    "                   [--force] -o DIR\n"
+    "                   [--force] [--allow-emulated-latency] -o DIR\n"
     "\n"
     "A precision per layer (each workload of the report is a layer: precis import --model names them after\n"
     "the model's modules), with the sensitivity of each layer and exclusion lists for quantizers.\n"
@@ -42,6 +42,9 @@ static const char usage_text[] =
     "                    --target RECIPE\n"
     "  -o, --output DIR  writes plan.json, plan.md, plan.html, modelopt_exclude.json, llmcompressor_ignore.yaml\n"
     "  --force           replace those files when they exist\n"
+    "  --allow-emulated-latency\n"
+    "                    plan by latency on a cpu-emulation report (refused without it: those are CPU timings\n"
+    "                    of an emulation of each format, not GPU figures); the plan then says so\n"
     "\n"
     "Exit codes: 0 a plan, 3 no plan meets the criteria (blocking layers named), 2 bad usage or input.\n";
 
@@ -177,6 +180,8 @@ int precis_cmd_plan(int argc, char **argv) {
       output = value;
     } else if (!strcmp(arg, "--force")) {
       force = true;
+    } else if (!strcmp(arg, "--allow-emulated-latency")) {
+      options.allow_emulated_latency = true;
     } else if (arg[0] == '-' && arg[1]) {
       fprintf(stderr, "precis plan: unknown option \"%s\" (see precis plan --help)\n", arg);
       return 2;

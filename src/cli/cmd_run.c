@@ -40,8 +40,9 @@ static void usage(FILE *out) {
           "                        defaults only inform)\n"
           "  -o, --output DIR      report directory (default reports/latest, replaced on every run)\n"
           "  --resume DIR          continue the interrupted run whose reports and journal are in DIR: give the\n"
-          "                        same dataset and options as that run; cases in its journal are kept, the\n"
-          "                        others run; a different dataset or setting is refused, naming it\n"
+          "                        same options as that run (without FILE.h5: the dataset its journal names);\n"
+          "                        cases in its journal are kept, the others run; a different dataset (by its\n"
+          "                        contents) or setting is refused, naming it\n"
           "  --force               overwrite existing reports in DIR and an existing --save-outputs file\n"
           "  --save-outputs FILE   write every evaluated output to FILE.h5 (/workloads/<name>/<recipe>/c)\n"
           "  --int8-act-scale S    row (dynamic per row, default) | absmax | percentile | mse (static, from calib/a)\n"
@@ -163,6 +164,40 @@ static bool parse_devices(const char *text, const char *backend_arg, int **devic
     *count = 0;
   }
   return ok;
+}
+
+/* The dataset a resumed run without FILE.h5 continues on: the one its journal names (the first
+ * journal found of this process's part, then of any part). NULL after a message on stderr. */
+static char *journaled_dataset_path(const char *out_dir, int n_parts, int own_part) {
+  char *found = NULL;
+  for (int i = 0; i <= n_parts && !found; i++) {
+    int part = i == 0 ? own_part : i;
+    if (i > 0 && part == own_part) continue;
+    char *name = precis_journal_name(part, n_parts);
+    char *path = name ? precis_asprintf("%s/%s", out_dir, name) : NULL;
+    free(name);
+    if (path && precis_path_exists(path)) {
+      precis_journal j;
+      precis_status st = precis_journal_read(path, &j);
+      if (st != PRECIS_OK) {
+        precis_cli_report_error("run", st);
+        free(path);
+        return NULL;
+      }
+      if (!j.run.dataset_path || !precis_path_exists(j.run.dataset_path))
+        fprintf(stderr, "precis run: --resume %s: the dataset its journal %s names (%s) is not there: give FILE.h5\n",
+                out_dir, path, j.run.dataset_path ? j.run.dataset_path : "none");
+      else
+        found = precis_strdup(j.run.dataset_path);
+      precis_journal_free(&j);
+      free(path);
+      if (!found) return NULL;
+      break;
+    }
+    free(path);
+  }
+  if (!found) fprintf(stderr, "precis run: --resume %s: no journal there to resume (nothing was journaled)\n", out_dir);
+  return found;
 }
 
 /* Nothing of an earlier run in DIR: its reports and the journals of its parts. */
@@ -631,7 +666,12 @@ int precis_cmd_run(int argc, char **argv) {
   }
 
   if (optind < argc) dataset_path = precis_strdup(argv[optind]);
-  else {
+  else if (cfg.resume) {
+    /* Without FILE.h5 a resume continues on the dataset its journal names, not on the default one. */
+    if (!(dataset_path = journaled_dataset_path(out_dir, in_parts ? n_parts : shard_count,
+                                                in_parts ? (mpi.active ? mpi.rank + 1 : 1) : shard_index)))
+      goto done;
+  } else {
     st = precis_default_dataset_path(&dataset_path);
     if (st != PRECIS_OK) {
       rc = precis_cli_report_error("run", st);

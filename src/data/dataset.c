@@ -17,6 +17,7 @@
 #include "dataset_digest.h"
 #include "base/fileio.h"
 #include "base/escape.h"
+#include "base/huge_pages.h"
 
 /* ------------------------------------------------------------------------------------------------
  * HDF5 errors */
@@ -748,11 +749,17 @@ precis_status precis_dataset_open_in_process(const char *path, precis_dataset **
   if ((st = read_string_attr(path, file, "/", "created_utc", &ds->created_utc)) != PRECIS_OK) goto done;
   if ((st = read_integer_attr(path, file, "/", "seed", NULL, &ds->seed)) != PRECIS_OK) goto done;
   if ((st = read_string_attr(path, file, "/", "suite", &ds->suite)) != PRECIS_OK) goto done;
-  if ((st = read_string_attr(path, file, "/", "dataset_id", &ds->dataset_id)) != PRECIS_OK) goto done;
+  /* The writer's own label, optional: the identity of the contents is their digest
+   * (precis_dataset_content_id), which precis computes itself. */
+  if (H5Aexists(file, "dataset_id") > 0 &&
+      (st = read_string_attr(path, file, "/", "dataset_id", &ds->dataset_id)) != PRECIS_OK)
+    goto done;
+  H5Eclear2(H5E_DEFAULT);
   if (H5Aexists(file, "model_config") > 0 &&
       (st = read_string_attr(path, file, "/", "model_config", &ds->model_config)) != PRECIS_OK)
     goto done;
-  if (!ds->dataset_id[0]) {
+  H5Eclear2(H5E_DEFAULT);
+  if (ds->dataset_id && !ds->dataset_id[0]) {
     st = precis_fail(PRECIS_E_INPUT, "%s: /: attribute dataset_id: expected a non-empty string", path);
     goto done;
   }
@@ -988,11 +995,11 @@ precis_status precis_dataset_load(precis_dataset *ds, size_t index, precis_workl
                        "%s: /workloads/%s: needs %.3g GiB of host memory to load, more than this machine has (%.3g GiB)",
                        ds->path, w->name, (double)need / 1073741824.0, (double)have / 1073741824.0);
   precis_status st = PRECIS_OK;
-  out->a = malloc(a_count * sizeof(float));
-  out->b = malloc(b_count * sizeof(float));
-  out->c_ref = malloc(c_count * sizeof(double));
-  out->ab_abs = malloc(c_count * sizeof(double));
-  if (w->calib_samples > 0) out->calib_a = malloc(calib_count * sizeof(float));
+  out->a = precis_malloc_large(a_count * sizeof(float));
+  out->b = precis_malloc_large(b_count * sizeof(float));
+  out->c_ref = precis_malloc_large(c_count * sizeof(double));
+  out->ab_abs = precis_malloc_large(c_count * sizeof(double));
+  if (w->calib_samples > 0) out->calib_a = precis_malloc_large(calib_count * sizeof(float));
   if (!out->a || !out->b || !out->c_ref || !out->ab_abs || (w->calib_samples > 0 && !out->calib_a)) {
     st = precis_fail(PRECIS_E_NOMEM, "%s: /workloads/%s: out of host memory loading %.3g GiB", ds->path, w->name,
                      (double)need / 1073741824.0);
@@ -1073,6 +1080,61 @@ precis_status precis_dataset_verify_data_id(precis_dataset *ds, char id_hex[65])
 }
 
 precis_status precis_dataset_verify_data(precis_dataset *ds) { return precis_dataset_verify_data_id(ds, NULL); }
+
+precis_status precis_dataset_content_id(precis_dataset *ds, const char **id) {
+  *id = NULL;
+  if (ds->content_id[0]) {
+    *id = ds->content_id;
+    return PRECIS_OK;
+  }
+  hdf5_quiet();
+  precis_status st = PRECIS_OK;
+  precis_sha256 hash;
+  precis_dataset_id_begin(&hash, ds->seed, ds->n_workloads);
+  /* Only what the digest covers (a, b, calib/a, b_ref, a_ref, grad): the references are not read, so that this
+   * costs one pass over the inputs, not a second load of the whole file. */
+  for (size_t i = 0; i < ds->n_workloads && st == PRECIS_OK; i++) {
+    const precis_workload_info *w = &ds->workloads[i];
+    precis_workload_data data;
+    memset(&data, 0, sizeof data);
+    uint64_t a_count, b_count, c_count, calib_count;
+    if (!workload_counts(w, &a_count, &b_count, &c_count, &calib_count)) {
+      st = precis_fail(PRECIS_E_INPUT, "%s: /workloads/%s: sizes overflow 64 bits", ds->path, w->name);
+      break;
+    }
+    /* Refused like the load refuses it (precis_dataset_load), before allocating. */
+    uint64_t need = precis_workload_bytes(w), have = host_memory_bytes();
+    if (need > have) {
+      st = precis_fail(PRECIS_E_INPUT,
+                       "%s: /workloads/%s: needs %.3g GiB of host memory to load, more than this machine has (%.3g GiB)",
+                       ds->path, w->name, (double)need / 1073741824.0, (double)have / 1073741824.0);
+      break;
+    }
+    if (!(data.a = precis_malloc_large(a_count * sizeof(float))) ||
+        !(data.b = precis_malloc_large(b_count * sizeof(float))) ||
+        (w->calib_samples > 0 && !(data.calib_a = precis_malloc_large(calib_count * sizeof(float)))) ||
+        (w->has_b_ref && !(data.b_ref = malloc((uint64_t)w->k * (uint64_t)w->n * sizeof(float)))) ||
+        (w->has_a_ref && !(data.a_ref = precis_malloc_large(a_count * sizeof(float)))) ||
+        (w->has_grad && !(data.grad = precis_malloc_large(c_count * sizeof(float))))) {
+      st = precis_fail(PRECIS_E_NOMEM, "%s: /workloads/%s: out of host memory computing the dataset's digest", ds->path,
+                       w->name);
+    }
+    if (st == PRECIS_OK) st = read_input(ds, w, "a", w->a_f64, a_count, w->m, w->k, data.a, &data.a64);
+    if (st == PRECIS_OK) st = read_input(ds, w, "b", w->b_f64, b_count, w->k, w->n, data.b, &data.b64);
+    if (st == PRECIS_OK && data.calib_a) st = read_array(ds, w, "calib/a", ELEM_F32, data.calib_a);
+    if (st == PRECIS_OK && data.b_ref) st = read_array(ds, w, "b_ref", ELEM_F32, data.b_ref);
+    /* a_ref (a converted checkpoint's original activations) and grad are hashed too when present,
+     * so that the id a run records is the one import wrote. */
+    if (st == PRECIS_OK && data.a_ref) st = read_array(ds, w, "a_ref", ELEM_F32, data.a_ref);
+    if (st == PRECIS_OK && data.grad) st = read_array(ds, w, "grad", ELEM_F32, data.grad);
+    if (st == PRECIS_OK) precis_dataset_id_add(&hash, w, &data);
+    precis_workload_data_free(&data);
+  }
+  if (st != PRECIS_OK) return st;
+  precis_dataset_id_finish(&hash, ds->content_id);
+  *id = ds->content_id;
+  return PRECIS_OK;
+}
 
 /* ------------------------------------------------------------------------------------------------
  * Writing */

@@ -62,7 +62,9 @@ typedef struct precis_workload_data {
 
 typedef struct precis_dataset {
   char *path;
-  char *dataset_id;
+  char *dataset_id;      /* the writer's label (the root attribute dataset_id), or NULL when it has none;
+                            precis's own datasets label themselves with the digest of their contents */
+  char content_id[65];   /* the digest of the contents once precis_dataset_content_id computed it, else "" */
   char *generator;
   char *created_utc;
   uint64_t seed;
@@ -84,6 +86,11 @@ precis_status precis_dataset_open_in_process(const char *path, precis_dataset **
 precis_status precis_dataset_verify_data(precis_dataset *ds);
 /* The same, and recomputes dataset_id from the contents (dataset_digest.h) into id_hex. */
 precis_status precis_dataset_verify_data_id(precis_dataset *ds, char id_hex[65]);
+/* The dataset's identity: the SHA-256 digest of its contents (dataset_digest.h, docs/dataset-format.md)
+ * in hex, computed from the inputs on the first call (one read of a, b and calib/a; the references
+ * are not read) and kept in ds->content_id. *id points into ds. A journal and a report identify
+ * their dataset by it, whatever label the writer gave the file. */
+precis_status precis_dataset_content_id(precis_dataset *ds, const char **id);
 /* Bytes the workload's arrays take in memory (a, b, c_ref, ab_abs, calib/a). */
 uint64_t precis_workload_bytes(const precis_workload_info *info);
 precis_status precis_dataset_load(precis_dataset *ds, size_t index, precis_workload_data *out);

@@ -1,7 +1,16 @@
 #include "dataset_digest.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
+#include <immintrin.h>
+#define PRECIS_HAVE_SHA_NI_PATH 1
+#else
+#define PRECIS_HAVE_SHA_NI_PATH 0
+#endif
 
 static const uint32_t K256[64] = {
     0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5, 0xd807aa98, 0x12835b01,
@@ -46,6 +55,81 @@ static void compress(uint32_t state[8], const uint8_t block[64]) {
   state[7] += h;
 }
 
+#if PRECIS_HAVE_SHA_NI_PATH
+/* The x86 SHA extensions (SHA-NI: Intel since Goldmont and Ice Lake, AMD since Zen): the same
+ * compression, about ten times faster, so that a run can afford the digest of its dataset's inputs
+ * (hundreds of MB) at every start. STATE0 holds ABEF and STATE1 CDGH, the order sha256rnds2 takes;
+ * each iteration of the inner loop does 4 rounds, with the message schedule for words 16..63
+ * computed 4 at a time (sha256msg1/msg2). */
+__attribute__((target("sha,sse4.1,ssse3"))) static void compress_sha_ni(uint32_t state[8], const uint8_t *data,
+                                                                        size_t blocks) {
+  const __m128i byte_swap = _mm_set_epi64x(0x0c0d0e0f08090a0bULL, 0x0405060700010203ULL);
+  __m128i tmp = _mm_loadu_si128((const __m128i *)(const void *)&state[0]);
+  __m128i state1 = _mm_loadu_si128((const __m128i *)(const void *)&state[4]);
+  tmp = _mm_shuffle_epi32(tmp, 0xB1);          /* CDAB */
+  state1 = _mm_shuffle_epi32(state1, 0x1B);    /* EFGH */
+  __m128i state0 = _mm_alignr_epi8(tmp, state1, 8); /* ABEF */
+  state1 = _mm_blend_epi16(state1, tmp, 0xF0); /* CDGH */
+  for (; blocks > 0; blocks--, data += 64) {
+    __m128i abef = state0, cdgh = state1, w[4];
+    for (int j = 0; j < 4; j++)
+      w[j] = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(const void *)(data + 16 * j)), byte_swap);
+    for (int i = 0; i < 16; i++) {
+      if (i >= 4) {
+        /* W[t] = s1(W[t-2]) + W[t-7] + s0(W[t-15]) + W[t-16] for the 4 words of group i. */
+        __m128i t = _mm_sha256msg1_epu32(w[i & 3], w[(i - 3) & 3]);
+        t = _mm_add_epi32(t, _mm_alignr_epi8(w[(i - 1) & 3], w[(i - 2) & 3], 4));
+        w[i & 3] = _mm_sha256msg2_epu32(t, w[(i - 1) & 3]);
+      }
+      __m128i msg = _mm_add_epi32(w[i & 3], _mm_loadu_si128((const __m128i *)(const void *)&K256[4 * i]));
+      state1 = _mm_sha256rnds2_epu32(state1, state0, msg);
+      msg = _mm_shuffle_epi32(msg, 0x0E);
+      state0 = _mm_sha256rnds2_epu32(state0, state1, msg);
+    }
+    state0 = _mm_add_epi32(state0, abef);
+    state1 = _mm_add_epi32(state1, cdgh);
+  }
+  tmp = _mm_shuffle_epi32(state0, 0x1B);       /* FEBA */
+  state1 = _mm_shuffle_epi32(state1, 0xB1);    /* DCHG */
+  state0 = _mm_blend_epi16(tmp, state1, 0xF0); /* DCBA */
+  state1 = _mm_alignr_epi8(state1, tmp, 8);    /* HGFE */
+  _mm_storeu_si128((__m128i *)(void *)&state[0], state0);
+  _mm_storeu_si128((__m128i *)(void *)&state[4], state1);
+}
+
+/* CPUID: SHA (leaf 7, EBX bit 29), SSSE3 and SSE4.1 (leaf 1, ECX). */
+static bool cpu_has_sha_ni(void) {
+  unsigned eax, ebx, ecx, edx;
+  if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx) || !(ecx & bit_SSSE3) || !(ecx & bit_SSE4_1)) return false;
+  if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return false;
+  return (ebx & (1u << 29)) != 0;
+}
+#endif
+
+/* -1: not decided yet; then whether compress_blocks uses SHA-NI. */
+static int use_sha_ni = -1;
+
+bool precis_sha256_set_accelerated(bool on) {
+#if PRECIS_HAVE_SHA_NI_PATH
+  use_sha_ni = on && cpu_has_sha_ni();
+#else
+  (void)on;
+  use_sha_ni = 0;
+#endif
+  return use_sha_ni == 1;
+}
+
+static void compress_blocks(uint32_t state[8], const uint8_t *data, size_t blocks) {
+  if (use_sha_ni < 0) precis_sha256_set_accelerated(true);
+#if PRECIS_HAVE_SHA_NI_PATH
+  if (use_sha_ni == 1) {
+    compress_sha_ni(state, data, blocks);
+    return;
+  }
+#endif
+  for (; blocks > 0; blocks--, data += 64) compress(state, data);
+}
+
 void precis_sha256_init(precis_sha256 *h) {
   static const uint32_t iv[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
                                  0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
@@ -64,10 +148,12 @@ void precis_sha256_update(precis_sha256 *h, const void *data, size_t len) {
     p += take;
     len -= take;
     if (h->used < 64) return;
-    compress(h->state, h->block);
+    compress_blocks(h->state, h->block, 1);
     h->used = 0;
   }
-  for (; len >= 64; p += 64, len -= 64) compress(h->state, p);
+  compress_blocks(h->state, p, len / 64);
+  p += len / 64 * 64;
+  len %= 64;
   memcpy(h->block, p, len);
   h->used = len;
 }

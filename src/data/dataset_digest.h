@@ -12,6 +12,7 @@
 #ifndef PRECIS_DATASET_DIGEST_H
 #define PRECIS_DATASET_DIGEST_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -28,6 +29,9 @@ void precis_sha256_init(precis_sha256 *h);
 void precis_sha256_update(precis_sha256 *h, const void *data, size_t len);
 void precis_sha256_final(precis_sha256 *h, uint8_t digest[32]);
 void precis_sha256_hex(const uint8_t digest[32], char hex[65]);
+/* Whether the compression uses the CPU's SHA instructions (SHA-NI) when it has them: on by default;
+ * tests turn it off to compare the two. Returns whether they are used now. */
+bool precis_sha256_set_accelerated(bool on);
 
 void precis_dataset_id_begin(precis_sha256 *h, uint64_t seed, uint64_t n_workloads);
 void precis_dataset_id_add(precis_sha256 *h, const precis_workload_info *info, const precis_workload_data *data);

@@ -10,6 +10,7 @@
  * Float recipes are an approximation of the GPU (tensor cores align and truncate inside a block
  * instead of rounding each sum); timings are CPU timings, labelled cpu-emulation. */
 #include <cblas.h>
+#include <pthread.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -513,12 +514,42 @@ static void flush_caches(unsigned char *scratch) {
   for (size_t i = 0; i < FLUSH_BYTES; i += 64) scratch[i] = (unsigned char)(scratch[i] + 1);
 }
 
+/* OpenBLAS's worker threads spin (sched_yield in a loop) for 2^28 cycles, about 0.1 s, after every
+ * BLAS call before they sleep. Between a case's GEMMs precis converts, quantizes and measures on
+ * one thread for far longer, so on a 2-core machine the spinning worker took the other core from
+ * whatever else ran and cost the default run seconds of user and system time (issue 34: 44794
+ * sched_yield calls for 10 of its cases). 2^20 cycles (about 0.4 ms) keeps a worker awake across
+ * the back-to-back calls of a timed sample and lets it sleep between cases. The timeout is read
+ * from OPENBLAS_THREAD_TIMEOUT when the library loads, before main, so it is set here, read again
+ * and the thread pool restarted (it starts again with the next parallel call). These are OpenBLAS
+ * functions outside cblas.h: weak, so that another BLAS simply leaves this out; a value the user
+ * set is kept. */
+extern void openblas_read_env(void) __attribute__((weak));
+extern int blas_thread_shutdown_(void) __attribute__((weak));
+extern int blas_thread_init(void) __attribute__((weak));
+
+static void shorten_blas_spin_once(void) {
+  if (!openblas_read_env || !blas_thread_shutdown_ || !blas_thread_init || getenv("OPENBLAS_THREAD_TIMEOUT")) return;
+  setenv("OPENBLAS_THREAD_TIMEOUT", "20", 0);
+  openblas_read_env();
+  blas_thread_shutdown_();
+  blas_thread_init();
+}
+
+/* Once per process, from the first open (the command line opens the backend once, before any
+ * worker thread runs a GEMM). */
+static void shorten_blas_spin(void) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, shorten_blas_spin_once);
+}
+
 /* The backend's state: the target it emulates (--target; sm_90 by default). */
 typedef struct cpu_ctx {
   precis_target target;
 } cpu_ctx;
 
 static precis_status cpu_open(void **ctx, const precis_case_options *options) {
+  shorten_blas_spin();
   cpu_ctx *c = calloc(1, sizeof *c);
   if (!c) return precis_fail(PRECIS_E_NOMEM, "out of memory opening the cpu backend");
   c->target = options && options->target != PRECIS_TARGET_DEFAULT ? options->target : PRECIS_TARGET_CPU_DEFAULT;

@@ -12,6 +12,9 @@ typedef struct precis_host_tracker {
 
 void *precis_tracked_alloc(precis_host_tracker *t, size_t bytes); /* 64-byte aligned; NULL on failure */
 void precis_tracked_free(precis_host_tracker *t, void *p, size_t bytes);
+/* Large freed blocks are kept for reuse by the next allocations (host_memory.c says why); this
+ * returns them to the system. A block from precis_tracked_alloc may also be released with free(). */
+void precis_tracked_cache_release(void);
 
 /* Resets the kernel's peak-RSS counter (VmHWM) when possible; returns 0 on success. */
 int precis_peak_rss_reset(void);

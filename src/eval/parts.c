@@ -141,12 +141,14 @@ precis_status precis_parts_gather(const precis_run_config *cfg, precis_journal *
     free(text);
     goto done;
   }
+  const char *content_id = NULL;
+  if ((st = precis_dataset_content_id(ds, &content_id)) != PRECIS_OK) goto done;
   for (int p = 0; p < n_parts; p++)
-    if (journals[p].header_json && !(journals[p].run.dataset_id && strcmp(journals[p].run.dataset_id, ds->dataset_id) == 0)) {
+    if (journals[p].header_json && !(journals[p].run.dataset_id && strcmp(journals[p].run.dataset_id, content_id) == 0)) {
       st = precis_fail(PRECIS_E_INPUT, "part %d of %d (host %s) ran on dataset %s, not %s (%s): a dataset path "
                                        "must hold the same file on every node",
                        p + 1, n_parts, journals[p].host, journals[p].run.dataset_id ? journals[p].run.dataset_id : "null",
-                       ds->dataset_id, cfg->dataset_path);
+                       content_id, cfg->dataset_path);
       goto done;
     }
 
@@ -155,7 +157,8 @@ precis_status precis_parts_gather(const precis_run_config *cfg, precis_journal *
   report->tool_version = precis_strdup(base->tool_version);
   report->tool_commit = precis_strdup(base->tool_commit);
   report->dataset_path = precis_strdup(cfg->dataset_path);
-  report->dataset_id = precis_strdup(ds->dataset_id);
+  report->dataset_id = precis_strdup(content_id);
+  report->dataset_label = ds->dataset_id ? precis_strdup(ds->dataset_id) : NULL;
   copy_kv(&report->environment, &base->environment, NULL);
   copy_kv(&report->settings, &base->settings, "shard");
   report->recipes = copy_strings(base->recipes, base->n_recipes);

@@ -11,6 +11,7 @@
 #include "data/dataset.h"
 #include "deal.h"
 #include "base/escape.h"
+#include "host_memory.h"
 #include "report/journal.h"
 #include "numerics/metrics.h"
 #include "report/report.h"
@@ -255,10 +256,15 @@ precis_status precis_run_workloads(const precis_run_config *cfg, precis_report *
   precis_status st = precis_dataset_open(cfg->dataset_path, &ds);
   if (st != PRECIS_OK) return st;
   report->dataset_path = precis_strdup(cfg->dataset_path);
-  report->dataset_id = precis_strdup(ds->dataset_id);
   report->complete = false;
   /* The model's shape beside its layers' rows: precis plan --serve reads the KV cache's size from it. */
   if (ds->model_config) precis_kv_set_json(&report->settings, "model_config", ds->model_config);
+  /* The run's dataset is its contents (the digest), whatever label its writer gave it: the journal
+   * records and a resume compares the digest, so that a resume finds the same file by what it holds. */
+  const char *content_id = NULL;
+  if ((st = precis_dataset_content_id(ds, &content_id)) != PRECIS_OK) goto done;
+  report->dataset_id = precis_strdup(content_id);
+  report->dataset_label = ds->dataset_id ? precis_strdup(ds->dataset_id) : NULL;
 
   if (cfg->workloads) {
     for (size_t i = 0; i < cfg->n_workloads; i++) {
@@ -321,7 +327,7 @@ precis_status precis_run_workloads(const precis_run_config *cfg, precis_report *
       goto done;
   }
   if (cfg->save_outputs) {
-    st = precis_outputs_open(cfg->save_outputs, cfg->force, ds->dataset_id, &saved);
+    st = precis_outputs_open(cfg->save_outputs, cfg->force, content_id, &saved);
     if (st != PRECIS_OK) goto done;
   }
 
@@ -425,6 +431,8 @@ precis_status precis_run_workloads(const precis_run_config *cfg, precis_report *
       }
     }
     precis_workload_data_free(&data);
+    /* The next workload's buffers have other sizes: its peak RSS should not hold this one's. */
+    precis_tracked_cache_release();
   }
   if (cfg->resume) {
     /* Provenance: these rows were measured by an earlier process (maybe under another load). */

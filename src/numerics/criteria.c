@@ -74,15 +74,21 @@ void precis_criterion_format(const precis_criterion *c, char *buf, size_t len) {
   snprintf(buf, len, "%s%s%s", precis_metric_get(c->metric)->key, precis_cmp_str(c->op), num);
 }
 
-/* Rounds a bound up to 3 significant digits, so that the printed gate is the gate applied. */
-static double round_up_3(double v) {
+double precis_round_up_3_digits(double v) {
   if (!(v > 0) || !isfinite(v)) return v;
-  double scale = pow(10.0, floor(log10(v)) - 2);
-  double r = ceil(v / scale - 1e-9) * scale;
+  /* The nearest 3-digit decimal d, in text (printf rounds the exact binary value correctly), and the
+   * double nearest it. Rounding is monotone, so double(d) < v only when d < v; then the next decimal
+   * up is above v (v is within half a step of d) and so is its double. Scaling by powers of ten in
+   * binary instead would round on the way and could land below v. */
   char buf[40];
-  snprintf(buf, sizeof buf, "%.3g", r);
+  snprintf(buf, sizeof buf, "%.2e", v); /* "d.dde±XX" */
   double printed = strtod(buf, NULL);
-  return printed >= v ? printed : r;
+  if (printed >= v) return printed;
+  int digits = (buf[0] - '0') * 100 + (buf[2] - '0') * 10 + (buf[3] - '0') + 1;
+  int exponent = atoi(buf + 5);
+  if (digits == 1000) digits = 100, exponent++;
+  snprintf(buf, sizeof buf, "%d.%02de%d", digits / 100, digits % 100, exponent);
+  return strtod(buf, NULL);
 }
 
 /* Hopper fp8 tensor cores: about 13-14 fraction bits between promotions (criteria.h). 2^-13 is the
@@ -145,7 +151,7 @@ void precis_default_criteria(const precis_spec *spec, long long k, precis_criter
   else if (spec->split == PRECIS_SPLIT_BF16X6) input_error = 3 * 0x1p-24;
   else if (spec->split == PRECIS_SPLIT_BF16X9) input_error = 0;
   double bound = input_error + 2.0 * precis_accumulation_gamma(spec, k) + outf->unit_roundoff;
-  out->items[out->count++] = (precis_criterion){PRECIS_METRIC_MAX_CW, PRECIS_CMP_LE, round_up_3(bound)};
+  out->items[out->count++] = (precis_criterion){PRECIS_METRIC_MAX_CW, PRECIS_CMP_LE, precis_round_up_3_digits(bound)};
 }
 
 static bool compare(double v, precis_cmp op, double limit) {

@@ -48,6 +48,11 @@ precis_accumulation precis_spec_accumulation(const precis_spec *spec);
  * model: min(k, interval)*unit + k*promoted_unit (interval 0: k*unit). */
 double precis_accumulation_gamma(const precis_spec *spec, long long k);
 
+/* The smallest decimal of 3 significant digits that is >= v, as the double nearest it (v itself when
+ * not positive and finite): the default gates are rounded up with it, so that the gate printed
+ * (3 digits, e.g. "1.01e-18") is exactly the gate applied and never below the bound. */
+double precis_round_up_3_digits(double v);
+
 /* The default gate of a recipe spec for a reduction length k (docs/criteria.md says where each
  * comes from). */
 void precis_default_criteria(const precis_spec *spec, long long k, precis_criteria *out);

@@ -57,6 +57,9 @@ static char *header_text(const precis_journal_run *run) {
   else cJSON_AddNullToObject(dataset, "path");
   if (r->dataset_id) cJSON_AddStringToObject(dataset, "dataset_id", r->dataset_id);
   else cJSON_AddNullToObject(dataset, "dataset_id");
+  /* The writer's label, informative: the identity compared on --resume is dataset_id, the digest. */
+  if (r->dataset_label) cJSON_AddStringToObject(dataset, "label", r->dataset_label);
+  else cJSON_AddNullToObject(dataset, "label");
   cJSON *settings = cJSON_AddObjectToObject(root, "settings");
   cJSON_AddItemToObject(settings, "recipes", string_array(r->recipes, r->n_recipes));
   cJSON_AddItemToObject(settings, "criteria", string_array(r->criteria, r->n_criteria));
@@ -232,7 +235,9 @@ static precis_status read_header(const char *path, const char *line, precis_jour
   const cJSON *dataset = cJSON_GetObjectItemCaseSensitive(root, "dataset");
   const cJSON *id = dataset ? cJSON_GetObjectItemCaseSensitive(dataset, "dataset_id") : NULL;
   const cJSON *dpath = dataset ? cJSON_GetObjectItemCaseSensitive(dataset, "path") : NULL;
+  const cJSON *label = dataset ? cJSON_GetObjectItemCaseSensitive(dataset, "label") : NULL;
   if (cJSON_IsString(id)) j->run.dataset_id = precis_strdup(id->valuestring);
+  if (cJSON_IsString(label)) j->run.dataset_label = precis_strdup(label->valuestring);
   if (cJSON_IsString(dpath)) j->run.dataset_path = precis_strdup(dpath->valuestring);
   const cJSON *tool = cJSON_GetObjectItemCaseSensitive(root, "tool");
   const cJSON *tv = tool ? cJSON_GetObjectItemCaseSensitive(tool, "version") : NULL;

@@ -270,6 +270,7 @@ precis_status precis_merge_reports(precis_report *parts, const char *const *name
   out->tool_commit = precis_strdup(base->tool_commit);
   out->dataset_path = precis_strdup(base->dataset_path);
   out->dataset_id = precis_strdup(base->dataset_id);
+  out->dataset_label = precis_strdup(base->dataset_label);
   for (size_t k = 0; k < base->environment.count; k++) {
     const precis_kv *kv = &base->environment.items[k];
     if (strcmp(kv->key, "parts") == 0) continue;

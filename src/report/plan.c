@@ -436,6 +436,18 @@ precis_status precis_plan_build(const precis_report *report, const precis_plan_o
   p->peak_layer = -1;
   p->resident_total = p->peak_transient = NAN;
   p->exact = true;
+  if (p->cost_kind == PRECIS_PLAN_LATENCY && precis_report_is_cpu_emulation(report)) {
+    if (!options->allow_emulated_latency) {
+      st = precis_fail(PRECIS_E_USAGE,
+                       "a latency %s on a %s report: its timings are CPU timings of an emulation of each format "
+                       "(the emulation's cost, e.g. fp32 fastest), not the formats' speed on a GPU; plan by memory or "
+                       "bits, measure with --backend cuda, or give --allow-emulated-latency to plan by the emulation's "
+                       "timings anyway (the plan then says so)",
+                       p->budget == PRECIS_PLAN_LATENCY ? "budget" : "cost", precis_report_backend(report));
+      goto done;
+    }
+    p->latency_emulated = true;
+  }
   p->objective = options->objective;
   p->moe_active = options->moe_active > 0 && options->moe_active < 1 ? options->moe_active : 1;
   if (p->objective == PRECIS_PLAN_OBJECTIVE_AUTO) {

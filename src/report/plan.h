@@ -73,6 +73,10 @@ typedef struct precis_plan_options {
    * budget (bits per weight a token reads) weighs each expert layer (a name with ".experts." in it)
    * by this fraction, in its cost and in the weights the average is over. 0 or 1: no weighting. */
   double moe_active;
+  /* A latency cost (budget or --cost) on a cpu-emulation report is refused unless this is set: its
+   * timings are the CPU's cost of emulating each format (fp32 fastest), not the formats' speed on
+   * the hardware they stand for. When set, the plan says so wherever it is shown. */
+  bool allow_emulated_latency;
 } precis_plan_options;
 
 /* The memory a served model holds, estimated from the plan and the model's config.json (recorded
@@ -125,6 +129,7 @@ typedef struct precis_plan {
   size_t *by_sensitivity; /* layer indices, most sensitive first */
   int target;           /* recipe index of the exclusion lists' target; -1 when none */
   bool feasible;
+  bool latency_emulated; /* the cost is latency, from CPU timings of an emulation (allow_emulated_latency) */
   bool exact;           /* false only when a frontier was thinned */
   size_t states;        /* frontier states explored */
   double total_cost, total_error, cheapest_total_cost;

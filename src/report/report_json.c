@@ -285,6 +285,7 @@ static void write_report(json_out *o, const precis_report *r) {
   jo_begin_object(o, false);
   jo_k(o, "path"); jo_str(o, r->dataset_path);
   jo_k(o, "dataset_id"); jo_str(o, r->dataset_id);
+  jo_k(o, "label"); jo_str(o, r->dataset_label);
   jo_end_object(o);
   jo_k(o, "settings");
   jo_begin_object(o, false);
@@ -666,7 +667,8 @@ static bool read_report(json_in *in, const cJSON *root, precis_report *r) {
   if (dataset) {
     size_t saved = ji_push(in, "dataset", 0);
     if (!ji_string(in, dataset, "path", &r->dataset_path, false) ||
-        !ji_string(in, dataset, "dataset_id", &r->dataset_id, false))
+        !ji_string(in, dataset, "dataset_id", &r->dataset_id, false) ||
+        !ji_string(in, dataset, "label", &r->dataset_label, false))
       return false;
     ji_pop(in, saved);
   }

@@ -25,6 +25,10 @@ static const char *cost_unit(precis_plan_budget kind) {
   return "";
 }
 
+/* Shown wherever a plan by emulated latency is (--allow-emulated-latency). */
+static const char emulated_latency_note[] =
+    "latency from cpu-emulation timings: CPU timings of an emulation of each format, not GPU figures";
+
 static void fmt_cost(char *buf, size_t len, precis_plan_budget kind, double v) {
   if (isnan(v)) snprintf(buf, len, "-");
   else if (kind == PRECIS_PLAN_MEMORY || kind == PRECIS_PLAN_NO_BUDGET) precis_fmt_bytes(buf, len, (long long)v);
@@ -50,6 +54,8 @@ static char *plan_json(const precis_plan *p, const precis_report *report, const 
   cJSON_AddStringToObject(root, "error_metric", precis_plan_objective_definition(p->objective));
   cJSON_AddStringToObject(root, "cost", precis_plan_budget_str(p->cost_kind));
   cJSON_AddStringToObject(root, "cost_unit", cost_unit(p->cost_kind));
+  if (p->latency_emulated) cJSON_AddStringToObject(root, "cost_basis", emulated_latency_note);
+  else cJSON_AddNullToObject(root, "cost_basis");
   cJSON *budget = p->budget == PRECIS_PLAN_NO_BUDGET ? cJSON_CreateNull() : cJSON_CreateObject();
   if (p->budget != PRECIS_PLAN_NO_BUDGET) {
     cJSON_AddStringToObject(budget, "kind", precis_plan_budget_str(p->budget));
@@ -168,6 +174,7 @@ static void md_header(precis_buf *b, const precis_plan *p, const char *report_pa
   precis_buf_append(b, "\n- criteria: ");
   precis_buf_markdown(b, p->criteria_source);
   precis_buf_appendf(b, "\n- cost: %s (%s)\n", precis_plan_budget_str(p->cost_kind), cost_unit(p->cost_kind));
+  if (p->latency_emulated) precis_buf_appendf(b, "- **%s**\n", emulated_latency_note);
   if (p->budget != PRECIS_PLAN_NO_BUDGET) {
     fmt_cost(cost, sizeof cost, p->cost_kind, p->capacity);
     precis_buf_appendf(b, "- budget: %s=%.6g (capacity %s); objective: the lowest sum of %s over layers within it\n",
@@ -344,6 +351,7 @@ static char *plan_html(const precis_plan *p, const char *report_path) {
   precis_buf_append(&b, " &middot; method: ");
   precis_buf_html(&b, p->method);
   precis_buf_append(&b, "</p>\n");
+  if (p->latency_emulated) precis_buf_appendf(&b, "<div class=\"banner bad\"><b>%s</b></div>\n", emulated_latency_note);
   char cost[48], cheapest[48], err[32], sens[32], color[16];
   if (p->feasible) {
     fmt_cost(cost, sizeof cost, p->cost_kind, p->total_cost);
@@ -663,6 +671,7 @@ void precis_plan_print(const precis_plan *p, FILE *out) {
   precis_buf b;
   precis_buf_init(&b);
   char cost[48], err[32];
+  if (p->latency_emulated) fprintf(out, "note: %s\n", emulated_latency_note);
   if (!p->feasible) {
     fprintf(out, "no plan meets the criteria (%s): %s\n", p->criteria_source, p->infeasible_why);
     for (size_t i = 0; i < p->n_blocking; i++) {

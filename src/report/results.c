@@ -162,6 +162,7 @@ void precis_report_free(precis_report *report) {
   precis_kv_free(&report->environment);
   free(report->dataset_path);
   free(report->dataset_id);
+  free(report->dataset_label);
   precis_kv_free(&report->settings);
   free_strings(report->recipes, report->n_recipes);
   free_strings(report->criteria, report->n_criteria);

@@ -114,7 +114,8 @@ typedef struct precis_report {
   char *tool_commit;
   precis_kv_list environment; /* DESIGN §6: backend, device, versions, cpu, utc time, command line */
   char *dataset_path;
-  char *dataset_id;
+  char *dataset_id;    /* the digest of the dataset's contents (precis_dataset_content_id) */
+  char *dataset_label; /* the writer's own label (the file's dataset_id attribute), or NULL */
   precis_kv_list settings;    /* scalar settings (backend, timing targets, int8 activation scales) */
   char **recipes; size_t n_recipes;
   char **criteria; size_t n_criteria; /* --require expressions as given (empty: recipe defaults) */

@@ -153,8 +153,10 @@ def build(out):
               fn=lambda f: f.attrs.__setitem__("format_version", 1.5))
     c.dataset("format-version-string", [r"format_version", r"integer"],
               fn=lambda f: f.attrs.__setitem__("format_version", "1"))
-    c.dataset("missing-dataset-id", [r"dataset_id", r"expected|missing"],
-              fn=lambda f: f.attrs.__delitem__("dataset_id"))
+    # dataset_id is optional (the writer's label; the identity is the digest of the contents, issue
+    # 34), but given, it is a non-empty string.
+    c.dataset("empty-dataset-id", [r"dataset_id", r"non-empty"], fn=lambda f: f.attrs.__setitem__("dataset_id", ""))
+    c.dataset("dataset-id-not-string", [r"dataset_id", r"string"], fn=lambda f: f.attrs.__setitem__("dataset_id", 7))
     c.dataset("seed-negative", [r"seed", r"non-negative|integer"], fn=lambda f: f.attrs.__setitem__("seed", -3))
 
     # --- the workloads group ----------------------------------------------------------------------

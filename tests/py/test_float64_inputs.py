@@ -10,6 +10,7 @@ non-finite float64 input is refused naming the element.
 Runs with Debian's python3 + python3-h5py + python3-numpy; env PRECIS (binary)."""
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -81,7 +82,14 @@ def main():
         proc = run("run", data, "--recipes", "fp32,fp64,ozaki-int8-4,ozaki-int8-8", "-o", out, "--save-outputs", saved,
                    *FAST)
         check(proc.returncode in (0, 1), f"run ({proc.returncode}) {proc.stderr.strip()[:200]}")
-        rows = {r["recipe"]: r for r in json.load(open(os.path.join(out, "report.json")))["rows"]}
+        report = json.load(open(os.path.join(out, "report.json")))
+        rows = {r["recipe"]: r for r in report["rows"]}
+        # The run's dataset_id is the digest of the contents (float64 bytes included), the one inspect
+        # recomputes, and the file's own label is kept beside it.
+        contents = re.search(r"contents +([0-9a-f]{64})", run("inspect", data).stdout)
+        check(contents is not None and report["dataset"]["dataset_id"] == contents.group(1)
+              and report["dataset"]["label"] == "hand-written",
+              f"report dataset {report['dataset']} is not the digest inspect prints")
         fro = {name: rows[name]["error"]["rel_fro"]["worst"] for name in rows}
         check(fro["fp64"] is not None and fro["fp64"] < 1e-15, f"fp64 sees 53-bit inputs: rel_fro {fro['fp64']}")
         check(fro["ozaki-int8-8"] < 1e-14, f"ozaki-int8-8 on float64 inputs: rel_fro {fro['ozaki-int8-8']}")

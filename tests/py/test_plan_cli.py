@@ -3,6 +3,9 @@
 - 240 layers x 4 recipes: one heatmap row per layer, one chosen cell per row, every chosen cell
   passing; under a latency budget the plan fits and is no worse than a greedy upgrade (a different
   algorithm that is feasible but not always optimal), and is optimal when the budget is large;
+- a latency plan on a cpu-emulation report is refused (exit 2) unless --allow-emulated-latency is
+  given, and then plan.json/md/html and stdout say that the latencies are CPU timings of an
+  emulation; on a cuda report nothing is refused or labelled;
 - recorded verdicts without --require; --target; exit 3 naming blocking layers;
 - hostile layer names are escaped in plan.html / plan.md and quoted in the exclusion lists;
 - usage errors exit 2.
@@ -45,6 +48,8 @@ def main():
             rows.append(fx.row(layer, recipe, err * scale if recipe != "fp32" else err, ms * (1 + (i % 3) / 10),
                                criteria=("rel_fro<=0.03",)))
     rep = fx.write(os.path.join(tmp, "report.json"), fx.report(rows))
+    # The same rows measured on a GPU: latency plans need no permission there.
+    rep_cuda = fx.write(os.path.join(tmp, "report-cuda.json"), fx.report(rows, backend="cuda"))
     cells = {(r["workload"], r["recipe"]): r for r in rows}
 
     out = os.path.join(tmp, "p1")
@@ -78,16 +83,34 @@ def main():
             spent += d_cost - old
     greedy_err = sum(cells[(l, greedy[l])]["error"]["rel_fro"]["worst"] for l in layers)
     out = os.path.join(tmp, "p2")
-    plan([rep, "--require", "rel_fro<=3e-2", "--budget", f"latency={budget!r}", "-o", out], 0)
+    plan([rep_cuda, "--require", "rel_fro<=3e-2", "--budget", f"latency={budget!r}", "-o", out], 0)
     doc = json.load(open(os.path.join(out, "plan.json")))
+    check(doc["cost_basis"] is None and "emulation" not in open(os.path.join(out, "plan.md")).read(),
+          "a cuda report's latency plan carries no emulation note")
     check(doc["exact"] and doc["total_cost"] <= budget, f"latency plan fits: {doc['total_cost']} <= {budget}")
     check(doc["total_error"] <= greedy_err * (1 + 1e-12), f"exact plan {doc['total_error']} worse than greedy {greedy_err}")
     # A budget that allows everything: every layer on its most accurate passing recipe (fp32).
-    plan([rep, "--require", "rel_fro<=3e-2", "--budget", "latency=1e9", "-o", out, "--force"], 0)
+    plan([rep_cuda, "--require", "rel_fro<=3e-2", "--budget", "latency=1e9", "-o", out, "--force"], 0)
     doc = json.load(open(os.path.join(out, "plan.json")))
     check(all(e["recipe"] == "fp32" for e in doc["layers"]), "unbounded budget: fp32 everywhere")
     check(doc["target"] == "int8" and doc["keep_high_precision"] == layers,
           "the default target is the cheapest recipe; every layer off it is kept")
+
+    # Latency on cpu-emulation timings: refused, naming the way out; allowed on request, and labelled.
+    for how in (["--budget", f"latency={budget!r}"], ["--cost", "latency"]):
+        out = os.path.join(tmp, "p-emulated-" + how[0][2:])
+        p = plan([rep, "--require", "rel_fro<=3e-2", *how, "-o", out], 2)
+        check("cpu-emulation" in p.stderr and "--allow-emulated-latency" in p.stderr and not os.path.exists(out),
+              f"{how}: latency on emulation timings refused: {p.stderr}")
+        p = plan([rep, "--require", "rel_fro<=3e-2", *how, "--allow-emulated-latency", "-o", out, "--force"], 0)
+        note = "CPU timings of an emulation"
+        doc = json.load(open(os.path.join(out, "plan.json")))
+        check(note in p.stdout, f"{how}: stdout does not say the latencies are emulated: {p.stdout[:300]}")
+        check(doc["cost_basis"] and note in doc["cost_basis"], f"{how}: plan.json cost_basis {doc['cost_basis']}")
+        check(note in open(os.path.join(out, "plan.md")).read(), f"{how}: plan.md has no emulation note")
+        check(note in open(os.path.join(out, "plan.html")).read(), f"{how}: plan.html has no emulation note")
+    # Memory and bits on an emulation report need nothing.
+    plan([rep, "--require", "rel_fro<=3e-2", "--budget", "bits=16", "-o", os.path.join(tmp, "p-bits")], 0)
 
     # Recorded verdicts (rel_fro<=0.03 in the rows) and --target.
     out = os.path.join(tmp, "p3")
