@@ -307,11 +307,16 @@ def test_the_gil_is_released_while_c_computes():
     import threading
     import time
     rng = np.random.default_rng(9)
-    a = rng.standard_normal((4, 256, 1024)).astype(np.float32)
     b = rng.standard_normal((1024, 512)).astype(np.float32)
-    t0 = time.perf_counter()
-    precis.emulate(a, b, "fp16acc16")
-    duration = time.perf_counter() - t0
+    # A call long enough to tell a pause from the whole call, on an idle machine as on a loaded one:
+    # the batch doubles until one call takes 0.3 s.
+    for batch in (4, 8, 16, 32, 64):
+        a = rng.standard_normal((batch, 256, 1024)).astype(np.float32)
+        t0 = time.perf_counter()
+        precis.emulate(a, b, "fp16acc16")
+        duration = time.perf_counter() - t0
+        if duration > 0.3:
+            break
     worker = threading.Thread(target=precis.emulate, args=(a, b, "fp16acc16"))
     longest, last = 0.0, time.perf_counter()
     worker.start()
