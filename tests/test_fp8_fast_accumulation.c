@@ -152,9 +152,10 @@ static bool run_spec(const char *spec_text, float *a, float *b, size_t m, size_t
 }
 
 /* Small cases pinned bit for bit. Per-tensor scales of exactly 1 (amax 448 in A and in B), so every
- * product is exact and every block of 32 sums exactly in fp32; what is left is the accumulator:
- * each block's sum, the first one included, is added and truncated toward zero to 13 fraction bits.
- * 448 + 2^-10 has 23 significant bits: 448 after truncation (2^-5 is the last kept bit at 448). */
+ * product is exact; what is left is the accumulator of the sm_90 model (docs/formats.md, the MMA
+ * chain): per instruction of 32 products, D and each product are aligned to the largest exponent and
+ * truncated toward zero to 13 fraction bits, the first instruction included. At 448 the last kept
+ * bit is 2^-5, so a product of 2^-10 is lost whole, of either sign. */
 TEST(small_cases_bit_for_bit) {
   static const char *fast = "a=e4m3@tensor,b=e4m3@tensor,acc=fp32fast,out=fp32";
   static const char *plain = "a=e4m3@tensor,b=e4m3@tensor,out=fp32";
@@ -170,7 +171,7 @@ TEST(small_cases_bit_for_bit) {
       /* one block: the first block's sum is truncated too */
       {32, 0x1p-5f, 0x1p-5f, 0, 0, 1, 448.0f, 448.0f + 0x1p-10f},
       {32, -0x1p-5f, 0x1p-5f, 0, 0, -1, -448.0f, -448.0f - 0x1p-10f},
-      {32, -0x1p-5f, 0x1p-5f, 0, 0, 1, 447.96875f, 448.0f - 0x1p-10f}, /* toward zero: down to 447 + 31/32 */
+      {32, -0x1p-5f, 0x1p-5f, 0, 0, 1, 448.0f, 448.0f - 0x1p-10f}, /* -2^-10 aligned to 2^-5: truncated to 0 */
       /* a sum with 13 fraction bits or fewer passes whole */
       {32, 0.25f, 0.125f, 0, 0, 1, 448.03125f, 448.03125f},
       /* two blocks: truncated after each, so two 2^-10 never add up to a kept bit */

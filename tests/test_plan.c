@@ -272,8 +272,9 @@ TEST(moe_active_weighs_expert_layers) {
 }
 
 /* The bits budget counts the weights (B), never the activations (A): a weight-only recipe with 4-bit
- * weights and bf16 activations costs 4 bits per weight, so a 4-bit average fits it alone. Counting
- * A's format would cost it 16 bits and leave no plan at all. */
+ * weights in groups of 128 with a bf16 scale costs 4 + 16/128 = 4.125 effective bits per weight
+ * (DESIGN §17), so a 4.125-bit average fits it alone. Counting A's format would cost it 16 bits and
+ * leave no plan at all. */
 TEST(bits_budget_counts_the_weights_format) {
   precis_report r;
   fixture_report(&r);
@@ -283,12 +284,12 @@ TEST(bits_budget_counts_the_weights_format) {
   /* And the other way round: 8-bit activations on bf16 weights cost 16 bits per weight. */
   precis_row *a8 = fixture_row(&r, "layer", "a8-bf16-weights", 1e-3, 1.5, 1500 + 1024, 1e-2);
   a8->spec = precis_strdup("a=s8@row:sym,b=bf16,acc=fp32,out=fp32,scale=dynamic,smooth=none,split=none");
-  precis_plan_options opt = {.budget = PRECIS_PLAN_BITS, .budget_value = 4};
+  precis_plan_options opt = {.budget = PRECIS_PLAN_BITS, .budget_value = 4.125};
   precis_plan p;
   CHECK_OK(precis_plan_build(&r, &opt, &p));
-  CHECK_MSG(p.feasible, "a 4-bit budget found no plan: %s", p.infeasible_why ? p.infeasible_why : "");
+  CHECK_MSG(p.feasible, "a 4.125-bit budget found no plan: %s", p.infeasible_why ? p.infeasible_why : "");
   CHECK_STR(chosen(&p, 0), "w4-bf16-act");
-  CHECK_NEAR(p.total_cost, 4.0 * 256 * 256, 0);
+  CHECK_NEAR(p.total_cost, 4.125 * 256 * 256, 0);
   precis_plan_free(&p);
   opt.budget_value = 16; /* room for 16-bit weights: the most accurate of them, a8 on bf16 weights */
   CHECK_OK(precis_plan_build(&r, &opt, &p));
