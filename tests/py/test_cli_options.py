@@ -19,8 +19,8 @@ import sys
 import tempfile
 
 PRECIS = os.environ["PRECIS"]
-COMMANDS = ["info", "gen", "inspect", "import", "run", "recommend", "plan", "compare", "merge", "recipes", "explain",
-            "accept"]
+COMMANDS = ["info", "gen", "inspect", "import", "run", "recommend", "plan", "conform", "compare", "merge", "recipes",
+            "explain", "accept"]
 failures = []
 
 
@@ -109,9 +109,6 @@ def main():
             check(p.returncode == 2 and "unknown option -z" in p.stderr, f"{command} -z: exit {p.returncode}")
             print(f"ok   {command}: {len(options)} options exact, abbreviations refused; -q/-o as --quiet/--output")
 
-        # The case that was reported: --target is not --target-spread.
-        p = precis("run", "--target", "sm_90", cwd=tmp)
-        check(p.returncode == 2 and "did you mean --target-spread" in p.stderr, f"run --target: {p.stderr}")
         # -q works on run as on import: nothing on stdout.
         suite = os.path.join(tmp, "s.yaml")
         with open(suite, "w") as f:
@@ -122,6 +119,18 @@ def main():
         p = precis("run", data, "-q", "-o", os.path.join(tmp, "r"), "--backend", "cpu", "--recipes", "fp32",
                    "--min-samples", "1", "--max-samples", "1", cwd=tmp)
         check(p.returncode == 0 and p.stdout == "", f"run -q: exit {p.returncode}, stdout {p.stdout!r}, {p.stderr}")
+        # The case that was reported: --target was read as --target-spread. It is now an option of its
+        # own (the architecture, DESIGN §19), and a prefix of both is refused naming both.
+        p = precis("run", data, "--targ", "sm_90", "-q", "-o", os.path.join(tmp, "r2"), cwd=tmp)
+        check(p.returncode == 2 and "--target-spread" in p.stderr and "--target " in p.stderr + " ",
+              f"run --targ: exit {p.returncode}: {p.stderr[:300]}")
+        p = precis("run", data, "--target", "sm_100", "-q", "-o", os.path.join(tmp, "r3"), "--backend", "cpu",
+                   "--recipes", "fp32", "--min-samples", "1", "--max-samples", "1", cwd=tmp)
+        rows = []
+        if check(p.returncode == 0, f"run --target sm_100: exit {p.returncode}: {p.stderr[:300]}"):
+            import json
+            rows = json.load(open(os.path.join(tmp, "r3", "report.json")))["rows"]
+        check(rows and all(r.get("target") == "sm_100" for r in rows), f"run --target sm_100: rows {[r.get('target') for r in rows]}")
     print(f"{len(failures)} failures")
     return 1 if failures else 0
 
