@@ -5,6 +5,7 @@
 #   bash tests/wheel_check.sh BUILD_DIR      (BUILD_DIR holds the precis executable; .ci/run runs it)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+root=$PWD
 build=$(cd "$1" && pwd)
 venv="$build/wheel-venv"
 work=$(mktemp -d)
@@ -41,3 +42,19 @@ assert report.rows == json.load(open(f"{work}/report/report.json"))["rows"] and 
 print(f"wheel check: precis {precis.__version__} from {precis.__file__}: 4 saved outputs reproduced bit for bit, "
       f"{len(report.rows)} report rows read back")
 PY
+
+# The package's own tests (tests/venv/test_python_*.py, precis.torch's included) against the installed
+# wheel: its `precis` folder alone, copied out of the fresh venv, imported by the test venv's
+# interpreter (which has torch and transformers; the wheel is abi3), never the build tree's copy.
+if [ -x "$build/venv/bin/python" ]; then
+  site=$("$venv/bin/python" -c 'import os, precis; print(os.path.dirname(precis.__file__))')
+  mkdir -p "$work/stage" && cp -r "$site" "$work/stage/precis"
+  cd "$build/tests"  # where ctest runs them
+  for t in $(cd "$root" && ls tests/venv/test_python_*.py); do
+    echo "wheel check: $t against the installed package"
+    PRECIS_PY_STAGE="$work/stage" PRECIS="$build/precis" PRECIS_BUILD_DIR="$build" \
+      PRECIS_QUANT_DRIVER="$build/tests/quantize_driver" PRECIS_SOURCE_DIR="$root" \
+      "$build/venv/bin/python" "$root/$t" > "$work/test.log" 2>&1 || { cat "$work/test.log"; exit 1; }
+    tail -n 1 "$work/test.log"
+  done
+fi

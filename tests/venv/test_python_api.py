@@ -23,7 +23,8 @@ import pytest
 
 BUILD = pathlib.Path(os.environ.get("PRECIS_BUILD_DIR", "build")).resolve()
 PRECIS = os.environ.get("PRECIS", str(BUILD / "precis"))
-STAGE = BUILD / "python"
+# PRECIS_PY_STAGE: a folder holding an installed package (tests/wheel_check.sh: the wheel pip built).
+STAGE = pathlib.Path(os.environ.get("PRECIS_PY_STAGE") or BUILD / "python")
 sys.path.insert(0, str(STAGE))
 import h5py  # noqa: E402
 import precis  # noqa: E402

@@ -36,7 +36,8 @@ except ImportError as e:
     sys.exit(1 if os.environ.get("CI") == "true" else 77)
 
 BUILD = os.path.abspath(os.environ.get("PRECIS_BUILD_DIR", "build"))
-STAGE = os.path.join(BUILD, "python")  # the package as the build stages it (python/CMakeLists.txt)
+# the package as the build stages it (python/CMakeLists.txt), or PRECIS_PY_STAGE: the installed wheel
+STAGE = os.environ.get("PRECIS_PY_STAGE") or os.path.join(BUILD, "python")
 sys.path.insert(0, STAGE)
 SUBPROCESS_ENV = dict(os.environ, PYTHONPATH=STAGE + os.pathsep + os.environ.get("PYTHONPATH", ""))
 import precis  # noqa: E402
