@@ -86,7 +86,12 @@ int precis_cmd_conform(int argc, char **argv) {
   if ((st = precis_model_discover(paths[0], include, n_include, exclude, n_exclude, &model)) != PRECIS_OK ||
       (st = precis_model_tensors(paths[1], &conv)) != PRECIS_OK || (st = precis_quant_decl_read(paths[1], &decl)) != PRECIS_OK)
     goto report;
+  /* Fused expert tensors stored [experts, in, out] (gpt-oss, Llama 4), as import --model reads them. */
+  precis_model_layout layout;
+  if ((st = precis_model_read_layout(paths[0], &layout)) != PRECIS_OK) goto report;
+  if (layout.experts_in_major) precis_model_mark_experts_in_major(&model);
   if (prefix) {
+    decl.strip_prefix = prefix; /* its ignore and target names may carry the prefix or not */
     const size_t n = strlen(prefix);
     for (int side = 0; side < 2; side++) {
       precis_model *m = side ? &conv : &model;

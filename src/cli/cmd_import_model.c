@@ -107,8 +107,18 @@ static char *converted_layer_name(const char *tensor) {
   return NULL;
 }
 
-static bool converted_has_layer(const precis_model *conv, const char *layer) {
+static bool converted_has_layer(const precis_model *conv, const precis_model_layer *original) {
+  const char *layer = original->name;
   size_t n = strlen(layer);
+  if (original->n_experts) { /* an expert of a fused tensor: gpt-oss's <tensor>_blocks, or the tensor itself */
+    const char *bracket = strrchr(layer, '[');
+    size_t t = bracket ? (size_t)(bracket - layer) : n; /* the fused tensor's name, prefix stripped as the layer's */
+    for (size_t i = 0; i < conv->n_layers; i++)
+      if (strncmp(conv->layers[i].name, layer, t) == 0 &&
+          (!strcmp(conv->layers[i].name + t, "_blocks") || !conv->layers[i].name[t]))
+        return true;
+    return false;
+  }
   for (size_t i = 0; i < conv->n_layers; i++) {
     const char *t = conv->layers[i].name;
     if (strncmp(t, layer, n) == 0 && (!strcmp(t + n, ".weight") || !strcmp(t + n, ".weight_packed"))) return true;
@@ -123,7 +133,7 @@ static precis_status check_converted_names(const precis_model *model, const prec
   size_t n_missing = 0;
   const char *first = NULL;
   for (size_t i = 0; i < model->n_layers; i++)
-    if (!converted_has_layer(conv, model->layers[i].name) && n_missing++ == 0) first = model->layers[i].name;
+    if (!converted_has_layer(conv, &model->layers[i]) && n_missing++ == 0) first = model->layers[i].name;
   if (!n_missing) return PRECIS_OK;
   char **names = calloc(conv->n_layers + 1, sizeof *names);
   size_t n_names = 0;
@@ -304,6 +314,12 @@ int precis_cmd_import_model(int argc, char **argv) {
   }
   if ((st = precis_model_discover(model_path, include, n_include, exclude, n_exclude, &model)) != PRECIS_OK) goto report;
   size_t marked = precis_model_mark_in_major(&model, in_major, n_in_major);
+  if (layout.experts_in_major) {
+    size_t experts = precis_model_mark_experts_in_major(&model);
+    if (experts && !list)
+      fprintf(stderr, "precis import: config.json says model_type %s: its %zu expert layers are read as [experts, in, out] "
+                      "(x @ W[e])\n", layout.model_type, experts);
+  }
   if (layout.n_in_major && !list)
     fprintf(stderr, "precis import: config.json says model_type %s: %zu layers read as [in, out] (Conv1D)%s\n",
             layout.model_type, marked, layout.n_lookups ? ", its position and token tables skipped" : "");
@@ -312,6 +328,7 @@ int precis_cmd_import_model(int argc, char **argv) {
   if (prefix) {
     strip_prefix(&model, prefix);
     if (converted) strip_prefix(&converted_model, prefix);
+    declared.strip_prefix = prefix; /* its ignore and target names may carry the prefix or not */
   }
   if (converted && (st = check_converted_names(&model, &converted_model, converted)) != PRECIS_OK) goto report;
   if (list && converted) {

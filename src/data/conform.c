@@ -45,6 +45,12 @@ static float round_to_dtype(const char *dtype, float x) {
 static double ulps_apart(const char *dtype, float a, float b) {
   if (a == b) return 0;
   int64_t ia, ib;
+  if (!strcmp(dtype, "E8M0")) { /* powers of two: one ULP per binade */
+    int ea = 0, eb = 0;
+    frexpf(a, &ea);
+    frexpf(b, &eb);
+    return fabs((double)(ea - eb));
+  }
   if (!strcmp(dtype, "BF16") || !strcmp(dtype, "F16")) {
     uint16_t ha = !strcmp(dtype, "BF16") ? precis_f32_to_bf16_bits(a) : precis_f32_to_f16_bits(a);
     uint16_t hb = !strcmp(dtype, "BF16") ? precis_f32_to_bf16_bits(b) : precis_f32_to_f16_bits(b);
@@ -72,6 +78,16 @@ static float minmax_scale(const precis_converted_layer *l, bool symmetric, float
   lo = fminf(lo, 0.0f);
   hi = fmaxf(hi, 0.0f);
   *zp = 0;
+  if (!strcmp(l->scale_dtype, "E8M0")) {
+    /* MXFP4 (gpt-oss): OCP MX v1.0's floor rule, 2^(floor(log2(amax)) - emax_elem) with E2M1's
+     * emax_elem = 2, as precis's own mxfp4 recipe; an all-zero block takes E8M0's smallest, 2^-127. */
+    const float amax = fmaxf(fabsf(lo), fabsf(hi));
+    if (!(amax > 0)) return ldexpf(1.0f, -127);
+    int e = 0;
+    frexpf(amax, &e); /* amax = f 2^e, f in [0.5, 1): floor(log2(amax)) = e - 1 */
+    const int exponent = e - 1 - 2;
+    return ldexpf(1.0f, exponent < -127 ? -127 : exponent > 127 ? 127 : exponent);
+  }
   float scale;
   if (l->is_float) {
     const float amax = fmaxf(fabsf(lo), fabsf(hi));
@@ -189,28 +205,39 @@ precis_status precis_conform_one(const precis_conform_options *o, const precis_m
   out->codes_alone_rel_fro = rel_fro(&alone2, &ref2);
   out->scale_twice_rel_fro = rel_fro(&twice2, &ref2);
   bool conforms = true;
-  const char *scale_name = fmt.scale_name ? fmt.scale_name : "weight_scale";
+  /* The tensors findings name: "<layer>.weight" and "<layer>.weight_scale", or one expert's slice of
+   * gpt-oss's "<tensor>_blocks" and "<tensor>_scales". */
+  char code_tensor[1200], scale_tensor[1200];
+  if (layer->n_experts) {
+    snprintf(code_tensor, sizeof code_tensor, "%s_blocks[%" PRId64 "]", layer->tensor, layer->expert);
+    snprintf(scale_tensor, sizeof scale_tensor, "%s_scales[%" PRId64 "]", layer->tensor, layer->expert);
+  } else {
+    snprintf(code_tensor, sizeof code_tensor, "%s.%s", layer->name, fmt.packed ? "weight_packed" : "weight");
+    snprintf(scale_tensor, sizeof scale_tensor, "%s.%s", layer->name, fmt.scale_name ? fmt.scale_name : "weight_scale");
+  }
+  const char *scale_name = scale_tensor;
   if (out->weight_rel_fro > PRECIS_FOREIGN_REL_FRO(l.bits)) {
     conforms = false;
-    add_finding(result, "%s: %s.%s: the dequantized weights differ from the original's by a relative Frobenius norm of %.3g "
-                "(above %.2g): not a conversion of this model's layer", layer->name, layer->name, fmt.packed ? "weight_packed" : "weight",
+    add_finding(result, "%s: %s: the dequantized weights differ from the original's by a relative Frobenius norm of %.3g "
+                "(above %.2g): not a conversion of this model's layer", layer->name, code_tensor,
                 out->weight_rel_fro, PRECIS_FOREIGN_REL_FRO(l.bits));
   }
   /* Scales ignored (the codes alone already are the weights) or applied twice. */
   if (out->codes_alone_rel_fro < 0.5 * out->weight_rel_fro) {
     conforms = false;
-    add_finding(result, "%s: %s.%s: the codes alone are the original to rel_fro %.3g, codes x scale only to %.3g: the scale "
-                "looks already applied to the stored values (a reader applying %s applies it twice)", layer->name, layer->name,
+    add_finding(result, "%s: %s: the codes alone are the original to rel_fro %.3g, codes x scale only to %.3g: the scale "
+                "looks already applied to the stored values (a reader applying %s applies it twice)", layer->name,
                 scale_name, out->codes_alone_rel_fro, out->weight_rel_fro, scale_name);
   } else if (out->scale_twice_rel_fro < 0.5 * out->weight_rel_fro) {
     conforms = false;
-    add_finding(result, "%s: %s.%s: codes x scale^2 are the original to rel_fro %.3g, codes x scale only to %.3g: the stored "
-                "values need the scale twice (it was divided out twice when quantizing)", layer->name, layer->name, scale_name,
+    add_finding(result, "%s: %s: codes x scale^2 are the original to rel_fro %.3g, codes x scale only to %.3g: the stored "
+                "values need the scale twice (it was divided out twice when quantizing)", layer->name, scale_name,
                 out->scale_twice_rel_fro, out->weight_rel_fro);
   }
   /* Scales: recomputed from the original by the min-max rule, compared in ULPs of their format. */
   cell_ranges(&l, w, cells);
   size_t named = 0;
+  const bool e8m0 = !strcmp(l.scale_dtype, "E8M0");
   out->scales = n_cells;
   for (uint64_t i = 0; i < n_cells; i++) {
     float zp = 0;
@@ -221,12 +248,12 @@ precis_status precis_conform_one(const precis_conform_options *o, const precis_m
       out->scale_row = (int64_t)(i / (uint64_t)l.scale_cols);
       out->scale_col = (int64_t)(i % (uint64_t)l.scale_cols);
     }
-    if (ulps > 1) {
+    if (ulps > (e8m0 ? 0 : 1)) { /* an E8M0 ULP is a factor of two */
       out->scales_off++;
       if (named++ < shown)
-        add_finding(result, "%s: %s.%s[%" PRIu64 ", %" PRIu64 "]: stored %.9g, the min-max rule on the original gives %.9g "
-                    "(%.0f ULPs of %s apart)", layer->name, layer->name, scale_name, i / (uint64_t)l.scale_cols,
-                    i % (uint64_t)l.scale_cols, (double)l.scale[i], (double)want, ulps, l.scale_dtype);
+        add_finding(result, "%s: %s[%" PRIu64 ", %" PRIu64 "]: stored %.9g, the %s rule on the original gives %.9g "
+                    "(%.0f ULPs of %s apart)", layer->name, scale_name, i / (uint64_t)l.scale_cols,
+                    i % (uint64_t)l.scale_cols, (double)l.scale[i], e8m0 ? "OCP MX floor" : "min-max", (double)want, ulps, l.scale_dtype);
     }
   }
   if (out->scales_off) conforms = false;
@@ -251,8 +278,8 @@ precis_status precis_conform_one(const precis_conform_options *o, const precis_m
         out->code_col = c;
       }
       if (diff > 0 && named++ < shown)
-        add_finding(result, "%s: %s.%s[%" PRId64 ", %" PRId64 "]: stored code %g, round to nearest of the original (%.9g) with "
-                    "the stored scale gives %g (%g code%s apart)", layer->name, layer->name, fmt.packed ? "weight_packed" : "weight", r, c,
+        add_finding(result, "%s: %s[%" PRId64 ", %" PRId64 "]: stored code %g, round to nearest of the original (%.9g) with "
+                    "the stored scale gives %g (%g code%s apart)", layer->name, code_tensor, r, c,
                     (double)l.code[i], (double)w[i], (double)want, diff, diff == 1 ? "" : "s");
       /* Idempotence: the dequantized value re-quantized with the same scale. */
       if (quantize_value(&l, deq[i], scale, zp) != l.code[i]) out->idem_codes_moved++;

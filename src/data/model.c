@@ -95,6 +95,62 @@ typedef struct discovery {
   bool all_tensors; /* every tensor of rank <= 2, unfiltered (a converted checkpoint) */
 } discovery;
 
+/* A fused mixture-of-experts weight (model.h): 3-D, a float dtype, "experts" in its name, not a bias. */
+static bool fused_experts_tensor(const precis_st_tensor *t) {
+  return t->rank == 3 && linear_dtype(t->dtype) && strcmp(t->dtype, "F8_E4M3") != 0 && strstr(t->name, "experts") &&
+         !ends_with(t->name, "bias") && t->shape[0] > 0 && t->shape[1] > 0 && t->shape[2] > 0;
+}
+
+static precis_status add_layer(discovery *d, const char *path, const precis_st_tensor *t, char *name, int64_t rows,
+                               int64_t cols) {
+  if (d->model->n_layers == d->cap) {
+    size_t cap = d->cap ? 2 * d->cap : 64;
+    precis_model_layer *grown = realloc(d->model->layers, cap * sizeof *grown);
+    if (!grown) {
+      free(name);
+      return precis_fail(PRECIS_E_NOMEM, "out of memory");
+    }
+    d->model->layers = grown;
+    d->cap = cap;
+  }
+  precis_model_layer *layer = &d->model->layers[d->model->n_layers++];
+  memset(layer, 0, sizeof *layer);
+  layer->name = name;
+  layer->file = precis_strdup(path);
+  layer->tensor = precis_strdup(t->name);
+  snprintf(layer->dtype, sizeof layer->dtype, "%s", t->dtype);
+  layer->out_features = rows;
+  layer->in_features = cols;
+  layer->rank = t->rank;
+  layer->bytes = t->end - t->begin;
+  for (int i = 0; i < t->rank && i < 4; i++) layer->dims[i] = t->shape[i];
+  if (!layer->file || !layer->tensor) return precis_fail(PRECIS_E_NOMEM, "out of memory");
+  return PRECIS_OK;
+}
+
+/* One layer per expert of a fused [experts, out, in] tensor, named "<tensor>[<e>]" (stored
+ * [experts, in, out] is marked later, from config.json: precis_model_mark_experts_in_major). */
+static precis_status add_experts(discovery *d, const char *path, const precis_st_tensor *t) {
+  const uint64_t slice = (t->end - t->begin) / (uint64_t)t->shape[0];
+  for (int64_t e = 0; e < t->shape[0]; e++) {
+    char *name = precis_asprintf("%s[%" PRId64 "]", t->name, e);
+    if (!name) return precis_fail(PRECIS_E_NOMEM, "out of memory");
+    bool chosen = d->n_include ? matches_any(name, d->include, d->n_include) : true;
+    if (!chosen || matches_any(name, d->exclude, d->n_exclude)) {
+      free(name);
+      continue;
+    }
+    precis_status st = add_layer(d, path, t, name, t->shape[1], t->shape[2]);
+    if (st != PRECIS_OK) return st;
+    precis_model_layer *layer = &d->model->layers[d->model->n_layers - 1];
+    layer->n_experts = t->shape[0];
+    layer->expert = e;
+    layer->bytes = slice;
+    layer->offset = (uint64_t)e * slice;
+  }
+  return PRECIS_OK;
+}
+
 /* Adds the linear layers of one file. A shard's tensors are taken from the file itself (a name
  * lookup in a large index per tensor would be quadratic); a weight found in two shards is refused
  * after the scan. */
@@ -108,11 +164,19 @@ static precis_status scan_file(discovery *d, const char *path) {
     char *name = NULL;
     if (d->all_tensors) {
       /* A converted checkpoint: every tensor is looked up by name later (weights and scales). */
-      if (t->rank > 2 || !(name = precis_strdup(t->name))) {
-        if (t->rank > 2) continue;
+      if (t->rank > 4) continue;
+      if (!(name = precis_strdup(t->name))) {
         st = precis_fail(PRECIS_E_NOMEM, "out of memory");
         break;
       }
+    } else if (fused_experts_tensor(t)) {
+      if (t->shape[1] > INT32_MAX || t->shape[2] > INT32_MAX) {
+        st = precis_fail(PRECIS_E_INPUT, "%s: tensor \"%s\": [%" PRId64 ", %" PRId64 ", %" PRId64 "] has a dimension above "
+                         "2^31-1", path, t->name, t->shape[0], t->shape[1], t->shape[2]);
+        break;
+      }
+      st = add_experts(d, path, t);
+      continue;
     } else {
       if (!ends_with(t->name, ".weight") || t->rank != 2 || !linear_dtype(t->dtype)) continue;
       size_t len = strlen(t->name) - strlen(".weight");
@@ -128,35 +192,14 @@ static precis_status scan_file(discovery *d, const char *path) {
         continue;
       }
     }
-    int64_t rows = t->rank >= 1 ? t->shape[0] : 1, cols = t->rank == 2 ? t->shape[1] : 1;
+    int64_t rows = t->rank >= 1 ? t->shape[0] : 1, cols = t->rank >= 2 ? t->shape[1] : 1;
     if (rows > INT32_MAX || cols > INT32_MAX) {
       st = precis_fail(PRECIS_E_INPUT, "%s: tensor \"%s\": [%" PRId64 ", %" PRId64 "] has a dimension above 2^31-1", path,
                        t->name, rows, cols);
       free(name);
       break;
     }
-    if (d->model->n_layers == d->cap) {
-      size_t cap = d->cap ? 2 * d->cap : 64;
-      precis_model_layer *grown = realloc(d->model->layers, cap * sizeof *grown);
-      if (!grown) {
-        free(name);
-        st = precis_fail(PRECIS_E_NOMEM, "out of memory");
-        break;
-      }
-      d->model->layers = grown;
-      d->cap = cap;
-    }
-    precis_model_layer *layer = &d->model->layers[d->model->n_layers++];
-    memset(layer, 0, sizeof *layer);
-    layer->name = name;
-    layer->file = precis_strdup(path);
-    layer->tensor = precis_strdup(t->name);
-    snprintf(layer->dtype, sizeof layer->dtype, "%s", t->dtype);
-    layer->out_features = rows;
-    layer->in_features = cols;
-    layer->rank = t->rank;
-    layer->bytes = t->end - t->begin;
-    if (!layer->file || !layer->tensor) st = precis_fail(PRECIS_E_NOMEM, "out of memory");
+    st = add_layer(d, path, t, name, rows, cols);
   }
   precis_safetensors_close(&sf);
   return st;
@@ -200,6 +243,11 @@ precis_status precis_model_read_layout(const char *path, precis_model_layout *ou
   const cJSON *type = cJSON_GetObjectItemCaseSensitive(doc, "model_type");
   if (!cJSON_IsString(type)) goto done;
   snprintf(out->model_type, sizeof out->model_type, "%s", type->valuestring);
+  /* transformers' GptOssExperts and Llama4TextExperts hold [experts, in, out] (x @ W[e]); its
+   * Mixtral, Qwen-MoE and the others [experts, out, in] (F.linear). */
+  static const char *const experts_in_major[] = {"gpt_oss", "llama4", "llama4_text"};
+  for (size_t i = 0; i < sizeof experts_in_major / sizeof experts_in_major[0]; i++)
+    if (strcmp(type->valuestring, experts_in_major[i]) == 0) out->experts_in_major = true;
   for (size_t i = 0; i < sizeof conv1d_models / sizeof conv1d_models[0]; i++)
     if (strcmp(type->valuestring, conv1d_models[i].model_type) == 0) {
       out->in_major = conv1d_layers;
@@ -264,6 +312,20 @@ size_t precis_model_mark_in_major(precis_model *model, const char *const *globs,
   for (size_t i = 0; i < model->n_layers; i++) {
     precis_model_layer *layer = &model->layers[i];
     if (layer->in_major || !matches_any(layer->name, globs, n_globs)) continue;
+    int64_t stored_rows = layer->out_features;
+    layer->out_features = layer->in_features;
+    layer->in_features = stored_rows;
+    layer->in_major = true;
+    marked++;
+  }
+  return marked;
+}
+
+size_t precis_model_mark_experts_in_major(precis_model *model) {
+  size_t marked = 0;
+  for (size_t i = 0; i < model->n_layers; i++) {
+    precis_model_layer *layer = &model->layers[i];
+    if (layer->in_major || !layer->n_experts) continue;
     int64_t stored_rows = layer->out_features;
     layer->out_features = layer->in_features;
     layer->in_features = stored_rows;
@@ -456,7 +518,7 @@ static precis_status read_weight(const precis_model_layer *layer, uint8_t **raw)
   const precis_st_tensor *t = precis_safetensors_find(&sf, layer->tensor);
   FILE *fp = NULL;
   *raw = NULL;
-  if (!t || t->end - t->begin != layer->bytes) {
+  if (!t || (layer->n_experts ? layer->offset + layer->bytes > t->end - t->begin : t->end - t->begin != layer->bytes)) {
     st = precis_fail(PRECIS_E_INPUT, "%s: tensor \"%s\" changed since the layers were listed", layer->file, layer->tensor);
     goto done;
   }
@@ -467,7 +529,7 @@ static precis_status read_weight(const precis_model_layer *layer, uint8_t **raw)
     goto done;
   }
   fp = fopen(layer->file, "rb");
-  if (!fp || fseeko(fp, (off_t)(sf.data_start + t->begin), SEEK_SET) != 0 || fread(*raw, 1, layer->bytes, fp) != layer->bytes)
+  if (!fp || fseeko(fp, (off_t)(sf.data_start + t->begin + layer->offset), SEEK_SET) != 0 || fread(*raw, 1, layer->bytes, fp) != layer->bytes)
     st = precis_fail(PRECIS_E_IO, "%s: tensor \"%s\": cannot read %" PRIu64 " bytes", layer->file, layer->tensor, layer->bytes);
 done:
   if (fp) fclose(fp);
@@ -777,6 +839,51 @@ static int64_t packed_words(int64_t in, int bits) {
   return 32 % bits == 0 ? (in + 32 / bits - 1) / (32 / bits) : (in * bits + 31) / 32;
 }
 
+/* gpt-oss MXFP4 (transformers' integrations/mxfp4.py, convert_moe_packed_tensors): a fused expert
+ * tensor <t> is stored as <t>_blocks U8 [experts, out, in / 32, 16], two FP4 E2M1 codes a byte (the
+ * even column in the low nibble), and <t>_scales U8 [experts, out, in / 32], an E8M0 exponent per
+ * block of 32 columns: w[e, r, c] = e2m1(code) * 2^(scale - 127). Finds both for an expert layer. */
+static void mxfp4_tensors(const precis_model *conv, const precis_model_layer *layer, const precis_model_layer **blocks,
+                          const precis_model_layer **scales) {
+  /* The fused tensor's name from the layer's ("<tensor>[<e>]"), which --strip-prefix may have shortened
+   * as it did the converted checkpoint's names. */
+  const char *bracket = strrchr(layer->name, '[');
+  const int base = bracket ? (int)(bracket - layer->name) : (int)strlen(layer->name);
+  char name[1100];
+  snprintf(name, sizeof name, "%.*s_blocks", base, layer->name);
+  *blocks = find_tensor(conv, name);
+  snprintf(name, sizeof name, "%.*s_scales", base, layer->name);
+  *scales = find_tensor(conv, name);
+}
+
+/* One expert's bytes of a fused tensor of the converted checkpoint, as a layer read_weight reads. */
+static precis_model_layer expert_slice(const precis_model_layer *t, int64_t expert) {
+  precis_model_layer slice = *t;
+  slice.n_experts = t->dims[0];
+  slice.expert = expert;
+  slice.bytes = t->bytes / (uint64_t)(t->dims[0] > 0 ? t->dims[0] : 1);
+  slice.offset = (uint64_t)expert * slice.bytes;
+  return slice;
+}
+
+static precis_status mxfp4_check(const precis_model_layer *layer, const precis_model_layer *b, const precis_model_layer *s) {
+  const int64_t groups = (layer->in_features + 31) / 32;
+  if (strcmp(b->dtype, "U8") || b->rank != 4 || b->dims[0] != layer->n_experts || b->dims[1] != layer->out_features ||
+      b->dims[2] != groups || b->dims[3] != 16 || layer->in_features % 32)
+    return precis_fail(PRECIS_E_INPUT, "%s: tensor %s: expected U8 [%" PRId64 ", %" PRId64 ", %" PRId64 ", 16] (gpt-oss MXFP4: "
+                       "[experts, out, in / 32, 16], two E2M1 codes a byte) for %s [%" PRId64 " experts, out %" PRId64
+                       ", in %" PRId64 "], found %s of rank %d [%" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 "]",
+                       b->file, b->tensor, layer->n_experts, layer->out_features, groups, layer->tensor, layer->n_experts,
+                       layer->out_features, layer->in_features, b->dtype, b->rank, b->dims[0], b->dims[1], b->dims[2],
+                       b->dims[3]);
+  if (strcmp(s->dtype, "U8") || s->rank != 3 || s->dims[0] != layer->n_experts || s->dims[1] != layer->out_features ||
+      s->dims[2] != groups)
+    return precis_fail(PRECIS_E_INPUT, "%s: tensor %s: expected U8 [%" PRId64 ", %" PRId64 ", %" PRId64 "] (gpt-oss MXFP4: an "
+                       "E8M0 exponent per 32 columns), found %s of rank %d", s->file, s->tensor, layer->n_experts,
+                       layer->out_features, groups, s->dtype, s->rank);
+  return PRECIS_OK;
+}
+
 precis_status precis_model_converted_format(const precis_model *conv, const precis_quant_decl *decl,
                                             const precis_model_layer *layer, precis_converted_format *f,
                                             int *declared_group, bool *ignored) {
@@ -796,12 +903,32 @@ precis_status precis_model_converted_format(const precis_model *conv, const prec
   f->g_idx = LOOKUP("weight_g_idx") != NULL;
   f->input_scale = LOOKUP("input_scale") != NULL;
 #undef LOOKUP
+  if (layer->n_experts) { /* one expert of a fused tensor: gpt-oss MXFP4 blocks and scales */
+    packed = NULL;
+    mxfp4_tensors(conv, layer, &w, &s);
+    f->scale_name = "_scales";
+    if (w && s) {
+      precis_status st = mxfp4_check(layer, w, s);
+      if (st != PRECIS_OK) return st;
+    }
+    if (w && !s) w = NULL;
+    f->zero_point = f->g_idx = f->input_scale = false;
+  }
   if (decl && decl->present) *declared_group = precis_quant_decl_match(decl, layer->name, ignored);
   if (!w) return PRECIS_OK;
   f->found = true;
   f->packed = packed != NULL;
   snprintf(f->weight_dtype, sizeof f->weight_dtype, "%s", w->dtype);
-  if (!strcmp(w->dtype, "U8")) { /* NVFP4: two E2M1 codes a byte (compressed-tensors weight_packed, ModelOpt weight) */
+  if (layer->n_experts) { /* MXFP4 */
+    f->is_float = true;
+    f->bits = 4;
+    f->quantized = true;
+    snprintf(f->scale_dtype, sizeof f->scale_dtype, "E8M0");
+    f->scale_rows = layer->out_features;
+    f->scale_cols = s->dims[2];
+    f->n_groups = f->scale_cols;
+    f->group_size = (n_in + f->n_groups - 1) / f->n_groups;
+  } else if (!strcmp(w->dtype, "U8")) { /* NVFP4: two E2M1 codes a byte (compressed-tensors weight_packed, ModelOpt weight) */
     f->is_float = true;
     f->bits = 4;
     f->quantized = true;
@@ -816,7 +943,7 @@ precis_status precis_model_converted_format(const precis_model *conv, const prec
     f->bits = 8;
     f->is_float = w->dtype[0] == 'F';
   }
-  if (s) {
+  if (s && !layer->n_experts) {
     snprintf(f->scale_dtype, sizeof f->scale_dtype, "%s", s->dtype);
     f->scale_rows = s->rank >= 1 ? s->out_features : 1;
     f->scale_cols = s->rank == 2 ? s->in_features : 1;
@@ -1020,6 +1147,57 @@ static precis_status column_groups(const precis_model *conv, const precis_model_
  *     U8 [out, in / 2], two FP4 E2M1 codes a byte, the even column in the low nibble;
  *     weight_scale F8_E4M3 [out, in / 16]; weight_global_scale F32 [1]: w = q * (scale / global);
  *   - a float weight without a scale: a layer left unconverted. */
+/* One expert of a gpt-oss MXFP4 fused tensor (mxfp4_tensors): codes [out, in] as E2M1 values, one
+ * scale 2^(e - 127) per 32 columns (exact in float32: E8M0 spans 2^-127 .. 2^127). */
+static precis_status mxfp4_layer_read(const precis_model *conv, const precis_model_layer *layer, precis_converted_layer *l) {
+  const precis_model_layer *b = NULL, *s = NULL;
+  uint8_t *braw = NULL, *sraw = NULL;
+  mxfp4_tensors(conv, layer, &b, &s);
+  precis_status st = PRECIS_OK;
+  if (!b || !s) {
+    st = precis_fail(PRECIS_E_INPUT, "%s: no tensors %s_blocks and %s_scales (gpt-oss MXFP4) for expert %" PRId64 " of %s",
+                     conv->path, layer->tensor, layer->tensor, layer->expert, layer->tensor);
+    goto done;
+  }
+  if ((st = mxfp4_check(layer, b, s)) != PRECIS_OK) goto done;
+  const precis_model_layer bslice = expert_slice(b, layer->expert), sslice = expert_slice(s, layer->expert);
+  if ((st = read_weight(&bslice, &braw)) != PRECIS_OK || (st = read_weight(&sslice, &sraw)) != PRECIS_OK) goto done;
+  const int64_t n_out = l->out, n_in = l->in, groups = n_in / 32;
+  l->bits = 4;
+  l->is_float = l->quantized = true;
+  l->scale_rows = n_out;
+  l->scale_cols = groups;
+  l->rows_per_scale = 1;
+  snprintf(l->scale_dtype, sizeof l->scale_dtype, "E8M0");
+  if (!(l->code = malloc((uint64_t)n_out * (uint64_t)n_in * sizeof *l->code)) ||
+      !(l->scale = malloc((uint64_t)n_out * (uint64_t)groups * sizeof *l->scale)) ||
+      !(l->group_of = malloc((uint64_t)n_in * sizeof *l->group_of))) {
+    st = precis_fail(PRECIS_E_NOMEM, "layer %s: out of memory", layer->name);
+    goto done;
+  }
+  for (int64_t c = 0; c < n_in; c++) l->group_of[c] = c / 32;
+  for (uint64_t i = 0; i < (uint64_t)n_out * (uint64_t)groups; i++) {
+    if (sraw[i] == 255) {
+      st = precis_fail(PRECIS_E_INPUT, "%s: tensor %s: expert %" PRId64 ", element %" PRIu64 " is 255, E8M0's NaN", s->file,
+                       s->tensor, layer->expert, i);
+      goto done;
+    }
+    l->scale[i] = ldexpf(1.0f, (int)sraw[i] - 127);
+  }
+  for (int64_t r = 0; r < n_out; r++)
+    for (int64_t c = 0; c < n_in; c++) {
+      const uint8_t byte = braw[(uint64_t)r * (uint64_t)(n_in / 2) + (uint64_t)(c / 2)];
+      l->code[(uint64_t)r * (uint64_t)n_in + (uint64_t)c] = precis_e2m1_bits_to_f32((uint8_t)((byte >> (4 * (c % 2))) & 15u));
+    }
+  snprintf(l->what, sizeof l->what, "FP4 E2M1 packed x E8M0 scales, %" PRId64 " groups of 32 columns (gpt-oss MXFP4, expert %" PRId64 ")",
+           groups, layer->expert);
+done:
+  free(braw);
+  free(sraw);
+  if (st != PRECIS_OK) precis_converted_layer_free(l);
+  return st;
+}
+
 precis_status precis_converted_layer_read(const precis_model *conv, const precis_model_layer *layer, int declared_bits,
                                           precis_converted_layer *l) {
   memset(l, 0, sizeof *l);
@@ -1027,6 +1205,7 @@ precis_status precis_converted_layer_read(const precis_model *conv, const precis
   l->in = layer->in_features;
   l->global_scale = 1.0f;
   l->scale_2 = 1.0f;
+  if (layer->n_experts) return mxfp4_layer_read(conv, layer, l);
   const int64_t n_out = l->out, n_in = l->in;
   char wname[1100], pname[1100], sname[1100], zname[1100], shname[1100], gsname[1100];
   snprintf(wname, sizeof wname, "%s.weight", layer->name);
@@ -1362,7 +1541,7 @@ static precis_status import_layer(const precis_model_layer *layer, const precis_
   precis_dist a_file = {.kind = PRECIS_DIST_FILE};
 
   if ((st = precis_dataset_check_name(layer->name)) != PRECIS_OK) goto done;
-  if (layer->in_major && o->converted) {
+  if (layer->in_major && o->converted && !layer->n_experts) {
     /* The converted formats' scales are per output row of an [out, in] weight. */
     st = precis_fail(PRECIS_E_USAGE, "layer %s: --converted reads [out, in] weights; this layer is stored [in, out] "
                                      "(--in-major): not supported",
@@ -1509,7 +1688,11 @@ static precis_status import_layer(const precis_model_layer *layer, const precis_
   if (o->converted) {
     const precis_model_layer *t = NULL;
     char *wname = precis_asprintf("%s.weight", layer->name), *pname = precis_asprintf("%s.weight_packed", layer->name);
-    if (wname) t = find_tensor(o->converted, wname);
+    if (layer->n_experts) {
+      const precis_model_layer *scales = NULL;
+      mxfp4_tensors(o->converted, layer, &t, &scales);
+    }
+    if (!t && wname) t = find_tensor(o->converted, wname);
     if (!t && pname) t = find_tensor(o->converted, pname);
     free(wname);
     free(pname);
@@ -1588,6 +1771,12 @@ static precis_status import_layer(const precis_model_layer *layer, const precis_
     description = precis_asprintf("linear layer %s: b = the converted weights (%s, dequantized to float32) from %s, transposed; "
                                   "c_ref from the original %s weight in %s",
                                   layer->name, converted_what, o->converted->path, layer->dtype, layer->file);
+  else if (layer->n_experts)
+    description = precis_asprintf("expert %" PRId64 " of %" PRId64 " of the fused tensor %s: %s [%" PRId64 ", %" PRId64 "] from %s, "
+                                  "%s", layer->expert, layer->n_experts, layer->tensor, layer->dtype, layer->in_major ? k : n,
+                                  layer->in_major ? n : k, layer->file,
+                                  layer->in_major ? "stored [experts, in, out] (x @ W[e]): b = W[e] as stored"
+                                                  : "stored [experts, out, in] (F.linear): b = W[e]^T");
   else
     description = precis_asprintf("linear layer %s: %s weight [%" PRId64 ", %" PRId64 "] from %s, %s", layer->name,
                                   layer->dtype, layer->in_major ? k : n, layer->in_major ? n : k, layer->file,
@@ -1602,12 +1791,18 @@ static precis_status import_layer(const precis_model_layer *layer, const precis_
   info.description = description;
   info.a_dist = o->activations ? precis_dist_describe(&a_file) : precis_dist_describe(o->a);
   if (o->converted) {
-    info.b_dist = precis_asprintf("converted(path=%s, tensor=%s.weight%s, %s, transpose=true)", o->converted->path,
-                                  layer->name, strstr(converted_what, "packed") ? "_packed" : "", converted_what);
+    info.b_dist = layer->n_experts ? precis_asprintf("converted(path=%s, tensor=%s_blocks, expert=%" PRId64 ", %s, transpose=true)",
+                                                     o->converted->path, layer->tensor, layer->expert, converted_what)
+                                   : precis_asprintf("converted(path=%s, tensor=%s.weight%s, %s, transpose=true)", o->converted->path,
+                                                     layer->name, strstr(converted_what, "packed") ? "_packed" : "", converted_what);
     info.reference = precis_asprintf("%s, from a and the ORIGINAL weights (b holds the converted ones)",
                                      precis_reference_method());
   } else {
-    info.b_dist = precis_dist_describe(&b_dist);
+    info.b_dist = layer->n_experts ? precis_asprintf("file(path=%s, tensor=%s, expert=%" PRId64 " of %" PRId64 ", %s)", layer->file,
+                                                     layer->tensor, layer->expert, layer->n_experts,
+                                                     layer->in_major ? "[experts, in, out]: b = W[e]"
+                                                                     : "[experts, out, in]: b = W[e]^T")
+                                   : precis_dist_describe(&b_dist);
     info.reference = precis_strdup(precis_reference_method());
   }
   info.layer = layer->name;
@@ -1632,11 +1827,14 @@ static precis_status import_layer(const precis_model_layer *layer, const precis_
   } else {
     dist_yaml(suite, o->a);
   }
+  if (layer->n_experts) /* a suite's file b is a whole 2-D tensor: one expert of a 3-D one is not expressible */
+    precis_buf_appendf(suite, "\n    # b: expert %" PRId64 " of the fused tensor %s (import --model only)", layer->expert,
+                       layer->tensor);
   precis_buf_append(suite, "\n    b: {dist: file, path: ");
   yaml_append_quoted(suite, layer->file);
   precis_buf_append(suite, ", tensor: ");
   yaml_append_quoted(suite, layer->tensor);
-  precis_buf_append(suite, ", transpose: true}\n    description: ");
+  precis_buf_appendf(suite, ", transpose: %s}\n    description: ", layer->in_major ? "false" : "true");
   yaml_append_quoted(suite, description);
   precis_buf_append(suite, "\n");
   goto done;

@@ -1,6 +1,13 @@
 /* The user's model (DESIGN §12): the linear layers of a safetensors checkpoint, and a dataset
  * with one workload per layer.
  *
+ * Mixture-of-experts models whose experts are stored fused, one 3-D tensor per projection
+ * (gpt-oss and Llama 4: "<m>.experts.gate_up_proj" [experts, in, out], used as x @ W[e];
+ * transformers >= 5's in-memory Mixtral/Qwen-MoE layout [experts, out, in], used as
+ * F.linear(x, W[e])), give one layer per expert, named "<tensor>[<e>]": a 3-D F32/F16/BF16 tensor
+ * whose name holds "experts" and does not end in "bias". Which of the two layouts is read from
+ * config.json's model_type (precis_model_layout.experts_in_major), else [experts, out, in].
+ *
  * A checkpoint is a .safetensors file, a sharded checkpoint's index (*.safetensors.index.json,
  * whose weight_map names the file of every tensor) or a directory holding either. A linear layer
  * is a 2-D tensor named "<module>.weight" in F32, F16, BF16 or F8_E4M3; its name is the module
@@ -25,8 +32,14 @@ typedef struct precis_model_layer {
   char dtype[12];
   int64_t out_features, in_features; /* n = out, k = in */
   bool in_major;                     /* stored [in, out] (transformers' Conv1D) instead of nn.Linear's [out, in] */
-  int rank;                          /* 2 for a layer; 0..2 for a converted checkpoint's tensors */
-  uint64_t bytes;                    /* the weight's bytes in the file */
+  int rank;                          /* 2 for a layer (3 for an expert slice); 0..4 for a converted checkpoint's tensors */
+  uint64_t bytes;                    /* the weight's bytes in the file (an expert slice's bytes) */
+  int64_t dims[4];                   /* the stored tensor's shape (rank entries) */
+  /* One expert of a fused mixture-of-experts tensor [experts, out, in] (or [experts, in, out],
+   * in_major): tensor names the whole 3-D tensor, the layer is named "<tensor>[<expert>]", and
+   * its bytes start at offset within the tensor's data. n_experts is 0 for any other layer. */
+  int64_t n_experts, expert;
+  uint64_t offset;
 } precis_model_layer;
 
 typedef struct precis_model {
@@ -50,6 +63,7 @@ void precis_model_free(precis_model *model);
  * valid JSON is an error naming it. */
 typedef struct precis_model_layout {
   char model_type[48];
+  bool experts_in_major; /* fused expert tensors are [experts, in, out] (gpt_oss, llama4, llama4_text) */
   const char *const *in_major;
   size_t n_in_major;
   const char *const *lookups;
@@ -66,8 +80,11 @@ precis_status precis_model_read_config(const char *path, char **out);
 /* Marks the layers matching any glob as stored [in, out]: their in/out features swap. Returns how
  * many were marked. */
 size_t precis_model_mark_in_major(precis_model *model, const char *const *globs, size_t n_globs);
-/* Every tensor of rank <= 2 of a checkpoint, unfiltered, named by its full tensor name (a
- * converted checkpoint's weights and weight_scale tensors). */
+/* Marks every expert slice as stored [in, out]; returns how many. */
+size_t precis_model_mark_experts_in_major(precis_model *model);
+/* Every tensor of rank <= 4 of a checkpoint, unfiltered, named by its full tensor name (a
+ * converted checkpoint's weights and weight_scale tensors, gpt-oss's 4-D *_blocks and 3-D
+ * *_scales); out_features and in_features hold the first two dimensions. */
 precis_status precis_model_tensors(const char *path, precis_model *out);
 /* How many of a checkpoint's tensors (precis_model_tensors) only a quantized checkpoint holds:
  * <m>.weight_scale, .weight_scale_inv, .weight_packed, .weight_global_scale, .weight_scale_2,

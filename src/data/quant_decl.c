@@ -202,8 +202,13 @@ static precis_status parse_fp8(precis_quant_decl *d, const cJSON *qc) {
 static precis_status parse_mxfp4(precis_quant_decl *d, const cJSON *qc) {
   precis_quant_group *g = NULL;
   precis_status st = add_group(d, "mxfp4", &g);
-  if (st == PRECIS_OK) st = all_linear(g);
   if (st != PRECIS_OK) return st;
+  /* transformers' replace_with_mxfp4_linear converts only GptOssMLP's experts: the fused
+   * gate_up_proj and down_proj, one layer per expert here (model.h). */
+  g->targets = calloc(1, sizeof *g->targets);
+  if (!g->targets || !(g->targets[0] = precis_strdup("re:.*\\.experts\\.(gate_up_proj|down_proj)\\[[0-9]+\\]$")))
+    return precis_fail(PRECIS_E_NOMEM, "out of memory");
+  g->n_targets = 1;
   g->weights = (precis_quant_args){.present = true, .symmetric = true, .is_float = true, .num_bits = 4, .group_size = 32};
   snprintf(g->weights.strategy, sizeof g->weights.strategy, "group");
   snprintf(d->format, sizeof d->format, "mxfp4");
@@ -321,13 +326,39 @@ static bool target_matches(const char *target, const char *layer) {
   return false;
 }
 
+/* transformers' should_convert_module (quantizers/quantizers_utils.py): the pattern as a regex from
+ * the start of the name up to a module boundary (a '.' next, or the end), or a suffix of the name. */
+static bool transformers_pattern_matches(const char *pattern, const char *name) {
+  size_t n = strlen(pattern), len = strlen(name);
+  if (len >= n && strcmp(name + len - n, pattern) == 0) return true;
+  char *ere = precis_asprintf("%s)(\\.|$", pattern); /* regex_matches wraps it in ^( ) */
+  bool match = ere && regex_matches(ere, name);
+  free(ere);
+  return match;
+}
+
+static bool name_matches(const precis_quant_decl *d, const char *target, const char *layer, bool ignore_entry) {
+  if (ignore_entry && !strcmp(d->producer, "mxfp4")) return transformers_pattern_matches(target, layer);
+  return target_matches(target, layer);
+}
+
+/* The layer as named, then (with --strip-prefix P) as P + layer: the producer named its modules
+ * in the checkpoint it wrote, with the prefix or without. */
+static bool matches_either(const precis_quant_decl *d, const char *target, const char *layer, const char *prefixed,
+                           bool ignore_entry) {
+  return name_matches(d, target, layer, ignore_entry) || (prefixed && name_matches(d, target, prefixed, ignore_entry));
+}
+
 int precis_quant_decl_match(const precis_quant_decl *d, const char *layer, bool *ignored) {
   *ignored = false;
-  for (size_t i = 0; i < d->n_ignore && !*ignored; i++) *ignored = target_matches(d->ignore[i], layer);
-  for (size_t g = 0; g < d->n_groups; g++)
-    for (size_t t = 0; t < d->groups[g].n_targets; t++)
-      if (target_matches(d->groups[g].targets[t], layer)) return (int)g;
-  return -1;
+  char *prefixed = d->strip_prefix && d->strip_prefix[0] ? precis_asprintf("%s%s", d->strip_prefix, layer) : NULL;
+  int found = -1;
+  for (size_t i = 0; i < d->n_ignore && !*ignored; i++) *ignored = matches_either(d, d->ignore[i], layer, prefixed, true);
+  for (size_t g = 0; g < d->n_groups && found < 0; g++)
+    for (size_t t = 0; t < d->groups[g].n_targets && found < 0; t++)
+      if (matches_either(d, d->groups[g].targets[t], layer, prefixed, false)) found = (int)g;
+  free(prefixed);
+  return found;
 }
 
 void precis_quant_args_describe(const precis_quant_args *a, bool activations, char *buf, size_t len) {

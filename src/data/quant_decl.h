@@ -48,6 +48,9 @@ typedef struct precis_quant_decl {
   size_t n_groups;
   char **ignore;        /* module names or "re:REGEX" the producer left unquantized */
   size_t n_ignore;
+  /* Set by the caller (not owned): --strip-prefix's P. The layers are named without it, but the
+   * producer's ignore and target names may carry it: a name matches with or without P. */
+  const char *strip_prefix;
 } precis_quant_decl;
 
 /* Reads the declaration next to PATH; present is false when there is none. A file that is not
@@ -56,7 +59,11 @@ precis_status precis_quant_decl_read(const char *path, precis_quant_decl *out);
 void precis_quant_decl_free(precis_quant_decl *decl);
 
 /* The group whose targets name the layer (the first, as compressed-tensors resolves them), or -1.
- * *ignored is set when the declaration's ignore list names it. */
+ * *ignored is set when the declaration's ignore list names it. With strip_prefix set, the layer
+ * also matches as strip_prefix + layer. gpt-oss's mxfp4 declaration targets only the fused expert
+ * layers ("<m>.experts.gate_up_proj[e]", ".down_proj[e]": transformers converts nothing else), and
+ * its modules_to_not_convert match as transformers' should_convert_module does (a regex from the
+ * start to a module boundary, or a suffix). */
 int precis_quant_decl_match(const precis_quant_decl *decl, const char *layer, bool *ignored);
 
 /* "INT4 symmetric, group 128" / "FP8 E4M3 per tensor, static" ... */

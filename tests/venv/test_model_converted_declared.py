@@ -169,6 +169,30 @@ def main():
     run(["import", "--model", path, *select, "--converted", prefixed, "--strip-prefix", "bert.", "--tokens", "4", "-o", out,
          "-q"])
     check(sorted(sources(out)) == sorted(LAYERS), "--strip-prefix: the layers imported under the original's names")
+    # 5d. --strip-prefix and the producer's ignore list: an entry carrying the prefix (as compressed-tensors
+    # wrote it, naming the module of the checkpoint it saved) and one lacking it (the same checkpoint with
+    # config.json's ignore rewritten to the base model's name) both name the layer stripped of the prefix.
+    carrying, _ = ct_checkpoints.write(os.path.join(tmp, "carrying"), {"bert." + n: w for n, w in weights.items()}, "W4A16",
+                                       ignore=["bert." + LAYERS[2]])
+    lacking = os.path.join(tmp, "lacking")
+    shutil.copytree(carrying, lacking)
+    config_path = os.path.join(lacking, "config.json")
+    config = json.load(open(config_path))
+    check(config["quantization_config"]["ignore"] == ["bert." + LAYERS[2]], f"ignore as written: {config['quantization_config']}")
+    config["quantization_config"]["ignore"] = [LAYERS[2]]
+    json.dump(config, open(config_path, "w"))
+    for name, conv in (("carrying", carrying), ("lacking", lacking)):
+        p = run(["import", "--model", path, *select, "--converted", conv, "--strip-prefix", "bert.", "--list"])
+        lines = {line.split("\t")[0]: line.split("\t") for line in p.stdout.splitlines() if not line.startswith("#")}
+        check(lines[LAYERS[2]][2] == "ignored by the producer" and lines[LAYERS[2]][3] == "F32 (unquantized)" and
+              len(lines[LAYERS[2]]) == 4, f"--strip-prefix, ignore entry {name} the prefix: {lines.get(LAYERS[2])}")
+        check(lines[LAYERS[0]][2].startswith("group_0: weights INT4"), f"--strip-prefix, {name}: {lines.get(LAYERS[0])}")
+        run(["import", "--model", path, *select, "--converted", conv, "--strip-prefix", "bert.", "--tokens", "4", "-o", out,
+             "-q", "--force"])
+        check(sources(out)[LAYERS[2]]["converted"]["declared"] == "ignored by the producer (left unquantized)",
+              f"--strip-prefix import, ignore entry {name} the prefix")
+        p = run(["conform", path, conv, "--strip-prefix", "bert.", *select])
+        check("ignored" in p.stdout, f"conform --strip-prefix, ignore entry {name} the prefix: {p.stdout}")
 
     if FAILURES:
         print(f"{len(FAILURES)} failure(s)", file=sys.stderr)
