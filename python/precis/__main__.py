@@ -7,4 +7,7 @@ if __name__ == "__main__":
     if sys.argv[1:2] == ["verify"]:  # the model's output (DESIGN §16): Python, torch and transformers
         from .verify import main as verify_main
         sys.exit(verify_main(sys.argv[2:]))
+    if sys.argv[1:2] == ["plan"] and "--validate" in sys.argv[2:]:  # DESIGN §17: plans checked by verify
+        from .validate import main as validate_main
+        sys.exit(validate_main(sys.argv[2:]))
     sys.exit(main())

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 __all__ = ["CaptureError", "PlanError", "Captured", "capture", "emulate", "linear_layers", "load_plan",
-           "write_arrays", "causal_lm_loss"]
+           "write_arrays", "causal_lm_loss", "output_projection_loss"]
 
 
 class CaptureError(ValueError):
@@ -79,6 +79,33 @@ def causal_lm_loss(outputs, batch):
         target[mask[:, 1:] == 0] = -100
     return torch.nn.functional.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]).float(),
                                              target.reshape(-1), ignore_index=-100)
+
+
+def output_projection_loss(seed=0):
+    """A loss for a model without one (an embedding model): L = sum over samples of r.y / ||y||_F, y
+    the final output of the sample, r a fixed-seed standard normal of y's shape drawn anew per
+    batch, ||y|| held constant. Its gradient g = J^T r / ||y|| makes the Fisher term of a layer,
+    1/2 sum (g * dC)^2, an unbiased estimate (over r) of 1/2 the diagonal part of ||J dC||^2 / ||y||^2:
+    the squared relative end-to-end output change the layer's error dC causes to first order, what
+    verify measures as rel_fro of the output (DESIGN §17, docs/criteria.md). The Taylor term has
+    mean zero over r and predicts nothing here. Returns loss(outputs, batch) for capture(loss=)."""
+    generator = torch.Generator().manual_seed(seed)
+
+    def loss(outputs, batch):
+        y, _ = final_output(outputs)
+        y = y.float()
+        r = torch.randn(y.shape, generator=generator, dtype=torch.float32)
+        mask = batch.get("attention_mask") if isinstance(batch, dict) else None
+        if mask is not None:
+            r = r * mask[..., None].to(r.dtype)
+            y_kept = y * mask[..., None].to(y.dtype)
+        else:
+            y_kept = y
+        norm = torch.linalg.vector_norm(y_kept.detach().reshape(len(y), -1), dim=1).clamp_min(1e-30)
+        return ((r * y).reshape(len(y), -1).sum(1) / norm).sum()
+
+    loss.__name__ = f"output_projection_loss(seed={seed})"
+    return loss
 
 
 def is_causal_lm(model):

@@ -13,7 +13,7 @@
 static const char usage_text[] =
     "usage: precis plan REPORT.json [--require EXPR]... [--objective fisher|taylor|rel_fro] [--budget memory=BYTES|bits=B|latency=MS]\n"
     "                   [--cost memory|bits|latency] [--target RECIPE] [--serve batch=B,context=T[,kv=FMT]]\n"
-    "                   [--force] [--allow-emulated-latency] -o DIR\n"
+    "                   [--force] [--allow-emulated-latency] [--validate (python -m precis plan)] -o DIR\n"
     "\n"
     "A precision per layer (each workload of the report is a layer: precis import --model names them after\n"
     "the model's modules), with the sensitivity of each layer and exclusion lists for quantizers.\n"
@@ -45,6 +45,12 @@ static const char usage_text[] =
     "  --allow-emulated-latency\n"
     "                    plan by latency on a cpu-emulation report (refused without it: those are CPU timings\n"
     "                    of an emulation of each format, not GPU figures); the plan then says so\n"
+    "  --validate        checks the plan against the model: runs verify on the plan and on plans at several\n"
+    "                    budgets and reports predicted against measured loss change (rank correlation, scatter\n"
+    "                    plot). It runs the model, so it is the Python package's: python -m precis plan\n"
+    "                    REPORT.json --validate --model DIR --inputs FILE [these options] -o DIR (with\n"
+    "                    --validate-budgets, --validate-against, --validate-measure; docs/verify.md); this\n"
+    "                    command refuses it and says so\n"
     "\n"
     "Exit codes: 0 a plan, 3 no plan meets the criteria (blocking layers named), 2 bad usage or input.\n";
 
@@ -121,7 +127,8 @@ int precis_cmd_plan(int argc, char **argv) {
     const char *value = i + 1 < argc ? argv[i + 1] : NULL;
     bool takes_value = !strcmp(arg, "--require") || !strcmp(arg, "--budget") || !strcmp(arg, "--cost") ||
                        !strcmp(arg, "--target") || !strcmp(arg, "--serve") || !strcmp(arg, "--objective") ||
-                       !strcmp(arg, "--moe-active") || !strcmp(arg, "-o") || !strcmp(arg, "--output");
+                       !strcmp(arg, "--moe-active") || !strcmp(arg, "-o") || !strcmp(arg, "--output") ||
+                       !strcmp(arg, "--model") || !strcmp(arg, "--inputs") || !strncmp(arg, "--validate-", 11);
     if (takes_value && !value) {
       fprintf(stderr, "precis plan: %s needs a value (see precis plan --help)\n", arg);
       return 2;
@@ -182,6 +189,17 @@ int precis_cmd_plan(int argc, char **argv) {
       force = true;
     } else if (!strcmp(arg, "--allow-emulated-latency")) {
       options.allow_emulated_latency = true;
+    } else if (!strcmp(arg, "--validate") || !strcmp(arg, "--model") || !strcmp(arg, "--inputs") ||
+               !strncmp(arg, "--validate-", 11)) {
+      /* Validation runs the model (torch, transformers): the Python package does it, calling this
+       * very command for each plan. The library behind this CLI neither execs nor imports Python. */
+      fprintf(stderr,
+              "precis plan: %s: plan --validate runs the model through verify, which needs Python with torch and\n"
+              "transformers: run it as\n"
+              "  python -m precis plan REPORT.json --validate --model DIR --inputs FILE [plan options] -o DIR\n"
+              "(the precis Python package, pip install precis-eval; docs/verify.md, \"Checking a plan\")\n",
+              arg);
+      return 2;
     } else if (arg[0] == '-' && arg[1]) {
       fprintf(stderr, "precis plan: unknown option \"%s\" (see precis plan --help)\n", arg);
       return 2;

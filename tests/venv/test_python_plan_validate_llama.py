@@ -1,0 +1,196 @@
+"""plan --validate on a small causal LM (transformers' Llama, 3 layers, hidden 64, seeded weights; the
+model of test_python_verify_llama.py): gradients of the next-token loss captured on calibration ids,
+`precis import --model --gradients`, `precis run`, then `python -m precis plan --validate` with a Fisher
+plan and five bits budgets on held-out ids (DESIGN §17, issue 31 "Prediction checked against the
+truth"). Checked independently of precis.validate:
+
+- every point's predicted value is the Fisher objective summed over its plan's layers, recomputed from
+  the cells of plan.json (and, for a Fisher plan, equal to that plan's own predicted_loss_change);
+- the measured KL(ref||q) of two plans recomputed with PyTorch (float64) from the reference model's
+  and the emulated model's logits;
+- Spearman and Pearson recomputed with NumPy from the points;
+- what must hold: the rank correlation of predicted and measured over the plans is >= 0.8, and the
+  Fisher plan's measured KL is no worse than the rel_fro plan's at each budget (equal effective bits);
+- plan.md and plan.html carry the table and the scatter plot (one mark per plan); the C command refuses
+  --validate naming python -m precis plan; a bad budget list is refused naming the option.
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "py"))
+from cli_checks import FAILURES, PRECIS, check, run  # noqa: E402
+
+try:
+    import numpy as np
+    import torch
+    import transformers
+except ImportError as e:
+    print(f"SKIP: {e} (cmake/python-test-requirements.txt)", file=sys.stderr)
+    sys.exit(1 if os.environ.get("CI") == "true" else 77)
+
+BUILD = os.path.abspath(os.environ.get("PRECIS_BUILD_DIR", "build"))
+STAGE = os.environ.get("PRECIS_PY_STAGE") or os.path.join(BUILD, "python")
+sys.path.insert(0, STAGE)
+SUBPROCESS_ENV = dict(os.environ, PYTHONPATH=STAGE + os.pathsep + os.environ.get("PYTHONPATH", ""))
+import precis.torch as pt  # noqa: E402
+
+FAST = ["--min-samples", "1", "--max-samples", "2", "--max-time-ms", "2", "--quiet"]
+RECIPES = "fp32,bf16,fp8,int8,nvfp4,mxfp4,w4a16"
+BUDGETS = [4.5, 5, 6, 8, 10]
+SPEARMAN_FLOOR = 0.8
+
+
+def tiny_llama():
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(vocab_size=96, hidden_size=64, intermediate_size=128, num_hidden_layers=3,
+                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                                      tie_word_embeddings=False)
+    model = transformers.LlamaForCausalLM(config).eval()
+    with torch.no_grad():  # larger than the default init, so that the logits are far from uniform
+        for p in model.parameters():
+            if p.dim() == 2:
+                p.mul_(4.0)
+    return model
+
+
+def close(a, b, rel=1e-9):
+    return abs(a - b) <= rel * max(abs(a), abs(b)) + 1e-300
+
+
+def np_spearman_pearson(x, y):
+    """Independent of precis.validate: ranks by double argsort (the points have no ties, checked)."""
+    x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+    rx, ry = np.argsort(np.argsort(x)), np.argsort(np.argsort(y))
+    return float(np.corrcoef(rx, ry)[0, 1]), float(np.corrcoef(x, y)[0, 1])
+
+
+def kl_of_plan(model, assignment, ids):
+    """KL(ref||q) per token, mean, from the two models' logits in float64 (all ids in one batch, as verify)."""
+    with torch.no_grad():
+        ref = model(torch.from_numpy(ids)).logits.double()
+        with pt.emulate(model, assignment):
+            q = model(torch.from_numpy(ids)).logits.double()
+    kl = torch.nn.functional.kl_div(torch.log_softmax(q, -1), torch.log_softmax(ref, -1), log_target=True,
+                                    reduction="none").sum(-1)
+    return kl.mean().item()
+
+
+def main():
+    started = time.time()
+    tmp = tempfile.mkdtemp(prefix="precis-validate-llama-")
+    model = tiny_llama()
+    calib = torch.randint(0, 96, (16, 32), generator=torch.Generator().manual_seed(2)).numpy()
+    held = torch.randint(0, 96, (12, 32), generator=torch.Generator().manual_seed(3)).numpy()
+    cap = pt.capture(model, [torch.from_numpy(calib)])  # a causal LM: dL/dY of the next-token loss
+    check(cap.meta["loss"] == "causal_lm_loss", f"capture loss {cap.meta.get('loss')}")
+    cap.save(os.path.join(tmp, "acts.npz"), grads=os.path.join(tmp, "grads.safetensors"))
+    ckpt = os.path.join(tmp, "ckpt")
+    model.save_pretrained(ckpt)
+    np.save(os.path.join(tmp, "held.npy"), held)
+    ds = os.path.join(tmp, "ds.h5")
+    run(["import", "--model", os.path.join(ckpt, "model.safetensors"), "--activations", os.path.join(tmp, "acts.npz"),
+         "--gradients", os.path.join(tmp, "grads.safetensors"), "--calib", "4", "-o", ds, "-q"])
+    rep = os.path.join(tmp, "rep")
+    run(["run", ds, "--backend", "cpu", "--recipes", RECIPES, "-o", rep] + FAST)
+
+    out = os.path.join(tmp, "plan")
+    cmd = [sys.executable, "-m", "precis", "plan", os.path.join(rep, "report.json"), "--validate", "--model", ckpt,
+           "--inputs", os.path.join(tmp, "held.npy"), "--budget", "bits=6", "--validate-budgets",
+           "bits=" + ",".join(f"{b:g}" for b in BUDGETS), "-o", out]
+    p = subprocess.run(cmd, capture_output=True, text=True, env=SUBPROCESS_ENV)
+    check(p.returncode == 0 and "Spearman" in p.stdout, f"plan --validate: exit {p.returncode}: {p.stdout[-800:]} {p.stderr[-1500:]}")
+    plan = json.load(open(os.path.join(out, "plan.json")))
+    v = plan["validation"]
+    check(v["objective"] == "fisher" and v["measure"] == "kl_mean" and v["output_kind"] == "logits"
+          and v["budgets"] == {"kind": "bits", "values": BUDGETS} and v["against"] == "rel_fro" and v["samples"] == 12,
+          f"validation header {dict((k, v[k]) for k in ('objective', 'measure', 'budgets', 'against', 'samples'))}")
+    points = {q["label"]: q for q in v["points"]}
+    want = ["chosen"] + [f"{o}-bits{b:g}" for b in BUDGETS for o in ("fisher", "rel_fro")]
+    check(list(points) == want, f"points {list(points)}")
+
+    # Predicted: the Fisher cells of the chosen plan summed over each point's layers.
+    cells = {e["layer"]: e["recipes"] for e in plan["layers"]}
+    assignments = {}
+    for label, q in points.items():
+        sub = json.load(open(os.path.join(out, q["plan"])))
+        assignments[label] = {e["layer"]: e["recipe"] for e in sub["layers"]}
+        fisher_sum = sum(cells[layer][recipe]["error"] for layer, recipe in assignments[label].items())
+        check(close(q["predicted"], fisher_sum), f"{label}: predicted {q['predicted']}, summed cells {fisher_sum}")
+        if q["objective"] == "fisher":
+            check(close(q["predicted"], sub["objective"]["predicted_loss_change"]),
+                  f"{label}: predicted {q['predicted']} is not its plan's predicted_loss_change")
+            check(q["budget"] is None or sub["budget"]["value"] == q["budget"]["value"], f"{label}: budget")
+        if q["budget"]:
+            check(q["effective_bits"] <= q["budget"]["value"] + 1e-9, f"{label}: {q['effective_bits']} bits over its budget")
+    check(assignments["chosen"] == assignments["fisher-bits6"], "the chosen plan is the Fisher plan at bits=6")
+
+    # Measured: KL from PyTorch for two plans.
+    for label in ("chosen", "rel_fro-bits5"):
+        kl = kl_of_plan(model, assignments[label], held)
+        check(close(points[label]["measured"], kl, 1e-9), f"{label}: measured {points[label]['measured']}, PyTorch KL {kl}")
+        check(points[label]["measured"] == points[label]["metrics"]["kl_mean"], f"{label}: measured is kl_mean")
+
+    # The correlations, recomputed; what must hold.
+    distinct, seen = [], set()
+    for q in v["points"]:
+        key = (q["predicted"], q["measured"])
+        if key not in seen:
+            seen.add(key)
+            distinct.append(q)
+    xs, ys = [q["predicted"] for q in distinct], [q["measured"] for q in distinct]
+    check(len(set(xs)) == len(xs) and len(set(ys)) == len(ys), "no ties among the points (the independent ranks assume none)")
+    rho, r = np_spearman_pearson(xs, ys)
+    check(v["distinct_points"] == len(distinct) >= 5, f"{v['distinct_points']} distinct plans, {len(distinct)} here")
+    check(close(v["spearman"], rho, 1e-12) and close(v["pearson"], r, 1e-12),
+          f"spearman {v['spearman']} / {rho}, pearson {v['pearson']} / {r}")
+    check(rho >= SPEARMAN_FLOOR and v["spearman_own_objective"] >= SPEARMAN_FLOOR,
+          f"rank correlation of predicted and measured: {rho} (Fisher plans alone {v['spearman_own_objective']}), "
+          f"floor {SPEARMAN_FLOOR}")
+    check(len(v["comparison"]) == len(BUDGETS), f"comparison at {len(v['comparison'])} budgets")
+    for c in v["comparison"]:
+        f, rf = c["fisher"], c["rel_fro"]
+        label = f"bits={c['budget']['value']:g}"
+        check(abs(f["effective_bits"] - rf["effective_bits"]) <= 0.05 * c["budget"]["value"],
+              f"{label}: effective bits {f['effective_bits']} and {rf['effective_bits']} are not equal within 5%")
+        check(f["measured"] <= rf["measured"] and c["no_worse"],
+              f"{label}: the Fisher plan's KL {f['measured']} is worse than the rel_fro plan's {rf['measured']}")
+    print("llama: spearman %.4f pearson %.4f over %d plans; fisher/rel_fro KL at bits %s: %s" % (
+        rho, r, len(distinct), BUDGETS, ", ".join(f"{c['fisher']['measured']:.3g}/{c['rel_fro']['measured']:.3g}"
+                                                 for c in v["comparison"])), file=sys.stderr)
+
+    # The plan's files.
+    md = open(os.path.join(out, "plan.md")).read()
+    check("## Validation: predicted against measured" in md and "Spearman rank correlation" in md
+          and md.count("| rel\\_fro-bits") == len(BUDGETS), "plan.md has the validation section")
+    page = open(os.path.join(out, "plan.html")).read()
+    svg = page[page.find("<svg", page.find("Validation")):]
+    svg = svg[:svg.find("</svg>")]
+    marks = svg.count("<circle") - 2 + svg.count("<rect") - 2  # legend: 2 circles; frame + legend box: 2 rects
+    check("<script" not in page and marks == len(v["points"]), f"plan.html: scatter with {marks} marks, {len(v['points'])} points")
+    check(os.path.isfile(os.path.join(out, "validate", "rel_fro-bits5", "verify", "report.json")), "each point's verify report")
+
+    # The C command refuses, pointing at the Python one; bad budgets are refused by name.
+    p = subprocess.run([PRECIS, "plan", os.path.join(rep, "report.json"), "--validate", "-o", os.path.join(tmp, "c")],
+                       capture_output=True, text=True, env=SUBPROCESS_ENV)
+    check(p.returncode == 2 and "python -m precis plan REPORT.json --validate" in p.stderr
+          and not os.path.exists(os.path.join(tmp, "c")), f"precis plan --validate: exit {p.returncode}: {p.stderr}")
+    p = subprocess.run(cmd[:-1] + [os.path.join(tmp, "bad"), "--validate-budgets", "bits=5"], capture_output=True, text=True,
+                       env=SUBPROCESS_ENV)
+    check(p.returncode == 2 and "--validate-budgets" in p.stderr, f"one budget: exit {p.returncode}: {p.stderr[-400:]}")
+    p = subprocess.run(cmd, capture_output=True, text=True, env=SUBPROCESS_ENV)
+    check(p.returncode == 2 and "exists" in p.stderr, f"an existing plan is kept without --force: exit {p.returncode}")
+
+    print(f"{time.time() - started:.1f} s", file=sys.stderr)
+    if FAILURES:
+        print(f"{len(FAILURES)} failure(s)", file=sys.stderr)
+        return 1
+    print("ok: plan --validate on a small Llama: predicted vs measured, correlations and Fisher vs rel_fro checked")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
