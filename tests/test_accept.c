@@ -180,7 +180,7 @@ TEST(tile_metrics_compare_each_tile_with_its_reference) {
   CHECK(p.status == PRECIS_ROW_OK);
   CHECK(c != NULL);
   CHECK(isnan(clipped));
-  precis_metric_value err[PRECIS_METRIC_COUNT];
+  precis_metric_value err[PRECIS_METRIC_ALL];
   if (c) {
     /* Integer inputs: fp32 is exact on every tile. */
     CHECK_OK(precis_accept_tile_metrics(&t.info, &t.data, factor, c, NULL, clipped, err));

@@ -1,4 +1,6 @@
 /* Metrics of DESIGN §5 on hand-worked cases, and the criteria that judge them. */
+#include <string.h>
+
 #include "numerics/criteria.h"
 #include "harness.h"
 #include "preset_fixture.h"
@@ -74,7 +76,7 @@ TEST(aggregation_keeps_the_worst_sample) {
     s[i].v[PRECIS_METRIC_MEAN_ERR] = me[i];
   }
   s[0].present[PRECIS_METRIC_CLIPPED] = s[1].present[PRECIS_METRIC_CLIPPED] = s[2].present[PRECIS_METRIC_CLIPPED] = false;
-  precis_metric_value v[PRECIS_METRIC_COUNT];
+  precis_metric_value v[PRECIS_METRIC_ALL];
   precis_metrics_aggregate(s, 3, v);
   CHECK_NEAR(v[PRECIS_METRIC_REL_FRO].worst, 5e-2, 0);
   CHECK_NEAR(v[PRECIS_METRIC_REL_FRO].mean, (1e-3 + 5e-2 + 2e-3) / 3, 1e-15);
@@ -97,7 +99,7 @@ TEST(aggregation_skips_absent_samples) {
         s[2].present[PRECIS_METRIC_SQNR_DB]);
   s[1].v[PRECIS_METRIC_SQNR_DB] = 1e9; /* whatever an absent slot holds, it is not a value */
   double sq_half = -20 * log10(0.5 / sqrt(30.0)), sq_one = -20 * log10(1.0 / sqrt(30.0));
-  precis_metric_value v[PRECIS_METRIC_COUNT];
+  precis_metric_value v[PRECIS_METRIC_ALL];
   precis_metrics_aggregate(s, 3, v);
   CHECK(v[PRECIS_METRIC_SQNR_DB].present);
   CHECK_NEAR(v[PRECIS_METRIC_SQNR_DB].worst, sq_one, 1e-12);
@@ -138,7 +140,7 @@ TEST(criterion_parsing_and_formatting) {
   CHECK(precis_criterion_parse("", &c) == PRECIS_E_USAGE);
 }
 
-static void fill_ok(precis_metric_value v[PRECIS_METRIC_COUNT]) {
+static void fill_ok(precis_metric_value v[PRECIS_METRIC_ALL]) {
   for (int i = 0; i < PRECIS_METRIC_COUNT; i++) v[i] = (precis_metric_value){0, 0, true};
   v[PRECIS_METRIC_SQNR_DB].present = false;
   v[PRECIS_METRIC_CLIPPED].present = false;
@@ -149,7 +151,7 @@ TEST(criteria_check_and_margin) {
   precis_criteria cr = {0};
   precis_criterion_parse("rel_fro<=1e-2", &cr.items[cr.count++]);
   precis_criterion_parse("sqnr_db>=40", &cr.items[cr.count++]);
-  precis_metric_value v[PRECIS_METRIC_COUNT];
+  precis_metric_value v[PRECIS_METRIC_ALL];
   fill_ok(v);
   size_t failed = 99;
   double margin = 0;
@@ -175,7 +177,7 @@ TEST(each_default_gate_rejects_a_perturbation) {
     precis_criteria cr;
     precis_default_criteria(&recipe->spec, 1024, &cr);
     CHECK(cr.count >= 2);
-    precis_metric_value v[PRECIS_METRIC_COUNT];
+    precis_metric_value v[PRECIS_METRIC_ALL];
     fill_ok(v);
     CHECK_MSG(precis_criteria_check(&cr, v, NULL, NULL), "%s: exact output must pass", recipe->name);
     for (size_t i = 0; i < cr.count; i++) {
@@ -286,7 +288,81 @@ TEST(integer_gates_follow_the_narrowest_width) {
   CHECK(c.items[1].value == 0x1p-1);
 }
 
-RUN_TESTS(T(exact_output_has_zero_error_and_null_sqnr), T(hand_worked_errors), T(max_rel_uses_the_rms_floor),
+/* Three tokens of a vocabulary of 2, worked by hand:
+ *  token 0: ref (0, 0) -> p = (1/2, 1/2); q (ln 3, 0) -> (3/4, 1/4). KL(ref||q) = 1/2 ln(4/3);
+ *           KL(q||ref) = 3/4 ln(3/2) + 1/4 ln(1/2); argmax 0 both (the first of ref's tie): agrees.
+ *  token 1: ref (2, 1), q (1, 2): p = (s, 1-s), q = (1-s, s), s = sigmoid(1). Both KLs are
+ *           (2s-1) ln(s/(1-s)) = tanh(1/2); argmax 0 vs 1: disagrees.
+ *  token 2: ref (0, 1), q (3, 4): the same distribution shifted: KL 0, agrees. */
+TEST(logit_metrics_hand_worked) {
+  double r[6] = {0, 0, 2, 1, 0, 1}, c64[6] = {log(3.0), 0, 1, 2, 3, 4};
+  float c[6];
+  for (int i = 0; i < 6; i++) c[i] = (float)c64[i];
+  const double kl0 = 0.5 * log(4.0 / 3.0), rkl0 = 0.75 * log(1.5) + 0.25 * log(0.5), kl1 = tanh(0.5);
+  double scratch[6];
+  precis_sample_metrics m;
+  precis_metrics_logits(NULL, c64, r, NULL, 3, 2, scratch, &m);
+  CHECK_NEAR(m.v[PRECIS_METRIC_KL_MEAN], (kl0 + kl1) / 3, 1e-15);
+  CHECK_NEAR(m.v[PRECIS_METRIC_KL_MAX], kl1, 1e-15);
+  /* p99 of the sorted (0, kl0, kl1): position 0.99 * 2 = 1.98, NumPy's linear interpolation */
+  CHECK_NEAR(m.v[PRECIS_METRIC_KL_P99], kl0 + 0.98 * (kl1 - kl0), 1e-15);
+  CHECK_NEAR(m.v[PRECIS_METRIC_RKL_MEAN], (rkl0 + kl1) / 3, 1e-15);
+  CHECK_NEAR(m.v[PRECIS_METRIC_RKL_MAX], kl1, 1e-15);
+  CHECK_NEAR(m.v[PRECIS_METRIC_TOP1_AGREE], 2.0 / 3.0, 0);
+  CHECK(m.present[PRECIS_METRIC_KL_MEAN] && m.present[PRECIS_METRIC_TOP1_AGREE]);
+  /* float32 logits: ln 3 rounded, so KL of token 0 moves by about 1e-8, not more */
+  precis_sample_metrics f;
+  precis_metrics_logits(c, NULL, r, NULL, 3, 2, scratch, &f);
+  CHECK_NEAR(f.v[PRECIS_METRIC_KL_MEAN], m.v[PRECIS_METRIC_KL_MEAN], 1e-7);
+  CHECK_NEAR(f.v[PRECIS_METRIC_TOP1_AGREE], 2.0 / 3.0, 0);
+  /* A reference held as r + r_lo: the low part makes token 1's reference (2, 2), p = (1/2, 1/2):
+   * KL(ref||q) = 1/2 ln(1/2 / (1-s)) + 1/2 ln(1/2 / s); its tie goes to token id 0: disagrees. */
+  double r_lo[6] = {0, 0, 0, 1, 0, 0};
+  precis_sample_metrics lo;
+  precis_metrics_logits(NULL, c64, r, r_lo, 3, 2, scratch, &lo);
+  const double s = 1 / (1 + exp(-1.0)), kl1_tied = 0.5 * log(0.5 / (1 - s)) + 0.5 * log(0.5 / s);
+  CHECK_NEAR(lo.v[PRECIS_METRIC_KL_MEAN], (kl0 + kl1_tied) / 3, 1e-15);
+  CHECK_NEAR(lo.v[PRECIS_METRIC_TOP1_AGREE], 2.0 / 3.0, 0);
+  /* A non-finite logit: that token's KL is infinite and it disagrees. */
+  double bad[6] = {log(3.0), 0, 1, 2, NAN, 4};
+  precis_metrics_logits(NULL, bad, r, NULL, 3, 2, scratch, &f);
+  CHECK(isinf(f.v[PRECIS_METRIC_KL_MAX]) && isinf(f.v[PRECIS_METRIC_RKL_MEAN]));
+  CHECK_NEAR(f.v[PRECIS_METRIC_TOP1_AGREE], 1.0 / 3.0, 0); /* token 0 agrees, 1 does not, 2 is not finite */
+}
+
+TEST(logit_metrics_aggregate_and_gate_only_logit_rows) {
+  /* Two samples: the worst KL sample and the worst top-1 sample are kept; sample metrics of a
+   * plain GEMM have no logit entries, and a logit criterion does not apply to them. */
+  float c[2] = {1, 2};
+  double r[2] = {1, 2}, ab[2] = {1, 2};
+  precis_sample_metrics s[2];
+  precis_metrics_sample(c, r, ab, 2, &s[0]);
+  CHECK(!s[0].present[PRECIS_METRIC_KL_MEAN] && !s[0].present[PRECIS_METRIC_TOP1_AGREE]);
+  precis_metric_value v[PRECIS_METRIC_ALL];
+  precis_metrics_aggregate(s, 1, v);
+  precis_criteria cr = {0};
+  CHECK(precis_criterion_parse("kl_mean<=0.01", &cr.items[cr.count++]) == PRECIS_OK);
+  CHECK(precis_criterion_parse("top1_agree>=0.99", &cr.items[cr.count++]) == PRECIS_OK);
+  CHECK(precis_criteria_check(&cr, v, NULL, NULL));
+  s[1] = s[0];
+  s[0].v[PRECIS_METRIC_KL_MEAN] = 0.001, s[1].v[PRECIS_METRIC_KL_MEAN] = 0.03;
+  s[0].v[PRECIS_METRIC_TOP1_AGREE] = 0.9, s[1].v[PRECIS_METRIC_TOP1_AGREE] = 1.0;
+  for (int i = 0; i < 2; i++) s[i].present[PRECIS_METRIC_KL_MEAN] = s[i].present[PRECIS_METRIC_TOP1_AGREE] = true;
+  precis_metrics_aggregate(s, 2, v);
+  CHECK_NEAR(v[PRECIS_METRIC_KL_MEAN].worst, 0.03, 0);
+  CHECK_NEAR(v[PRECIS_METRIC_KL_MEAN].mean, 0.0155, 1e-15);
+  CHECK_NEAR(v[PRECIS_METRIC_TOP1_AGREE].worst, 0.9, 0);
+  size_t failed = 99;
+  double margin = 0;
+  CHECK(!precis_criteria_check(&cr, v, &failed, &margin));
+  CHECK(failed == 0);
+  CHECK_NEAR(margin, 3.0, 1e-12);
+  char text[96];
+  precis_criterion_format(&cr.items[1], text, sizeof text);
+  CHECK(strcmp(text, "top1_agree>=0.99") == 0);
+}
+
+RUN_TESTS(T(logit_metrics_hand_worked), T(logit_metrics_aggregate_and_gate_only_logit_rows), T(exact_output_has_zero_error_and_null_sqnr), T(hand_worked_errors), T(max_rel_uses_the_rms_floor),
           T(zero_scale_elements_must_be_exact), T(nonfinite_outputs_are_counted_and_infinitely_wrong),
           T(aggregation_keeps_the_worst_sample), T(aggregation_skips_absent_samples), T(criterion_parsing_and_formatting), T(criteria_check_and_margin),
           T(each_default_gate_rejects_a_perturbation), T(default_bounds_scale_with_k_and_roundoff),

@@ -2,8 +2,10 @@
 """Capture the inputs of a PyTorch model's linear layers, for `precis import --model CKPT
 --activations OUT` (docs/model.md, "Capturing real activations").
 
-A forward pre-hook on every chosen torch.nn.Linear records its input x (the `a` of the GEMM
-x @ W^T that precis evaluates). Each layer's array is written as float32
+A thin command over precis.torch (python/precis/torch.py, docs/verify.md): a forward pre-hook on
+every chosen torch.nn.Linear (and transformers' Conv1D) records its input x (the `a` of the GEMM
+x @ W^T that precis evaluates); precis.torch.capture(model, batches) is the fuller form (attention
+masks, gradients, the final outputs). Each layer's array is written as float32
 [samples, tokens, in_features], named after the module (its name in model.named_modules(), which is
 the checkpoint's tensor name without ".weight" when the checkpoint was saved from the same module
 tree; `prefix` adds what a wrapper's state_dict puts in front):
@@ -22,162 +24,70 @@ Samples and tokens: an input [batch, seq, k] gives `batch` samples of its first 
 with more leading dimensions flattens them into samples; a 2-D input [n, k] (a pooler on the first
 token, an MLP on vectors) is n samples of one token each, so its samples line up with the others'.
 `max_samples` stops recording a layer once it has that many. Choose the positions you care about:
-padded positions of a batch are recorded as any others, so feed unpadded or equal-length sequences.
+padded positions of a batch are recorded as any others, so feed unpadded or equal-length sequences
+(precis.torch.capture drops padding by the attention mask).
 
 OUT is written when the `with` block ends without an exception, to a temporary name then renamed:
   *.npz          np.savez, one array per layer name   (precis: --activations OUT.npz)
   *.safetensors  one F32 tensor per layer name         (precis: --activations OUT.safetensors)
   anything else  a directory of <layer>.npy files      (precis: --activations OUT)
+each with the capture's metadata (model, dtype, tokens) beside the arrays: the .npz member
+"@capture", the safetensors header's __metadata__["precis.capture"], capture.json in the directory.
 
-Needs NumPy and PyTorch. `python3 capture_activations.py --help` prints this text.
+Needs NumPy, PyTorch and precis's Python package: an installed one (pip install precis-eval) is
+used first; else the staged copy a build makes, from $PRECIS_PY_STAGE, $PRECIS_BUILD_DIR/python,
+or build/python beside this tools/ directory. `python3 capture_activations.py --help` prints this
+text.
 """
-import fnmatch
-import json
+import contextlib
 import os
-import shutil
-import struct
 import sys
 
-import numpy as np
+
+def _import_precis_torch():
+    """precis.torch: installed, else the build's staged package (see the text above)."""
+    try:
+        import precis.torch as pt
+        return pt
+    except ImportError as first:
+        here = os.path.dirname(os.path.abspath(__file__))
+        stages = [os.environ.get("PRECIS_PY_STAGE"),
+                  os.path.join(os.environ["PRECIS_BUILD_DIR"], "python") if os.environ.get("PRECIS_BUILD_DIR") else None,
+                  os.path.join(here, "..", "build", "python")]
+        for stage in stages:
+            if stage and os.path.isfile(os.path.join(stage, "precis", "torch.py")):
+                sys.path.insert(0, os.path.abspath(stage))
+                sys.modules.pop("precis", None)
+                import precis.torch as pt
+                return pt
+        raise ImportError(f"capture_activations needs precis's Python package ({first}): pip install precis-eval, "
+                          "or build precis and set PRECIS_BUILD_DIR (its staged package is BUILD_DIR/python)") from first
 
 
-class CaptureError(ValueError):
-    """A capture that cannot give precis what it reads: the message names the layer and the shapes."""
+if __name__ != "__main__":
+    _pt = _import_precis_torch()
+    CaptureError = _pt.CaptureError
 
 
-class Capture:
-    def __init__(self, model, out, tokens=None, layers=None, exclude=None, max_samples=None, prefix=""):
-        self.model, self.out, self.tokens = model, os.fspath(out), tokens
-        self.layers, self.exclude = list(layers or []), list(exclude or [])
-        self.max_samples, self.prefix = max_samples, prefix
-        self.chunks = {}   # layer -> list of float32 arrays [s, tokens, k]
-        self.samples = {}  # layer -> samples recorded
-        self.in_features = {}
-        self.handles = []
-        if tokens is not None and tokens < 1:
-            raise CaptureError(f"tokens must be positive, not {tokens}")
-
-    def _chosen(self, name):
-        if self.layers and not any(fnmatch.fnmatchcase(name, g) for g in self.layers):
-            return False
-        return not any(fnmatch.fnmatchcase(name, g) for g in self.exclude)
-
-    def __enter__(self):
-        import torch
-
-        for module_name, module in self.model.named_modules():
-            name = self.prefix + module_name
-            if isinstance(module, torch.nn.Linear) and module_name and self._chosen(name):
-                self.in_features[name] = module.in_features
-                self.chunks[name], self.samples[name] = [], 0
-                self.handles.append(module.register_forward_pre_hook(self._hook(name)))
-        if not self.handles:
-            self._remove()
-            raise CaptureError("no torch.nn.Linear module of the model matches "
-                               f"layers={self.layers or ['*']} exclude={self.exclude}")
-        return self
-
-    def _hook(self, name):
-        def hook(module, inputs):
-            if not inputs:
-                raise CaptureError(f"layer {name}: called with its input as a keyword argument, which a forward "
-                                   "pre-hook does not see; call it positionally")
-            self._record(name, inputs[0])
-        return hook
-
-    def _record(self, name, x):
-        k = self.in_features[name]
-        if x.shape[-1] != k:
-            raise CaptureError(f"layer {name}: input of shape {list(x.shape)}, expected [..., {k}]")
-        if self.max_samples is not None and self.samples[name] >= self.max_samples:
-            return
-        x = x.detach()
-        if x.dim() <= 2:
-            x = x.reshape(-1, 1, k)
-        else:
-            x = x.reshape(-1, x.shape[-2], k)
-            if self.tokens is None:
-                self.tokens = x.shape[1]
-            if x.shape[1] < self.tokens:
-                raise CaptureError(f"layer {name}: a sequence of {x.shape[1]} positions, fewer than tokens={self.tokens} "
-                                   "(every sample must have the same number of tokens: feed equal-length inputs "
-                                   "or pass a smaller tokens=)")
-            x = x[:, :self.tokens, :]
-        if self.max_samples is not None:
-            x = x[:self.max_samples - self.samples[name]]
-        # float32 holds bfloat16 and float16 exactly; precis reads float32.
-        self.chunks[name].append(x.float().cpu().numpy().astype(np.float32, copy=False))
-        self.samples[name] += x.shape[0]
-
-    def _remove(self):
-        for h in self.handles:
-            h.remove()
-        self.handles = []
-
-    def __exit__(self, exc_type, exc, tb):
-        self._remove()
-        if exc_type is None:
-            self.write()
-        return False
-
-    def arrays(self):
-        """layer -> float32 [samples, tokens, in_features], for the layers that ran."""
-        return {name: np.concatenate(parts) for name, parts in self.chunks.items() if parts}
-
-    def missed(self):
-        """Layers chosen that the forward passes never reached (precis would find no array for them)."""
-        return [name for name, parts in self.chunks.items() if not parts]
-
-    def write(self):
-        arrays = self.arrays()
-        if not arrays:
-            raise CaptureError(f"{self.out}: no layer was called: run the model inside the `with` block")
-        parent = os.path.dirname(os.path.abspath(self.out))
-        tmp = os.path.join(parent, f".{os.path.basename(self.out)}.tmp-{os.getpid()}")
-        if self.out.endswith(".npz"):
-            with open(tmp, "wb") as f:
-                np.savez(f, **arrays)
-        elif self.out.endswith(".safetensors"):
-            write_safetensors(tmp, arrays)
-        else:
-            os.makedirs(tmp)
-            for name, x in arrays.items():
-                np.save(os.path.join(tmp, name + ".npy"), x)
-            if os.path.isdir(self.out):
-                shutil.rmtree(self.out)
-        os.replace(tmp, self.out)
-
-    def summary(self):
-        lines = [f"{self.out}: {len(self.arrays())} layers, tokens={self.tokens} (1 for 2-D inputs)"]
-        for name, x in self.arrays().items():
-            lines.append(f"  {name}: [{', '.join(map(str, x.shape))}]")
-        for name in self.missed():
-            lines.append(f"  {name}: never called (not written; exclude it from precis import with --exclude)")
-        return "\n".join(lines)
-
-
+@contextlib.contextmanager
 def capture(model, out, tokens=None, layers=None, exclude=None, max_samples=None, prefix=""):
-    """A context manager recording the inputs of model's nn.Linear modules; writes `out` on exit.
+    """A context manager recording the inputs of model's linear layers while the block runs the
+    model; writes `out` when the block ends without an exception. Yields precis.torch's Captured
+    (.arrays(), .missed(), .summary()).
 
     layers / exclude: fnmatch globs on the layer names (any of / none of); prefix: prepended to
     each module name (for a checkpoint saved from a wrapper, e.g. "model.")."""
-    return Capture(model, out, tokens, layers, exclude, max_samples, prefix)
-
-
-def write_safetensors(path, arrays):
-    """name -> float32 array, as the safetensors format lays it out (header JSON, then the data)."""
-    header, offset, blobs = {}, 0, []
-    for name, x in arrays.items():
-        raw = np.ascontiguousarray(x, "<f4").tobytes()
-        header[name] = {"dtype": "F32", "shape": list(x.shape), "data_offsets": [offset, offset + len(raw)]}
-        offset += len(raw)
-        blobs.append(raw)
-    text = json.dumps(header).encode()
-    text += b" " * (-len(text) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)) + text)
-        for blob in blobs:
-            f.write(blob)
+    with _pt.recording(model, tokens=tokens, layers=layers, exclude=exclude, max_samples=max_samples,
+                       prefix=prefix, source="tools/capture_activations.py") as cap:
+        yield cap
+    # Every sample has `tokens` rows: a sequence shorter than that is an error here, not a sample
+    # left out silently (precis.torch.capture counts such sequences as skipped).
+    short = [name for name in cap.in_features if cap.skipped_by.get(name)]
+    if short:
+        raise CaptureError(f"layer {short[0]}: {cap.skipped_by[short[0]]} sequence(s) of fewer than tokens={cap.tokens} "
+                           "positions (every sample must have the same number of tokens: feed equal-length inputs or "
+                           "pass a smaller tokens=)")
+    cap.save(out)
 
 
 if __name__ == "__main__":

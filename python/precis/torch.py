@@ -21,7 +21,7 @@ import struct
 import numpy as np
 import torch
 
-__all__ = ["CaptureError", "PlanError", "Captured", "capture", "emulate", "linear_layers", "load_plan",
+__all__ = ["CaptureError", "PlanError", "Captured", "capture", "recording", "emulate", "linear_layers", "load_plan",
            "write_arrays", "causal_lm_loss", "output_projection_loss"]
 
 
@@ -332,6 +332,57 @@ def _model_meta(model, source):
             "inputs": source, "torch": torch.__version__}
 
 
+def _chosen_layers(model, layers, exclude, prefix):
+    chosen = [(n, m, im) for n, m, im in linear_layers(model, prefix) if _chosen(n, layers, exclude)]
+    if not chosen:
+        raise CaptureError(f"no nn.Linear or Conv1D of the model matches layers={layers or ['*']} exclude={exclude or []}")
+    return chosen
+
+
+def _input_hook(cap, name, state, max_samples):
+    """A forward pre-hook (with_kwargs) recording the layer's input into cap; state["mask"] is the
+    running batch's attention mask or None."""
+    def hook(module, args, kwargs):
+        x = args[0] if args else kwargs.get("input", kwargs.get("x"))
+        if x is None:
+            raise CaptureError(f"layer {name}: called without a positional input")
+        k = cap.in_features[name]
+        if x.shape[-1] != k:
+            raise CaptureError(f"layer {name}: input of shape {list(x.shape)}, expected [..., {k}]")
+        cap._take(name, x, state["mask"], cap.inputs, cap._pending_in, max_samples)
+    return hook
+
+
+@contextlib.contextmanager
+def recording(model, *, tokens=None, layers=None, exclude=None, max_samples=None, prefix="", pack=False, source=None):
+    """The inputs of the chosen linear layers while the caller runs the model inside the block, as
+    capture() records them but without its batches: no attention mask (every position of a call is
+    recorded), no gradients, no final outputs. Yields a Captured (.arrays(), .save(PATH));
+    tools/capture_activations.py is a command over it.
+
+        with torch.no_grad(), pt.recording(model, tokens=64) as cap:
+            for ids in batches:
+                model(ids)
+        cap.save("acts.npz")"""
+    chosen = _chosen_layers(model, layers, exclude, prefix)
+    if tokens is not None and tokens < 1:
+        raise CaptureError(f"tokens must be positive, not {tokens}")
+    meta = _model_meta(model, source)
+    meta.update({"pack": pack, "mask": "none: every position of each call recorded", "loss": None})
+    cap = Captured(tokens, pack, meta)
+    for name, module, in_major in chosen:
+        cap.in_features[name] = module.weight.shape[0 if in_major else 1]
+    state = {"mask": None}
+    handles = []
+    try:
+        for name, module, _ in chosen:
+            handles.append(module.register_forward_pre_hook(_input_hook(cap, name, state, max_samples), with_kwargs=True))
+        yield cap
+    finally:
+        for h in handles:
+            h.remove()
+
+
 def capture(model, batches, *, tokens=None, layers=None, exclude=None, max_samples=None, prefix="", loss="auto",
             gradients=None, outputs=True, pack=False, source=None):
     """Runs the model on each batch and records, per linear layer (nn.Linear, Conv1D), its inputs
@@ -354,9 +405,7 @@ def capture(model, batches, *, tokens=None, layers=None, exclude=None, max_sampl
       loss(outputs, batch) -> scalar tensor.
     max_samples: stop recording once a layer has that many samples. source: a description of the
       inputs recorded in the file's metadata (e.g. the text file's name)."""
-    chosen = [(n, m, im) for n, m, im in linear_layers(model, prefix) if _chosen(n, layers, exclude)]
-    if not chosen:
-        raise CaptureError(f"no nn.Linear or Conv1D of the model matches layers={layers or ['*']} exclude={exclude or []}")
+    chosen = _chosen_layers(model, layers, exclude, prefix)
     if loss == "auto":
         loss_fn = causal_lm_loss if is_causal_lm(model) else None
     elif callable(loss) or loss is None:
@@ -379,17 +428,6 @@ def capture(model, batches, *, tokens=None, layers=None, exclude=None, max_sampl
 
     state = {"mask": None, "outs": {}}
 
-    def pre_hook(name):
-        def hook(module, args, kwargs):
-            x = args[0] if args else kwargs.get("input", kwargs.get("x"))
-            if x is None:
-                raise CaptureError(f"layer {name}: called without a positional input")
-            k = cap.in_features[name]
-            if x.shape[-1] != k:
-                raise CaptureError(f"layer {name}: input of shape {list(x.shape)}, expected [..., {k}]")
-            cap._take(name, x, state["mask"], cap.inputs, cap._pending_in, max_samples)
-        return hook
-
     def post_hook(name):
         def hook(module, args, output):
             if gradients and output.requires_grad:
@@ -399,7 +437,7 @@ def capture(model, batches, *, tokens=None, layers=None, exclude=None, max_sampl
     handles, grad_flags = [], []
     try:
         for name, module, _ in chosen:
-            handles.append(module.register_forward_pre_hook(pre_hook(name), with_kwargs=True))
+            handles.append(module.register_forward_pre_hook(_input_hook(cap, name, state, max_samples), with_kwargs=True))
             if gradients:
                 handles.append(module.register_forward_hook(post_hook(name)))
                 grad_flags.append((module.weight, module.weight.requires_grad))

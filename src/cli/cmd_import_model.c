@@ -2,6 +2,7 @@
  * checkpoint (model.h says what a layer is). precis import hands every command line holding
  * --model to this file. */
 #include <errno.h>
+#include <fnmatch.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -92,6 +93,12 @@ static bool parse_count(const char *text, long long lo, int64_t *out) {
   if (!text[0] || *end || errno || v < lo || v > INT32_MAX) return false;
   *out = v;
   return true;
+}
+
+static bool glob_any(const char *name, const char **globs, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (fnmatch(globs[i], name, 0) == 0) return true;
+  return false;
 }
 
 static bool has_suffix(const char *s, const char *suffix) {
@@ -313,6 +320,18 @@ int precis_cmd_import_model(int argc, char **argv) {
     if (!list) goto done;
   }
   if ((st = precis_model_discover(model_path, include, n_include, exclude, n_exclude, &model)) != PRECIS_OK) goto report;
+  /* A tied output projection (tie_word_embeddings: true, or not said, transformers' default) has no
+   * lm_head.weight: its weight is the embedding table. It is imported when the captured
+   * activations hold its inputs (the final hidden states), so that its logits are judged too;
+   * without them nothing changes. */
+  const char *tied_from = NULL;
+  bool has_head = false;
+  for (size_t i = 0; i < model.n_layers; i++) has_head |= precis_model_is_output_projection(model.layers[i].name);
+  if (!has_head && activations && !converted && layout.tie_word_embeddings != 0 &&
+      (!n_include || glob_any("lm_head", include, n_include)) && !glob_any("lm_head", exclude, n_exclude) &&
+      precis_model_activations_hold(activations, "lm_head") &&
+      (st = precis_model_add_tied_head(&model, &model_tensors, &tied_from)) != PRECIS_OK)
+    goto report;
   size_t marked = precis_model_mark_in_major(&model, in_major, n_in_major);
   if (layout.experts_in_major) {
     size_t experts = precis_model_mark_experts_in_major(&model);
@@ -358,6 +377,14 @@ int precis_cmd_import_model(int argc, char **argv) {
   if ((st = precis_model_import(&model, &options, id)) != PRECIS_OK) goto report;
   printf("%s: %zu linear layers of %s (of %zu tensors), dataset_id %s\n", output, model.n_layers, model_path,
          model.n_tensors, id);
+  for (size_t i = 0; activations && i < model.n_layers; i++)
+    if (precis_model_is_output_projection(model.layers[i].name))
+      printf("%s: the output projection%s%s%s: its rows are logits workloads (output_kind = \"logits\"); a run reports "
+             "KL(ref||q), KL(q||ref) per token and top-1 agreement for them\n", model.layers[i].name,
+             tied_from && !strcmp(model.layers[i].name, "lm_head") ? ", tied to the input embeddings (tie_word_embeddings): "
+                                                                    "weight " : "",
+             tied_from && !strcmp(model.layers[i].name, "lm_head") ? tied_from : "",
+             tied_from && !strcmp(model.layers[i].name, "lm_head") ? " (the checkpoint has no lm_head.weight)" : "");
   exit_code = 0;
   goto done;
 report:

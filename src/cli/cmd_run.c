@@ -35,6 +35,8 @@ static void usage(FILE *out) {
           "  --backend B           auto (cuda when a device is usable, else cpu), cuda, cpu (default auto)\n"
           "  --require EXPR        accuracy criterion on the worst sample, repeatable: KEY OP NUMBER with KEY one of\n"
           "                        max_abs max_rel rel_fro rmse sqnr_db cosine mean_err max_cw nonfinite clipped\n"
+          "                        (rows of logit workloads, an imported lm_head, also kl_mean kl_p99 kl_max rkl_mean\n"
+          "                        rkl_p99 rkl_max top1_agree; those do not apply to other rows)\n"
           "                        and OP one of <= < >= > ==; replaces the per-recipe defaults, and gates the exit code\n"
           "  --gate                exit 3 when a row fails the default criteria too (without --require the\n"
           "                        defaults only inform)\n"

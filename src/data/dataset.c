@@ -464,6 +464,7 @@ static void free_workload_info(precis_workload_info *w) {
   free(w->reference);
   free(w->layer);
   free(w->source);
+  free(w->output_kind);
   free(w->reference_precision);
   memset(w, 0, sizeof *w);
 }
@@ -537,6 +538,14 @@ static precis_status validate_workload(const char *file, hid_t workloads, const 
   if (H5Aexists(group, "layer") > 0 && (st = read_string_attr(file, group, path, "layer", &w->layer)) != PRECIS_OK) goto done;
   if (H5Aexists(group, "source") > 0 && (st = read_string_attr(file, group, path, "source", &w->source)) != PRECIS_OK)
     goto done;
+  if (H5Aexists(group, "output_kind") > 0) {
+    if ((st = read_string_attr(file, group, path, "output_kind", &w->output_kind)) != PRECIS_OK) goto done;
+    if (strcmp(w->output_kind, "logits") != 0) {
+      st = precis_fail(PRECIS_E_INPUT, "%s: %s: attribute output_kind: expected \"logits\" (or no attribute), found \"%s\"",
+                       file, path, w->output_kind);
+      goto done;
+    }
+  }
   H5Eclear2(H5E_DEFAULT);
   if (H5Aexists(group, "reference_precision") > 0) {
     if ((st = read_string_attr(file, group, path, "reference_precision", &w->reference_precision)) != PRECIS_OK)
@@ -1360,6 +1369,7 @@ static hid_t workload_group(precis_dataset_writer *w, const precis_workload_info
       (info->reference && info->reference[0] && write_string_attr(group, "reference", info->reference) < 0) ||
       (info->layer && write_string_attr(group, "layer", info->layer) < 0) ||
       (info->source && write_string_attr(group, "source", info->source) < 0) ||
+      (info->output_kind && write_string_attr(group, "output_kind", info->output_kind) < 0) ||
       (info->reference_precision && write_string_attr(group, "reference_precision", info->reference_precision) < 0) ||
       (info->reference_precision && !isnan(info->reference_error_bound) &&
        write_double_attr(group, "reference_error_bound", info->reference_error_bound) < 0)) {

@@ -28,6 +28,10 @@ typedef struct precis_workload_info {
    * the PyTorch module name, `source` a JSON object {file, tensor, dtype, sha256} of its weight. */
   char *layer;
   char *source;
+  /* Optional attribute output_kind: "logits" when each row of the output [m, n] is one token's logits
+   * over a vocabulary of n (a model's lm_head, precis import --model): rows of a run then also carry
+   * KL divergence and top-1 agreement (docs/criteria.md). NULL when absent. */
+  char *output_kind;
   bool has_grad;  /* /grad exists: dL/dY of the model's loss at this layer's output, [batch, m, n] float32 (import --gradients) */
   bool has_b_ref; /* /b_ref exists: c_ref and ab_abs come from it, not from b (precis import --converted) */
   bool has_a_ref; /* /a_ref exists: c_ref and ab_abs come from it, not from a (the deployed scheme's activations) */

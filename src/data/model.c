@@ -225,6 +225,7 @@ static const struct {
 
 precis_status precis_model_read_layout(const char *path, precis_model_layout *out) {
   memset(out, 0, sizeof *out);
+  out->tie_word_embeddings = -1;
   char *dir = is_directory(path) ? precis_strdup(path) : dir_of(path);
   char *config = dir ? precis_asprintf("%s/config.json", dir) : NULL, *text = NULL;
   size_t size = 0;
@@ -240,6 +241,8 @@ precis_status precis_model_read_layout(const char *path, precis_model_layout *ou
     st = precis_fail(PRECIS_E_INPUT, "%s: not valid JSON (it is read for model_type; remove or fix it)", config);
     goto done;
   }
+  const cJSON *tie = cJSON_GetObjectItemCaseSensitive(doc, "tie_word_embeddings");
+  out->tie_word_embeddings = cJSON_IsBool(tie) ? cJSON_IsTrue(tie) : -1;
   const cJSON *type = cJSON_GetObjectItemCaseSensitive(doc, "model_type");
   if (!cJSON_IsString(type)) goto done;
   snprintf(out->model_type, sizeof out->model_type, "%s", type->valuestring);
@@ -305,6 +308,40 @@ done:
   free(config);
   free(dir);
   return st;
+}
+
+bool precis_model_is_output_projection(const char *name) {
+  return strcmp(name, "lm_head") == 0 || ends_with(name, ".lm_head");
+}
+
+precis_status precis_model_add_tied_head(precis_model *model, const precis_model *tensors, const char **from) {
+  *from = NULL;
+  static const char *const tables[] = {"embed_tokens.weight", "wte.weight", "word_embeddings.weight"};
+  const precis_model_layer *table = NULL;
+  for (size_t t = 0; t < sizeof tables / sizeof tables[0] && !table; t++)
+    for (size_t i = 0; i < tensors->n_layers && !table; i++) {
+      const precis_model_layer *x = &tensors->layers[i];
+      if (x->rank == 2 && linear_dtype(x->dtype) && ends_with(x->name, tables[t]) &&
+          (strlen(x->name) == strlen(tables[t]) || x->name[strlen(x->name) - strlen(tables[t]) - 1] == '.'))
+        table = x;
+    }
+  if (!table) return PRECIS_OK;
+  precis_model_layer *grown = realloc(model->layers, (model->n_layers + 1) * sizeof *grown);
+  if (!grown) return precis_fail(PRECIS_E_NOMEM, "out of memory");
+  model->layers = grown;
+  precis_model_layer *head = &model->layers[model->n_layers];
+  *head = *table;
+  head->in_major = false; /* an embedding table is [vocab, hidden]: the head's [out, in] */
+  head->name = precis_strdup("lm_head");
+  head->file = precis_strdup(table->file);
+  head->tensor = precis_strdup(table->name);
+  if (!head->name || !head->file || !head->tensor) {
+    free(head->name), free(head->file), free(head->tensor);
+    return precis_fail(PRECIS_E_NOMEM, "out of memory");
+  }
+  model->n_layers++;
+  *from = table->name;
+  return PRECIS_OK;
 }
 
 size_t precis_model_mark_in_major(precis_model *model, const char *const *globs, size_t n_globs) {
@@ -815,6 +852,27 @@ static precis_status activation_kind_of(const char *activations, size_t n_layers
                        "first bytes)", activations);
   }
   return PRECIS_OK;
+}
+
+bool precis_model_activations_hold(const char *activations, const char *layer) {
+  activation_kind kind = ACTIVATIONS_HDF5;
+  if (activation_kind_of(activations, 2, &kind) != PRECIS_OK) return false; /* 2: a lone .npy is refused */
+  char *path = NULL, *object = NULL;
+  if (activation_location(activations, kind, layer, &path, &object) != PRECIS_OK) return false;
+  bool held = false;
+  if (kind == ACTIVATIONS_NPY_DIR) {
+    held = precis_path_exists(path);
+  } else {
+    precis_dist d = {.kind = PRECIS_DIST_FILE, .path = path, .object = object};
+    float *values = NULL;
+    int rank = 0;
+    int64_t shape[3] = {0, 0, 0};
+    held = precis_read_matrix_file(&d, ".", &values, &rank, shape) == PRECIS_OK;
+    free(values);
+  }
+  free(path);
+  free(object);
+  return held;
 }
 
 static int64_t read_int(const uint8_t *raw, const char *dtype, uint64_t i) {
@@ -1807,6 +1865,11 @@ static precis_status import_layer(const precis_model_layer *layer, const precis_
   }
   info.layer = layer->name;
   info.source = source;
+  /* The output projection on captured final hidden states: each output row is one token's logits,
+   * and a run judges them as a distribution too (KL, top-1 agreement). Synthetic inputs are not
+   * hidden states, so their logits mean nothing as a distribution. */
+  static char logits_kind[] = "logits";
+  info.output_kind = o->activations && precis_model_is_output_projection(layer->name) ? logits_kind : NULL;
   if (!source || !description || !info.a_dist || !info.b_dist || !info.reference) goto nomem;
   if ((st = precis_dataset_writer_add(writer, &info, &data)) != PRECIS_OK) goto done;
   precis_dataset_id_add(id_hash, &info, &data);

@@ -64,6 +64,7 @@ void precis_model_free(precis_model *model);
 typedef struct precis_model_layout {
   char model_type[48];
   bool experts_in_major; /* fused expert tensors are [experts, in, out] (gpt_oss, llama4, llama4_text) */
+  int tie_word_embeddings; /* config.json's tie_word_embeddings: 1 true, 0 false, -1 not said (transformers' default: tied) */
   const char *const *in_major;
   size_t n_in_major;
   const char *const *lookups;
@@ -76,6 +77,21 @@ precis_status precis_model_read_layout(const char *path, precis_model_layout *ou
  * hidden_size and torch_dtype that it holds (a multimodal model's text_config when the top level
  * lacks num_hidden_layers). *out is NULL when there is no config.json; the caller frees it. */
 precis_status precis_model_read_config(const char *path, char **out);
+
+/* The model's output projection, whose inputs are the final hidden states and whose outputs are the
+ * logits: a layer named "lm_head" or "<prefix>.lm_head" (transformers' name for it). */
+bool precis_model_is_output_projection(const char *name);
+
+/* A tied output projection (transformers' tie_word_embeddings: the checkpoint holds no
+ * lm_head.weight, the logits are x . E^T with E the input embedding table): appends a layer named
+ * "lm_head" whose weight is the embedding table among `tensors` (precis_model_tensors): the first of
+ * *embed_tokens.weight, *wte.weight, *word_embeddings.weight of rank 2. *from receives that tensor's
+ * name (owned by `tensors`), NULL when the checkpoint has none (nothing appended). */
+precis_status precis_model_add_tied_head(precis_model *model, const precis_model *tensors, const char **from);
+
+/* Whether --activations PATH holds an array for this layer (read to check; false when it is not a
+ * file precis reads activations from, or a lone .npy). */
+bool precis_model_activations_hold(const char *activations, const char *layer);
 
 /* Marks the layers matching any glob as stored [in, out]: their in/out features swap. Returns how
  * many were marked. */

@@ -73,7 +73,7 @@ static void recipe_result_init(precis_accept_recipe_result *rr) {
   rr->peak_max_bytes = rr->peak_min_bytes = rr->peak_spread_bytes = -1;
   rr->allowed_bytes = rr->headroom_bytes = -1;
   rr->accept_p95_ms = rr->accept_median_ms = rr->accept_p99_ms = NAN;
-  for (int i = 0; i < PRECIS_METRIC_COUNT; i++) rr->error[i] = (precis_metric_value){NAN, NAN, false};
+  for (int i = 0; i < PRECIS_METRIC_ALL; i++) rr->error[i] = (precis_metric_value){NAN, NAN, false};
   for (int i = 0; i < PRECIS_ACCEPT_MAX_SWEEP; i++) rr->largest_batch_meeting_target[i] = -1;
   rr->verdict = PRECIS_VERDICT_NONE;
 }
@@ -199,7 +199,7 @@ void precis_accept_input_free(precis_accept_input *in) {
 
 precis_status precis_accept_tile_metrics(const precis_workload_info *w, const precis_workload_data *d, long long factor,
                                          const float *c, const double *c64, double clipped_fraction,
-                                         precis_metric_value out[PRECIS_METRIC_COUNT]) {
+                                         precis_metric_value out[PRECIS_METRIC_ALL]) {
   if (!d->c_ref || !d->ab_abs || (!c && !c64))
     return precis_fail(PRECIS_E_INPUT, "workload %s: the accuracy check needs c_ref, ab_abs and an output", w->name);
   size_t tile = (size_t)(w->m * w->n), tiles = (size_t)w->batch * (size_t)factor;

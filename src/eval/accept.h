@@ -107,7 +107,7 @@ typedef struct precis_accept_recipe_result {
   double accept_p95_ms;           /* pooled over every run of the acceptance point */
   double accept_median_ms, accept_p99_ms;
   precis_criteria criteria;
-  precis_metric_value error[PRECIS_METRIC_COUNT];
+  precis_metric_value error[PRECIS_METRIC_ALL];
   bool accuracy_ran;
   char *accuracy_detail;          /* the failing criterion, NULL when passing */
   bool fits, headroom_covers_spread, meets_latency, meets_accuracy;
@@ -170,7 +170,7 @@ void precis_accept_input_free(precis_accept_input *in);
  * quantized recipe. */
 precis_status precis_accept_tile_metrics(const precis_workload_info *w, const precis_workload_data *d, long long factor,
                                          const float *c, const double *c64, double clipped_fraction,
-                                         precis_metric_value out[PRECIS_METRIC_COUNT]);
+                                         precis_metric_value out[PRECIS_METRIC_ALL]);
 
 /* The worker threads, created once for a whole acceptance test (as a server's workers are). */
 typedef struct precis_accept_pool precis_accept_pool;

@@ -72,10 +72,26 @@ static void compute_error_metrics(precis_row *row, const precis_workload_info *w
     row->reason = precis_strdup("out of memory computing metrics");
     return;
   }
-  for (size_t b = 0; b < (size_t)w->batch; b++)
+  /* A logit workload (an lm_head): each output row is one token's logits, judged also as the
+   * distribution the model outputs (KL both ways, top-1 agreement; docs/criteria.md). */
+  const bool logits = w->output_kind && strcmp(w->output_kind, "logits") == 0;
+  double *scratch = logits ? malloc(2 * (size_t)w->m * sizeof *scratch) : NULL;
+  if (logits && !scratch) {
+    free(samples);
+    row->status = PRECIS_ROW_FAILED;
+    row->reason = precis_strdup("out of memory computing the logit metrics");
+    return;
+  }
+  for (size_t b = 0; b < (size_t)w->batch; b++) {
     precis_metrics_sample_wide(c + b * per_sample, c64 ? c64 + b * per_sample : NULL, d->c_ref + b * per_sample,
                                d->c_ref_lo ? d->c_ref_lo + b * per_sample : NULL, d->ab_abs + b * per_sample,
                                per_sample, &samples[b]);
+    if (logits)
+      precis_metrics_logits(c + b * per_sample, c64 ? c64 + b * per_sample : NULL, d->c_ref + b * per_sample,
+                            d->c_ref_lo ? d->c_ref_lo + b * per_sample : NULL, (size_t)w->m, (size_t)w->n, scratch,
+                            &samples[b]);
+  }
+  free(scratch);
   precis_metrics_aggregate(samples, (size_t)w->batch, row->error);
   free(samples);
   if (d->grad) {

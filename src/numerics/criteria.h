@@ -58,10 +58,11 @@ double precis_round_up_3_digits(double v);
 void precis_default_criteria(const precis_spec *spec, long long k, precis_criteria *out);
 
 /* Evaluates every criterion on the worst values. A criterion on a null metric: sqnr_db null means
- * exact (passes any lower bound); other nulls fail. Returns true when all pass. When one fails,
+ * exact (passes any lower bound); a logit metric (kl_mean, top1_agree, ...) is null on rows whose
+ * output is not logits and does not apply to them; other nulls fail. Returns true when all pass. When one fails,
  * `failed_index` receives the first failing criterion and `margin` how far it missed, as a
  * ratio >= 1 (value/limit for upper bounds, limit/value for lower bounds; inf when the limit is 0). */
-bool precis_criteria_check(const precis_criteria *criteria, const precis_metric_value values[PRECIS_METRIC_COUNT],
+bool precis_criteria_check(const precis_criteria *criteria, const precis_metric_value values[PRECIS_METRIC_ALL],
                            size_t *failed_index, double *margin);
 
 #endif

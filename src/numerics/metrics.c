@@ -1,9 +1,10 @@
 #include "metrics.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
-static const precis_metric_def metric_defs[PRECIS_METRIC_COUNT] = {
+static const precis_metric_def metric_defs[PRECIS_METRIC_ALL] = {
     [PRECIS_METRIC_MAX_ABS] = {PRECIS_METRIC_MAX_ABS, "max_abs", PRECIS_LOWER_IS_BETTER, "max |c-r|"},
     [PRECIS_METRIC_MAX_REL] = {PRECIS_METRIC_MAX_REL, "max_rel", PRECIS_LOWER_IS_BETTER,
                                "max |c-r| / max(|r|, 1e-3*rms(r))"},
@@ -19,15 +20,27 @@ static const precis_metric_def metric_defs[PRECIS_METRIC_COUNT] = {
                                  "count of NaN/inf in c"},
     [PRECIS_METRIC_CLIPPED] = {PRECIS_METRIC_CLIPPED, "clipped", PRECIS_LOWER_IS_BETTER,
                                "fraction of quantized inputs that saturated (int8, fp8)"},
+    [PRECIS_METRIC_KL_MEAN] = {PRECIS_METRIC_KL_MEAN, "kl_mean", PRECIS_LOWER_IS_BETTER,
+                               "logits: mean over tokens of KL(ref||q) = sum p_ref (log p_ref - log p_q)"},
+    [PRECIS_METRIC_KL_P99] = {PRECIS_METRIC_KL_P99, "kl_p99", PRECIS_LOWER_IS_BETTER,
+                              "logits: 99th percentile over tokens of KL(ref||q)"},
+    [PRECIS_METRIC_KL_MAX] = {PRECIS_METRIC_KL_MAX, "kl_max", PRECIS_LOWER_IS_BETTER, "logits: max over tokens of KL(ref||q)"},
+    [PRECIS_METRIC_RKL_MEAN] = {PRECIS_METRIC_RKL_MEAN, "rkl_mean", PRECIS_LOWER_IS_BETTER,
+                                "logits: mean over tokens of KL(q||ref)"},
+    [PRECIS_METRIC_RKL_P99] = {PRECIS_METRIC_RKL_P99, "rkl_p99", PRECIS_LOWER_IS_BETTER,
+                               "logits: 99th percentile over tokens of KL(q||ref)"},
+    [PRECIS_METRIC_RKL_MAX] = {PRECIS_METRIC_RKL_MAX, "rkl_max", PRECIS_LOWER_IS_BETTER, "logits: max over tokens of KL(q||ref)"},
+    [PRECIS_METRIC_TOP1_AGREE] = {PRECIS_METRIC_TOP1_AGREE, "top1_agree", PRECIS_HIGHER_IS_BETTER,
+                                  "logits: fraction of tokens whose argmax (first of ties) agrees with the reference's"},
 };
 
 const precis_metric_def *precis_metric_get(precis_metric_id id) {
-  if ((unsigned)id >= PRECIS_METRIC_COUNT) return NULL;
+  if ((unsigned)id >= PRECIS_METRIC_ALL) return NULL;
   return &metric_defs[id];
 }
 
 const precis_metric_def *precis_metric_by_key(const char *key) {
-  for (int i = 0; i < PRECIS_METRIC_COUNT; i++)
+  for (int i = 0; i < PRECIS_METRIC_ALL; i++)
     if (strcmp(metric_defs[i].key, key) == 0) return &metric_defs[i];
   return NULL;
 }
@@ -39,6 +52,7 @@ void precis_metrics_sample(const float *c, const double *r, const double *ab, si
 
 void precis_metrics_sample_wide(const float *c, const double *c64, const double *r, const double *r_lo,
                                 const double *ab, size_t count, precis_sample_metrics *out) {
+  for (int m = PRECIS_METRIC_COUNT; m < PRECIS_METRIC_ALL; m++) out->v[m] = NAN, out->present[m] = false;
   double max_abs = 0, sum_sq_err = 0, sum_sq_r = 0, sum_sq_c = 0, dot = 0, sum_err = 0, max_cw = 0;
   long long nonfinite = 0;
   for (size_t i = 0; i < count; i++) {
@@ -93,8 +107,8 @@ void precis_metrics_sample_wide(const float *c, const double *c64, const double 
 }
 
 void precis_metrics_aggregate(const precis_sample_metrics *samples, size_t n_samples,
-                              precis_metric_value out[PRECIS_METRIC_COUNT]) {
-  for (int m = 0; m < PRECIS_METRIC_COUNT; m++) {
+                              precis_metric_value out[PRECIS_METRIC_ALL]) {
+  for (int m = 0; m < PRECIS_METRIC_ALL; m++) {
     precis_metric_sense sense = metric_defs[m].sense;
     double worst = NAN, sum = 0;
     size_t present = 0;
@@ -114,6 +128,78 @@ void precis_metrics_aggregate(const precis_sample_metrics *samples, size_t n_sam
     out[m].worst = present ? worst : NAN;
     out[m].mean = present ? sum / (double)present : NAN;
   }
+}
+
+static int compare_doubles(const void *pa, const void *pb) {
+  double a = *(const double *)pa, b = *(const double *)pb;
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+/* log-softmax pieces of one token's logits x (x_lo added when not NULL): the max, the index of the
+ * first maximum, and log(sum exp(x - max)). False when a logit is not finite. */
+static bool token_softmax(const float *c, const double *c64, const double *lo, size_t vocab, double *max, size_t *arg,
+                          double *log_sum) {
+  double best = -INFINITY;
+  size_t at = 0;
+  for (size_t v = 0; v < vocab; v++) {
+    double x = c64 ? c64[v] : (double)c[v];
+    if (lo) x += lo[v];
+    if (!isfinite(x)) return false;
+    if (v == 0 || x > best) best = x, at = v;
+  }
+  double sum = 0;
+  for (size_t v = 0; v < vocab; v++) {
+    double x = (c64 ? c64[v] : (double)c[v]) + (lo ? lo[v] : 0);
+    sum += exp(x - best);
+  }
+  *max = best;
+  *arg = at;
+  *log_sum = log(sum);
+  return true;
+}
+
+void precis_metrics_logits(const float *c, const double *c64, const double *r, const double *r_lo, size_t tokens,
+                           size_t vocab, double *scratch, precis_sample_metrics *out) {
+  double *kl = scratch, *rkl = scratch + tokens;
+  size_t agree = 0;
+  for (size_t t = 0; t < tokens; t++) {
+    const size_t row = t * vocab;
+    double r_max, r_log_sum, q_max, q_log_sum;
+    size_t r_arg, q_arg;
+    bool r_ok = token_softmax(NULL, r + row, r_lo ? r_lo + row : NULL, vocab, &r_max, &r_arg, &r_log_sum);
+    bool q_ok = token_softmax(c64 ? NULL : c + row, c64 ? c64 + row : NULL, NULL, vocab, &q_max, &q_arg, &q_log_sum);
+    if (!r_ok || !q_ok) {
+      /* A non-finite logit: the evaluated distribution is not a distribution (the reference's
+       * logits are always finite, a product of finite inputs). */
+      kl[t] = rkl[t] = INFINITY;
+      continue;
+    }
+    double forward = 0, reverse = 0;
+    for (size_t v = 0; v < vocab; v++) {
+      double lp = r[row + v] + (r_lo ? r_lo[row + v] : 0) - r_max - r_log_sum;
+      double lq = (c64 ? c64[row + v] : (double)c[row + v]) - q_max - q_log_sum;
+      forward += exp(lp) * (lp - lq);
+      reverse += exp(lq) * (lq - lp);
+    }
+    /* KL >= 0; a sum of rounded terms can end a few ulps below zero when the two agree. */
+    kl[t] = forward > 0 ? forward : 0;
+    rkl[t] = reverse > 0 ? reverse : 0;
+    agree += r_arg == q_arg;
+  }
+  const precis_metric_id ids[2][3] = {{PRECIS_METRIC_KL_MEAN, PRECIS_METRIC_KL_P99, PRECIS_METRIC_KL_MAX},
+                                      {PRECIS_METRIC_RKL_MEAN, PRECIS_METRIC_RKL_P99, PRECIS_METRIC_RKL_MAX}};
+  double *values[2] = {kl, rkl};
+  for (int d = 0; d < 2; d++) {
+    double sum = 0;
+    for (size_t t = 0; t < tokens; t++) sum += values[d][t];
+    qsort(values[d], tokens, sizeof(double), compare_doubles);
+    out->v[ids[d][0]] = tokens ? sum / (double)tokens : NAN;
+    out->v[ids[d][1]] = precis_percentile_sorted(values[d], tokens, 99.0);
+    out->v[ids[d][2]] = tokens ? values[d][tokens - 1] : NAN;
+    for (int i = 0; i < 3; i++) out->present[ids[d][i]] = tokens > 0;
+  }
+  out->v[PRECIS_METRIC_TOP1_AGREE] = tokens ? (double)agree / (double)tokens : NAN;
+  out->present[PRECIS_METRIC_TOP1_AGREE] = tokens > 0;
 }
 
 double precis_percentile_sorted(const double *sorted, size_t n, double pct) {

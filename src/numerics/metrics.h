@@ -18,8 +18,21 @@ typedef enum precis_metric_id {
   PRECIS_METRIC_MAX_CW,
   PRECIS_METRIC_NONFINITE,
   PRECIS_METRIC_CLIPPED,
-  PRECIS_METRIC_COUNT
+  PRECIS_METRIC_COUNT, /* the error metrics above: every row has them (report.json's "error") */
+  /* Logit metrics (docs/criteria.md): only rows of a workload whose output is logits (the dataset's
+   * output_kind = "logits", precis import --model's lm_head) have them (report.json's "logits").
+   * Each row of the [tokens, vocab] output is one token's logits; softmax in float64. */
+  PRECIS_METRIC_KL_MEAN = PRECIS_METRIC_COUNT, /* KL(ref||q) per token, mean over the sample's tokens */
+  PRECIS_METRIC_KL_P99,                        /* its 99th percentile (NumPy's linear interpolation) */
+  PRECIS_METRIC_KL_MAX,
+  PRECIS_METRIC_RKL_MEAN,                      /* KL(q||ref), the other direction */
+  PRECIS_METRIC_RKL_P99,
+  PRECIS_METRIC_RKL_MAX,
+  PRECIS_METRIC_TOP1_AGREE,                    /* fraction of tokens whose argmax (first of ties) agrees */
+  PRECIS_METRIC_ALL                            /* error metrics and logit metrics */
 } precis_metric_id;
+
+#define PRECIS_LOGIT_METRIC_FIRST PRECIS_METRIC_KL_MEAN
 
 typedef enum precis_metric_sense {
   PRECIS_LOWER_IS_BETTER,  /* worst = max */
@@ -34,8 +47,12 @@ typedef struct precis_metric_def {
   const char *definition;
 } precis_metric_def;
 
+/* Both cover the logit metrics too (ids up to PRECIS_METRIC_ALL). */
 const precis_metric_def *precis_metric_get(precis_metric_id id);
 const precis_metric_def *precis_metric_by_key(const char *key); /* NULL when unknown */
+static inline bool precis_metric_is_logit(precis_metric_id id) {
+  return id >= PRECIS_LOGIT_METRIC_FIRST && id < PRECIS_METRIC_ALL;
+}
 
 /* present == false is JSON null (e.g. sqnr_db when the output is exact, cosine of a zero vector). */
 typedef struct precis_metric_value {
@@ -47,8 +64,8 @@ typedef struct precis_metric_value {
 /* Metrics of one sample. c: evaluated output (m*n, float32 as widened from the recipe's output);
  * r: c_ref; ab: |a|·|b|. `present` flags follow the definitions (sqnr null when exact). */
 typedef struct precis_sample_metrics {
-  double v[PRECIS_METRIC_COUNT];
-  bool present[PRECIS_METRIC_COUNT];
+  double v[PRECIS_METRIC_ALL];
+  bool present[PRECIS_METRIC_ALL];
 } precis_sample_metrics;
 
 void precis_metrics_sample(const float *c, const double *r, const double *ab, size_t count,
@@ -58,10 +75,17 @@ void precis_metrics_sample(const float *c, const double *r, const double *ab, si
  * so errors far below float64's unit roundoff of r (down to about 1e-30 relative) are measured. */
 void precis_metrics_sample_wide(const float *c, const double *c64, const double *r, const double *r_lo,
                                 const double *ab, size_t count, precis_sample_metrics *out);
-/* Worst and mean over samples; `clipped` (a property of the quantized inputs, not of one sample) is
+/* The logit metrics of one sample: c (or c64) and r (+ r_lo) hold `tokens` rows of `vocab` logits.
+ * Per token, in float64: log p = x - max - log(sum exp(x - max)); KL(ref||q) = sum p_ref (log p_ref -
+ * log p_q), KL(q||ref) the other way; then mean, p99 and max over the tokens, and the fraction of
+ * tokens whose argmax (the first of tied maxima) agrees. A token with a non-finite logit in c has
+ * KL = inf (and disagrees). Sets only the logit entries of *out. scratch: 2*tokens doubles. */
+void precis_metrics_logits(const float *c, const double *c64, const double *r, const double *r_lo, size_t tokens,
+                           size_t vocab, double *scratch, precis_sample_metrics *out);
+/* Worst and mean over samples (the logit metrics too when samples[0] has them); `clipped` (a property of the quantized inputs, not of one sample) is
  * set by the caller afterwards. */
 void precis_metrics_aggregate(const precis_sample_metrics *samples, size_t n_samples,
-                              precis_metric_value out[PRECIS_METRIC_COUNT]);
+                              precis_metric_value out[PRECIS_METRIC_ALL]);
 
 /* Percentile (0..100) of sorted values, linear interpolation between closest ranks (NumPy's default):
  * the latency statistics of timing.c, accept and recommend's noise interval. */

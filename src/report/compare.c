@@ -116,7 +116,9 @@ static bool env_warnings(const precis_report *base, const precis_report *now, pr
 }
 
 static const precis_metric_id growth_metrics[] = {PRECIS_METRIC_REL_FRO, PRECIS_METRIC_MAX_ABS, PRECIS_METRIC_MAX_REL,
-                                                  PRECIS_METRIC_RMSE, PRECIS_METRIC_MAX_CW};
+                                                  PRECIS_METRIC_RMSE, PRECIS_METRIC_MAX_CW,
+                                                  /* rows of logit workloads only (absent elsewhere) */
+                                                  PRECIS_METRIC_KL_MEAN, PRECIS_METRIC_RKL_MEAN};
 
 static bool compare_errors(const precis_row *b, const precis_row *n, const precis_compare_options *opt,
                            precis_comparison *cmp) {

@@ -55,6 +55,11 @@ static void header(precis_buf *b) {
   static const char *const loss[] = {"taylor_mean", "taylor_worst", "fisher_mean", "fisher_worst"};
   for (size_t i = 0; i < sizeof loss / sizeof loss[0]; i++) csv_text(b, &first, loss[i]);
   csv_text(b, &first, "target");
+  for (int id = PRECIS_LOGIT_METRIC_FIRST; id < PRECIS_METRIC_ALL; id++) {
+    const char *key = precis_metric_get((precis_metric_id)id)->key;
+    csv_sep(b, &first);
+    precis_buf_appendf(b, "%s_worst,%s_mean", key, key);
+  }
   precis_buf_append(b, "\r\n");
 }
 
@@ -117,6 +122,12 @@ static void row_line(precis_buf *b, const precis_report *report, const precis_ro
   double loss[] = {row->loss.taylor_mean, row->loss.taylor_worst, row->loss.fisher_mean, row->loss.fisher_worst};
   for (size_t i = 0; i < sizeof loss / sizeof loss[0]; i++) csv_num(b, &first, row->loss.present ? loss[i] : NAN);
   csv_text(b, &first, row->target ? row->target : "");
+  /* Empty unless the workload's output is logits. */
+  for (int id = PRECIS_LOGIT_METRIC_FIRST; id < PRECIS_METRIC_ALL; id++) {
+    bool present = row->error[id].present;
+    csv_num(b, &first, present ? row->error[id].worst : NAN);
+    csv_num(b, &first, present ? row->error[id].mean : NAN);
+  }
   precis_buf_append(b, "\r\n");
 }
 

@@ -206,6 +206,24 @@ static void write_row(json_out *o, const precis_row *row, long min_samples) {
     jo_end_object(o);
   }
   jo_end_object(o);
+  if (row->error[PRECIS_LOGIT_METRIC_FIRST].present) {
+    /* A logit workload's row (docs/criteria.md): KL both ways and top-1 agreement, worst and mean
+     * over the held-out samples as the error metrics are. */
+    jo_k(o, "logits");
+    jo_begin_object(o, false);
+    for (int id = PRECIS_LOGIT_METRIC_FIRST; id < PRECIS_METRIC_ALL; id++) {
+      jo_k(o, precis_metric_get((precis_metric_id)id)->key);
+      if (!row->error[id].present) {
+        jo_str(o, NULL);
+        continue;
+      }
+      jo_begin_object(o, true);
+      jo_k(o, "worst"); jo_num(o, row->error[id].worst);
+      jo_k(o, "mean"); jo_num(o, row->error[id].mean);
+      jo_end_object(o);
+    }
+    jo_end_object(o);
+  }
   const precis_timing *t = &row->time;
   jo_k(o, "time");
   jo_begin_object(o, false);
@@ -513,22 +531,26 @@ static bool read_row(json_in *in, const cJSON *obj, precis_row *row) {
     }
   }
 
-  const cJSON *error;
-  if (!ji_object(in, obj, "error", &error, false)) return false;
-  if (error) {
-    size_t saved = ji_push(in, "error", 0);
-    for (int id = 0; id < PRECIS_METRIC_COUNT; id++) {
-      const char *key = precis_metric_get((precis_metric_id)id)->key;
-      const cJSON *m = cJSON_GetObjectItemCaseSensitive(error, key);
-      if (!m || cJSON_IsNull(m)) continue;
-      if (!cJSON_IsObject(m)) return ji_bad(in, key, "an object {\"worst\", \"mean\"} or null", m);
-      size_t saved_metric = ji_push(in, key, 0);
-      if (!ji_double(in, m, "worst", &row->error[id].worst) || !ji_double(in, m, "mean", &row->error[id].mean))
-        return false;
-      ji_pop(in, saved_metric);
-      row->error[id].present = true;
+  static const struct { const char *key; int first, end; } metric_groups[] = {
+      {"error", 0, PRECIS_METRIC_COUNT}, {"logits", PRECIS_LOGIT_METRIC_FIRST, PRECIS_METRIC_ALL}};
+  for (size_t g = 0; g < sizeof metric_groups / sizeof metric_groups[0]; g++) {
+    const cJSON *error;
+    if (!ji_object(in, obj, metric_groups[g].key, &error, false)) return false;
+    if (error) {
+      size_t saved = ji_push(in, metric_groups[g].key, 0);
+      for (int id = metric_groups[g].first; id < metric_groups[g].end; id++) {
+        const char *key = precis_metric_get((precis_metric_id)id)->key;
+        const cJSON *m = cJSON_GetObjectItemCaseSensitive(error, key);
+        if (!m || cJSON_IsNull(m)) continue;
+        if (!cJSON_IsObject(m)) return ji_bad(in, key, "an object {\"worst\", \"mean\"} or null", m);
+        size_t saved_metric = ji_push(in, key, 0);
+        if (!ji_double(in, m, "worst", &row->error[id].worst) || !ji_double(in, m, "mean", &row->error[id].mean))
+          return false;
+        ji_pop(in, saved_metric);
+        row->error[id].present = true;
+      }
+      ji_pop(in, saved);
     }
-    ji_pop(in, saved);
   }
 
   const cJSON *time;

@@ -270,6 +270,31 @@ static void md_layers(precis_buf *b, const precis_report *report) {
   free(layers);
 }
 
+/* Rows of logit workloads (an imported lm_head): the model's output distribution, per recipe. */
+static void md_logits(precis_buf *b, const precis_report *report) {
+  size_t shown = 0;
+  for (size_t i = 0; i < report->n_rows; i++) {
+    const precis_row *row = &report->rows[i];
+    if (!row->error[PRECIS_LOGIT_METRIC_FIRST].present) continue;
+    if (shown++ == 0)
+      precis_buf_append(b, "\n## Logits\n\nWorkloads whose output is the model's logits (each output row one token's): "
+                           "KL divergence per token both ways (softmax in float64) and top-1 agreement with the "
+                           "reference logits, worst over held-out samples.\n\n| workload | recipe | kl_mean | kl_p99 | "
+                           "kl_max | rkl_mean | rkl_max | top1_agree |\n|---|---|---:|---:|---:|---:|---:|---:|\n");
+    precis_buf_append(b, "| ");
+    precis_buf_markdown(b, row->workload);
+    precis_buf_append(b, " | ");
+    precis_buf_markdown(b, row->recipe);
+    static const precis_metric_id ids[] = {PRECIS_METRIC_KL_MEAN, PRECIS_METRIC_KL_P99, PRECIS_METRIC_KL_MAX,
+                                           PRECIS_METRIC_RKL_MEAN, PRECIS_METRIC_RKL_MAX, PRECIS_METRIC_TOP1_AGREE};
+    for (size_t j = 0; j < sizeof ids / sizeof ids[0]; j++) {
+      precis_buf_append(b, " | ");
+      md_metric(b, row, ids[j]);
+    }
+    precis_buf_append(b, " |\n");
+  }
+}
+
 static char *markdown_text(const precis_report *report) {
   precis_buf b;
   precis_buf_init(&b);
@@ -331,6 +356,7 @@ static char *markdown_text(const precis_report *report) {
     precis_buf_append(&b, "\n");
   }
   md_layers(&b, report);
+  md_logits(&b, report);
   precis_buf_append(&b, "\n## Results\n\nError columns are the worst over held-out samples. ");
   precis_buf_append(&b, "`peak` is the evaluator's tracked peak allocation (tensor bytes when not tracked).\n\n");
   size_t n_workloads;

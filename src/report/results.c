@@ -119,7 +119,7 @@ void precis_row_init(precis_row *row) {
   memset(row, 0, sizeof *row);
   row->status = PRECIS_ROW_FAILED;
   row->verdict = PRECIS_VERDICT_NONE;
-  for (int i = 0; i < PRECIS_METRIC_COUNT; i++) {
+  for (int i = 0; i < PRECIS_METRIC_ALL; i++) {
     row->error[i].worst = row->error[i].mean = NAN;
     row->error[i].present = false;
   }

@@ -90,7 +90,7 @@ typedef struct precis_row {
   precis_verdict verdict;
   char *verdict_detail;     /* e.g. "rel_fro=0.031 > 0.01 (3.1x over)"; NULL when passing */
   precis_criteria criteria; /* the criteria this row was judged against */
-  precis_metric_value error[PRECIS_METRIC_COUNT];
+  precis_metric_value error[PRECIS_METRIC_ALL]; /* the logit metrics only on logit rows */
   precis_timing time;
   double tflops;            /* 2*m*n*k*batch / median; NaN when absent */
   precis_loss_change loss;  /* predicted loss change (gradients in the dataset); present false otherwise */

@@ -1,6 +1,7 @@
 """tools/capture_activations.py: PyTorch forward hooks -> the activations precis import reads.
 
-Needs PyTorch: skipped (exit 77) where `import torch` fails (Debian's python3-torch provides it).
+The tool is a thin command over precis.torch.recording (the staged package of this build, found
+through PRECIS_BUILD_DIR); runs with the test venv's torch (under CI it must not skip).
 
 A small transformer-like model (embedding, per block a qkv projection with bias, an MLP, a head;
 bfloat16 in one block) runs three batches of [2, 10] token ids under capture(tokens=8). The test
@@ -14,7 +15,8 @@ records, with hooks of its own, every Linear's input and output. Then:
   c_ref (float64 from a and the checkpoint's weights) equals what the model computed, the module's
   output minus its bias, to float32 accuracy;
 - layers=/exclude= choose; a layer never called is reported by missed() and not written;
-- errors name the layer: tokens above a sequence's length, no Linear matching the globs.
+- errors name the layer: tokens above a sequence's length, no Linear matching the globs;
+- each file records the capture's metadata (model class, dtype, tokens) beside the arrays.
 """
 import json
 import os
@@ -25,17 +27,16 @@ import tempfile
 import numpy as np
 
 try:
+    import h5py
     import torch
-except Exception as e:  # ImportError, or a broken install (missing shared libraries)
-    print(f"skipped: PyTorch is not importable ({e}); Debian's python3-torch runs this test", file=sys.stderr)
-    sys.exit(77)
-
-import h5py
+except ImportError as e:
+    print(f"SKIP: {e} (cmake/python-test-requirements.txt)", file=sys.stderr)
+    sys.exit(1 if os.environ.get("CI") == "true" else 77)
 
 SOURCE = os.environ.get("PRECIS_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
 sys.path.insert(0, os.path.join(SOURCE, "tools"))
 from capture_activations import CaptureError, capture  # noqa: E402
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "py"))
 from cli_checks import FAILURES, PRECIS, check, run  # noqa: E402
 
 
@@ -131,8 +132,12 @@ def main():
               f"{name}: shape {arrays[name].shape}")
         check(np.array_equal(arrays[name], want), f"{name}: captured values are not the layer's inputs")
     npz = np.load(os.path.join(tmp, "acts.npz"))
-    check(sorted(npz.files) == called and all(np.array_equal(npz[n], arrays[n]) for n in called), "the .npz holds the arrays")
-    check(sorted(os.listdir(os.path.join(tmp, "acts-dir"))) == sorted(n + ".npy" for n in called), "the directory holds <layer>.npy")
+    check(sorted(npz.files) == sorted(called + ["@capture"]) and all(np.array_equal(npz[n], arrays[n]) for n in called),
+          f"the .npz holds the arrays and the metadata: {npz.files}")
+    meta = json.loads(str(npz["@capture"]))
+    check(meta.get("model_class") == "Tiny" and meta.get("inputs") == "tools/capture_activations.py", f"metadata {meta}")
+    check(sorted(os.listdir(os.path.join(tmp, "acts-dir"))) == sorted([n + ".npy" for n in called] + ["capture.json"]),
+          "the directory holds <layer>.npy and capture.json")
 
     # Each format imports; c_ref is what the model computed (output minus bias), a is the input.
     for fmt in ("acts.npz", "acts.safetensors", "acts-dir"):
