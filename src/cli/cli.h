@@ -30,6 +30,7 @@ int precis_cmd_recipes(int argc, char **argv);
 int precis_cmd_explain(int argc, char **argv);
 int precis_cmd_plan(int argc, char **argv);
 int precis_cmd_conform(int argc, char **argv);
+int precis_cmd_grade(int argc, char **argv);
 
 /* Prints "precis <command>: <message>" (the last error) to stderr and returns the exit code. */
 int precis_cli_report_error(const char *command, precis_status status);

@@ -66,6 +66,9 @@ static const precis_cli_option recipes_options[] = {{"recipes", V, 0}, {"cc", V,
 static const precis_cli_option explain_options[] = {{"recipes", V, 0}, {"workloads", V, 0}, {"cc", V, 0},
                                                     {"json", F, 0},    {"cublaslt-version", V, 0}, {"target", V, 0},
                                                     {NULL, F, 0}};
+static const precis_cli_option grade_options[] = {{"recipes", V, 0}, {"n", V, 0},        {"k", V, 0},
+                                                  {"trials", V, 0},  {"seed", V, 0},     {"output", V, 'o'},
+                                                  {"force", F, 0},   {NULL, F, 0}};
 static const precis_cli_option accept_options[] = {
     {"workload", V, 0},       {"recipe", V, 0},         {"recipes", V, 0},  {"max-batch", V, 0},
     {"batches", V, 0},        {"concurrency", V, 0},    {"concurrency-list", V, 0},
@@ -94,6 +97,8 @@ static const command commands[] = {
      recipes_options},
     {"explain", precis_cmd_explain, "the cuBLASLt call the cuda backend would make for each case (no GPU needed)",
      explain_options},
+    {"grade", precis_cmd_grade, "BLAS-3 grading: the slope of the componentwise error over n (Grade A <= 1)",
+     grade_options},
     {"accept", precis_cmd_accept, "acceptance test: batch/concurrency sweep, memory headroom, latency target",
      accept_options},
 };

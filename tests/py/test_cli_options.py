@@ -20,7 +20,7 @@ import tempfile
 
 PRECIS = os.environ["PRECIS"]
 COMMANDS = ["info", "gen", "inspect", "import", "run", "recommend", "plan", "conform", "compare", "merge", "recipes",
-            "explain", "accept"]
+            "explain", "accept", "grade"]
 failures = []
 
 
