@@ -636,6 +636,28 @@ TEST(dataset_id_covers_the_calibration_split) {
   unlink(path);
 }
 
+static void set_string_attr(const char *path, const char *group_path, const char *name, const char *value) {
+  hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT), g = H5Gopen2(f, group_path, H5P_DEFAULT);
+  hid_t type = H5Tcopy(H5T_C_S1), space = H5Screate(H5S_SCALAR);
+  H5Tset_size(type, strlen(value));
+  hid_t attr = H5Acreate2(g, name, type, space, H5P_DEFAULT, H5P_DEFAULT);
+  CHECK(attr >= 0 && H5Awrite(attr, type, value) >= 0);
+  H5Aclose(attr), H5Sclose(space), H5Tclose(type), H5Gclose(g), H5Fclose(f);
+}
+
+/* A logit workload's rows carry KL and top-1 columns the same data without the attribute lacks, so
+ * resume must see another dataset. */
+TEST(dataset_id_covers_the_output_kind) {
+  const char *path = write_sample("kindid.h5", true);
+  char before[65], logits[65];
+  computed_id(path, before);
+  set_string_attr(path, "/workloads/w0", "output_kind", "logits");
+  computed_id(path, logits);
+  CHECK(strlen(logits) == 64);
+  CHECK_MSG(strcmp(before, logits) != 0, "dataset_id %s unchanged by output_kind", before);
+  unlink(path);
+}
+
 TEST(gen_is_deterministic_and_validates) {
   const char *text = "seed: 5\n"
                      "workloads:\n"
@@ -679,7 +701,7 @@ RUN_TESTS(T(philox_known_answers), T(reproducible_log_exp), T(distributions), T(
           T(sha256_accelerated_matches_portable),
           T(references_match_naive_float64), T(write_read_round_trip), T(checksum_failure_names_the_dataset),
           T(validation_reports_first_mismatch), T(float32_rounded_reference_is_refused), T(outputs_writer),
-          T(dataset_id_covers_the_calibration_split),
+          T(dataset_id_covers_the_calibration_split), T(dataset_id_covers_the_output_kind),
           T(gen_is_deterministic_and_validates))
 
 __attribute__((constructor)) static void make_tmpdir(void) {

@@ -255,6 +255,12 @@ void precis_dataset_id_add_reference(precis_sha256 *h, const precis_workload_inf
   /* Other references, other errors: a double-double dataset is another dataset (float64 ones keep
    * the ids they always had). */
   if (info->has_c_ref_lo) put_string(h, "reference=double-double");
+  /* Logit workloads add rows' KL and top-1 columns: with the attribute it is another dataset
+   * (resume must not mix rows made without it); datasets without it keep their ids. */
+  if (info->output_kind) {
+    put_string(h, "output_kind");
+    put_string(h, info->output_kind);
+  }
 }
 
 void precis_dataset_id_add_floats(precis_sha256 *h, const float *values, uint64_t count) { put_floats(h, values, count); }
