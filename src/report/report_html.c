@@ -606,6 +606,36 @@ static void html_rows_table(precis_buf *b, const precis_report *report, const ch
   precis_buf_append(b, "</table>\n");
 }
 
+/* A logit workload (an imported lm_head): the model's output distribution per recipe, as report.md's
+ * Logits section gives it. Nothing for other workloads. */
+static void html_logits_table(precis_buf *b, const precis_report *report, const char *workload) {
+  static const precis_metric_id ids[] = {PRECIS_METRIC_KL_MEAN, PRECIS_METRIC_KL_P99, PRECIS_METRIC_KL_MAX,
+                                         PRECIS_METRIC_RKL_MEAN, PRECIS_METRIC_RKL_MAX, PRECIS_METRIC_TOP1_AGREE};
+  size_t shown = 0;
+  for (size_t i = 0; i < report->n_rows; i++) {
+    const precis_row *row = &report->rows[i];
+    if (strcmp(row->workload, workload) != 0 || !row->error[PRECIS_LOGIT_METRIC_FIRST].present) continue;
+    if (shown++ == 0)
+      precis_buf_append(b, "<h3>Logits</h3>\n<p class=\"muted\">Each output row is one token's logits: KL divergence "
+                           "per token both ways (softmax in float64) and top-1 agreement with the reference logits, "
+                           "worst over held-out samples.</p>\n<table class=\"logits\"><tr><th class=\"t\">recipe</th>"
+                           "<th>kl_mean</th><th>kl_p99</th><th>kl_max</th><th>rkl_mean</th><th>rkl_max</th>"
+                           "<th>top1_agree</th></tr>\n");
+    precis_buf_append(b, "<tr><td class=\"t\">");
+    precis_buf_html(b, row->recipe);
+    precis_buf_append(b, "</td>");
+    for (size_t j = 0; j < sizeof ids / sizeof ids[0]; j++) {
+      const precis_metric_value *v = &row->error[ids[j]];
+      precis_buf_append(b, "<td>");
+      if (v->present) html_sig(b, v->worst, 4);
+      else precis_buf_append(b, "-");
+      precis_buf_append(b, "</td>");
+    }
+    precis_buf_append(b, "</tr>\n");
+  }
+  if (shown) precis_buf_append(b, "</table>\n");
+}
+
 static void html_kv_table(precis_buf *b, const precis_kv_list *list) {
   precis_buf_append(b, "<table class=\"kv\">\n");
   for (size_t i = 0; i < list->count; i++) {
@@ -800,6 +830,7 @@ static char *html_text(const precis_report *report) {
     html_memory(&b, report, workloads[w]);
     precis_buf_append(&b, "</div>\n");
     html_rows_table(&b, report, workloads[w], cpu);
+    html_logits_table(&b, report, workloads[w]);
     precis_buf_append(&b, "</section>\n");
   }
   free(workloads);

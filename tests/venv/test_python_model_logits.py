@@ -132,7 +132,7 @@ def main():
         check(measured["bf16"]["kl_mean"]["mean"] < measured["fp8"]["kl_mean"]["mean"],
               f"bf16 KL {measured['bf16']['kl_mean']} >= fp8 {measured['fp8']['kl_mean']}")
         check(measured["fp8"]["kl_mean"]["mean"] > 1e-6, f"fp8 KL {measured['fp8']['kl_mean']}")
-    for f in ("report.csv", "report.md"):
+    for f in ("report.csv", "report.md", "report.html"):
         text = open(os.path.join(out, f)).read()
         check("kl_mean" in text and "top1_agree" in text, f"{f} shows the logit metrics")
 
