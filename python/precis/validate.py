@@ -39,7 +39,20 @@ MEASURES = {("logits", "fisher"): "kl_mean", ("logits", "rel_fro"): "kl_mean", (
 
 
 class ValidateError(ValueError):
-    """Bad input to plan --validate: the message names the option and what was expected."""
+    """Bad input to plan --validate: the message names the option and what was expected. code: the
+    exit status (2 for usage and input; 3 when the plan is infeasible; a failed plan's own code)."""
+
+    def __init__(self, message, code=EXIT_USAGE):
+        super().__init__(message)
+        self.code = code
+
+
+def _round_up(v, digits=6):
+    """v rounded up to `digits` significant figures (a budget never below the cost it came from)."""
+    if v <= 0 or not math.isfinite(v):
+        return v
+    scale = 10.0 ** (digits - 1 - math.floor(math.log10(v)))
+    return math.ceil(v * scale * (1 - 1e-12)) / scale
 
 
 def parse_budgets(text):
@@ -170,9 +183,9 @@ def validate(model, inputs, *, plan_args, out, tokenizer=None, budgets=None, aga
         raise ValidateError(f"{out}/plan.json exists (--force replaces it)")
     code, chosen = _plan(plan_args, out)
     if chosen is None:
-        raise ValidateError(f"precis plan failed (exit {code}); see its message above")
+        raise ValidateError(f"precis plan failed (exit {code}); see its message above", code=code or EXIT_RUNTIME)
     if not chosen.get("feasible", True):
-        raise ValidateError(f"the plan is not feasible ({chosen.get('why')}); nothing to validate")
+        raise ValidateError(f"the plan is not feasible ({chosen.get('why')}); nothing to validate", code=EXIT_GATE)
     objective = chosen["objective"]["kind"]
     key = "predicted_loss_change" if "predicted_loss_change" in chosen["objective"] else "total"
     cells = {e["layer"]: e.get("recipes", {}) for e in chosen["layers"]}
@@ -186,11 +199,14 @@ def validate(model, inputs, *, plan_args, out, tokenizer=None, budgets=None, aga
         _, top = _plan(sweep_args + ["--budget", "bits=64", "--objective", objective], os.path.join(work, "probe"), quiet=True)
         if top is None or not top.get("feasible"):
             raise ValidateError("--validate-budgets: could not derive budgets (a plan at bits=64 failed); give them")
-        lo, hi = float(top["cheapest_total_cost"]), float(top["total_cost"])
-        shutil.rmtree(os.path.join(work, "probe"), quiet=True)
+        # The plan's costs are total bits; a bits budget is bits per weight (capacity = value x the
+        # weights the budget counts), so the ends are converted as _effective_bits converts a plan's.
+        per_weight = float(top["budget"]["value"]) / float(top["budget"]["capacity"])
+        lo, hi = float(top["cheapest_total_cost"]) * per_weight, float(top["total_cost"]) * per_weight
+        shutil.rmtree(os.path.join(work, "probe"), ignore_errors=True)
         if not hi > lo:
-            raise ValidateError(f"--validate-budgets: every plan costs {lo} bits; nothing to sweep")
-        budgets = ("bits", [float(f"{lo * (hi / lo) ** (i / 5) * (1 + 1e-9):.6g}") for i in range(6)])
+            raise ValidateError(f"--validate-budgets: every plan has {lo:.6g} effective bits; nothing to sweep")
+        budgets = ("bits", sorted({_round_up(lo * (hi / lo) ** (i / 5)) for i in range(6)}))
     kind, values = budgets
 
     ids = _verify.load_inputs(inputs, tokenizer, tokens, samples)
@@ -242,6 +258,9 @@ def validate(model, inputs, *, plan_args, out, tokenizer=None, budgets=None, aga
             row[obj] = {"feasible": True, "point": label} if p else {"feasible": False, "why": "a layer has no recipe"}
         pairs.append(row)
 
+    if not points:
+        raise ValidateError("no plan of the sweep could be verified (each has a layer with no passing recipe); "
+                            "give --validate-budgets that leave every layer a recipe", code=EXIT_GATE)
     out_kind = points[0]["kind"]
     measure = measure or MEASURES[(out_kind, objective)]
     if measure not in points[0]["metrics"]:
@@ -264,6 +283,8 @@ def validate(model, inputs, *, plan_args, out, tokenizer=None, budgets=None, aga
         if a.get("feasible") and b.get("feasible"):
             pa = next(p for p in points if p["label"] == a["point"])
             pb = next(p for p in points if p["label"] == b["point"])
+            if pa["measured"] is None or pb["measured"] is None:
+                continue
             comparison.append({"budget": row["budget"], objective: {"cost": pa["cost"], "effective_bits": pa["effective_bits"], "predicted": pa["predicted"],
                                                                    "measured": pa["measured"]},
                                against: {"cost": pb["cost"], "effective_bits": pb["effective_bits"], "predicted": pb["predicted"], "measured": pb["measured"]},
@@ -497,7 +518,7 @@ def main(argv=None):
                      command=" ".join(["python -m precis plan"] + argv))
     except ValueError as e:  # ValidateError, VerifyError, PlanError: each names what is wrong
         print(f"precis plan --validate: {e}", file=sys.stderr)
-        return EXIT_USAGE
+        return getattr(e, "code", EXIT_USAGE)
     if not args.quiet:
         print(_corr_line(v))
         for c in v["comparison"]:

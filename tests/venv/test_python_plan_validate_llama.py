@@ -184,6 +184,29 @@ def main():
     p = subprocess.run(cmd, capture_output=True, text=True, env=SUBPROCESS_ENV)
     check(p.returncode == 2 and "exists" in p.stderr, f"an existing plan is kept without --force: exit {p.returncode}")
 
+    # Without --validate-budgets: six bits budgets per weight from the cheapest plan to the least-error
+    # one (the plan's totals are bits over all weights; a budget is bits per weight).
+    auto = os.path.join(tmp, "auto")
+    p = subprocess.run(cmd[:cmd.index("--validate-budgets")] + ["--validate-against", "none", "-o", auto],
+                       capture_output=True, text=True, env=SUBPROCESS_ENV)
+    check(p.returncode == 0, f"plan --validate without --validate-budgets: exit {p.returncode}: {p.stderr[-800:]}")
+    if p.returncode == 0:
+        va = json.load(open(os.path.join(auto, "plan.json")))["validation"]
+        weights = sum(e["weights"] for e in plan["layers"] if e.get("weights"))
+        lo = plan["cheapest_total_cost"] / weights
+        values = va["budgets"]["values"]
+        check(va["budgets"]["kind"] == "bits" and 2 <= len(values) <= 6 and values == sorted(values),
+              f"derived budgets {va['budgets']}")
+        check(lo <= values[0] <= lo * (1 + 1e-5) and values[-1] <= 32,
+              f"derived budgets {values}: the first is the cheapest plan's {lo} effective bits rounded up, all per weight")
+        sweep = [q for q in va["points"] if q["label"] != "chosen"]
+        check(len(sweep) == len(values) and all(q["effective_bits"] <= q["budget"]["value"] + 1e-9 for q in sweep),
+              f"every derived budget planned and verified: {[(q['label'], q['effective_bits']) for q in sweep]}")
+    # An infeasible budget: exit 3 (a gate), not 2 (usage).
+    p = subprocess.run(cmd[:cmd.index("--budget")] + ["--budget", "bits=1"] + cmd[cmd.index("--budget") + 2:-1]
+                       + [os.path.join(tmp, "infeasible")], capture_output=True, text=True, env=SUBPROCESS_ENV)
+    check(p.returncode == 3 and "not feasible" in p.stderr, f"bits=1: exit {p.returncode}: {p.stderr[-400:]}")
+
     print(f"{time.time() - started:.1f} s", file=sys.stderr)
     if FAILURES:
         print(f"{len(FAILURES)} failure(s)", file=sys.stderr)
