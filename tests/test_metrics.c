@@ -330,6 +330,39 @@ TEST(logit_metrics_hand_worked) {
   CHECK_NEAR(f.v[PRECIS_METRIC_TOP1_AGREE], 1.0 / 3.0, 0); /* token 0 agrees, 1 does not, 2 is not finite */
 }
 
+/* Found in review: two non-finite tokens of eight made kl_p99 NaN (inf - inf), and a NaN sample
+ * after a finite one was dropped by the worst-of-samples rule, so kl_p99<=0.01 passed. */
+TEST(logit_p99_with_nonfinite_tokens_is_infinite_and_fails) {
+  enum { T8 = 8, V = 2 };
+  double r[T8 * V], q[T8 * V], scratch[2 * T8];
+  for (int i = 0; i < T8 * V; i++) r[i] = q[i] = (double)(i % 3);
+  q[2 * V] = NAN, q[5 * V + 1] = INFINITY;
+  precis_sample_metrics s[2];
+  precis_metrics_logits(NULL, r, r, NULL, T8, V, scratch, &s[0]); /* q = ref: all zero */
+  precis_metrics_logits(NULL, q, r, NULL, T8, V, scratch, &s[1]);
+  CHECK_NEAR(s[0].v[PRECIS_METRIC_KL_P99], 0, 0);
+  CHECK_MSG(isinf(s[1].v[PRECIS_METRIC_KL_P99]) && isinf(s[1].v[PRECIS_METRIC_RKL_P99]), "kl_p99 %g rkl_p99 %g",
+            s[1].v[PRECIS_METRIC_KL_P99], s[1].v[PRECIS_METRIC_RKL_P99]);
+  /* An exact position into infinite values: the value there, not inf * 0. */
+  const double sorted[3] = {1, INFINITY, INFINITY};
+  CHECK(isinf(precis_percentile_sorted(sorted, 3, 50.0)) && isinf(precis_percentile_sorted(sorted, 3, 99.0)));
+  CHECK_NEAR(precis_percentile_sorted(sorted, 3, 0.0), 1, 0);
+  precis_metric_value v[PRECIS_METRIC_ALL];
+  precis_metrics_aggregate(s, 2, v);
+  precis_criteria cr = {0};
+  CHECK(precis_criterion_parse("kl_p99<=0.01", &cr.items[cr.count++]) == PRECIS_OK);
+  CHECK_MSG(!precis_criteria_check(&cr, v, NULL, NULL), "kl_p99<=0.01 passed with worst %g", v[PRECIS_METRIC_KL_P99].worst);
+  /* A NaN sample is the worst in either order. */
+  precis_sample_metrics nan_first[2] = {s[0], s[0]};
+  nan_first[0].v[PRECIS_METRIC_KL_P99] = NAN;
+  precis_metrics_aggregate(nan_first, 2, v);
+  CHECK(isnan(v[PRECIS_METRIC_KL_P99].worst));
+  nan_first[1] = nan_first[0], nan_first[0] = s[0];
+  precis_metrics_aggregate(nan_first, 2, v);
+  CHECK(isnan(v[PRECIS_METRIC_KL_P99].worst));
+  CHECK(!precis_criteria_check(&cr, v, NULL, NULL));
+}
+
 TEST(logit_metrics_aggregate_and_gate_only_logit_rows) {
   /* Two samples: the worst KL sample and the worst top-1 sample are kept; sample metrics of a
    * plain GEMM have no logit entries, and a logit criterion does not apply to them. */
@@ -362,7 +395,7 @@ TEST(logit_metrics_aggregate_and_gate_only_logit_rows) {
   CHECK(strcmp(text, "top1_agree>=0.99") == 0);
 }
 
-RUN_TESTS(T(logit_metrics_hand_worked), T(logit_metrics_aggregate_and_gate_only_logit_rows), T(exact_output_has_zero_error_and_null_sqnr), T(hand_worked_errors), T(max_rel_uses_the_rms_floor),
+RUN_TESTS(T(logit_metrics_hand_worked), T(logit_p99_with_nonfinite_tokens_is_infinite_and_fails), T(logit_metrics_aggregate_and_gate_only_logit_rows), T(exact_output_has_zero_error_and_null_sqnr), T(hand_worked_errors), T(max_rel_uses_the_rms_floor),
           T(zero_scale_elements_must_be_exact), T(nonfinite_outputs_are_counted_and_infinitely_wrong),
           T(aggregation_keeps_the_worst_sample), T(aggregation_skips_absent_samples), T(criterion_parsing_and_formatting), T(criteria_check_and_margin),
           T(each_default_gate_rejects_a_perturbation), T(default_bounds_scale_with_k_and_roundoff),

@@ -115,8 +115,12 @@ void precis_metrics_aggregate(const precis_sample_metrics *samples, size_t n_sam
     for (size_t s = 0; s < n_samples; s++) {
       if (!samples[s].present[m]) continue;
       double v = samples[s].v[m];
-      if (present == 0) worst = v;
-      else if (sense == PRECIS_LOWER_IS_BETTER && v > worst) worst = v;
+      /* A NaN (a sample whose figure is undefined, e.g. an interpolation into non-finite values)
+       * is the worst whatever the sense, and stays so: comparisons with NaN are false, so without
+       * this the sample order would decide whether a gate sees it. */
+      if (present == 0 || isnan(v)) worst = v;
+      else if (isnan(worst)) {
+      } else if (sense == PRECIS_LOWER_IS_BETTER && v > worst) worst = v;
       else if (sense == PRECIS_HIGHER_IS_BETTER && v < worst) worst = v;
       else if (sense == PRECIS_NEARER_ZERO && fabs(v) > fabs(worst)) worst = v;
       sum += v;
@@ -208,5 +212,9 @@ double precis_percentile_sorted(const double *sorted, size_t n, double pct) {
   size_t lo = (size_t)floor(pos);
   size_t hi = lo + 1 < n ? lo + 1 : lo;
   double frac = pos - (double)lo;
+  /* Exact positions and equal neighbours need no interpolation, which would turn an infinite value
+   * into NaN (inf - inf, or inf * 0); a step toward infinity is infinite. */
+  if (frac == 0 || sorted[hi] == sorted[lo]) return sorted[lo];
+  if (isinf(sorted[hi])) return sorted[hi];
   return sorted[lo] + (sorted[hi] - sorted[lo]) * frac;
 }
