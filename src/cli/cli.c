@@ -325,6 +325,18 @@ static bool parse_lt_version(const char *command, const char *text, int *out) {
   return true;
 }
 
+bool precis_cli_logit_criteria_judged(const char *command, const char *what, const precis_report *report,
+                                      const precis_criteria *criteria) {
+  long unjudged = precis_report_unjudged_logit_criterion(report, criteria);
+  if (unjudged < 0) return true;
+  char text[96];
+  precis_criterion_format(&criteria->items[unjudged], text, sizeof text);
+  fprintf(stderr, "precis %s: --require %s judges no row: no workload of %s is a logit workload (an lm_head imported "
+                  "with its captured inputs, output_kind \"logits\"; docs/criteria.md), so it would pass everything\n",
+          command, text, what);
+  return false;
+}
+
 bool precis_cli_keep_target_rows(const char *command, const char *path, precis_report *report, precis_target target) {
   const char *name = precis_target_name(target);
   size_t kept = 0;

@@ -157,6 +157,11 @@ int precis_cli_parse_plan_args(const char *command, int argc, char **argv, bool 
  * false after saying so when none is left. */
 bool precis_cli_keep_target_rows(const char *command, const char *path, precis_report *report, precis_target target);
 
+/* false (with the message) when a --require on a logit metric would judge no row of the report:
+ * no workload of it is a logit workload (what: "REPORT.json" or "the dataset"). */
+bool precis_cli_logit_criteria_judged(const char *command, const char *what, const precis_report *report,
+                                      const precis_criteria *criteria);
+
 /* --cc: a compute capability as 90, 9.0 or sm_90 (major 1..99, minor 0..9). Reports the error. */
 bool precis_cli_parse_cc(const char *command, const char *text, int *major, int *minor);
 /* Writes --int8-act-scale into the specs it concerns (precis_recipe_set_static_act_scale). */

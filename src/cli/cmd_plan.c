@@ -224,7 +224,8 @@ int precis_cmd_plan(int argc, char **argv) {
   precis_report report;
   precis_status st = precis_report_read_json(path, &report);
   if (st != PRECIS_OK) return precis_cli_report_error("plan", st);
-  if (arch != PRECIS_TARGET_DEFAULT && !precis_cli_keep_target_rows("plan", path, &report, arch)) {
+  if ((arch != PRECIS_TARGET_DEFAULT && !precis_cli_keep_target_rows("plan", path, &report, arch)) ||
+      !precis_cli_logit_criteria_judged("plan", path, &report, &require)) {
     precis_report_free(&report);
     return 2;
   }

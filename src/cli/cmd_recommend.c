@@ -110,7 +110,8 @@ int precis_cmd_recommend(int argc, char **argv) {
   precis_report report;
   precis_status st = precis_report_read_json(path, &report);
   if (st != PRECIS_OK) return precis_cli_report_error("recommend", st);
-  if (target != PRECIS_TARGET_DEFAULT && !precis_cli_keep_target_rows("recommend", path, &report, target)) {
+  if ((target != PRECIS_TARGET_DEFAULT && !precis_cli_keep_target_rows("recommend", path, &report, target)) ||
+      !precis_cli_logit_criteria_judged("recommend", path, &report, &require)) {
     precis_report_free(&report);
     return 2;
   }

@@ -339,6 +339,12 @@ static int finish_report(precis_report *report, const char *out_dir, precis_stat
     fprintf(stderr, "precis run: criteria not met (see verdicts)\n");
     return 3;
   }
+  /* A gate on kl_mean or top1_agree over a dataset without logit workloads measured nothing: not a
+   * pass. (The reports are written; the exit says the requirement was not judged.) */
+  precis_criteria asked = {0};
+  for (size_t i = 0; i < report->n_criteria && asked.count < PRECIS_MAX_CRITERIA; i++)
+    if (precis_criterion_parse(report->criteria[i], &asked.items[asked.count]) == PRECIS_OK) asked.count++;
+  if (report->n_rows > 0 && !precis_cli_logit_criteria_judged("run", "the dataset", report, &asked)) return 3;
   return 0;
 }
 

@@ -204,15 +204,29 @@ precis_status precis_accept_tile_metrics(const precis_workload_info *w, const pr
     return precis_fail(PRECIS_E_INPUT, "workload %s: the accuracy check needs c_ref, ab_abs and an output", w->name);
   size_t tile = (size_t)(w->m * w->n), tiles = (size_t)w->batch * (size_t)factor;
   precis_sample_metrics *samples = calloc(tiles, sizeof *samples);
-  if (!samples) return precis_fail(PRECIS_E_NOMEM, "out of memory computing the acceptance point's metrics");
+  /* A logit workload is judged as run judges it (runner.c): also as the distribution each token's
+   * logits give, so that a kl_mean or top1_agree gate of accept measures something. */
+  const bool logits = w->output_kind && strcmp(w->output_kind, "logits") == 0;
+  double *scratch = logits ? malloc(2 * (size_t)w->m * sizeof *scratch) : NULL;
+  if (!samples || (logits && !scratch)) {
+    free(samples);
+    free(scratch);
+    return precis_fail(PRECIS_E_NOMEM, "out of memory computing the acceptance point's metrics");
+  }
   for (size_t s = 0; s < (size_t)w->batch; s++)
-    for (size_t t = 0; t < (size_t)factor; t++)
-      precis_metrics_sample_wide(c ? c + (s * (size_t)factor + t) * tile : NULL,
-                                 c64 ? c64 + (s * (size_t)factor + t) * tile : NULL, d->c_ref + s * tile,
+    for (size_t t = 0; t < (size_t)factor; t++) {
+      const size_t at = (s * (size_t)factor + t) * tile;
+      precis_metrics_sample_wide(c ? c + at : NULL, c64 ? c64 + at : NULL, d->c_ref + s * tile,
                                  d->c_ref_lo ? d->c_ref_lo + s * tile : NULL, d->ab_abs + s * tile, tile,
                                  &samples[s * (size_t)factor + t]);
+      if (logits)
+        precis_metrics_logits(c ? c + at : NULL, c64 ? c64 + at : NULL, d->c_ref + s * tile,
+                              d->c_ref_lo ? d->c_ref_lo + s * tile : NULL, (size_t)w->m, (size_t)w->n, scratch,
+                              &samples[s * (size_t)factor + t]);
+    }
   precis_metrics_aggregate(samples, tiles, out);
   free(samples);
+  free(scratch);
   if (!isnan(clipped_fraction)) out[PRECIS_METRIC_CLIPPED] = (precis_metric_value){clipped_fraction, clipped_fraction, true};
   return PRECIS_OK;
 }

@@ -184,6 +184,17 @@ precis_status precis_report_add_row(precis_report *report, precis_row *row) {
   return PRECIS_OK;
 }
 
+long precis_report_unjudged_logit_criterion(const precis_report *report, const precis_criteria *criteria) {
+  for (size_t c = 0; criteria && c < criteria->count; c++) {
+    precis_metric_id id = criteria->items[c].metric;
+    if (!precis_metric_is_logit(id)) continue;
+    bool judged = false;
+    for (size_t i = 0; i < report->n_rows && !judged; i++) judged = report->rows[i].error[id].present;
+    if (!judged) return (long)c;
+  }
+  return -1;
+}
+
 const precis_row *precis_report_find_row(const precis_report *report, const char *workload, const char *recipe) {
   for (size_t i = 0; i < report->n_rows; i++)
     if (report->rows[i].workload && report->rows[i].recipe && strcmp(report->rows[i].workload, workload) == 0 &&

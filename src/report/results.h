@@ -132,5 +132,9 @@ precis_status precis_report_add_row(precis_report *report, precis_row *row);
 const precis_row *precis_report_find_row(const precis_report *report, const char *workload, const char *recipe);
 /* The row of a workload with this canonical spec, or NULL. */
 const precis_row *precis_report_find_spec(const precis_report *report, const char *workload, const char *spec);
+/* The index of the first criterion on a logit metric (kl_mean, top1_agree, ...) that no row of the
+ * report carries, or -1. Such a criterion judges nothing (it applies to logit rows only), so a
+ * gate built on it would pass every row without a word: the commands refuse it. */
+long precis_report_unjudged_logit_criterion(const precis_report *report, const precis_criteria *criteria);
 
 #endif

@@ -106,6 +106,13 @@ def main():
         run = precis("compare", base, bad)
         check(run.returncode == 2, "compare bad report: exit %d, expected 2" % run.returncode, run)
         check("bad.json" in run.stderr and "rows[2].time.p95_ms" in run.stderr, "error names file and key", run)
+        # a criterion on a logit metric that no row carries judges nothing: refused, not passed
+        run = precis("recommend", base, "--require", "top1_agree>=0.99")
+        check(run.returncode == 2 and "--require top1_agree>=0.99 judges no row" in run.stderr
+              and "base.json" in run.stderr, "recommend top1_agree on a report without logit rows: exit 2", run)
+        run = precis("plan", base, "--require", "kl_mean<=0.01", "-o", os.path.join(tmp, "plan-kl"))
+        check(run.returncode == 2 and "--require kl_mean<=0.01 judges no row" in run.stderr
+              and not os.path.exists(os.path.join(tmp, "plan-kl")), "plan kl_mean on a report without logit rows: exit 2", run)
         run = precis("recommend", os.path.join(tmp, "missing.json"))
         check(run.returncode == 2 and "missing.json" in run.stderr, "recommend missing file: exit 2 naming it", run)
 

@@ -223,6 +223,13 @@ def main():
           "strict criterion names the metric")
     check(strict["settings"]["criteria"] == ["max_cw<=1e-9"], "criteria recorded in settings")
 
+    # A gate on a logit metric over a dataset without logit workloads judged nothing: exit 3 with why,
+    # the reports still written (it applies to lm_head rows only; tests/venv/test_python_model_logits.py).
+    p = run(["run", ds, "--backend", "cpu", "--recipes", "bf16", "--workloads", "normal-shared-b",
+             "--require", "kl_mean<=1", "-o", os.path.join(tmp, "nologits"), "--quiet"] + FAST, expect=3)
+    check("--require kl_mean<=1 judges no row" in p.stderr and "logit workload" in p.stderr
+          and os.path.isfile(os.path.join(tmp, "nologits", "report.json")), f"kl_mean on no logit row: {p.stderr}")
+
     # Existing reports are not overwritten without --force.
     p = run(["run", ds, "--backend", "cpu", "--recipes", "bf16", "-o", os.path.join(tmp, "strict"), "--quiet"] + FAST,
             expect=2)

@@ -154,6 +154,13 @@ def main():
     srows = json.load(open(os.path.join(strict, "report.json")))["rows"]
     check([r["workload"] for r in srows if r["verdict"] == "fail"] == ["lm_head"],
           f"kl_mean<=1e-12 fails only lm_head: {[(r['workload'], r['verdict']) for r in srows]}")
+    # accept judges the lm_head's logits too: an unmeetable KL fails it, a loose one passes.
+    acc = ["accept", ds, "--workload", "lm_head", "--recipe", "fp8", "--max-batch", "1", "--repeats", "1",
+           "--min-samples", "1", "--max-samples", "2", "--backend", "cpu", "--quiet"]
+    run(acc + ["--require", "kl_mean<=1e-12", "-o", os.path.join(tmp, "acc-strict")], expect=3)
+    strict_acc = open(os.path.join(tmp, "acc-strict", "accept.md")).read()
+    check("kl_mean" in strict_acc, "accept.md names the failed kl_mean")
+    run(acc + ["--require", "kl_mean<=10", "-o", os.path.join(tmp, "acc-loose")])
     p = run(["compare", os.path.join(out, "report.json"), os.path.join(out, "report.json")])
     check(p.returncode == 0, "compare reads the logit rows back")
 
