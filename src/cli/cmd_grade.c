@@ -375,7 +375,8 @@ int precis_cmd_grade(int argc, char **argv) {
           goto done;
         }
         double *slot = &results[r].max_error[s];
-        if (t == 0 || !(e <= *slot)) *slot = e;
+        /* The largest over trials; a NaN of any trial stays (a later finite error must not hide it). */
+        if (t == 0 || (!isnan(*slot) && !(e <= *slot))) *slot = e;
       }
     }
   }
