@@ -750,8 +750,15 @@ static precis_status layer_activations(const precis_model_import_options *o, con
   if (kind == ACTIVATIONS_NPY_DIR && !precis_path_exists(path)) st = missing_npy(o->activations, layer->name);
   else st = precis_read_matrix_file(&d, ".", values, &rank, shape);
   if (st != PRECIS_OK) {
-    precis_error_prefix("--activations for layer %s (expected %s, shape [samples, tokens, %" PRId64 "])", layer->name,
-                        activation_expected(kind), layer->in_features);
+    /* Experts are no nn.Linear: precis.torch.capture records none, so say how to import the rest. */
+    if (layer->n_experts)
+      precis_error_prefix("--activations for expert layer %s (expected %s, shape [samples, tokens, %" PRId64 "]; "
+                          "precis.torch.capture records no expert inputs: --exclude '%s*' imports the other layers "
+                          "with their activations, and a separate import without --activations the experts)",
+                          layer->name, activation_expected(kind), layer->in_features, layer->tensor);
+    else
+      precis_error_prefix("--activations for layer %s (expected %s, shape [samples, tokens, %" PRId64 "])", layer->name,
+                          activation_expected(kind), layer->in_features);
   } else if (shape[rank - 1] != layer->in_features) {
     free(*values);
     *values = NULL;

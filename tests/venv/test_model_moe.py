@@ -102,6 +102,17 @@ def check_gpt_oss(model, path, tmp):
     p = run(["import", "--model", path, "--layers", "*experts.down_proj*", "--list"])
     listed = [line.split("\t")[0] for line in p.stdout.splitlines()]
     check(listed == [f"{DN}[{e}]" for e in range(E)], f"--list --layers '*experts.down_proj*': {listed}")
+    # Captured activations hold no expert inputs (experts are no nn.Linear): the error names the
+    # expert and the way out, and --exclude takes it.
+    acts = os.path.join(tmp, "acts.npz")
+    np.savez(acts, **{"model.layers.0.mlp.router": rng.standard_normal((3, 4, H)).astype(np.float32)})
+    p = run(["import", "--model", path, "--layers", "*mlp.*", "--activations", acts, "-o", os.path.join(tmp, "a.h5"),
+             "-q"], expect=2)
+    check(any(f"expert layer {t}[0]" in p.stderr and f"--exclude '{t}*'" in p.stderr for t in (GU, DN)),
+          f"missing expert inputs: {p.stderr}")
+    run(["import", "--model", path, "--layers", "*mlp.*", "--exclude", "*experts*", "--activations", acts,
+         "-o", os.path.join(tmp, "a.h5"), "-q"])
+    check(list(workloads(os.path.join(tmp, "a.h5"))) == ["model.layers.0.mlp.router"], "--exclude '*experts*': the router alone")
     return ds
 
 
