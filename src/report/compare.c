@@ -166,6 +166,18 @@ static bool compare_errors(const precis_row *b, const precis_row *n, const preci
                nc->worst, y / x, f);
     }
   }
+  /* top1_agree falls as the output worsens: its disagreement 1 - top1 is judged like an error,
+   * with one token of a sample (1/m) as the floor, the smallest change it can show. */
+  const precis_metric_value *bt = &b->error[PRECIS_METRIC_TOP1_AGREE], *nt = &n->error[PRECIS_METRIC_TOP1_AGREE];
+  if (bt->present && nt->present && !isnan(bt->worst) && !isnan(nt->worst) && n->m > 0) {
+    double x = fmax(1 - bt->worst, 1.0 / (double)n->m), y = 1 - nt->worst;
+    if (y > f * x) {
+      precis_change *c = add_change(cmp, n, PRECIS_CHANGE_ERROR, true, "top1_agree", bt->worst, nt->worst);
+      if (!c) return false;
+      snprintf(c->detail, sizeof c->detail, "top1_agree worst %.4g → %.4g (disagreement %.3gx, limit %gx)", bt->worst,
+               nt->worst, y / x, f);
+    }
+  }
   const precis_metric_value *bn = &b->error[PRECIS_METRIC_NONFINITE], *nn = &n->error[PRECIS_METRIC_NONFINITE];
   if (nn->present && !isnan(nn->worst) && nn->worst > (bn->present && !isnan(bn->worst) ? bn->worst : 0)) {
     double was = bn->present ? bn->worst : 0;

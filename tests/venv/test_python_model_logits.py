@@ -163,6 +163,15 @@ def main():
     run(acc + ["--require", "kl_mean<=10", "-o", os.path.join(tmp, "acc-loose")])
     p = run(["compare", os.path.join(out, "report.json"), os.path.join(out, "report.json")])
     check(p.returncode == 0, "compare reads the logit rows back")
+    # A report whose fp8 head agrees on top-1 far less often: compare flags it (exit 3, naming it).
+    worse = json.load(open(os.path.join(out, "report.json")))
+    for r in worse["rows"]:
+        if r["workload"] == "lm_head" and r["recipe"] == "fp8":
+            r["logits"]["top1_agree"]["worst"] = 0.5 * r["logits"]["top1_agree"]["worst"]
+    with open(os.path.join(tmp, "worse.json"), "w") as f:
+        json.dump(worse, f)
+    p = run(["compare", os.path.join(out, "report.json"), os.path.join(tmp, "worse.json")], expect=3)
+    check("top1_agree worst" in p.stdout.replace("\\_", "_"), f"compare names the top-1 drop: {p.stdout[-600:]}")
 
     # report.json against the schema, with Debian's python3 jsonschema when it has it.
     validate = ("import json, sys, jsonschema; s = json.load(open(sys.argv[1])); d = json.load(open(sys.argv[2]));"
