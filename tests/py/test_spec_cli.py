@@ -269,9 +269,14 @@ def test_recipes():
     original = ["fp32", "tf32", "fp16", "fp16acc16", "bf16", "int8", "fp8"]
     issue16 = ["fp8-rowwise", "fp8-block", "w8a16", "w4a16", "w4a16-asym", "mxfp8", "mxfp4", "nvfp4", "int8-sq"]
     high = ["fp64", "3xtf32", "bf16x3", "bf16x6", "bf16x9"] + ["ozaki-int8-%d" % n for n in range(3, 9)]
+    ozaki2 = [name for n in range(8, 21) for name in ("ozaki2-int8-%d" % n, "ozaki2-int8-fast-%d" % n)]
     check([r["name"] for r in listed] == original + issue16 + ["fp8-fast", "fp8-block-ue8m0", "mxfp6-e2m3", "mxfp6-e3m2"] + high
-          + ["fp64-emu"],
+          + ozaki2 + ["fp64-emu"],
           "recipes: presets in order")
+    # Ozaki scheme II: cpu only; the cuda backend refuses it and says why.
+    check(all(r["backends"]["cpu"]["status"] == "emulated" and r["backends"]["cuda"]["status"] == "unsupported"
+              and "Ozaki scheme II is not built on the cuda backend" in r["backends"]["cuda"]["reason"]
+              for r in listed if r["name"] in ozaki2), "recipes: ozaki2 emulated on cpu, refused on cuda with the reason")
     check(all(r["backends"]["cpu"]["status"] == "emulated" for r in listed if r["name"] != "fp64-emu"),
           "recipes: every preset but cuBLAS's emulation emulated on cpu")
     emu = [r for r in listed if r["name"] == "fp64-emu"][0]["backends"]
