@@ -115,8 +115,12 @@ static const double crt_half_up = 0x1.0000060000000p-1;
 int precis_crt_modulus(int l) { return crt_moduli[l]; }
 
 double precis_crt_log2p(int n_moduli, bool fast) {
-  double log2m = 0; /* log2(M - 1) = log2(M) within 2^-60 for M >= 65280 */
-  for (int l = 0; l < n_moduli; l++) log2m += log2((double)crt_moduli[l]);
+  double log2m = 0, inv_m = 1;
+  for (int l = 0; l < n_moduli; l++) {
+    log2m += log2((double)crt_moduli[l]);
+    inv_m /= crt_moduli[l];
+  }
+  log2m += log1p(-inv_m) / log(2.0); /* log2(M - 1) */
   /* A nudge down so that rounding in the sum never raises the bound. */
   return log2m / 2 - (fast ? 1.5 : 0.5) - 1e-9;
 }
