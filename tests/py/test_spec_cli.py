@@ -169,6 +169,12 @@ def test_explain(dataset):
             check(c.get("status") == "native" and ok, f"explain {name} (cuBLASLt {version}): {calls} call(s) of {types}")
     p = explain(dataset, "--recipes", "3xtf32", "--workloads", "odd")[("odd", "3xtf32")]["plan"]
     check(p.get("split_order") == "a0*b1 a1*b0 a0*b0", "explain 3xtf32: the cpu backend's order, big*big last")
+    # Ozaki scheme II: no cuda plan; explain says so and why, for both variants.
+    cases = explain(dataset, "--recipes", "ozaki2-int8-16,ozaki2-int8-fast-14", "--workloads", "odd")
+    for name, gemms in (("ozaki2-int8-16", 17), ("ozaki2-int8-fast-14", 14)):
+        c = cases.get(("odd", name), {})
+        check(c.get("status") == "unsupported" and "Ozaki scheme II is not built on the cuda backend" in c.get("reason", "")
+              and f"{gemms} int8 GEMMs" in c.get("reason", ""), f"explain {name}: unsupported on cuda, with the reason")
     cases = explain(dataset, "--recipes", "fp64-emu", "--cc", "10.0")
     check(cases[("odd", "fp64-emu")]["plan"]["lt_compute_type"] == "CUBLAS_COMPUTE_64F_EMULATED_FIXEDPOINT",
           "explain --cc 10.0: fp64-emu is one call with the emulated compute type")
