@@ -271,7 +271,25 @@ TEST(crt_gemm_equals_the_exact_scaled_product) {
   }
 }
 
+/* An inf or NaN in a row or column: its shift is PRECIS_CRT_NONFINITE in both variants, its
+ * scaled values 0, its outputs NaN; the other rows keep finite shifts. */
+TEST(crt_nonfinite_rows_give_nan) {
+  double row[4] = {1.5, INFINITY, -2.0, 0.25}, nan_row[4] = {1.0, NAN, 0, 0}, ok_row[4] = {1.5, 3.0, -2.0, 0.25};
+  double hat[4];
+  CHECK_EQ_INT(precis_crt_fast_shift(row, 4, 1, 16), PRECIS_CRT_NONFINITE);
+  CHECK_EQ_INT(precis_crt_fast_shift(nan_row, 4, 1, 16), PRECIS_CRT_NONFINITE);
+  CHECK_EQ_INT(precis_crt_bound_ints(row, 4, 1, hat), PRECIS_CRT_NONFINITE);
+  CHECK(hat[0] == 0 && hat[3] == 0);
+  CHECK_EQ_INT(precis_crt_accurate_shift(PRECIS_CRT_NONFINITE, 100.0, 16), PRECIS_CRT_NONFINITE);
+  CHECK(precis_crt_scale(1.5, PRECIS_CRT_NONFINITE) == 0);
+  uint8_t r[16] = {0};
+  CHECK(isnan(precis_crt_reconstruct(r, 1, 16, PRECIS_CRT_NONFINITE)));
+  int s = precis_crt_fast_shift(ok_row, 4, 1, 16);
+  CHECK(s != PRECIS_CRT_NONFINITE && s > 0 && s < 70);
+}
+
 RUN_TESTS(T(ozaki_slices_are_int8_digits_that_rebuild_each_value), T(ozaki_columns_and_truncation),
           T(float_split_terms_rebuild_fp32_values), T(double_double_references_resolve_tiny_errors),
           T(crt_moduli_are_gemmul8s_and_garners_constants_hold), T(crt_residues_are_symmetric_and_exact),
-          T(crt_reconstruction_is_exact_and_rounds_once), T(crt_gemm_equals_the_exact_scaled_product))
+          T(crt_reconstruction_is_exact_and_rounds_once), T(crt_gemm_equals_the_exact_scaled_product),
+          T(crt_nonfinite_rows_give_nan))

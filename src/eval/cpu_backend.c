@@ -186,9 +186,12 @@ static void run_crt_group(cpu_case *cc, size_t group, size_t rows) {
     }
   }
   for (size_t i = 0; i < rows; i++)
-    for (size_t j = 0; j < n; j++)
-      cc->c64[(row0 + i) * n + j] = precis_crt_reconstruct(cc->crt_r + i * n + j, mn, moduli,
-                                                           cc->a_exps[row0 + i] + cc->b_exps[mat * n + j]);
+    for (size_t j = 0; j < n; j++) {
+      int sa = cc->a_exps[row0 + i], sb = cc->b_exps[mat * n + j];
+      bool nonfinite = sa == PRECIS_CRT_NONFINITE || sb == PRECIS_CRT_NONFINITE; /* an inf or NaN input */
+      cc->c64[(row0 + i) * n + j] =
+          precis_crt_reconstruct(cc->crt_r + i * n + j, mn, moduli, nonfinite ? PRECIS_CRT_NONFINITE : sa + sb);
+    }
 }
 
 /* The timed operation: the GEMM in the recipe's arithmetic, writing cc->c (int8: accumulators). */

@@ -130,7 +130,10 @@ static int crt_ilogb(double x) { return x == 0 ? 0 : ilogb(x); }
 
 int precis_crt_fast_shift(const double *x, size_t count, size_t stride, int n_moduli) {
   double amax = 0;
-  for (size_t p = 0; p < count; p++) amax = fmax(amax, fabs(x[p * stride]));
+  for (size_t p = 0; p < count; p++) {
+    if (!isfinite(x[p * stride])) return PRECIS_CRT_NONFINITE;
+    amax = fmax(amax, fabs(x[p * stride]));
+  }
   int e = crt_ilogb(amax);
   double L = precis_crt_log2p(n_moduli, true);
   double cap = floor(L - 1) - e; /* every |x'| < 2^L */
@@ -151,18 +154,24 @@ int precis_crt_fast_shift(const double *x, size_t count, size_t stride, int n_mo
 
 int precis_crt_bound_ints(const double *x, size_t count, size_t stride, double *hat) {
   double amax = 0;
-  for (size_t p = 0; p < count; p++) amax = fmax(amax, fabs(x[p * stride]));
+  for (size_t p = 0; p < count; p++) {
+    if (!isfinite(x[p * stride])) {
+      for (size_t q = 0; q < count; q++) hat[q * stride] = 0;
+      return PRECIS_CRT_NONFINITE;
+    }
+    amax = fmax(amax, fabs(x[p * stride]));
+  }
   int e = 5 - crt_ilogb(amax); /* |x| 2^e < 64 */
   for (size_t p = 0; p < count; p++) hat[p * stride] = ceil(ldexp(fabs(x[p * stride]), e));
   return e;
 }
 
 int precis_crt_accurate_shift(int e, double cmax, int n_moduli) {
-  if (!(cmax > 0)) return e; /* a zero row or column: any shift gives zeros */
+  if (e == PRECIS_CRT_NONFINITE || !(cmax > 0)) return e; /* a zero row or column: any shift gives zeros */
   return e + (int)floor(precis_crt_log2p(n_moduli, false) - crt_half_up * log2(cmax));
 }
 
-double precis_crt_scale(double x, int shift) { return trunc(ldexp(x, shift)); }
+double precis_crt_scale(double x, int shift) { return shift == PRECIS_CRT_NONFINITE ? 0 : trunc(ldexp(x, shift)); }
 
 int precis_crt_residue(double x, int m) {
   int r = (int)fmod(x, (double)m); /* exact, |r| < m, the sign of x */
@@ -182,6 +191,7 @@ static const int crt_inverse[PRECIS_CRT_MAX_MODULI] = {0,   1,   211, 182, 246, 
 int precis_crt_inverse(int l) { return crt_inverse[l]; }
 
 double precis_crt_reconstruct(const uint8_t *r, size_t stride, int n_moduli, int shift) {
+  if (shift == PRECIS_CRT_NONFINITE) return NAN;
   /* Garner: X = v_0 + m_0 (v_1 + m_1 (v_2 + ...)) with balanced digits v_l, so that X is the
    * residue in [-M/2, M/2) directly (256 first: v_0 in [-128, 127]). */
   int v[PRECIS_CRT_MAX_MODULI];

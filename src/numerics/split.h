@@ -32,6 +32,7 @@
 #ifndef PRECIS_SPLIT_H
 #define PRECIS_SPLIT_H
 
+#include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -92,6 +93,9 @@ int precis_crt_inverse(int l);
 /* log2(M - 1)/2 - 1.5 (fast) or - 0.5 (accurate), M the product of the first n moduli. */
 double precis_crt_log2p(int n_moduli, bool fast);
 
+/* The shift of a row or column holding an inf or NaN: its outputs are NaN. */
+#define PRECIS_CRT_NONFINITE INT_MIN
+
 /* The fast variant's shift of one row of A / column of B: values x[0], x[stride], ... (count). */
 int precis_crt_fast_shift(const double *x, size_t count, size_t stride, int n_moduli);
 
@@ -101,7 +105,7 @@ int precis_crt_bound_ints(const double *x, size_t count, size_t stride, double *
 /* e + floor(L - h log2(cmax)): the accurate shift from the row's (column's) max of Â·B̂. */
 int precis_crt_accurate_shift(int e, double cmax, int n_moduli);
 
-/* x scaled by 2^shift and truncated toward zero (exact in float64). */
+/* x scaled by 2^shift and truncated toward zero (exact in float64); 0 for PRECIS_CRT_NONFINITE. */
 double precis_crt_scale(double x, int shift);
 
 /* The symmetric residue of an integer-valued double: in [-128, 127] for 256, [-(m-1)/2, (m-1)/2]
@@ -109,7 +113,8 @@ double precis_crt_scale(double x, int shift);
 int precis_crt_residue(double x, int m);
 
 /* The CRT reconstruction of one output: r[l * stride] in [0, m_l) for l < n_moduli; returns X ·
- * 2^-shift rounded once to float64, X the residue of smallest magnitude mod M (in [-M/2, M/2)). */
+ * 2^-shift rounded once to float64, X the residue of smallest magnitude mod M (in [-M/2, M/2));
+ * NaN when shift is PRECIS_CRT_NONFINITE (callers pass it when either operand's is). */
 double precis_crt_reconstruct(const uint8_t *r, size_t stride, int n_moduli, int shift);
 
 #endif
