@@ -50,7 +50,9 @@ TEST(presets_are_canonical_specs) {
   /* The seven of DESIGN §3, then issue 16's nine (all in `all`), fp8-fast and fp8-block-ue8m0
    * (optional), then the high-precision family. */
   CHECK_EQ_INT(precis_recipe_preset_all_count(), 16);
-  CHECK_EQ_INT(precis_recipe_preset_count(), 16 + 4 + 5 + 6 + 1); /* fp8-fast, fp8-block-ue8m0, mxfp6-e2m3/e3m2; fp64, 3xtf32, bf16x3/6/9, ozaki-int8-3..8, fp64-emu */
+  /* fp8-fast, fp8-block-ue8m0, mxfp6-e2m3/e3m2; fp64, 3xtf32, bf16x3/6/9, ozaki-int8-3..8,
+   * ozaki2-int8-8..20 and ozaki2-int8-fast-8..20, fp64-emu */
+  CHECK_EQ_INT(precis_recipe_preset_count(), 16 + 4 + 5 + 6 + 26 + 1);
   for (size_t i = 0; i < precis_recipe_preset_count(); i++) {
     const precis_recipe_preset *p = precis_recipe_preset_at(i);
     check_canonical(p->spec, p->spec);
@@ -176,7 +178,9 @@ TEST(every_field_parses) {
   check_canonical("a=s8,smooth=auto", "a=s8@row:sym,b=s8@col:sym,acc=s32,out=fp32,scale=dynamic,smooth=auto,split=none");
   check_canonical("a=s8,smooth=none", "a=s8@row:sym,b=s8@col:sym,acc=s32,out=fp32" TAIL);
   /* split */
-  static const char *splits[] = {"tf32x3", "bf16x3", "bf16x6", "bf16x9", "int8x2", "int8x7", "int8x16", "none"};
+  static const char *splits[] = {"tf32x3",      "bf16x3",       "bf16x6",           "bf16x9",          "int8x2",
+                                 "int8x7",      "int8x16",      "crt-int8x2",       "crt-int8x20",     "crt-int8x14-fast",
+                                 "crt-int8x2-fast", "none"};
   for (size_t i = 0; i < sizeof splits / sizeof splits[0]; i++) {
     char in[64], want[160];
     snprintf(in, sizeof in, "a=fp32,split=%s", splits[i]);
@@ -236,9 +240,13 @@ TEST(every_error_names_the_field_and_what_is_allowed) {
   check_error("a=s8,smooth=2", "smooth=2", "[0, 1], auto or none");
   check_error("a=s8,smooth=half", "smooth=half", "[0, 1], auto or none");
   check_error("a=s8,smooth=nan", "smooth=nan", "[0, 1]");
-  check_error("a=fp32,split=foo", "split=foo: unknown split", "none, tf32x3, bf16x3, bf16x6, bf16x9, int8x<N> or cublas-emu");
+  check_error("a=fp32,split=foo", "split=foo: unknown split", "none, tf32x3, bf16x3, bf16x6, bf16x9, int8x<N>, cublas-emu, crt-int8x<N> or crt-int8x<N>-fast");
   check_error("a=fp32,split=int8x1", "split=int8x1", "from 2 to 16");
   check_error("a=fp32,split=int8x17", "split=int8x17", "from 2 to 16");
+  check_error("a=fp32,split=crt-int8x1", "split=crt-int8x1", "from 2 to 20");
+  check_error("a=fp32,split=crt-int8x21-fast", "split=crt-int8x21-fast", "from 2 to 20");
+  check_error("a=fp32,split=crt-int8x16-slow", "split=crt-int8x16-slow", "crt-int8x<N>-fast");
+  check_error("a=fp32,split=crt-int8x", "split=crt-int8x", "from 2 to 20");
   char overlong[400];
   memset(overlong, 'a', sizeof overlong - 1);
   overlong[sizeof overlong - 1] = '\0';
@@ -288,6 +296,15 @@ TEST(recipe_lists_split_at_preset_names) {
     CHECK_STR(l.items[6].canonical, "a=fp64,b=fp64,acc=fp64,out=fp64,scale=dynamic,smooth=none,split=int8x8");
   }
   precis_recipe_list_free(&l);
+  /* Ozaki scheme II: both variants as families, 8..20 moduli. */
+  CHECK_EQ_INT(list_count("ozaki2-int8-14..16,ozaki2-int8-fast-8..20", &l), 3 + 13);
+  if (l.count == 16) {
+    CHECK_STR(l.items[2].canonical, "a=fp64,b=fp64,acc=fp64,out=fp64,scale=dynamic,smooth=none,split=crt-int8x16");
+    CHECK_STR(l.items[15].canonical,
+              "a=fp64,b=fp64,acc=fp64,out=fp64,scale=dynamic,smooth=none,split=crt-int8x20-fast");
+  }
+  precis_recipe_list_free(&l);
+  CHECK(precis_recipe_list_parse("ozaki2-int8-7..8", &l) == PRECIS_E_USAGE);
   CHECK(precis_recipe_list_parse("ozaki-int8-3..9", &l) == PRECIS_E_USAGE);
   CHECK_MSG(strstr(precis_last_error(), "ozaki-int8-9") != NULL, "%s", precis_last_error());
   CHECK(precis_recipe_list_parse("ozaki-int8-8..3", &l) == PRECIS_E_USAGE);
@@ -372,6 +389,14 @@ TEST(backends_answer_from_the_spec) {
     CHECK_OK(precis_recipe_from_preset(precis_recipe_preset_at(i), &r));
     bool cuda_only = r.spec.split == PRECIS_SPLIT_CUBLAS_EMU;
     CHECK_MSG(cpu->supports(NULL, &r.spec, why, sizeof why) != cuda_only, "%s: %s", r.name, why);
+    if (precis_split_is_crt(r.spec.split)) {
+      /* Ozaki scheme II runs on the cpu only: the cuda backend refuses it, saying so. */
+      CHECK(r.preset->high_precision && !precis_lt_route_find(&r.spec, NULL, 0));
+      CHECK_MSG(!precis_cuda_spec_supported(&r.spec, 10, 0, why, sizeof why) &&
+                    strstr(why, "Ozaki scheme II is not built on the cuda backend"),
+                "%s: %s", r.name, why);
+      continue;
+    }
     if (r.preset->high_precision) {
       /* Issue 19: fp64 and cuBLAS's emulation are one cuBLASLt call each (a route), the splits several
        * (src/eval/split_plan.h); the emulation needs Blackwell. */
@@ -486,6 +511,8 @@ TEST(backends_answer_from_the_spec) {
       {"a=fp32,acc=fp64,split=tf32x3", false, "emulates fp32", false, "a=fp32, b=fp32, acc=fp32, out=fp32"},
       {"a=fp32,split=int8x4", false, "acc=fp64", false, "acc=fp64"},
       {"a=fp32,acc=fp64,split=int8x4", true, "", true, ""},
+      {"a=fp32,split=crt-int8x14", false, "acc=fp64", false, "Ozaki scheme II is not built on the cuda backend"},
+      {"a=fp32,acc=fp64,split=crt-int8x14-fast", true, "", false, "Ozaki scheme II is not built on the cuda backend"},
       {"a=fp64,b=fp32", false, "a=fp64, b=fp64 and acc=fp64 together", false, "the cuda route is a=fp64,b=fp64"},
       {"a=fp64", true, "", false, "out=fp32 has none"},
       {"a=fp64,out=fp64,split=cublas-emu", false, "cuda backend only", false, "sm_100"},

@@ -25,7 +25,7 @@
 /* The recipes graded when --recipes is not given: FP64 and its emulations. ozaki-int8-8 keeps 56
  * bits (7 per slice), FP64's 53 and more; an Ozaki-II preset (ozaki2-int8-N) belongs here once it
  * exists. Any list of presets and specs is accepted by --recipes. */
-#define GRADE_DEFAULT_RECIPES "fp64,ozaki-int8-8"
+#define GRADE_DEFAULT_RECIPES "fp64,ozaki-int8-8,ozaki2-int8-16"
 #define GRADE_DEFAULT_SIZES "16..1024"
 #define GRADE_MAX_SIZES 32
 #define GRADE_MAX_N 16384

@@ -214,6 +214,13 @@ static void why_no_route(const precis_spec *s, char *why, size_t len) {
   if (s->split == PRECIS_SPLIT_CUBLAS_EMU)
     snprintf(why, len, "split=cublas-emu: cuBLAS's FP64 emulation takes a=fp64,b=fp64,acc=fp64,out=fp64 without "
                        "scales or smoothing");
+  else if (precis_split_is_crt(s->split))
+    snprintf(why, len,
+             "split=crt-int8x%d%s: Ozaki scheme II is not built on the cuda backend (it would be %d int8 GEMMs plus "
+             "device kernels for the modular reduction and the CRT reconstruction, none written yet); the cpu backend "
+             "runs it",
+             s->split_terms, s->split == PRECIS_SPLIT_CRT_INT8XN_FAST ? "-fast" : "",
+             s->split_terms + (s->split == PRECIS_SPLIT_CRT_INT8XN ? 1 : 0));
   else if (s->split != PRECIS_SPLIT_NONE)
     snprintf(why, len,
              "split=%s%.0d: not one cuBLASLt call: the cuda backend runs it as several (precis_split_plan_make)",

@@ -38,6 +38,7 @@ typedef enum cpu_gemm {
   CPU_GEMM_DGEMM,     /* fp64 operands and accumulation (OpenBLAS dgemm) */
   CPU_GEMM_SPLIT_F32, /* tf32x3, bf16x3/x6/x9: split terms, fp32 sums in a fixed order (split.h) */
   CPU_GEMM_OZAKI,     /* int8x<N>: exact slice products (dgemm on integer values), fp64 combination */
+  CPU_GEMM_CRT,       /* crt-int8x<N>[-fast]: Ozaki II, one exact int8 product per modulus, CRT (split.h) */
   CPU_GEMM_QUANTIZED, /* every other quantized spec (issue 16): cpu_quantized.c */
 } cpu_gemm;
 
@@ -62,7 +63,13 @@ typedef struct cpu_case {
   double *a_slices, *b_slices; /* CPU_GEMM_OZAKI: split_terms slices (split.h layouts) */
   int *a_exps, *b_exps;       /* Ozaki: per row of A (a_rows), per column of each B (b_matrices*n) */
   double *levels;             /* Ozaki: split_terms level sums of one GEMM group */
-  double *c64;                /* DGEMM, OZAKI: the output in float64 */
+  double *c64;                /* DGEMM, OZAKI, CRT: the output in float64 */
+  /* CRT: a_f64/b_f64 hold the scaled integers A', B' and a_exps/b_exps their shifts; N int8
+   * residues of each (modulus l at l * count), the group's residues widened for dgemm, its int32
+   * product (as float64) and the N residues of each output. */
+  int8_t *a_res, *b_res;
+  double *a_mod, *b_mod, *crt_prod;
+  uint8_t *crt_r;
   char reason[512];
   precis_row_status status;
   precis_cpu_quant *quant;  /* CPU_GEMM_QUANTIZED */
@@ -107,6 +114,17 @@ static void case_release(cpu_case *cc) {
   case_free(cc, cc->b_exps, cc->b_matrices * (size_t)cc->w->n, sizeof(int));
   case_free(cc, cc->levels, slices * ozaki_group_outputs(cc), sizeof(double));
   case_free(cc, cc->c64, cc->c_count, sizeof(double));
+  size_t moduli = precis_split_is_crt(cc->spec->split) ? (size_t)cc->spec->split_terms : 0;
+  size_t kn = (size_t)(cc->w->k * cc->w->n);
+  case_free(cc, cc->a_res, moduli * cc->a_count, 1);
+  case_free(cc, cc->b_res, moduli * cc->b_count, 1);
+  case_free(cc, cc->a_mod, moduli ? cc->a_count : 0, sizeof(double));
+  case_free(cc, cc->b_mod, moduli ? kn : 0, sizeof(double));
+  case_free(cc, cc->crt_prod, moduli ? ozaki_group_outputs(cc) : 0, sizeof(double));
+  case_free(cc, cc->crt_r, moduli * ozaki_group_outputs(cc), 1);
+  cc->a_res = cc->b_res = NULL;
+  cc->a_mod = cc->b_mod = cc->crt_prod = NULL;
+  cc->crt_r = NULL;
   cc->a_terms = cc->b_terms = NULL;
   cc->a_f64 = cc->b_f64 = cc->a_slices = cc->b_slices = cc->levels = cc->c64 = NULL;
   cc->a_exps = cc->b_exps = NULL;
@@ -145,6 +163,37 @@ static void run_ozaki_group(cpu_case *cc, size_t group, size_t rows) {
   precis_ozaki_combine(cc->levels, slices, rows, n, cc->a_exps + row0, cc->b_exps + mat * n, cc->c64 + row0 * n);
 }
 
+/* One GEMM group of Ozaki scheme II: per modulus, the residues of A' and B' (int8, widened to
+ * float64) multiplied by dgemm (exact: |sum| <= 128^2 k < 2^31), each product reduced mod m; then
+ * every output rebuilt from its N residues (split.h). */
+static void run_crt_group(cpu_case *cc, size_t group, size_t rows) {
+  const precis_workload_info *w = cc->w;
+  size_t n = (size_t)w->n, k = (size_t)w->k;
+  int moduli = cc->spec->split_terms;
+  size_t mn = rows * n, row0 = group * rows, mat = w->b_batched ? group : 0;
+  for (int l = 0; l < moduli; l++) {
+    const int8_t *ar = cc->a_res + (size_t)l * cc->a_count + row0 * k;
+    const int8_t *br = cc->b_res + (size_t)l * cc->b_count + mat * k * n;
+    for (size_t i = 0; i < rows * k; i++) cc->a_mod[i] = ar[i];
+    for (size_t i = 0; i < k * n; i++) cc->b_mod[i] = br[i];
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)n, (int)k, 1.0, cc->a_mod, (int)k, cc->b_mod,
+                (int)n, 0.0, cc->crt_prod, (int)n);
+    double m = precis_crt_modulus(l);
+    uint8_t *r = cc->crt_r + (size_t)l * mn;
+    for (size_t i = 0; i < mn; i++) {
+      double v = fmod(cc->crt_prod[i], m); /* exact */
+      r[i] = (uint8_t)(v < 0 ? v + m : v);
+    }
+  }
+  for (size_t i = 0; i < rows; i++)
+    for (size_t j = 0; j < n; j++) {
+      int sa = cc->a_exps[row0 + i], sb = cc->b_exps[mat * n + j];
+      bool nonfinite = sa == PRECIS_CRT_NONFINITE || sb == PRECIS_CRT_NONFINITE; /* an inf or NaN input */
+      cc->c64[(row0 + i) * n + j] =
+          precis_crt_reconstruct(cc->crt_r + i * n + j, mn, moduli, nonfinite ? PRECIS_CRT_NONFINITE : sa + sb);
+    }
+}
+
 /* The timed operation: the GEMM in the recipe's arithmetic, writing cc->c (int8: accumulators). */
 static void run_gemm(cpu_case *cc, double *f16_acc_row) {
   if (cc->gemm == CPU_GEMM_QUANTIZED) {
@@ -180,6 +229,7 @@ static void run_gemm(cpu_case *cc, double *f16_acc_row) {
                               cc->b_count, rows, n, k, cc->c + c_off);
       break;
     case CPU_GEMM_OZAKI: run_ozaki_group(cc, g, rows); break;
+    case CPU_GEMM_CRT: run_crt_group(cc, g, rows); break;
     }
   }
 }
@@ -319,6 +369,109 @@ static precis_status prepare_float_split(cpu_case *cc, precis_kv_list *details) 
   return PRECIS_OK;
 }
 
+/* The accurate variant's shifts of one GEMM group: Â, B̂ (integers <= 64 bounding |A|, |B| by rows
+ * and columns), their exact product, its row and column maxima (split.h). */
+static precis_status crt_accurate_shifts(cpu_case *cc, size_t group, size_t rows) {
+  const precis_workload_info *w = cc->w;
+  size_t n = (size_t)w->n, k = (size_t)w->k, row0 = group * rows, mat = w->b_batched ? group : 0;
+  const double *a = cc->a_f64 + row0 * k, *b = cc->b_f64 + mat * k * n;
+  double *ahat = case_alloc(cc, rows * k, sizeof(double)), *bhat = case_alloc(cc, k * n, sizeof(double));
+  double *chat = case_alloc(cc, rows * n, sizeof(double));
+  int *ea = case_alloc(cc, rows, sizeof(int)), *eb = case_alloc(cc, n, sizeof(int));
+  precis_status st = PRECIS_OK;
+  if (!ahat || !bhat || !chat || !ea || !eb) {
+    st = out_of_memory(cc, "the Ozaki II bound product", (rows * k + k * n + rows * n) * sizeof(double));
+    goto done;
+  }
+  for (size_t i = 0; i < rows; i++) ea[i] = precis_crt_bound_ints(a + i * k, k, 1, ahat + i * k);
+  for (size_t j = 0; j < n; j++) eb[j] = precis_crt_bound_ints(b + j, k, n, bhat + j);
+  /* Exact: integers <= 64^2 k < 2^53. */
+  cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)n, (int)k, 1.0, ahat, (int)k, bhat, (int)n, 0.0,
+              chat, (int)n);
+  int moduli = cc->spec->split_terms;
+  for (size_t i = 0; i < rows; i++) {
+    double cmax = 0;
+    for (size_t j = 0; j < n; j++) cmax = fmax(cmax, chat[i * n + j]);
+    cc->a_exps[row0 + i] = precis_crt_accurate_shift(ea[i], cmax, moduli);
+  }
+  for (size_t j = 0; j < n; j++) {
+    double cmax = 0;
+    for (size_t i = 0; i < rows; i++) cmax = fmax(cmax, chat[i * n + j]);
+    cc->b_exps[mat * n + j] = precis_crt_accurate_shift(eb[j], cmax, moduli);
+  }
+done:
+  case_free(cc, ahat, rows * k, sizeof(double));
+  case_free(cc, bhat, k * n, sizeof(double));
+  case_free(cc, chat, rows * n, sizeof(double));
+  case_free(cc, ea, rows, sizeof(int));
+  case_free(cc, eb, n, sizeof(int));
+  return st;
+}
+
+/* Ozaki scheme II: the shifts (fast: from each row's/column's norm; accurate: from the bound
+ * product), A' and B' (in place of the float64 operands) and their int8 residues (split.h). */
+static precis_status prepare_crt(cpu_case *cc, precis_kv_list *details) {
+  const precis_workload_info *w = cc->w;
+  size_t k = (size_t)w->k, n = (size_t)w->n;
+  int moduli = cc->spec->split_terms;
+  bool fast = cc->spec->split == PRECIS_SPLIT_CRT_INT8XN_FAST;
+  if (w->k > PRECIS_CRT_MAX_K) {
+    cc->status = PRECIS_ROW_UNSUPPORTED;
+    snprintf(cc->reason, sizeof cc->reason,
+             "k=%lld: an int8 residue product could overflow int32 (128*128*k >= 2^31 for k > %lld); split the "
+             "reduction",
+             (long long)w->k, PRECIS_CRT_MAX_K);
+    return PRECIS_E_UNSUPPORTED;
+  }
+  size_t outputs = ozaki_group_outputs(cc), kn = k * n;
+  cc->a_exps = case_alloc(cc, cc->a_rows, sizeof(int));
+  cc->b_exps = case_alloc(cc, cc->b_matrices * n, sizeof(int));
+  cc->a_res = case_alloc(cc, (size_t)moduli * cc->a_count, 1);
+  cc->b_res = case_alloc(cc, (size_t)moduli * cc->b_count, 1);
+  cc->a_mod = case_alloc(cc, cc->a_count, sizeof(double));
+  cc->b_mod = case_alloc(cc, kn, sizeof(double));
+  cc->crt_prod = case_alloc(cc, outputs, sizeof(double));
+  cc->crt_r = case_alloc(cc, (size_t)moduli * outputs, 1);
+  if (!cc->a_exps || !cc->b_exps || !cc->a_res || !cc->b_res || !cc->a_mod || !cc->b_mod || !cc->crt_prod || !cc->crt_r)
+    return out_of_memory(cc, "the Ozaki II residues",
+                         (size_t)moduli * (cc->a_count + cc->b_count + outputs) +
+                             (cc->a_count + kn + outputs) * sizeof(double));
+  if (fast) {
+    for (size_t i = 0; i < cc->a_rows; i++) cc->a_exps[i] = precis_crt_fast_shift(cc->a_f64 + i * k, k, 1, moduli);
+    for (size_t g = 0; g < cc->b_matrices; g++)
+      for (size_t j = 0; j < n; j++)
+        cc->b_exps[g * n + j] = precis_crt_fast_shift(cc->b_f64 + g * kn + j, k, n, moduli);
+  } else {
+    size_t groups = w->b_batched ? (size_t)w->batch : 1, rows = w->b_batched ? (size_t)w->m : cc->a_rows;
+    for (size_t g = 0; g < groups; g++) {
+      precis_status st = crt_accurate_shifts(cc, g, rows);
+      if (st != PRECIS_OK) return st;
+    }
+  }
+  for (size_t i = 0; i < cc->a_rows; i++)
+    for (size_t p = 0; p < k; p++) cc->a_f64[i * k + p] = precis_crt_scale(cc->a_f64[i * k + p], cc->a_exps[i]);
+  for (size_t g = 0; g < cc->b_matrices; g++)
+    for (size_t p = 0; p < k; p++)
+      for (size_t j = 0; j < n; j++) {
+        double *x = cc->b_f64 + g * kn + p * n + j;
+        *x = precis_crt_scale(*x, cc->b_exps[g * n + j]);
+      }
+  for (int l = 0; l < moduli; l++) {
+    int m = precis_crt_modulus(l);
+    for (size_t i = 0; i < cc->a_count; i++) cc->a_res[(size_t)l * cc->a_count + i] = (int8_t)precis_crt_residue(cc->a_f64[i], m);
+    for (size_t i = 0; i < cc->b_count; i++) cc->b_res[(size_t)l * cc->b_count + i] = (int8_t)precis_crt_residue(cc->b_f64[i], m);
+  }
+  char text[320];
+  snprintf(text, sizeof text,
+           "Ozaki scheme II (%s): rows of A / columns of B scaled by powers of two and truncated to integers with "
+           "sum |A'||B'| < M/2 (%s), %d int8 moduli (256, 255, 253, ...), %d exact int32 products%s, CRT in exact "
+           "integer arithmetic",
+           fast ? "fast" : "accurate", fast ? "Cauchy-Schwarz from row/column norms" : "from an exact bound product |A|.|B|",
+           moduli, moduli, fast ? "" : " plus the bound product");
+  precis_kv_set(details, "split", text);
+  return PRECIS_OK;
+}
+
 /* fp64 and Ozaki: the operands widened to float64 (exact from float32); Ozaki then slices them. */
 static precis_status prepare_f64(cpu_case *cc, precis_kv_list *details) {
   const precis_workload_info *w = cc->w;
@@ -331,6 +484,7 @@ static precis_status prepare_f64(cpu_case *cc, precis_kv_list *details) {
   /* float64 datasets give all 53 bits; float32 ones widen exactly. */
   for (size_t i = 0; i < cc->a_count; i++) cc->a_f64[i] = cc->d->a64 ? cc->d->a64[i] : cc->d->a[i];
   for (size_t i = 0; i < cc->b_count; i++) cc->b_f64[i] = cc->d->b64 ? cc->d->b64[i] : cc->d->b[i];
+  if (cc->gemm == CPU_GEMM_CRT) return prepare_crt(cc, details);
   if (cc->gemm != CPU_GEMM_OZAKI) return PRECIS_OK;
   if (w->k > INT8_MAX_K) {
     cc->status = PRECIS_ROW_UNSUPPORTED;
@@ -362,7 +516,8 @@ static precis_status prepare_f64(cpu_case *cc, precis_kv_list *details) {
 /* Converts or quantizes A and B into the spec's operand formats (the part timed as convert_ms). */
 static precis_status prepare_inputs(cpu_case *cc, precis_kv_list *details) {
   if (cc->gemm == CPU_GEMM_INT_EXACT) return prepare_int8(cc, details);
-  if (cc->gemm == CPU_GEMM_DGEMM || cc->gemm == CPU_GEMM_OZAKI) return prepare_f64(cc, details);
+  if (cc->gemm == CPU_GEMM_DGEMM || cc->gemm == CPU_GEMM_OZAKI || cc->gemm == CPU_GEMM_CRT)
+    return prepare_f64(cc, details);
   if (cc->gemm == CPU_GEMM_SPLIT_F32) return prepare_float_split(cc, details);
   if (cc->gemm == CPU_GEMM_QUANTIZED)
     return precis_cpu_quant_prepare(cc->spec, cc->w, cc->d, &cc->target.model, &cc->tracker, details, &cc->quant,
@@ -426,6 +581,15 @@ static bool cpu_route_split(const precis_spec *s, cpu_gemm *gemm, char *why, siz
     snprintf(why, len, "split=%s%s: splits take fp32 or fp64 operands without static scales or SmoothQuant", name,
              s->split == PRECIS_SPLIT_INT8XN ? "<N>" : "");
     return false;
+  }
+  if (precis_split_is_crt(s->split)) {
+    if (s->acc != PRECIS_FMT_F64) {
+      snprintf(why, len, "split=%s: Ozaki scheme II rebuilds the result in fp64 (acc=fp64), not %s", name,
+               precis_format_get(s->acc)->name);
+      return false;
+    }
+    *gemm = CPU_GEMM_CRT;
+    return true;
   }
   if (s->split == PRECIS_SPLIT_INT8XN) {
     if (s->acc != PRECIS_FMT_F64) {
@@ -654,6 +818,8 @@ static void describe_emulation(const cpu_case *cc, precis_case_output *out) {
                     ? "split terms, exact products, FP32 sums in k order, smallest products first"
                 : cc->gemm == CPU_GEMM_OZAKI ? "Ozaki scheme I: exact int8 slice products (dgemm on integer values), "
                                                "levels summed in FP64"
+                : cc->gemm == CPU_GEMM_CRT   ? "Ozaki scheme II: one exact int8 product per modulus (dgemm on integer "
+                                               "values), CRT reconstruction in exact integer arithmetic, one rounding to FP64"
                                              : "rounded inputs, FP32 products and sums (OpenBLAS sgemm)");
 }
 

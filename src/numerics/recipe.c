@@ -119,6 +119,110 @@ static const precis_recipe_preset presets[] = {
      .description = "FP64 emulated on int8 (Ozaki scheme I): 8 int8 slices per row of A / column of B, power-of-two "
                     "scales, 36 exact int32 slice products summed in f64; output f64",
      .high_precision = true},
+    {.name = "ozaki2-int8-8", .spec = "a=fp64,b=fp64,acc=fp64,out=fp64,scale=dynamic,smooth=none,split=crt-int8x8",
+     .description = "FP64 emulated on int8 (Ozaki scheme II, accurate): 8 moduli, 9 exact int8 GEMMs, "
+                    "shifts from an exact bound product |A|.|B| (one more int8 GEMM), CRT reconstruction; output f64",
+     .high_precision = true},
+    {.name = "ozaki2-int8-fast-8", .spec = "a=fp64,b=fp64,acc=fp64,out=fp64,scale=dynamic,smooth=none,split=crt-int8x8-fast",
+     .description = "FP64 emulated on int8 (Ozaki scheme II, fast): 8 moduli, 8 exact int8 GEMMs, "
+                    "shifts from row/column norms (Cauchy-Schwarz), CRT reconstruction; output f64",
+     .high_precision = true},
+    {.name = "ozaki2-int8-9", .spec = "a=fp64,b=fp64,acc=fp64,out=fp64,scale=dynamic,smooth=none,split=crt-int8x9",
+     .description = "FP64 emulated on int8 (Ozaki scheme II, accurate): 9 moduli, 10 exact int8 GEMMs, "
+                    "shifts from an exact bound product |A|.|B| (one more int8 GEMM), CRT reconstruction; output f64",
+     .high_precision = true},
+    {.name = "ozaki2-int8-fast-9", .spec = "a=fp64,b=fp64,acc=fp64,out=fp64,scale=dynamic,smooth=none,split=crt-int8x9-fast",
+     .description = "FP64 emulated on int8 (Ozaki scheme II, fast): 9 moduli, 9 exact int8 GEMMs, "
+                    "shifts from row/column norms (Cauchy-Schwarz), CRT reconstruction; output f64",
+     .high_precision = true},
+    {.name = "ozaki2-int8-10", .spec = "a=fp64,b=fp64,acc=fp64,out=fp64,scale=dynamic,smooth=none,split=crt-int8x10",
+     .description = "FP64 emulated on int8 (Ozaki scheme II, accurate): 10 moduli, 11 exact int8 GEMMs, "
+                    "shifts from an exact bound product |A|.|B| (one more int8 GEMM), CRT reconstruction; output f64",
+     .high_precision = true},
+    {.name = "ozaki2-int8-fast-10", .spec = "a=fp64,b=fp64,acc=fp64,out=fp64,scale=dynamic,smooth=none,split=crt-int8x10-fast",
+     .description = "FP64 emulated on int8 (Ozaki scheme II, fast): 10 moduli, 10 exact int8 GEMMs, "
+                    "shifts from row/column norms (Cauchy-Schwarz), CRT reconstruction; output f64",
+     .high_precision = true},
+    {.name = "ozaki2-int8-11", .spec = "a=fp64,b=fp64,acc=fp64,out=fp64,scale=dynamic,smooth=none,split=crt-int8x11",
+     .description = "FP64 emulated on int8 (Ozaki scheme II, accurate): 11 moduli, 12 exact int8 GEMMs, "
+                    "shifts from an exact bound product |A|.|B| (one more int8 GEMM), CRT reconstruction; output f64",
+     .high_precision = true},
+    {.name = "ozaki2-int8-fast-11", .spec = "a=fp64,b=fp64,acc=fp64,out=fp64,scale=dynamic,smooth=none,split=crt-int8x11-fast",
+     .description = "FP64 emulated on int8 (Ozaki scheme II, fast): 11 moduli, 11 exact int8 GEMMs, "
+                    "shifts from row/column norms (Cauchy-Schwarz), CRT reconstruction; output f64",
+     .high_precision = true},
+    {.name = "ozaki2-int8-12", .spec = "a=fp64,b=fp64,acc=fp64,out=fp64,scale=dynamic,smooth=none,split=crt-int8x12",
+     .description = "FP64 emulated on int8 (Ozaki scheme II, accurate): 12 moduli, 13 exact int8 GEMMs, "
+                    "shifts from an exact bound product |A|.|B| (one more int8 GEMM), CRT reconstruction; output f64",
+     .high_precision = true},
+    {.name = "ozaki2-int8-fast-12", .spec = "a=fp64,b=fp64,acc=fp64,out=fp64,scale=dynamic,smooth=none,split=crt-int8x12-fast",
+     .description = "FP64 emulated on int8 (Ozaki scheme II, fast): 12 moduli, 12 exact int8 GEMMs, "
+                    "shifts from row/column norms (Cauchy-Schwarz), CRT reconstruction; output f64",
+     .high_precision = true},
+    {.name = "ozaki2-int8-13", .spec = "a=fp64,b=fp64,acc=fp64,out=fp64,scale=dynamic,smooth=none,split=crt-int8x13",
+     .description = "FP64 emulated on int8 (Ozaki scheme II, accurate): 13 moduli, 14 exact int8 GEMMs, "
+                    "shifts from an exact bound product |A|.|B| (one more int8 GEMM), CRT reconstruction; output f64",
+     .high_precision = true},
+    {.name = "ozaki2-int8-fast-13", .spec = "a=fp64,b=fp64,acc=fp64,out=fp64,scale=dynamic,smooth=none,split=crt-int8x13-fast",
+     .description = "FP64 emulated on int8 (Ozaki scheme II, fast): 13 moduli, 13 exact int8 GEMMs, "
+                    "shifts from row/column norms (Cauchy-Schwarz), CRT reconstruction; output f64",
+     .high_precision = true},
+    {.name = "ozaki2-int8-14", .spec = "a=fp64,b=fp64,acc=fp64,out=fp64,scale=dynamic,smooth=none,split=crt-int8x14",
+     .description = "FP64 emulated on int8 (Ozaki scheme II, accurate): 14 moduli, 15 exact int8 GEMMs, "
+                    "shifts from an exact bound product |A|.|B| (one more int8 GEMM), CRT reconstruction; output f64",
+     .high_precision = true},
+    {.name = "ozaki2-int8-fast-14", .spec = "a=fp64,b=fp64,acc=fp64,out=fp64,scale=dynamic,smooth=none,split=crt-int8x14-fast",
+     .description = "FP64 emulated on int8 (Ozaki scheme II, fast): 14 moduli, 14 exact int8 GEMMs, "
+                    "shifts from row/column norms (Cauchy-Schwarz), CRT reconstruction; output f64",
+     .high_precision = true},
+    {.name = "ozaki2-int8-15", .spec = "a=fp64,b=fp64,acc=fp64,out=fp64,scale=dynamic,smooth=none,split=crt-int8x15",
+     .description = "FP64 emulated on int8 (Ozaki scheme II, accurate): 15 moduli, 16 exact int8 GEMMs, "
+                    "shifts from an exact bound product |A|.|B| (one more int8 GEMM), CRT reconstruction; output f64",
+     .high_precision = true},
+    {.name = "ozaki2-int8-fast-15", .spec = "a=fp64,b=fp64,acc=fp64,out=fp64,scale=dynamic,smooth=none,split=crt-int8x15-fast",
+     .description = "FP64 emulated on int8 (Ozaki scheme II, fast): 15 moduli, 15 exact int8 GEMMs, "
+                    "shifts from row/column norms (Cauchy-Schwarz), CRT reconstruction; output f64",
+     .high_precision = true},
+    {.name = "ozaki2-int8-16", .spec = "a=fp64,b=fp64,acc=fp64,out=fp64,scale=dynamic,smooth=none,split=crt-int8x16",
+     .description = "FP64 emulated on int8 (Ozaki scheme II, accurate): 16 moduli, 17 exact int8 GEMMs, "
+                    "shifts from an exact bound product |A|.|B| (one more int8 GEMM), CRT reconstruction; output f64",
+     .high_precision = true},
+    {.name = "ozaki2-int8-fast-16", .spec = "a=fp64,b=fp64,acc=fp64,out=fp64,scale=dynamic,smooth=none,split=crt-int8x16-fast",
+     .description = "FP64 emulated on int8 (Ozaki scheme II, fast): 16 moduli, 16 exact int8 GEMMs, "
+                    "shifts from row/column norms (Cauchy-Schwarz), CRT reconstruction; output f64",
+     .high_precision = true},
+    {.name = "ozaki2-int8-17", .spec = "a=fp64,b=fp64,acc=fp64,out=fp64,scale=dynamic,smooth=none,split=crt-int8x17",
+     .description = "FP64 emulated on int8 (Ozaki scheme II, accurate): 17 moduli, 18 exact int8 GEMMs, "
+                    "shifts from an exact bound product |A|.|B| (one more int8 GEMM), CRT reconstruction; output f64",
+     .high_precision = true},
+    {.name = "ozaki2-int8-fast-17", .spec = "a=fp64,b=fp64,acc=fp64,out=fp64,scale=dynamic,smooth=none,split=crt-int8x17-fast",
+     .description = "FP64 emulated on int8 (Ozaki scheme II, fast): 17 moduli, 17 exact int8 GEMMs, "
+                    "shifts from row/column norms (Cauchy-Schwarz), CRT reconstruction; output f64",
+     .high_precision = true},
+    {.name = "ozaki2-int8-18", .spec = "a=fp64,b=fp64,acc=fp64,out=fp64,scale=dynamic,smooth=none,split=crt-int8x18",
+     .description = "FP64 emulated on int8 (Ozaki scheme II, accurate): 18 moduli, 19 exact int8 GEMMs, "
+                    "shifts from an exact bound product |A|.|B| (one more int8 GEMM), CRT reconstruction; output f64",
+     .high_precision = true},
+    {.name = "ozaki2-int8-fast-18", .spec = "a=fp64,b=fp64,acc=fp64,out=fp64,scale=dynamic,smooth=none,split=crt-int8x18-fast",
+     .description = "FP64 emulated on int8 (Ozaki scheme II, fast): 18 moduli, 18 exact int8 GEMMs, "
+                    "shifts from row/column norms (Cauchy-Schwarz), CRT reconstruction; output f64",
+     .high_precision = true},
+    {.name = "ozaki2-int8-19", .spec = "a=fp64,b=fp64,acc=fp64,out=fp64,scale=dynamic,smooth=none,split=crt-int8x19",
+     .description = "FP64 emulated on int8 (Ozaki scheme II, accurate): 19 moduli, 20 exact int8 GEMMs, "
+                    "shifts from an exact bound product |A|.|B| (one more int8 GEMM), CRT reconstruction; output f64",
+     .high_precision = true},
+    {.name = "ozaki2-int8-fast-19", .spec = "a=fp64,b=fp64,acc=fp64,out=fp64,scale=dynamic,smooth=none,split=crt-int8x19-fast",
+     .description = "FP64 emulated on int8 (Ozaki scheme II, fast): 19 moduli, 19 exact int8 GEMMs, "
+                    "shifts from row/column norms (Cauchy-Schwarz), CRT reconstruction; output f64",
+     .high_precision = true},
+    {.name = "ozaki2-int8-20", .spec = "a=fp64,b=fp64,acc=fp64,out=fp64,scale=dynamic,smooth=none,split=crt-int8x20",
+     .description = "FP64 emulated on int8 (Ozaki scheme II, accurate): 20 moduli, 21 exact int8 GEMMs, "
+                    "shifts from an exact bound product |A|.|B| (one more int8 GEMM), CRT reconstruction; output f64",
+     .high_precision = true},
+    {.name = "ozaki2-int8-fast-20", .spec = "a=fp64,b=fp64,acc=fp64,out=fp64,scale=dynamic,smooth=none,split=crt-int8x20-fast",
+     .description = "FP64 emulated on int8 (Ozaki scheme II, fast): 20 moduli, 20 exact int8 GEMMs, "
+                    "shifts from row/column norms (Cauchy-Schwarz), CRT reconstruction; output f64",
+     .high_precision = true},
     {.name = "fp64-emu", .spec = "a=fp64,b=fp64,acc=fp64,out=fp64,scale=dynamic,smooth=none,split=cublas-emu",
      .description = "FP64 through cuBLAS's own fixed-point emulation (CUBLAS_COMPUTE_64F_EMULATED_FIXEDPOINT, CUDA 13, "
                     "Blackwell): cuda only, found at run time; output f64",

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { MAX_GROUP = 1 << 20, MAX_SPLIT_TERMS = 16 };
+enum { MAX_GROUP = 1 << 20, MAX_SPLIT_TERMS = 16, MAX_CRT_MODULI = 20 };
 
 static const char *const field_names[] = {"a", "b", "acc", "out", "scale", "smooth", "split"};
 enum { FIELD_A, FIELD_B, FIELD_ACC, FIELD_OUT, FIELD_SCALE, FIELD_SMOOTH, FIELD_SPLIT, FIELD_COUNT };
@@ -69,8 +69,19 @@ const char *precis_scale_method_name(precis_scale_method m) { return scale_names
 static const char *const split_names[] = {[PRECIS_SPLIT_NONE] = "none",     [PRECIS_SPLIT_TF32X3] = "tf32x3",
                                           [PRECIS_SPLIT_BF16X3] = "bf16x3", [PRECIS_SPLIT_BF16X6] = "bf16x6",
                                           [PRECIS_SPLIT_BF16X9] = "bf16x9", [PRECIS_SPLIT_INT8XN] = "int8x",
-                                          [PRECIS_SPLIT_CUBLAS_EMU] = "cublas-emu"};
+                                          [PRECIS_SPLIT_CUBLAS_EMU] = "cublas-emu",
+                                          [PRECIS_SPLIT_CRT_INT8XN] = "crt-int8x",
+                                          [PRECIS_SPLIT_CRT_INT8XN_FAST] = "crt-int8x-fast"};
 const char *precis_split_name(precis_split s) { return split_names[s]; }
+bool precis_split_is_crt(precis_split s) { return s == PRECIS_SPLIT_CRT_INT8XN || s == PRECIS_SPLIT_CRT_INT8XN_FAST; }
+
+/* "int8x16", "crt-int8x16", "crt-int8x16-fast", or the split's name. */
+static void format_split(const precis_spec *s, char *buf, size_t len) {
+  if (s->split == PRECIS_SPLIT_INT8XN) snprintf(buf, len, "int8x%d", s->split_terms);
+  else if (precis_split_is_crt(s->split))
+    snprintf(buf, len, "crt-int8x%d%s", s->split_terms, s->split == PRECIS_SPLIT_CRT_INT8XN_FAST ? "-fast" : "");
+  else snprintf(buf, len, "%s", split_names[s->split]);
+}
 
 /* A positive decimal integer of at most max, the whole string. */
 static bool parse_count(const char *s, int max, int *out) {
@@ -296,8 +307,27 @@ static precis_status parse_split(const char *value, precis_spec *spec) {
     spec->split = PRECIS_SPLIT_CUBLAS_EMU;
     return PRECIS_OK;
   }
+  if (strncmp(value, "crt-int8x", 9) == 0) {
+    char count[16];
+    const char *digits = value + 9;
+    size_t len = strlen(digits);
+    bool fast = len > 5 && strcmp(digits + len - 5, "-fast") == 0;
+    if (fast) len -= 5;
+    spec->split = fast ? PRECIS_SPLIT_CRT_INT8XN_FAST : PRECIS_SPLIT_CRT_INT8XN;
+    if (len < sizeof count) {
+      memcpy(count, digits, len);
+      count[len] = '\0';
+      if (parse_count(count, MAX_CRT_MODULI, &spec->split_terms) && spec->split_terms >= 2) return PRECIS_OK;
+    }
+    return precis_fail(PRECIS_E_USAGE,
+                       "split=%s: the Ozaki scheme II modulus count N of crt-int8x<N> or crt-int8x<N>-fast must be from "
+                       "2 to %d",
+                       value, MAX_CRT_MODULI);
+  }
   return precis_fail(PRECIS_E_USAGE,
-                     "split=%s: unknown split (expected none, tf32x3, bf16x3, bf16x6, bf16x9, int8x<N> or cublas-emu)", value);
+                     "split=%s: unknown split (expected none, tf32x3, bf16x3, bf16x6, bf16x9, int8x<N>, cublas-emu, "
+                     "crt-int8x<N> or crt-int8x<N>-fast)",
+                     value);
 }
 
 static precis_format_id default_acc(const precis_spec *s) {
@@ -454,7 +484,7 @@ void precis_operand_format(const precis_operand_spec *op, char *buf, size_t len)
 }
 
 bool precis_spec_format(const precis_spec *s, char *buf, size_t len) {
-  char a[48], b[48], scale[48], smooth[32], split[16];
+  char a[48], b[48], scale[48], smooth[32], split[24];
   precis_operand_format(&s->a, a, sizeof a);
   precis_operand_format(&s->b, b, sizeof b);
   if (s->scale == PRECIS_SCALE_PERCENTILE) {
@@ -467,8 +497,7 @@ bool precis_spec_format(const precis_spec *s, char *buf, size_t len) {
   if (s->smooth_auto) snprintf(smooth, sizeof smooth, "auto");
   else if (isnan(s->smooth)) snprintf(smooth, sizeof smooth, "none");
   else format_number(s->smooth, smooth, sizeof smooth);
-  if (s->split == PRECIS_SPLIT_INT8XN) snprintf(split, sizeof split, "int8x%d", s->split_terms);
-  else snprintf(split, sizeof split, "%s", split_names[s->split]);
+  format_split(s, split, sizeof split);
   int n = snprintf(buf, len, "a=%s,b=%s,acc=%s,out=%s,scale=%s,smooth=%s,split=%s", a, b, precis_spec_acc_name(s),
                    fmt_name(s->out), scale, smooth, split);
   return n >= 0 && (size_t)n < len;
@@ -521,6 +550,9 @@ void precis_spec_describe(const precis_spec *s, char *buf, size_t len) {
     used += (size_t)snprintf(extra + used, sizeof extra - used, "; SmoothQuant");
   if (s->split == PRECIS_SPLIT_INT8XN && used < sizeof extra)
     snprintf(extra + used, sizeof extra - used, "; split into %d int8 slices (Ozaki)", s->split_terms);
+  else if (precis_split_is_crt(s->split) && used < sizeof extra)
+    snprintf(extra + used, sizeof extra - used, "; %d int8 moduli, CRT (Ozaki II, %s)", s->split_terms,
+             s->split == PRECIS_SPLIT_CRT_INT8XN_FAST ? "fast" : "accurate");
   else if (s->split != PRECIS_SPLIT_NONE && used < sizeof extra)
     snprintf(extra + used, sizeof extra - used, "; split %s", split_names[s->split]);
   snprintf(buf, len, "%s; %s; acc %s; out %s%s", a, b,
@@ -591,6 +623,13 @@ long long precis_spec_tensor_bytes(const precis_spec *s, long long m, long long 
   case PRECIS_SPLIT_CUBLAS_EMU: break; /* the library's own buffers, not precis's */
   case PRECIS_SPLIT_INT8XN:
     total += (long long)s->split_terms * (a + b) + 4 * (batch * m + b_mats * n) + c * (4 + 8);
+    break;
+  case PRECIS_SPLIT_CRT_INT8XN:
+  case PRECIS_SPLIT_CRT_INT8XN_FAST:
+    /* Ozaki II: the scaled integer operands (float64), N int8 residues of each, a shift per row of
+     * A / column of B, one int32 product, N residues of the output (a byte each), the f64 sum. */
+    total += (long long)s->split_terms * (a + b) + 8 * (a + b) + 4 * (batch * m + b_mats * n) +
+             c * (4 + s->split_terms + 8);
     break;
   default: total += (long long)float_terms[s->split] * (a + b) * (s->split == PRECIS_SPLIT_TF32X3 ? 4 : 2); break;
   }

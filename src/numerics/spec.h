@@ -74,6 +74,13 @@ typedef enum precis_split {
   /* cuBLAS's own FP64 fixed-point emulation (CUBLAS_COMPUTE_64F_EMULATED_FIXEDPOINT, CUDA 13): the
    * split is the library's, so only the cuda backend runs it, where it finds it at run time. */
   PRECIS_SPLIT_CUBLAS_EMU,
+  /* Ozaki scheme II (Ozaki, Uchino & Imamura 2025; GEMMul8): split_terms pairwise coprime int8
+   * moduli, one exact int8 GEMM per modulus, the result rebuilt by the Chinese remainder theorem
+   * (docs/high-precision.md). CRT_INT8XN ("crt-int8x<N>") is the accurate variant, whose scaling
+   * bound comes from one extra small-integer product |A|·|B|; CRT_INT8XN_FAST ("crt-int8x<N>-fast")
+   * bounds it by Cauchy-Schwarz from the row and column norms. */
+  PRECIS_SPLIT_CRT_INT8XN,
+  PRECIS_SPLIT_CRT_INT8XN_FAST,
 } precis_split;
 
 typedef struct precis_spec {
@@ -90,7 +97,7 @@ typedef struct precis_spec {
   bool smooth_auto;     /* smooth=auto */
   double smooth;        /* SmoothQuant alpha in [0, 1]; NaN: smooth=none (ignored when smooth_auto) */
   precis_split split;
-  int split_terms;      /* PRECIS_SPLIT_INT8XN: N */
+  int split_terms;      /* PRECIS_SPLIT_INT8XN: N slices; PRECIS_SPLIT_CRT_INT8XN(_FAST): N moduli */
 } precis_spec;
 
 /* Parses one spec ("a=e4m3@row,b=e4m3@col,out=bf16"). Missing fields take their defaults: an
@@ -122,6 +129,8 @@ bool precis_spec_smooths(const precis_spec *spec); /* smooth= is a number or aut
 const char *precis_gran_name(precis_gran g); /* "row", "k" for k<G>, ... */
 const char *precis_scale_method_name(precis_scale_method m);
 const char *precis_split_name(precis_split s);
+/* Ozaki scheme II (either variant). */
+bool precis_split_is_crt(precis_split s);
 
 /* Bytes of the tensors a spec holds for one workload (DESIGN §6 tensor_bytes): A and B in their
  * formats, the output (integer accumulation: the int32 accumulators and the dequantized output),

@@ -101,3 +101,147 @@ void precis_ozaki_combine(const double *levels, int n_slices, size_t rows, size_
       c[i * n + j] = ldexp(sum, a_exps[i] + b_exps[j]);
     }
 }
+
+/* ---------------------------------------------------------------- Ozaki scheme II (CRT) */
+
+/* GEMMul8's moduli (its table.hpp): 256, then odd numbers below 256, pairwise coprime (255 = 3·5·17,
+ * 253 = 11·23, 247 = 13·19, 217 = 7·31, the rest primes). */
+static const int crt_moduli[PRECIS_CRT_MAX_MODULI] = {256, 255, 253, 251, 247, 241, 239, 233, 229, 227,
+                                                      223, 217, 211, 199, 197, 193, 191, 181, 179, 173};
+
+/* GEMMul8's rounding margin on log2 of a norm: round_up(0.5 / (1 - 4 * 2^-24)). */
+static const double crt_half_up = 0x1.0000060000000p-1;
+
+int precis_crt_modulus(int l) { return crt_moduli[l]; }
+
+double precis_crt_log2p(int n_moduli, bool fast) {
+  double log2m = 0, inv_m = 1;
+  for (int l = 0; l < n_moduli; l++) {
+    log2m += log2((double)crt_moduli[l]);
+    inv_m /= crt_moduli[l];
+  }
+  log2m += log1p(-inv_m) / log(2.0); /* log2(M - 1) */
+  /* A nudge down so that rounding in the sum never raises the bound. */
+  return log2m / 2 - (fast ? 1.5 : 0.5) - 1e-9;
+}
+
+/* ilogb with ilogb(0) = 0 (GEMMul8's Tilogb). */
+static int crt_ilogb(double x) { return x == 0 ? 0 : ilogb(x); }
+
+int precis_crt_fast_shift(const double *x, size_t count, size_t stride, int n_moduli) {
+  double amax = 0;
+  for (size_t p = 0; p < count; p++) {
+    if (!isfinite(x[p * stride])) return PRECIS_CRT_NONFINITE;
+    amax = fmax(amax, fabs(x[p * stride]));
+  }
+  int e = crt_ilogb(amax);
+  double L = precis_crt_log2p(n_moduli, true);
+  double cap = floor(L - 1) - e; /* every |x'| < 2^L */
+  if (amax == 0) return (int)cap;
+  /* The sum of squares of x 2^-e (no overflow or underflow), log2 of the true one by adding 2e. */
+  double ss = 0;
+  for (size_t p = 0; p < count; p++) {
+    double v = ldexp(x[p * stride], -e);
+    ss += v * v;
+  }
+  /* Cauchy-Schwarz: ||x 2^s||_2 <= 2^L, so sum |a'||b'| <= 2^2L = (M - 1)/8. GEMMul8 (commit 46b5771,
+   * which made the published numbers) subtracts e from this term as well, one bit more margin per
+   * operand when amax >= 2; we follow it there so that the error levels match, and keep the plain
+   * bound for amax < 1, where subtracting a negative e would break it. */
+  double norm_term = floor(L - crt_half_up * (log2(ss) + 2.0 * e)) - (e > 0 ? e : 0);
+  return (int)fmin(cap, norm_term);
+}
+
+int precis_crt_bound_ints(const double *x, size_t count, size_t stride, double *hat) {
+  double amax = 0;
+  for (size_t p = 0; p < count; p++) {
+    if (!isfinite(x[p * stride])) {
+      for (size_t q = 0; q < count; q++) hat[q * stride] = 0;
+      return PRECIS_CRT_NONFINITE;
+    }
+    amax = fmax(amax, fabs(x[p * stride]));
+  }
+  int e = 5 - crt_ilogb(amax); /* |x| 2^e < 64 */
+  for (size_t p = 0; p < count; p++) hat[p * stride] = ceil(ldexp(fabs(x[p * stride]), e));
+  return e;
+}
+
+int precis_crt_accurate_shift(int e, double cmax, int n_moduli) {
+  if (e == PRECIS_CRT_NONFINITE || !(cmax > 0)) return e; /* a zero row or column: any shift gives zeros */
+  return e + (int)floor(precis_crt_log2p(n_moduli, false) - crt_half_up * log2(cmax));
+}
+
+double precis_crt_scale(double x, int shift) { return shift == PRECIS_CRT_NONFINITE ? 0 : trunc(ldexp(x, shift)); }
+
+int precis_crt_residue(double x, int m) {
+  int r = (int)fmod(x, (double)m); /* exact, |r| < m, the sign of x */
+  int hi = m == 256 ? 127 : (m - 1) / 2, lo = m == 256 ? -128 : -(m - 1) / 2;
+  if (r > hi) r -= m;
+  if (r < lo) r += m;
+  return r;
+}
+
+/* Symmetric digit of v in [0, m). */
+static int crt_sym(int v, int m) { return v > (m == 256 ? 127 : (m - 1) / 2) ? v - m : v; }
+
+/* (m_0 ... m_{l-1})^-1 mod m_l for l >= 1 (Python's pow(w, -1, m); tests/test_split.c checks them). */
+static const int crt_inverse[PRECIS_CRT_MAX_MODULI] = {0,   1,   211, 182, 246, 184, 41,  115, 161, 54,
+                                                       163, 149, 46,  142, 91,  116, 149, 164, 37,  94};
+
+int precis_crt_inverse(int l) { return crt_inverse[l]; }
+
+double precis_crt_reconstruct(const uint8_t *r, size_t stride, int n_moduli, int shift) {
+  if (shift == PRECIS_CRT_NONFINITE) return NAN;
+  /* Garner: X = v_0 + m_0 (v_1 + m_1 (v_2 + ...)) with balanced digits v_l, so that X is the
+   * residue in [-M/2, M/2) directly (256 first: v_0 in [-128, 127]). */
+  int v[PRECIS_CRT_MAX_MODULI];
+  v[0] = crt_sym(r[0], 256);
+  for (int l = 1; l < n_moduli; l++) {
+    int m = crt_moduli[l], t = 0;
+    for (int j = l - 1; j >= 0; j--) t = ((t * crt_moduli[j] + v[j]) % m + m) % m;
+    int d = (((int)r[(size_t)l * stride] - t) % m + m) % m * crt_inverse[l] % m;
+    v[l] = crt_sym(d, m);
+  }
+  /* X in 192-bit two's complement (|X| <= M/2 < 2^155), Horner from the top digit. */
+  uint64_t x[3];
+  int64_t top = v[n_moduli - 1];
+  x[0] = (uint64_t)top;
+  x[1] = x[2] = top < 0 ? UINT64_MAX : 0;
+  for (int l = n_moduli - 2; l >= 0; l--) {
+    unsigned __int128 carry = 0;
+    for (int w = 0; w < 3; w++) {
+      carry += (unsigned __int128)x[w] * (uint64_t)crt_moduli[l];
+      x[w] = (uint64_t)carry;
+      carry >>= 64;
+    }
+    uint64_t add[3] = {(uint64_t)(int64_t)v[l], v[l] < 0 ? UINT64_MAX : 0, v[l] < 0 ? UINT64_MAX : 0};
+    unsigned __int128 sum = 0;
+    for (int w = 0; w < 3; w++) {
+      sum += (unsigned __int128)x[w] + add[w];
+      x[w] = (uint64_t)sum;
+      sum >>= 64;
+    }
+  }
+  bool negative = x[2] >> 63;
+  if (negative) { /* magnitude: ~x + 1 */
+    unsigned __int128 sum = 1;
+    for (int w = 0; w < 3; w++) {
+      sum += (uint64_t)~x[w];
+      x[w] = (uint64_t)sum;
+      sum >>= 64;
+    }
+  }
+  int h = x[2] ? 2 : x[1] ? 1 : 0;
+  double mag;
+  if (h == 0) {
+    mag = (double)x[0]; /* one rounding */
+  } else {
+    /* The top 64 bits with the rest as a sticky bit: one correct rounding to 53 bits. */
+    int lz = __builtin_clzll(x[h]);
+    uint64_t window = lz ? (x[h] << lz) | (x[h - 1] >> (64 - lz)) : x[h];
+    uint64_t rest = lz ? x[h - 1] << lz : x[h - 1];
+    for (int w = 0; w < h - 1; w++) rest |= x[w];
+    mag = ldexp((double)(window | (rest != 0)), 64 * h - lz);
+  }
+  return ldexp(negative ? -mag : mag, -shift);
+}

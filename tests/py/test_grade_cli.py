@@ -2,14 +2,15 @@
 backend. Checks, on n = 16..1024 square GEMMs:
 - the printed slope of every recipe is numpy.polyfit's degree-1 fit of (log n, log error) on the
   printed points (and the same for grade.json's full-precision points);
-- fp64 and ozaki-int8-8 have slope <= 1: Grade A, as the issue asks;
+- fp64, ozaki-int8-8 and ozaki2-int8-16 (Ozaki scheme II, accurate, 16 moduli) have slope <= 1:
+  Grade A, as the issue asks; the three are grade's default recipes (--help says so);
 - bf16 is Grade A too, with an error of 2^42..2^45 eps at every n: the definition grades the growth
   of the componentwise error, not its size. bf16 rounds the uniform [0, 1) inputs (relative 2^-9
   each) and the output (2^-9), so the largest of n^2 errors is at least the output rounding's
   2^-10 relative (2^42 eps) and at most about 3 * 2^-9 (2^44.6 eps), at every n: a flat line;
 - a slope > 1 is "not A" (the fit itself on synthetic power laws: tests/test_grading.c);
 - grade.json and grade.md in -o DIR, refused without --force when they exist; bad input exits 2.
-Runs with Debian's python3 + numpy; env PRECIS (binary). About 15 s idle, 35 s on a loaded machine."""
+Runs with Debian's python3 + numpy; env PRECIS (binary). About 35 s idle, 60 s on a loaded machine."""
 import json
 import math
 import os
@@ -71,11 +72,14 @@ def polyfit_slope(points):
 
 
 def main():
-    recipes = ["fp64", "ozaki-int8-8", "bf16"]
+    recipes = ["fp64", "ozaki-int8-8", "ozaki2-int8-16", "bf16"]
+    usage = precis("--help")
+    check("default fp64,ozaki-int8-8,ozaki2-int8-16" in usage.stdout + usage.stderr,
+          "grade --help: the default recipes fp64,ozaki-int8-8,ozaki2-int8-16", usage)
     with tempfile.TemporaryDirectory() as tmp:
         out_dir = os.path.join(tmp, "g")
         run = precis("--recipes", ",".join(recipes), "-o", out_dir)
-        check(run.returncode == 0, "grade fp64,ozaki-int8-8,bf16 on 16..1024 runs", run)
+        check(run.returncode == 0, "grade fp64,ozaki-int8-8,ozaki2-int8-16,bf16 on 16..1024 runs", run)
         tables = parse_tables(run.stdout)
         check(sorted(tables) == sorted(recipes), "a table per recipe: %s" % sorted(tables), run)
         for name, (points, slope, grade) in tables.items():
@@ -86,7 +90,7 @@ def main():
                   "%s: printed slope %s = numpy.polyfit %.6f" % (name, slope, ref))
             check(grade == ("A" if ref <= 1 else "not A"), "%s: grade %s follows the slope %.4f" % (name, grade, ref))
             print("     %s: errors/eps %s" % (name, ["%.3g" % p[2] for p in points]))
-        for name in ("fp64", "ozaki-int8-8"):
+        for name in ("fp64", "ozaki-int8-8", "ozaki2-int8-16"):
             if name in tables:
                 pts, slope, grade = tables[name]
                 check(slope is not None and slope <= 1 and grade == "A", "%s: slope %s <= 1, Grade A" % (name, slope))

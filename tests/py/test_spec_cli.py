@@ -169,6 +169,12 @@ def test_explain(dataset):
             check(c.get("status") == "native" and ok, f"explain {name} (cuBLASLt {version}): {calls} call(s) of {types}")
     p = explain(dataset, "--recipes", "3xtf32", "--workloads", "odd")[("odd", "3xtf32")]["plan"]
     check(p.get("split_order") == "a0*b1 a1*b0 a0*b0", "explain 3xtf32: the cpu backend's order, big*big last")
+    # Ozaki scheme II: no cuda plan; explain says so and why, for both variants.
+    cases = explain(dataset, "--recipes", "ozaki2-int8-16,ozaki2-int8-fast-14", "--workloads", "odd")
+    for name, gemms in (("ozaki2-int8-16", 17), ("ozaki2-int8-fast-14", 14)):
+        c = cases.get(("odd", name), {})
+        check(c.get("status") == "unsupported" and "Ozaki scheme II is not built on the cuda backend" in c.get("reason", "")
+              and f"{gemms} int8 GEMMs" in c.get("reason", ""), f"explain {name}: unsupported on cuda, with the reason")
     cases = explain(dataset, "--recipes", "fp64-emu", "--cc", "10.0")
     check(cases[("odd", "fp64-emu")]["plan"]["lt_compute_type"] == "CUBLAS_COMPUTE_64F_EMULATED_FIXEDPOINT",
           "explain --cc 10.0: fp64-emu is one call with the emulated compute type")
@@ -269,9 +275,14 @@ def test_recipes():
     original = ["fp32", "tf32", "fp16", "fp16acc16", "bf16", "int8", "fp8"]
     issue16 = ["fp8-rowwise", "fp8-block", "w8a16", "w4a16", "w4a16-asym", "mxfp8", "mxfp4", "nvfp4", "int8-sq"]
     high = ["fp64", "3xtf32", "bf16x3", "bf16x6", "bf16x9"] + ["ozaki-int8-%d" % n for n in range(3, 9)]
+    ozaki2 = [name for n in range(8, 21) for name in ("ozaki2-int8-%d" % n, "ozaki2-int8-fast-%d" % n)]
     check([r["name"] for r in listed] == original + issue16 + ["fp8-fast", "fp8-block-ue8m0", "mxfp6-e2m3", "mxfp6-e3m2"] + high
-          + ["fp64-emu"],
+          + ozaki2 + ["fp64-emu"],
           "recipes: presets in order")
+    # Ozaki scheme II: cpu only; the cuda backend refuses it and says why.
+    check(all(r["backends"]["cpu"]["status"] == "emulated" and r["backends"]["cuda"]["status"] == "unsupported"
+              and "Ozaki scheme II is not built on the cuda backend" in r["backends"]["cuda"]["reason"]
+              for r in listed if r["name"] in ozaki2), "recipes: ozaki2 emulated on cpu, refused on cuda with the reason")
     check(all(r["backends"]["cpu"]["status"] == "emulated" for r in listed if r["name"] != "fp64-emu"),
           "recipes: every preset but cuBLAS's emulation emulated on cpu")
     emu = [r for r in listed if r["name"] == "fp64-emu"][0]["backends"]

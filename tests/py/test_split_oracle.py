@@ -7,7 +7,9 @@ its own arithmetic: RNE to tf32/bf16 by integer bit manipulation and NumPy float
 documented order for the float splits; Python integers and `fractions` for the Ozaki slices (every
 slice value, every slice product exact) with the float64 combination written out. fp64 is checked
 against the exact rational product (Fraction) within its rounding bound, since dgemm's summation
-order is OpenBLAS's.
+order is OpenBLAS's. Ozaki scheme II (ozaki2-int8-N, ozaki2-int8-fast-N): the shifts recomputed with
+the documented formulas, the exact integer product A'B' in Python integers (with sum |A'||B'| < M/2
+checked), rounded once, bit for bit.
 
 Runs with Debian's python3 + python3-h5py + python3-numpy; env PRECIS (binary)."""
 import math
@@ -143,6 +145,86 @@ def ozaki_gemm(a, b, slices):
     return c
 
 
+# ---- Ozaki scheme II (crt-int8x<N>[-fast]) ----------------------------------------------------
+# The shifts with the documented float64 formulas (src/numerics/split.h), then the exact integer
+# product A'B' in Python integers (which the CRT must rebuild, since sum |A'||B'| < M/2 is checked
+# here too), rounded once: float(Fraction). Not the CRT itself: any exact reconstruction must agree.
+
+MODULI = [256, 255, 253, 251, 247, 241, 239, 233, 229, 227, 223, 217, 211, 199, 197, 193, 191, 181, 179, 173]
+HALF_UP = float.fromhex("0x1.0000060000000p-1")
+
+
+def crt_log2p(n, fast):
+    log2m, inv_m = 0.0, 1.0
+    for m in MODULI[:n]:
+        log2m += math.log2(m)
+        inv_m /= m
+    log2m += math.log1p(-inv_m) / math.log(2.0)
+    return log2m / 2 - (1.5 if fast else 0.5) - 1e-9
+
+
+def ilogb(x):
+    return math.frexp(x)[1] - 1 if x != 0 else 0
+
+
+def crt_fast_shift(x, n):
+    amax = max(abs(float(v)) for v in x)
+    e = ilogb(amax)
+    L = crt_log2p(n, True)
+    cap = math.floor(L - 1) - e
+    if amax == 0:
+        return cap
+    ss = 0.0
+    for v in x:
+        t = math.ldexp(float(v), -e)
+        ss += t * t
+    return min(cap, math.floor(L - HALF_UP * (math.log2(ss) + 2.0 * e)) - max(e, 0))
+
+
+def crt_hat(x):
+    e = 5 - ilogb(max(abs(float(v)) for v in x))
+    return e, [math.ceil(math.ldexp(abs(float(v)), e)) for v in x]
+
+
+def crt_accurate_shift(e, cmax, n):
+    return e if cmax <= 0 else e + math.floor(crt_log2p(n, False) - HALF_UP * math.log2(float(cmax)))
+
+
+def crt_gemm(a, b, n, fast):
+    """a [rows, k], b [k, n]: one GEMM group of Ozaki scheme II."""
+    rows, k = a.shape
+    cols = b.shape[1]
+    if fast:
+        sa = [crt_fast_shift(a[i], n) for i in range(rows)]
+        sb = [crt_fast_shift(b[:, j], n) for j in range(cols)]
+    else:
+        ha = [crt_hat(a[i]) for i in range(rows)]
+        hb = [crt_hat(b[:, j]) for j in range(cols)]
+        chat = [[sum(ha[i][1][p] * hb[j][1][p] for p in range(k)) for j in range(cols)] for i in range(rows)]
+        assert all(0 <= v <= 64 for h in ha + hb for v in h[1])
+        sa = [crt_accurate_shift(ha[i][0], max(chat[i]), n) for i in range(rows)]
+        sb = [crt_accurate_shift(hb[j][0], max(chat[i][j] for i in range(rows)), n) for j in range(cols)]
+    ap = [[int(math.trunc(math.ldexp(float(a[i, p]), sa[i]))) for p in range(k)] for i in range(rows)]
+    bp = [[int(math.trunc(math.ldexp(float(b[p, j]), sb[j]))) for j in range(cols)] for p in range(k)]
+    big_m = math.prod(MODULI[:n])
+    c = np.zeros((rows, cols))
+    for i in range(rows):
+        for j in range(cols):
+            assert 2 * sum(abs(ap[i][p] * bp[p][j]) for p in range(k)) < big_m, "sum |A'||B'| < M/2"
+            x = sum(ap[i][p] * bp[p][j] for p in range(k))
+            shift = sa[i] + sb[j]
+            c[i, j] = float(Fraction(x) / Fraction(2) ** shift if shift >= 0 else Fraction(x) * 2 ** -shift)
+    return c
+
+
+def crt_outputs(a, b, n, fast):
+    """The whole workload: with a shared b the batch folds into the rows of one group."""
+    if b.ndim == 3:
+        return np.stack([crt_gemm(a[s], b[s], n, fast) for s in range(a.shape[0])])
+    rows = crt_gemm(a.reshape(-1, a.shape[2]), b, n, fast)
+    return rows.reshape(a.shape[0], a.shape[1], b.shape[1])
+
+
 def exact_product(a, b):
     rows, k = a.shape
     n = b.shape[1]
@@ -203,6 +285,18 @@ def main():
                         check(same, f"{name}[{s}] {recipe}: bit for bit with the oracle")
         # The slices curve on these inputs: more slices, never a worse result (a sanity check of
         # the sweep, not of the oracle).
+        with h5py.File(data, "r") as d, h5py.File(outputs, "r") as o:
+            for name in d["workloads"]:
+                a, b = d["workloads"][name]["a"][()], d["workloads"][name]["b"][()]
+                for n, fast in ((8, False), (8, True), (16, False), (14, True), (20, False), (20, True)):
+                    recipe = f"ozaki2-int8-{'fast-' if fast else ''}{n}"
+                    c = o["workloads"][name][recipe]["c"][()]
+                    want = crt_outputs(a.astype(np.float64), b.astype(np.float64), n, fast)
+                    same = c.dtype == np.float64 and np.array_equal(c.view(np.uint64), want.view(np.uint64))
+                    if not same:
+                        bad = np.argwhere(c != want)[0]
+                        print(f"  first mismatch at {tuple(bad)}: precis {c[tuple(bad)]!r} oracle {want[tuple(bad)]!r}")
+                    check(same, f"{name} {recipe}: bit for bit with the exact scaled product")
         with h5py.File(data, "r") as d, h5py.File(outputs, "r") as o:
             w = d["workloads"]["spread"]
             exact = np.array([[float(v) for v in row] for row in exact_product(w["a"][0], w["b"][()])])
