@@ -19,6 +19,7 @@
 
 #include "backend.h"
 #include "cpu_gemm_fp16acc.h"
+#include "cpu_gemm_mma.h"
 #include "cpu_quantized.h"
 #include "eval/target_plan.h"
 #include "numerics/format.h"
@@ -39,6 +40,7 @@ typedef enum cpu_gemm {
   CPU_GEMM_SPLIT_F32, /* tf32x3, bf16x3/x6/x9: split terms, fp32 sums in a fixed order (split.h) */
   CPU_GEMM_OZAKI,     /* int8x<N>: exact slice products (dgemm on integer values), fp64 combination */
   CPU_GEMM_QUANTIZED, /* every other quantized spec (issue 16): cpu_quantized.c */
+  CPU_GEMM_MMA,       /* fp16/bf16/tf32 under a target: the tensor cores' fused dot-adds (cpu_gemm_mma.c) */
 } cpu_gemm;
 
 typedef struct cpu_case {
@@ -68,6 +70,7 @@ typedef struct cpu_case {
   precis_cpu_quant *quant;  /* CPU_GEMM_QUANTIZED */
   precis_kv_list *details;
   precis_target_plan target; /* --target: the way and accumulator of the architecture emulated */
+  precis_mma_shape mma;      /* CPU_GEMM_MMA */
 } cpu_case;
 
 static void *case_alloc(cpu_case *cc, size_t count, size_t elem) {
@@ -167,6 +170,9 @@ static void run_gemm(cpu_case *cc, double *f16_acc_row) {
       precis_gemm_fp16acc(cc->a_in + a_off, b_matrix_f(cc, cc->b_in, g), cc->c + c_off, rows, n, k, f16_acc_row);
       break;
     case CPU_GEMM_QUANTIZED: break; /* returned above */
+    case CPU_GEMM_MMA:
+      precis_gemm_mma(cc->a_in + a_off, b_matrix_f(cc, cc->b_in, g), cc->c + c_off, rows, n, k, &cc->mma);
+      break;
     case CPU_GEMM_SGEMM:
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)n, (int)k, 1.0f, cc->a_in + a_off, (int)k,
                   b_matrix_f(cc, cc->b_in, g), (int)n, 0.0f, cc->c + c_off, (int)n);
@@ -617,6 +623,13 @@ static bool case_begin(cpu_case *cc, const precis_spec *spec, const precis_workl
     cc->status = PRECIS_ROW_UNSUPPORTED;
     return false;
   }
+  if (cc->gemm == CPU_GEMM_SGEMM && cc->target.model.fraction_bits > 0 &&
+      (cc->target.model.family == PRECIS_MMA_F16 || cc->target.model.family == PRECIS_MMA_TF32)) {
+    cc->gemm = CPU_GEMM_MMA;
+    cc->mma = (precis_mma_shape){.fraction_bits = cc->target.model.fraction_bits, .block = cc->target.model.block,
+                                 .emin_a = spec->a.fmt == PRECIS_FMT_F16 ? -14 : -126,
+                                 .emin_b = spec->b.fmt == PRECIS_FMT_F16 ? -14 : -126};
+  }
   precis_float_split_of(spec->split, &cc->fsplit);
   cc->c = case_alloc(cc, cc->c_count, sizeof(float));
   if (!cc->c) {
@@ -645,6 +658,16 @@ static bool case_finish(cpu_case *cc, precis_case_output *out) {
 
 /* What the emulation was, the last of the case's details (after run_case's e2e). */
 static void describe_emulation(const cpu_case *cc, precis_case_output *out) {
+  if (cc->gemm == CPU_GEMM_MMA) {
+    char text[400];
+    snprintf(text, sizeof text,
+             "rounded inputs; %s tensor-core MMA model (MMA-Sim): per fused dot-add of %d products, the exact "
+             "products and D aligned to the largest exponent (operands' exponent sum) and truncated to %d fraction "
+             "bits, summed exactly, D written to fp32 toward zero, k in order",
+             precis_target_name(cc->target.target), cc->mma.block, cc->mma.fraction_bits);
+    precis_kv_set(&out->details, "emulation", text);
+    return;
+  }
   precis_kv_set(&out->details, "emulation",
                 cc->gemm == CPU_GEMM_QUANTIZED  ? precis_cpu_quant_emulation(cc->quant)
                 : cc->gemm == CPU_GEMM_INT_EXACT  ? "exact integer GEMM (dgemm on integer values), dequant in f32"
