@@ -7,8 +7,10 @@
  * not implemented here yet is a row `unsupported`. Inputs are rounded exactly as the GPU path rounds them (src/numerics/format.c, src/numerics/quant.c); products
  * and sums are FP32 (OpenBLAS sgemm on the rounded inputs); int8 is exact integer arithmetic (dgemm
  * on integer-valued doubles: |acc| <= 127^2 k < 2^53); fp16acc16 rounds every partial sum to fp16.
- * Float recipes are an approximation of the GPU (tensor cores align and truncate inside a block
- * instead of rounding each sum); timings are CPU timings, labelled cpu-emulation. */
+ * Under a --target (sm_90 by default) fp16/bf16/tf32 with fp32 accumulation run the tensor cores'
+ * fused dot-add instead (cpu_gemm_mma.c: aligned, truncated to 24/25 bits, D rounded toward zero),
+ * as do fp8 FAST_ACCUM and the block-scaled MMAs (cpu_quantized.c); other float recipes are an
+ * approximation of the GPU; timings are CPU timings, labelled cpu-emulation. */
 #include <cblas.h>
 #include <pthread.h>
 #include <math.h>
@@ -583,8 +585,8 @@ static void cpu_environment(void *ctx, precis_kv_list *env) {
   precis_kv_set(env, "device", NULL);
   precis_kv_set(env, "compute_capability", NULL);
   precis_kv_set(env, "emulation",
-                "inputs rounded exactly as the GPU path rounds them; products and sums in FP32 (OpenBLAS sgemm); "
-                "int8 exact; an approximation of tensor-core summation for float recipes");
+                "inputs rounded exactly as the GPU path rounds them; fp16/bf16/tf32 in the target's tensor-core MMA "
+                "model (MMA-Sim's fused dot-add), other float products and sums in FP32 (OpenBLAS sgemm); int8 exact");
 }
 
 static bool cpu_supports(void *ctx, const precis_spec *spec, char *reason, size_t len) {

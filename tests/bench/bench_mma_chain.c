@@ -68,7 +68,7 @@ int main(int argc, char **argv) {
     t[r] = precis_now_ms() - t0;
   }
   double sgemm_ms = median3(t);
-  printf("bf16 %ldx%ldx%ld (fastest path here: %s; threads over rows)\n", m, n, k,
+  printf("bf16 %ldx%ldx%ld (fastest path here: %s; threads over columns)\n", m, n, k,
          precis_mma_path_name(precis_gemm_mma_path()));
   printf("  OpenBLAS sgemm (plain fp32 sums, before): %10.1f ms\n", sgemm_ms);
   static const precis_mma_shape shapes[2] = {{25, 16, -126, -126}, {24, 8, -126, -126}};
