@@ -97,8 +97,23 @@ TEST(each_target_takes_each_recipe_as_the_cuda_backend_would) {
   CHECK(p.way == PRECIS_TARGET_REFUSED);
   p = plan_of("fp8-block", PRECIS_TARGET_SM89);
   CHECK_MSG(p.way == PRECIS_TARGET_REFUSED, "fp8-block on sm_89: %s", p.why);
+  /* fp16/bf16/tf32 with fp32 accumulation run the MMA model (issue 33): sm_80 splits each
+   * instruction into two fused dot-adds (MMA-Sim's is_split_k), sm_90 does not. */
   p = plan_of("bf16", PRECIS_TARGET_SM80);
-  CHECK(p.way == PRECIS_TARGET_NATIVE && p.acc->fraction_bits == 24 && p.model.fraction_bits == 0);
+  CHECK(p.way == PRECIS_TARGET_NATIVE && p.acc->fraction_bits == 24 && p.model.fraction_bits == 24 &&
+        p.model.block == 8 && p.model.family == PRECIS_MMA_F16);
+  p = plan_of("bf16", PRECIS_TARGET_SM90);
+  CHECK(p.model.fraction_bits == 25 && p.model.block == 16);
+  p = plan_of("tf32", PRECIS_TARGET_SM80);
+  CHECK(p.model.fraction_bits == 24 && p.model.block == 4 && p.model.family == PRECIS_MMA_TF32);
+  p = plan_of("tf32", PRECIS_TARGET_SM100);
+  CHECK(p.model.fraction_bits == 25 && p.model.block == 8);
+  p = plan_of("fp16", PRECIS_TARGET_SM120);
+  CHECK(p.model.fraction_bits == 25 && p.model.block == 16 && p.acc->measured);
+  p = plan_of("fp16acc16", PRECIS_TARGET_SM90); /* fp16 accumulation: its own rounding loop */
+  CHECK(p.model.fraction_bits == 0);
+  p = plan_of("w8a16", PRECIS_TARGET_SM90); /* emulated by a bf16 GEMM: fp32 sums (not modelled) */
+  CHECK(p.model.fraction_bits == 0);
   p = plan_of("int8-sq", PRECIS_TARGET_SM90);
   CHECK_MSG(p.way == PRECIS_TARGET_NO_ROUTE, "int8-sq: %s", p.why);
   p = plan_of("fp32", PRECIS_TARGET_SM100);

@@ -7,8 +7,10 @@
  * not implemented here yet is a row `unsupported`. Inputs are rounded exactly as the GPU path rounds them (src/numerics/format.c, src/numerics/quant.c); products
  * and sums are FP32 (OpenBLAS sgemm on the rounded inputs); int8 is exact integer arithmetic (dgemm
  * on integer-valued doubles: |acc| <= 127^2 k < 2^53); fp16acc16 rounds every partial sum to fp16.
- * Float recipes are an approximation of the GPU (tensor cores align and truncate inside a block
- * instead of rounding each sum); timings are CPU timings, labelled cpu-emulation. */
+ * Under a --target (sm_90 by default) fp16/bf16/tf32 with fp32 accumulation run the tensor cores'
+ * fused dot-add instead (cpu_gemm_mma.c: aligned, truncated to 24/25 bits, D rounded toward zero),
+ * as do fp8 FAST_ACCUM and the block-scaled MMAs (cpu_quantized.c); other float recipes are an
+ * approximation of the GPU; timings are CPU timings, labelled cpu-emulation. */
 #include <cblas.h>
 #include <pthread.h>
 #include <math.h>
@@ -19,6 +21,7 @@
 
 #include "backend.h"
 #include "cpu_gemm_fp16acc.h"
+#include "cpu_gemm_mma.h"
 #include "cpu_quantized.h"
 #include "eval/target_plan.h"
 #include "numerics/format.h"
@@ -40,6 +43,7 @@ typedef enum cpu_gemm {
   CPU_GEMM_OZAKI,     /* int8x<N>: exact slice products (dgemm on integer values), fp64 combination */
   CPU_GEMM_CRT,       /* crt-int8x<N>[-fast]: Ozaki II, one exact int8 product per modulus, CRT (split.h) */
   CPU_GEMM_QUANTIZED, /* every other quantized spec (issue 16): cpu_quantized.c */
+  CPU_GEMM_MMA,       /* fp16/bf16/tf32 under a target: the tensor cores' fused dot-adds (cpu_gemm_mma.c) */
 } cpu_gemm;
 
 typedef struct cpu_case {
@@ -75,6 +79,7 @@ typedef struct cpu_case {
   precis_cpu_quant *quant;  /* CPU_GEMM_QUANTIZED */
   precis_kv_list *details;
   precis_target_plan target; /* --target: the way and accumulator of the architecture emulated */
+  precis_mma_shape mma;      /* CPU_GEMM_MMA */
 } cpu_case;
 
 static void *case_alloc(cpu_case *cc, size_t count, size_t elem) {
@@ -216,6 +221,9 @@ static void run_gemm(cpu_case *cc, double *f16_acc_row) {
       precis_gemm_fp16acc(cc->a_in + a_off, b_matrix_f(cc, cc->b_in, g), cc->c + c_off, rows, n, k, f16_acc_row);
       break;
     case CPU_GEMM_QUANTIZED: break; /* returned above */
+    case CPU_GEMM_MMA:
+      precis_gemm_mma(cc->a_in + a_off, b_matrix_f(cc, cc->b_in, g), cc->c + c_off, rows, n, k, &cc->mma);
+      break;
     case CPU_GEMM_SGEMM:
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)n, (int)k, 1.0f, cc->a_in + a_off, (int)k,
                   b_matrix_f(cc, cc->b_in, g), (int)n, 0.0f, cc->c + c_off, (int)n);
@@ -741,8 +749,8 @@ static void cpu_environment(void *ctx, precis_kv_list *env) {
   precis_kv_set(env, "device", NULL);
   precis_kv_set(env, "compute_capability", NULL);
   precis_kv_set(env, "emulation",
-                "inputs rounded exactly as the GPU path rounds them; products and sums in FP32 (OpenBLAS sgemm); "
-                "int8 exact; an approximation of tensor-core summation for float recipes");
+                "inputs rounded exactly as the GPU path rounds them; fp16/bf16/tf32 in the target's tensor-core MMA "
+                "model (MMA-Sim's fused dot-add), other float products and sums in FP32 (OpenBLAS sgemm); int8 exact");
 }
 
 static bool cpu_supports(void *ctx, const precis_spec *spec, char *reason, size_t len) {
@@ -781,6 +789,13 @@ static bool case_begin(cpu_case *cc, const precis_spec *spec, const precis_workl
     cc->status = PRECIS_ROW_UNSUPPORTED;
     return false;
   }
+  if (cc->gemm == CPU_GEMM_SGEMM && cc->target.model.fraction_bits > 0 &&
+      (cc->target.model.family == PRECIS_MMA_F16 || cc->target.model.family == PRECIS_MMA_TF32)) {
+    cc->gemm = CPU_GEMM_MMA;
+    cc->mma = (precis_mma_shape){.fraction_bits = cc->target.model.fraction_bits, .block = cc->target.model.block,
+                                 .emin_a = spec->a.fmt == PRECIS_FMT_F16 ? -14 : -126,
+                                 .emin_b = spec->b.fmt == PRECIS_FMT_F16 ? -14 : -126};
+  }
   precis_float_split_of(spec->split, &cc->fsplit);
   cc->c = case_alloc(cc, cc->c_count, sizeof(float));
   if (!cc->c) {
@@ -809,6 +824,16 @@ static bool case_finish(cpu_case *cc, precis_case_output *out) {
 
 /* What the emulation was, the last of the case's details (after run_case's e2e). */
 static void describe_emulation(const cpu_case *cc, precis_case_output *out) {
+  if (cc->gemm == CPU_GEMM_MMA) {
+    char text[400];
+    snprintf(text, sizeof text,
+             "rounded inputs; %s tensor-core MMA model (MMA-Sim): per fused dot-add of %d products, the exact "
+             "products and D aligned to the largest exponent (operands' exponent sum) and truncated to %d fraction "
+             "bits, summed exactly, D written to fp32 toward zero, k in order",
+             precis_target_name(cc->target.target), cc->mma.block, cc->mma.fraction_bits);
+    precis_kv_set(&out->details, "emulation", text);
+    return;
+  }
   precis_kv_set(&out->details, "emulation",
                 cc->gemm == CPU_GEMM_QUANTIZED  ? precis_cpu_quant_emulation(cc->quant)
                 : cc->gemm == CPU_GEMM_INT_EXACT  ? "exact integer GEMM (dgemm on integer values), dequant in f32"

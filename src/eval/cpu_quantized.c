@@ -494,7 +494,11 @@ precis_status precis_cpu_quant_prepare(const precis_spec *spec, const precis_wor
   q->m = (size_t)w->m, q->n = (size_t)w->n, q->k = (size_t)w->k, q->batch = (size_t)w->batch;
   q->mats = w->b_batched ? q->batch : 1;
   q->kind = kind_of(spec);
-  if (q->kind == QUANT_FLOAT && model && model->fraction_bits > 0)
+  /* fp16/bf16/tf32 models belong to plain float specs (cpu_gemm_mma.c, run by cpu_backend.c); a
+   * quantized spec of those operands (an fp8 output, say) keeps its fp32 sums. */
+  bool chain_model = model && model->fraction_bits > 0 && model->family != PRECIS_MMA_F16 &&
+                     model->family != PRECIS_MMA_TF32;
+  if (q->kind == QUANT_FLOAT && chain_model)
     q->acc_bits = model->fraction_bits,
     q->acc_block = model->block > 0 && model->block <= MAX_MMA_BLOCK ? model->block : HOPPER_FP8_BLOCK;
   else if (spec->fast_accum)

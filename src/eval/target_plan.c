@@ -42,6 +42,18 @@ static bool family_of(const precis_spec *s, precis_mma_family *f) {
   }
 }
 
+/* A plain float spec of the fp16/bf16/tf32 MMAs: unscaled operands of one of those formats, fp32
+ * accumulation, no split and no SmoothQuant (the cpu backend's sgemm route, which the MMA model
+ * replaces). */
+static bool plain_float_mma(const precis_spec *s) {
+  const precis_format_id ok[] = {PRECIS_FMT_F16, PRECIS_FMT_BF16, PRECIS_FMT_TF32};
+  bool a = false, b = false;
+  for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) a |= s->a.fmt == ok[i], b |= s->b.fmt == ok[i];
+  return a && b && !precis_operand_is_scaled(&s->a) && !precis_operand_is_scaled(&s->b) &&
+         s->acc == PRECIS_FMT_F32 && s->split == PRECIS_SPLIT_NONE && !precis_spec_smooths(s) &&
+         s->scale == PRECIS_SCALE_DYNAMIC && !s->fast_accum;
+}
+
 /* The route whose arithmetic the spec shares: its own, or, when only the output format keeps it off
  * every route (fp8 with out=fp32, say), the route of the same operands and accumulation. *out_aside
  * says which. */
@@ -95,13 +107,18 @@ void precis_target_plan_of(const precis_spec *spec, precis_target target, precis
              name);
   }
   /* The accumulators the cpu backend emulates: FAST_ACCUM fp8 (the k-sum never leaves the tensor
-   * core, so its width is the error) and the native block-scaled MMAs (whose partial sums are
-   * wider than fp32's). Everything else keeps fp32 sums: a 24/25-bit accumulator rounded into an
-   * fp32 D after every instruction differs from them by less than fp32's own rounding. */
-  if (plan->way == PRECIS_TARGET_NATIVE && plan->acc && plan->acc->has_tensor_cores &&
-      (spec->fast_accum || plan->acc->family == PRECIS_MMA_MXFP8 || plan->acc->family == PRECIS_MMA_FP4)) {
-    plan->model.fraction_bits = plan->acc->fraction_bits;
-    plan->model.block = plan->acc->instruction_k;
+   * core, so its width is the error), the native block-scaled MMAs (whose partial sums are wider
+   * than fp32's), and the fp16/bf16/tf32 MMAs with fp32 accumulation of a plain float spec (every
+   * fused dot-add aligned and truncated to the row's width, D an fp32 rounded toward zero:
+   * src/eval/cpu_gemm_mma.h). Everything else keeps fp32 sums. */
+  if (plan->way == PRECIS_TARGET_NATIVE && plan->acc && plan->acc->has_tensor_cores && plan->acc->fraction_bits > 0) {
+    precis_mma_family f = plan->acc->family;
+    bool float_mma = (f == PRECIS_MMA_F16 || f == PRECIS_MMA_TF32) && plain_float_mma(spec);
+    if (float_mma || (f == PRECIS_MMA_FP8 && spec->fast_accum) || f == PRECIS_MMA_MXFP8 || f == PRECIS_MMA_FP4) {
+      plan->model.fraction_bits = plan->acc->fraction_bits;
+      plan->model.block = precis_accumulator_row_block(plan->acc);
+      plan->model.family = f;
+    }
   }
 }
 
@@ -111,7 +128,7 @@ void precis_target_plan_details(const precis_target_plan *plan, precis_kv_list *
   precis_kv_set(details, "target_plan", plan->why);
   if (!plan->acc) return;
   const precis_accumulator_row *r = plan->acc;
-  char text[512];
+  char text[768];
   if (!r->has_tensor_cores)
     snprintf(text, sizeof text, "%s on %s: %s", precis_mma_family_name(r->family), precis_target_name(r->target),
              r->promotion);
@@ -119,10 +136,19 @@ void precis_target_plan_details(const precis_target_plan *plan, precis_kv_list *
     snprintf(text, sizeof text, "%s on %s: exact (s32), %d products per instruction; source: %s",
              precis_mma_family_name(r->family), precis_target_name(r->target), r->instruction_k, r->source);
   else
-    snprintf(text, sizeof text, "%s on %s: %d fraction bits kept, %d products per instruction, %s; promotion: %s; "
+  {
+    char split[64] = "";
+    if (r->dot_k > 0 && r->dot_k != r->instruction_k)
+      snprintf(split, sizeof split, " (two fused dot-adds of %d)", r->dot_k);
+    const char *emulated = !plan->model.fraction_bits ? "fp32 sums (OpenBLAS sgemm)"
+                           : plan->model.family == PRECIS_MMA_F16 || plan->model.family == PRECIS_MMA_TF32
+                               ? "that accumulator (each fused dot-add aligned at the operands' exponent sum and "
+                                 "truncated, D written to fp32 toward zero; MMA-Sim's model)"
+                               : "that accumulator (truncated k-sum)";
+    snprintf(text, sizeof text, "%s on %s: %d fraction bits kept, %d products per instruction%s, %s; promotion: %s; "
                                 "source: %s%s; emulated here: %s",
              precis_mma_family_name(r->family), precis_target_name(r->target), r->fraction_bits, r->instruction_k,
-             r->alignment, r->promotion, r->source, r->measured ? "" : " (unmeasured)",
-             plan->model.fraction_bits ? "that accumulator (truncated k-sum)" : "fp32 sums (OpenBLAS sgemm)");
+             split, r->alignment, r->promotion, r->source, r->measured ? "" : " (unmeasured)", emulated);
+  }
   precis_kv_set(details, "accumulator", text);
 }

@@ -4,7 +4,10 @@
  * fp16/bf16/tf32 keep 24 fraction bits on Turing to Ada and 25 on Hopper and Blackwell; FP8 keeps
  * 13 on Ada and Hopper (DeepSeek-V3 §3.3.2 measured "about 14" on H800) and 25 on Blackwell's
  * tcgen05 (FP8 and MXFP8); MXFP4/NVFP4 keep 35. sm_120 (consumer Blackwell, mma.sync rather than
- * tcgen05) is measured by neither: its rows repeat sm_100's and say so (measured = false). */
+ * tcgen05) is measured by neither for fp8 and the block-scaled MMAs: those rows repeat sm_100's and
+ * say so (measured = false); its fp16/bf16/tf32 mma.sync is MMA-Sim's "RTX Blackwell" (25 bits, one
+ * fused dot-add per instruction). Ampere and Ada split their f16/bf16 and tf32 instructions into two
+ * fused dot-adds (dot_k = k/2, MMA-Sim's is_split_k). */
 #include "numerics/target.h"
 
 #include <stdio.h>
@@ -69,19 +72,25 @@ const char *precis_mma_family_name(precis_mma_family f) { return f < PRECIS_MMA_
 #define ROW(T, F, HAS, BITS, K, PROMO, ALIGN, SRC, MEAS)                                                              \
   {.target = T, .family = F, .has_tensor_cores = HAS, .fraction_bits = BITS, .instruction_k = K, .promotion = PROMO, \
    .alignment = ALIGN, .source = SRC, .measured = MEAS}
+/* Ampere and Ada run mma.sync m16n8k16 (f16/bf16) and m16n8k8 (tf32) as two fused dot-adds of k/2
+ * (MMA-Sim's is_split_k, arXiv 2511.10909; Fasi et al. 2021 found the same 8-product blocks on A100). */
+#define ROW_SPLIT(T, F, BITS, K, SRC)                                                                                 \
+  {.target = T, .family = F, .has_tensor_cores = true, .fraction_bits = BITS, .instruction_k = K, .dot_k = (K) / 2,  \
+   .promotion = PROMOTE_EACH, .alignment = ALIGN_TRUNC, .source = SRC, .measured = true}
+#define SRC_RTX SRC_SIM " (RTX Blackwell, mma.sync)"
 
 #define INT8_ROW(T, MEAS)                                                                                              \
   ROW(T, PRECIS_MMA_INT8, true, -1, 32, "none needed: exact s32 sums", "exact integer products", MEAS ? SRC_BOTH : SRC_120, MEAS)
 
 static const precis_accumulator_row table[] = {
-    ROW(PRECIS_TARGET_SM80, PRECIS_MMA_F16, true, 24, 16, PROMOTE_EACH, ALIGN_TRUNC, SRC_BOTH " (A100)", true),
-    ROW(PRECIS_TARGET_SM80, PRECIS_MMA_TF32, true, 24, 8, PROMOTE_EACH, ALIGN_TRUNC, SRC_BOTH " (A100)", true),
+    ROW_SPLIT(PRECIS_TARGET_SM80, PRECIS_MMA_F16, 24, 16, SRC_BOTH " (A100)"),
+    ROW_SPLIT(PRECIS_TARGET_SM80, PRECIS_MMA_TF32, 24, 8, SRC_BOTH " (A100)"),
     ROW(PRECIS_TARGET_SM80, PRECIS_MMA_FP8, false, 0, 0, NONE_FP8, "-", "capability.c (FP8 route min_cc 89)", true),
     ROW(PRECIS_TARGET_SM80, PRECIS_MMA_MXFP8, false, 0, 0, NONE_BLOCK, "-", "capability.c (block-scaled min_cc 100)", true),
     ROW(PRECIS_TARGET_SM80, PRECIS_MMA_FP4, false, 0, 0, NONE_BLOCK, "-", "capability.c (block-scaled min_cc 100)", true),
     INT8_ROW(PRECIS_TARGET_SM80, true),
-    ROW(PRECIS_TARGET_SM89, PRECIS_MMA_F16, true, 24, 16, PROMOTE_EACH, ALIGN_TRUNC, SRC_SIM " (Ada)", true),
-    ROW(PRECIS_TARGET_SM89, PRECIS_MMA_TF32, true, 24, 8, PROMOTE_EACH, ALIGN_TRUNC, SRC_SIM " (Ada)", true),
+    ROW_SPLIT(PRECIS_TARGET_SM89, PRECIS_MMA_F16, 24, 16, SRC_SIM " (Ada)"),
+    ROW_SPLIT(PRECIS_TARGET_SM89, PRECIS_MMA_TF32, 24, 8, SRC_SIM " (Ada)"),
     ROW(PRECIS_TARGET_SM89, PRECIS_MMA_FP8, true, 13, 32, PROMOTE_FP8_HOPPER, ALIGN_TRUNC, SRC_SIM " (Ada FP8)", true),
     ROW(PRECIS_TARGET_SM89, PRECIS_MMA_MXFP8, false, 0, 0, NONE_BLOCK, "-", "capability.c (block-scaled min_cc 100)", true),
     ROW(PRECIS_TARGET_SM89, PRECIS_MMA_FP4, false, 0, 0, NONE_BLOCK, "-", "capability.c (block-scaled min_cc 100)", true),
@@ -99,8 +108,8 @@ static const precis_accumulator_row table[] = {
     ROW(PRECIS_TARGET_SM100, PRECIS_MMA_MXFP8, true, 25, 32, PROMOTE_EACH, ALIGN_TRUNC, SRC_SIM " (B200, tcgen05 kind::mxf8f6f4)", true),
     ROW(PRECIS_TARGET_SM100, PRECIS_MMA_FP4, true, 35, 64, PROMOTE_EACH, ALIGN_TRUNC, SRC_SIM " (B200, tcgen05 kind::mxf4nvf4)", true),
     INT8_ROW(PRECIS_TARGET_SM100, true),
-    ROW(PRECIS_TARGET_SM120, PRECIS_MMA_F16, true, 25, 16, PROMOTE_EACH, ALIGN_TRUNC, SRC_120, false),
-    ROW(PRECIS_TARGET_SM120, PRECIS_MMA_TF32, true, 25, 8, PROMOTE_EACH, ALIGN_TRUNC, SRC_120, false),
+    ROW(PRECIS_TARGET_SM120, PRECIS_MMA_F16, true, 25, 16, PROMOTE_EACH, ALIGN_TRUNC, SRC_RTX, true),
+    ROW(PRECIS_TARGET_SM120, PRECIS_MMA_TF32, true, 25, 8, PROMOTE_EACH, ALIGN_TRUNC, SRC_RTX, true),
     ROW(PRECIS_TARGET_SM120, PRECIS_MMA_FP8, true, 25, 32, PROMOTE_EACH, ALIGN_TRUNC, SRC_120, false),
     ROW(PRECIS_TARGET_SM120, PRECIS_MMA_MXFP8, true, 25, 32, PROMOTE_EACH, ALIGN_TRUNC, SRC_120, false),
     ROW(PRECIS_TARGET_SM120, PRECIS_MMA_FP4, true, 35, 64, PROMOTE_EACH, ALIGN_TRUNC, SRC_120, false),
@@ -108,6 +117,10 @@ static const precis_accumulator_row table[] = {
 };
 _Static_assert(sizeof table / sizeof table[0] == (PRECIS_TARGET_COUNT - 1) * PRECIS_MMA_FAMILY_COUNT,
                "one row per (target, family)");
+
+int precis_accumulator_row_block(const precis_accumulator_row *row) {
+  return row->dot_k > 0 ? row->dot_k : row->instruction_k;
+}
 
 const precis_accumulator_row *precis_accumulator_row_at(size_t index) {
   return index < sizeof table / sizeof table[0] ? &table[index] : NULL;

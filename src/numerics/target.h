@@ -51,7 +51,9 @@ typedef struct precis_accumulator_row {
   precis_mma_family family;
   bool has_tensor_cores;  /* false: the target has no MMA for this family */
   int fraction_bits;      /* bits kept after the leading one by the MMA's internal sum; -1: exact (integers) */
-  int instruction_k;      /* products summed by one MMA instruction (the model's block) */
+  int instruction_k;      /* products summed by one MMA instruction */
+  int dot_k;              /* products per fused dot-add (the model's block) when the instruction runs as
+                           * several (Ampere/Ada m16n8k16, m16n8k8: two of k/2); 0: instruction_k */
   const char *promotion;  /* when partial sums leave the narrow accumulator */
   const char *alignment;  /* how products are aligned before they are summed */
   const char *source;     /* where the width comes from */
@@ -64,13 +66,19 @@ const precis_accumulator_row *precis_accumulator_row_get(precis_target target, p
 /* Row i of the whole table (PRECIS_TARGET_COUNT-1 targets x families), NULL past the end. */
 const precis_accumulator_row *precis_accumulator_row_at(size_t index);
 
+/* The products one fused dot-add of the row's MMA sums (dot_k, else instruction_k). */
+int precis_accumulator_row_block(const precis_accumulator_row *row);
+
 /* The accumulator the cpu backend emulates for one spec: fraction_bits > 0 means the k-sum is held
  * in an accumulator truncated (toward zero) to that many fraction bits after every `block`
  * products, never promoted before the k-sum ends (then rounded to fp32); 0 means the backend's
- * fp32-sum model (OpenBLAS sgemm). */
+ * fp32-sum model (OpenBLAS sgemm). `family` says which MMA: fp16/bf16 and tf32 run the fused
+ * dot-add of src/eval/cpu_gemm_mma.h (alignment at the operands' exponent sum, MMA-Sim's rule),
+ * fp8 and the block-scaled families cpu_quantized.c's chain. */
 typedef struct precis_acc_model {
   int fraction_bits;
   int block;
+  precis_mma_family family;
 } precis_acc_model;
 
 #endif

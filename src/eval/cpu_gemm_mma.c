@@ -1,0 +1,395 @@
+/* The tensor cores' fp32-accumulating MMA (cpu_gemm_mma.h) on the CPU. The model is MMA-Sim's
+ * (arXiv 2511.10909, validated bitwise on Ampere, Ada, Hopper, Blackwell and RTX Blackwell): one
+ * fused dot-add aligns the exact products and the accumulator to the largest exponent among them,
+ * truncates each below 2^(emax - fraction_bits), sums exactly and writes an fp32 rounded toward
+ * zero. The reference follows that text one output at a time. The AVX2 kernel gives the same bits
+ * with doubles, four outputs per vector:
+ *
+ * - 2^(ea + eb) is the product of two exact powers of two Pa = 2^max(ilogb a, emin_a) and Pb (0 for
+ *   a zero operand: it never decides the maximum), so M = max(Pc, max_p Pa·Pb) = 2^emax exactly,
+ *   Pc = 2^max(ilogb d, -126) taken from d's exponent bits (0 for d = 0).
+ * - scale = 2^(fraction_bits - emax) is built from M's bits; a·b (at most 24 + 24 bits) and
+ *   a·b·scale are exact in double, vroundpd truncates toward zero, and the truncated terms (each
+ *   below 2^(fraction_bits + 2), at most 65 of them) sum exactly below 2^53.
+ * - the sum times 2^(emax - fraction_bits) is exact; clearing its low 29 significand bits rounds it
+ *   toward zero to fp32's 24 bits, and below 2^-126 truncation at 2^-149 keeps fp32's subnormal
+ *   grid, as MMA-Sim's normalisation does.
+ * The kernel runs only when that holds everywhere: every operand finite and max|a|·max|b|·k below
+ * 2^126 (no partial sum reaches fp32's overflow); otherwise the reference runs (inf and NaN as
+ * MMA-Sim gives them). tests/test_mma_chain.c checks the two paths bit for bit, and
+ * tests/venv/test_mma_oracle.py the cpu backend's rows against an independent NumPy model. */
+#include "cpu_gemm_mma.h"
+
+#include <limits.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#include <immintrin.h>
+#define PRECIS_MMA_X86 1
+#else
+#define PRECIS_MMA_X86 0
+#endif
+
+/* The exponent a term aligns at: its own, or its format's smallest normal one when subnormal. */
+static int align_exp(double x, int emin) {
+  int e = ilogb(x);
+  return e < emin ? emin : e;
+}
+
+/* v rounded toward zero to fp32 (24 significant bits; below 2^-126 multiples of 2^-149). */
+static double rz_f32(double v) {
+  if (v == 0) return 0.0;
+  int e = align_exp(v, -126);
+  double q = ldexp(1.0, e - 23);
+  return trunc(v / q) * q;
+}
+
+void precis_gemm_mma_reference(const float *a, const float *b, float *c, size_t rows, size_t n, size_t k,
+                               const precis_mma_shape *shape) {
+  const int fb = shape->fraction_bits;
+  const size_t blk = shape->block > 0 ? (size_t)shape->block : 1;
+  for (size_t i = 0; i < rows; i++) {
+    const float *ai = a + i * k;
+    for (size_t j = 0; j < n; j++) {
+      float d = 0.0f;
+      for (size_t p0 = 0; p0 < k; p0 += blk) {
+        size_t p1 = k - p0 < blk ? k : p0 + blk;
+        double fsum = d;
+        int emax = INT_MIN;
+        if (d != 0) emax = align_exp(d, -126);
+        for (size_t p = p0; p < p1; p++) {
+          double x = ai[p], y = b[p * n + j];
+          fsum += x * y;
+          if (x != 0 && y != 0) {
+            int e = align_exp(x, shape->emin_a) + align_exp(y, shape->emin_b);
+            if (e > emax) emax = e;
+          }
+        }
+        if (!isfinite(fsum)) { /* inf or NaN operands: the fp64 sum, as MMA-Sim returns it */
+          d = (float)fsum;
+          continue;
+        }
+        if (emax == INT_MIN) { /* every term zero */
+          d = 0.0f;
+          continue;
+        }
+        double scale = ldexp(1.0, fb - emax);
+        double s = trunc((double)d * scale);
+        for (size_t p = p0; p < p1; p++) s += trunc((double)ai[p] * (double)b[p * n + j] * scale);
+        d = (float)rz_f32(s / scale); /* beyond fp32's range: inf */
+      }
+      c[i * n + j] = d;
+    }
+  }
+}
+
+#if PRECIS_MMA_X86
+
+#define TARGET_AVX2 __attribute__((target("avx2")))
+#define MMA_TILE 8 /* columns per tile: two vectors of four doubles */
+#define MMA_ROWS 2 /* rows per register block */
+
+/* 2^max(ilogb x, emin) as a double, 0 for x = 0 (finite x), from x's bits (emin >= -126). */
+static inline double pow2_align(float x, int emin) {
+  uint32_t u;
+  memcpy(&u, &x, sizeof u);
+  if ((u & 0x7fffffffu) == 0) return 0.0;
+  int e = (int)((u >> 23) & 0xffu) - 127; /* -127 for a subnormal: below any emin */
+  if (e < emin) e = emin;
+  uint64_t bits = (uint64_t)(e + 1023) << 52;
+  double p;
+  memcpy(&p, &bits, sizeof p);
+  return p;
+}
+
+/* The fp32 round toward zero of four exact doubles (finite, below 2^128). */
+static inline TARGET_AVX2 __m256d rz_f32_avx2(__m256d v) {
+  const __m256d abs_mask = _mm256_castsi256_pd(_mm256_set1_epi64x(INT64_C(0x7fffffffffffffff)));
+  const __m256d keep24 = _mm256_castsi256_pd(_mm256_set1_epi64x((int64_t)UINT64_C(0xffffffffe0000000)));
+  __m256d normal = _mm256_and_pd(v, keep24);
+  __m256d tiny = _mm256_cmp_pd(_mm256_and_pd(v, abs_mask), _mm256_set1_pd(0x1p-126), _CMP_LT_OQ);
+  if (_mm256_movemask_pd(tiny) == 0) return normal;
+  __m256d sub = _mm256_mul_pd(_mm256_round_pd(_mm256_mul_pd(v, _mm256_set1_pd(0x1p149)), _MM_FROUND_TO_ZERO |
+                                                                                            _MM_FROUND_NO_EXC),
+                              _mm256_set1_pd(0x1p-149));
+  return _mm256_blendv_pd(normal, sub, tiny);
+}
+
+/* Pc = 2^max(ilogb d, -126) from d's exponent bits, 0 for d = 0. */
+static inline TARGET_AVX2 __m256d pow2_of_acc_avx2(__m256d d) {
+  const __m256d exp_mask = _mm256_castsi256_pd(_mm256_set1_epi64x(INT64_C(0x7ff0000000000000)));
+  __m256d p = _mm256_max_pd(_mm256_and_pd(d, exp_mask), _mm256_set1_pd(0x1p-126));
+  return _mm256_and_pd(p, _mm256_cmp_pd(d, _mm256_setzero_pd(), _CMP_NEQ_OQ));
+}
+
+/* `nr` (1..2) rows by one tile of 8 columns over `len` products of k (a multiple of the block).
+ * `ap` holds the rows' (a, Pa) pairs p-major: ap[(p * nr + r) * 2 + {0, 1}]; `bp` and `pb` the
+ * tile's B values and Pb, 8 per p, `bstride` apart; `d` the rows' accumulators (fp32 values in doubles), `dstride`
+ * apart, read at the start and written back. always_inline with a constant nr, so that the state
+ * stays in registers. */
+static inline __attribute__((always_inline)) TARGET_AVX2 void
+block_avx2(const double *ap, const double *bp, const double *pb, size_t bstride, double *dp, size_t dstride, size_t len,
+           size_t blk, int fb, int nr) {
+  __m256d d[MMA_ROWS][2];
+  for (int r = 0; r < nr; r++)
+    for (int v = 0; v < 2; v++) d[r][v] = _mm256_loadu_pd(dp + (size_t)r * dstride + (size_t)v * 4);
+  const __m256d floor_m = _mm256_set1_pd(0x1p-600); /* every term zero: any scale, the sum is 0 */
+  const __m256i scale_bias = _mm256_set1_epi64x((int64_t)(2046 + fb) << 52);
+  const __m256d inv_fb = _mm256_set1_pd(ldexp(1.0, -fb));
+  for (size_t p0 = 0; p0 < len; p0 += blk) {
+    __m256d m[MMA_ROWS][2];
+    for (int r = 0; r < nr; r++)
+      for (int v = 0; v < 2; v++) m[r][v] = _mm256_max_pd(pow2_of_acc_avx2(d[r][v]), floor_m);
+    for (size_t p = p0; p < p0 + blk; p++) {
+      __m256d pb0 = _mm256_loadu_pd(pb + p * bstride), pb1 = _mm256_loadu_pd(pb + p * bstride + 4);
+      for (int r = 0; r < nr; r++) {
+        __m256d pa = _mm256_broadcast_sd(ap + (p * (size_t)nr + (size_t)r) * 2 + 1);
+        m[r][0] = _mm256_max_pd(m[r][0], _mm256_mul_pd(pa, pb0));
+        m[r][1] = _mm256_max_pd(m[r][1], _mm256_mul_pd(pa, pb1));
+      }
+    }
+    __m256d scale[MMA_ROWS][2], s[MMA_ROWS][2];
+    for (int r = 0; r < nr; r++)
+      for (int v = 0; v < 2; v++) {
+        /* 2^(fb - emax) from M = 2^emax: the biased exponents subtract. */
+        scale[r][v] = _mm256_castsi256_pd(_mm256_sub_epi64(scale_bias, _mm256_castpd_si256(m[r][v])));
+        s[r][v] = _mm256_round_pd(_mm256_mul_pd(d[r][v], scale[r][v]), _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+      }
+    for (size_t p = p0; p < p0 + blk; p++) {
+      __m256d b0 = _mm256_loadu_pd(bp + p * bstride), b1 = _mm256_loadu_pd(bp + p * bstride + 4);
+      for (int r = 0; r < nr; r++) {
+        __m256d av = _mm256_broadcast_sd(ap + (p * (size_t)nr + (size_t)r) * 2);
+        __m256d t0 = _mm256_mul_pd(_mm256_mul_pd(av, b0), scale[r][0]);
+        __m256d t1 = _mm256_mul_pd(_mm256_mul_pd(av, b1), scale[r][1]);
+        s[r][0] = _mm256_add_pd(s[r][0], _mm256_round_pd(t0, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC));
+        s[r][1] = _mm256_add_pd(s[r][1], _mm256_round_pd(t1, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC));
+      }
+    }
+    for (int r = 0; r < nr; r++)
+      for (int v = 0; v < 2; v++) d[r][v] = rz_f32_avx2(_mm256_mul_pd(s[r][v], _mm256_mul_pd(m[r][v], inv_fb)));
+  }
+  for (int r = 0; r < nr; r++)
+    for (int v = 0; v < 2; v++) _mm256_storeu_pd(dp + (size_t)r * dstride + (size_t)v * 4, d[r][v]);
+}
+
+typedef struct mma_job {
+  const float *a;
+  const double *apack; /* (a, Pa) per row block, p-major (pack_rows) */
+  const float *b;
+  float *c;
+  double *dstate; /* rows x np accumulators */
+  size_t rows, col0, col1, n, np, k, kp, kc;
+  bool p_major; /* B's chunk p-major (few rows: packing is as costly as the products) else tile-major */
+  const precis_mma_shape *shape;
+} mma_job;
+
+/* Four values and their 2^max(ilogb x, emin) (0 for x = 0): x as a double keeps its exponent, a
+ * subnormal of fp32 included, and the maximum with 2^emin aligns every subnormal of the format. */
+static inline TARGET_AVX2 void values_and_pow2_avx2(__m128 x, __m256d pmin, __m256d *value, __m256d *pow2) {
+  const __m256d exp_mask = _mm256_castsi256_pd(_mm256_set1_epi64x(INT64_C(0x7ff0000000000000)));
+  __m256d v = _mm256_cvtps_pd(x);
+  *value = v;
+  *pow2 = _mm256_and_pd(_mm256_max_pd(_mm256_and_pd(v, exp_mask), pmin),
+                        _mm256_cmp_pd(v, _mm256_setzero_pd(), _CMP_NEQ_OQ));
+}
+
+/* Rows p0..p0+len of B's columns col0..col1 (a multiple of 8 wide, zero past n and k) as doubles
+ * and their Pb, read along B's rows (its pages in order). Tile-major: tile t's 8 values of row p at
+ * ((t * len) + p) * 8, each tile's part contiguous for the kernel. p-major (few rows of A, a short
+ * chunk): row p's at p * (col1 - col0), the writes in order too. */
+static TARGET_AVX2 void pack_chunk(const float *b, size_t n, size_t k, size_t p0, size_t len, size_t col0,
+                                   size_t col1, int emin, bool p_major, double *bp, double *pb) {
+  const __m256d pmin = _mm256_set1_pd(ldexp(1.0, emin));
+  for (size_t p = 0; p < len; p++) {
+    const float *row = b + (p0 + p) * n;
+    for (size_t col = col0; col < col1; col += 4) {
+      __m128 x;
+      if (p0 + p < k && col + 4 <= n) x = _mm_loadu_ps(row + col);
+      else {
+        float tmp[4] = {0, 0, 0, 0};
+        for (size_t l = 0; l < 4; l++)
+          if (p0 + p < k && col + l < n) tmp[l] = row[col + l];
+        x = _mm_loadu_ps(tmp);
+      }
+      __m256d v, w;
+      values_and_pow2_avx2(x, pmin, &v, &w);
+      size_t t = (col - col0) / MMA_TILE;
+      size_t at = p_major ? p * (col1 - col0) + (col - col0) : (t * len + p) * MMA_TILE + (col - col0) % MMA_TILE;
+      _mm256_storeu_pd(bp + at, v);
+      _mm256_storeu_pd(pb + at, w);
+    }
+  }
+}
+
+/* Columns [col0, col1) of every row, k in chunks of job->kc products: the chunk of B's columns is
+ * packed once (read along B's rows), each 8-column tile of it (16 doubles per p) stays in L1 while
+ * every row block goes through it; the accumulators wait in dstate between chunks. */
+static TARGET_AVX2 void cols_avx2(const mma_job *job, double *bp, double *pb) {
+  const size_t n = job->n, np = job->np, kp = job->kp, blk = (size_t)job->shape->block, rows = job->rows;
+  const int fb = job->shape->fraction_bits;
+  for (size_t i = 0; i < rows; i++) memset(job->dstate + i * np + job->col0, 0, (job->col1 - job->col0) * sizeof(double));
+  for (size_t p0 = 0; p0 < kp; p0 += job->kc) {
+    size_t len = kp - p0 < job->kc ? kp - p0 : job->kc;
+    pack_chunk(job->b, n, job->k, p0, len, job->col0, job->col1, job->shape->emin_b, job->p_major, bp, pb);
+    const size_t bstride = job->p_major ? job->col1 - job->col0 : MMA_TILE;
+    for (size_t col = job->col0; col < job->col1; col += MMA_TILE) {
+      size_t off = job->p_major ? col - job->col0 : (col - job->col0) * len;
+      const double *bt = bp + off, *pt = pb + off;
+      for (size_t i = 0; i < rows; i += MMA_ROWS) {
+        int nr = rows - i >= MMA_ROWS ? MMA_ROWS : 1;
+        const double *ap = job->apack + i * kp * 2 + p0 * (size_t)nr * 2;
+        double *dp = job->dstate + i * np + col;
+        if (nr == MMA_ROWS) block_avx2(ap, bt, pt, bstride, dp, np, len, blk, fb, MMA_ROWS);
+        else block_avx2(ap, bt, pt, bstride, dp, np, len, blk, fb, 1);
+      }
+    }
+  }
+  /* +0 for a zero sum (d + 0 turns -0 into +0); every d is an fp32 value. */
+  size_t end = job->col1 < n ? job->col1 : n;
+  for (size_t i = 0; i < rows; i++)
+    for (size_t j = job->col0; j < end; j++) job->c[i * n + j] = (float)(job->dstate[i * np + j] + 0.0);
+}
+
+static void *mma_thread(void *arg) {
+  const mma_job *job = arg;
+  size_t count = job->kc * (job->col1 - job->col0);
+  double *bp = malloc(count * 2 * sizeof(double));
+  if (bp) cols_avx2(job, bp, bp + count);
+  else { /* no memory for the chunk: the reference on these columns, same bits */
+    size_t end = job->col1 < job->n ? job->col1 : job->n;
+    for (size_t i = 0; i < job->rows; i++)
+      for (size_t j = job->col0; j < end; j++) {
+        float *col = malloc(job->k * sizeof *col);
+        if (!col) continue;
+        for (size_t p = 0; p < job->k; p++) col[p] = job->b[p * job->n + j];
+        precis_gemm_mma_reference(job->a + i * job->k, col, job->c + i * job->n + j, 1, 1, job->k, job->shape);
+        free(col);
+      }
+  }
+  free(bp);
+  return NULL;
+}
+
+/* A's rows as (a, Pa) pairs, p-major within each block of MMA_ROWS rows (the last may hold one),
+ * zero past k. */
+static void pack_rows(const float *a, size_t rows, size_t k, size_t kp, int emin, double *apack) {
+  for (size_t i = 0; i < rows; i += MMA_ROWS) {
+    size_t nr = rows - i >= MMA_ROWS ? MMA_ROWS : 1;
+    double *blockp = apack + i * kp * 2;
+    for (size_t p = 0; p < kp; p++)
+      for (size_t r = 0; r < nr; r++) {
+        float x = p < k ? a[(i + r) * k + p] : 0.0f;
+        blockp[(p * nr + r) * 2] = x;
+        blockp[(p * nr + r) * 2 + 1] = pow2_align(x, emin);
+      }
+  }
+}
+
+/* The kernel's preconditions (header comment): finite operands, max|a|·max|b|·k < 2^126. */
+static bool vector_safe(const float *a, size_t na, const float *b, size_t nb, size_t k) {
+  float ma = 0, mb = 0;
+  for (size_t i = 0; i < na; i++) {
+    float x = fabsf(a[i]);
+    if (!(x <= 3.4028235e38f)) return false; /* inf or NaN */
+    ma = x > ma ? x : ma;
+  }
+  for (size_t i = 0; i < nb; i++) {
+    float x = fabsf(b[i]);
+    if (!(x <= 3.4028235e38f)) return false;
+    mb = x > mb ? x : mb;
+  }
+  return (double)ma * (double)mb * (double)(k + 1) < 0x1p126;
+}
+
+/* Threads over blocks of columns, one per online CPU, for products large enough to pay for them. */
+#define MMA_MAX_THREADS 64
+#define MMA_MIN_WORK_PER_THREAD (1u << 22)
+
+static bool mma_vector(const float *a, const float *b, float *c, size_t rows, size_t n, size_t k,
+                       const precis_mma_shape *shape) {
+  size_t blk = (size_t)shape->block, kp = (k + blk - 1) / blk * blk;
+  if (kp > SIZE_MAX / (rows * 2 * sizeof(double) + 1)) return false;
+  size_t np = (n + MMA_TILE - 1) / MMA_TILE * MMA_TILE;
+  double *apack = malloc(rows * kp * 2 * sizeof(double)), *dstate = malloc(rows * np * sizeof(double));
+  if (!apack || !dstate) {
+    free(apack);
+    free(dstate);
+    return false;
+  }
+  pack_rows(a, rows, k, kp, shape->emin_a, apack);
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  size_t threads = cpus > 0 ? (size_t)cpus : 1;
+  if (threads > MMA_MAX_THREADS) threads = MMA_MAX_THREADS;
+  double work = (double)rows * (double)n * (double)k;
+  while (threads > 1 && work / (double)threads < (double)MMA_MIN_WORK_PER_THREAD) threads--;
+  size_t tiles = np / MMA_TILE;
+  if (threads > tiles) threads = tiles;
+  if (threads < 1) threads = 1;
+  /* k-chunk: A's chunk within about 512 KiB (16 bytes per element; it stays in L2 while the tiles
+   * go by), a tile of B's (128 bytes per p) in L1; at least one block, at most 256 products. */
+  size_t kc = ((size_t)1 << 19) / (16 * rows) / blk * blk;
+  if (kc < blk) kc = blk;
+  if (kc > 256) kc = 256 / blk * blk;
+  /* Few rows: B's chunk p-major and short (each p a page: 32 of them per chunk, not to thrash the TLB). */
+  bool p_major = rows < 8;
+  if (p_major) kc = blk >= 16 ? blk : 16 / blk * blk;
+  if (kc > kp) kc = kp;
+  mma_job jobs[MMA_MAX_THREADS];
+  pthread_t ids[MMA_MAX_THREADS];
+  bool started[MMA_MAX_THREADS];
+  for (size_t t = 0; t < threads; t++) {
+    size_t first = tiles * t / threads, last = tiles * (t + 1) / threads;
+    jobs[t] = (mma_job){a, apack, b, c, dstate, rows, first * MMA_TILE, last * MMA_TILE, n, np, k, kp, kc, p_major, shape};
+    started[t] = t > 0 && pthread_create(&ids[t], NULL, mma_thread, &jobs[t]) == 0;
+  }
+  for (size_t t = 0; t < threads; t++)
+    if (!started[t]) mma_thread(&jobs[t]);
+  for (size_t t = 1; t < threads; t++)
+    if (started[t]) pthread_join(ids[t], NULL);
+  free(apack);
+  free(dstate);
+  return true;
+}
+
+/* CPUID: AVX2 (leaf 7 EBX) and the OS saving the YMM state (OSXSAVE, XCR0 bits 1 and 2). */
+static precis_mma_path cpu_best_path(void) {
+  unsigned eax, ebx, ecx, edx;
+  if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx) || !(ecx & bit_OSXSAVE)) return PRECIS_MMA_PATH_SCALAR;
+  if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return PRECIS_MMA_PATH_SCALAR;
+  unsigned xcr0_lo, xcr0_hi;
+  __asm__("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
+  (void)xcr0_hi;
+  return (xcr0_lo & 0x6u) == 0x6u && (ebx & bit_AVX2) ? PRECIS_MMA_PATH_AVX2 : PRECIS_MMA_PATH_SCALAR;
+}
+
+#endif /* PRECIS_MMA_X86 */
+
+const char *precis_mma_path_name(precis_mma_path path) { return path == PRECIS_MMA_PATH_AVX2 ? "avx2" : "scalar"; }
+
+precis_mma_path precis_gemm_mma_path(void) {
+  precis_mma_path best = PRECIS_MMA_PATH_SCALAR;
+#if PRECIS_MMA_X86
+  best = cpu_best_path();
+#endif
+  const char *cap = getenv("PRECIS_MMA_PATH");
+  if (cap && strcmp(cap, "scalar") == 0) best = PRECIS_MMA_PATH_SCALAR;
+  return best;
+}
+
+void precis_gemm_mma(const float *a, const float *b, float *c, size_t rows, size_t n, size_t k,
+                     const precis_mma_shape *shape) {
+  if (rows == 0 || n == 0) return;
+#if PRECIS_MMA_X86
+  if (k > 0 && shape->block > 0 && shape->block <= 64 && precis_gemm_mma_path() == PRECIS_MMA_PATH_AVX2 &&
+      vector_safe(a, rows * k, b, k * n, k) && mma_vector(a, b, c, rows, n, k, shape))
+    return;
+#endif
+  precis_gemm_mma_reference(a, b, c, rows, n, k, shape);
+}

@@ -1,0 +1,42 @@
+/* GEMM in the tensor cores' fp32-accumulating MMA arithmetic (fp16/bf16/tf32 recipes on the cpu
+ * backend under a --target, DESIGN §19, docs/formats.md "Target architectures"): the scalar
+ * reference and an AVX2 kernel (threads over rows) that give bit-identical results, chosen at run
+ * time by the CPU's features. */
+#ifndef PRECIS_CPU_GEMM_MMA_H
+#define PRECIS_CPU_GEMM_MMA_H
+
+#include <stddef.h>
+
+/* One fused dot-add of the MMA (MMA-Sim, Xie et al., arXiv 2511.10909, `nv_fused_dot_add`):
+ * `block` products a·b and the fp32 accumulator d; each term's exponent is the operands' exponent
+ * sum ea + eb (the product's significand, in [1, 4), is not normalised first; a subnormal operand
+ * counts at its format's smallest normal exponent `emin`) and d's own (at least -126); every term
+ * is truncated toward zero to a multiple of 2^(emax - fraction_bits), emax the largest of those
+ * exponents, the truncated terms are summed exactly, and the sum is written to d as an fp32
+ * rounded toward zero (subnormals on fp32's 2^-149 grid). A k that is not a multiple of `block`
+ * ends with a shorter dot-add (the hardware pads with zeros: the same result). A sum that is not
+ * finite (inf or NaN operands) is d's fp64 sum, as in MMA-Sim. */
+typedef struct precis_mma_shape {
+  int fraction_bits; /* 24 (sm_80, sm_89) or 25 (sm_90, sm_100, sm_120); 1..30 */
+  int block;         /* products per fused dot-add: 4, 8 or 16; 1..64 */
+  int emin_a, emin_b; /* smallest normal exponent of A's and B's format: fp16 -14, bf16 and tf32 -126 */
+} precis_mma_shape;
+
+/* C[rows,n] = A[rows,k] · B[k,n] (row-major, contiguous), each output's chain starting at d = +0 and
+ * running over k in order, block by block. A and B hold values of their formats (a product is exact
+ * in double). */
+void precis_gemm_mma(const float *a, const float *b, float *c, size_t rows, size_t n, size_t k,
+                     const precis_mma_shape *shape);
+
+/* The scalar reference (one output at a time, in double). */
+void precis_gemm_mma_reference(const float *a, const float *b, float *c, size_t rows, size_t n, size_t k,
+                               const precis_mma_shape *shape);
+
+/* The paths, slowest first. The fastest the CPU has is taken (AVX2 when the operands are finite and
+ * no partial sum can overflow fp32, else the reference); PRECIS_MMA_PATH=scalar in the environment
+ * caps it, so that tests and benchmarks can compare them. */
+typedef enum { PRECIS_MMA_PATH_SCALAR, PRECIS_MMA_PATH_AVX2 } precis_mma_path;
+precis_mma_path precis_gemm_mma_path(void);
+const char *precis_mma_path_name(precis_mma_path path);
+
+#endif

@@ -1,0 +1,179 @@
+/* The tensor cores' fp32-accumulating MMA on the CPU (src/eval/cpu_gemm_mma.c): the AVX2 kernel
+ * gives the same bits as the scalar reference on random shapes (k tails of every block size, odd n
+ * for the column tails, odd rows for the row tail, a product large enough for threads) and on
+ * inputs that reach each rule: exponents spread so that truncation bites, fp16 subnormals (aligned
+ * at 2^-14), cancellation to zero (+0), sums in fp32's subnormal range, and inf operands (the
+ * reference's fp64 sum; the kernel is not taken). Hand-worked cases pin the reference itself to the
+ * rule: the 24- and 25-bit widths, the alignment at ea + eb rather than the product's own exponent,
+ * the block boundary and the truncation of the accumulator. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "eval/cpu_gemm_mma.h"
+#include "numerics/format.h"
+#include "harness.h"
+
+static uint64_t state = 0x2545f4914f6cdd1dull;
+static uint64_t next_u64(void) {
+  state ^= state << 13;
+  state ^= state >> 7;
+  state ^= state << 17;
+  return state;
+}
+static double uniform(void) { return (double)(next_u64() >> 11) * 0x1p-53; }
+
+typedef enum { KIND_BF16, KIND_F16, KIND_TF32, KIND_SPREAD, KIND_F16_SUB, KIND_CANCEL, KIND_F32_SUB, KIND_COUNT } kind;
+static const char *kind_names[] = {"bf16", "fp16", "tf32", "spread", "fp16-subnormal", "cancel", "fp32-subnormal"};
+
+static precis_mma_shape shape_of(kind what, int bits, int block) {
+  int emin = what == KIND_F16 || what == KIND_F16_SUB ? -14 : -126;
+  return (precis_mma_shape){.fraction_bits = bits, .block = block, .emin_a = emin, .emin_b = emin};
+}
+
+static float draw(kind what) {
+  double u = (uniform() - 0.5) * 4.0;
+  switch (what) {
+  case KIND_BF16: return precis_round_bf16((float)u);
+  case KIND_F16: return precis_round_f16((float)u);
+  case KIND_TF32: return precis_round_tf32((float)u);
+  case KIND_SPREAD: return precis_round_bf16(ldexpf((float)u, (int)(next_u64() % 40) - 20));
+  case KIND_F16_SUB: return precis_round_f16(ldexpf((float)u, -(int)(next_u64() % 14)));
+  case KIND_CANCEL: return (float)((int)(next_u64() % 5) - 2);
+  case KIND_F32_SUB: return precis_round_bf16(ldexpf((float)u, -60 - (int)(next_u64() % 10)));
+  default: return 0.0f;
+  }
+}
+
+static uint32_t bits_of(float x) {
+  uint32_t u;
+  memcpy(&u, &x, sizeof u);
+  return u;
+}
+
+static int same_bits_ab(const float *a, const float *b, size_t rows, size_t n, size_t k, const precis_mma_shape *s,
+                        const char *what) {
+  float *fast = malloc(rows * n * sizeof *fast), *ref = malloc(rows * n * sizeof *ref);
+  int same = fast && ref;
+  if (same) {
+    memset(fast, 0xa5, rows * n * sizeof *fast); /* a lane the kernel forgets to write shows */
+    precis_gemm_mma(a, b, fast, rows, n, k, s);
+    precis_gemm_mma_reference(a, b, ref, rows, n, k, s);
+    for (size_t i = 0; i < rows * n && same; i++)
+      if (bits_of(fast[i]) != bits_of(ref[i])) {
+        fprintf(stderr, "%s %zux%zux%zu bits %d block %d: c[%zu][%zu] = %a, reference %a\n", what, rows, n, k,
+                s->fraction_bits, s->block, i / n, i % n, (double)fast[i], (double)ref[i]);
+        same = 0;
+      }
+  }
+  free(fast);
+  free(ref);
+  return same;
+}
+
+static int same_bits(size_t rows, size_t n, size_t k, kind what, int bits, int block) {
+  float *a = malloc(rows * k * sizeof *a), *b = malloc(k * n * sizeof *b);
+  int same = 0;
+  if (a && b) {
+    for (size_t i = 0; i < rows * k; i++) a[i] = draw(what);
+    for (size_t i = 0; i < k * n; i++) b[i] = draw(what);
+    precis_mma_shape s = shape_of(what, bits, block);
+    same = same_bits_ab(a, b, rows, n, k, &s, kind_names[what]);
+  }
+  free(a);
+  free(b);
+  return same;
+}
+
+static float one_dot(const float *a, const float *b, size_t k, int bits, int block, int emin) {
+  precis_mma_shape s = {.fraction_bits = bits, .block = block, .emin_a = emin, .emin_b = emin};
+  float c = -1.0f;
+  precis_gemm_mma_reference(a, b, &c, 1, 1, k, &s);
+  return c;
+}
+
+TEST(the_reference_follows_the_rule) {
+  /* 1 + 4 x 2^-25: 25 bits keep each 2^-25 next to 1 (the sum 1 + 2^-23 is an fp32), 24 bits drop
+   * them all. */
+  const float a[5] = {1.0f, 0x1p-25f, 0x1p-25f, 0x1p-25f, 0x1p-25f}, ones[5] = {1, 1, 1, 1, 1};
+  CHECK(one_dot(a, ones, 5, 25, 8, -126) == 1.0f + 0x1p-23f);
+  CHECK(one_dot(a, ones, 5, 24, 8, -126) == 1.0f);
+  /* The same terms in blocks of 1: the fp32 accumulator (RZ) absorbs nothing below 2^-23. */
+  CHECK(one_dot(a, ones, 5, 25, 1, -126) == 1.0f);
+  /* Blocks of 4: 1 + 3 x 2^-25 truncates to 1 in fp32, then 1 + 2^-25 again. */
+  CHECK(one_dot(a, ones, 5, 25, 4, -126) == 1.0f);
+  /* Alignment at ea + eb: 1.5 x 1.5 = 2.25 aligns at 2^0, so with 2 fraction bits 2^-2 survives next
+   * to it (0.25 = 1 quantum); aligned at the product's own exponent 2^1 it would not. */
+  const float x[2] = {1.5f, 0.25f}, y[2] = {1.5f, 1.0f};
+  CHECK(one_dot(x, y, 2, 2, 2, -126) == 2.5f);
+  /* Truncation toward zero, negative terms too: -1 - 2^-26 keeps -1 at 25 bits. */
+  const float m[2] = {-1.0f, -0x1p-26f};
+  CHECK(one_dot(m, ones, 2, 25, 2, -126) == -1.0f);
+  /* An fp16 subnormal aligns at 2^-14: 2^-20 x 2^-20 next to nothing else keeps its bits. */
+  const float s1[1] = {0x1p-20f};
+  CHECK(one_dot(s1, s1, 1, 24, 1, -14) == 0x1p-40f);
+  /* Cancellation gives +0. */
+  const float p[2] = {1.0f, -1.0f};
+  float z = one_dot(p, ones, 2, 25, 2, -126);
+  CHECK(z == 0.0f && !signbit(z));
+}
+
+TEST(vector_path_matches_the_reference) {
+  if (precis_gemm_mma_path() == PRECIS_MMA_PATH_SCALAR)
+    printf("note: no AVX2 here: both sides are the reference, the comparisons below are trivial\n");
+  static const size_t shapes[][3] = {{1, 1, 1}, {1, 7, 3},  {2, 8, 16},  {3, 9, 17},  {5, 15, 33},
+                                     {4, 16, 5}, {7, 17, 64}, {9, 31, 100}, {1, 33, 7}, {2, 1, 200}};
+  static const int widths[][2] = {{25, 16}, {24, 8}, {25, 8}, {24, 4}};
+  for (int what = 0; what < KIND_COUNT; what++)
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+      for (size_t w = 0; w < sizeof widths / sizeof widths[0]; w++)
+        CHECK_MSG(same_bits(shapes[s][0], shapes[s][1], shapes[s][2], (kind)what, widths[w][0], widths[w][1]),
+                  "kind %s", kind_names[what]);
+}
+
+TEST(random_shapes_and_threads) {
+  for (int t = 0; t < 80; t++) {
+    size_t rows = 1 + next_u64() % 11, n = 1 + next_u64() % 40, k = 1 + next_u64() % 150;
+    kind what = (kind)(next_u64() % KIND_COUNT);
+    int bits = next_u64() % 2 ? 25 : 24, block = 4 << (next_u64() % 3);
+    CHECK_MSG(same_bits(rows, n, k, what, bits, block), "trial %d", t);
+  }
+  /* 67 x 333 x 400 = 8.9M products: above the work that starts a second thread. */
+  CHECK(same_bits(67, 333, 400, KIND_BF16, 25, 16));
+  CHECK(same_bits(67, 333, 400, KIND_SPREAD, 24, 8));
+}
+
+TEST(specials_take_the_reference) {
+  float a[3] = {1.0f, INFINITY, 2.0f}, b[3] = {1.0f, 1.0f, 1.0f};
+  precis_mma_shape s = {.fraction_bits = 25, .block = 2, .emin_a = -126, .emin_b = -126};
+  float c = 0;
+  precis_gemm_mma(a, b, &c, 1, 1, 3, &s);
+  CHECK(isinf(c) && c > 0);
+  CHECK(same_bits_ab(a, b, 1, 1, 3, &s, "inf"));
+  setenv("PRECIS_MMA_PATH", "scalar", 1);
+  CHECK_EQ_INT(precis_gemm_mma_path(), PRECIS_MMA_PATH_SCALAR);
+  unsetenv("PRECIS_MMA_PATH");
+}
+
+TEST(the_widths_differ_from_fp32_sums_and_each_other) {
+  size_t rows = 8, n = 8, k = 256, diff2425 = 0, diff_sgemm = 0;
+  float a[8 * 256], b[256 * 8], c24[64], c25[64];
+  for (size_t i = 0; i < rows * k; i++) a[i] = draw(KIND_SPREAD);
+  for (size_t i = 0; i < k * n; i++) b[i] = draw(KIND_SPREAD);
+  precis_mma_shape s24 = shape_of(KIND_SPREAD, 24, 8), s25 = shape_of(KIND_SPREAD, 25, 16);
+  precis_gemm_mma(a, b, c24, rows, n, k, &s24);
+  precis_gemm_mma(a, b, c25, rows, n, k, &s25);
+  for (size_t i = 0; i < rows; i++)
+    for (size_t j = 0; j < n; j++) {
+      float f = 0;
+      for (size_t p = 0; p < k; p++) f += a[i * k + p] * b[p * n + j];
+      diff2425 += bits_of(c24[i * n + j]) != bits_of(c25[i * n + j]);
+      diff_sgemm += bits_of(f) != bits_of(c25[i * n + j]);
+    }
+  printf("24-bit/8 vs 25-bit/16: %zu of 64 differ; fp32 sequential sums vs 25-bit: %zu\n", diff2425, diff_sgemm);
+  CHECK(diff2425 > 0 && diff_sgemm > 0);
+}
+
+RUN_TESTS(T(the_reference_follows_the_rule), T(vector_path_matches_the_reference), T(random_shapes_and_threads),
+          T(specials_take_the_reference), T(the_widths_differ_from_fp32_sums_and_each_other))
