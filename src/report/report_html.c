@@ -781,8 +781,9 @@ static char *html_text(const precis_report *report) {
   precis_buf_append(&b, "</b>");
   if (cpu)
     precis_buf_append(&b, ". <b>All timings and throughputs are CPU timings</b> of a software emulation of the number "
-                          "formats, not GPU figures. Float recipes are emulated with FP32 products and sums (tensor "
-                          "cores round differently); INT8 is exact.");
+                          "formats, not GPU figures. fp16/bf16/tf32, fp8 fast accumulation and the block-scaled MMAs "
+                          "follow the target's tensor-core accumulator (each row's details name the model); other "
+                          "float recipes use FP32 products and sums; INT8 is exact.");
   else {
     const char *device = precis_kv_get(&report->environment, "device");
     if (device) {

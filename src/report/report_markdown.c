@@ -308,8 +308,9 @@ static char *markdown_text(const precis_report *report) {
   precis_buf_append(&b, "**");
   if (cpu)
     precis_buf_append(&b, ". Timings are **CPU timings** of a software emulation of the number formats, not GPU "
-                          "figures; float recipes are emulated with FP32 products and sums (tensor cores round "
-                          "differently), INT8 is exact.");
+                          "figures; fp16/bf16/tf32, fp8 fast accumulation and the block-scaled MMAs follow the target's "
+                          "tensor-core accumulator (each row's details name the model), other float recipes use FP32 "
+                          "products and sums, INT8 is exact.");
   precis_buf_appendf(&b, "\n\nprecis %s", report->tool_version ? report->tool_version : "?");
   if (report->tool_commit) {
     precis_buf_append(&b, " (commit ");
