@@ -141,7 +141,9 @@ block_avx2(const double *ap, const double *bp, const double *pb, size_t bstride,
   for (int r = 0; r < nr; r++)
     for (int v = 0; v < 2; v++) d[r][v] = _mm256_loadu_pd(dp + (size_t)r * dstride + (size_t)v * 4);
   const __m256d floor_m = _mm256_set1_pd(0x1p-600); /* every term zero: any scale, the sum is 0 */
-  const __m256i scale_bias = _mm256_set1_epi64x((int64_t)(2046 + fb) << 52);
+  /* Exponent-field arithmetic on the bit patterns, modulo 2^64 (2046 + fb does not fit the 11-bit
+   * field; the subtraction below brings it back): shifted unsigned, as a signed shift would overflow. */
+  const __m256i scale_bias = _mm256_set1_epi64x((int64_t)((uint64_t)(2046 + fb) << 52));
   const __m256d inv_fb = _mm256_set1_pd(ldexp(1.0, -fb));
   for (size_t p0 = 0; p0 < len; p0 += blk) {
     __m256d m[MMA_ROWS][2];
