@@ -338,6 +338,7 @@ TEST(logit_p99_with_nonfinite_tokens_is_infinite_and_fails) {
   for (int i = 0; i < T8 * V; i++) r[i] = q[i] = (double)(i % 3);
   q[2 * V] = NAN, q[5 * V + 1] = INFINITY;
   precis_sample_metrics s[2];
+  memset(s, 0, sizeof s); /* precis_metrics_logits sets only the logit entries */
   precis_metrics_logits(NULL, r, r, NULL, T8, V, scratch, &s[0]); /* q = ref: all zero */
   precis_metrics_logits(NULL, q, r, NULL, T8, V, scratch, &s[1]);
   CHECK_NEAR(s[0].v[PRECIS_METRIC_KL_P99], 0, 0);
