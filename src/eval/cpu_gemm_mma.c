@@ -402,23 +402,30 @@ static bool mma_vector(const float *a, const float *b, float *c, size_t rows, si
 #define F32_MC 128      /* rows per chunk (a multiple of F32_ROWS) */
 #define F32_GROUP 256   /* columns packed at a time (a multiple of F32_TILE) */
 #define F32_SMALL_GROUP 4096 /* elements of a group packed on the stack */
+#define F32_SMALL_CALL 2048  /* elements of packed A and of accumulators kept on the stack */
 #define EXP_ZERO (-16000)
 
 typedef struct f32_params {
   int fb, blk;
+  bool split; /* S + D may reach 2^31: summed as Th·256 + Tl */
 } f32_params;
 
 /* d' (8 fp32 accumulators, scaled) after one block: s the int32 sum of the products' terms, emax_f
  * the block's biased exponent, kf = fb + 127 - emax_f unclamped; MXCSR rounds toward zero. */
-static inline TARGET_F32 __m256 block_end_avx2(__m256 d, __m256i s, __m256i emax_f, __m256i kf, int fb) {
+static inline TARGET_F32 __m256 block_end_avx2(__m256 d, __m256i s, __m256i emax_f, __m256i kf, int fb, bool split) {
   __m256i dbits = _mm256_castps_si256(d);
   __m256i dzero = _mm256_cmpeq_epi32(dbits, _mm256_setzero_si256());
   __m256i dshift = _mm256_andnot_si256(dzero, _mm256_slli_epi32(kf, 23));
   __m256i dterm = _mm256_cvttps_epi32(_mm256_castsi256_ps(_mm256_add_epi32(dbits, dshift)));
-  const __m256i low8 = _mm256_set1_epi32(255);
-  __m256i th = _mm256_add_epi32(_mm256_srai_epi32(s, 8), _mm256_srai_epi32(dterm, 8));
-  __m256i tl = _mm256_add_epi32(_mm256_and_si256(s, low8), _mm256_and_si256(dterm, low8));
-  __m256 t = _mm256_fmadd_ps(_mm256_cvtepi32_ps(th), _mm256_set1_ps(256.0f), _mm256_cvtepi32_ps(tl));
+  __m256 t;
+  if (split) { /* S + D may need 33 bits */
+    const __m256i low8 = _mm256_set1_epi32(255);
+    __m256i th = _mm256_add_epi32(_mm256_srai_epi32(s, 8), _mm256_srai_epi32(dterm, 8));
+    __m256i tl = _mm256_add_epi32(_mm256_and_si256(s, low8), _mm256_and_si256(dterm, low8));
+    t = _mm256_fmadd_ps(_mm256_cvtepi32_ps(th), _mm256_set1_ps(256.0f), _mm256_cvtepi32_ps(tl));
+  } else { /* S + D below 2^31 (f32_safe): one conversion, rounded toward zero */
+    t = _mm256_cvtepi32_ps(_mm256_add_epi32(s, dterm));
+  }
   __m256i pw = _mm256_slli_epi32(_mm256_max_epi32(_mm256_sub_epi32(emax_f, _mm256_set1_epi32(fb)),
                                                   _mm256_set1_epi32(1)), 23);
   return _mm256_mul_ps(t, _mm256_castsi256_ps(pw));
@@ -429,8 +436,7 @@ static inline TARGET_F32 __m256 block_end_avx2(__m256 d, __m256i s, __m256i emax
  * EB', 16 per p; d: the rows' accumulators d', `dstride` apart, read at the start and written back. */
 static inline __attribute__((always_inline)) TARGET_F32 void
 block_f32(const float *av, const int16_t *ae, const float *bv, const int16_t *be, float *dp, size_t dstride,
-          size_t len, const f32_params *prm, int nr) {
-  const size_t blk = (size_t)prm->blk;
+          size_t len, const f32_params *prm, int nr, size_t blk, bool split) {
   __m256 d[F32_ROWS][2];
   for (int r = 0; r < nr; r++)
     for (int v = 0; v < 2; v++) d[r][v] = _mm256_loadu_ps(dp + (size_t)r * dstride + (size_t)v * 8);
@@ -464,7 +470,7 @@ block_f32(const float *av, const int16_t *ae, const float *bv, const int16_t *be
       }
     }
     for (int r = 0; r < nr; r++)
-      for (int v = 0; v < 2; v++) d[r][v] = block_end_avx2(d[r][v], s[r][v], emax[r][v], kf[r][v], prm->fb);
+      for (int v = 0; v < 2; v++) d[r][v] = block_end_avx2(d[r][v], s[r][v], emax[r][v], kf[r][v], prm->fb, split);
   }
   for (int r = 0; r < nr; r++)
     for (int v = 0; v < 2; v++) _mm256_storeu_ps(dp + (size_t)r * dstride + (size_t)v * 8, d[r][v]);
@@ -518,6 +524,27 @@ static TARGET_F32 void f32_pack_group(const f32_job *job, size_t p0, size_t len,
   }
 }
 
+/* block_f32 with the rows, the block and the split as constants (unrolled block loops); other
+ * blocks take the generic instance. */
+#define F32_ROWS_CASES(BLK, SPLIT)                                                                            \
+  switch (nr) {                                                                                               \
+  case 4: block_f32(av, ae, bv, be, dp, dstride, len, prm, 4, BLK, SPLIT); break;                             \
+  case 3: block_f32(av, ae, bv, be, dp, dstride, len, prm, 3, BLK, SPLIT); break;                             \
+  case 2: block_f32(av, ae, bv, be, dp, dstride, len, prm, 2, BLK, SPLIT); break;                             \
+  default: block_f32(av, ae, bv, be, dp, dstride, len, prm, 1, BLK, SPLIT); break;                            \
+  }
+static TARGET_F32 void block_f32_dispatch(const float *av, const int16_t *ae, const float *bv, const int16_t *be,
+                                          float *dp, size_t dstride, size_t len, const f32_params *prm, int nr) {
+  const bool split = prm->split;
+  if (prm->blk == 16 && split) F32_ROWS_CASES(16, true)
+  else if (prm->blk == 16) F32_ROWS_CASES(16, false)
+  else if (prm->blk == 8 && !split) F32_ROWS_CASES(8, false)
+  else if (prm->blk == 4 && !split) F32_ROWS_CASES(4, false)
+  else if (split) F32_ROWS_CASES((size_t)prm->blk, true)
+  else F32_ROWS_CASES((size_t)prm->blk, false)
+}
+#undef F32_ROWS_CASES
+
 /* Blocked as a BLAS micro-kernel's caller: rows in chunks of F32_MC (A's chunk, F32_MC x kc, stays
  * in L2), k in chunks of kc, the job's columns in groups of F32_GROUP packed once per (rows, k)
  * chunk (F32_GROUP x kc, in L2; one tile of it, 16 x kc, in L1 while the rows go through it). The
@@ -542,12 +569,7 @@ static TARGET_F32 void f32_cols(const f32_job *job, float *bv, int16_t *be) {
             const float *av = job->av + i * kp + p0 * (size_t)nr;
             const int16_t *ae = job->ae + i * kp + p0 * (size_t)nr;
             float *dp = job->dstate + i * np + col;
-            switch (nr) {
-            case 4: block_f32(av, ae, bv + off, be + off, dp, np, len, &job->prm, 4); break;
-            case 3: block_f32(av, ae, bv + off, be + off, dp, np, len, &job->prm, 3); break;
-            case 2: block_f32(av, ae, bv + off, be + off, dp, np, len, &job->prm, 2); break;
-            default: block_f32(av, ae, bv + off, be + off, dp, np, len, &job->prm, 1); break;
-            }
+            block_f32_dispatch(av, ae, bv + off, be + off, dp, np, len, &job->prm, nr);
           }
         }
       }
@@ -639,7 +661,8 @@ static bool f32_safe(const operand_scan *sa, const operand_scan *sb, size_t k, c
   if ((ea_act_min + sa_exp) + (eb_act_min + sb_exp) < -125) return false; /* t exact and normal */
   /* no partial sum reaches fp32's overflow (as for the double kernel) */
   if ((double)float_of_bits(sa->max_abs) * (double)float_of_bits(sb->max_abs) * (double)(k + 1) >= 0x1p126) return false;
-  *plan = (f32_plan){.prm = {.fb = fb, .blk = blk}, .sa = sa_exp, .sb = sb_exp, .ea_bias = sa_exp + 127, .eb_bias = sb_exp};
+  bool split = ((int64_t)blk << (fb + 2)) + (INT64_C(1) << (fb + 1)) > (INT64_C(1) << 31);
+  *plan = (f32_plan){.prm = {.fb = fb, .blk = blk, .split = split}, .sa = sa_exp, .sb = sb_exp, .ea_bias = sa_exp + 127, .eb_bias = sb_exp};
   return true;
 }
 
@@ -672,8 +695,13 @@ static bool mma_vector_f32(const float *a, const float *b, float *c, size_t rows
   size_t blk = (size_t)shape->block, kp = (k + blk - 1) / blk * blk;
   if (kp > SIZE_MAX / (rows * 8 + 1)) return false;
   size_t np = (n + F32_TILE - 1) / F32_TILE * F32_TILE;
-  float *av = malloc(rows * kp * sizeof *av), *dstate = malloc(rows * np * sizeof *dstate);
-  int16_t *ae = malloc(rows * kp * sizeof *ae);
+  /* small calls: the packed A and the accumulators on the stack */
+  float av_small[F32_SMALL_CALL], dstate_small[F32_SMALL_CALL];
+  int16_t ae_small[F32_SMALL_CALL];
+  bool small = rows * kp <= F32_SMALL_CALL && rows * np <= F32_SMALL_CALL;
+  float *av = small ? av_small : malloc(rows * kp * sizeof *av);
+  float *dstate = small ? dstate_small : malloc(rows * np * sizeof *dstate);
+  int16_t *ae = small ? ae_small : malloc(rows * kp * sizeof *ae);
   bool ok = av && dstate && ae;
   if (ok) {
     f32_pack_rows(a, rows, k, kp, shape->emin_a, &plan, av, ae);
@@ -704,14 +732,16 @@ static bool mma_vector_f32(const float *a, const float *b, float *c, size_t rows
       if (started[t]) pthread_join(ids[t], &failed[t]);
     for (size_t t = 0; t < threads; t++) ok &= failed[t] == NULL;
   }
-  free(av);
-  free(ae);
-  free(dstate);
+  if (!small) {
+    free(av);
+    free(ae);
+    free(dstate);
+  }
   return ok;
 }
 
 /* CPUID: AVX2 (leaf 7 EBX) and the OS saving the YMM state (OSXSAVE, XCR0 bits 1 and 2). */
-static precis_mma_path cpu_best_path(void) {
+static precis_mma_path cpu_best_path_uncached(void) {
   unsigned eax, ebx, ecx, edx;
   if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx) || !(ecx & bit_OSXSAVE)) return PRECIS_MMA_PATH_SCALAR;
   bool fma = (ecx & bit_FMA) != 0;
@@ -721,6 +751,18 @@ static precis_mma_path cpu_best_path(void) {
   (void)xcr0_hi;
   if ((xcr0_lo & 0x6u) != 0x6u || !(ebx & bit_AVX2)) return PRECIS_MMA_PATH_SCALAR;
   return fma ? PRECIS_MMA_PATH_AVX2_F32 : PRECIS_MMA_PATH_AVX2;
+}
+
+/* Asked once: CPUID traps to the hypervisor in a virtual machine (microseconds, more than a small
+ * GEMM). 0 = not asked yet, else path + 1. */
+static precis_mma_path cpu_best_path(void) {
+  static _Atomic int cached;
+  int v = cached;
+  if (v == 0) {
+    v = (int)cpu_best_path_uncached() + 1;
+    cached = v;
+  }
+  return (precis_mma_path)(v - 1);
 }
 
 #endif /* PRECIS_MMA_X86 */
