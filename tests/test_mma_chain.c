@@ -1,11 +1,14 @@
-/* The tensor cores' fp32-accumulating MMA on the CPU (src/eval/cpu_gemm_mma.c): the AVX2 kernel
- * gives the same bits as the scalar reference on random shapes (k tails of every block size, odd n
- * for the column tails, odd rows for the row tail, a product large enough for threads) and on
- * inputs that reach each rule: exponents spread so that truncation bites, fp16 subnormals (aligned
- * at 2^-14), cancellation to zero (+0), sums in fp32's subnormal range, and inf operands (the
- * reference's fp64 sum; the kernel is not taken). Hand-worked cases pin the reference itself to the
- * rule: the 24- and 25-bit widths, the alignment at ea + eb rather than the product's own exponent,
- * the block boundary and the truncation of the accumulator. */
+/* The tensor cores' fp32-accumulating MMA on the CPU (src/eval/cpu_gemm_mma.c): both vector
+ * kernels (the fp32/int32 one and the double one, each forced by a cap) give the same bits as the
+ * scalar reference on random shapes (k tails of every block size, odd n for the column tails, odd
+ * rows for the row tails, m = 1, n >= 4096, products large enough for threads) and on inputs that
+ * reach each rule: exponents spread so that truncation bites, fp16 subnormals (aligned at 2^-14),
+ * subnormal A operands as a block's largest product, cancellation to zero (+0), sums in fp32's
+ * subnormal range, an int32 block sum plus the accumulator past 2^31, and inf operands (the
+ * reference's fp64 sum; no kernel is taken). The narrow kinds must take the fp32 kernel, the wide
+ * ones fall back. Hand-worked cases pin the reference itself to the rule: the 24- and 25-bit
+ * widths, the alignment at ea + eb rather than the product's own exponent, the block boundary and
+ * the truncation of the accumulator. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -24,11 +27,32 @@ static uint64_t next_u64(void) {
 }
 static double uniform(void) { return (double)(next_u64() >> 11) * 0x1p-53; }
 
-typedef enum { KIND_BF16, KIND_F16, KIND_TF32, KIND_SPREAD, KIND_F16_SUB, KIND_CANCEL, KIND_F32_SUB, KIND_COUNT } kind;
-static const char *kind_names[] = {"bf16", "fp16", "tf32", "spread", "fp16-subnormal", "cancel", "fp32-subnormal"};
+typedef enum {
+  KIND_BF16,
+  KIND_F16,
+  KIND_TF32,
+  KIND_SPREAD,
+  KIND_F16_SUB,
+  KIND_CANCEL,
+  KIND_F16_SUB_A, /* A all fp16 subnormals, B normal: a subnormal A decides every block's maximum */
+  KIND_F32_SUB,   /* beyond the fp32 kernel's exponent range: the double kernel */
+  KIND_WIDE,      /* bf16 over 2^-60..2^60: beyond the fp32 kernel's spread */
+  KIND_COUNT
+} kind;
+static const char *kind_names[] = {"bf16",     "fp16",          "tf32",           "spread", "fp16-subnormal",
+                                   "cancel",   "fp16-subnormal-A", "fp32-subnormal", "wide"};
+/* 1: the fp32 kernel must take these operands, 0: it must not, -1: either (spread: it depends on the
+ * draw's extremes) */
+static int narrow_kind(kind what) { return what == KIND_SPREAD ? -1 : what < KIND_F32_SUB; }
+
+static int any_nonzero(const float *x, size_t count) {
+  for (size_t i = 0; i < count; i++)
+    if (x[i] != 0) return 1;
+  return 0;
+}
 
 static precis_mma_shape shape_of(kind what, int bits, int block) {
-  int emin = what == KIND_F16 || what == KIND_F16_SUB ? -14 : -126;
+  int emin = what == KIND_F16 || what == KIND_F16_SUB || what == KIND_F16_SUB_A ? -14 : -126;
   return (precis_mma_shape){.fraction_bits = bits, .block = block, .emin_a = emin, .emin_b = emin};
 }
 
@@ -42,8 +66,18 @@ static float draw(kind what) {
   case KIND_F16_SUB: return precis_round_f16(ldexpf((float)u, -(int)(next_u64() % 14)));
   case KIND_CANCEL: return (float)((int)(next_u64() % 5) - 2);
   case KIND_F32_SUB: return precis_round_bf16(ldexpf((float)u, -60 - (int)(next_u64() % 10)));
+  case KIND_WIDE: return precis_round_bf16(ldexpf((float)u, (int)(next_u64() % 121) - 60));
+  case KIND_F16_SUB_A: return precis_round_f16((float)u); /* B's; A's: draw_a */
   default: return 0.0f;
   }
+}
+
+/* A's operand: an fp16 subnormal (2^-24 .. 2^-14, some bits below the normal grid) for
+ * KIND_F16_SUB_A, else as B's. */
+static float draw_a(kind what) {
+  if (what != KIND_F16_SUB_A) return draw(what);
+  double u = (uniform() - 0.5) * 2.0;
+  return precis_round_f16(ldexpf((float)u, -14 - (int)(next_u64() % 10)));
 }
 
 static uint32_t bits_of(float x) {
@@ -52,18 +86,23 @@ static uint32_t bits_of(float x) {
   return u;
 }
 
+static const precis_mma_path caps[2] = {PRECIS_MMA_PATH_AVX2_F32, PRECIS_MMA_PATH_AVX2};
+
+/* Both vector kernels (each capped) against the reference; `taken_f32` gets the path the first cap
+ * took. */
 static int same_bits_ab(const float *a, const float *b, size_t rows, size_t n, size_t k, const precis_mma_shape *s,
-                        const char *what) {
+                        const char *what, precis_mma_path *taken_f32) {
   float *fast = malloc(rows * n * sizeof *fast), *ref = malloc(rows * n * sizeof *ref);
   int same = fast && ref;
-  if (same) {
+  if (same) precis_gemm_mma_reference(a, b, ref, rows, n, k, s);
+  for (int c = 0; c < 2 && same; c++) {
     memset(fast, 0xa5, rows * n * sizeof *fast); /* a lane the kernel forgets to write shows */
-    precis_gemm_mma(a, b, fast, rows, n, k, s);
-    precis_gemm_mma_reference(a, b, ref, rows, n, k, s);
+    precis_mma_path taken = precis_gemm_mma_capped(a, b, fast, rows, n, k, s, caps[c]);
+    if (c == 0 && taken_f32) *taken_f32 = taken;
     for (size_t i = 0; i < rows * n && same; i++)
       if (bits_of(fast[i]) != bits_of(ref[i])) {
-        fprintf(stderr, "%s %zux%zux%zu bits %d block %d: c[%zu][%zu] = %a, reference %a\n", what, rows, n, k,
-                s->fraction_bits, s->block, i / n, i % n, (double)fast[i], (double)ref[i]);
+        fprintf(stderr, "%s %zux%zux%zu bits %d block %d, path %s: c[%zu][%zu] = %a, reference %a\n", what, rows, n, k,
+                s->fraction_bits, s->block, precis_mma_path_name(taken), i / n, i % n, (double)fast[i], (double)ref[i]);
         same = 0;
       }
   }
@@ -72,14 +111,33 @@ static int same_bits_ab(const float *a, const float *b, size_t rows, size_t n, s
   return same;
 }
 
+/* The fp32 kernel is there on this CPU (else the cap falls to the double kernel: the comparisons
+ * still run, the path checks are skipped). */
+static int have_f32(void) {
+  const float one = 1.0f;
+  float c;
+  precis_mma_shape s = {.fraction_bits = 24, .block = 8, .emin_a = -126, .emin_b = -126};
+  return precis_gemm_mma_capped(&one, &one, &c, 1, 1, 1, &s, PRECIS_MMA_PATH_AVX2_F32) == PRECIS_MMA_PATH_AVX2_F32;
+}
+
 static int same_bits(size_t rows, size_t n, size_t k, kind what, int bits, int block) {
   float *a = malloc(rows * k * sizeof *a), *b = malloc(k * n * sizeof *b);
   int same = 0;
   if (a && b) {
-    for (size_t i = 0; i < rows * k; i++) a[i] = draw(what);
+    for (size_t i = 0; i < rows * k; i++) a[i] = draw_a(what);
     for (size_t i = 0; i < k * n; i++) b[i] = draw(what);
     precis_mma_shape s = shape_of(what, bits, block);
-    same = same_bits_ab(a, b, rows, n, k, &s, kind_names[what]);
+    precis_mma_path taken = PRECIS_MMA_PATH_SCALAR;
+    same = same_bits_ab(a, b, rows, n, k, &s, kind_names[what], &taken);
+    /* the narrow kinds take the fp32 kernel; the wide ones cannot (its exactness conditions fail) */
+    /* all zero: either; wide with few values: the draw may stay within the spread */
+    int expect = any_nonzero(a, rows * k) && any_nonzero(b, k * n) ? narrow_kind(what) : -1;
+    if (what == KIND_WIDE && (rows * k < 64 || k * n < 64)) expect = -1;
+    if (same && have_f32() && expect >= 0 && (taken == PRECIS_MMA_PATH_AVX2_F32) != expect) {
+      fprintf(stderr, "%s %zux%zux%zu bits %d block %d: took %s\n", kind_names[what], rows, n, k, bits, block,
+              precis_mma_path_name(taken));
+      same = 0;
+    }
   }
   free(a);
   free(b);
@@ -122,6 +180,8 @@ TEST(the_reference_follows_the_rule) {
 TEST(vector_path_matches_the_reference) {
   if (precis_gemm_mma_path() == PRECIS_MMA_PATH_SCALAR)
     printf("note: no AVX2 here: both sides are the reference, the comparisons below are trivial\n");
+  else if (!have_f32())
+    printf("note: no FMA here: the fp32 kernel's cap runs the double kernel\n");
   static const size_t shapes[][3] = {{1, 1, 1}, {1, 7, 3},  {2, 8, 16},  {3, 9, 17},  {5, 15, 33},
                                      {4, 16, 5}, {7, 17, 64}, {9, 31, 100}, {1, 33, 7}, {2, 1, 200}};
   static const int widths[][2] = {{25, 16}, {24, 8}, {25, 8}, {24, 4}};
@@ -142,6 +202,48 @@ TEST(random_shapes_and_threads) {
   /* 67 x 333 x 400 = 8.9M products: above the work that starts a second thread. */
   CHECK(same_bits(67, 333, 400, KIND_BF16, 25, 16));
   CHECK(same_bits(67, 333, 400, KIND_SPREAD, 24, 8));
+  /* wide outputs (several column groups, threads), m = 1, odd k and k not a multiple of the block;
+   * more than F32_MC rows (two row chunks) */
+  CHECK(same_bits(1, 4100, 37, KIND_BF16, 25, 16));
+  CHECK(same_bits(3, 4096, 33, KIND_F16_SUB_A, 24, 8));
+  CHECK(same_bits(1, 5000, 77, KIND_TF32, 24, 4));
+  CHECK(same_bits(2, 4099, 45, KIND_SPREAD, 25, 8));
+  CHECK(same_bits(131, 40, 21, KIND_F16, 25, 16));
+}
+
+TEST(subnormal_a_decides_the_block) {
+  /* Issue 38: a = [2^-20, 2^-20] (fp16 subnormals: aligned at 2^-14), b = [1, 2^-20]: emax is
+   * -14 + 0, the grid 2^-38 at 24 bits, so the second product (2^-40) truncates away. Aligned at
+   * its own exponent -20 instead, the grid would be 2^-44 and keep it: 0x1.00001p-20. */
+  const float a[2] = {0x1p-20f, 0x1p-20f}, b[2] = {1.0f, 0x1p-20f};
+  precis_mma_shape s = {.fraction_bits = 24, .block = 8, .emin_a = -14, .emin_b = -14};
+  for (int c = 0; c < 2; c++) {
+    float out = -1.0f;
+    precis_mma_path taken = precis_gemm_mma_capped(a, b, &out, 1, 1, 2, &s, caps[c]);
+    CHECK_MSG(out == 0x1p-20f, "path %s: %a", precis_mma_path_name(taken), (double)out);
+  }
+  CHECK(one_dot(a, b, 2, 24, 8, -14) == 0x1p-20f);
+  /* every kind of width, the subnormal A operands deciding every block */
+  static const int widths[][2] = {{25, 16}, {24, 8}, {24, 4}};
+  for (size_t w = 0; w < 3; w++)
+    for (int t = 0; t < 6; t++)
+      CHECK(same_bits(1 + next_u64() % 9, 1 + next_u64() % 40, 1 + next_u64() % 70, KIND_F16_SUB_A, widths[w][0],
+                      widths[w][1]));
+}
+
+TEST(block_sum_and_accumulator_past_two_to_the_31) {
+  /* sm_90's width: 16 products of (2 - 2^-7)^2 ~ 3.97, each ~2^27 at the block's grid, their sum
+   * just below 2^31, plus an accumulator 1.99 at the same exponent (~2^26): 33 bits, exact only if
+   * the kernel does not add them in int32. */
+  float a[32] = {0}, b[32] = {0};
+  a[0] = 1.9921875f; /* bf16 */
+  b[0] = 1.0f;
+  for (int p = 16; p < 32; p++) a[p] = b[p] = 2.0f - 0x1p-7f;
+  precis_mma_shape s = {.fraction_bits = 25, .block = 16, .emin_a = -126, .emin_b = -126};
+  CHECK(same_bits_ab(a, b, 1, 1, 32, &s, "2^31", NULL));
+  for (int p = 16; p < 32; p++) a[p] = -a[p]; /* and negative: the sum just above -2^31 */
+  a[0] = -a[0];
+  CHECK(same_bits_ab(a, b, 1, 1, 32, &s, "-2^31", NULL));
 }
 
 TEST(specials_take_the_reference) {
@@ -150,7 +252,7 @@ TEST(specials_take_the_reference) {
   float c = 0;
   precis_gemm_mma(a, b, &c, 1, 1, 3, &s);
   CHECK(isinf(c) && c > 0);
-  CHECK(same_bits_ab(a, b, 1, 1, 3, &s, "inf"));
+  CHECK(same_bits_ab(a, b, 1, 1, 3, &s, "inf", NULL));
   setenv("PRECIS_MMA_PATH", "scalar", 1);
   CHECK_EQ_INT(precis_gemm_mma_path(), PRECIS_MMA_PATH_SCALAR);
   unsetenv("PRECIS_MMA_PATH");
@@ -176,4 +278,5 @@ TEST(the_widths_differ_from_fp32_sums_and_each_other) {
 }
 
 RUN_TESTS(T(the_reference_follows_the_rule), T(vector_path_matches_the_reference), T(random_shapes_and_threads),
+          T(subnormal_a_decides_the_block), T(block_sum_and_accumulator_past_two_to_the_31),
           T(specials_take_the_reference), T(the_widths_differ_from_fp32_sums_and_each_other))

@@ -360,20 +360,416 @@ static bool mma_vector(const float *a, const float *b, float *c, size_t rows, si
   return true;
 }
 
+/* ---- The fp32 kernel: eight outputs per vector, exponents as int16, truncated terms as int32 ----
+ *
+ * The same arithmetic as block_avx2 above, arranged so that a product costs about what it costs a
+ * BLAS micro-kernel: one fp32 multiply, one integer add, one truncating conversion and one integer
+ * add per eight products, plus an int16 add and max per sixteen for the block's exponent, and the
+ * accumulator's update per block in fp32 too. Exact where f32_safe (below) holds, which it checks on
+ * the operands once per call. EA = max(ilogb a, emin_a), EB likewise, E = EA + EB, Pmax and Pmin
+ * the largest and smallest E of nonzero operands (over all of A and all of B), fb the fraction bits.
+ *
+ * - Scaled domain. a' = a·2^sA, b' = b·2^sB, d' = d·2^(sA+sB) with sA = -(EAmax + 2),
+ *   sB = -(EBmax + 2): every |a'|, |b'| < 1/2, a product t = a'·b' < 1/4, every exponent
+ *   E' = E + sA + sB <= -4. Each operand has at most 12 significant bits (its low 12 fraction bits
+ *   zero: every fp16, bf16 and tf32 value) and every nonzero t is at least 2^-125 (checked), so t
+ *   is exact in fp32. Scaling by a power of two commutes with every step below while values stay
+ *   normal, which the bounds here keep.
+ * - Exponents. Packed biased: EA' + 127 and EB' (EXP_ZERO for a zero operand, so that a zero
+ *   product never decides the maximum), so that the int16 sum is E' + 127, the biased exponent
+ *   field of an fp32; emax_f = max(d's exponent field, max_p of the sums), exact integers.
+ * - The term. trunc(a·b·2^(fb - emax)) = trunc(t·2^kf), kf = fb + 127 - emax_f. Multiplying by
+ *   2^kf is an integer add of kf << 23 to t's bits (t normal, the result normal: kf >= 0 and
+ *   t·2^kf < 2^(fb+2)). kf is clamped to [0, 126]: below 0 both the true term (< 2^-2) and t itself
+ *   truncate to 0; above 126 only when every product of the block is zero (f32_safe: Pmax - Pmin
+ *   <= 122 - fb, so every nonzero E' >= fb - 126), and a zero t becomes ±2^(kf-127) < 1, which
+ *   truncates to 0. vcvttps2dq truncates toward zero exactly (|term| < 2^(fb+2) <= 2^31/blk).
+ * - The accumulator. Every nonzero d is a multiple of 2^(emax - fb) of some block, so at least
+ *   2^(Pmin - fb) >= 2^-126 (checked): d is an fp32 normal (its rounding never meets fp32's
+ *   subnormal grid) and d' >= 2^(Pmin - Pmax - 4 - fb) >= 2^-126 is one too. Its term
+ *   D = trunc(d'·2^kf) (kf unclamped; the product lies in [2^-126, 2^(fb+1)); d' = 0 masked) is an
+ *   int32.
+ * - The sum. The block's products' terms, each below 2^(fb+2) in magnitude, sum exactly in int32
+ *   when blk·2^(fb+2) <= 2^31 (checked: 16·2^27 for sm_90's 25 bits). T = S + D may need 33 bits:
+ *   it is split into Th·256 + Tl, Th = (S >> 8) + (D >> 8) (below 2^24: an exact fp32),
+ *   Tl = (S & 255) + (D & 255), and one fma under round-toward-zero (MXCSR, set for the call and
+ *   restored) gives RZ_f32(T) exactly; times 2^(emax' - fb) (a normal result: exact) it is the new
+ *   d', MMA-Sim's normalisation. T = 0 gives +0, as the reference does. */
+
+#define TARGET_F32 __attribute__((target("avx2,fma")))
+#define F32_TILE 16 /* columns per tile: two vectors of eight floats, one of sixteen int16 */
+#define F32_ROWS 4  /* rows per register block */
+#define F32_MC 128      /* rows per chunk (a multiple of F32_ROWS) */
+#define F32_GROUP 256   /* columns packed at a time (a multiple of F32_TILE) */
+#define F32_SMALL_GROUP 4096 /* elements of a group packed on the stack */
+#define F32_SMALL_CALL 2048  /* elements of packed A and of accumulators kept on the stack */
+#define EXP_ZERO (-16000)
+
+typedef struct f32_params {
+  int fb, blk;
+  bool split; /* S + D may reach 2^31: summed as Th·256 + Tl */
+} f32_params;
+
+/* d' (8 fp32 accumulators, scaled) after one block: s the int32 sum of the products' terms, emax_f
+ * the block's biased exponent, kf = fb + 127 - emax_f unclamped; MXCSR rounds toward zero. */
+static inline TARGET_F32 __m256 block_end_avx2(__m256 d, __m256i s, __m256i emax_f, __m256i kf, int fb, bool split) {
+  __m256i dbits = _mm256_castps_si256(d);
+  __m256i dzero = _mm256_cmpeq_epi32(dbits, _mm256_setzero_si256());
+  __m256i dshift = _mm256_andnot_si256(dzero, _mm256_slli_epi32(kf, 23));
+  __m256i dterm = _mm256_cvttps_epi32(_mm256_castsi256_ps(_mm256_add_epi32(dbits, dshift)));
+  __m256 t;
+  if (split) { /* S + D may need 33 bits */
+    const __m256i low8 = _mm256_set1_epi32(255);
+    __m256i th = _mm256_add_epi32(_mm256_srai_epi32(s, 8), _mm256_srai_epi32(dterm, 8));
+    __m256i tl = _mm256_add_epi32(_mm256_and_si256(s, low8), _mm256_and_si256(dterm, low8));
+    t = _mm256_fmadd_ps(_mm256_cvtepi32_ps(th), _mm256_set1_ps(256.0f), _mm256_cvtepi32_ps(tl));
+  } else { /* S + D below 2^31 (f32_safe): one conversion, rounded toward zero */
+    t = _mm256_cvtepi32_ps(_mm256_add_epi32(s, dterm));
+  }
+  __m256i pw = _mm256_slli_epi32(_mm256_max_epi32(_mm256_sub_epi32(emax_f, _mm256_set1_epi32(fb)),
+                                                  _mm256_set1_epi32(1)), 23);
+  return _mm256_mul_ps(t, _mm256_castsi256_ps(pw));
+}
+
+/* `nr` (1..F32_ROWS) rows by one tile of 16 columns over `len` products of k (a multiple of the
+ * block). av/ae: the rows' a' and biased EA', p-major (av[p * nr + r]); bv/be: the tile's b' and
+ * EB', 16 per p; d: the rows' accumulators d', `dstride` apart, read at the start and written back. */
+static inline __attribute__((always_inline)) TARGET_F32 void
+block_f32(const float *av, const int16_t *ae, const float *bv, const int16_t *be, float *dp, size_t dstride,
+          size_t len, const f32_params *prm, int nr, size_t blk, bool split) {
+  __m256 d[F32_ROWS][2];
+  for (int r = 0; r < nr; r++)
+    for (int v = 0; v < 2; v++) d[r][v] = _mm256_loadu_ps(dp + (size_t)r * dstride + (size_t)v * 8);
+  const __m256i kconst = _mm256_set1_epi32(prm->fb + 127), k_lo = _mm256_setzero_si256(), k_hi = _mm256_set1_epi32(126);
+  for (size_t p0 = 0; p0 < len; p0 += blk) {
+    __m256i m[F32_ROWS];
+    for (int r = 0; r < nr; r++) m[r] = _mm256_set1_epi16(EXP_ZERO);
+    for (size_t p = p0; p < p0 + blk; p++) {
+      __m256i eb = _mm256_loadu_si256((const __m256i *)(be + p * F32_TILE));
+      for (int r = 0; r < nr; r++)
+        m[r] = _mm256_max_epi16(m[r], _mm256_add_epi16(_mm256_set1_epi16(ae[p * (size_t)nr + (size_t)r]), eb));
+    }
+    __m256i emax[F32_ROWS][2], kf[F32_ROWS][2], shift[F32_ROWS][2], s[F32_ROWS][2];
+    for (int r = 0; r < nr; r++)
+      for (int v = 0; v < 2; v++) {
+        __m256i mp = _mm256_cvtepi16_epi32(v ? _mm256_extracti128_si256(m[r], 1) : _mm256_castsi256_si128(m[r]));
+        __m256i dfield = _mm256_srli_epi32(_mm256_slli_epi32(_mm256_castps_si256(d[r][v]), 1), 24);
+        emax[r][v] = _mm256_max_epi32(mp, dfield);
+        kf[r][v] = _mm256_sub_epi32(kconst, emax[r][v]);
+        shift[r][v] = _mm256_slli_epi32(_mm256_min_epi32(_mm256_max_epi32(kf[r][v], k_lo), k_hi), 23);
+        s[r][v] = _mm256_setzero_si256();
+      }
+    for (size_t p = p0; p < p0 + blk; p++) {
+      __m256 b0 = _mm256_loadu_ps(bv + p * F32_TILE), b1 = _mm256_loadu_ps(bv + p * F32_TILE + 8);
+      for (int r = 0; r < nr; r++) {
+        __m256 a = _mm256_broadcast_ss(av + p * (size_t)nr + (size_t)r);
+        __m256i t0 = _mm256_add_epi32(_mm256_castps_si256(_mm256_mul_ps(a, b0)), shift[r][0]);
+        __m256i t1 = _mm256_add_epi32(_mm256_castps_si256(_mm256_mul_ps(a, b1)), shift[r][1]);
+        s[r][0] = _mm256_add_epi32(s[r][0], _mm256_cvttps_epi32(_mm256_castsi256_ps(t0)));
+        s[r][1] = _mm256_add_epi32(s[r][1], _mm256_cvttps_epi32(_mm256_castsi256_ps(t1)));
+      }
+    }
+    for (int r = 0; r < nr; r++)
+      for (int v = 0; v < 2; v++) d[r][v] = block_end_avx2(d[r][v], s[r][v], emax[r][v], kf[r][v], prm->fb, split);
+  }
+  for (int r = 0; r < nr; r++)
+    for (int v = 0; v < 2; v++) _mm256_storeu_ps(dp + (size_t)r * dstride + (size_t)v * 8, d[r][v]);
+}
+
+/* The packed operands of one call. */
+typedef struct f32_job {
+  const float *av;    /* a' per block of F32_ROWS rows, p-major, kp per row */
+  const int16_t *ae;  /* EA, laid out as av */
+  const float *b;
+  float *c, *dstate;  /* dstate: rows x np accumulators */
+  size_t rows, col0, col1, n, np, k, kp, kc;
+  float b_scale;      /* 2^sB */
+  int emin_b, eb_bias; /* EB' = EB + eb_bias */
+  double out_scale;   /* 2^-(sA + sB): d = d'·out_scale */
+  f32_params prm;
+} f32_job;
+
+/* EB' = max(ilogb x, emin) + bias of eight fp32 values (normal or zero, by f32_safe) as int32,
+ * EXP_ZERO for zero. */
+static inline TARGET_F32 __m256i exp_of_operand_avx2(__m256 x, int emin, int bias) {
+  __m256i bits = _mm256_and_si256(_mm256_castps_si256(x), _mm256_set1_epi32(0x7fffffff));
+  __m256i e = _mm256_max_epi32(_mm256_sub_epi32(_mm256_srli_epi32(bits, 23), _mm256_set1_epi32(127)),
+                               _mm256_set1_epi32(emin));
+  e = _mm256_add_epi32(e, _mm256_set1_epi32(bias));
+  return _mm256_blendv_epi8(e, _mm256_set1_epi32(EXP_ZERO), _mm256_cmpeq_epi32(bits, _mm256_setzero_si256()));
+}
+
+/* Rows p0..p0+len of B's columns col0..col1 (a multiple of 16 wide, zero past n and k) as b' and
+ * EB, tile-major: tile t's 16 values of row p at (t * len + p) * 16, read along B's rows. */
+static TARGET_F32 void f32_pack_group(const f32_job *job, size_t p0, size_t len, size_t col0, size_t col1, float *bv,
+                                       int16_t *be) {
+  const __m256 scale = _mm256_set1_ps(job->b_scale);
+  for (size_t p = 0; p < len; p++) {
+    const float *row = job->b + (p0 + p) * job->n;
+    for (size_t col = col0; col < col1; col += 8) {
+      __m256 x;
+      if (p0 + p < job->k && col + 8 <= job->n) x = _mm256_loadu_ps(row + col);
+      else {
+        float tmp[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        for (size_t l = 0; l < 8; l++)
+          if (p0 + p < job->k && col + l < job->n) tmp[l] = row[col + l];
+        x = _mm256_loadu_ps(tmp);
+      }
+      size_t t = (col - col0) / F32_TILE, at = (t * len + p) * F32_TILE + (col - col0) % F32_TILE;
+      _mm256_storeu_ps(bv + at, _mm256_mul_ps(x, scale));
+      __m256i e = exp_of_operand_avx2(x, job->emin_b, job->eb_bias);
+      __m128i e16 = _mm_packs_epi32(_mm256_castsi256_si128(e), _mm256_extracti128_si256(e, 1));
+      _mm_storeu_si128((__m128i *)(be + at), e16);
+    }
+  }
+}
+
+/* block_f32 with the rows, the block and the split as constants (unrolled block loops); other
+ * blocks take the generic instance. */
+#define F32_ROWS_CASES(BLK, SPLIT)                                                                            \
+  switch (nr) {                                                                                               \
+  case 4: block_f32(av, ae, bv, be, dp, dstride, len, prm, 4, BLK, SPLIT); break;                             \
+  case 3: block_f32(av, ae, bv, be, dp, dstride, len, prm, 3, BLK, SPLIT); break;                             \
+  case 2: block_f32(av, ae, bv, be, dp, dstride, len, prm, 2, BLK, SPLIT); break;                             \
+  default: block_f32(av, ae, bv, be, dp, dstride, len, prm, 1, BLK, SPLIT); break;                            \
+  }
+static TARGET_F32 void block_f32_dispatch(const float *av, const int16_t *ae, const float *bv, const int16_t *be,
+                                          float *dp, size_t dstride, size_t len, const f32_params *prm, int nr) {
+  const bool split = prm->split;
+  if (prm->blk == 16 && split) F32_ROWS_CASES(16, true)
+  else if (prm->blk == 16) F32_ROWS_CASES(16, false)
+  else if (prm->blk == 8 && !split) F32_ROWS_CASES(8, false)
+  else if (prm->blk == 4 && !split) F32_ROWS_CASES(4, false)
+  else if (split) F32_ROWS_CASES((size_t)prm->blk, true)
+  else F32_ROWS_CASES((size_t)prm->blk, false)
+}
+#undef F32_ROWS_CASES
+
+/* Blocked as a BLAS micro-kernel's caller: rows in chunks of F32_MC (A's chunk, F32_MC x kc, stays
+ * in L2), k in chunks of kc, the job's columns in groups of F32_GROUP packed once per (rows, k)
+ * chunk (F32_GROUP x kc, in L2; one tile of it, 16 x kc, in L1 while the rows go through it). The
+ * accumulators wait in dstate between k-chunks. */
+static TARGET_F32 void f32_cols(const f32_job *job, float *bv, int16_t *be) {
+  const unsigned csr = _mm_getcsr();
+  /* round toward zero (bits 13-14), no flush-to-zero (15) or denormals-are-zero (6) */
+  _mm_setcsr((csr & ~0xe040u) | 0x6000u);
+  const size_t np = job->np, kp = job->kp, rows = job->rows;
+  for (size_t i = 0; i < rows; i++) memset(job->dstate + i * np + job->col0, 0, (job->col1 - job->col0) * sizeof(float));
+  for (size_t i0 = 0; i0 < rows; i0 += F32_MC) {
+    size_t i1 = rows - i0 < F32_MC ? rows : i0 + F32_MC;
+    for (size_t p0 = 0; p0 < kp; p0 += job->kc) {
+      size_t len = kp - p0 < job->kc ? kp - p0 : job->kc;
+      for (size_t g0 = job->col0; g0 < job->col1; g0 += F32_GROUP) {
+        size_t g1 = job->col1 - g0 < F32_GROUP ? job->col1 : g0 + F32_GROUP;
+        f32_pack_group(job, p0, len, g0, g1, bv, be);
+        for (size_t col = g0; col < g1; col += F32_TILE) {
+          size_t off = (col - g0) * len;
+          for (size_t i = i0; i < i1; i += F32_ROWS) {
+            int nr = rows - i >= F32_ROWS ? F32_ROWS : (int)(rows - i);
+            const float *av = job->av + i * kp + p0 * (size_t)nr;
+            const int16_t *ae = job->ae + i * kp + p0 * (size_t)nr;
+            float *dp = job->dstate + i * np + col;
+            block_f32_dispatch(av, ae, bv + off, be + off, dp, np, len, &job->prm, nr);
+          }
+        }
+      }
+    }
+  }
+  _mm_setcsr(csr);
+  size_t end = job->col1 < job->n ? job->col1 : job->n;
+  for (size_t i = 0; i < rows; i++)
+    for (size_t j = job->col0; j < end; j++)
+      job->c[i * job->n + j] = (float)((double)job->dstate[i * np + j] * job->out_scale);
+}
+
+static void *f32_thread(void *arg) {
+  f32_job *job = arg;
+  size_t width = job->col1 - job->col0 < F32_GROUP ? job->col1 - job->col0 : F32_GROUP;
+  size_t count = job->kc * width;
+  /* small calls: the group on the stack (no allocation, no page faults) */
+  float small[F32_SMALL_GROUP * 3 / 2];
+  float *bv = count <= F32_SMALL_GROUP ? small : malloc(count * (sizeof(float) + sizeof(int16_t)));
+  if (!bv) return arg; /* the caller runs the call again on the double kernel */
+  f32_cols(job, bv, (int16_t *)(bv + count));
+  if (bv != small) free(bv);
+  return NULL;
+}
+
+/* The online CPUs (at most MMA_MAX_THREADS), asked once: sysconf reads /sys, tens of microseconds,
+ * more than a small GEMM. */
+static size_t online_cpus(void) {
+  static _Atomic size_t cached;
+  size_t cpus = cached;
+  if (cpus == 0) {
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    cpus = online < 1 ? 1 : online > MMA_MAX_THREADS ? MMA_MAX_THREADS : (size_t)online;
+    cached = cpus;
+  }
+  return cpus;
+}
+
+/* What f32_safe needs of an operand, in one pass over its bits. */
+typedef struct operand_scan {
+  bool finite;        /* no inf or NaN */
+  bool narrow;        /* every nonzero value an fp32 normal with its low 12 fraction bits zero */
+  bool any;           /* some value nonzero */
+  uint32_t max_abs;   /* largest |x| as bits (finite values order as their bits) */
+  uint32_t min_field; /* smallest exponent field of a nonzero value */
+} operand_scan;
+
+static operand_scan scan_operand(const float *x, size_t count) {
+  uint32_t max_abs = 0, min_field = 255, bad = 0, wide = 0;
+  for (size_t i = 0; i < count; i++) {
+    uint32_t u;
+    memcpy(&u, &x[i], sizeof u);
+    uint32_t a = u & 0x7fffffffu, field = a >> 23, nonzero = a != 0;
+    bad |= field == 255;
+    wide |= nonzero & ((field == 0) | ((u & 0xfffu) != 0));
+    max_abs = a > max_abs ? a : max_abs;
+    uint32_t f = nonzero ? field : 255;
+    min_field = f < min_field ? f : min_field;
+  }
+  return (operand_scan){.finite = !bad, .narrow = !wide, .any = max_abs != 0, .max_abs = max_abs, .min_field = min_field};
+}
+
+static float float_of_bits(uint32_t u) {
+  float x;
+  memcpy(&x, &u, sizeof x);
+  return x;
+}
+
+/* The fp32 kernel's conditions (the comment above F32_TILE) and its scales. */
+typedef struct f32_plan {
+  f32_params prm;
+  int sa, sb;         /* sA, sB */
+  int ea_bias, eb_bias; /* EA' + 127 = EA + ea_bias, EB' = EB + eb_bias */
+} f32_plan;
+
+static bool f32_safe(const operand_scan *sa, const operand_scan *sb, size_t k, const precis_mma_shape *shape,
+                     f32_plan *plan) {
+  const int fb = shape->fraction_bits, blk = shape->block;
+  if (!sa->narrow || !sb->narrow || !sa->any || !sb->any) return false;
+  if (fb < 1 || fb > 28 || ((int64_t)blk << (fb + 2)) > (INT64_C(1) << 31)) return false; /* S in int32 */
+  int ea_max = (int)(sa->max_abs >> 23) - 127, eb_max = (int)(sb->max_abs >> 23) - 127;
+  int ea_act_min = (int)sa->min_field - 127, eb_act_min = (int)sb->min_field - 127;
+  int ea_hi = ea_max > shape->emin_a ? ea_max : shape->emin_a, eb_hi = eb_max > shape->emin_b ? eb_max : shape->emin_b;
+  int ea_lo = ea_act_min > shape->emin_a ? ea_act_min : shape->emin_a;
+  int eb_lo = eb_act_min > shape->emin_b ? eb_act_min : shape->emin_b;
+  if ((ea_hi + eb_hi) - (ea_lo + eb_lo) > 122 - fb) return false; /* kf's upper clamp, d' normal */
+  if ((ea_lo + eb_lo) - fb < -126) return false;                  /* every nonzero d normal */
+  int sa_exp = -(ea_hi + 2), sb_exp = -(eb_hi + 2);
+  if ((ea_act_min + sa_exp) + (eb_act_min + sb_exp) < -125) return false; /* t exact and normal */
+  /* no partial sum reaches fp32's overflow (as for the double kernel) */
+  if ((double)float_of_bits(sa->max_abs) * (double)float_of_bits(sb->max_abs) * (double)(k + 1) >= 0x1p126) return false;
+  bool split = ((int64_t)blk << (fb + 2)) + (INT64_C(1) << (fb + 1)) > (INT64_C(1) << 31);
+  *plan = (f32_plan){.prm = {.fb = fb, .blk = blk, .split = split}, .sa = sa_exp, .sb = sb_exp, .ea_bias = sa_exp + 127, .eb_bias = sb_exp};
+  return true;
+}
+
+/* A's rows as a' and EA' + 127, p-major within each block of F32_ROWS rows (the last may hold
+ * fewer), zero (EXP_ZERO) past k. */
+static void f32_pack_rows(const float *a, size_t rows, size_t k, size_t kp, int emin, const f32_plan *plan, float *av,
+                          int16_t *ae) {
+  const float scale = ldexpf(1.0f, plan->sa);
+  for (size_t i = 0; i < rows; i += F32_ROWS) {
+    size_t nr = rows - i >= F32_ROWS ? F32_ROWS : rows - i;
+    for (size_t p = 0; p < kp; p++)
+      for (size_t r = 0; r < nr; r++) {
+        float x = p < k ? a[(i + r) * k + p] : 0.0f;
+        size_t at = i * kp + p * nr + r;
+        av[at] = x * scale;
+        uint32_t u;
+        memcpy(&u, &x, sizeof u);
+        int e = (int)((u >> 23) & 0xffu) - 127;
+        ae[at] = (int16_t)((u & 0x7fffffffu) == 0 ? EXP_ZERO : (e < emin ? emin : e) + plan->ea_bias);
+      }
+  }
+}
+
+#define F32_MIN_WORK_PER_THREAD (1u << 21)
+
+static bool mma_vector_f32(const float *a, const float *b, float *c, size_t rows, size_t n, size_t k,
+                           const precis_mma_shape *shape, const operand_scan *sa, const operand_scan *sb) {
+  f32_plan plan;
+  if (!f32_safe(sa, sb, k, shape, &plan)) return false;
+  size_t blk = (size_t)shape->block, kp = (k + blk - 1) / blk * blk;
+  if (kp > SIZE_MAX / (rows * 8 + 1)) return false;
+  size_t np = (n + F32_TILE - 1) / F32_TILE * F32_TILE;
+  /* small calls: the packed A and the accumulators on the stack */
+  float av_small[F32_SMALL_CALL], dstate_small[F32_SMALL_CALL];
+  int16_t ae_small[F32_SMALL_CALL];
+  bool small = rows * kp <= F32_SMALL_CALL && rows * np <= F32_SMALL_CALL;
+  float *av = small ? av_small : malloc(rows * kp * sizeof *av);
+  float *dstate = small ? dstate_small : malloc(rows * np * sizeof *dstate);
+  int16_t *ae = small ? ae_small : malloc(rows * kp * sizeof *ae);
+  bool ok = av && dstate && ae;
+  if (ok) {
+    f32_pack_rows(a, rows, k, kp, shape->emin_a, &plan, av, ae);
+    size_t threads = online_cpus();
+    double work = (double)rows * (double)n * (double)k;
+    while (threads > 1 && work / (double)threads < (double)F32_MIN_WORK_PER_THREAD) threads--;
+    size_t tiles = np / F32_TILE;
+    if (threads > tiles) threads = tiles;
+    if (threads < 1) threads = 1;
+    /* k-chunk: F32_MC rows of A's (6 bytes an element) and F32_GROUP columns of B's within about
+     * 192 KiB each (L2); a whole number of blocks. */
+    size_t kc = 256 / blk * blk;
+    if (kc < blk) kc = blk;
+    if (kc > kp) kc = kp;
+    f32_job jobs[MMA_MAX_THREADS];
+    pthread_t ids[MMA_MAX_THREADS];
+    bool started[MMA_MAX_THREADS];
+    void *failed[MMA_MAX_THREADS];
+    for (size_t t = 0; t < threads; t++) {
+      size_t first = tiles * t / threads, last = tiles * (t + 1) / threads;
+      jobs[t] = (f32_job){av,         ae,  b,    c,     dstate, rows, first * F32_TILE, last * F32_TILE, n, np, k, kp, kc,
+                          ldexpf(1.0f, plan.sb), shape->emin_b, plan.eb_bias, ldexp(1.0, -(plan.sa + plan.sb)), plan.prm};
+      started[t] = t > 0 && pthread_create(&ids[t], NULL, f32_thread, &jobs[t]) == 0;
+    }
+    for (size_t t = 0; t < threads; t++)
+      if (!started[t]) failed[t] = f32_thread(&jobs[t]);
+    for (size_t t = 1; t < threads; t++)
+      if (started[t]) pthread_join(ids[t], &failed[t]);
+    for (size_t t = 0; t < threads; t++) ok &= failed[t] == NULL;
+  }
+  if (!small) {
+    free(av);
+    free(ae);
+    free(dstate);
+  }
+  return ok;
+}
+
 /* CPUID: AVX2 (leaf 7 EBX) and the OS saving the YMM state (OSXSAVE, XCR0 bits 1 and 2). */
-static precis_mma_path cpu_best_path(void) {
+static precis_mma_path cpu_best_path_uncached(void) {
   unsigned eax, ebx, ecx, edx;
   if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx) || !(ecx & bit_OSXSAVE)) return PRECIS_MMA_PATH_SCALAR;
+  bool fma = (ecx & bit_FMA) != 0;
   if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return PRECIS_MMA_PATH_SCALAR;
   unsigned xcr0_lo, xcr0_hi;
   __asm__("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
   (void)xcr0_hi;
-  return (xcr0_lo & 0x6u) == 0x6u && (ebx & bit_AVX2) ? PRECIS_MMA_PATH_AVX2 : PRECIS_MMA_PATH_SCALAR;
+  if ((xcr0_lo & 0x6u) != 0x6u || !(ebx & bit_AVX2)) return PRECIS_MMA_PATH_SCALAR;
+  return fma ? PRECIS_MMA_PATH_AVX2_F32 : PRECIS_MMA_PATH_AVX2;
+}
+
+/* Asked once: CPUID traps to the hypervisor in a virtual machine (microseconds, more than a small
+ * GEMM). 0 = not asked yet, else path + 1. */
+static precis_mma_path cpu_best_path(void) {
+  static _Atomic int cached;
+  int v = cached;
+  if (v == 0) {
+    v = (int)cpu_best_path_uncached() + 1;
+    cached = v;
+  }
+  return (precis_mma_path)(v - 1);
 }
 
 #endif /* PRECIS_MMA_X86 */
 
-const char *precis_mma_path_name(precis_mma_path path) { return path == PRECIS_MMA_PATH_AVX2 ? "avx2" : "scalar"; }
+const char *precis_mma_path_name(precis_mma_path path) {
+  return path == PRECIS_MMA_PATH_AVX2_F32 ? "avx2-f32" : path == PRECIS_MMA_PATH_AVX2 ? "avx2" : "scalar";
+}
 
 precis_mma_path precis_gemm_mma_path(void) {
   precis_mma_path best = PRECIS_MMA_PATH_SCALAR;
@@ -382,16 +778,32 @@ precis_mma_path precis_gemm_mma_path(void) {
 #endif
   const char *cap = getenv("PRECIS_MMA_PATH");
   if (cap && strcmp(cap, "scalar") == 0) best = PRECIS_MMA_PATH_SCALAR;
+  if (cap && strcmp(cap, "avx2") == 0 && best > PRECIS_MMA_PATH_AVX2) best = PRECIS_MMA_PATH_AVX2;
   return best;
+}
+
+precis_mma_path precis_gemm_mma_capped(const float *a, const float *b, float *c, size_t rows, size_t n, size_t k,
+                                       const precis_mma_shape *shape, precis_mma_path cap) {
+  if (rows == 0 || n == 0) return PRECIS_MMA_PATH_SCALAR;
+#if PRECIS_MMA_X86
+  precis_mma_path best = cpu_best_path();
+  if (cap > best) cap = best;
+  if (k > 0 && shape->block > 0 && shape->block <= 64 && cap >= PRECIS_MMA_PATH_AVX2) {
+    operand_scan sa = scan_operand(a, rows * k), sb = scan_operand(b, k * n);
+    if (sa.finite && sb.finite) {
+      if (cap >= PRECIS_MMA_PATH_AVX2_F32 && mma_vector_f32(a, b, c, rows, n, k, shape, &sa, &sb))
+        return PRECIS_MMA_PATH_AVX2_F32;
+      if (vector_safe(a, rows * k, b, k * n, k) && mma_vector(a, b, c, rows, n, k, shape)) return PRECIS_MMA_PATH_AVX2;
+    }
+  }
+#else
+  (void)cap;
+#endif
+  precis_gemm_mma_reference(a, b, c, rows, n, k, shape);
+  return PRECIS_MMA_PATH_SCALAR;
 }
 
 void precis_gemm_mma(const float *a, const float *b, float *c, size_t rows, size_t n, size_t k,
                      const precis_mma_shape *shape) {
-  if (rows == 0 || n == 0) return;
-#if PRECIS_MMA_X86
-  if (k > 0 && shape->block > 0 && shape->block <= 64 && precis_gemm_mma_path() == PRECIS_MMA_PATH_AVX2 &&
-      vector_safe(a, rows * k, b, k * n, k) && mma_vector(a, b, c, rows, n, k, shape))
-    return;
-#endif
-  precis_gemm_mma_reference(a, b, c, rows, n, k, shape);
+  precis_gemm_mma_capped(a, b, c, rows, n, k, shape, precis_gemm_mma_path());
 }

@@ -1,7 +1,7 @@
 /* GEMM in the tensor cores' fp32-accumulating MMA arithmetic (fp16/bf16/tf32 recipes on the cpu
  * backend under a --target, DESIGN §19, docs/formats.md "Target architectures"): the scalar
- * reference and an AVX2 kernel (threads over rows) that give bit-identical results, chosen at run
- * time by the CPU's features. */
+ * reference and two AVX2 kernels (threads over columns) that give bit-identical results, chosen at
+ * run time by the CPU's features and the operands. */
 #ifndef PRECIS_CPU_GEMM_MMA_H
 #define PRECIS_CPU_GEMM_MMA_H
 
@@ -32,11 +32,19 @@ void precis_gemm_mma(const float *a, const float *b, float *c, size_t rows, size
 void precis_gemm_mma_reference(const float *a, const float *b, float *c, size_t rows, size_t n, size_t k,
                                const precis_mma_shape *shape);
 
-/* The paths, slowest first. The fastest the CPU has is taken (AVX2 when the operands are finite and
- * no partial sum can overflow fp32, else the reference); PRECIS_MMA_PATH=scalar in the environment
- * caps it, so that tests and benchmarks can compare them. */
-typedef enum { PRECIS_MMA_PATH_SCALAR, PRECIS_MMA_PATH_AVX2 } precis_mma_path;
+/* The paths, slowest first: the scalar reference; the AVX2 kernel in doubles (any finite operands
+ * whose partial sums cannot overflow fp32); the AVX2+FMA kernel in fp32 and int32 lanes (operands
+ * of at most 12 significant bits, fp16/bf16/tf32 values, within the exponent spread that keeps its
+ * arithmetic exact: cpu_gemm_mma.c). Each call takes the fastest whose conditions hold, up to what
+ * the CPU has; PRECIS_MMA_PATH=scalar or =avx2 in the environment caps it, so that tests and
+ * benchmarks can compare them. */
+typedef enum { PRECIS_MMA_PATH_SCALAR, PRECIS_MMA_PATH_AVX2, PRECIS_MMA_PATH_AVX2_F32 } precis_mma_path;
 precis_mma_path precis_gemm_mma_path(void);
 const char *precis_mma_path_name(precis_mma_path path);
+
+/* precis_gemm_mma with the path capped at `cap` (the environment is not read); returns the path
+ * that ran. */
+precis_mma_path precis_gemm_mma_capped(const float *a, const float *b, float *c, size_t rows, size_t n, size_t k,
+                                       const precis_mma_shape *shape, precis_mma_path cap);
 
 #endif

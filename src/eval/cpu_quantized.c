@@ -18,10 +18,13 @@
 
 #include <cblas.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cpu_gemm_fp16acc.h"
 #include "numerics/format.h"
@@ -674,14 +677,50 @@ static void scale_segment(precis_cpu_quant *q, float *c, size_t rows, size_t row
   }
 }
 
-/* One segment's sums in the tensor-core accumulator model (mma_chain per output) into q->partial. */
-static void mma_segment(precis_cpu_quant *q, size_t rows, size_t row0, size_t g, size_t k0, size_t len) {
+/* Rows [first, last) of one segment's sums in the tensor-core accumulator model (mma_chain per
+ * output) into q->partial. */
+typedef struct mma_segment_job {
+  precis_cpu_quant *q;
+  size_t first, last, row0, g, k0, len;
+} mma_segment_job;
+
+static void *mma_segment_rows(void *arg) {
+  const mma_segment_job *job = arg;
+  precis_cpu_quant *q = job->q;
   size_t n = q->n, k = q->k;
-  for (size_t i = 0; i < rows; i++) {
-    const float *ai = q->a.units + (row0 + i) * k + k0;
+  for (size_t i = job->first; i < job->last; i++) {
+    const float *ai = q->a.units + (job->row0 + i) * k + job->k0;
     for (size_t j = 0; j < n; j++)
-      q->partial[i * n + j] = mma_chain(ai, q->b_t + (g * n + j) * k + k0, len, q->acc_bits, (size_t)q->acc_block);
+      q->partial[i * n + j] =
+          mma_chain(ai, q->b_t + (job->g * n + j) * k + job->k0, job->len, q->acc_bits, (size_t)q->acc_block);
   }
+  return NULL;
+}
+
+#define MMA_SEGMENT_MAX_THREADS 64
+#define MMA_SEGMENT_MIN_WORK (1u << 18) /* products per thread (a chain costs ~10 ns a product) */
+
+/* One segment, the rows split over the online CPUs (issue 40: threads on every core). Each output's
+ * chain is independent of the others, so the bits do not depend on the split. */
+static void mma_segment(precis_cpu_quant *q, size_t rows, size_t row0, size_t g, size_t k0, size_t len) {
+  static _Atomic long online;
+  long cpus = online;
+  if (cpus == 0) online = cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  size_t threads = cpus < 1 ? 1 : cpus > MMA_SEGMENT_MAX_THREADS ? MMA_SEGMENT_MAX_THREADS : (size_t)cpus;
+  double work = (double)rows * (double)q->n * (double)len;
+  while (threads > 1 && work / (double)threads < (double)MMA_SEGMENT_MIN_WORK) threads--;
+  if (threads > rows) threads = rows > 0 ? rows : 1;
+  mma_segment_job jobs[MMA_SEGMENT_MAX_THREADS];
+  pthread_t ids[MMA_SEGMENT_MAX_THREADS];
+  bool started[MMA_SEGMENT_MAX_THREADS];
+  for (size_t t = 0; t < threads; t++) {
+    jobs[t] = (mma_segment_job){q, rows * t / threads, rows * (t + 1) / threads, row0, g, k0, len};
+    started[t] = t > 0 && pthread_create(&ids[t], NULL, mma_segment_rows, &jobs[t]) == 0;
+  }
+  for (size_t t = 0; t < threads; t++)
+    if (!started[t]) mma_segment_rows(&jobs[t]); /* the first, and any that could not start */
+  for (size_t t = 1; t < threads; t++)
+    if (started[t]) pthread_join(ids[t], NULL);
 }
 
 void precis_cpu_quant_gemm(precis_cpu_quant *q, float *c) {
