@@ -67,4 +67,34 @@ TEST(zeros_and_nonfinite_errors) {
   CHECK_EQ_INT(fit.grade, PRECIS_GRADE_NOT_A);
 }
 
-RUN_TESTS(T(power_laws_give_their_exponent_and_grade), T(least_squares_of_noisy_points), T(zeros_and_nonfinite_errors))
+/* precis grade keeps, per size, the worst error over its trials with precis_grade_worse. A NaN of
+ * any trial, the first or a later one, must reach the fit: with a plain max (e > worst) a NaN of a
+ * later trial is dropped, the finite errors of the other trials lie on n^0.5 and the recipe that
+ * produced a nonfinite output is graded A. */
+TEST(nan_of_any_trial_is_the_worst) {
+  CHECK(isnan(precis_grade_worse(3.0, NAN)));
+  CHECK(isnan(precis_grade_worse(NAN, 3.0)));
+  CHECK(isnan(precis_grade_worse(NAN, INFINITY)));
+  CHECK(precis_grade_worse(3.0, 5.0) == 5.0);
+  CHECK(precis_grade_worse(5.0, 3.0) == 5.0);
+  CHECK(precis_grade_worse(0.0, INFINITY) == INFINITY);
+
+  enum { TRIALS = 3 };
+  for (size_t nan_trial = 0; nan_trial < TRIALS; nan_trial++) {
+    double worst[N_SIZES];
+    for (size_t s = 0; s < N_SIZES; s++)
+      for (size_t t = 0; t < TRIALS; t++) {
+        double e = (1.0 + 0.25 * (double)t) * sqrt((double)sizes[s]);
+        if (t == nan_trial && s == 4) e = NAN;
+        worst[s] = t == 0 ? e : precis_grade_worse(worst[s], e);
+      }
+    CHECK_MSG(isnan(worst[4]), "NaN in trial %zu: worst over trials %g", nan_trial, worst[4]);
+    CHECK_MSG(worst[0] == 1.5 * 4.0, "size 16: %g", worst[0]);
+    precis_grade_fit fit;
+    precis_grade_errors(sizes, worst, N_SIZES, &fit);
+    CHECK_MSG(fit.grade == PRECIS_GRADE_NOT_A, "NaN in trial %zu graded %s", nan_trial, precis_grade_name(fit.grade));
+  }
+}
+
+RUN_TESTS(T(power_laws_give_their_exponent_and_grade), T(least_squares_of_noisy_points), T(zeros_and_nonfinite_errors),
+          T(nan_of_any_trial_is_the_worst))

@@ -1,13 +1,45 @@
-"""python -m precis ...: the precis command line (the same C code, the same exit codes)."""
+"""python -m precis ...: the precis command line (the same C code, the same exit codes), and the
+commands only the Python package has (they need torch and transformers)."""
 import sys
 
 from . import main
 
-if __name__ == "__main__":
-    if sys.argv[1:2] == ["verify"]:  # the model's output (DESIGN §16): Python, torch and transformers
+# (how it is invoked, what it does): the commands the C command line does not have. The C usage
+# lists its own; python -m precis --help adds these after it.
+PYTHON_COMMANDS = (
+    ("verify", "reference vs emulated model on held-out inputs: end-to-end gates, error per layer"),
+    ("plan --validate", "plans at several budgets checked by verify: does the prediction rank them?"),
+)
+
+
+def python_command(argv):
+    """The Python entry point for argv (without the program name), or None for the C command line."""
+    if argv[:1] == ["verify"]:  # the model's output (DESIGN §16): Python, torch and transformers
         from .verify import main as verify_main
-        sys.exit(verify_main(sys.argv[2:]))
-    if sys.argv[1:2] == ["plan"] and "--validate" in sys.argv[2:]:  # DESIGN §17: plans checked by verify
+        return verify_main
+    if argv[:1] == ["plan"] and "--validate" in argv[1:]:  # DESIGN §17: plans checked by verify
         from .validate import main as validate_main
-        sys.exit(validate_main(sys.argv[2:]))
-    sys.exit(main())
+        return validate_main
+    return None
+
+
+def python_commands_help():
+    lines = ["", "commands of python -m precis only (torch, transformers; docs/verify.md; each has --help):"]
+    for name, summary in PYTHON_COMMANDS:
+        lines.append(f"  {name:<16} {summary}")
+    return "\n".join(lines) + "\n"
+
+
+def run(argv):
+    entry = python_command(argv)
+    if entry is not None:
+        return entry(argv[1:])
+    code = main(argv)
+    if argv[:1] in (["-h"], ["--help"], ["help"]) or not argv:
+        # After the C usage (stdout for --help, stderr when no command was given), on the same stream.
+        (sys.stdout if argv else sys.stderr).write(python_commands_help())
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(run(sys.argv[1:]))

@@ -129,8 +129,8 @@ static bool measure(const precis_recipe *recipe, const precis_workload_info *w, 
     double c = out.c64 ? out.c64[i] : (double)out.c[i];
     double e = fabs((c - c_hi[i]) - c_lo[i]) / DBL_EPSILON;
     if (ab_abs[i] > 0) e /= ab_abs[i];
-    if (!(e <= worst)) worst = e; /* NaN sticks: a nonfinite output is the worst */
-    if (isnan(e)) break;
+    worst = precis_grade_worse(worst, e);
+    if (isnan(worst)) break;
   }
   *max_error = worst;
   ok = true;
@@ -375,8 +375,8 @@ int precis_cmd_grade(int argc, char **argv) {
           goto done;
         }
         double *slot = &results[r].max_error[s];
-        /* The largest over trials; a NaN of any trial stays (a later finite error must not hide it). */
-        if (t == 0 || (!isnan(*slot) && !(e <= *slot))) *slot = e;
+        /* The largest over trials; a NaN of any trial, earlier or later, stays. */
+        *slot = t == 0 ? e : precis_grade_worse(*slot, e);
       }
     }
   }

@@ -332,6 +332,14 @@ int precis_cmd_import_model(int argc, char **argv) {
       precis_model_activations_hold(activations, "lm_head") &&
       (st = precis_model_add_tied_head(&model, &model_tensors, &tied_from)) != PRECIS_OK)
     goto report;
+  /* --list without --activations lists the tied head too, marked: an import with a capture that
+   * holds its inputs makes it, and the list is where a user looks for what an import makes. */
+  bool tied_only_with_activations = false;
+  if (list && !has_head && !activations && !converted && layout.tie_word_embeddings != 0 &&
+      (!n_include || glob_any("lm_head", include, n_include)) && !glob_any("lm_head", exclude, n_exclude)) {
+    if ((st = precis_model_add_tied_head(&model, &model_tensors, &tied_from)) != PRECIS_OK) goto report;
+    tied_only_with_activations = tied_from != NULL;
+  }
   size_t marked = precis_model_mark_in_major(&model, in_major, n_in_major);
   if (layout.experts_in_major) {
     size_t experts = precis_model_mark_experts_in_major(&model);
@@ -355,10 +363,16 @@ int precis_cmd_import_model(int argc, char **argv) {
     goto done;
   }
   if (list) {
-    for (size_t i = 0; i < model.n_layers; i++)
-      printf("%s\t%" PRId64 "x%" PRId64 "\t%s\t%s%s\n", model.layers[i].name, model.layers[i].out_features,
+    for (size_t i = 0; i < model.n_layers; i++) {
+      const bool tied = tied_from && !strcmp(model.layers[i].name, "lm_head");
+      printf("%s\t%" PRId64 "x%" PRId64 "\t%s\t%s%s", model.layers[i].name, model.layers[i].out_features,
              model.layers[i].in_features, model.layers[i].dtype, model.layers[i].file,
              model.layers[i].in_major ? "\tstored [in, out]" : "");
+      if (tied) printf("\ttied to %s", tied_from);
+      if (tied && tied_only_with_activations)
+        printf(": imported only with --activations holding its inputs (the final hidden states)");
+      putchar('\n');
+    }
     exit_code = 0;
     goto done;
   }

@@ -12,7 +12,8 @@
 
 static const char usage_text[] =
     "usage: precis plan REPORT.json [--require EXPR]... [--objective fisher|taylor|rel_fro] [--budget memory=BYTES|bits=B|latency=MS]\n"
-    "                   [--cost memory|bits|latency] [--target RECIPE] [--serve batch=B,context=T[,kv=FMT]]\n"
+    "                   [--cost memory|bits|latency] [--exclusions-for RECIPE] [--target ARCH]\n"
+    "                   [--serve batch=B,context=T[,kv=FMT]]\n"
     "                   [--force] [--allow-emulated-latency] [--validate (python -m precis plan)] -o DIR\n"
     "\n"
     "A precision per layer (each workload of the report is a layer: precis import --model names them after\n"
@@ -31,15 +32,16 @@ static const char usage_text[] =
     "                    latency=MS    sum of the median latency per call\n"
     "                    without a budget: per layer, the cheapest recipe that meets the criteria\n"
     "  --cost C          the cost dimension without a budget (default memory)\n"
-    "  --target RECIPE   the recipe the exclusion lists are relative to (default: the cheapest evaluated)\n"
+    "  --exclusions-for RECIPE\n"
+    "                    the recipe the exclusion lists are relative to (default: the cheapest evaluated);\n"
+    "                    the older form --target RECIPE is still read so, with a note\n"
     "  --moe-active K/E  a token reads top_k=K of E experts: a bits budget weighs each expert layer (a name\n"
     "                    containing \".experts.\") by K/E in its cost and in the average's weights\n"
     "  --serve S         prints the serving estimate of the plan at batch=B, context=T tokens: weights + KV cache\n"
     "                    (2*T*B*kv_heads*head_dim per layer in kv=FMT, default bf16, from the model's config.json\n"
     "                    recorded by import --model) + the peak transient + the cuBLASLt workspace; an estimate\n"
     "  --target ARCH     sm_80, sm_89, sm_90, sm_100 or sm_120: plan from the rows recorded for that\n"
-    "                    architecture only (rows from before targets count as sm_90); may be given with\n"
-    "                    --target RECIPE\n"
+    "                    architecture only (rows from before targets count as sm_90), as run --target\n"
     "  -o, --output DIR  writes plan.json, plan.md, plan.html, modelopt_exclude.json, llmcompressor_ignore.yaml\n"
     "  --force           replace those files when they exist\n"
     "  --allow-emulated-latency\n"
@@ -126,7 +128,8 @@ int precis_cmd_plan(int argc, char **argv) {
     const char *arg = argv[i];
     const char *value = i + 1 < argc ? argv[i + 1] : NULL;
     bool takes_value = !strcmp(arg, "--require") || !strcmp(arg, "--budget") || !strcmp(arg, "--cost") ||
-                       !strcmp(arg, "--target") || !strcmp(arg, "--serve") || !strcmp(arg, "--objective") ||
+                       !strcmp(arg, "--target") || !strcmp(arg, "--exclusions-for") || !strcmp(arg, "--serve") ||
+                       !strcmp(arg, "--objective") ||
                        !strcmp(arg, "--moe-active") || !strcmp(arg, "-o") || !strcmp(arg, "--output") ||
                        !strcmp(arg, "--model") || !strcmp(arg, "--inputs") || !strncmp(arg, "--validate-", 11);
     if (takes_value && !value) {
@@ -180,9 +183,29 @@ int precis_cmd_plan(int argc, char **argv) {
                 given);
         return 2;
       }
+    } else if (!strcmp(arg, "--exclusions-for")) {
+      if (precis_target_parse(value, &arch)) {
+        fprintf(stderr, "precis plan: --exclusions-for %s: a recipe expected, found an architecture (that is --target %s)\n",
+                value, value);
+        return 2;
+      }
+      if (options.target && strcmp(options.target, value)) {
+        fprintf(stderr, "precis plan: the exclusion lists' recipe given twice: %s and %s\n", options.target, value);
+        return 2;
+      }
+      options.target = value;
     } else if (!strcmp(arg, "--target")) {
-      /* An architecture (sm_100) selects rows; anything else names the reference recipe. */
-      if (!precis_target_parse(value, &arch)) options.target = value;
+      /* An architecture (sm_100) selects rows. A recipe was --target's meaning before architectures
+       * came (issue 33): such command lines keep working, and are told the option's name now. */
+      if (!precis_target_parse(value, &arch)) {
+        fprintf(stderr, "precis plan: note: --target %s names a recipe: read as --exclusions-for %s (--target is the "
+                        "architecture, as in run and recommend)\n", value, value);
+        if (options.target && strcmp(options.target, value)) {
+          fprintf(stderr, "precis plan: the exclusion lists' recipe given twice: %s and %s\n", options.target, value);
+          return 2;
+        }
+        options.target = value;
+      }
     } else if (!strcmp(arg, "-o") || !strcmp(arg, "--output")) {
       output = value;
     } else if (!strcmp(arg, "--force")) {

@@ -14,6 +14,11 @@ const char *precis_grade_name(precis_grade g) {
   return "?";
 }
 
+double precis_grade_worse(double worst, double error) {
+  if (isnan(worst)) return worst;
+  return error <= worst ? worst : error;
+}
+
 void precis_grade_errors(const long *sizes, const double *errors, size_t count, precis_grade_fit *out) {
   out->slope = out->intercept = NAN;
   out->fitted = 0;

@@ -29,4 +29,9 @@ typedef struct precis_grade_fit {
  * does (zero errors are left out of the fit), and grades them. */
 void precis_grade_errors(const long *sizes, const double *errors, size_t count, precis_grade_fit *out);
 
+/* The worse of two errors of one size (the running worst over elements or trials, and a new one):
+ * the larger, and NaN when either is NaN, whichever comes first: a nonfinite output is the worst,
+ * and a plain max (e > worst) would drop a later NaN and let the fit grade the finite rest. */
+double precis_grade_worse(double worst, double error);
+
 #endif

@@ -651,7 +651,7 @@ precis_status precis_plan_build(const precis_report *report, const precis_plan_o
   }
   if (options->serve_batch > 0 && (st = estimate_serving(report, options, p)) != PRECIS_OK) goto done;
   if (options->target && p->target < 0) {
-    st = precis_fail(PRECIS_E_USAGE, "--target %s: the report has no rows for this recipe", options->target);
+    st = precis_fail(PRECIS_E_USAGE, "--exclusions-for %s: the report has no rows for this recipe", options->target);
     goto done;
   }
   goto done;

