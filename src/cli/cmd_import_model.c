@@ -1,6 +1,7 @@
 /* precis import --model PATH: a dataset with one workload per linear layer of a safetensors
  * checkpoint (model.h says what a layer is). precis import hands every command line holding
  * --model to this file. */
+#include <cjson/cJSON.h>
 #include <errno.h>
 #include <fnmatch.h>
 #include <inttypes.h>
@@ -332,6 +333,17 @@ int precis_cmd_import_model(int argc, char **argv) {
       precis_model_activations_hold(activations, "lm_head") &&
       (st = precis_model_add_tied_head(&model, &model_tensors, &tied_from)) != PRECIS_OK)
     goto report;
+  if (tied_from && model_config) {
+    /* plan charges a tied head what a deployed checkpoint adds (DESIGN §21): say which layer it is. */
+    cJSON *doc = cJSON_Parse(model_config);
+    char *text = NULL;
+    if (doc && cJSON_AddStringToObject(doc, "tied_output_projection", "lm_head") &&
+        cJSON_AddStringToObject(doc, "tied_to", tied_from) && (text = cJSON_PrintUnformatted(doc))) {
+      free(model_config);
+      model_config = text;
+    }
+    cJSON_Delete(doc);
+  }
   size_t marked = precis_model_mark_in_major(&model, in_major, n_in_major);
   if (layout.experts_in_major) {
     size_t experts = precis_model_mark_experts_in_major(&model);

@@ -112,7 +112,10 @@ def main():
     rep2 = os.path.join(tmp, "rep-sq")
     run(["run", ds2, "--backend", "cpu", "--recipes", "int8-sq", "-o", rep2] + FAST, expect=None)
     out2 = os.path.join(tmp, "plan-sq")
-    run(["plan", os.path.join(rep2, "report.json"), "--require", "rel_fro<=1", "-o", out2])
+    # --deploy none: the exploration target lets the plan take a recipe no engine runs, and the
+    # deployment section says so (under the default vllm target int8-sq is dropped: no plan).
+    run(["plan", os.path.join(rep2, "report.json"), "--require", "rel_fro<=1", "-o", out2 + "-vllm"], expect=3)
+    run(["plan", os.path.join(rep2, "report.json"), "--require", "rel_fro<=1", "--deploy", "none", "-o", out2])
     plan2 = json.load(open(os.path.join(out2, "plan.json")))
     check(all(e["recipe"] == "int8-sq" for e in plan2["layers"]), "every layer on int8-sq")
     if True:
