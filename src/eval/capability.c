@@ -126,6 +126,14 @@ static bool why_no_quantized_route(const precis_spec *s, char *why, size_t len) 
   bool a_sc = precis_operand_is_scaled(a), b_sc = precis_operand_is_scaled(b);
   if (!a_sc && !b_sc) return false;
   const char *todo = "not yet run by the cuda backend (issue 16)";
+  if (a_sc && (b->fmt == PRECIS_FMT_S4 || b->fmt == PRECIS_FMT_U4)) {
+    /* W4A8 / W4AFP8 (issue 39): engines run them with CUTLASS mixed-input kernels. */
+    snprintf(why, len, "not supported on cuda: int4 weights x %s activations is a mixed-input GEMM; cuBLASLt takes "
+                       "both operands in one type (no int4 operand), and precis builds no CUTLASS mixed-input kernel "
+                       "(vLLM's CutlassW4A8LinearKernel, Machete); the cpu backend emulates it",
+             precis_format_get(a->fmt)->name);
+    return true;
+  }
   bool block = a->gran == PRECIS_GRAN_MX || a->gran == PRECIS_GRAN_MX_RCEIL || a->gran == PRECIS_GRAN_NV ||
                b->gran == PRECIS_GRAN_MX || b->gran == PRECIS_GRAN_MX_RCEIL || b->gran == PRECIS_GRAN_NV;
   if (a_sc != b_sc) {

@@ -57,10 +57,10 @@ static const precis_deploy_scheme vllm_schemes[V_COUNT] = {
     [V_W8A8_INT8] = {"W8A8 INT8", "int-quantized", ARCH(PRECIS_TARGET_SM80) | ARCH(PRECIS_TARGET_SM89) | ARCH(PRECIS_TARGET_SM90),
                      "CompressedTensorsW8A8Int8: CUTLASS scaled_mm (built for sm_75..sm_90)",
                      "vLLM csrc/quantization/cutlass_w8a8/scaled_mm_entry.cu (int8 kernels up to sm_90)"},
-    [V_W4A8_INT] = {"W4A8 INT", "int-quantized", 0,
+    [V_W4A8_INT] = {"W4A8 INT", "pack-quantized", 0,
                     "CompressedTensorsW4A8Int: CPU / Arm kernels only (dynamic_4bit), no NVIDIA GPU kernel",
                     "vLLM compressed_tensors/schemes/compressed_tensors_w4a8_int.py"},
-    [V_W4AFP8] = {"W4AFP8", "int-quantized", ARCH(PRECIS_TARGET_SM90),
+    [V_W4AFP8] = {"W4AFP8", "pack-quantized", ARCH(PRECIS_TARGET_SM90),
                   "CompressedTensorsW4A8Fp8: CutlassW4A8LinearKernel, Hopper only; group 128",
                   "vLLM kernels/mixed_precision/cutlass.py (CutlassW4A8LinearKernel: compute capability 90)"},
     [V_FP8] = {"FP8 W8A8", "float-quantized", SM89_UP,
@@ -259,6 +259,12 @@ void precis_deploy_check(precis_deploy_engine e, precis_target arch, const preci
       snprintf(v->why, sizeof v->why, "ModelOpt quant_algo %s is not in precis's TensorRT-LLM table", map.scheme);
       return;
     }
+  }
+  if (!v->scheme->archs) {
+    v->deployable = false;
+    snprintf(v->why, sizeof v->why, "%s has no NVIDIA GPU kernel for %s (%s)", precis_deploy_engine_name(e), v->scheme->name,
+             v->scheme->kernel);
+    return;
   }
   if (!(v->scheme->archs & ARCH(arch))) {
     char archs[96];
