@@ -28,7 +28,7 @@ static void usage(FILE *out) {
                "\nspec grammar (DESIGN §11):\n"
                "  FIELD   a=OPERAND b=OPERAND acc=fp64|fp32|fp32fast|fp16|s32 out=FMT scale=dynamic|absmax|\n"
                "          percentile=<P>|mse smooth=<0..1>|auto|none split=none|tf32x3|bf16x3|bf16x6|bf16x9|int8x<N>\n"
-               "  OPERAND FMT[@GRAN[:sym|sym-half|asym]]  FMT fp64 fp32 tf32 fp16 bf16 e4m3 e5m2 e2m1 s8 s4 u4\n"
+               "  OPERAND FMT[@GRAN[:sym|sym-half|asym]]  FMT fp64 fp32 tf32 fp16 bf16 e4m3 e5m2 e2m1 s8 s4 u4 s3 s2\n"
                "  GRAN    tensor row col k<G> <R>x<C> mx mx-rceil nv\n");
 }
 

@@ -47,13 +47,16 @@ static const char src_vllm_marlin[] =
 /* vLLM: the compressed-tensors schemes it runs (vllm/model_executor/layers/quantization/
  * compressed_tensors/schemes/). The index is used by vllm_scheme() below. */
 enum {
-  V_W4A16, V_W8A16, V_W8A8_INT8, V_W4A8_INT, V_W4AFP8, V_FP8, V_FP8_BLOCK, V_FP8_W8A16, V_NVFP4, V_NVFP4A16, V_MXFP4,
+  V_W4A16, V_W8A16, V_W2W3A16, V_W8A8_INT8, V_W4A8_INT, V_W4AFP8, V_FP8, V_FP8_BLOCK, V_FP8_W8A16, V_NVFP4, V_NVFP4A16, V_MXFP4,
   V_MXFP8, V_COUNT
 };
 static const precis_deploy_scheme vllm_schemes[V_COUNT] = {
     [V_W4A16] = {"W4A16", "pack-quantized", SM80_UP,
                  "CompressedTensorsWNA16: Marlin, Machete (sm_90) or ExLlama; k divisible by the group", src_vllm_marlin},
     [V_W8A16] = {"W8A16", "pack-quantized", SM80_UP, "CompressedTensorsWNA16 (8-bit): Marlin or Machete", src_vllm_marlin},
+    [V_W2W3A16] = {"W2A16 / W3A16", "pack-quantized", 0,
+                   "CompressedTensorsWNA16 takes 4- and 8-bit weights only (WNA16_SUPPORTED_BITS)",
+                   "vLLM compressed_tensors/schemes/compressed_tensors_wNa16.py"},
     [V_W8A8_INT8] = {"W8A8 INT8", "int-quantized", ARCH(PRECIS_TARGET_SM80) | ARCH(PRECIS_TARGET_SM89) | ARCH(PRECIS_TARGET_SM90),
                      "CompressedTensorsW8A8Int8: CUTLASS scaled_mm (built for sm_75..sm_90)",
                      "vLLM csrc/quantization/cutlass_w8a8/scaled_mm_entry.cu (int8 kernels up to sm_90)"},
@@ -141,13 +144,22 @@ bool precis_deploy_ct_shape_ok(const precis_spec *spec, long long k, long long n
   return true;
 }
 
+static long long gcd_ll(long long a, long long b) { return b ? gcd_ll(b, a % b) : a; }
+
+static long long lcm_ll(long long a, long long b) { return a / gcd_ll(a, b) * b; }
+
+/* The k that makes a row of this operand's elements whole 16-byte units: 128 / gcd(128, bits). */
+static long long row_multiple(const precis_operand_spec *op) {
+  return 128 / gcd_ll(128, precis_format_get(op->fmt)->storage_bits);
+}
+
 /* Quantized operands are read in rows of k elements that the GEMM kernels load 16 bytes at a time
  * (cuBLASLt: leading dimensions of fp8 / int8 operands a multiple of 16 bytes; CUTLASS and Marlin
  * tiles likewise): k * bits / 8 a multiple of 16. */
 static bool row_aligned(const precis_operand_spec *op, long long k, char *why, size_t why_len, const char *which) {
   if (!precis_operand_is_scaled(op)) return true;
   int bits = precis_format_get(op->fmt)->storage_bits;
-  long long multiple = 128 / bits;
+  long long multiple = row_multiple(op);
   if (k % multiple == 0) return true;
   snprintf(why, why_len, "%s rows of k=%lld %d-bit elements are not a multiple of 16 bytes (k must be a multiple of %lld)",
            which, k, bits, multiple);
@@ -165,15 +177,11 @@ static int nearest_group(const precis_spec *spec, long long k) {
   return 0;
 }
 
-static long long gcd_ll(long long a, long long b) { return b ? gcd_ll(b, a % b) : a; }
-
-static long long lcm_ll(long long a, long long b) { return a / gcd_ll(a, b) * b; }
-
 long long precis_deploy_k_multiple(precis_deploy_engine e, const precis_spec *spec) {
   if (e == PRECIS_DEPLOY_ENGINE_NONE) return 1;
   long long m = 1;
-  if (precis_operand_is_scaled(&spec->b)) m = lcm_ll(lcm_ll(m, k_divisor(&spec->b)), 128 / precis_format_get(spec->b.fmt)->storage_bits);
-  if (precis_operand_is_scaled(&spec->a)) m = lcm_ll(m, 128 / precis_format_get(spec->a.fmt)->storage_bits);
+  if (precis_operand_is_scaled(&spec->b)) m = lcm_ll(lcm_ll(m, k_divisor(&spec->b)), row_multiple(&spec->b));
+  if (precis_operand_is_scaled(&spec->a)) m = lcm_ll(m, row_multiple(&spec->a));
   return m;
 }
 
@@ -191,14 +199,15 @@ static bool shape_ok(precis_deploy_engine e, const precis_spec *spec, long long 
 
 /* ------------------------------------------------------------------ schemes of a spec */
 
-static bool is_int(precis_format_id f) { return f == PRECIS_FMT_I8 || f == PRECIS_FMT_S4 || f == PRECIS_FMT_U4; }
+static bool is_int(precis_format_id f) { return !precis_format_get(f)->is_float; }
 
 /* The vLLM scheme of a compressed-tensors mapping; -1 when vLLM has none. */
 static int vllm_scheme(const precis_spec *s) {
   const precis_operand_spec *a = &s->a, *b = &s->b;
   bool act = precis_operand_is_scaled(a);
   if (is_int(b->fmt)) {
-    int bits = b->fmt == PRECIS_FMT_I8 ? 8 : 4;
+    int bits = precis_format_get(b->fmt)->storage_bits;
+    if (bits < 4) return act ? -1 : V_W2W3A16;
     if (!act) return bits == 8 ? V_W8A16 : V_W4A16;
     if (a->fmt == PRECIS_FMT_I8) return bits == 8 ? V_W8A8_INT8 : V_W4A8_INT;
     if (a->fmt == PRECIS_FMT_E4M3 && bits == 4) return V_W4AFP8;
