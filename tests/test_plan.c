@@ -393,7 +393,7 @@ TEST(deploy_fused_groups_by_model_type) {
   /* An unknown model_type: the common names, and the rule says so. */
   CHECK_OK(precis_deploy_fused_groups(PRECIS_DEPLOY_ENGINE_VLLM, "newarch", bert, NULL, 5, group, &n, rule, sizeof rule));
   CHECK(n == 1 && strstr(rule, "not in precis's table") != NULL);
-  /* MoE: vLLM's FusedMoE takes a block's experts as one layer; TensorRT-LLM stacks fc and proj. */
+  /* MoE: vLLM's FusedMoE takes a block's experts as one layer; ModelOpt groups them alike. */
   const char *moe[] = {"model.layers.0.block_sparse_moe.experts.0.w1", "model.layers.0.block_sparse_moe.experts.0.w2",
                        "model.layers.0.block_sparse_moe.experts.0.w3", "model.layers.0.block_sparse_moe.experts.1.w1",
                        "model.layers.0.block_sparse_moe.experts.1.w2", "model.layers.0.block_sparse_moe.experts.1.w3",
@@ -401,7 +401,7 @@ TEST(deploy_fused_groups_by_model_type) {
   CHECK_OK(precis_deploy_fused_groups(PRECIS_DEPLOY_ENGINE_VLLM, "mixtral", moe, NULL, 7, group, &n, rule, sizeof rule));
   CHECK(n == 1 && group[0] == 0 && group[1] == 0 && group[5] == 0 && group[6] < 0);
   CHECK_OK(precis_deploy_fused_groups(PRECIS_DEPLOY_ENGINE_TRTLLM, "mixtral", moe, NULL, 7, group, &n, rule, sizeof rule));
-  CHECK(n == 2 && group[0] == group[2] && group[0] == group[3] && group[1] == group[4] && group[0] != group[1]);
+  CHECK(n == 1 && group[0] == group[1] && group[0] == group[5] && group[6] < 0);
 }
 
 /* One decision per fused group: q/k/v on one recipe, chosen by the members' summed error and cost. */

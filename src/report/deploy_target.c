@@ -343,13 +343,10 @@ static void fusion_key(precis_deploy_engine e, const fused_family *f, const char
   const char *experts = strstr(name, ".experts.");
   if (experts) {
     /* vLLM's FusedMoE holds every expert's gate/up (w13) and down (w2) projections in one layer
-     * with one quantization method; TensorRT-LLM's ExpertConfig stacks the experts' fc (w3 and w1)
-     * and proj (w2) separately. */
-    const char *last = strrchr(name, '.');
-    const char *proj = last ? last + 1 : name;
-    bool down = !strcmp(proj, "down_proj") || !strcmp(proj, "w2");
-    snprintf(key, len, "%.*s.experts%s", (int)(experts - name), name,
-             e == PRECIS_DEPLOY_ENGINE_TRTLLM ? (down ? ":proj" : ":fc") : "");
+     * with one quantization method; ModelOpt's AutoQuantize groups the same way for TensorRT-LLM
+     * (quant_grouping_rules: "<block>.experts.N.(gate|up|down)_proj", "<block>.N.(w1|w2|w3)"). */
+    (void)e;
+    snprintf(key, len, "%.*s.experts", (int)(experts - name), name);
     return;
   }
   const char *last = strrchr(name, '.');

@@ -764,25 +764,44 @@ static char *compressed_tensors_json(const precis_plan *p, const precis_deploy_m
   return text;
 }
 
-/* ModelOpt: hf_quant_config.json with quant_algo MIXED_PRECISION and a quant_algo per quantized
- * layer; unquantized layers in exclude_modules. */
+/* ModelOpt: hf_quant_config.json as ModelOpt's own export writes it (modelopt/torch/export/
+ * quant_utils.py, process_layer_quant_config): several formats give quant_algo MIXED_PRECISION and a
+ * quant_algo per quantized layer (layers not listed are unquantized); one format is written flat
+ * (its quant_algo, group_size, and the unquantized layers in exclude_modules) unless some layer has no
+ * equivalent (it would fall under that quant_algo); none, quant_algo null. */
 static char *modelopt_layers_json(const precis_plan *p, const precis_deploy_map *maps, const bool *rejected) {
   cJSON *root = cJSON_CreateObject();
   if (!root) return NULL;
   cJSON *producer = cJSON_AddObjectToObject(root, "producer");
   cJSON_AddStringToObject(producer, "name", "precis plan");
   cJSON *q = cJSON_AddObjectToObject(root, "quantization");
-  cJSON_AddStringToObject(q, "quant_algo", "MIXED_PRECISION");
-  cJSON_AddNullToObject(q, "kv_cache_quant_algo");
-  cJSON *layers = cJSON_AddObjectToObject(q, "quantized_layers");
-  cJSON *exclude = cJSON_AddArrayToObject(q, "exclude_modules");
+  cJSON *layers = cJSON_CreateObject(), *exclude = cJSON_CreateArray();
+  const precis_deploy_map *first = NULL;
+  bool mixed = false;
   for (size_t l = 0; p->feasible && l < p->n_layers; l++) {
     const precis_deploy_map *m = &maps[p->chosen[l]];
     if (m->kind == PRECIS_DEPLOY_UNQUANTIZED) cJSON_AddItemToArray(exclude, cJSON_CreateString(p->layers[l]));
+    /* A layer the file cannot carry must not fall under a flat file's one quant_algo: list per layer. */
+    if (m->kind == PRECIS_DEPLOY_NONE || (m->kind == PRECIS_DEPLOY_SCHEME && rejected[l])) mixed = true;
     if (m->kind != PRECIS_DEPLOY_SCHEME || rejected[l]) continue;
     cJSON *e = cJSON_AddObjectToObject(layers, p->layers[l]);
     cJSON_AddStringToObject(e, "quant_algo", m->scheme);
     if (m->group_size) cJSON_AddNumberToObject(e, "group_size", m->group_size);
+    if (first && (strcmp(first->scheme, m->scheme) != 0 || first->group_size != m->group_size)) mixed = true;
+    if (!first) first = m;
+  }
+  if (mixed) {
+    cJSON_AddStringToObject(q, "quant_algo", "MIXED_PRECISION");
+    cJSON_AddNullToObject(q, "kv_cache_quant_algo");
+    cJSON_AddItemToObject(q, "quantized_layers", layers);
+    cJSON_Delete(exclude);
+  } else {
+    if (first) cJSON_AddStringToObject(q, "quant_algo", first->scheme);
+    else cJSON_AddNullToObject(q, "quant_algo");
+    cJSON_AddNullToObject(q, "kv_cache_quant_algo");
+    if (first && first->group_size) cJSON_AddNumberToObject(q, "group_size", first->group_size);
+    cJSON_AddItemToObject(q, "exclude_modules", exclude);
+    cJSON_Delete(layers);
   }
   char *text = cJSON_Print(root);
   cJSON_Delete(root);

@@ -103,7 +103,7 @@ def main():
         check(entry["mapping"] == "none" and "INT4_AWQ" in entry["note"], f"w4a16 has no ModelOpt equivalent: {entry}")
         check(set(w4) <= set(plan["deployment"]["modelopt"]["layers_without_equivalent"]),
               "w4a16 layers named as without equivalent")
-        check(not set(w4) & (set(mo["quantized_layers"]) | set(mo["exclude_modules"])),
+        check(not set(w4) & (set(mo["quantized_layers"]) | set(mo.get("exclude_modules", []))),
               "w4a16 layers are neither quantized nor excluded in the ModelOpt file")
 
     # Every layer on int8-sq: compressed-tensors has no equivalent, the config carries none of them.

@@ -57,6 +57,43 @@ WANT = {"w4a16": ({"num_bits": 4, "type": "int", "strategy": "group", "group_siz
                         {"num_bits": 8, "type": "float", "strategy": "token", "dynamic": True})}
 
 
+# ModelOpt's hf_quant_config.json, as its export writes it (NVIDIA/TensorRT-Model-Optimizer commit
+# 5a4242f, modelopt/torch/export/quant_utils.py: get_quant_config, process_layer_quant_config): ModelOpt
+# is not installable here, so its schema is written from that source. The per-layer quant_algo values
+# its export writes; MIXED_PRECISION when the layers use several formats, else one format flat with
+# exclude_modules.
+MODELOPT_LAYER_ALGOS = {"FP8", "FP8_PER_CHANNEL_PER_TOKEN", "W4A16_AWQ", "W4A8_AWQ", "W8A16", "W8A8_SQ_PER_CHANNEL",
+                        "NVFP4", "NVFP4_AWQ", "W4A8_NVFP4_FP8", "W4A8_MXFP4_FP8"}
+MODELOPT_GROUPED = {"W4A16_AWQ", "W4A8_AWQ", "NVFP4", "NVFP4_AWQ", "W4A8_NVFP4_FP8", "W4A8_MXFP4_FP8"}
+MODELOPT_KV = {None, "FP8", "INT8", "NVFP4", "NVFP4_AFFINE"}
+
+
+def modelopt_schema_errors(doc):
+    errors = []
+    if set(doc) != {"producer", "quantization"} or not isinstance(doc["producer"].get("name"), str):
+        errors.append(f"top level {sorted(doc)}")
+    q = doc.get("quantization", {})
+    if q.get("kv_cache_quant_algo", "missing") not in MODELOPT_KV:
+        errors.append(f"kv_cache_quant_algo {q.get('kv_cache_quant_algo', 'missing')}")
+    entries = []
+    if q.get("quant_algo") == "MIXED_PRECISION":
+        if set(q) != {"quant_algo", "kv_cache_quant_algo", "quantized_layers"}:
+            errors.append(f"MIXED_PRECISION keys {sorted(q)}")
+        entries = list(q.get("quantized_layers", {}).values())
+        if len({json.dumps(e, sort_keys=True) for e in entries}) < 2:
+            errors.append("MIXED_PRECISION with fewer than two formats")
+    elif q.get("quant_algo") is not None:
+        entries = [{k: v for k, v in q.items() if k in ("quant_algo", "group_size")}]
+        if not isinstance(q.get("exclude_modules"), list) or "quantized_layers" in q:
+            errors.append(f"one format: keys {sorted(q)}")
+    for e in entries:
+        if e.get("quant_algo") not in MODELOPT_LAYER_ALGOS:
+            errors.append(f"quant_algo {e.get('quant_algo')}")
+        if (e.get("quant_algo") in MODELOPT_GROUPED) != isinstance(e.get("group_size"), int):
+            errors.append(f"group_size of {e}")
+    return errors
+
+
 def run(args, expect=0):
     p = subprocess.run([PRECIS] + args, capture_output=True, text=True)
     if expect is not None and p.returncode != expect:
@@ -203,6 +240,26 @@ def body(tmp):
         check(head["recipes"]["bf16"]["cost"] == 0, f"an unquantized tied head costs 0: {head['recipes']['bf16']}")
         groups = target["fused_groups"]
         check(len(groups) == 4 and all(len(g) in (2, 3) for g in groups), f"fused groups: {groups}")
+
+    # TensorRT-LLM: ModelOpt's file, checked against its export's schema; fused layers on one quant_algo.
+    out = os.path.join(tmp, "plan-trtllm")
+    run(["plan", report, "--require", "rel_fro<=1", "--objective", "rel_fro", "--budget", "bits=12", "--deploy", "trtllm",
+         "-o", out])
+    plan = json.load(open(os.path.join(out, "plan.json")))
+    chosen = {e["layer"]: e["recipe"] for e in plan["layers"]}
+    check(set(chosen.values()) == {"bf16", "fp8-rowwise"}, f"trtllm: w4a16 (INT4_AWQ only) dropped: {set(chosen.values())}")
+    mo = json.load(open(os.path.join(out, "modelopt_hf_quant_config.json")))
+    errors = modelopt_schema_errors(mo)
+    check(not errors, f"modelopt_hf_quant_config.json against ModelOpt's export schema: {errors}")
+    q = mo["quantization"]
+    algo = {l: q["quant_algo"] for l, r in chosen.items() if r == "fp8-rowwise"}
+    check(q["quant_algo"] == "FP8_PER_CHANNEL_PER_TOKEN" and set(q["exclude_modules"]) == {l for l, r in chosen.items()
+                                                                                           if r == "bf16"},
+          f"one format written flat, the bf16 layers excluded: {q}")
+    for i in range(2):
+        p = f"model.layers.{i}."
+        check(len({chosen[p + f"self_attn.{x}_proj"] for x in "qkv"}) == 1, f"trtllm: layer {i} q/k/v share one recipe")
+    check(plan["deployment"]["modelopt"]["complete"] and algo, f"trtllm: complete {plan['deployment']['modelopt']}")
 
     # Exploration: w4a16 g128 may be chosen, and the deployment section says the library rejects it.
     out = os.path.join(tmp, "plan-none")
