@@ -908,6 +908,10 @@ void precis_plan_print(const precis_plan *p, FILE *out) {
     fprintf(out, "\n");
     free(count);
   }
+  fprintf(out, "  deploy target %s on %s: %zu fused groups (one recipe each), %zu (layer, recipe) cells dropped as not "
+               "deployable%s%s\n", precis_deploy_engine_name(p->deploy), precis_target_name(p->deploy_arch), p->n_groups,
+          p->n_dropped, p->n_dropped ? " (plan.md says why and the nearest that deploys)" : "",
+          p->tied_charged_copy ? "; the tied head charged its quantized copy" : "");
   fprintf(out, "  most sensitive:");
   for (size_t i = 0; i < p->n_layers && i < 5; i++) {
     precis_fmt_sig(err, sizeof err, p->sensitivity[p->by_sensitivity[i]], 3);
