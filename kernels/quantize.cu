@@ -178,6 +178,8 @@ extern "C" cudaError_t precis_cuda_quantize(const precis_quant_desc *desc, const
   case PRECIS_FMT_E2M1: p.kind = kE2M1, p.max_elem = 6.0f; break;
   case PRECIS_FMT_E2M3:
   case PRECIS_FMT_E3M2: return cudaErrorNotSupported; /* FP6: the host quantizer only (issue 33) */
+  case PRECIS_FMT_S3:
+  case PRECIS_FMT_S2: return cudaErrorNotSupported; /* W3A16 / W2A16: the host quantizer only (issue 39) */
   default: {
     float qmax = desc->elem == PRECIS_FMT_I8 ? 127.0f : desc->elem == PRECIS_FMT_S4 ? 7.0f : 15.0f;
     p.kind = kInt, p.qmax = qmax, p.qmin = -qmax, p.max_elem = qmax;

@@ -25,7 +25,7 @@ static bool same_bits(float a, float b) { return bits_of(a) == bits_of(b); }
 
 TEST(table_rows_are_consistent) {
   static const char *names[PRECIS_FMT_COUNT] = {"fp64", "fp32", "tf32", "fp16", "bf16", "e4m3", "e5m2",
-                                                "s8",   "s32",  "e2m1", "e8m0", "s4",   "u4",   "e2m3", "e3m2"};
+                                                "s8",   "s32",  "e2m1", "e8m0", "s4",   "u4",   "e2m3", "e3m2", "s2",   "s3"};
   for (int i = 0; i < PRECIS_FMT_COUNT; i++) {
     const precis_format *f = precis_format_get((precis_format_id)i);
     CHECK(f != NULL);

@@ -3,7 +3,10 @@
  * exclusion lists. */
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
+
 #include "base/fileio.h"
+#include "numerics/recipe.h"
 #include "harness.h"
 #include "report/plan.h"
 #include "report_fixture.h"
@@ -324,6 +327,193 @@ TEST(blocking_layers_are_named) {
   precis_report_free(&r);
 }
 
+/* Deployment targets (DESIGN §21): what the library accepts of a shape, and the nearest that does. */
+TEST(deploy_check_shapes_and_nearest) {
+  precis_spec w4, fp8, nv;
+  CHECK_OK(precis_spec_parse(precis_recipe_name_spec("w4a16"), &w4));
+  CHECK_OK(precis_spec_parse(precis_recipe_name_spec("fp8-rowwise"), &fp8));
+  CHECK_OK(precis_spec_parse(precis_recipe_name_spec("nvfp4"), &nv));
+  precis_deploy_verdict v;
+  precis_deploy_check(PRECIS_DEPLOY_ENGINE_VLLM, PRECIS_TARGET_SM90, &w4, 576, 576, &v);
+  CHECK(!v.deployable && strstr(v.why, "k=576") != NULL);
+  CHECK_MSG(strstr(v.nearest, "b=s4@k64:sym-half") != NULL, "nearest for 576: %s", v.nearest);
+  precis_deploy_check(PRECIS_DEPLOY_ENGINE_VLLM, PRECIS_TARGET_SM90, &w4, 960, 576, &v);
+  CHECK(!v.deployable && strstr(v.nearest, "b=s4@k64") != NULL);
+  precis_deploy_check(PRECIS_DEPLOY_ENGINE_VLLM, PRECIS_TARGET_SM90, &w4, 1000, 576, &v); /* 1000 = 8 * 125 */
+  CHECK(!v.deployable && v.nearest[0] == '\0');
+  precis_deploy_check(PRECIS_DEPLOY_ENGINE_VLLM, PRECIS_TARGET_SM90, &w4, 4096, 576, &v);
+  CHECK(v.deployable && v.scheme && strcmp(v.scheme->name, "W4A16") == 0);
+  precis_deploy_check(PRECIS_DEPLOY_ENGINE_NONE, PRECIS_TARGET_SM90, &w4, 576, 576, &v);
+  CHECK(v.deployable);
+  /* fp8 rows: 16 bytes of e4m3 = 16 elements. */
+  precis_deploy_check(PRECIS_DEPLOY_ENGINE_VLLM, PRECIS_TARGET_SM90, &fp8, 584, 576, &v);
+  CHECK(!v.deployable && strstr(v.why, "16 bytes") != NULL);
+  precis_deploy_check(PRECIS_DEPLOY_ENGINE_VLLM, PRECIS_TARGET_SM80, &fp8, 576, 576, &v);
+  CHECK(!v.deployable && strstr(v.why, "sm_80") != NULL);
+  precis_deploy_check(PRECIS_DEPLOY_ENGINE_VLLM, PRECIS_TARGET_SM90, &nv, 576, 576, &v);
+  CHECK(!v.deployable);
+  precis_deploy_check(PRECIS_DEPLOY_ENGINE_VLLM, PRECIS_TARGET_SM100, &nv, 576, 576, &v);
+  CHECK(v.deployable);
+  precis_deploy_check(PRECIS_DEPLOY_ENGINE_TRTLLM, PRECIS_TARGET_SM90, &w4, 4096, 4096, &v);
+  CHECK(!v.deployable && strstr(v.why, "INT4_AWQ") != NULL);
+  CHECK_EQ_INT((int)precis_deploy_k_multiple(PRECIS_DEPLOY_ENGINE_VLLM, &w4), 128);
+  CHECK_EQ_INT((int)precis_deploy_k_multiple(PRECIS_DEPLOY_ENGINE_VLLM, &fp8), 16);
+}
+
+TEST(deploy_fused_groups_by_model_type) {
+  const char *llama[] = {"model.layers.0.self_attn.q_proj", "model.layers.0.self_attn.k_proj",
+                         "model.layers.0.self_attn.v_proj", "model.layers.0.self_attn.o_proj",
+                         "model.layers.0.mlp.gate_proj",     "model.layers.0.mlp.up_proj",
+                         "model.layers.0.mlp.down_proj",     "model.layers.1.self_attn.q_proj",
+                         "model.layers.1.self_attn.k_proj",  "lm_head"};
+  long long k[] = {576, 576, 576, 576, 576, 576, 960, 576, 576, 576};
+  int group[10];
+  size_t n = 0;
+  char rule[300];
+  CHECK_OK(precis_deploy_fused_groups(PRECIS_DEPLOY_ENGINE_VLLM, "llama", llama, k, 10, group, &n, rule, sizeof rule));
+  CHECK_EQ_INT((int)n, 3);
+  CHECK(group[0] >= 0 && group[0] == group[1] && group[1] == group[2] && group[3] < 0);
+  CHECK(group[4] >= 0 && group[4] == group[5] && group[4] != group[0] && group[6] < 0);
+  CHECK(group[7] >= 0 && group[7] == group[8] && group[7] != group[0] && group[9] < 0);
+  /* Siblings that read different inputs are not one GEMM. */
+  k[1] = 192;
+  CHECK_OK(precis_deploy_fused_groups(PRECIS_DEPLOY_ENGINE_VLLM, "llama", llama, k, 10, group, &n, rule, sizeof rule));
+  CHECK(group[0] >= 0 && group[1] < 0 && group[0] == group[2]);
+  CHECK_OK(precis_deploy_fused_groups(PRECIS_DEPLOY_ENGINE_NONE, "llama", llama, k, 10, group, &n, rule, sizeof rule));
+  CHECK_EQ_INT((int)n, 0);
+  /* BERT's attention.self.query/key/value; its intermediate and output dense layers alone. */
+  const char *bert[] = {"encoder.layer.0.attention.self.query", "encoder.layer.0.attention.self.key",
+                        "encoder.layer.0.attention.self.value", "encoder.layer.0.attention.output.dense",
+                        "encoder.layer.0.intermediate.dense"};
+  CHECK_OK(precis_deploy_fused_groups(PRECIS_DEPLOY_ENGINE_VLLM, "bert", bert, NULL, 5, group, &n, rule, sizeof rule));
+  CHECK(n == 1 && group[0] == 0 && group[1] == 0 && group[2] == 0 && group[3] < 0 && group[4] < 0);
+  /* gpt2's c_attn is already one module: nothing to group, even with llama-like names around. */
+  CHECK_OK(precis_deploy_fused_groups(PRECIS_DEPLOY_ENGINE_VLLM, "gpt2", llama, NULL, 10, group, &n, rule, sizeof rule));
+  CHECK_EQ_INT((int)n, 0);
+  /* An unknown model_type: the common names, and the rule says so. */
+  CHECK_OK(precis_deploy_fused_groups(PRECIS_DEPLOY_ENGINE_VLLM, "newarch", bert, NULL, 5, group, &n, rule, sizeof rule));
+  CHECK(n == 1 && strstr(rule, "not in precis's table") != NULL);
+  /* MoE: vLLM's FusedMoE takes a block's experts as one layer; ModelOpt groups them alike. */
+  const char *moe[] = {"model.layers.0.block_sparse_moe.experts.0.w1", "model.layers.0.block_sparse_moe.experts.0.w2",
+                       "model.layers.0.block_sparse_moe.experts.0.w3", "model.layers.0.block_sparse_moe.experts.1.w1",
+                       "model.layers.0.block_sparse_moe.experts.1.w2", "model.layers.0.block_sparse_moe.experts.1.w3",
+                       "model.layers.1.block_sparse_moe.experts.0.w1"};
+  CHECK_OK(precis_deploy_fused_groups(PRECIS_DEPLOY_ENGINE_VLLM, "mixtral", moe, NULL, 7, group, &n, rule, sizeof rule));
+  CHECK(n == 1 && group[0] == 0 && group[1] == 0 && group[5] == 0 && group[6] < 0);
+  CHECK_OK(precis_deploy_fused_groups(PRECIS_DEPLOY_ENGINE_TRTLLM, "mixtral", moe, NULL, 7, group, &n, rule, sizeof rule));
+  CHECK(n == 1 && group[0] == group[1] && group[0] == group[5] && group[6] < 0);
+}
+
+/* One decision per fused group: q/k/v on one recipe, chosen by the members' summed error and cost. */
+TEST(fused_group_gets_one_recipe) {
+  precis_report r;
+  fixture_report(&r);
+  precis_kv_set_json(&r.settings, "model_config", "{\"model_type\":\"llama\"}");
+  const char *layers[] = {"model.layers.0.self_attn.q_proj", "model.layers.0.self_attn.k_proj",
+                          "model.layers.0.self_attn.v_proj", "model.layers.0.self_attn.o_proj"};
+  /* fp8-rowwise is cheap and fine on q and v, poor on k; bf16 fine everywhere. */
+  const double fp8_err[] = {1e-3, 9e-2, 1e-3, 2e-3};
+  for (int l = 0; l < 4; l++) {
+    fixture_row(&r, layers[l], "bf16", 1e-4, 2.0, 4096, 1)->spec = precis_strdup(precis_recipe_name_spec("bf16"));
+    fixture_row(&r, layers[l], "fp8-rowwise", fp8_err[l], 1.0, 4096, 1)->spec =
+        precis_strdup(precis_recipe_name_spec("fp8-rowwise"));
+  }
+  precis_criteria require = {.count = 1, .items = {{PRECIS_METRIC_REL_FRO, PRECIS_CMP_LE, 5e-2}}};
+  precis_plan_options opt = {.require = &require, .deploy = PRECIS_DEPLOY_ENGINE_NONE};
+  precis_plan p;
+  CHECK_OK(precis_plan_build(&r, &opt, &p));
+  CHECK(p.feasible && p.n_groups == 0);
+  CHECK_STR(chosen(&p, 0), "fp8-rowwise");
+  CHECK_STR(chosen(&p, 1), "bf16");
+  precis_plan_free(&p);
+  /* vllm: k fails fp8 in the group, so the group takes bf16; o_proj alone keeps fp8. */
+  opt.deploy = PRECIS_DEPLOY_ENGINE_VLLM;
+  CHECK_OK(precis_plan_build(&r, &opt, &p));
+  CHECK(p.feasible && p.n_groups == 1);
+  for (int l = 0; l < 3; l++) CHECK_STR(chosen(&p, l), "bf16");
+  CHECK_STR(chosen(&p, 3), "fp8-rowwise");
+  precis_plan_free(&p);
+  /* A bits budget with room for fp8 on the group or nothing else: the group's cost is its members' sum. */
+  require.items[0].value = 1;
+  opt.budget = PRECIS_PLAN_BITS;
+  opt.budget_value = 12; /* 4 layers: 48 bits per weight of a layer in all; 3 x 8 + 16 = 40 fits, 16 + 16+16 + 8 = 56 does not */
+  CHECK_OK(precis_plan_build(&r, &opt, &p));
+  CHECK(p.feasible);
+  CHECK_STR(chosen(&p, 0), "fp8-rowwise");
+  CHECK_STR(chosen(&p, 1), "fp8-rowwise");
+  CHECK_STR(chosen(&p, 2), "fp8-rowwise");
+  precis_plan_free(&p);
+  precis_report_free(&r);
+}
+
+/* Recipes a layer's shape cannot deploy are not candidates; a tied head is charged its copy. */
+TEST(dropped_recipes_and_tied_head) {
+  precis_report r;
+  fixture_report(&r);
+  precis_kv_set_json(&r.settings, "model_config",
+                     "{\"model_type\":\"llama\",\"tie_word_embeddings\":true,\"tied_output_projection\":\"lm_head\"}");
+  const char *layers[] = {"model.layers.0.mlp.down_proj", "lm_head"};
+  for (int l = 0; l < 2; l++) {
+    precis_row *b = fixture_row(&r, layers[l], "bf16", 1e-4, 2.0, 4096, 1);
+    b->spec = precis_strdup(precis_recipe_name_spec("bf16"));
+    precis_row *w = fixture_row(&r, layers[l], "w4a16", 1e-2, 1.0, 4096, 1);
+    w->spec = precis_strdup(precis_recipe_name_spec("w4a16"));
+    b->k = w->k = l == 0 ? 960 : 512;
+    b->n = w->n = l == 0 ? 576 : 3001;
+  }
+  precis_plan_options opt = {.deploy = PRECIS_DEPLOY_ENGINE_VLLM, .budget = PRECIS_PLAN_BITS, .budget_value = 16};
+  precis_plan p;
+  CHECK_OK(precis_plan_build(&r, &opt, &p));
+  CHECK(p.feasible);
+  CHECK_EQ_INT((int)p.n_dropped, 1);
+  const precis_plan_cell *dropped = &p.cells[0 * p.n_recipes + 1];
+  CHECK(dropped->dropped && !dropped->passes && strstr(dropped->nearest, "b=s4@k64") != NULL);
+  CHECK_STR(chosen(&p, 0), "bf16");
+  /* The tied head unquantized costs 0 and leaves the average; bf16 (1e-4) beats w4a16 there. */
+  CHECK_EQ_INT(p.tied_head, 1);
+  CHECK_NEAR(p.cells[1 * p.n_recipes + 0].cost, 0, 0);
+  CHECK_NEAR(p.capacity, 16.0 * 960 * 576, 0);
+  CHECK_STR(chosen(&p, 1), "bf16");
+  precis_plan_free(&p);
+  /* Exploration: the head is its own matrix and w4a16 g128 is a candidate on 960. */
+  opt.deploy = PRECIS_DEPLOY_ENGINE_NONE;
+  opt.budget_value = 4.2; /* 960 = 7.5 groups of 128: 8 scales per column */
+  CHECK_OK(precis_plan_build(&r, &opt, &p));
+  CHECK(p.feasible && p.n_dropped == 0);
+  CHECK_NEAR(p.cells[1 * p.n_recipes + 0].cost, 16.0 * 512 * 3001, 0);
+  CHECK_STR(chosen(&p, 0), "w4a16");
+  char dir[] = "/tmp/precis_test_plan_XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  CHECK_OK(precis_plan_write_all(&p, &r, "report.json", dir, false));
+  char *path = precis_asprintf("%s/plan.json", dir), *text = NULL;
+  size_t size = 0;
+  CHECK_OK(precis_read_file(path, &text, &size));
+  cJSON *doc = text ? cJSON_Parse(text) : NULL;
+  const cJSON *ct = cJSON_GetObjectItem(cJSON_GetObjectItem(doc, "deployment"), "compressed_tensors");
+  CHECK(cJSON_IsFalse(cJSON_GetObjectItem(ct, "complete")));
+  CHECK_EQ_INT(cJSON_GetArraySize(cJSON_GetObjectItem(ct, "layers_rejected_by_shape")), 1);
+  CHECK(cJSON_IsFalse(cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(ct, "recipes"), "w4a16"), "exact")));
+  cJSON_Delete(doc);
+  free(text);
+  free(path);
+  path = precis_asprintf("%s/compressed_tensors_config.json", dir);
+  CHECK_OK(precis_read_file(path, &text, &size));
+  CHECK(text && strstr(text, "down_proj") == NULL); /* left out, not written for the library to refuse */
+  free(text);
+  free(path);
+  const char *names[] = {"plan.json", "plan.md", "plan.html", "modelopt_exclude.json", "llmcompressor_ignore.yaml",
+                         "compressed_tensors_config.json", "modelopt_hf_quant_config.json"};
+  for (int i = 0; i < 7; i++) {
+    path = precis_asprintf("%s/%s", dir, names[i]);
+    remove(path);
+    free(path);
+  }
+  rmdir(dir);
+  precis_plan_free(&p);
+  precis_report_free(&r);
+}
+
 RUN_TESTS(T(solver_matches_brute_force), T(thinned_frontier_says_heuristic), T(cheapest_per_layer_and_exclusions),
           T(budget_trades_error_for_cost), T(bits_budget_counts_the_weights_format), T(blocking_layers_are_named),
-          T(moe_active_weighs_expert_layers))
+          T(moe_active_weighs_expert_layers), T(deploy_check_shapes_and_nearest), T(deploy_fused_groups_by_model_type),
+          T(fused_group_gets_one_recipe), T(dropped_recipes_and_tied_head))

@@ -368,7 +368,7 @@ int precis_cli_parse_plan_args(const char *command, int argc, char **argv, bool 
   args->cc_major = 9;
   /* `precis recipes` is the catalogue: every preset, the optional ones and the high-precision family
    * included. */
-  const char *recipes = strcmp(command, "recipes") == 0 ? "all,fp8-fast,fp8-block-ue8m0,mxfp6-e2m3,mxfp6-e3m2,high-precision"
+  const char *recipes = strcmp(command, "recipes") == 0 ? "all,fp8-fast,fp8-block-ue8m0,mxfp6-e2m3,mxfp6-e3m2,w4a8,w4afp8,w3a16,w2a16,high-precision"
                                                       : "all";
   optind = 1;
   opterr = 0;

@@ -125,7 +125,8 @@ char *precis_cli_command_line(int argc, char **argv);
 #define PRECIS_CLI_RECIPES_HELP                                                                                  \
   "comma-separated presets and specs (default all): fp32,tf32,fp16,fp16acc16,bf16,\n"                         \
   "                        int8,fp8,fp8-rowwise,fp8-block,w8a16,w4a16,w4a16-asym,mxfp8,mxfp4,nvfp4,\n"        \
-  "                        int8-sq, all, fp8-fast, fp8-block-ue8m0, mxfp6-e2m3, mxfp6-e3m2 (not in all),\n"   \
+  "                        int8-sq, all, fp8-fast, fp8-block-ue8m0, mxfp6-e2m3, mxfp6-e3m2, w4a8, w4afp8\n"   \
+  "                        w3a16, w2a16 (not in all),\n"                                                                  \
   "                        high-precision (fp64,3xtf32,bf16x3,bf16x6,\n"                                       \
   "                        bf16x9,ozaki-int8-3..8),\n"                                                         \
   "                        or fields a=FMT[@GRAN],b=...,acc=,out=,scale=,smooth=,split=; the\n"                 \

@@ -50,6 +50,7 @@ static const precis_cli_option plan_options[] = {
     {"require", V, 0}, {"budget", V, 0}, {"cost", V, 0}, {"target", V, 0}, {"exclusions-for", V, 0},
     {"output", V, 'o'}, {"force", F, 0},
     {"allow-emulated-latency", F, 0}, {"objective", V, 0}, {"serve", V, 0}, {"moe-active", V, 0},
+    {"deploy", V, 0},
     /* plan --validate and its options are `python -m precis plan --validate`'s (it runs the model):
      * accepted here only so that cmd_plan.c refuses them with that pointer, not as unknown. */
     {"validate", F, 0}, {"model", V, 0}, {"inputs", V, 0}, {"validate-budgets", V, 0}, {"validate-against", V, 0},
@@ -63,7 +64,7 @@ static const precis_cli_option compare_options[] = {{"error-factor", V, 0}, {"ti
                                                     {NULL, F, 0}};
 static const precis_cli_option merge_options[] = {{"output", V, 'o'}, {"force", F, 0}, {"quiet", F, 'q'}, {NULL, F, 0}};
 static const precis_cli_option recipes_options[] = {{"recipes", V, 0}, {"cc", V, 0}, {"json", F, 0}, {"target", V, 0},
-                                                    {NULL, F, 0}};
+                                                    {"deploy", V, 0}, {NULL, F, 0}};
 static const precis_cli_option explain_options[] = {{"recipes", V, 0}, {"workloads", V, 0}, {"cc", V, 0},
                                                     {"json", F, 0},    {"cublaslt-version", V, 0}, {"target", V, 0},
                                                     {NULL, F, 0}};

@@ -1,6 +1,7 @@
 /* precis import --model PATH: a dataset with one workload per linear layer of a safetensors
  * checkpoint (model.h says what a layer is). precis import hands every command line holding
  * --model to this file. */
+#include <cjson/cJSON.h>
 #include <errno.h>
 #include <fnmatch.h>
 #include <inttypes.h>
@@ -339,6 +340,17 @@ int precis_cmd_import_model(int argc, char **argv) {
       (!n_include || glob_any("lm_head", include, n_include)) && !glob_any("lm_head", exclude, n_exclude)) {
     if ((st = precis_model_add_tied_head(&model, &model_tensors, &tied_from)) != PRECIS_OK) goto report;
     tied_only_with_activations = tied_from != NULL;
+  }
+  if (tied_from && model_config) {
+    /* plan charges a tied head what a deployed checkpoint adds (DESIGN §21): say which layer it is. */
+    cJSON *doc = cJSON_Parse(model_config);
+    char *text = NULL;
+    if (doc && cJSON_AddStringToObject(doc, "tied_output_projection", "lm_head") &&
+        cJSON_AddStringToObject(doc, "tied_to", tied_from) && (text = cJSON_PrintUnformatted(doc))) {
+      free(model_config);
+      model_config = text;
+    }
+    cJSON_Delete(doc);
   }
   size_t marked = precis_model_mark_in_major(&model, in_major, n_in_major);
   if (layout.experts_in_major) {

@@ -13,7 +13,7 @@
 static const char usage_text[] =
     "usage: precis plan REPORT.json [--require EXPR]... [--objective fisher|taylor|rel_fro] [--budget memory=BYTES|bits=B|latency=MS]\n"
     "                   [--cost memory|bits|latency] [--exclusions-for RECIPE] [--target ARCH]\n"
-    "                   [--serve batch=B,context=T[,kv=FMT]]\n"
+    "                   [--serve batch=B,context=T[,kv=FMT]] [--deploy vllm|trtllm|none]\n"
     "                   [--force] [--allow-emulated-latency] [--validate (python -m precis plan)] -o DIR\n"
     "\n"
     "A precision per layer (each workload of the report is a layer: precis import --model names them after\n"
@@ -42,6 +42,13 @@ static const char usage_text[] =
     "                    recorded by import --model) + the peak transient + the cuBLASLt workspace; an estimate\n"
     "  --target ARCH     sm_80, sm_89, sm_90, sm_100 or sm_120: plan from the rows recorded for that\n"
     "                    architecture only (rows from before targets count as sm_90), as run --target\n"
+    "  --deploy E        the serving engine the plan must deploy on (docs/deploy.md): vllm (default; a\n"
+    "                    compressed-tensors checkpoint), trtllm (TensorRT-LLM, a ModelOpt checkpoint) or none\n"
+    "                    (exploration: every evaluated recipe). With an engine, recipes it cannot run on a layer's\n"
+    "                    shape or on the architecture (--target sm_XX, default sm_90) are dropped (plan.md says\n"
+    "                    which, why, and the nearest that deploys), the layers it fuses into one GEMM (q/k/v,\n"
+    "                    gate/up, a MoE block's experts) get one recipe, and a tied lm_head is charged its\n"
+    "                    quantized copy (unquantized it is the embedding table: 0); precis recipes --deploy E lists it\n"
     "  -o, --output DIR  writes plan.json, plan.md, plan.html, modelopt_exclude.json, llmcompressor_ignore.yaml\n"
     "  --force           replace those files when they exist\n"
     "  --allow-emulated-latency\n"
@@ -121,7 +128,8 @@ int precis_cmd_plan(int argc, char **argv) {
   }
   const char *path = NULL, *output = NULL;
   precis_criteria require = {0};
-  precis_plan_options options = {.budget = PRECIS_PLAN_NO_BUDGET, .cost_kind = PRECIS_PLAN_MEMORY};
+  precis_plan_options options = {.budget = PRECIS_PLAN_NO_BUDGET, .cost_kind = PRECIS_PLAN_MEMORY,
+                                 .deploy = PRECIS_DEPLOY_ENGINE_DEFAULT};
   bool force = false;
   precis_target arch = PRECIS_TARGET_DEFAULT;
   for (int i = 1; i < argc; i++) {
@@ -129,8 +137,8 @@ int precis_cmd_plan(int argc, char **argv) {
     const char *value = i + 1 < argc ? argv[i + 1] : NULL;
     bool takes_value = !strcmp(arg, "--require") || !strcmp(arg, "--budget") || !strcmp(arg, "--cost") ||
                        !strcmp(arg, "--target") || !strcmp(arg, "--exclusions-for") || !strcmp(arg, "--serve") ||
-                       !strcmp(arg, "--objective") ||
-                       !strcmp(arg, "--moe-active") || !strcmp(arg, "-o") || !strcmp(arg, "--output") ||
+                       !strcmp(arg, "--objective") || !strcmp(arg, "--moe-active") || !strcmp(arg, "--deploy") ||
+                       !strcmp(arg, "-o") || !strcmp(arg, "--output") ||
                        !strcmp(arg, "--model") || !strcmp(arg, "--inputs") || !strncmp(arg, "--validate-", 11);
     if (takes_value && !value) {
       fprintf(stderr, "precis plan: %s needs a value (see precis plan --help)\n", arg);
@@ -167,6 +175,11 @@ int precis_cmd_plan(int argc, char **argv) {
         return 2;
       }
       options.moe_active = (double)top_k / (double)experts;
+    } else if (!strcmp(arg, "--deploy")) {
+      if (!precis_deploy_engine_parse(value, &options.deploy)) {
+        fprintf(stderr, "precis plan: --deploy: expected vllm, trtllm or none, found \"%s\"\n", value);
+        return 2;
+      }
     } else if (!strcmp(arg, "--objective")) {
       if (!strcmp(value, "fisher")) options.objective = PRECIS_PLAN_OBJECTIVE_FISHER;
       else if (!strcmp(value, "taylor")) options.objective = PRECIS_PLAN_OBJECTIVE_TAYLOR;
@@ -244,6 +257,7 @@ int precis_cmd_plan(int argc, char **argv) {
     return 2;
   }
   options.require = &require;
+  options.deploy_arch = arch;
   precis_report report;
   precis_status st = precis_report_read_json(path, &report);
   if (st != PRECIS_OK) return precis_cli_report_error("plan", st);

@@ -11,9 +11,10 @@
 #include "kernels/cuda_api.h"
 #include "eval/gemm_plan.h"
 #include "eval/split_plan.h"
+#include "report/deploy_target.h"
 
 static void usage(FILE *out) {
-  fprintf(out, "usage: precis recipes [--recipes LIST] [--cc 90] [--json]\n\n"
+  fprintf(out, "usage: precis recipes [--recipes LIST] [--cc 90] [--json] [--deploy vllm|trtllm|none [--target sm_XX]]\n\n"
                "Lists the presets (or the recipes of LIST) with their canonical specs and, per backend, whether\n"
                "the recipe runs natively, emulated, or not at all, and why. The cuda answer is planned for the\n"
                "compute capability --cc (default 90) and needs no GPU; `precis info` asks a real device.\n\n"
@@ -21,10 +22,13 @@ static void usage(FILE *out) {
                "  --recipes LIST        " PRECIS_CLI_RECIPES_HELP
                "  --cc CC               compute capability to plan for: 90, 8.9 or sm_80 (default 90)\n"
                "  --json                machine-readable output\n"
+               "  --deploy ENGINE       also say, per recipe, whether the serving engine runs it on --target's\n"
+               "                        architecture (default sm_90), as which scheme, and the input widths it\n"
+               "                        needs; lists the engine's schemes per architecture (docs/deploy.md)\n"
                "\nspec grammar (DESIGN §11):\n"
                "  FIELD   a=OPERAND b=OPERAND acc=fp64|fp32|fp32fast|fp16|s32 out=FMT scale=dynamic|absmax|\n"
                "          percentile=<P>|mse smooth=<0..1>|auto|none split=none|tf32x3|bf16x3|bf16x6|bf16x9|int8x<N>\n"
-               "  OPERAND FMT[@GRAN[:sym|sym-half|asym]]  FMT fp64 fp32 tf32 fp16 bf16 e4m3 e5m2 e2m1 s8 s4 u4\n"
+               "  OPERAND FMT[@GRAN[:sym|sym-half|asym]]  FMT fp64 fp32 tf32 fp16 bf16 e4m3 e5m2 e2m1 s8 s4 u4 s3 s2\n"
                "  GRAN    tensor row col k<G> <R>x<C> mx mx-rceil nv\n");
 }
 
@@ -77,9 +81,53 @@ static void add_answer(cJSON *backends, const char *name, const backend_answer *
   cJSON_AddStringToObject(o, strcmp(a->status, "unsupported") == 0 ? "reason" : "how", a->detail);
 }
 
+/* The engine's answer for a recipe: the scheme it runs it as on arch, or why not, and the input
+ * widths it needs. */
+static void deploy_answer(precis_deploy_engine engine, precis_target arch, const precis_recipe *r, char *buf, size_t len,
+                          bool *deployable, long long *k_multiple) {
+  precis_deploy_verdict v;
+  *k_multiple = precis_deploy_k_multiple(engine, &r->spec);
+  /* A width every rule divides: the answer is about the scheme and the architecture. */
+  long long k = *k_multiple * 128, n = 128 * 3;
+  precis_deploy_check(engine, arch, &r->spec, k, n, &v);
+  *deployable = v.deployable;
+  if (!v.deployable) snprintf(buf, len, "%s", v.why);
+  else if (!v.scheme) snprintf(buf, len, "unquantized: the checkpoint's dtype");
+  else snprintf(buf, len, "%s (%s)%s%s; k a multiple of %lld", v.scheme->name, v.scheme->checkpoint, v.exact ? "" : "; not exact: ",
+                v.exact ? "" : v.why, *k_multiple);
+}
+
 int precis_cmd_recipes(int argc, char **argv) {
   precis_cli_plan_args args;
-  int rc = precis_cli_parse_plan_args("recipes", argc, argv, false, usage, &args);
+  /* --deploy is this command's own; the shared parser sees the rest. */
+  precis_deploy_engine engine = PRECIS_DEPLOY_ENGINE_COUNT;
+  char **rest = malloc((size_t)(argc + 1) * sizeof *rest);
+  if (!rest) return 1;
+  int n_rest = 0;
+  bool help = precis_cli_wants_help(argc, argv);
+  for (int i = 0; i < argc; i++) {
+    bool joined = i > 0 && strncmp(argv[i], "--deploy=", 9) == 0;
+    if (i > 0 && (joined || strcmp(argv[i], "--deploy") == 0)) {
+      const char *value = joined ? argv[i] + 9 : i + 1 < argc ? argv[i + 1] : NULL;
+      if (!joined) i++;
+      if ((!value || !precis_deploy_engine_parse(value, &engine)) && !help) {
+        fprintf(stderr, "precis recipes: --deploy: expected vllm, trtllm or none, found \"%s\"\n", value ? value : "");
+        free(rest);
+        return 2;
+      }
+      continue;
+    }
+    rest[n_rest++] = argv[i];
+  }
+  rest[n_rest] = NULL;
+  int rc = precis_cli_parse_plan_args("recipes", n_rest, rest, false, usage, &args);
+  argc = n_rest;
+  argv = rest;
+  if (rc >= 0) {
+    free(rest);
+    return rc;
+  }
+  precis_target arch = args.target != PRECIS_TARGET_DEFAULT ? args.target : PRECIS_DEPLOY_ARCH_DEFAULT;
   if (rc >= 0) return rc;
   const precis_recipe_list recipes = args.recipes;
   int major = args.cc_major, minor = args.cc_minor;
@@ -97,6 +145,34 @@ int precis_cmd_recipes(int argc, char **argv) {
     snprintf(cc, sizeof cc, "%d.%d", major, minor);
     cJSON_AddStringToObject(root, "compute_capability", cc);
     list = cJSON_AddArrayToObject(root, "recipes");
+  }
+  const precis_deploy_scheme *schemes = NULL;
+  size_t n_schemes = engine < PRECIS_DEPLOY_ENGINE_COUNT ? precis_deploy_schemes(engine, &schemes) : 0;
+  if (engine < PRECIS_DEPLOY_ENGINE_COUNT && root) {
+    cJSON *d = cJSON_AddObjectToObject(root, "deploy");
+    cJSON_AddStringToObject(d, "engine", precis_deploy_engine_name(engine));
+    cJSON_AddStringToObject(d, "description", precis_deploy_engine_describe(engine));
+    cJSON_AddStringToObject(d, "architecture", precis_target_name(arch));
+    cJSON *table = cJSON_AddArrayToObject(d, "schemes");
+    for (size_t i = 0; i < n_schemes; i++) {
+      char archs[96];
+      precis_deploy_archs_describe(schemes[i].archs, archs, sizeof archs);
+      cJSON *o = cJSON_CreateObject();
+      cJSON_AddStringToObject(o, "scheme", schemes[i].name);
+      cJSON_AddStringToObject(o, "checkpoint", schemes[i].checkpoint);
+      cJSON_AddStringToObject(o, "architectures", archs);
+      cJSON_AddStringToObject(o, "kernel", schemes[i].kernel);
+      cJSON_AddStringToObject(o, "source", schemes[i].source);
+      cJSON_AddItemToArray(table, o);
+    }
+  } else if (engine < PRECIS_DEPLOY_ENGINE_COUNT) {
+    printf("deploy target %s; architecture %s\n", precis_deploy_engine_describe(engine), precis_target_name(arch));
+    for (size_t i = 0; i < n_schemes; i++) {
+      char archs[96];
+      precis_deploy_archs_describe(schemes[i].archs, archs, sizeof archs);
+      printf("  %-28s %-22s on %s: %s\n", schemes[i].name, schemes[i].checkpoint, archs, schemes[i].kernel);
+    }
+    printf("\n");
   }
   for (size_t i = 0; i < recipes.count; i++) {
     const precis_recipe *r = &recipes.items[i];
@@ -136,11 +212,28 @@ int precis_cmd_recipes(int argc, char **argv) {
       cJSON *backends = cJSON_AddObjectToObject(o, "backends");
       add_answer(backends, "cpu", &cpu);
       add_answer(backends, "cuda", &cuda);
+      if (engine < PRECIS_DEPLOY_ENGINE_COUNT) {
+        char how[400];
+        bool ok = false;
+        long long k_multiple = 1;
+        deploy_answer(engine, arch, r, how, sizeof how, &ok, &k_multiple);
+        cJSON *d = cJSON_AddObjectToObject(o, "deploy");
+        cJSON_AddBoolToObject(d, "deployable", ok);
+        cJSON_AddStringToObject(d, ok ? "how" : "reason", how);
+        cJSON_AddNumberToObject(d, "k_multiple", (double)k_multiple);
+      }
       cJSON_AddItemToArray(list, o);
     } else {
       printf("%s%s\n  spec  %s\n  what  %s\n  bits  weights: %s\n", r->name,
              r->preset && r->preset->baseline ? " (baseline)" : "", r->canonical, r->description, weight_bits);
       printf("  %-12s %s: %s\n  %-12s %s: %s\n", "cpu", cpu.status, cpu.detail, cuda_name, cuda.status, cuda.detail);
+      if (engine < PRECIS_DEPLOY_ENGINE_COUNT) {
+        char how[400];
+        bool ok = false;
+        long long k_multiple = 1;
+        deploy_answer(engine, arch, r, how, sizeof how, &ok, &k_multiple);
+        printf("  %-12s %s: %s\n", precis_deploy_engine_name(engine), ok ? "deploys" : "not deployable", how);
+      }
     }
   }
   rc = 0;
@@ -152,5 +245,6 @@ int precis_cmd_recipes(int argc, char **argv) {
   }
 done:
   precis_recipe_list_free(&args.recipes);
+  free(rest);
   return rc;
 }

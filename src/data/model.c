@@ -297,6 +297,12 @@ precis_status precis_model_read_config(const char *path, char **out) {
   const cJSON *dtype = cJSON_GetObjectItemCaseSensitive(from, "torch_dtype");
   if (!cJSON_IsString(dtype)) dtype = cJSON_GetObjectItemCaseSensitive(doc, "torch_dtype");
   if (cJSON_IsString(dtype) && !cJSON_AddStringToObject(kept, "torch_dtype", dtype->valuestring)) goto nomem;
+  /* plan reads these (DESIGN §21): a tied head's charge, the families of fused layers. */
+  const cJSON *tie = cJSON_GetObjectItemCaseSensitive(doc, "tie_word_embeddings");
+  if (!cJSON_IsBool(tie)) tie = cJSON_GetObjectItemCaseSensitive(from, "tie_word_embeddings");
+  if (cJSON_IsBool(tie) && !cJSON_AddBoolToObject(kept, "tie_word_embeddings", cJSON_IsTrue(tie))) goto nomem;
+  const cJSON *archs = cJSON_GetObjectItemCaseSensitive(doc, "architectures");
+  if (cJSON_IsArray(archs) && !cJSON_AddItemToObject(kept, "architectures", cJSON_Duplicate(archs, true))) goto nomem;
   if (!(*out = cJSON_PrintUnformatted(kept))) goto nomem;
   goto done;
 nomem:

@@ -126,6 +126,16 @@ static bool why_no_quantized_route(const precis_spec *s, char *why, size_t len) 
   bool a_sc = precis_operand_is_scaled(a), b_sc = precis_operand_is_scaled(b);
   if (!a_sc && !b_sc) return false;
   const char *todo = "not yet run by the cuda backend (issue 16)";
+  bool a_8bit = a->fmt == PRECIS_FMT_I8 || a->fmt == PRECIS_FMT_E4M3 || a->fmt == PRECIS_FMT_E5M2;
+  bool b_low_int = b->fmt == PRECIS_FMT_S4 || b->fmt == PRECIS_FMT_U4 || b->fmt == PRECIS_FMT_S3 || b->fmt == PRECIS_FMT_S2;
+  if (a_8bit && b_low_int) {
+    /* W4A8 / W4AFP8 (issue 39): engines run them with CUTLASS mixed-input kernels. */
+    snprintf(why, len, "not supported on cuda: %s weights x %s activations is a mixed-input GEMM; cuBLASLt takes "
+                       "both operands in one type (no int4 operand), and precis builds no CUTLASS mixed-input kernel "
+                       "(vLLM's CutlassW4A8LinearKernel, Machete); the cpu backend emulates it",
+             precis_format_get(b->fmt)->name, precis_format_get(a->fmt)->name);
+    return true;
+  }
   bool block = a->gran == PRECIS_GRAN_MX || a->gran == PRECIS_GRAN_MX_RCEIL || a->gran == PRECIS_GRAN_NV ||
                b->gran == PRECIS_GRAN_MX || b->gran == PRECIS_GRAN_MX_RCEIL || b->gran == PRECIS_GRAN_NV;
   if (a_sc != b_sc) {

@@ -309,6 +309,16 @@ static const precis_format formats[PRECIS_FMT_COUNT] = {
                          .max_finite = 28.0, .min_normal = 0.25, .min_subnormal = 0.0625,
                          .has_inf = false, .is_float = true, .cuda_data_type = PRECIS_CUDA_R_6F_E3M2,
                          .round_f32 = precis_round_e3m2, .round_array = precis_round_e3m2_array},
+    /* Issue 39: the low-bit integer weights of compressed-tensors' W2A16 / W3A16 (codes packed densely
+     * into int32 by its pack-quantized format: ceil(E * bits / 32) words). cuBLASLt has no such type. */
+    [PRECIS_FMT_S2] = {.id = PRECIS_FMT_S2, .name = "s2", .long_name = "signed 2-bit integer (-2..1)",
+                       .storage_bits = 2, .significand_bits = 0, .unit_roundoff = 0.0, .max_finite = 1.0,
+                       .min_normal = 0.0, .min_subnormal = 0.0, .has_inf = false, .is_float = false,
+                       .cuda_data_type = -1, .round_f32 = NULL, .round_array = NULL},
+    [PRECIS_FMT_S3] = {.id = PRECIS_FMT_S3, .name = "s3", .long_name = "signed 3-bit integer (-4..3)",
+                       .storage_bits = 3, .significand_bits = 0, .unit_roundoff = 0.0, .max_finite = 3.0,
+                       .min_normal = 0.0, .min_subnormal = 0.0, .has_inf = false, .is_float = false,
+                       .cuda_data_type = -1, .round_f32 = NULL, .round_array = NULL},
 };
 
 const precis_format *precis_format_get(precis_format_id id) {

@@ -23,6 +23,8 @@ typedef enum precis_format_id {
   PRECIS_FMT_U4,   /* unsigned 4-bit integer (asymmetric, with a zero point), two per byte */
   PRECIS_FMT_E2M3, /* OCP MX FP6 E2M3 (element of mxfp6-e2m3) */
   PRECIS_FMT_E3M2, /* OCP MX FP6 E3M2 (element of mxfp6-e3m2) */
+  PRECIS_FMT_S2,   /* signed 2-bit integer (-2..1; W2A16, issue 39) */
+  PRECIS_FMT_S3,   /* signed 3-bit integer (-4..3; W3A16, issue 39) */
   PRECIS_FMT_COUNT
 } precis_format_id;
 

@@ -56,7 +56,9 @@ static bool is_float_elem(precis_format_id f) {
          f == PRECIS_FMT_E3M2;
 }
 
-static bool is_int_elem(precis_format_id f) { return f == PRECIS_FMT_I8 || f == PRECIS_FMT_S4 || f == PRECIS_FMT_U4; }
+static bool is_int_elem(precis_format_id f) {
+  return f == PRECIS_FMT_I8 || f == PRECIS_FMT_S4 || f == PRECIS_FMT_U4 || f == PRECIS_FMT_S3 || f == PRECIS_FMT_S2;
+}
 
 /* The largest exponent of a normal element (OCP MX v1.0, table 1: emax_elem). */
 /* The element's largest exponent, for the MX floor rule (OCP MX v1.0 §6.3: emax_elem): e4m3 8, e5m2
@@ -324,7 +326,8 @@ static encoder encoder_of(const precis_quant_desc *d) {
   case PRECIS_FMT_E2M3: e = (encoder){e2m3_span, 0, 0, 7.5f}; break;
   case PRECIS_FMT_E3M2: e = (encoder){e3m2_span, 0, 0, 28.0f}; break;
   default: {
-    float qmax = d->elem == PRECIS_FMT_I8 ? 127.0f : d->elem == PRECIS_FMT_S4 ? 7.0f : 15.0f;
+    float qmax = d->elem == PRECIS_FMT_I8 ? 127.0f : d->elem == PRECIS_FMT_S4 ? 7.0f : d->elem == PRECIS_FMT_S3 ? 3.0f
+               : d->elem == PRECIS_FMT_S2 ? 1.0f : 15.0f;
     e = (encoder){int_span, -qmax, qmax, qmax};
     if (d->ints == PRECIS_QUANT_INT_SYMMETRIC_HALF) e.qmin = -qmax - 1.0f, e.max_elem = qmax + 0.5f;
     if (d->ints == PRECIS_QUANT_INT_ASYMMETRIC) e.qmin = 0.0f;

@@ -78,6 +78,28 @@ static const precis_recipe_preset presets[] = {
      .description = "OCP MXFP6 E3M2: A,B e3m2 (max 28) in blocks of 32 along k with E8M0 scales (floor rule); "
                     "compute 32F; output bf16",
      .optional = true},
+    /* Issue 39: the mixed-input schemes serving engines run (docs/deploy.md): int4 weights in groups
+     * of 128 with int8 or fp8 activations per token, compressed-tensors' W4A8 and W4AFP8 presets. Not
+     * in `all`: no cuBLASLt route (cuBLASLt has no int4 x int8 / int4 x fp8 GEMM); the cpu backend
+     * quantizes both operands and sums the dequantized products in fp32. */
+    {.name = "w4a8", .spec = "a=s8@row:sym-half,b=s4@k128:sym-half,acc=fp32,out=bf16,scale=dynamic,smooth=none,split=none",
+     .description = "W4A8: B s4 per 128 k of a column, s=amax/7.5; A s8 per row (token), dynamic, s=amax/127.5 "
+                    "(compressed-tensors W4A8); products of the dequantized values summed in fp32; output bf16",
+     .optional = true},
+    {.name = "w4afp8", .spec = "a=e4m3@row,b=s4@k128:sym-half,acc=fp32,out=bf16,scale=dynamic,smooth=none,split=none",
+     .description = "W4AFP8: B s4 per 128 k of a column, s=amax/7.5; A e4m3 per row (token), dynamic, s=amax/448 "
+                    "(compressed-tensors W4AFP8, vLLM's CUTLASS W4A8 on Hopper); summed in fp32; output bf16",
+     .optional = true},
+    /* Issue 39: compressed-tensors' W3A16 / W2A16 (3- and 2-bit integer weights, groups of 128, the
+     * full code range -4..3 / -2..1: s = amax/3.5, amax/1.5). Not in `all`. */
+    {.name = "w3a16", .spec = "a=bf16,b=s3@k128:sym-half,acc=fp32,out=bf16,scale=dynamic,smooth=none,split=none",
+     .description = "weight-only: B s3 per 128 k of a column, s=amax/3.5 (compressed-tensors W3A16), dequantized to "
+                    "bf16; A bf16; compute 32F; output bf16",
+     .optional = true},
+    {.name = "w2a16", .spec = "a=bf16,b=s2@k128:sym-half,acc=fp32,out=bf16,scale=dynamic,smooth=none,split=none",
+     .description = "weight-only: B s2 per 128 k of a column, s=amax/1.5 (compressed-tensors W2A16), dequantized to "
+                    "bf16; A bf16; compute 32F; output bf16",
+     .optional = true},
     /* High precision at low-precision speed (issue 19, docs/high-precision.md). */
     {.name = "fp64", .spec = "a=fp64,b=fp64,acc=fp64,out=fp64,scale=dynamic,smooth=none,split=none",
      .description = "A,B f64 (exact from f32 inputs); compute 64F; output f64", .high_precision = true},

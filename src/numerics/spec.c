@@ -11,7 +11,7 @@ enum { MAX_GROUP = 1 << 20, MAX_SPLIT_TERMS = 16, MAX_CRT_MODULI = 20 };
 static const char *const field_names[] = {"a", "b", "acc", "out", "scale", "smooth", "split"};
 enum { FIELD_A, FIELD_B, FIELD_ACC, FIELD_OUT, FIELD_SCALE, FIELD_SMOOTH, FIELD_SPLIT, FIELD_COUNT };
 
-#define OPERAND_FORMATS "fp64, fp32, tf32, fp16, bf16, e4m3, e5m2, e2m1, e2m3, e3m2, s8, s4, u4"
+#define OPERAND_FORMATS "fp64, fp32, tf32, fp16, bf16, e4m3, e5m2, e2m1, e2m3, e3m2, s8, s4, u4, s3, s2"
 #define OUT_FORMATS "fp64, fp32, tf32, fp16, bf16, e4m3, e5m2"
 #define GRANULARITIES "tensor, row, col, k<G>, <R>x<C>, mx, mx-rceil, nv"
 
@@ -46,7 +46,9 @@ bool precis_operand_is_scaled(const precis_operand_spec *op) {
   case PRECIS_FMT_E3M2:
   case PRECIS_FMT_I8:
   case PRECIS_FMT_S4:
-  case PRECIS_FMT_U4: return true;
+  case PRECIS_FMT_U4:
+  case PRECIS_FMT_S3:
+  case PRECIS_FMT_S2: return true;
   default: return false;
   }
 }
@@ -126,7 +128,9 @@ static precis_gran default_gran(precis_format_id fmt, bool is_a) {
   case PRECIS_FMT_E3M2: return PRECIS_GRAN_MX;
   case PRECIS_FMT_I8: return is_a ? PRECIS_GRAN_ROW : PRECIS_GRAN_COL;
   case PRECIS_FMT_S4:
-  case PRECIS_FMT_U4: return PRECIS_GRAN_K;
+  case PRECIS_FMT_U4:
+  case PRECIS_FMT_S3:
+  case PRECIS_FMT_S2: return PRECIS_GRAN_K;
   default: return PRECIS_GRAN_NONE;
   }
 }
@@ -235,9 +239,9 @@ static precis_status parse_operand(const char *field, const char *value, precis_
   for (size_t i = PRECIS_QCONV_SYM; i <= PRECIS_QCONV_ASYM; i++)
     if (strcmp(colon + 1, conv_names[i]) == 0) {
       op->conv = (precis_qconv)i;
-      if (op->conv == PRECIS_QCONV_ASYM && op->fmt == PRECIS_FMT_I8)
-        return precis_fail(PRECIS_E_USAGE, "%s=%s: s8 is symmetric (sym or sym-half); zero points need u4", field,
-                           value);
+      if (op->conv == PRECIS_QCONV_ASYM && op->fmt != PRECIS_FMT_U4)
+        return precis_fail(PRECIS_E_USAGE, "%s=%s: %s is symmetric (sym or sym-half); zero points need u4", field,
+                           value, fmt_name(op->fmt));
       if (op->conv != PRECIS_QCONV_ASYM && op->fmt == PRECIS_FMT_U4)
         return precis_fail(PRECIS_E_USAGE, "%s=%s: u4 is unsigned and needs a zero point (asym)", field, value);
       return PRECIS_OK;

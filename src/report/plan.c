@@ -233,42 +233,41 @@ static void cell_costs(const precis_row *row, precis_plan_budget kind, precis_pl
  * cells. For each candidate peak T, ascending, the sum is solved over the cells of transient <= T
  * within budget - T; the most accurate of those plans wins (ties: the lower memory). Exact: the
  * optimum has some peak T*, and the solve at T* finds a plan no less accurate that fits. */
-static bool solve_memory(const precis_plan *p, const double *cost, const double *error, const bool *allowed,
-                         double budget, size_t state_limit, int *choice, double *total_cost, double *total_error,
-                         bool *exact, size_t *states) {
-  size_t n_cells = p->n_layers * p->n_recipes, n_peaks = 0;
+static bool solve_memory(size_t n_units, size_t n_recipes, const double *cost, const double *error, const bool *allowed,
+                         const double *transient, double budget, size_t state_limit, int *choice, double *total_cost,
+                         double *total_error, bool *exact, size_t *states) {
+  size_t n_cells = n_units * n_recipes, n_peaks = 0;
   double *peaks = malloc((n_cells ? n_cells : 1) * sizeof *peaks);
   bool *allowed_t = malloc((n_cells ? n_cells : 1) * sizeof *allowed_t);
-  int *trial = malloc((p->n_layers ? p->n_layers : 1) * sizeof *trial);
+  int *trial = malloc((n_units ? n_units : 1) * sizeof *trial);
   bool found = false;
   *exact = true;
   *states = 0;
   if (!peaks || !allowed_t || !trial) goto done;
   for (size_t i = 0; i < n_cells; i++)
-    if (allowed[i]) peaks[n_peaks++] = p->cells[i].transient;
+    if (allowed[i]) peaks[n_peaks++] = transient[i];
   qsort(peaks, n_peaks, sizeof *peaks, compare_double);
   double best_error = INFINITY, best_memory = INFINITY;
   for (size_t t = 0; t < n_peaks; t++) {
     if (t > 0 && peaks[t] == peaks[t - 1]) continue;
     double peak = peaks[t];
     if (peak > budget) break; /* ascending: no later peak fits either */
-    for (size_t i = 0; i < n_cells; i++) allowed_t[i] = allowed[i] && p->cells[i].transient <= peak;
+    for (size_t i = 0; i < n_cells; i++) allowed_t[i] = allowed[i] && transient[i] <= peak;
     double c = 0, e = 0;
     bool ex = true;
     size_t st = 0;
-    bool ok = precis_plan_solve(p->n_layers, p->n_recipes, cost, error, allowed_t, budget - peak, state_limit, trial, &c, &e,
+    bool ok = precis_plan_solve(n_units, n_recipes, cost, error, allowed_t, budget - peak, state_limit, trial, &c, &e,
                                 &ex, &st);
     *states += st;
     *exact = *exact && ex;
     if (!ok) continue;
     double actual_peak = 0;
-    for (size_t l = 0; l < p->n_layers; l++)
-      actual_peak = fmax(actual_peak, p->cells[l * p->n_recipes + (size_t)trial[l]].transient);
+    for (size_t u = 0; u < n_units; u++) actual_peak = fmax(actual_peak, transient[u * n_recipes + (size_t)trial[u]]);
     double memory = c + actual_peak;
     if (e < best_error || (e == best_error && memory < best_memory)) {
       best_error = e;
       best_memory = memory;
-      memcpy(choice, trial, p->n_layers * sizeof *choice);
+      memcpy(choice, trial, n_units * sizeof *choice);
       *total_cost = memory;
       *total_error = e;
       found = true;
@@ -417,14 +416,49 @@ void precis_plan_free(precis_plan *p) {
   free(p->single_format);
   free(p->weight_factor);
   free(p->single_passes);
+  free(p->group);
   memset(p, 0, sizeof *p);
+}
+
+/* The model's config.json in brief (settings.model_config): model_type, and the output projection
+ * tied to the input embeddings when import --model recorded one (tied_output_projection) or the
+ * config says tie_word_embeddings. */
+static void model_facts(const precis_report *report, char *model_type, size_t len, char *tied, size_t tied_len) {
+  model_type[0] = tied[0] = '\0';
+  const char *text = precis_kv_get(&report->settings, "model_config");
+  cJSON *config = text ? cJSON_Parse(text) : NULL;
+  const cJSON *type = cJSON_GetObjectItemCaseSensitive(config, "model_type");
+  if (cJSON_IsString(type)) snprintf(model_type, len, "%s", type->valuestring);
+  const cJSON *head = cJSON_GetObjectItemCaseSensitive(config, "tied_output_projection");
+  if (cJSON_IsString(head)) snprintf(tied, tied_len, "%s", head->valuestring);
+  else if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(config, "tie_word_embeddings"))) snprintf(tied, tied_len, "lm_head");
+  cJSON_Delete(config);
+}
+
+/* Drops a passing cell the deployment target cannot run on its layer (plan.h). */
+static void check_deployable(const precis_plan *p, const precis_row *row, precis_plan_cell *cell) {
+  precis_spec spec;
+  if (p->deploy == PRECIS_DEPLOY_ENGINE_NONE || !row_spec(row, &spec)) return;
+  precis_deploy_verdict v;
+  precis_deploy_check(p->deploy, p->deploy_arch, &spec, row->k, row->n, &v);
+  if (v.deployable) return;
+  cell->dropped = true;
+  snprintf(cell->dropped_why, sizeof cell->dropped_why, "%s", v.why);
+  snprintf(cell->nearest, sizeof cell->nearest, "%s", v.nearest);
+  if (cell->passes) {
+    cell->passes = false;
+    snprintf(cell->what, sizeof cell->what, "not deployable on %s: %.150s", precis_deploy_engine_name(p->deploy), v.why);
+  }
 }
 
 precis_status precis_plan_build(const precis_report *report, const precis_plan_options *options, precis_plan *out) {
   memset(out, 0, sizeof *out);
   precis_status st = PRECIS_OK;
-  double *cost = NULL, *error = NULL;
+  double *cost = NULL, *error = NULL, *transient = NULL;
   bool *allowed = NULL;
+  int *unit_of = NULL, *unit_choice = NULL;
+  long long *k_of = NULL;
+  size_t n_units = 0;
   precis_plan *p = out;
   p->budget = options->budget;
   p->budget_value = options->budget_value;
@@ -434,8 +468,11 @@ precis_status precis_plan_build(const precis_report *report, const precis_plan_o
   p->capacity = NAN;
   p->target = -1;
   p->peak_layer = -1;
+  p->tied_head = -1;
   p->resident_total = p->peak_transient = NAN;
   p->exact = true;
+  p->deploy = options->deploy;
+  p->deploy_arch = options->deploy_arch != PRECIS_TARGET_DEFAULT ? options->deploy_arch : PRECIS_DEPLOY_ARCH_DEFAULT;
   if (p->cost_kind == PRECIS_PLAN_LATENCY && precis_report_is_cpu_emulation(report)) {
     if (!options->allow_emulated_latency) {
       st = precis_fail(PRECIS_E_USAGE,
@@ -462,6 +499,13 @@ precis_status precis_plan_build(const precis_report *report, const precis_plan_o
     st = precis_fail(PRECIS_E_INPUT, "the report has no rows to plan from");
     goto done;
   }
+  char model_type[64], tied_name[128];
+  model_facts(report, model_type, sizeof model_type, tied_name, sizeof tied_name);
+  for (size_t l = 0; tied_name[0] && l < p->n_layers; l++)
+    if (strcmp(p->layers[l], tied_name) == 0) p->tied_head = (int)l;
+  /* The tied head's rule (DESIGN §21): a deployed checkpoint keeps the embedding table for the
+   * lookup and stores a quantized head as its own copy; kept unquantized it is the table itself. */
+  p->tied_charged_copy = p->tied_head >= 0 && precis_deploy_unties_head(p->deploy) && p->cost_kind != PRECIS_PLAN_LATENCY;
   size_t n_cells = p->n_layers * p->n_recipes;
   p->cells = calloc(n_cells, sizeof *p->cells);
   p->weights = malloc(p->n_layers * sizeof *p->weights);
@@ -473,11 +517,17 @@ precis_status precis_plan_build(const precis_report *report, const precis_plan_o
   p->single_format = malloc(p->n_recipes * sizeof *p->single_format);
   p->weight_factor = malloc(p->n_layers * sizeof *p->weight_factor);
   p->single_passes = malloc(p->n_recipes * sizeof *p->single_passes);
+  p->group = malloc(p->n_layers * sizeof *p->group);
+  unit_of = malloc(p->n_layers * sizeof *unit_of);
+  unit_choice = malloc(p->n_layers * sizeof *unit_choice);
+  k_of = malloc(p->n_layers * sizeof *k_of);
   cost = malloc(n_cells * sizeof *cost);
   error = malloc(n_cells * sizeof *error);
+  transient = malloc(n_cells * sizeof *transient);
   allowed = malloc(n_cells * sizeof *allowed);
-  if (!p->cells || !p->weights || !p->cheapest || !p->chosen || !p->sensitivity || !p->by_sensitivity || !p->blocking || !p->single_format || !p->single_passes || !p->weight_factor ||
-      !cost || !error || !allowed)
+  if (!p->cells || !p->weights || !p->cheapest || !p->chosen || !p->sensitivity || !p->by_sensitivity || !p->blocking ||
+      !p->single_format || !p->single_passes || !p->weight_factor || !p->group || !unit_of || !unit_choice || !k_of ||
+      !cost || !error || !transient || !allowed)
     goto nomem;
   bool use_require = options->require && options->require->count > 0;
   if (use_require) {
@@ -495,6 +545,7 @@ precis_status precis_plan_build(const precis_report *report, const precis_plan_o
     p->weight_factor[l] =
         p->cost_kind == PRECIS_PLAN_BITS && expert && options->moe_active > 0 && options->moe_active < 1 ? options->moe_active : 1;
     p->weights[l] = -1;
+    k_of[l] = -1;
     for (size_t r = 0; r < p->n_recipes; r++) {
       precis_plan_cell *cell = &p->cells[l * p->n_recipes + r];
       cell->error = cell->rel_fro = NAN;
@@ -505,7 +556,10 @@ precis_status precis_plan_build(const precis_report *report, const precis_plan_o
         continue;
       }
       cell->present = true;
-      if (row->k > 0 && row->n > 0) p->weights[l] = row->k * row->n;
+      if (row->k > 0 && row->n > 0) {
+        p->weights[l] = row->k * row->n;
+        k_of[l] = row->k;
+      }
       cell->rel_fro = NAN;
       if (row->status == PRECIS_ROW_OK && row->error[PRECIS_METRIC_REL_FRO].present)
         cell->rel_fro = row->error[PRECIS_METRIC_REL_FRO].worst;
@@ -515,6 +569,12 @@ precis_status precis_plan_build(const precis_report *report, const precis_plan_o
                       : p->objective == PRECIS_PLAN_OBJECTIVE_FISHER ? row->loss.fisher_mean
                                                                      : fabs(row->loss.taylor_mean);
       if (row->status == PRECIS_ROW_OK) cell_costs(row, p->cost_kind, cell);
+      precis_spec spec;
+      if (p->tied_charged_copy && (int)l == p->tied_head && row_spec(row, &spec) && !precis_operand_is_scaled(&spec.b)) {
+        /* Unquantized, the tied head is the embedding table the model keeps anyway. */
+        cell->resident = 0;
+        if (!isnan(cell->cost)) cell->cost = 0;
+      }
       cell->cost *= p->weight_factor[l]; /* exact for the power-of-two fractions of real MoEs (top_k/num_experts) */
       judge(row, options->require, cell);
       if (cell->passes && p->cost_kind == PRECIS_PLAN_MEMORY && isnan(cell->transient)) cell->cost = NAN;
@@ -529,26 +589,63 @@ precis_status precis_plan_build(const precis_report *report, const precis_plan_o
                      ? "no rel_fro recorded"
                      : "no loss_change recorded (import the model with --gradients, or plan --objective rel_fro)");
       }
+      if (row->status == PRECIS_ROW_OK) check_deployable(p, row, cell);
+      p->n_dropped += cell->dropped;
     }
   }
-  /* Per layer: the cheapest passing recipe (ties: lower error, then the report's recipe order). */
-  p->cheapest_total_cost = 0;
-  double cheapest_peak = 0;
-  for (size_t l = 0; l < p->n_layers; l++) {
-    int best = -1;
+  /* One decision per fused group (DESIGN §21): the solver sees a unit per group (and per layer on
+   * its own), its cost and error the members' sums, allowed only where every member passes. */
+  if ((st = precis_deploy_fused_groups(p->deploy, model_type[0] ? model_type : NULL, p->layers, k_of, p->n_layers, p->group,
+                                       &p->n_groups, p->fusion_rule, sizeof p->fusion_rule)) != PRECIS_OK)
+    goto done;
+  {
+    int *first_of_group = calloc(p->n_groups ? p->n_groups : 1, sizeof *first_of_group);
+    if (!first_of_group) goto nomem;
+    for (size_t g = 0; g < p->n_groups; g++) first_of_group[g] = -1;
+    for (size_t l = 0; l < p->n_layers; l++) {
+      int g = p->group[l];
+      if (g >= 0 && first_of_group[g] >= 0) unit_of[l] = first_of_group[g];
+      else {
+        unit_of[l] = (int)n_units++;
+        if (g >= 0) first_of_group[g] = unit_of[l];
+      }
+    }
+    free(first_of_group);
+  }
+  for (size_t i = 0; i < n_units * p->n_recipes; i++) {
+    cost[i] = error[i] = transient[i] = 0;
+    allowed[i] = true;
+  }
+  for (size_t l = 0; l < p->n_layers; l++)
     for (size_t r = 0; r < p->n_recipes; r++) {
       const precis_plan_cell *c = &p->cells[l * p->n_recipes + r];
-      if (!c->passes) continue;
-      const precis_plan_cell *b = best >= 0 ? &p->cells[l * p->n_recipes + (size_t)best] : NULL;
-      if (!b || c->cost < b->cost || (c->cost == b->cost && c->error < b->error)) best = (int)r;
+      size_t u = (size_t)unit_of[l] * p->n_recipes + r;
+      allowed[u] = allowed[u] && c->passes;
+      cost[u] += c->cost;
+      error[u] += c->error;
+      transient[u] = fmax(transient[u], c->transient);
     }
-    p->cheapest[l] = best;
+  /* Per unit: the cheapest passing recipe (ties: lower error, then the report's recipe order). */
+  p->cheapest_total_cost = 0;
+  double cheapest_peak = 0;
+  for (size_t u = 0; u < n_units; u++) {
+    int best = -1;
+    for (size_t r = 0; r < p->n_recipes; r++) {
+      size_t i = u * p->n_recipes + r;
+      if (!allowed[i]) continue;
+      size_t b = best >= 0 ? u * p->n_recipes + (size_t)best : 0;
+      if (best < 0 || cost[i] < cost[b] || (cost[i] == cost[b] && error[i] < error[b])) best = (int)r;
+    }
+    unit_choice[u] = best;
+    if (best >= 0) {
+      p->cheapest_total_cost += cost[u * p->n_recipes + (size_t)best];
+      cheapest_peak = fmax(cheapest_peak, transient[u * p->n_recipes + (size_t)best]);
+    }
+  }
+  for (size_t l = 0; l < p->n_layers; l++) {
+    p->cheapest[l] = unit_choice[unit_of[l]];
     p->chosen[l] = -1;
-    if (best < 0) p->blocking[p->n_blocking++] = l;
-    else {
-      p->cheapest_total_cost += p->cells[l * p->n_recipes + (size_t)best].cost;
-      cheapest_peak = fmax(cheapest_peak, p->cells[l * p->n_recipes + (size_t)best].transient);
-    }
+    if (p->cheapest[l] < 0) p->blocking[p->n_blocking++] = l;
   }
   if (p->cost_kind == PRECIS_PLAN_MEMORY) p->cheapest_total_cost += cheapest_peak;
   if ((st = compute_sensitivity(p)) != PRECIS_OK) goto done;
@@ -563,36 +660,35 @@ precis_status precis_plan_build(const precis_report *report, const precis_plan_o
     }
   }
   if (p->n_blocking > 0) {
-    snprintf(p->infeasible_why, sizeof p->infeasible_why, "no recipe meets the criteria on %zu layer%s", p->n_blocking,
-             p->n_blocking == 1 ? "" : "s");
+    snprintf(p->infeasible_why, sizeof p->infeasible_why, "no recipe %s on %zu layer%s",
+             p->n_groups ? "meets the criteria (on every member of its fused group) and deploys" : "meets the criteria",
+             p->n_blocking, p->n_blocking == 1 ? "" : "s");
     snprintf(p->method, sizeof p->method, "none: a layer has no passing recipe");
     p->cheapest_total_cost = NAN;
   } else if (p->budget == PRECIS_PLAN_NO_BUDGET) {
     memcpy(p->chosen, p->cheapest, p->n_layers * sizeof *p->chosen);
     p->feasible = true;
-    snprintf(p->method, sizeof p->method, "per layer, the cheapest passing recipe (%s)", precis_plan_budget_str(p->cost_kind));
+    snprintf(p->method, sizeof p->method, "per layer%s, the cheapest passing recipe (%s)",
+             p->n_groups ? " (per fused group)" : "", precis_plan_budget_str(p->cost_kind));
   } else {
     if (p->budget == PRECIS_PLAN_BITS) {
       double total_weights = 0;
-      for (size_t l = 0; l < p->n_layers; l++) total_weights += (double)p->weights[l] * p->weight_factor[l];
+      for (size_t l = 0; l < p->n_layers; l++)
+        if (!(p->tied_charged_copy && (int)l == p->tied_head)) total_weights += (double)p->weights[l] * p->weight_factor[l];
       p->capacity = p->budget_value * total_weights;
     } else {
       p->capacity = p->budget_value;
     }
-    for (size_t i = 0; i < n_cells; i++) {
-      allowed[i] = p->cells[i].passes;
-      cost[i] = p->cells[i].cost;
-      error[i] = p->cells[i].error;
-    }
     if (p->budget == PRECIS_PLAN_MEMORY)
-      p->feasible = solve_memory(p, cost, error, allowed, p->capacity, options->state_limit, p->chosen, &p->total_cost,
-                                 &p->total_error, &p->exact, &p->states);
+      p->feasible = solve_memory(n_units, p->n_recipes, cost, error, allowed, transient, p->capacity, options->state_limit,
+                                 unit_choice, &p->total_cost, &p->total_error, &p->exact, &p->states);
     else
-      p->feasible = precis_plan_solve(p->n_layers, p->n_recipes, cost, error, allowed, p->capacity, options->state_limit,
-                                      p->chosen, &p->total_cost, &p->total_error, &p->exact, &p->states);
+      p->feasible = precis_plan_solve(n_units, p->n_recipes, cost, error, allowed, p->capacity, options->state_limit,
+                                      unit_choice, &p->total_cost, &p->total_error, &p->exact, &p->states);
     if (p->exact)
       snprintf(p->method, sizeof p->method,
-               "exact: dynamic programming over layers on the Pareto frontier of (cost, error), %zu states", p->states);
+               "exact: dynamic programming over %s on the Pareto frontier of (cost, error), %zu states",
+               p->n_groups ? "fused groups and layers" : "layers", p->states);
     else
       snprintf(p->method, sizeof p->method,
                "HEURISTIC: a frontier exceeded %zu states and was thinned; the plan fits but may not be optimal",
@@ -609,7 +705,8 @@ precis_status precis_plan_build(const precis_report *report, const precis_plan_o
         snprintf(p->infeasible_why, sizeof p->infeasible_why,
                  "the cheapest passing recipe of every layer costs %s in total (%s), over the budget's %s", cheapest,
                  precis_plan_budget_str(p->cost_kind), cap);
-      for (size_t l = 0; l < p->n_layers; l++) p->chosen[l] = -1;
+    } else {
+      for (size_t l = 0; l < p->n_layers; l++) p->chosen[l] = unit_choice[unit_of[l]];
     }
   }
   if (p->feasible) {
@@ -660,7 +757,11 @@ nomem:
 done:
   free(cost);
   free(error);
+  free(transient);
   free(allowed);
+  free(unit_of);
+  free(unit_choice);
+  free(k_of);
   if (st != PRECIS_OK) precis_plan_free(p);
   return st;
 }

@@ -33,6 +33,8 @@
 #include <stdio.h>
 
 #include "numerics/criteria.h"
+#include "numerics/target.h"
+#include "report/deploy_target.h"
 #include "report/results.h"
 #include "base/status.h"
 
@@ -77,6 +79,12 @@ typedef struct precis_plan_options {
    * timings are the CPU's cost of emulating each format (fp32 fastest), not the formats' speed on
    * the hardware they stand for. When set, the plan says so wherever it is shown. */
   bool allow_emulated_latency;
+  /* --deploy (DESIGN §21, docs/deploy.md): the engine whose rules the plan obeys (recipes a layer's
+   * shape or the architecture cannot deploy are dropped, fused layers share one recipe, a tied head
+   * is charged its quantized copy); PRECIS_DEPLOY_ENGINE_NONE for exploration. deploy_arch: the
+   * architecture (--target sm_XX); PRECIS_TARGET_DEFAULT: PRECIS_DEPLOY_ARCH_DEFAULT. */
+  precis_deploy_engine deploy;
+  precis_target deploy_arch;
 } precis_plan_options;
 
 /* The memory a served model holds, estimated from the plan and the model's config.json (recorded
@@ -106,6 +114,11 @@ typedef struct precis_plan_cell {
   double resident;   /* bytes of the weights and their scales (effective bits / 8, rounded up); NaN unknown */
   double transient;  /* bytes held only while the layer runs: input, output, their scales, workspace */
   char what[200];    /* why it does not pass ("" when it does) */
+  /* The deployment target cannot run it on this layer (its shape, the architecture, no scheme):
+   * not a candidate. why says so; nearest is a spec of the same family that deploys ("" none). */
+  bool dropped;
+  char dropped_why[320];
+  char nearest[PRECIS_SPEC_TEXT_MAX];
 } precis_plan_cell;
 
 typedef struct precis_plan {
@@ -137,6 +150,17 @@ typedef struct precis_plan {
   double resident_total, peak_transient;
   int peak_layer;
   precis_plan_serving serving;
+  precis_deploy_engine deploy;
+  precis_target deploy_arch;  /* never DEFAULT once built */
+  /* Fused groups (precis_deploy_fused_groups): group[l] or -1; the plan gives a group's members one
+   * recipe, its cost and error their sums. */
+  int *group;
+  size_t n_groups;
+  char fusion_rule[300];
+  /* The output projection tied to the input embeddings (-1 none) and how it is charged. */
+  int tied_head;
+  bool tied_charged_copy; /* its unquantized cells cost 0 and its weights leave a bits budget's average */
+  size_t n_dropped;       /* cells dropped as not deployable */
   size_t n_blocking;
   size_t *blocking;     /* layers without a passing recipe */
   char method[200];

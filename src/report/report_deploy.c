@@ -38,6 +38,8 @@ static cJSON *ct_args(const precis_operand_spec *op, bool is_weight, bool dynami
   case PRECIS_FMT_I8: type = "int", bits = 8; break;
   case PRECIS_FMT_S4:
   case PRECIS_FMT_U4: type = "int", bits = 4; break;
+  case PRECIS_FMT_S3: type = "int", bits = 3; break;
+  case PRECIS_FMT_S2: type = "int", bits = 2; break;
   case PRECIS_FMT_E4M3: type = "float", bits = 8; break;
   case PRECIS_FMT_E2M1: type = "float", bits = 4; break;
   default:
@@ -115,8 +117,10 @@ void precis_deploy_compressed_tensors(const precis_spec *s, precis_deploy_map *m
   }
   m->kind = PRECIS_DEPLOY_SCHEME;
   m->exact = true;
-  bool weight_int = s->b.fmt == PRECIS_FMT_I8 || s->b.fmt == PRECIS_FMT_S4 || s->b.fmt == PRECIS_FMT_U4;
-  const char *format = weight_int ? (unscaled(&s->a) ? "pack-quantized" : "int-quantized")
+  bool weight_int = precis_operand_is_integer(&s->b);
+  /* 4-bit integer weights are packed whatever the activations (W4A8, W4AFP8: vLLM's loaders read
+   * weight_packed); int-quantized stores one byte per weight, what W8A8 is. */
+  const char *format = weight_int ? (unscaled(&s->a) || s->b.fmt != PRECIS_FMT_I8 ? "pack-quantized" : "int-quantized")
                        : s->b.fmt == PRECIS_FMT_E2M1 ? (s->b.gran == PRECIS_GRAN_NV ? "nvfp4-pack-quantized" : "mxfp4-pack-quantized")
                        : s->b.gran == PRECIS_GRAN_MX ? "mxfp8-quantized"
                                                      : "float-quantized";
@@ -172,5 +176,8 @@ void precis_deploy_modelopt(const precis_spec *s, precis_deploy_map *m) {
   if (preset && (!strcmp(preset->name, "w4a16") || !strcmp(preset->name, "w4a16-asym")))
     return none(m, "ModelOpt's INT4 weight-only export is INT4_AWQ (AWQ-calibrated, with pre_quant_scale), not "
                    "round-to-nearest groups of 128");
+  if (preset && (!strcmp(preset->name, "w4a8") || !strcmp(preset->name, "w4afp8")))
+    return none(m, "ModelOpt's int4-weight, 8-bit-activation export is W4A8_AWQ (AWQ-calibrated int4 weights with fp8 "
+                   "activations and a pre_quant_scale), not round-to-nearest groups of 128");
   none(m, "no ModelOpt quant_algo computes this recipe");
 }

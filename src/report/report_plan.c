@@ -43,6 +43,50 @@ static bool keeps_high_precision(const precis_plan *p, size_t l) {
 
 static cJSON *num(double v) { return isfinite(v) ? cJSON_CreateNumber(v) : cJSON_CreateNull(); }
 
+/* The deployment target the plan obeyed (plan.h): the engine, the architecture, the fused groups,
+ * the tied head's charge, and every (layer, recipe) dropped as not deployable with why and the
+ * nearest spec that deploys. */
+static void deploy_target_json(cJSON *root, const precis_plan *p) {
+  cJSON *d = cJSON_AddObjectToObject(root, "deploy_target");
+  cJSON_AddStringToObject(d, "engine", precis_deploy_engine_name(p->deploy));
+  cJSON_AddStringToObject(d, "description", precis_deploy_engine_describe(p->deploy));
+  cJSON_AddStringToObject(d, "architecture", precis_target_name(p->deploy_arch));
+  cJSON_AddStringToObject(d, "fusion_rule", p->fusion_rule);
+  cJSON *groups = cJSON_AddArrayToObject(d, "fused_groups");
+  for (size_t g = 0; g < p->n_groups; g++) {
+    cJSON *members = cJSON_CreateArray();
+    for (size_t l = 0; l < p->n_layers; l++)
+      if (p->group[l] == (int)g) cJSON_AddItemToArray(members, cJSON_CreateString(p->layers[l]));
+    cJSON_AddItemToArray(groups, members);
+  }
+  if (p->tied_head >= 0) {
+    cJSON *tied = cJSON_AddObjectToObject(d, "tied_head");
+    cJSON_AddStringToObject(tied, "layer", p->layers[p->tied_head]);
+    cJSON_AddBoolToObject(tied, "charged_quantized_copy", p->tied_charged_copy);
+    cJSON_AddStringToObject(tied, "rule", p->tied_charged_copy
+                                              ? "tied to the input embeddings: unquantized it is the embedding table (cost 0, "
+                                                "and its weights are not in a bits budget's average); quantized, the checkpoint "
+                                                "stores its copy beside the table, which stays for the lookup, and its "
+                                                "config.json must then say tie_word_embeddings: false"
+                                              : "tied to the input embeddings, counted as its own matrix (--deploy none or a latency cost)");
+  } else {
+    cJSON_AddNullToObject(d, "tied_head");
+  }
+  cJSON *dropped = cJSON_AddArrayToObject(d, "dropped");
+  for (size_t l = 0; l < p->n_layers; l++)
+    for (size_t r = 0; r < p->n_recipes; r++) {
+      const precis_plan_cell *c = &p->cells[l * p->n_recipes + r];
+      if (!c->dropped) continue;
+      cJSON *e = cJSON_CreateObject();
+      cJSON_AddStringToObject(e, "layer", p->layers[l]);
+      cJSON_AddStringToObject(e, "recipe", p->recipes[r]);
+      cJSON_AddStringToObject(e, "why", c->dropped_why);
+      if (c->nearest[0]) cJSON_AddStringToObject(e, "nearest_deployable", c->nearest);
+      else cJSON_AddNullToObject(e, "nearest_deployable");
+      cJSON_AddItemToArray(dropped, e);
+    }
+}
+
 static char *plan_json(const precis_plan *p, const precis_report *report, const char *report_path) {
   cJSON *root = cJSON_CreateObject();
   if (!root) return NULL;
@@ -123,6 +167,7 @@ static char *plan_json(const precis_plan *p, const precis_report *report, const 
       cJSON_AddItemToObject(serve, "total_bytes", num(s->total));
     }
   }
+  deploy_target_json(root, p);
   cJSON_AddStringToObject(root, "target", p->target >= 0 ? p->recipes[p->target] : "");
   cJSON *recipes = cJSON_AddArrayToObject(root, "recipes");
   for (size_t r = 0; r < p->n_recipes; r++) cJSON_AddItemToArray(recipes, cJSON_CreateString(p->recipes[r]));
@@ -254,6 +299,46 @@ static void md_header(precis_buf *b, const precis_plan *p, const char *report_pa
   }
 }
 
+static void md_deploy(precis_buf *b, const precis_plan *p) {
+  precis_buf_appendf(b, "\n## Deployment target\n\n- engine: %s; architecture %s\n- fused groups (one recipe each): %zu; ",
+                     precis_deploy_engine_describe(p->deploy), precis_target_name(p->deploy_arch), p->n_groups);
+  precis_buf_markdown(b, p->fusion_rule);
+  precis_buf_append(b, "\n");
+  if (p->tied_head >= 0) {
+    precis_buf_append(b, "- tied head: ");
+    precis_buf_markdown(b, p->layers[p->tied_head]);
+    precis_buf_append(b, p->tied_charged_copy ? " is tied to the input embeddings: kept unquantized it costs nothing (it is the "
+                                                "table), quantized it costs its copy (the table stays for the lookup)\n"
+                                              : " is tied to the input embeddings; counted as its own matrix here\n");
+  }
+  if (p->n_dropped == 0) {
+    precis_buf_append(b, "- dropped recipes: none\n");
+    return;
+  }
+  precis_buf_appendf(b, "- dropped recipes (not candidates: the engine cannot run them there): %zu\n\n"
+                        "| layer | recipe | why | nearest that deploys |\n|---|---|---|---|\n", p->n_dropped);
+  for (size_t l = 0; l < p->n_layers; l++)
+    for (size_t r = 0; r < p->n_recipes; r++) {
+      const precis_plan_cell *c = &p->cells[l * p->n_recipes + r];
+      if (!c->dropped) continue;
+      precis_buf_append(b, "| ");
+      precis_buf_markdown(b, p->layers[l]);
+      precis_buf_append(b, " | ");
+      precis_buf_markdown(b, p->recipes[r]);
+      precis_buf_append(b, " | ");
+      precis_buf_markdown(b, c->dropped_why);
+      precis_buf_append(b, " | ");
+      if (c->nearest[0]) {
+        precis_buf_append(b, "`");
+        precis_buf_append(b, c->nearest);
+        precis_buf_append(b, "`");
+      } else {
+        precis_buf_append(b, "-");
+      }
+      precis_buf_append(b, " |\n");
+    }
+}
+
 static char *plan_markdown(const precis_plan *p, const char *report_path) {
   precis_buf b;
   precis_buf_init(&b);
@@ -280,6 +365,7 @@ static char *plan_markdown(const precis_plan *p, const char *report_path) {
     precis_buf_appendf(&b, " | %s | %zu |\n", sens, rank ? rank[l] : 0);
   }
   free(rank);
+  md_deploy(&b, p);
   precis_buf_append(&b, "\n## Sensitivity ranking (most sensitive first)\n\n"
                         "Sensitivity = mean over recipes of log2(layer's value / the recipe's median value over layers) of the objective; "
                         "+1 = twice the typical error. A value marked * fails the criteria.\n\n| rank | layer | sensitivity |");
@@ -521,36 +607,128 @@ static void deploy_maps(const precis_plan *p, const precis_report *report, deplo
   }
 }
 
+/* What the library would refuse of a plan's layers (plan.json's deployment section): rejected[l]
+ * when the layer's recipe maps to a scheme whose groups or blocks its input width cannot take
+ * (compressed-tensors raises in compress_model; TensorRT-LLM's kernels need the same), with why. */
+typedef struct deploy_refusals {
+  bool *rejected;
+  char **why;
+  /* Fused groups under the framework's engine whose members the plan put on different schemes:
+   * mixed[l] for each member (vLLM refuses to load them: fused shards must share a scheme). */
+  bool *mixed;
+} deploy_refusals;
+
+static void refusals_free(deploy_refusals *d, size_t n_layers) {
+  for (size_t l = 0; d->why && l < n_layers; l++) free(d->why[l]);
+  free(d->why);
+  free(d->rejected);
+  free(d->mixed);
+  memset(d, 0, sizeof *d);
+}
+
+static precis_status find_refusals(const precis_plan *p, const precis_report *report, const precis_deploy_map *maps,
+                                   precis_deploy_engine engine, deploy_refusals *d) {
+  size_t n = p->n_layers ? p->n_layers : 1;
+  d->rejected = calloc(n, sizeof *d->rejected);
+  d->why = calloc(n, sizeof *d->why);
+  d->mixed = calloc(n, sizeof *d->mixed);
+  const char **names = calloc(n, sizeof *names);
+  long long *k = calloc(n, sizeof *k);
+  int *group = calloc(n, sizeof *group);
+  precis_status st = PRECIS_OK;
+  if (!d->rejected || !d->why || !d->mixed || !names || !k || !group) {
+    st = precis_fail(PRECIS_E_NOMEM, "out of memory");
+    goto done;
+  }
+  for (size_t l = 0; p->feasible && l < p->n_layers; l++) {
+    names[l] = p->layers[l];
+    const precis_row *row = precis_report_find_row(report, p->layers[l], p->recipes[p->chosen[l]]);
+    k[l] = row ? row->k : -1;
+    precis_spec spec;
+    const char *text = row && row->spec ? row->spec : precis_recipe_name_spec(p->recipes[p->chosen[l]]);
+    if (!row || maps[p->chosen[l]].kind != PRECIS_DEPLOY_SCHEME || !text || precis_spec_parse(text, &spec) != PRECIS_OK) {
+      precis_clear_error();
+      continue;
+    }
+    char why[320];
+    if (!precis_deploy_ct_shape_ok(&spec, row->k, row->n, why, sizeof why)) {
+      d->rejected[l] = true;
+      d->why[l] = precis_strdup(why);
+    }
+  }
+  if (!p->feasible) goto done;
+  const char *config = precis_kv_get(&report->settings, "model_config");
+  cJSON *doc = config ? cJSON_Parse(config) : NULL;
+  const cJSON *type = cJSON_GetObjectItemCaseSensitive(doc, "model_type");
+  char rule[300];
+  size_t n_groups = 0;
+  st = precis_deploy_fused_groups(engine, cJSON_IsString(type) ? type->valuestring : NULL, names, k, p->n_layers, group,
+                                  &n_groups, rule, sizeof rule);
+  cJSON_Delete(doc);
+  for (size_t l = 0; st == PRECIS_OK && l < p->n_layers; l++)
+    for (size_t m = 0; group[l] >= 0 && m < p->n_layers; m++)
+      if (group[m] == group[l] && p->chosen[m] != p->chosen[l]) {
+        const precis_deploy_map *a = &maps[p->chosen[l]], *b = &maps[p->chosen[m]];
+        bool same = a->kind == b->kind && (a->kind != PRECIS_DEPLOY_SCHEME || (strcmp(a->scheme, b->scheme) == 0 &&
+                                                                               cJSON_Compare(a->weights, b->weights, true) &&
+                                                                               cJSON_Compare(a->input_activations, b->input_activations, true)));
+        if (!same) d->mixed[l] = true;
+      }
+done:
+  free(names);
+  free(k);
+  free(group);
+  return st;
+}
+
 /* The deployment section of plan.json: per framework, each used recipe's mapping and the layers
- * the emitted config cannot carry. */
-static void deploy_json(cJSON *root, const precis_plan *p, const precis_deploy_map *maps, const char *name,
-                        const char *file) {
+ * the emitted config cannot carry. complete only when the framework's library accepts every layer:
+ * a mapping, a shape its groups divide, and fused layers on one scheme. */
+static void deploy_json(cJSON *root, const precis_plan *p, const precis_deploy_map *maps, const deploy_refusals *refusals,
+                        const char *name, const char *file) {
   cJSON *d = cJSON_AddObjectToObject(root, name);
   cJSON_AddStringToObject(d, "file", file);
   cJSON *recipes = cJSON_AddObjectToObject(d, "recipes");
-  cJSON *missing = cJSON_CreateArray();
+  cJSON *missing = cJSON_CreateArray(), *rejected = cJSON_CreateArray(), *mixed = cJSON_CreateArray();
   for (size_t r = 0; r < p->n_recipes; r++) {
-    bool used = false;
-    for (size_t l = 0; l < p->n_layers; l++) used |= p->chosen[l] == (int)r;
+    bool used = false, shape_ok = true;
+    for (size_t l = 0; l < p->n_layers; l++)
+      if (p->chosen[l] == (int)r) {
+        used = true;
+        shape_ok = shape_ok && !refusals->rejected[l];
+      }
     if (!used) continue;
     cJSON *m = cJSON_AddObjectToObject(recipes, p->recipes[r]);
     cJSON_AddStringToObject(m, "mapping", precis_deploy_kind_str(maps[r].kind));
     if (maps[r].scheme[0]) cJSON_AddStringToObject(m, "scheme", maps[r].scheme);
-    cJSON_AddBoolToObject(m, "exact", maps[r].exact);
+    cJSON_AddBoolToObject(m, "exact", maps[r].exact && shape_ok);
     if (maps[r].note[0]) cJSON_AddStringToObject(m, "note", maps[r].note);
+    if (!shape_ok) cJSON_AddStringToObject(m, "shape", "some of its layers' input widths are not multiples of its groups "
+                                                        "(layers_rejected_by_shape): those layers are left out of the file");
   }
-  for (size_t l = 0; l < p->n_layers; l++)
-    if (p->chosen[l] >= 0 && maps[p->chosen[l]].kind == PRECIS_DEPLOY_NONE)
-      cJSON_AddItemToArray(missing, cJSON_CreateString(p->layers[l]));
-  cJSON_AddBoolToObject(d, "complete", cJSON_GetArraySize(missing) == 0);
+  for (size_t l = 0; l < p->n_layers; l++) {
+    if (p->chosen[l] < 0) continue;
+    if (maps[p->chosen[l]].kind == PRECIS_DEPLOY_NONE) cJSON_AddItemToArray(missing, cJSON_CreateString(p->layers[l]));
+    if (refusals->rejected[l]) {
+      cJSON *e = cJSON_CreateObject();
+      cJSON_AddStringToObject(e, "layer", p->layers[l]);
+      cJSON_AddStringToObject(e, "why", refusals->why[l] ? refusals->why[l] : "");
+      cJSON_AddItemToArray(rejected, e);
+    }
+    if (refusals->mixed[l]) cJSON_AddItemToArray(mixed, cJSON_CreateString(p->layers[l]));
+  }
+  cJSON_AddBoolToObject(d, "complete", cJSON_GetArraySize(missing) == 0 && cJSON_GetArraySize(rejected) == 0 &&
+                                           cJSON_GetArraySize(mixed) == 0);
   cJSON_AddItemToObject(d, "layers_without_equivalent", missing);
+  cJSON_AddItemToObject(d, "layers_rejected_by_shape", rejected);
+  cJSON_AddItemToObject(d, "fused_layers_on_different_schemes", mixed);
 }
 
 /* compressed-tensors: a quantization_config (the object under config.json's "quantization_config",
  * what compressed_tensors.QuantizationConfig parses): one config group per scheme used, targets the
  * exact module names; ignore the unquantized layers. Layers on a recipe without an equivalent are
  * in neither (plan.json names them). */
-static char *compressed_tensors_json(const precis_plan *p, const precis_deploy_map *maps) {
+static char *compressed_tensors_json(const precis_plan *p, const precis_deploy_map *maps, const bool *rejected) {
   cJSON *root = cJSON_CreateObject();
   if (!root) return NULL;
   cJSON_AddStringToObject(root, "quant_method", "compressed-tensors");
@@ -562,7 +740,7 @@ static char *compressed_tensors_json(const precis_plan *p, const precis_deploy_m
     if (maps[r].kind != PRECIS_DEPLOY_SCHEME) continue;
     cJSON *targets = cJSON_CreateArray();
     for (size_t l = 0; l < p->n_layers; l++)
-      if (p->chosen[l] == (int)r) cJSON_AddItemToArray(targets, cJSON_CreateString(p->layers[l]));
+      if (p->chosen[l] == (int)r && !rejected[l]) cJSON_AddItemToArray(targets, cJSON_CreateString(p->layers[l]));
     if (cJSON_GetArraySize(targets) == 0) {
       cJSON_Delete(targets);
       continue;
@@ -586,25 +764,44 @@ static char *compressed_tensors_json(const precis_plan *p, const precis_deploy_m
   return text;
 }
 
-/* ModelOpt: hf_quant_config.json with quant_algo MIXED_PRECISION and a quant_algo per quantized
- * layer; unquantized layers in exclude_modules. */
-static char *modelopt_layers_json(const precis_plan *p, const precis_deploy_map *maps) {
+/* ModelOpt: hf_quant_config.json as ModelOpt's own export writes it (modelopt/torch/export/
+ * quant_utils.py, process_layer_quant_config): several formats give quant_algo MIXED_PRECISION and a
+ * quant_algo per quantized layer (layers not listed are unquantized); one format is written flat
+ * (its quant_algo, group_size, and the unquantized layers in exclude_modules) unless some layer has no
+ * equivalent (it would fall under that quant_algo); none, quant_algo null. */
+static char *modelopt_layers_json(const precis_plan *p, const precis_deploy_map *maps, const bool *rejected) {
   cJSON *root = cJSON_CreateObject();
   if (!root) return NULL;
   cJSON *producer = cJSON_AddObjectToObject(root, "producer");
   cJSON_AddStringToObject(producer, "name", "precis plan");
   cJSON *q = cJSON_AddObjectToObject(root, "quantization");
-  cJSON_AddStringToObject(q, "quant_algo", "MIXED_PRECISION");
-  cJSON_AddNullToObject(q, "kv_cache_quant_algo");
-  cJSON *layers = cJSON_AddObjectToObject(q, "quantized_layers");
-  cJSON *exclude = cJSON_AddArrayToObject(q, "exclude_modules");
+  cJSON *layers = cJSON_CreateObject(), *exclude = cJSON_CreateArray();
+  const precis_deploy_map *first = NULL;
+  bool mixed = false;
   for (size_t l = 0; p->feasible && l < p->n_layers; l++) {
     const precis_deploy_map *m = &maps[p->chosen[l]];
     if (m->kind == PRECIS_DEPLOY_UNQUANTIZED) cJSON_AddItemToArray(exclude, cJSON_CreateString(p->layers[l]));
-    if (m->kind != PRECIS_DEPLOY_SCHEME) continue;
+    /* A layer the file cannot carry must not fall under a flat file's one quant_algo: list per layer. */
+    if (m->kind == PRECIS_DEPLOY_NONE || (m->kind == PRECIS_DEPLOY_SCHEME && rejected[l])) mixed = true;
+    if (m->kind != PRECIS_DEPLOY_SCHEME || rejected[l]) continue;
     cJSON *e = cJSON_AddObjectToObject(layers, p->layers[l]);
     cJSON_AddStringToObject(e, "quant_algo", m->scheme);
     if (m->group_size) cJSON_AddNumberToObject(e, "group_size", m->group_size);
+    if (first && (strcmp(first->scheme, m->scheme) != 0 || first->group_size != m->group_size)) mixed = true;
+    if (!first) first = m;
+  }
+  if (mixed) {
+    cJSON_AddStringToObject(q, "quant_algo", "MIXED_PRECISION");
+    cJSON_AddNullToObject(q, "kv_cache_quant_algo");
+    cJSON_AddItemToObject(q, "quantized_layers", layers);
+    cJSON_Delete(exclude);
+  } else {
+    if (first) cJSON_AddStringToObject(q, "quant_algo", first->scheme);
+    else cJSON_AddNullToObject(q, "quant_algo");
+    cJSON_AddNullToObject(q, "kv_cache_quant_algo");
+    if (first && first->group_size) cJSON_AddNumberToObject(q, "group_size", first->group_size);
+    cJSON_AddItemToObject(q, "exclude_modules", exclude);
+    cJSON_Delete(layers);
   }
   char *text = cJSON_Print(root);
   cJSON_Delete(root);
@@ -624,19 +821,33 @@ precis_status precis_plan_write_all(const precis_plan *p, const precis_report *r
   }
   deploy_maps(p, report, DEPLOY_COMPRESSED_TENSORS, ct);
   deploy_maps(p, report, DEPLOY_MODELOPT, mo);
-  char *json = plan_json(p, report, report_path);
-  cJSON *doc = json ? cJSON_Parse(json) : NULL;
-  free(json);
-  json = NULL;
-  if (doc) {
-    cJSON *deployment = cJSON_AddObjectToObject(doc, "deployment");
-    deploy_json(deployment, p, ct, "compressed_tensors", "compressed_tensors_config.json");
-    deploy_json(deployment, p, mo, "modelopt", "modelopt_hf_quant_config.json");
-    json = cJSON_Print(doc);
-    cJSON_Delete(doc);
+  deploy_refusals ct_refusals = {0}, mo_refusals = {0};
+  if ((st = find_refusals(p, report, ct, PRECIS_DEPLOY_ENGINE_VLLM, &ct_refusals)) == PRECIS_OK)
+    st = find_refusals(p, report, mo, PRECIS_DEPLOY_ENGINE_TRTLLM, &mo_refusals);
+  char *json = NULL;
+  char *texts[7] = {0};
+  if (st == PRECIS_OK) {
+    json = plan_json(p, report, report_path);
+    cJSON *doc = json ? cJSON_Parse(json) : NULL;
+    free(json);
+    json = NULL;
+    if (doc) {
+      cJSON *deployment = cJSON_AddObjectToObject(doc, "deployment");
+      deploy_json(deployment, p, ct, &ct_refusals, "compressed_tensors", "compressed_tensors_config.json");
+      deploy_json(deployment, p, mo, &mo_refusals, "modelopt", "modelopt_hf_quant_config.json");
+      json = cJSON_Print(doc);
+      cJSON_Delete(doc);
+    }
+    texts[0] = json;
+    texts[1] = plan_markdown(p, report_path);
+    texts[2] = plan_html(p, report_path);
+    texts[3] = modelopt_json(p);
+    texts[4] = llmcompressor_yaml(p);
+    texts[5] = compressed_tensors_json(p, ct, ct_refusals.rejected);
+    texts[6] = modelopt_layers_json(p, mo, mo_refusals.rejected);
   }
-  char *texts[7] = {json, plan_markdown(p, report_path), plan_html(p, report_path),
-                    modelopt_json(p), llmcompressor_yaml(p), compressed_tensors_json(p, ct), modelopt_layers_json(p, mo)};
+  refusals_free(&ct_refusals, p->n_layers);
+  refusals_free(&mo_refusals, p->n_layers);
   static const char *const names[7] = {"plan.json", "plan.md", "plan.html", "modelopt_exclude.json",
                                        "llmcompressor_ignore.yaml", "compressed_tensors_config.json",
                                        "modelopt_hf_quant_config.json"};
@@ -697,6 +908,10 @@ void precis_plan_print(const precis_plan *p, FILE *out) {
     fprintf(out, "\n");
     free(count);
   }
+  fprintf(out, "  deploy target %s on %s: %zu fused groups (one recipe each), %zu (layer, recipe) cells dropped as not "
+               "deployable%s%s\n", precis_deploy_engine_name(p->deploy), precis_target_name(p->deploy_arch), p->n_groups,
+          p->n_dropped, p->n_dropped ? " (plan.md says why and the nearest that deploys)" : "",
+          p->tied_charged_copy ? "; the tied head charged its quantized copy" : "");
   fprintf(out, "  most sensitive:");
   for (size_t i = 0; i < p->n_layers && i < 5; i++) {
     precis_fmt_sig(err, sizeof err, p->sensitivity[p->by_sensitivity[i]], 3);

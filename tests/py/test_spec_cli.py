@@ -276,7 +276,7 @@ def test_recipes():
     issue16 = ["fp8-rowwise", "fp8-block", "w8a16", "w4a16", "w4a16-asym", "mxfp8", "mxfp4", "nvfp4", "int8-sq"]
     high = ["fp64", "3xtf32", "bf16x3", "bf16x6", "bf16x9"] + ["ozaki-int8-%d" % n for n in range(3, 9)]
     ozaki2 = [name for n in range(8, 21) for name in ("ozaki2-int8-%d" % n, "ozaki2-int8-fast-%d" % n)]
-    check([r["name"] for r in listed] == original + issue16 + ["fp8-fast", "fp8-block-ue8m0", "mxfp6-e2m3", "mxfp6-e3m2"] + high
+    check([r["name"] for r in listed] == original + issue16 + ["fp8-fast", "fp8-block-ue8m0", "mxfp6-e2m3", "mxfp6-e3m2", "w4a8", "w4afp8", "w3a16", "w2a16"] + high
           + ozaki2 + ["fp64-emu"],
           "recipes: presets in order")
     # Ozaki scheme II: cpu only; the cuda backend refuses it and says why.

@@ -103,7 +103,7 @@ def main():
         check(entry["mapping"] == "none" and "INT4_AWQ" in entry["note"], f"w4a16 has no ModelOpt equivalent: {entry}")
         check(set(w4) <= set(plan["deployment"]["modelopt"]["layers_without_equivalent"]),
               "w4a16 layers named as without equivalent")
-        check(not set(w4) & (set(mo["quantized_layers"]) | set(mo["exclude_modules"])),
+        check(not set(w4) & (set(mo["quantized_layers"]) | set(mo.get("exclude_modules", []))),
               "w4a16 layers are neither quantized nor excluded in the ModelOpt file")
 
     # Every layer on int8-sq: compressed-tensors has no equivalent, the config carries none of them.
@@ -112,7 +112,10 @@ def main():
     rep2 = os.path.join(tmp, "rep-sq")
     run(["run", ds2, "--backend", "cpu", "--recipes", "int8-sq", "-o", rep2] + FAST, expect=None)
     out2 = os.path.join(tmp, "plan-sq")
-    run(["plan", os.path.join(rep2, "report.json"), "--require", "rel_fro<=1", "-o", out2])
+    # --deploy none: the exploration target lets the plan take a recipe no engine runs, and the
+    # deployment section says so (under the default vllm target int8-sq is dropped: no plan).
+    run(["plan", os.path.join(rep2, "report.json"), "--require", "rel_fro<=1", "-o", out2 + "-vllm"], expect=3)
+    run(["plan", os.path.join(rep2, "report.json"), "--require", "rel_fro<=1", "--deploy", "none", "-o", out2])
     plan2 = json.load(open(os.path.join(out2, "plan.json")))
     check(all(e["recipe"] == "int8-sq" for e in plan2["layers"]), "every layer on int8-sq")
     if True:
