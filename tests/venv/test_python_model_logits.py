@@ -18,7 +18,8 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "py"))
+import scratch  # noqa: E402  (tests/py/scratch.py: scratch under the build tree, removed on a signal)
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "py"))
 from cli_checks import FAILURES, PRECIS, check  # noqa: E402
@@ -83,7 +84,7 @@ def close(a, b, rel):
 
 
 def main():
-    tmp = tempfile.mkdtemp(prefix="precis-logits-")
+    tmp = scratch.mkdtemp(prefix="precis-logits-")
     model = tiny_llama(tied=False)
     ids = torch.randint(0, 96, (12, 32), generator=torch.Generator().manual_seed(3))
     cap = pt.capture(model, [ids], gradients=False)

@@ -18,7 +18,8 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "py"))
+import scratch  # noqa: E402  (tests/py/scratch.py: scratch under the build tree, removed on a signal)
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "py"))
@@ -81,7 +82,7 @@ def kl_of_plan(model, assignment, ids):
 
 def main():
     started = time.time()
-    tmp = tempfile.mkdtemp(prefix="precis-validate-llama-")
+    tmp = scratch.mkdtemp(prefix="precis-validate-llama-")
     model = tiny_llama()
     calib = torch.randint(0, 96, (16, 32), generator=torch.Generator().manual_seed(2)).numpy()
     held = torch.randint(0, 96, (12, 32), generator=torch.Generator().manual_seed(3)).numpy()
