@@ -10,8 +10,10 @@ which is
 - removed when the test starts (what a killed earlier run of the same test left: SIGKILL cannot be
   caught), so a day of mutation runs leaves at most one test's scratch per test;
 - removed when the test ends, normally or by an uncaught exception;
-- removed on SIGTERM (a CTest timeout, `--stop-on-failure`), SIGINT and SIGHUP, after the test's
-  own child processes were stopped, and then the test dies of the signal as it would have.
+- removed on SIGTERM (a CTest timeout, `--stop-on-failure`) and SIGHUP, after the test's own child
+  processes were stopped, and then the test dies of the signal as it would have;
+- removed on SIGINT too, which stays Python's (KeyboardInterrupt: tests check that precis.main hands
+  Ctrl-C back to Python): the interrupted test exits through the same end-of-test cleanup.
 
 tempfile's default directory and TMPDIR of the child processes point into it too, so the temporary
 files of a library or of a `precis`/`python -m precis` child are cleaned up with it.
@@ -27,7 +29,7 @@ import tempfile as _tempfile
 import time
 
 _OWNER = os.getpid()
-_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 
 
 def _test_name():
@@ -115,6 +117,9 @@ def remove():
 
 
 def _at_exit():
+    if os.getpid() != _OWNER:
+        return
+    _stop_children()  # none normally; a Ctrl-C leaves the running one
     if os.environ.get("PRECIS_KEEP_SCRATCH") == "1":
         print("scratch kept: %s" % ROOT, file=sys.stderr)
         return

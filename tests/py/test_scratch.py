@@ -44,8 +44,8 @@ def child(mode):
     deadline = time.monotonic() + 10
     while not os.path.exists(os.path.join(scratch.ROOT, "grandchild.txt")) and time.monotonic() < deadline:
         time.sleep(0.01)
-    print(json.dumps({"root": scratch.ROOT, "a": a, "b": b, "named": named.name, "grandchild": grandchild.pid}),
-          flush=True)
+    print(json.dumps({"root": scratch.ROOT, "a": a, "b": b, "named": named.name, "grandchild": grandchild.pid,
+                      "sigint_is_python": signal.getsignal(signal.SIGINT) is signal.default_int_handler}), flush=True)
     if mode == "exit":
         grandchild.kill()
         grandchild.wait()
@@ -80,6 +80,7 @@ def run_child(mode, sig, build, while_running=None):
         check(info[key].startswith(root + os.sep) and os.path.exists(info[key]),
               "%s: %s (%s) is not under the scratch" % (mode, key, info[key]))
     check(os.path.exists(os.path.join(root, "grandchild.txt")), "%s: the grandchild's TMPDIR is not the scratch" % mode)
+    check(info["sigint_is_python"], "%s: SIGINT is no longer Python's KeyboardInterrupt (precis.main hands it back)" % mode)
     if while_running:
         while_running(info)
     if sig is not None:
