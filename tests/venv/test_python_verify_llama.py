@@ -39,17 +39,11 @@ import precis.torch as pt  # noqa: E402
 from precis import endtoend, verify  # noqa: E402
 
 
+from tiny_llama import tiny_llama as _tiny_llama  # noqa: E402
+
+
 def tiny_llama():
-    torch.manual_seed(0)
-    config = transformers.LlamaConfig(vocab_size=96, hidden_size=64, intermediate_size=128, num_hidden_layers=3,
-                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
-                                      tie_word_embeddings=False)
-    model = transformers.LlamaForCausalLM(config).eval()
-    with torch.no_grad():  # larger than the default init, so that the logits are far from uniform
-        for p in model.parameters():
-            if p.dim() == 2:
-                p.mul_(4.0)
-    return model
+    return _tiny_llama(layers=3, tied=False)
 
 
 def independent_logit_metrics(ref, q, labels):
