@@ -14,19 +14,11 @@ import sys
 import time
 
 import scratch  # tests/py/scratch.py: scratch under the build tree, removed on a signal
+from cli_checks import FAILURES, PRECIS, check
 
-PRECIS = os.environ["PRECIS"]
-FAILURES = []
 RECIPES = ["fp32", "fp16", "bf16", "int8", "fp8"]
 # Each case samples for >= 60 ms, so that the signal lands in the middle of the run.
 SLOW = ["--min-samples", "3", "--max-samples", "1000000", "--max-time-ms", "60", "--target-spread", "0"]
-
-
-def check(condition, what):
-    if not condition:
-        FAILURES.append(what)
-        print("FAIL: " + what)
-    return condition
 
 
 def read(path):
@@ -43,7 +35,9 @@ def kill_part_way(argv, journal, sig, at_least):
     deadline = time.monotonic() + 120
     while rows_journaled(journal) < at_least and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.01)
-    if not check(proc.poll() is None, "%s: the run ended before it was stopped" % sig.name):
+    ended_early = proc.poll() is not None
+    check(not ended_early, "%s: the run ended before it was stopped" % sig.name)
+    if ended_early:
         print(proc.stderr.read())
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)
