@@ -16,6 +16,7 @@
 #include "eval/backend.h"
 #include "numerics/criteria.h"
 #include "numerics/format.h"
+#include "cpu_case.h"
 #include "harness.h"
 #include "numerics/spec.h"
 
@@ -43,25 +44,11 @@ typedef struct errors {
 static bool measure(const char *spec_text, float *a, float *b, size_t m, size_t n, size_t k,
                     errors *out) {
   precis_spec spec;
-  if (precis_spec_parse(spec_text, &spec) != PRECIS_OK) return false;
-  const precis_backend *cpu = precis_backend_cpu();
-  void *ctx = NULL;
-  precis_case_options o;
-  precis_case_options_default(&o);
-  o.warmup_calls = 1, o.warmup_ms = 0, o.min_samples = 1, o.max_samples = 1, o.max_time_ms = 1;
-  if (cpu->open(&ctx, &o) != PRECIS_OK) return false;
-  precis_workload_info info;
-  memset(&info, 0, sizeof info);
-  info.name = "fp8-fast-accumulation";
-  info.kind = "gemm";
-  info.m = (int64_t)m, info.n = (int64_t)n, info.k = (int64_t)k, info.batch = 1;
-  precis_workload_data data;
-  memset(&data, 0, sizeof data);
-  data.a = a;
-  data.b = b;
-  precis_case_output res;
-  precis_case_output_init(&res);
-  bool ok = cpu->run_case(ctx, &spec, &info, &data, &o, &res) == PRECIS_OK && res.status == PRECIS_ROW_OK && res.c;
+  cpu_case_result res;
+  if (precis_spec_parse(spec_text, &spec) != PRECIS_OK ||
+      !cpu_case_run(spec_text, PRECIS_TARGET_DEFAULT, "fp8-fast-accumulation", a, b, m, n, k, &res))
+    return false;
+  bool ok = res.status == PRECIS_ROW_OK && res.c;
   double gamma = precis_accumulation_gamma(&spec, (long long)k);
   double num = 0, den = 0;
   out->worst_gap = 0;
@@ -79,8 +66,7 @@ static bool measure(const char *spec_text, float *a, float *b, size_t m, size_t 
       out->worst_gap = fmax(out->worst_gap, fabs(e) / (gamma * abs_sum));
     }
   out->rel_fro = den > 0 ? sqrt(num / den) : 0;
-  precis_case_output_free(&res);
-  cpu->close(ctx);
+  free(res.c);
   return ok;
 }
 
@@ -125,29 +111,10 @@ TEST(fast_accumulation_error_exceeds_fp8_and_grows_with_k) {
 
 /* C = A.B on the cpu backend for spec (m x n outputs into c); false when the case did not run. */
 static bool run_spec(const char *spec_text, float *a, float *b, size_t m, size_t n, size_t k, float *c) {
-  precis_spec spec;
-  if (precis_spec_parse(spec_text, &spec) != PRECIS_OK) return false;
-  const precis_backend *cpu = precis_backend_cpu();
-  void *ctx = NULL;
-  precis_case_options o;
-  precis_case_options_default(&o);
-  o.warmup_calls = 1, o.warmup_ms = 0, o.min_samples = 1, o.max_samples = 1, o.max_time_ms = 1;
-  if (cpu->open(&ctx, &o) != PRECIS_OK) return false;
-  precis_workload_info info;
-  memset(&info, 0, sizeof info);
-  info.name = "fp8-fast-pinned";
-  info.kind = "gemm";
-  info.m = (int64_t)m, info.n = (int64_t)n, info.k = (int64_t)k, info.batch = 1;
-  precis_workload_data data;
-  memset(&data, 0, sizeof data);
-  data.a = a;
-  data.b = b;
-  precis_case_output res;
-  precis_case_output_init(&res);
-  bool ok = cpu->run_case(ctx, &spec, &info, &data, &o, &res) == PRECIS_OK && res.status == PRECIS_ROW_OK && res.c;
+  cpu_case_result res;
+  bool ok = cpu_case_run(spec_text, PRECIS_TARGET_DEFAULT, "fp8-fast-pinned", a, b, m, n, k, &res) && res.c;
   if (ok) memcpy(c, res.c, m * n * sizeof *c);
-  precis_case_output_free(&res);
-  cpu->close(ctx);
+  free(res.c);
   return ok;
 }
 

@@ -11,6 +11,7 @@
 
 #include "eval/backend.h"
 #include "eval/target_plan.h"
+#include "cpu_case.h"
 #include "harness.h"
 #include "numerics/format.h"
 #include "numerics/recipe.h"
@@ -134,46 +135,24 @@ static uint32_t next_u32(void) {
  * with the row's status in *status). */
 static double run_rel_fro(const char *spec_text, precis_target target, float *a, float *b, size_t m,
                           size_t n, size_t k, precis_row_status *status, char *reason, size_t reason_len) {
-  precis_spec spec;
-  if (precis_spec_parse(spec_text, &spec) != PRECIS_OK) return NAN;
-  const precis_backend *cpu = precis_backend_cpu();
-  void *ctx = NULL;
-  precis_case_options o;
-  precis_case_options_default(&o);
-  o.warmup_calls = 1, o.warmup_ms = 0, o.min_samples = 1, o.max_samples = 1, o.max_time_ms = 1;
-  o.target = target;
-  if (cpu->open(&ctx, &o) != PRECIS_OK) return NAN;
-  precis_workload_info info;
-  memset(&info, 0, sizeof info);
-  info.name = "target";
-  info.kind = "gemm";
-  info.m = (int64_t)m, info.n = (int64_t)n, info.k = (int64_t)k, info.batch = 1;
-  precis_workload_data data;
-  memset(&data, 0, sizeof data);
-  data.a = a;
-  data.b = b;
-  precis_case_output res;
-  precis_case_output_init(&res);
+  cpu_case_result res;
+  if (!cpu_case_run(spec_text, target, "target", a, b, m, n, k, &res)) return NAN;
+  *status = res.status;
+  snprintf(reason, reason_len, "%s", res.reason);
   double rel = NAN;
-  if (cpu->run_case(ctx, &spec, &info, &data, &o, &res) == PRECIS_OK) {
-    *status = res.status;
-    snprintf(reason, reason_len, "%s", res.reason);
-    if (res.status == PRECIS_ROW_OK && res.c) {
-      double num = 0, den = 0;
-      for (size_t i = 0; i < m; i++)
-        for (size_t j = 0; j < n; j++) {
-          double ref = 0;
-          for (size_t p = 0; p < k; p++) ref += (double)a[i * k + p] * (double)b[p * n + j];
-          double e = (double)res.c[i * n + j] - ref;
-          num += e * e, den += ref * ref;
-        }
-      rel = sqrt(num / den);
-    }
-    const char *t = precis_kv_get(&res.details, "target");
-    if (!t || strcmp(t, precis_target_name(target)) != 0) rel = NAN; /* every row records its target */
+  if (res.c) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < m; i++)
+      for (size_t j = 0; j < n; j++) {
+        double ref = 0;
+        for (size_t p = 0; p < k; p++) ref += (double)a[i * k + p] * (double)b[p * n + j];
+        double e = (double)res.c[i * n + j] - ref;
+        num += e * e, den += ref * ref;
+      }
+    rel = sqrt(num / den);
   }
-  precis_case_output_free(&res);
-  cpu->close(ctx);
+  if (strcmp(res.target, precis_target_name(target)) != 0) rel = NAN; /* every row records its target */
+  free(res.c);
   return rel;
 }
 
@@ -221,32 +200,8 @@ static float reference_chain(const float *a, const float *b, size_t n, size_t j,
 /* Outputs of the cpu backend for a target (NULL on failure). */
 static float *run_outputs(const char *spec_text, precis_target target, float *a, float *b, size_t m, size_t n,
                           size_t k) {
-  precis_spec spec;
-  if (precis_spec_parse(spec_text, &spec) != PRECIS_OK) return NULL;
-  const precis_backend *cpu = precis_backend_cpu();
-  void *ctx = NULL;
-  precis_case_options o;
-  precis_case_options_default(&o);
-  o.warmup_calls = 1, o.warmup_ms = 0, o.min_samples = 1, o.max_samples = 1, o.max_time_ms = 1;
-  o.target = target;
-  if (cpu->open(&ctx, &o) != PRECIS_OK) return NULL;
-  precis_workload_info info;
-  memset(&info, 0, sizeof info);
-  info.name = "target", info.kind = "gemm";
-  info.m = (int64_t)m, info.n = (int64_t)n, info.k = (int64_t)k, info.batch = 1;
-  precis_workload_data data;
-  memset(&data, 0, sizeof data);
-  data.a = a, data.b = b;
-  precis_case_output res;
-  precis_case_output_init(&res);
-  float *c = NULL;
-  if (cpu->run_case(ctx, &spec, &info, &data, &o, &res) == PRECIS_OK && res.status == PRECIS_ROW_OK) {
-    c = res.c;
-    res.c = NULL;
-  }
-  precis_case_output_free(&res);
-  cpu->close(ctx);
-  return c;
+  cpu_case_result res;
+  return cpu_case_run(spec_text, target, "target", a, b, m, n, k, &res) ? res.c : NULL;
 }
 
 TEST(fp8_fast_error_falls_by_the_width_ratio_from_hopper_to_blackwell) {

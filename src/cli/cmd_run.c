@@ -14,6 +14,7 @@
 #include "data/default_dataset.h"
 #include "base/fileio.h"
 #include "report/journal.h"
+#include "run_resume.h"
 #include "base/mpi_world.h"
 #include "eval/parts.h"
 #include "base/output_lock.h"
@@ -41,10 +42,10 @@ static void usage(FILE *out) {
           "  --gate                exit 3 when a row fails the default criteria too (without --require the\n"
           "                        defaults only inform)\n"
           "  -o, --output DIR      report directory (default reports/latest, replaced on every run)\n"
-          "  --resume DIR          continue the interrupted run whose reports and journal are in DIR: give the\n"
-          "                        same options as that run (without FILE.h5: the dataset its journal names);\n"
-          "                        cases in its journal are kept, the others run; a different dataset (by its\n"
-          "                        contents) or setting is refused, naming it\n"
+          "  --resume DIR          finish the interrupted run whose journal is in DIR: the dataset, recipes and\n"
+          "                        every option that decides a row are the journal's; an option given again\n"
+          "                        must agree (each difference is refused, naming both values); cases in the\n"
+          "                        journal are kept, the others run\n"
           "  --force               overwrite existing reports in DIR and an existing --save-outputs file\n"
           "  --save-outputs FILE   write every evaluated output to FILE.h5 (/workloads/<name>/<recipe>/c)\n"
           "  --int8-act-scale S    row (dynamic per row, default) | absmax | percentile | mse (static, from calib/a)\n"
@@ -166,40 +167,6 @@ static bool parse_devices(const char *text, const char *backend_arg, int **devic
     *count = 0;
   }
   return ok;
-}
-
-/* The dataset a resumed run without FILE.h5 continues on: the one its journal names (the first
- * journal found of this process's part, then of any part). NULL after a message on stderr. */
-static char *journaled_dataset_path(const char *out_dir, int n_parts, int own_part) {
-  char *found = NULL;
-  for (int i = 0; i <= n_parts && !found; i++) {
-    int part = i == 0 ? own_part : i;
-    if (i > 0 && part == own_part) continue;
-    char *name = precis_journal_name(part, n_parts);
-    char *path = name ? precis_asprintf("%s/%s", out_dir, name) : NULL;
-    free(name);
-    if (path && precis_path_exists(path)) {
-      precis_journal j;
-      precis_status st = precis_journal_read(path, &j);
-      if (st != PRECIS_OK) {
-        precis_cli_report_error("run", st);
-        free(path);
-        return NULL;
-      }
-      if (!j.run.dataset_path || !precis_path_exists(j.run.dataset_path))
-        fprintf(stderr, "precis run: --resume %s: the dataset its journal %s names (%s) is not there: give FILE.h5\n",
-                out_dir, path, j.run.dataset_path ? j.run.dataset_path : "none");
-      else
-        found = precis_strdup(j.run.dataset_path);
-      precis_journal_free(&j);
-      free(path);
-      if (!found) return NULL;
-      break;
-    }
-    free(path);
-  }
-  if (!found) fprintf(stderr, "precis run: --resume %s: no journal there to resume (nothing was journaled)\n", out_dir);
-  return found;
 }
 
 /* Nothing of an earlier run in DIR: its reports and the journals of its parts. */
@@ -520,6 +487,13 @@ int precis_cmd_run(int argc, char **argv) {
   char **workloads = NULL;
   size_t n_workloads = 0;
   const char *recipes_arg = "all", *backend_arg = "auto", *out_dir = NULL, *resume_dir = NULL;
+  /* What was given, for a resume, which takes the rest from the journal (run_resume.h). */
+  precis_run_request asked;
+  memset(&asked, 0, sizeof asked);
+  precis_journal resumed;
+  memset(&resumed, 0, sizeof resumed);
+  precis_report_init(&resumed.run);
+  char *resumed_path = NULL;
   precis_output_lock dir_lock, saved_lock;
   precis_output_lock_init(&dir_lock);
   precis_output_lock_init(&saved_lock);
@@ -544,13 +518,20 @@ int precis_cmd_run(int argc, char **argv) {
     switch (opt) {
     case 'h': usage(stdout); rc = 0; goto done;
     case 'o': out_dir = optarg; break;
-    case OPT_RECIPES: recipes_arg = optarg; break;
+    case OPT_RECIPES:
+      recipes_arg = optarg;
+      asked.recipes_given = true;
+      break;
     case OPT_WORKLOADS:
       free_list(workloads, n_workloads);
       workloads = split_list(optarg, &n_workloads);
+      asked.workloads_given = true;
       break;
-    case OPT_BACKEND: backend_arg = optarg; break;
-    case OPT_GATE: gate = true; break;
+    case OPT_BACKEND:
+      backend_arg = optarg;
+      asked.backend_given = true;
+      break;
+    case OPT_GATE: gate = asked.gate_given = true; break;
     case OPT_FORCE: cfg.force = true; break;
     case OPT_SAVE: cfg.save_outputs = optarg; break;
     case OPT_QUIET: quiet = true; break;
@@ -558,6 +539,7 @@ int precis_cmd_run(int argc, char **argv) {
     case OPT_DEVICES: devices_arg = optarg; break;
     case OPT_SHARD:
       if (!parse_shard(optarg, &shard_index, &shard_count)) goto done;
+      asked.shard_given = true;
       break;
     case ':': fprintf(stderr, "precis run: %s needs a value\n", argv[optind - 1]); goto done;
     default: {
@@ -567,6 +549,8 @@ int precis_cmd_run(int argc, char **argv) {
         fprintf(stderr, "precis run: unknown option \"%s\" (see precis run --help)\n", argv[optind - 1]);
         goto done;
       }
+      if (opt >= PRECIS_CLI_MEASURE_OPTION_BASE && opt - PRECIS_CLI_MEASURE_OPTION_BASE < PRECIS_RUN_MEASURE_OPTIONS)
+        asked.measure_given[opt - PRECIS_CLI_MEASURE_OPTION_BASE] = true;
     }
     }
   }
@@ -576,16 +560,15 @@ int precis_cmd_run(int argc, char **argv) {
     precis_case_options_default(&defaults);
     cfg.case_options.max_time_ms = defaults.max_time_ms;
   }
-  if (!precis_cli_measure_options_check("run", &cfg.case_options)) goto done;
+  /* A resume checks them once it has taken the rest from the journal (below). */
+  if (!resume_dir && !precis_cli_measure_options_check("run", &cfg.case_options)) goto done;
   if (optind < argc - 1) {
     fprintf(stderr, "precis run: expected at most one dataset, got \"%s\" and \"%s\"\n", argv[optind], argv[optind + 1]);
     goto done;
   }
   if (!precis_cli_backend_name_ok("run", backend_arg)) goto done;
-  if (!precis_cli_parse_recipes("run", recipes_arg, false, &recipes)) goto done;
-  precis_cli_apply_act_scale(&cfg.case_options, &recipes);
-  cfg.recipes = recipes.items;
-  cfg.n_recipes = recipes.count;
+  /* A resume parses its recipes once it has read the journal (below). */
+  if (!resume_dir && !precis_cli_parse_recipes("run", recipes_arg, false, &recipes)) goto done;
   precis_status st = PRECIS_OK;
 
   if (resume_dir) {
@@ -620,7 +603,10 @@ int precis_cmd_run(int argc, char **argv) {
   }
   if (devices_arg && !parse_devices(devices_arg, backend_arg, &devices, &n_devices)) goto done;
   /* Devices are GPUs: a worker whose device cannot be opened fails, never falls back to the cpu. */
-  if (devices) backend_arg = "cuda";
+  if (devices) {
+    backend_arg = "cuda";
+    asked.backend_given = true;
+  }
   if ((devices || launcher_ranks > 1) && shard_count > 1) {
     fprintf(stderr, "precis run: --shard splits a run over separate jobs; %s splits it already (use one or the "
                     "other)\n",
@@ -673,12 +659,57 @@ int precis_cmd_run(int argc, char **argv) {
     goto done;
   }
 
+  if (cfg.resume) {
+    /* Resume finishes the run that was started: what was not given again is the journal's, and
+     * what was must agree with it. */
+    asked.recipes_arg = recipes_arg;
+    asked.workloads = workloads;
+    asked.n_workloads = n_workloads;
+    workloads = NULL;
+    n_workloads = 0;
+    asked.backend_arg = backend_arg;
+    asked.gate = gate;
+    asked.options = &cfg.case_options;
+    asked.require = &require;
+    asked.max_time_given = &max_time_given;
+    asked.shard_index = shard_index;
+    asked.shard_count = shard_count;
+    if ((rc = precis_run_resume_read(out_dir, in_parts ? n_parts : shard_count,
+                                     in_parts ? (mpi.active ? mpi.rank + 1 : 1) : shard_index,
+                                     !in_parts && !asked.shard_given, &asked, &resumed, &resumed_path)) != 0 ||
+        (rc = precis_run_resume_adopt(&resumed, resumed_path, &asked)) != 0)
+      goto done;
+    rc = 2;
+    recipes_arg = asked.recipes_arg;
+    backend_arg = asked.backend_arg;
+    gate = asked.gate;
+    shard_index = asked.shard_index;
+    shard_count = asked.shard_count;
+    workloads = asked.workloads;
+    n_workloads = asked.n_workloads;
+    asked.workloads = NULL;
+    asked.n_workloads = 0;
+    if (!max_time_given) {
+      precis_case_options defaults;
+      precis_case_options_default(&defaults);
+      cfg.case_options.max_time_ms = defaults.max_time_ms;
+    }
+    if (!precis_cli_measure_options_check("run", &cfg.case_options)) goto done;
+    if (!precis_cli_parse_recipes("run", recipes_arg, false, &recipes)) goto done;
+  }
+  precis_cli_apply_act_scale(&cfg.case_options, &recipes);
+  cfg.recipes = recipes.items;
+  cfg.n_recipes = recipes.count;
+
   if (optind < argc) dataset_path = precis_strdup(argv[optind]);
   else if (cfg.resume) {
     /* Without FILE.h5 a resume continues on the dataset its journal names, not on the default one. */
-    if (!(dataset_path = journaled_dataset_path(out_dir, in_parts ? n_parts : shard_count,
-                                                in_parts ? (mpi.active ? mpi.rank + 1 : 1) : shard_index)))
+    if (!resumed.run.dataset_path || !precis_path_exists(resumed.run.dataset_path)) {
+      fprintf(stderr, "precis run: --resume %s: the dataset its journal %s names (%s) is not there: give FILE.h5\n",
+              out_dir, resumed_path, resumed.run.dataset_path ? resumed.run.dataset_path : "none");
       goto done;
+    }
+    dataset_path = precis_strdup(resumed.run.dataset_path);
   } else {
     st = precis_default_dataset_path(&dataset_path);
     if (st != PRECIS_OK) {
@@ -758,6 +789,9 @@ done:
   precis_report_free(&report);
   precis_cli_require_free(&require);
   free_list(workloads, n_workloads);
+  precis_run_request_free(&asked);
+  precis_journal_free(&resumed);
+  free(resumed_path);
   free(dataset_path);
   free(journal_path);
   free(command_line);

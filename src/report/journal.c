@@ -185,6 +185,8 @@ void precis_journal_close(precis_journal_writer *w) {
 
 void precis_journal_free(precis_journal *j) {
   free(j->header_json);
+  for (size_t i = 0; i < j->n_workloads; i++) free(j->workloads[i]);
+  free(j->workloads);
   precis_report_free(&j->run);
   memset(j, 0, sizeof *j);
   precis_report_init(&j->run);
@@ -252,6 +254,9 @@ static precis_status read_header(const char *path, const char *line, precis_jour
   }
   const cJSON *env = cJSON_GetObjectItemCaseSensitive(root, "environment");
   if (cJSON_IsObject(env)) kv_from_object(env, &j->run.environment, false);
+  const cJSON *workloads = cJSON_GetObjectItemCaseSensitive(root, "workloads");
+  j->has_workloads = cJSON_IsArray(workloads);
+  j->workloads = strings_from_array(workloads, &j->n_workloads);
   const cJSON *part = cJSON_GetObjectItemCaseSensitive(root, "part");
   const cJSON *pi = part ? cJSON_GetObjectItemCaseSensitive(part, "index") : NULL;
   const cJSON *pc = part ? cJSON_GetObjectItemCaseSensitive(part, "count") : NULL;

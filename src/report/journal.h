@@ -60,6 +60,9 @@ typedef struct precis_journal {
   precis_report run;      /* tool, dataset, settings, recipes, criteria and environment from the header;
                              rows from the lines */
   int part_index, part_count; /* the header's part */
+  bool has_workloads;     /* the header's workload selection (--workloads); false: all */
+  char **workloads;
+  size_t n_workloads;
   char host[256];         /* who wrote it (informative) */
   long pid;
   size_t rows_lines;      /* whole row lines read */

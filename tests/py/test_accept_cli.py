@@ -13,7 +13,7 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
+import scratch  # tests/py/scratch.py: scratch under the build tree, removed on a signal
 
 from cuda_expect import check_cuda_outcome
 
@@ -56,7 +56,7 @@ QUICK = ["--backend", "cpu", "--max-time-ms", "30", "--min-samples", "5", "--qui
 
 
 def main():
-    with tempfile.TemporaryDirectory() as tmp:
+    with scratch.TemporaryDirectory() as tmp:
         suite = os.path.join(tmp, "suite.yaml")
         with open(suite, "w") as f:
             f.write(SUITE)

@@ -11,7 +11,7 @@ import os
 import struct
 import subprocess
 import sys
-import tempfile
+import scratch  # tests/py/scratch.py: scratch under the build tree, removed on a signal
 import zipfile
 
 try:
@@ -61,7 +61,7 @@ def main():
     rng = np.random.default_rng(15)
     weight = rng.standard_normal((48, 32)).astype(np.float32)  # a PyTorch Linear weight: [out, in]
     acts = rng.standard_normal((4, 32)).astype(np.float32)
-    with tempfile.TemporaryDirectory() as tmp:
+    with scratch.TemporaryDirectory() as tmp:
         p = lambda name: os.path.join(tmp, name)  # noqa: E731
         out = p("out.h5")
 

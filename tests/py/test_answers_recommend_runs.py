@@ -18,7 +18,7 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
+import scratch  # tests/py/scratch.py: scratch under the build tree, removed on a signal
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import report_fixtures  # noqa: E402
@@ -76,7 +76,7 @@ def recommend(path, *extra):
 
 
 def main():
-    with tempfile.TemporaryDirectory() as tmp:
+    with scratch.TemporaryDirectory() as tmp:
         suite = os.path.join(tmp, "small.yaml")
         with open(suite, "w") as f:
             f.write(SUITE)

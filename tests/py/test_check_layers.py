@@ -12,7 +12,7 @@ import pathlib
 import shutil
 import subprocess
 import sys
-import tempfile
+import scratch  # tests/py/scratch.py: scratch under the build tree, removed on a signal
 
 SOURCE = pathlib.Path(os.environ.get("PRECIS_SOURCE_DIR", pathlib.Path(__file__).resolve().parents[2]))
 CHECK = SOURCE / "tools" / "check_layers.py"
@@ -52,7 +52,7 @@ def expect_one(tree, needle, what):
 
 
 def main():
-    with tempfile.TemporaryDirectory() as tmp:
+    with scratch.TemporaryDirectory() as tmp:
         tree = pathlib.Path(tmp) / "t"
         clean_tree(tree)
         rc, out = run(tree)

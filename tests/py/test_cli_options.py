@@ -16,7 +16,7 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
+import scratch  # tests/py/scratch.py: scratch under the build tree, removed on a signal
 
 PRECIS = os.environ["PRECIS"]
 COMMANDS = ["info", "gen", "inspect", "import", "run", "recommend", "plan", "conform", "compare", "merge", "recipes",
@@ -67,7 +67,7 @@ def help_options(command):
 
 
 def main():
-    with tempfile.TemporaryDirectory() as tmp:
+    with scratch.TemporaryDirectory() as tmp:
         for command in COMMANDS:
             options, shorts = listed_options(command)
             if not options:

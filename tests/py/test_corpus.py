@@ -9,7 +9,7 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
+import scratch  # tests/py/scratch.py: scratch under the build tree, removed on a signal
 
 SOURCE = os.environ.get("PRECIS_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
 sys.path.insert(0, os.path.join(SOURCE, "tests", "corpus"))
@@ -66,7 +66,7 @@ def leftovers(out):
 
 def check(case, cmd, corpus_dir):
     path = os.path.join(corpus_dir, case["file"])
-    with tempfile.TemporaryDirectory(prefix="precis-corpus-") as work:
+    with scratch.TemporaryDirectory(prefix="precis-corpus-") as work:
         argv, out = command_line(case, cmd, path, work)
         try:
             p = subprocess.run(argv, capture_output=True, text=True, errors="replace", timeout=CASE_TIMEOUT_S, cwd=work)
@@ -148,7 +148,7 @@ def main():
     if not PRECIS:
         print("PRECIS is not set (the path of the precis binary)")
         return 1
-    with tempfile.TemporaryDirectory(prefix="precis-corpus-files-") as corpus_dir:
+    with scratch.TemporaryDirectory(prefix="precis-corpus-files-") as corpus_dir:
         cases = make_corpus.build(corpus_dir)
         with open(os.path.join(corpus_dir, "manifest.json")) as fh:
             assert json.load(fh) == cases

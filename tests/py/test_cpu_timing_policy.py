@@ -11,7 +11,7 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
+import scratch  # tests/py/scratch.py: scratch under the build tree, removed on a signal
 
 PRECIS = os.environ["PRECIS"]
 FAILURES = []
@@ -54,7 +54,7 @@ def report(out):
 
 
 def main():
-    with tempfile.TemporaryDirectory(prefix="precis-timing-policy-") as work:
+    with scratch.TemporaryDirectory(prefix="precis-timing-policy-") as work:
         suite = os.path.join(work, "s.yaml")
         with open(suite, "w") as fh:
             fh.write(SUITE)

@@ -10,7 +10,7 @@ import shutil
 import struct
 import subprocess
 import sys
-import tempfile
+import scratch  # tests/py/scratch.py: scratch under the build tree, removed on a signal
 
 try:
     import h5py
@@ -194,7 +194,7 @@ def safetensors_bytes(tensors, pad_header=True):
 
 
 def main():
-    tmp = tempfile.mkdtemp(prefix="precis-dataset-interop-")
+    tmp = scratch.mkdtemp(prefix="precis-dataset-interop-")
     try:
         run_all(tmp)
     finally:

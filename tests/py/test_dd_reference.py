@@ -13,7 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
+import scratch  # tests/py/scratch.py: scratch under the build tree, removed on a signal
 from fractions import Fraction
 
 try:
@@ -58,7 +58,7 @@ def exact(a, b):
 
 
 def main():
-    tmp = tempfile.mkdtemp()
+    tmp = scratch.mkdtemp()
     try:
         suite, data = os.path.join(tmp, "s.yaml"), os.path.join(tmp, "d.h5")
         with open(suite, "w") as f:

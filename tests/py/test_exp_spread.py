@@ -9,7 +9,7 @@ import math
 import os
 import subprocess
 import sys
-import tempfile
+import scratch  # tests/py/scratch.py: scratch under the build tree, removed on a signal
 
 try:
     import h5py
@@ -37,7 +37,7 @@ def gen(tmp, text):
 
 
 def main():
-    with tempfile.TemporaryDirectory() as tmp:
+    with scratch.TemporaryDirectory() as tmp:
         proc, data = gen(tmp, """seed: 3
 workloads:
   - {name: phi0, m: 200, n: 8, k: 200, a: {dist: exp_spread, phi: 0}, b: normal}

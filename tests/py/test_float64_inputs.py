@@ -13,7 +13,7 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
+import scratch  # tests/py/scratch.py: scratch under the build tree, removed on a signal
 from fractions import Fraction
 
 try:
@@ -74,7 +74,7 @@ def main():
     rng = np.random.default_rng(7)
     a = rng.standard_normal((2, 5, 12))  # float64: 53-bit significands
     b = rng.standard_normal((12, 4)) * np.exp(rng.standard_normal((12, 4)))
-    with tempfile.TemporaryDirectory() as tmp:
+    with scratch.TemporaryDirectory() as tmp:
         data, out, saved = (os.path.join(tmp, x) for x in ("d.h5", "r", "o.h5"))
         exact_hi = write(data, a, b)
         proc = run("inspect", data)

@@ -25,7 +25,7 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
+import scratch  # tests/py/scratch.py: scratch under the build tree, removed on a signal
 
 import h5py
 import numpy as np
@@ -249,7 +249,7 @@ def int8_expected(a, b, static_amax=None):
 
 
 def main():
-    tmp = tempfile.mkdtemp(prefix="precis-float-")
+    tmp = scratch.mkdtemp(prefix="precis-float-")
     ds = os.path.join(tmp, "d.h5")
     workloads = write_dataset(ds, np.random.default_rng(2026))
     saved = os.path.join(tmp, "out.h5")

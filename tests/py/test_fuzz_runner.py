@@ -11,7 +11,7 @@ import os
 import stat
 import subprocess
 import sys
-import tempfile
+import scratch  # tests/py/scratch.py: scratch under the build tree, removed on a signal
 
 SOURCE = os.environ.get("PRECIS_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
 RUNNER = os.path.join(SOURCE, "tests", "fuzz", "run_fuzzers.py")
@@ -81,7 +81,7 @@ def stage(build):
 def end_to_end():
     names = [t for t, _ in run_fuzzers.TARGETS]
     check(len(names) >= 4, f"targets {names}")
-    with tempfile.TemporaryDirectory(prefix="precis-fuzz-runner-") as build:
+    with scratch.TemporaryDirectory(prefix="precis-fuzz-runner-") as build:
         os.makedirs(os.path.join(build, "fuzz"))
         for name in names:
             write_target(os.path.join(build, "fuzz", name), 1000)

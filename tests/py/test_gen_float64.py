@@ -17,7 +17,7 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
+import scratch  # tests/py/scratch.py: scratch under the build tree, removed on a signal
 from fractions import Fraction
 
 try:
@@ -72,7 +72,7 @@ def gamma(n):
 
 
 def main():
-    with tempfile.TemporaryDirectory() as tmp:
+    with scratch.TemporaryDirectory() as tmp:
         suite = os.path.join(tmp, "s.yaml")
         with open(suite, "w") as f:
             f.write(SUITE)

@@ -8,7 +8,7 @@ bit for bit, every attribute, and the dataset_id are those of the in-core `preci
 import os
 import subprocess
 import sys
-import tempfile
+import scratch  # tests/py/scratch.py: scratch under the build tree, removed on a signal
 
 try:
     import h5py
@@ -66,7 +66,7 @@ def compare(reference, candidate, label):
 
 
 def main():
-    with tempfile.TemporaryDirectory(prefix="precis-tiles-") as work:
+    with scratch.TemporaryDirectory(prefix="precis-tiles-") as work:
         suite = os.path.join(work, "s.yaml")
         with open(suite, "w") as fh:
             fh.write(SUITE)

@@ -17,7 +17,7 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
+import scratch  # tests/py/scratch.py: scratch under the build tree, removed on a signal
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import report_fixtures as fx  # noqa: E402
@@ -76,7 +76,7 @@ def main():
     usage = precis("--help")
     check("default fp64,ozaki-int8-8,ozaki2-int8-16" in usage.stdout + usage.stderr,
           "grade --help: the default recipes fp64,ozaki-int8-8,ozaki2-int8-16", usage)
-    with tempfile.TemporaryDirectory() as tmp:
+    with scratch.TemporaryDirectory() as tmp:
         out_dir = os.path.join(tmp, "g")
         run = precis("--recipes", ",".join(recipes), "-o", out_dir)
         check(run.returncode == 0, "grade fp64,ozaki-int8-8,ozaki2-int8-16,bf16 on 16..1024 runs", run)

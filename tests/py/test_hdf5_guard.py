@@ -7,7 +7,7 @@ a hang within the time limit (PRECIS_HDF5_CHECK_TIMEOUT), and without the fault 
 import os
 import subprocess
 import sys
-import tempfile
+import scratch  # tests/py/scratch.py: scratch under the build tree, removed on a signal
 import time
 
 import h5py
@@ -27,7 +27,7 @@ def check(cond, msg):
 
 
 def main():
-    with tempfile.TemporaryDirectory(prefix="precis-guard-") as work:
+    with scratch.TemporaryDirectory(prefix="precis-guard-") as work:
         source = os.path.join(work, "weights.h5")
         with h5py.File(source, "w") as f:
             f.create_dataset("layer/w", data=np.random.default_rng(1).standard_normal((24, 16)).astype(np.float32),

@@ -12,7 +12,7 @@ import shutil
 import struct
 import subprocess
 import sys
-import tempfile
+import scratch  # tests/py/scratch.py: scratch under the build tree, removed on a signal
 import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -81,7 +81,7 @@ def main():
     doc["settings"]["criteria"] = ["rel_fro<=0.01"]  # the run's target: the page names a recommendation
 
     failures = []
-    with tempfile.TemporaryDirectory() as tmp:
+    with scratch.TemporaryDirectory() as tmp:
         src = fx.write(os.path.join(tmp, "in.json"), doc)
         out = os.path.join(tmp, "out")
         env = dict(os.environ, PRECIS_RENDER_REPORT=src, PRECIS_RENDER_DIR=out)

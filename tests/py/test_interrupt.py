@@ -10,7 +10,7 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
+import scratch  # tests/py/scratch.py: scratch under the build tree, removed on a signal
 import time
 
 import h5py
@@ -135,7 +135,7 @@ def interrupt_gen(work, suite, sig, expected_rc, existing):
 
 
 def main():
-    with tempfile.TemporaryDirectory(prefix="precis-interrupt-") as work:
+    with scratch.TemporaryDirectory(prefix="precis-interrupt-") as work:
         run_suite = os.path.join(work, "run.yaml")
         write_suite(run_suite, 4, 48, 2)
         dataset = os.path.join(work, "run.h5")

@@ -14,7 +14,7 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
+import scratch  # tests/py/scratch.py: scratch under the build tree, removed on a signal
 
 PRECIS = os.environ.get("PRECIS") or os.path.join(os.environ.get("PRECIS_BUILD_DIR", "build"), "precis")
 RECIPES = ["fp8", "fp8-rowwise", "fp8-block", "int8", "int8-sq", "w4a16", "mxfp4", "nvfp4"]
@@ -29,7 +29,7 @@ def check(cond, what):
 
 
 def main():
-    tmp = tempfile.mkdtemp(prefix="precis-order-")
+    tmp = scratch.mkdtemp(prefix="precis-order-")
     ds = os.path.join(tmp, "default.h5")
     subprocess.run([PRECIS, "gen", "--preset", "default", "-o", ds, "-q"], check=True)
     out = os.path.join(tmp, "rep")

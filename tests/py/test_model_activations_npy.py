@@ -14,7 +14,7 @@
 """
 import os
 import sys
-import tempfile
+import scratch  # tests/py/scratch.py: scratch under the build tree, removed on a signal
 
 import h5py
 import numpy as np
@@ -43,7 +43,7 @@ def check_dataset(ds, weights, acts, calib, what):
 
 
 def main():
-    tmp = tempfile.mkdtemp(prefix="precis-model-npy-")
+    tmp = scratch.mkdtemp(prefix="precis-model-npy-")
     rng = np.random.default_rng(11)
     weights = {
         "blocks.0.attn.qkv": rng.standard_normal((12, 8)).astype(np.float32),

@@ -12,7 +12,7 @@ Conv1D stores its weight [in, out], the transpose of nn.Linear's [out, in].
 import json
 import os
 import sys
-import tempfile
+import scratch  # tests/py/scratch.py: scratch under the build tree, removed on a signal
 
 import h5py
 import numpy as np
@@ -23,7 +23,7 @@ from safetensors_fixture import write_safetensors_f32  # noqa: E402
 
 
 def main():
-    tmp = tempfile.mkdtemp(prefix="precis-conv1d-")
+    tmp = scratch.mkdtemp(prefix="precis-conv1d-")
     rng = np.random.default_rng(11)
     d = 8
     # Stored [in, out], as GPT-2's model.safetensors has them.

@@ -19,7 +19,7 @@ llm-compressor saves for W4A16/W8A16), written here with NumPy alone:
 import json
 import os
 import sys
-import tempfile
+import scratch  # tests/py/scratch.py: scratch under the build tree, removed on a signal
 
 import h5py
 import numpy as np
@@ -81,7 +81,7 @@ def finish_quant(w, scale, zp, group_of, bits):
 
 
 def main():
-    tmp = tempfile.mkdtemp(prefix="precis-model-int4-")
+    tmp = scratch.mkdtemp(prefix="precis-model-int4-")
     rng = np.random.default_rng(17)
     shapes = {"dec.0.sym": (10, 44), "dec.0.asym": (12, 64), "dec.1.gidx": (8, 32), "dec.1.int8": (6, 20), "dec.2.plain": (4, 8)}
     weights = {name: (rng.standard_normal(shape) * 0.05).astype(np.float32) for name, shape in shapes.items()}

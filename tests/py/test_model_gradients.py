@@ -20,7 +20,7 @@ import csv
 import json
 import os
 import sys
-import tempfile
+import scratch  # tests/py/scratch.py: scratch under the build tree, removed on a signal
 
 import h5py
 import numpy as np
@@ -44,7 +44,7 @@ def close(a, b, rel=1e-9):
 
 
 def main():
-    tmp = tempfile.mkdtemp(prefix="precis-grad-")
+    tmp = scratch.mkdtemp(prefix="precis-grad-")
     rng = np.random.default_rng(11)
     shapes = {"blocks.0.attn": (16, 24), "blocks.0.mlp": (24, 16)}  # (in, out)
     ckpt = os.path.join(tmp, "model.safetensors")

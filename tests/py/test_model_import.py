@@ -16,7 +16,7 @@ import hashlib
 import json
 import os
 import sys
-import tempfile
+import scratch  # tests/py/scratch.py: scratch under the build tree, removed on a signal
 
 import h5py
 import numpy as np
@@ -43,7 +43,7 @@ def e4m3_value(bits):
 
 
 def main():
-    tmp = tempfile.mkdtemp(prefix="precis-model-import-")
+    tmp = scratch.mkdtemp(prefix="precis-model-import-")
     rng = np.random.default_rng(5)
     # Layer "blocks.10.fc" after "blocks.2.fc" (natural order); out x in shapes differ.
     w_bf = (rng.standard_normal((24, 40)) * 0.1).astype(np.float32)

@@ -16,7 +16,7 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
+import scratch  # tests/py/scratch.py: scratch under the build tree, removed on a signal
 import time
 
 PRECIS = os.environ["PRECIS"]
@@ -73,7 +73,7 @@ def main():
     if not mpiexec or not os.path.exists(mpiexec):
         print("skipped: no mpirun (Debian: openmpi-bin)")
         return 77
-    with tempfile.TemporaryDirectory(prefix="precis-mpi-") as work:
+    with scratch.TemporaryDirectory(prefix="precis-mpi-") as work:
         suite = os.path.join(work, "s.yaml")
         with open(suite, "w") as fh:
             fh.write("seed: 3\nworkloads:\n")

@@ -15,7 +15,7 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
+import scratch  # tests/py/scratch.py: scratch under the build tree, removed on a signal
 
 try:
     import h5py
@@ -92,7 +92,7 @@ def main():
     if not mpiexec or not os.path.exists(mpiexec):
         print("skipped: no mpirun (Debian: openmpi-bin)")
         return 77
-    with tempfile.TemporaryDirectory(prefix="precis-mpi-gen-") as work:
+    with scratch.TemporaryDirectory(prefix="precis-mpi-gen-") as work:
         with h5py.File(os.path.join(work, "w.h5"), "w") as f:
             f["w"] = np.random.default_rng(4).standard_normal((16, 8)).astype(np.float32)
         suite = os.path.join(work, "s.yaml")

@@ -14,7 +14,7 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
+import scratch  # tests/py/scratch.py: scratch under the build tree, removed on a signal
 import time
 
 PRECIS = os.environ["PRECIS"]
@@ -81,7 +81,7 @@ def race(first_argv, second_argv, lock_file, what, first_codes=(0,)):
 
 
 def main():
-    with tempfile.TemporaryDirectory(prefix="precis-lock-") as work:
+    with scratch.TemporaryDirectory(prefix="precis-lock-") as work:
         suite = os.path.join(work, "s.yaml")
         with open(suite, "w") as fh:
             fh.write("seed: 3\nworkloads:\n")

@@ -8,7 +8,7 @@ import os
 import resource
 import subprocess
 import sys
-import tempfile
+import scratch  # tests/py/scratch.py: scratch under the build tree, removed on a signal
 
 PRECIS = os.environ["PRECIS"]
 FAILURES = []
@@ -56,7 +56,7 @@ def refused_without_force(name, argv, cwd, protected):
 
 
 def main():
-    with tempfile.TemporaryDirectory(prefix="precis-output-safety-") as work:
+    with scratch.TemporaryDirectory(prefix="precis-output-safety-") as work:
         suite = os.path.join(work, "s.yaml")
         with open(suite, "w") as fh:
             fh.write("workloads:\n  - {name: w, m: 16, n: 16, k: 32, batch: 2}\n  - {name: v, m: 8, n: 8, k: 16}\n")

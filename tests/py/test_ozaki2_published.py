@@ -25,7 +25,7 @@ import math
 import os
 import subprocess
 import sys
-import tempfile
+import scratch  # tests/py/scratch.py: scratch under the build tree, removed on a signal
 
 try:
     import h5py
@@ -76,7 +76,7 @@ def max_rel(c, ref, ref_lo):
 
 def main():
     recipes = ["fp64"] + [f"ozaki2-int8-{n}" for n in (14, 15, 16)] + [f"ozaki2-int8-fast-{n}" for n in (14, 15, 16)]
-    with tempfile.TemporaryDirectory() as tmp:
+    with scratch.TemporaryDirectory() as tmp:
         suite, data, outputs = (os.path.join(tmp, f) for f in ("s.yaml", "d.h5", "o.h5"))
         with open(suite, "w") as f:
             f.write(SUITE)

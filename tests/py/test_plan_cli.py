@@ -17,7 +17,7 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
+import scratch  # tests/py/scratch.py: scratch under the build tree, removed on a signal
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import report_fixtures as fx  # noqa: E402
@@ -41,7 +41,7 @@ def plan(args, expect):
 
 
 def main():
-    tmp = tempfile.mkdtemp(prefix="precis-plan-")
+    tmp = scratch.mkdtemp(prefix="precis-plan-")
     recipes = [("fp32", 4.0, 1e-7), ("bf16", 2.0, 3e-3), ("fp8", 1.2, 2e-2), ("int8", 1.0, 1e-2)]
     rows = []
     layers = [f"model.layers.{i // 6}.{['q', 'k', 'v', 'o', 'up', 'down'][i % 6]}" for i in range(240)]

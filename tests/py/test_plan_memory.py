@@ -14,7 +14,7 @@ import json
 import math
 import os
 import sys
-import tempfile
+import scratch  # tests/py/scratch.py: scratch under the build tree, removed on a signal
 
 import numpy as np
 
@@ -60,7 +60,7 @@ def transient(recipe, k, n, tokens):
 
 
 def main():
-    tmp = tempfile.mkdtemp(prefix="precis-plan-memory-")
+    tmp = scratch.mkdtemp(prefix="precis-plan-memory-")
     model = os.path.join(tmp, "llama")
     os.makedirs(model)
     json.dump(CONFIG, open(os.path.join(model, "config.json"), "w"))

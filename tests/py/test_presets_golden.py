@@ -28,7 +28,7 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
+import scratch  # tests/py/scratch.py: scratch under the build tree, removed on a signal
 
 try:
     import h5py
@@ -138,7 +138,7 @@ def blas_free(key):
 
 
 def main():
-    tmp = tempfile.mkdtemp(prefix="precis-presets-golden-")
+    tmp = scratch.mkdtemp(prefix="precis-presets-golden-")
     try:
         cases = collect(tmp)
     finally:

@@ -8,7 +8,7 @@ import os
 import stat
 import subprocess
 import sys
-import tempfile
+import scratch  # tests/py/scratch.py: scratch under the build tree, removed on a signal
 
 SOURCE = os.environ.get("PRECIS_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
 FAILURES = []
@@ -35,7 +35,7 @@ def packages(path):
 
 def requested(mode):
     """The packages quickstart.sh MODE asks sudo apt-get to install when all are missing."""
-    with tempfile.TemporaryDirectory(prefix="precis-quickstart-") as bin_dir:
+    with scratch.TemporaryDirectory(prefix="precis-quickstart-") as bin_dir:
         record = os.path.join(bin_dir, "requested.txt")
         stub(bin_dir, "dpkg-query", "exit 1")
         stub(bin_dir, "id", "echo 1000")

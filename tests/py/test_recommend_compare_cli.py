@@ -4,7 +4,7 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
+import scratch  # tests/py/scratch.py: scratch under the build tree, removed on a signal
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import report_fixtures as fx  # noqa: E402
@@ -28,7 +28,7 @@ def main():
     if not os.path.exists(PRECIS):
         print("FAIL: precis binary not found at %s" % PRECIS)
         return 1
-    with tempfile.TemporaryDirectory() as tmp:
+    with scratch.TemporaryDirectory() as tmp:
         base = fx.write(os.path.join(tmp, "base.json"), fx.report(fx.standard_rows()))
 
         run = precis("recommend", base, "--require", "rel_fro<=1e-2", "--tie-threshold", "0")

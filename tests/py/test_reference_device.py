@@ -14,7 +14,7 @@ Needs Debian's python3-h5py and python3-numpy (skipped, 77, without them).
 import os
 import subprocess
 import sys
-import tempfile
+import scratch  # tests/py/scratch.py: scratch under the build tree, removed on a signal
 
 try:
     import h5py
@@ -48,7 +48,7 @@ def gen(*args):
 
 
 def main():
-    with tempfile.TemporaryDirectory(prefix="precis-refdev-") as work:
+    with scratch.TemporaryDirectory(prefix="precis-refdev-") as work:
         suite, dd_suite = os.path.join(work, "s.yaml"), os.path.join(work, "dd.yaml")
         with open(suite, "w") as fh:
             fh.write(SUITE)

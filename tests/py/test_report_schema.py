@@ -14,7 +14,7 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
+import scratch  # tests/py/scratch.py: scratch under the build tree, removed on a signal
 
 try:
     import jsonschema
@@ -64,7 +64,7 @@ def main():
     cls = jsonschema.validators.validator_for(schema)
     cls.check_schema(schema)
     validator = cls(schema)
-    tmp = tempfile.mkdtemp(prefix="precis-schema-")
+    tmp = scratch.mkdtemp(prefix="precis-schema-")
     suite = os.path.join(tmp, "suite.yaml")
     with open(suite, "w") as f:
         f.write(SUITE)

@@ -17,7 +17,7 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
+import scratch  # tests/py/scratch.py: scratch under the build tree, removed on a signal
 import time
 
 import h5py
@@ -120,7 +120,7 @@ def resume(args, out, before, what, digest, label):
 
 
 def main():
-    with tempfile.TemporaryDirectory(prefix="precis-resume-h5py-") as work:
+    with scratch.TemporaryDirectory(prefix="precis-resume-h5py-") as work:
         for label in ("hand-1", None):
             name = "labelled" if label else "unlabelled"
             dataset = os.path.join(work, name + ".h5")

@@ -12,7 +12,7 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
+import scratch  # tests/py/scratch.py: scratch under the build tree, removed on a signal
 
 import h5py
 import numpy as np
@@ -138,7 +138,7 @@ def int8_reference(a, b, b_batched):
 
 
 def main():
-    tmp = tempfile.mkdtemp(prefix="precis-e2e-")
+    tmp = scratch.mkdtemp(prefix="precis-e2e-")
     suite = os.path.join(tmp, "suite.yaml")
     with open(suite, "w") as f:
         f.write(SUITE)

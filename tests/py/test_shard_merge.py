@@ -16,7 +16,7 @@ import shutil
 import socket
 import subprocess
 import sys
-import tempfile
+import scratch  # tests/py/scratch.py: scratch under the build tree, removed on a signal
 
 PRECIS = os.environ["PRECIS"]
 FAILURES = []
@@ -76,7 +76,7 @@ def refused(args, needle, what):
 
 
 def main():
-    with tempfile.TemporaryDirectory(prefix="precis-shard-") as work:
+    with scratch.TemporaryDirectory(prefix="precis-shard-") as work:
         suite = os.path.join(work, "s.yaml")
         shapes = [(48, 40, 56, 2), (96, 40, 56, 1), (16, 16, 16, 1), (64, 64, 64, 1), (32, 8, 128, 3)]
         with open(suite, "w") as fh:

@@ -10,7 +10,7 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
+import scratch  # tests/py/scratch.py: scratch under the build tree, removed on a signal
 
 try:
     import h5py  # noqa: F401  (the other tests' dependency set; not used here)
@@ -34,7 +34,7 @@ def run(*args):
 
 
 def main():
-    with tempfile.TemporaryDirectory() as tmp:
+    with scratch.TemporaryDirectory() as tmp:
         suite, data = os.path.join(tmp, "s.yaml"), os.path.join(tmp, "d.h5")
         with open(suite, "w") as f:
             f.write("seed: 4\nreference: double-double\nworkloads:\n"

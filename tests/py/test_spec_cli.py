@@ -11,7 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
+import scratch  # tests/py/scratch.py: scratch under the build tree, removed on a signal
 
 try:
     import h5py
@@ -373,7 +373,7 @@ def test_run_with_specs(tmp, dataset):
 
 
 def main():
-    tmp = tempfile.mkdtemp(prefix="precis-spec-cli-")
+    tmp = scratch.mkdtemp(prefix="precis-spec-cli-")
     try:
         dataset = os.path.join(tmp, "ds.h5")
         write_dataset(dataset)

@@ -16,7 +16,7 @@ import math
 import os
 import subprocess
 import sys
-import tempfile
+import scratch  # tests/py/scratch.py: scratch under the build tree, removed on a signal
 from fractions import Fraction
 
 try:
@@ -244,7 +244,7 @@ workloads:
 
 def main():
     recipes = ["fp64", "3xtf32", "bf16x3", "bf16x6", "bf16x9"] + [f"ozaki-int8-{n}" for n in range(3, 9)]
-    with tempfile.TemporaryDirectory() as tmp:
+    with scratch.TemporaryDirectory() as tmp:
         suite, data, outputs = (os.path.join(tmp, f) for f in ("s.yaml", "d.h5", "o.h5"))
         with open(suite, "w") as f:
             f.write(SUITE)

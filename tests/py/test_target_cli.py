@@ -6,7 +6,7 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
+import scratch  # tests/py/scratch.py: scratch under the build tree, removed on a signal
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import report_fixtures as fx  # noqa: E402
@@ -29,7 +29,7 @@ def check(cond, what, run=None):
 
 
 def main():
-    with tempfile.TemporaryDirectory() as tmp:
+    with scratch.TemporaryDirectory() as tmp:
         suite = os.path.join(tmp, "s.yaml")
         with open(suite, "w") as f:
             f.write("seed: 1\ndescription: target\nworkloads:\n  - {name: small, m: 16, n: 32, k: 96}\n")

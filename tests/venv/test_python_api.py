@@ -16,7 +16,8 @@ import os
 import pathlib
 import subprocess
 import sys
-import tempfile
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "py"))
+import scratch  # noqa: E402  (tests/py/scratch.py: scratch under the build tree, removed on a signal)
 
 import numpy as np
 import pytest
@@ -55,7 +56,7 @@ def bits(x):
 
 @pytest.fixture(scope="module")
 def work():
-    tmp = pathlib.Path(tempfile.mkdtemp(prefix="precis-python-"))
+    tmp = pathlib.Path(scratch.mkdtemp(prefix="precis-python-"))
     (tmp / "suite.yaml").write_text(SUITE)
     data = tmp / "odd.h5"
     subprocess.run([PRECIS, "gen", str(tmp / "suite.yaml"), "-o", str(data)], check=True, capture_output=True)

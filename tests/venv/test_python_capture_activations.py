@@ -22,7 +22,8 @@ import json
 import os
 import struct
 import sys
-import tempfile
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "py"))
+import scratch  # noqa: E402  (tests/py/scratch.py: scratch under the build tree, removed on a signal)
 
 import numpy as np
 
@@ -89,7 +90,7 @@ def write_checkpoint(path, model):
 
 
 def main():
-    tmp = tempfile.mkdtemp(prefix="precis-capture-")
+    tmp = scratch.mkdtemp(prefix="precis-capture-")
     torch.manual_seed(0)
     model = Tiny().eval()
     ckpt = os.path.join(tmp, "model.safetensors")

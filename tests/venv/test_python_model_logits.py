@@ -18,7 +18,8 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "py"))
+import scratch  # noqa: E402  (tests/py/scratch.py: scratch under the build tree, removed on a signal)
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "py"))
 from cli_checks import FAILURES, PRECIS, check  # noqa: E402
@@ -44,17 +45,11 @@ RECIPES = ["bf16", "fp8", "int8"]
 KEYS = ["kl_mean", "kl_p99", "kl_max", "rkl_mean", "rkl_p99", "rkl_max", "top1_agree"]
 
 
+from tiny_llama import tiny_llama as _tiny_llama  # noqa: E402
+
+
 def tiny_llama(tied):
-    torch.manual_seed(0)
-    config = transformers.LlamaConfig(vocab_size=96, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
-                                      tie_word_embeddings=tied)
-    model = transformers.LlamaForCausalLM(config).eval()
-    with torch.no_grad():  # larger than the default init, so that the logits are far from uniform
-        for p in model.parameters():
-            if p.dim() == 2:
-                p.mul_(4.0)
-    return model
+    return _tiny_llama(layers=2, tied=tied)
 
 
 def run(args, expect=0):
@@ -83,7 +78,7 @@ def close(a, b, rel):
 
 
 def main():
-    tmp = tempfile.mkdtemp(prefix="precis-logits-")
+    tmp = scratch.mkdtemp(prefix="precis-logits-")
     model = tiny_llama(tied=False)
     ids = torch.randint(0, 96, (12, 32), generator=torch.Generator().manual_seed(3))
     cap = pt.capture(model, [ids], gradients=False)

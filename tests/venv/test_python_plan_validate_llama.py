@@ -18,7 +18,8 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "py"))
+import scratch  # noqa: E402  (tests/py/scratch.py: scratch under the build tree, removed on a signal)
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "py"))
@@ -44,17 +45,11 @@ BUDGETS = [4.5, 5, 6, 8, 10]
 SPEARMAN_FLOOR = 0.8
 
 
+from tiny_llama import tiny_llama as _tiny_llama  # noqa: E402
+
+
 def tiny_llama():
-    torch.manual_seed(0)
-    config = transformers.LlamaConfig(vocab_size=96, hidden_size=64, intermediate_size=128, num_hidden_layers=3,
-                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
-                                      tie_word_embeddings=False)
-    model = transformers.LlamaForCausalLM(config).eval()
-    with torch.no_grad():  # larger than the default init, so that the logits are far from uniform
-        for p in model.parameters():
-            if p.dim() == 2:
-                p.mul_(4.0)
-    return model
+    return _tiny_llama(layers=3, tied=False)
 
 
 def close(a, b, rel=1e-9):
@@ -81,7 +76,7 @@ def kl_of_plan(model, assignment, ids):
 
 def main():
     started = time.time()
-    tmp = tempfile.mkdtemp(prefix="precis-validate-llama-")
+    tmp = scratch.mkdtemp(prefix="precis-validate-llama-")
     model = tiny_llama()
     calib = torch.randint(0, 96, (16, 32), generator=torch.Generator().manual_seed(2)).numpy()
     held = torch.randint(0, 96, (12, 32), generator=torch.Generator().manual_seed(3)).numpy()

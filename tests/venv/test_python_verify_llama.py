@@ -15,7 +15,8 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "py"))
+import scratch  # noqa: E402  (tests/py/scratch.py: scratch under the build tree, removed on a signal)
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "py"))
 from cli_checks import FAILURES, PRECIS, check  # noqa: E402
@@ -38,17 +39,11 @@ import precis.torch as pt  # noqa: E402
 from precis import endtoend, verify  # noqa: E402
 
 
+from tiny_llama import tiny_llama as _tiny_llama  # noqa: E402
+
+
 def tiny_llama():
-    torch.manual_seed(0)
-    config = transformers.LlamaConfig(vocab_size=96, hidden_size=64, intermediate_size=128, num_hidden_layers=3,
-                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
-                                      tie_word_embeddings=False)
-    model = transformers.LlamaForCausalLM(config).eval()
-    with torch.no_grad():  # larger than the default init, so that the logits are far from uniform
-        for p in model.parameters():
-            if p.dim() == 2:
-                p.mul_(4.0)
-    return model
+    return _tiny_llama(layers=3, tied=False)
 
 
 def independent_logit_metrics(ref, q, labels):
@@ -122,7 +117,7 @@ def check_capture(model):
     # A too-short sequence is skipped (pack=False), counted.
     short = pt.capture(model, [batch], tokens=10, gradients=False)
     check(short.arrays()["lm_head"].shape[0] == 2 and short.skipped == 1, "a sequence with 9 real tokens < 10 is skipped")
-    tmp = tempfile.mkdtemp(prefix="precis-llama-")
+    tmp = scratch.mkdtemp(prefix="precis-llama-")
     cap.save(os.path.join(tmp, "acts.npz"), grads=os.path.join(tmp, "grads.safetensors"),
              outputs=os.path.join(tmp, "logits.npy"))
     z = np.load(os.path.join(tmp, "acts.npz"))
@@ -160,7 +155,7 @@ def main():
           and all("forward" not in m.__dict__ for m in model.modules()), "the model is restored exactly on exit")
 
     # verify against an independent computation.
-    tmp = tempfile.mkdtemp(prefix="precis-verify-llama-")
+    tmp = scratch.mkdtemp(prefix="precis-verify-llama-")
     res = verify.verify(model, plan, ids, out=os.path.join(tmp, "rep"), require=["kl_mean<=10", "top1_agree>=0.2"],
                         layer_threshold=0.05)
     e2e = res.end_to_end

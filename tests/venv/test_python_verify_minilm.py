@@ -17,7 +17,8 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "py"))
+import scratch  # noqa: E402  (tests/py/scratch.py: scratch under the build tree, removed on a signal)
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -53,7 +54,7 @@ def close(a, b, rel=1e-9):
 
 
 def main():
-    tmp = tempfile.mkdtemp(prefix="precis-verify-minilm-")
+    tmp = scratch.mkdtemp(prefix="precis-verify-minilm-")
     model, tokenizer = load_minilm()
     ckpt = os.path.join(minilm_dir(), "model.safetensors")
     calib = verify.load_inputs(os.path.join(SOURCE, "docs", "model.md"), tokenizer, 64, 16)

@@ -20,7 +20,8 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "py"))
+import scratch  # noqa: E402  (tests/py/scratch.py: scratch under the build tree, removed on a signal)
 
 import numpy as np
 
@@ -255,7 +256,7 @@ EXTRA = {
 
 
 def main():
-    tmp = tempfile.mkdtemp(prefix="precis-qoracle-")
+    tmp = scratch.mkdtemp(prefix="precis-qoracle-")
     ds = os.path.join(tmp, "d.h5")
     workloads = write_dataset(ds, np.random.default_rng(16))
     specs = {p: canonical(p) for p in PRESETS}

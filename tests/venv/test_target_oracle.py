@@ -15,7 +15,8 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "py"))
+import scratch  # noqa: E402  (tests/py/scratch.py: scratch under the build tree, removed on a signal)
 
 import numpy as np
 
@@ -88,7 +89,7 @@ def model(a, b, fraction_bits, block=64):
 
 
 def main():
-    tmp = tempfile.mkdtemp(prefix="precis-target-")
+    tmp = scratch.mkdtemp(prefix="precis-target-")
     ds = os.path.join(tmp, "d.h5")
     rng = np.random.default_rng(33)
     # Every 16-block of k at its own scale, 2^-7..2^7: products spread over ~2^28, so the block sums

@@ -14,7 +14,8 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "py"))
+import scratch  # noqa: E402  (tests/py/scratch.py: scratch under the build tree, removed on a signal)
 
 import numpy as np
 
@@ -167,7 +168,7 @@ def check_preset(tmp, rng):
 
 def main():
     rng = np.random.default_rng(8)
-    with tempfile.TemporaryDirectory() as tmp:
+    with scratch.TemporaryDirectory() as tmp:
         configs = check_quantizer(tmp, rng)
         check_preset(tmp, rng)
     print(f"{configs} quantizer configurations; {len(failures)} failed checks")
