@@ -9,9 +9,11 @@ scales and dequantized values. Widths 512 (groups of 128) and 576 (groups of 64:
 import os
 import subprocess
 import sys
-import tempfile
 
 import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "py"))
+import scratch  # noqa: E402  (tests/py/scratch.py: scratch under the build tree, removed on a signal)
 
 try:
     import torch
@@ -64,7 +66,7 @@ def main():
     if not os.access(DRIVER, os.X_OK):
         raise SystemExit(f"PRECIS_QUANT_DRIVER={DRIVER!r} is not an executable (run through ctest)")
     rng = np.random.default_rng(39)
-    with tempfile.TemporaryDirectory() as tmp:
+    with scratch.TemporaryDirectory() as tmp:
         for k, group in ((512, 128), (576, 64)):
             w = rng.standard_normal((96, k)).astype(np.float32)
             w[:, 5] *= 20  # an outlier input channel: groups with very different ranges

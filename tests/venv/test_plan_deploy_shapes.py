@@ -26,10 +26,10 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "py"))
 from cli_checks import FAILURES, PRECIS, check  # noqa: E402
+import scratch  # noqa: E402  (tests/py/scratch.py: scratch under the build tree, removed on a signal)
 
 try:
     import torch
@@ -200,7 +200,7 @@ def check_plan(tmp, ckpt, plan_dir, label):
 
 
 def main():
-    tmp = tempfile.mkdtemp(prefix="precis-deploy-shapes-", dir=BUILD if os.path.isdir(BUILD) else None)
+    tmp = scratch.mkdtemp(prefix="precis-deploy-shapes-")
     try:
         body(tmp)
     finally:

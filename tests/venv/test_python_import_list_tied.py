@@ -17,10 +17,10 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "py"))
 from cli_checks import FAILURES, PRECIS, check  # noqa: E402
+import scratch  # noqa: E402  (tests/py/scratch.py: scratch under the build tree, removed on a signal)
 
 try:
     import h5py
@@ -102,7 +102,7 @@ def check_all(tmp):
 
 
 def main():
-    tmp = tempfile.mkdtemp(prefix="precis-list-tied-", dir=os.environ.get("PRECIS_BUILD_DIR"))
+    tmp = scratch.mkdtemp(prefix="precis-list-tied-")
     try:
         check_all(tmp)
     finally:
