@@ -268,13 +268,27 @@ def calibrate(model, batches, k_fmt, v_fmt, *, attn_implementation=None):
 
 class kv_cache:
     """with kv_cache(model, "e4m3@tensor,s8@row:sym", calibration=batches): the model's attention
-    sees K and V as the cache would give them back. calibration: an iterable of model kwargs
-    (dicts) for calibrated formats, or amax=(k_amax, v_amax) from calibrate(). Restores the
-    model's attention implementation on exit. `stats` counts the attention calls per layer."""
+    sees K and V as the cache would give them back. kv: "K[,V]" or None (the cache as the model
+    keeps it); attention: an attention recipe (precis.attention: "bf16", "fa3-fp8", "QK|PV") that
+    computes QKᵀ and PV through precis.emulate, or None (the model's own eager/sdpa attention).
+    calibration: an iterable of model kwargs (dicts) for calibrated formats, or amax=(k_amax,
+    v_amax) from calibrate(). record: a list that gets each attention call's Q, Kᵀ, P, V (with an
+    attention recipe). Restores the model's attention implementation on exit; `calls` counts the
+    attention calls per layer."""
 
-    def __init__(self, model, kv, *, calibration=None, amax=None, attn_implementation=None):
+    def __init__(self, model, kv=None, *, attention=None, calibration=None, amax=None, attn_implementation=None,
+                 record=None):
+        from . import attention as attn
+
         self.model = model
-        self.k_fmt, self.v_fmt = parse_kv(kv) if not isinstance(kv, tuple) or isinstance(kv[0], str) else kv
+        if kv is None:
+            self.k_fmt = self.v_fmt = KVFormat("none")
+        elif isinstance(kv, tuple) and isinstance(kv[0], KVFormat):
+            self.k_fmt, self.v_fmt = kv
+        else:
+            self.k_fmt, self.v_fmt = parse_kv(kv)
+        self.recipe = None if attention is None else (
+            attention if isinstance(attention, attn.AttentionRecipe) else attn.AttentionRecipe(attention))
         if amax is None and (self.k_fmt.calibrated or self.v_fmt.calibrated):
             if calibration is None:
                 raise KVError(f"KV format {self.k_fmt.text},{self.v_fmt.text}: a calibrated static scale needs "
@@ -284,7 +298,8 @@ class kv_cache:
         self.k_store = _Store(self.k_fmt, self.amax[0])
         self.v_store = _Store(self.v_fmt, self.amax[1])
         self.calls = {}
-        self._ctx = _routed(model, self._hook, attn_implementation)
+        fn = None if self.recipe is None else attn.attention_function(self.recipe, record)
+        self._ctx = _routed(model, self._hook, attn_implementation, attention=fn)
 
     def _hook(self, layer, key, value):
         self.calls[layer] = self.calls.get(layer, 0) + 1
@@ -337,7 +352,10 @@ class _routed:
 
         self.key = f"precis_{base}_{next(_serial)}"
         AttentionInterface.register(self.key, routed)
-        AttentionMaskInterface.register(self.key, AttentionMaskInterface._global_mapping[base])
+        # An emulated attention adds the mask itself: the eager mask (always materialized, additive)
+        # rather than sdpa's, which may be None for a causal model that sdpa runs with is_causal.
+        mask_base = "eager" if attention is not None else base
+        AttentionMaskInterface.register(self.key, AttentionMaskInterface._global_mapping[mask_base])
         for cfg in configs:
             self.saved.append((cfg, cfg._attn_implementation_internal))
             cfg._attn_implementation_internal = self.key
