@@ -388,3 +388,101 @@ def _eager_of(module):
     if fn is None:
         raise KVError(f"{type(module).__module__}: no eager_attention_forward to call (load with attn_implementation='sdpa')")
     return fn
+
+
+def split_plan(plan):
+    """A plan (path, dict or list) -> (the plan of linear layers or None, kv, attention): the keys
+    "kv" ("K[,V]") and "attention" (a recipe) of a plan file are decisions of their own; a plan
+    with only those quantizes no linear layer."""
+    import json
+    import os
+
+    if plan is None:
+        return None, None, None
+    if isinstance(plan, (str, os.PathLike)):
+        try:
+            with open(os.fspath(plan)) as f:
+                data = json.load(f)
+        except (OSError, ValueError):
+            return plan, None, None  # load_plan reports it, naming the file
+        if not isinstance(data, dict) or not ({"kv", "attention"} & set(data)):
+            return plan, None, None
+        plan = data
+    if not isinstance(plan, dict):
+        return plan, None, None
+    rest = dict(plan)
+    kv, attention = rest.pop("kv", None), rest.pop("attention", None)
+    for key, value in (("kv", kv), ("attention", attention)):
+        if value is not None and not isinstance(value, str):
+            raise KVError(f"the plan's \"{key}\": expected a string (\"e4m3@tensor,s8@row:sym\", \"fa3-fp8\"), "
+                          f"got {type(value).__name__}")
+    layered = "layers" in rest or any(k not in ("kv", "attention") and isinstance(v, (str, type(None)))
+                                      for k, v in rest.items())
+    return (rest if layered else None), kv, attention
+
+
+SWEEP_FORMATS = ["bf16", "e4m3", "e4m3@tensor", "e4m3@head", "e5m2", "s8@row:sym", "e2m1@nv", "s4@k32:sym",
+                 "s4@k32:sym+had"]
+
+
+def sweep(model, batches, formats=None, *, v_formats=None, calibration=None, reference_outputs=None, kind=None,
+          labels=None, attn_implementation=None, progress=None):
+    """KL (or cosine for hidden states) of every K format x V format against the reference model:
+    returns {"k": [...], "v": [...], "cells": {(k, v): {"kl_mean", "kl_p99", ... , "bytes_per_token"}}}.
+    batches: a list of model kwargs; calibration: batches for the calibrated formats (default: batches)."""
+    import torch
+
+    from . import endtoend
+    from . import torch as pt
+
+    k_list = [KVFormat(f) for f in (formats or SWEEP_FORMATS)]
+    v_list = [KVFormat(f) for f in (v_formats or formats or SWEEP_FORMATS)]
+    calibration = list(calibration if calibration is not None else batches)
+
+    def run():
+        outs = []
+        with torch.no_grad():
+            for batch in batches:
+                y, k = pt.final_output(model(**batch))
+                outs.append(y.float().numpy())
+        return np.concatenate(outs), k
+
+    if reference_outputs is None:
+        reference_outputs, kind = run()
+    # Calibrate each calibrated format once (K and V amax are recorded together).
+    amax = {}
+    for f in {f.text: f for f in k_list + v_list}.values():
+        if f.calibrated:
+            amax[f.text] = calibrate(model, calibration, f, f, attn_implementation=attn_implementation)
+    cells = {}
+    for kf in k_list:
+        for vf in v_list:
+            a = (amax.get(kf.text, ({}, {}))[0], amax.get(vf.text, ({}, {}))[1])
+            with kv_cache(model, (kf, vf), amax=a, attn_implementation=attn_implementation):
+                q, _ = run()
+            m = endtoend.Outputs.compare(reference_outputs, q, labels=labels, kind=kind).metrics()
+            m["bytes_per_token"] = bytes_per_token(model, kf, vf)
+            cells[(kf.text, vf.text)] = m
+            if progress:
+                progress(kf.text, vf.text, m)
+    return {"k": [f.text for f in k_list], "v": [f.text for f in v_list], "kind": kind, "cells": cells}
+
+
+def sweep_table(result, bf16_bytes=None):
+    """The K x V table as Markdown: each cell KL mean / p99 (logits) or 1 - cosine mean / max
+    rel_fro (hidden states), and the bytes per token of the pair."""
+    logits = result["kind"] == "logits"
+    what = "KL(ref‖q) mean / p99" if logits else "1 − cosine mean / rel_fro max"
+    head = f"| K \\ V ({what}; bytes/token) | " + " | ".join(f"`{v}`" for v in result["v"]) + " |"
+    lines = [head, "|---" * (len(result["v"]) + 1) + "|"]
+    for k in result["k"]:
+        row = []
+        for v in result["v"]:
+            m = result["cells"][(k, v)]
+            if logits:
+                a, b = m["kl_mean"], m["kl_p99"]
+            else:
+                a, b = 1.0 - m["cosine_mean"], m["rel_fro_max"]
+            row.append(f"{a:.3g} / {b:.3g}; {m['bytes_per_token']:.0f}")
+        lines.append(f"| `{k}` | " + " | ".join(row) + " |")
+    return "\n".join(lines)
