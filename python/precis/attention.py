@@ -73,7 +73,8 @@ def emulated_attention(recipe, query, key, value, attention_mask, scaling, num_k
     """The attention of one call: query [b, h, q, d], key/value [b, h_kv, s, d] (torch tensors),
     attention_mask additive [b, 1|h, q, s] (float) or bool (True = attend) or None. Returns
     (output [b, q, h, d] in query's dtype, P [b, h, q, s] float32). record: a dict given the
-    call's Q, Kᵀ, P (fp32 numpy) under "q", "kt", "p", "v" when not None."""
+    call's GEMM operands and outputs (fp32 numpy, batched over b*h) when not None: "q", "kt" and
+    their product "s" (before scaling), "p", "v" and their product "o"."""
     import torch
 
     b, h, q_len, d = query.shape
@@ -84,7 +85,8 @@ def emulated_attention(recipe, query, key, value, attention_mask, scaling, num_k
     qa = np.ascontiguousarray(query.detach().float().reshape(b * h, q_len, d).cpu().numpy())
     kt = np.ascontiguousarray(key.detach().float().reshape(b * h, s_len, d).transpose(1, 2).cpu().numpy())
     v = np.ascontiguousarray(value.detach().float().reshape(b * h, s_len, d).cpu().numpy())
-    scores = torch.from_numpy(_emulate(qa, kt, recipe.qk, out_dtype=np.float32)).reshape(b, h, q_len, s_len)
+    s_raw = _emulate(qa, kt, recipe.qk, out_dtype=np.float32)
+    scores = torch.from_numpy(s_raw).reshape(b, h, q_len, s_len)
     scores = scores * torch.tensor(scaling if scaling is not None else d ** -0.5, dtype=torch.float32)
     if attention_mask is not None:
         mask = attention_mask[..., :s_len]
@@ -97,13 +99,14 @@ def emulated_attention(recipe, query, key, value, attention_mask, scaling, num_k
     calib = _p_calib((q_len, s_len)) if recipe.p_unit_scale else None
     out = _emulate(pa, v, recipe.pv, calib=calib, out_dtype=np.float32)
     if record is not None:
-        record.update(q=qa, kt=kt, p=pa, v=v)
+        record.update(q=qa, kt=kt, s=s_raw, p=pa, v=v, o=out)
     o = torch.from_numpy(out).reshape(b, h, q_len, d).transpose(1, 2).contiguous().to(query.dtype)
     return o, p
 
 
-def attention_function(recipe, record=None):
-    """An attention function for transformers' AttentionInterface computing with `recipe`."""
+def attention_function(recipe, record=None, layer_of=None):
+    """An attention function for transformers' AttentionInterface computing with `recipe`. record:
+    a list that gets each call's operands (emulated_attention), with "layer" = layer_of(module)."""
     if isinstance(recipe, str):
         recipe = AttentionRecipe(recipe)
 
@@ -117,6 +120,7 @@ def attention_function(recipe, record=None):
         out = emulated_attention(recipe, query, key, value, attention_mask, scaling,
                                  getattr(module, "num_key_value_groups", 1), rec)
         if record is not None:
+            rec["layer"] = layer_of(module) if layer_of else type(module).__name__
             record.append(rec)
         return out
 

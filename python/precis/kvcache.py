@@ -298,7 +298,9 @@ class kv_cache:
         self.k_store = _Store(self.k_fmt, self.amax[0])
         self.v_store = _Store(self.v_fmt, self.amax[1])
         self.calls = {}
-        fn = None if self.recipe is None else attn.attention_function(self.recipe, record)
+        names = {id(m): n for n, m in model.named_modules()}
+        fn = None if self.recipe is None else attn.attention_function(
+            self.recipe, record, layer_of=lambda m: names.get(id(m), type(m).__name__))
         self._ctx = _routed(model, self._hook, attn_implementation, attention=fn)
 
     def _hook(self, layer, key, value):
