@@ -180,8 +180,10 @@ class _Store:
 
     def rows(self, x):
         """x as fp32 rows of head_dim, rotated with +had (float64 product, one rounding to fp32)."""
+        import torch
+
         b, h, t, d = x.shape
-        a = x.detach().to(dtype=__import__("torch").float32).reshape(b * h * t, d).cpu().numpy()
+        a = x.detach().to(dtype=torch.float32).reshape(b * h * t, d).cpu().numpy()
         if self.fmt.hadamard:
             a = (a.astype(np.float64) @ self.rotation(d)).astype(np.float32)
         return np.ascontiguousarray(a)
