@@ -15,6 +15,9 @@ Recipes (`--attention NAME`, or `QK_RECIPE|PV_RECIPE` with any two precis recipe
                tensors of this call: its q/k/v descale), fp32 accumulator; P quantized to e4m3
                with the scale 1.0 (P ≤ 1; FA3 converts P to e4m3 without a scale); output bf16
   fa3-fp8-fast the same with Hopper's FP8 accumulator (acc=fp32fast)
+  fa3-fp8-block FlashAttention-3's block quantization: one e4m3 scale per block of 128 query rows
+               (Q) and per block of 128 tokens (K, V) of each (sequence, head); P as in fa3-fp8.
+               Each (sequence, head) is its own emulate call, so that no block spans two heads.
 """
 import numpy as np
 
@@ -32,15 +35,21 @@ RECIPES = {
                 "a=e4m3@tensor,b=e4m3@tensor,acc=fp32,out=bf16,scale=absmax", True),
     "fa3-fp8-fast": ("a=e4m3@tensor,b=e4m3@tensor,acc=fp32fast,out=fp32",
                      "a=e4m3@tensor,b=e4m3@tensor,acc=fp32fast,out=bf16,scale=absmax", True),
+    # {d}: the head dimension. Q [q, d] in 128 x d blocks, Kᵀ [d, s] in d x 128, V [s, d] in 128 x d.
+    "fa3-fp8-block": ("a=e4m3@128x{d},b=e4m3@{d}x128,acc=fp32,out=fp32",
+                      "a=e4m3@tensor,b=e4m3@128x{d},acc=fp32,out=bf16,scale=absmax", True),
 }
+PER_MATRIX = {"fa3-fp8-block"}
 
 
 class AttentionRecipe:
     """qk, pv: the two GEMMs' canonical specs; p_unit_scale: P is quantized with the scale 1.0
     (its static amax the element format's largest value), as FA3 converts P."""
 
-    def __init__(self, text):
+    def __init__(self, text, head_dim=64):
         self.text = text
+        self.per_matrix = text in PER_MATRIX
+        self._specs = {}
         if text in RECIPES:
             qk, pv, self.p_unit_scale = RECIPES[text]
         elif "|" in text:
@@ -49,14 +58,21 @@ class AttentionRecipe:
         else:
             qk = pv = text
             self.p_unit_scale = False
+        self._templates = (qk, pv)
         try:
-            self.qk, self.pv = _spec(qk), _spec(pv)
+            self.qk, self.pv = self.for_head_dim(head_dim)
         except UsageError as e:
             raise ValueError(f"--attention {text!r}: {e} (or one of {', '.join(RECIPES)}, or QK_RECIPE|PV_RECIPE)") from None
         for name, s in (("QK", self.qk), ("PV", self.pv)):
             if "scale=dynamic" not in s and not (name == "PV" and self.p_unit_scale):
                 raise ValueError(f"--attention {text!r}: the {name} recipe {s} needs static calibrated scales; "
                                  "attention recipes take their scales from the tensors of each call")
+
+    def for_head_dim(self, d):
+        """The canonical (QK, PV) specs at head dimension d."""
+        if d not in self._specs:
+            self._specs[d] = tuple(_spec(t.replace("{d}", str(d))) for t in self._templates)
+        return self._specs[d]
 
     def __repr__(self):
         return f"AttentionRecipe({self.text!r}: QK {self.qk} | PV {self.pv})"
@@ -85,7 +101,11 @@ def emulated_attention(recipe, query, key, value, attention_mask, scaling, num_k
     qa = np.ascontiguousarray(query.detach().float().reshape(b * h, q_len, d).cpu().numpy())
     kt = np.ascontiguousarray(key.detach().float().reshape(b * h, s_len, d).transpose(1, 2).cpu().numpy())
     v = np.ascontiguousarray(value.detach().float().reshape(b * h, s_len, d).cpu().numpy())
-    s_raw = _emulate(qa, kt, recipe.qk, out_dtype=np.float32)
+    qk_spec, pv_spec = recipe.for_head_dim(d)
+    if recipe.per_matrix:
+        s_raw = np.stack([_emulate(qa[i], kt[i], qk_spec, out_dtype=np.float32) for i in range(b * h)])
+    else:
+        s_raw = _emulate(qa, kt, qk_spec, out_dtype=np.float32)
     scores = torch.from_numpy(s_raw).reshape(b, h, q_len, s_len)
     scores = scores * torch.tensor(scaling if scaling is not None else d ** -0.5, dtype=torch.float32)
     if attention_mask is not None:
@@ -97,7 +117,10 @@ def emulated_attention(recipe, query, key, value, attention_mask, scaling, num_k
     p = torch.softmax(scores, dim=-1, dtype=torch.float32)
     pa = np.ascontiguousarray(p.reshape(b * h, q_len, s_len).numpy())
     calib = _p_calib((q_len, s_len)) if recipe.p_unit_scale else None
-    out = _emulate(pa, v, recipe.pv, calib=calib, out_dtype=np.float32)
+    if recipe.per_matrix:
+        out = np.stack([_emulate(pa[i], v[i], pv_spec, calib=calib, out_dtype=np.float32) for i in range(b * h)])
+    else:
+        out = _emulate(pa, v, pv_spec, calib=calib, out_dtype=np.float32)
     if record is not None:
         record.update(q=qa, kt=kt, s=s_raw, p=pa, v=v, o=out)
     o = torch.from_numpy(out).reshape(b, h, q_len, d).transpose(1, 2).contiguous().to(query.dtype)

@@ -615,7 +615,8 @@ def main(argv=None):
                         "(its \"kv\" and \"attention\" keys as --kv and --attention)")
     parser.add_argument("--kv", default=None, help="KV cache format K[,V] (docs/kv-cache.md): e4m3 (scale 1.0), "
                         "e4m3@tensor / e4m3@head (calibrated), s8@row:sym, e2m1@nv, s4@k32:sym+had, ...")
-    parser.add_argument("--attention", default=None, help="attention GEMM recipe: bf16, fp16, fa3-fp8, fa3-fp8-fast, "
+    parser.add_argument("--attention", default=None, help="attention GEMM recipe: bf16, fp16, fp16acc16, fa3-fp8, "
+                        "fa3-fp8-block, fa3-fp8-fast, "
                         "or QK_RECIPE|PV_RECIPE")
     parser.add_argument("--kv-calib", default=None, help="inputs whose K and V calibrate static KV scales "
                         "(default: --inputs)")

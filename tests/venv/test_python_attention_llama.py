@@ -78,6 +78,13 @@ def workloads_bit_for_bit(tmp):
               and row["status"] == "ok" and 0 < row["error"]["rel_fro"]["worst"] < 0.2,
               f"{name}: the model's fa3-fp8 GEMM equals precis run --save-outputs bit for bit "
               f"(rel_fro vs float64 {row['error']['rel_fro']['worst']:.3g})")
+    # fa3-fp8-block: one scale per 128 rows of each head's Q and per 128 tokens of its K; with 21 tokens
+    # a block is the whole (sequence, head) matrix, so S is a per-matrix tensor-scaled product.
+    blocks = attention_capture.capture_attention(model, [ids], "fa3-fp8-block")
+    per_head = np.stack([precis.emulate(blocks[0]["q"][i], blocks[0]["kt"][i], "a=e4m3@tensor,b=e4m3@tensor,acc=fp32,out=fp32")
+                         for i in range(blocks[0]["q"].shape[0])])
+    check(np.array_equal(blocks[0]["s"], per_head) and not np.array_equal(blocks[0]["s"], records[0]["s"]),
+          "fa3-fp8-block: each (sequence, head) scaled on its own, unlike fa3-fp8's one tensor scale")
     # The P dataset's reference is P·V in float64 of the recorded P: the fp32 run is nearly exact.
     name, ds = made[1]
     report = precis.run(ds, recipes=["fp32"], backend="cpu", output=os.path.join(tmp, "fp32.rep"),
