@@ -71,6 +71,27 @@ def int8_token_head(x):
     return torch.where(scale == 0, torch.zeros_like(x), q * scale)
 
 
+def int4_groups_hadamard(x):
+    """s4@k32:sym+had: rotate each head vector by the normalized Sylvester Hadamard matrix (float64
+    product, one rounding to fp32), 4-bit groups of 32 (scale amax / 7, codes -7..7), rotate back."""
+    d = x.shape[-1]
+    h = torch.ones(1, 1, dtype=torch.float64)
+    while h.shape[0] < d:
+        h = torch.cat([torch.cat([h, h], 1), torch.cat([h, -h], 1)], 0)
+    h = h / d ** 0.5
+    r = (x.double() @ h).float()
+    g = r.reshape(*r.shape[:-1], d // 32, 32)
+    scale = g.abs().amax(dim=-1, keepdim=True) / torch.tensor(7.0, dtype=torch.float32)
+    safe = torch.where(scale == 0, torch.ones_like(scale), scale)
+    y = torch.where(scale == 0, torch.zeros_like(g), torch.clamp(torch.round(g / safe), -7, 7) * scale).reshape(r.shape)
+    return (y.double() @ h.T).float()
+
+
+def fp8_unit(x):
+    """e4m3 at scale 1.0 (vLLM's fp8 cache without scales): the saturating cast itself."""
+    return torch.clamp(x, -448.0, 448.0).to(torch.float8_e4m3fn).to(torch.float32)
+
+
 class Patched:
     """The model's attention functions wrapped: hook(module, key, value) -> (key, value)."""
 
@@ -148,6 +169,16 @@ def main():
               f"{attn}: bytes per token {info['bytes_per_token']} (bf16 {info['bytes_per_token_bf16']})")
         check(result.report["per_layer"] == [] and result.report["end_to_end"]["metrics"]["kl_mean"] > 0,
               f"{attn}: --kv alone quantizes no linear layer and is judged end to end")
+
+    # The Hadamard-rotated 4-bit K and the unscaled fp8 V, through precis.kvcache directly.
+    model = seeded_llama("sdpa")
+    batch = torch.from_numpy(ids)
+    with Patched(lambda module, k, v: (int4_groups_hadamard(k), fp8_unit(v))), torch.no_grad():
+        expected = model(input_ids=batch).logits.numpy()
+    with kvcache.kv_cache(model, "s4@k32:sym+had,e4m3"), torch.no_grad():
+        got = model(input_ids=batch).logits.numpy()
+    check(np.array_equal(got, expected), "kv_cache s4@k32:sym+had,e4m3 equals the independent rotated int4 K / "
+          f"unscaled fp8 V bit for bit (max |diff| {float(np.max(np.abs(got - expected))):.3g})")
 
     # The plan file's "kv" key is --kv.
     model = seeded_llama("eager")
