@@ -13,6 +13,7 @@ per (sequence, KV head, token): `s8@row:sym` is int8 per token and head, `s4@k32
   e4m3 / e5m2                 scale 1.0 (vLLM kv_cache_dtype=fp8 / fp8_e5m2 without scales)
   e4m3@tensor / e5m2@tensor   one static scale per layer and K/V, amax/448 from calibration
   e4m3@head / e5m2@head       one static scale per KV head (llm-compressor strategy attn_head)
+  e2m1@nv:static              NVFP4 with a calibrated fp32 tensor scale (ModelOpt's NVFP4 KV)
 and `+had` rotates each head vector by the normalized Hadamard matrix before quantizing (and back
 after), as llama.cpp's rotated KV cache. `bf16`, `fp16` store the cache in that type.
 """
@@ -40,6 +41,7 @@ ALIASES = {
     "fp8-e5m2": "e5m2",
     "int8": "s8@row:sym",
     "nvfp4": "e2m1@nv",
+    "nvfp4-static": "e2m1@nv:static",
     "int4": "s4@k32:sym",
     "int4-had": "s4@k32:sym+had",
     "mxfp4": "e2m1@mx",
@@ -74,6 +76,10 @@ class KVFormat:
         elif body in ("e4m3@tensor", "e5m2@tensor", "e4m3@head", "e5m2@head"):
             self.mode = body.split("@")[1]
             self.operand = f"a={self.elem}@tensor"
+        elif body == "e2m1@nv:static":
+            # NVFP4 with its fp32 tensor scale fixed by calibration (amax/2688), as ModelOpt's KV
+            # quantizers keep it; the E4M3 block scales are each block's own.
+            self.mode, self.operand = "nv-static", "a=e2m1@nv"
         else:
             if "@" not in body:
                 raise KVError(f"KV format {self.text!r}: expected FMT@GRANULARITY (s8@row:sym, s4@k32:sym, e2m1@nv), "
@@ -93,7 +99,7 @@ class KVFormat:
 
     @property
     def calibrated(self):
-        return self.mode in ("tensor", "head")
+        return self.mode in ("tensor", "head", "nv-static")
 
     def bits_per_value(self, head_dim):
         """Storage per cached value, scales included (precis stores a group scale as fp32, nv's
@@ -101,7 +107,7 @@ class KVFormat:
         if self.mode == "cast":
             return float(_CASTS[self.operand[2:] if self.operand else "none"])
         bits = float(_ELEM_BITS[self.elem])
-        if self.mode != "operand":
+        if self.mode in ("unit", "tensor", "head"):
             return bits
         gran = self.operand.split("@", 1)[1].split(":")[0]
         if gran == "row":
@@ -198,7 +204,7 @@ class _Store:
         a = self.rows(x)
         if fmt.mode == "unit":
             y = _quantize(a, fmt.operand, amax=_unit_amax(fmt.elem)).values
-        elif fmt.mode == "tensor":
+        elif fmt.mode in ("tensor", "nv-static"):
             y = _quantize(a, fmt.operand, amax=self._amax(layer)).values
         elif fmt.mode == "head":
             amax = self._amax(layer)
@@ -259,7 +265,7 @@ def calibrate(model, batches, k_fmt, v_fmt, *, attn_implementation=None):
             model(**batch)
 
     def finish(fmt, got):
-        if fmt.mode == "tensor":
+        if fmt.mode in ("tensor", "nv-static"):
             return {layer: float(v.max()) for layer, v in got.items()}
         if fmt.mode == "head":
             return {layer: v.astype(np.float64) for layer, v in got.items()}

@@ -355,6 +355,7 @@ static const precis_kv_format kv_formats[] = {
     {"e5m2@head", NULL, 8, 0, 0, NULL, NULL},
     {"s8@row:sym", "int8", 8, -1, 32, NULL, NULL},
     {"e2m1@nv", "nvfp4", 4, 16, 8, NULL, "NVFP4"},
+    {"e2m1@nv:static", "nvfp4-static", 4, 16, 8, NULL, "NVFP4"},
     {"e2m1@mx", "mxfp4", 4, 32, 8, NULL, NULL},
     {"s4@k32:sym", "int4", 4, 32, 32, NULL, NULL},
     {"s4@k32:sym+had", "int4-had", 4, 32, 32, NULL, NULL},
@@ -395,8 +396,8 @@ static precis_status estimate_serving(const precis_report *report, const precis_
   const precis_kv_format *kv = precis_kv_format_find(kv_name);
   if (!kv)
     return precis_fail(PRECIS_E_USAGE, "--serve kv=%s: not a KV cache format (bf16, fp16, e4m3, e4m3@tensor, e4m3@head, "
-                       "e5m2, s8@row:sym, e2m1@nv, e2m1@mx, s4@k32:sym, or their aliases fp8, fp8-tensor, fp8-head, "
-                       "int8, nvfp4, mxfp4, int4; docs/kv-cache.md)", kv_name);
+                       "e5m2, s8@row:sym, e2m1@nv, e2m1@nv:static, e2m1@mx, s4@k32:sym, or their aliases fp8, fp8-tensor, fp8-head, "
+                       "int8, nvfp4, nvfp4-static, mxfp4, int4; docs/kv-cache.md)", kv_name);
   snprintf(s->kv_format, sizeof s->kv_format, "%s", kv->name);
   s->kv_bits = kv->elem_bits;
   s->kv_ct_strategy = kv->ct_strategy;

@@ -92,6 +92,28 @@ def fp8_unit(x):
     return torch.clamp(x, -448.0, 448.0).to(torch.float8_e4m3fn).to(torch.float32)
 
 
+def nvfp4_static(x, amax):
+    """e2m1@nv:static: blocks of 16 along head_dim; tensor scale s2 = fp32(amax / 2688) from calibration;
+    block scale = E4M3 (saturating) of block amax / fp32(6 * s2), 0 -> 1.0; element = E2M1 (RNE,
+    saturating; ml_dtypes) of x / fp32(block scale * s2); read back (e2m1 * block scale) * s2."""
+    import ml_dtypes
+
+    f32 = np.float32
+    s2 = f32(amax) / f32(2688.0)
+    if s2 == 0:
+        s2 = f32(1.0)
+    a = x.detach().numpy().astype(f32)
+    g = a.reshape(*a.shape[:-1], a.shape[-1] // 16, 16)
+    bmax = np.abs(g).max(axis=-1, keepdims=True)
+    block = (np.clip(bmax / f32(f32(6.0) * s2), 0, 448).astype(f32).astype(ml_dtypes.float8_e4m3fn).astype(f32))
+    block = np.where(block == 0, f32(1.0), block)
+    divisor = np.where(bmax > 0, (block * s2).astype(f32), f32(0.0))
+    safe = np.where(divisor == 0, f32(1.0), divisor)
+    e = np.clip(g / safe, -6, 6).astype(ml_dtypes.float4_e2m1fn).astype(f32)
+    e = np.where(divisor == 0, f32(0.0), e)
+    return torch.from_numpy(((e * block).astype(f32) * s2).astype(f32).reshape(a.shape))
+
+
 class Patched:
     """The model's attention functions wrapped: hook(module, key, value) -> (key, value)."""
 
@@ -179,6 +201,17 @@ def main():
         got = model(input_ids=batch).logits.numpy()
     check(np.array_equal(got, expected), "kv_cache s4@k32:sym+had,e4m3 equals the independent rotated int4 K / "
           f"unscaled fp8 V bit for bit (max |diff| {float(np.max(np.abs(got - expected))):.3g})")
+
+    # NVFP4 with a calibrated tensor scale (both K and V), through precis.kvcache directly.
+    amax = calibrate(model, calib_ids)
+    with Patched(lambda module, k, v: (nvfp4_static(k, amax[module][0]), nvfp4_static(v, amax[module][1]))), \
+            torch.no_grad():
+        expected = model(input_ids=batch).logits.numpy()
+    with kvcache.kv_cache(model, "nvfp4-static", calibration=[{"input_ids": torch.from_numpy(calib_ids)}]), \
+            torch.no_grad():
+        got = model(input_ids=batch).logits.numpy()
+    check(np.array_equal(got, expected), "kv_cache e2m1@nv:static equals the independent NVFP4 with a calibrated "
+          f"tensor scale bit for bit (max |diff| {float(np.max(np.abs(got - expected))):.3g})")
 
     # The plan file's "kv" key is --kv.
     model = seeded_llama("eager")
