@@ -395,9 +395,10 @@ static precis_status estimate_serving(const precis_report *report, const precis_
   const char *kv_name = options->serve_kv ? options->serve_kv : "bf16";
   const precis_kv_format *kv = precis_kv_format_find(kv_name);
   if (!kv)
-    return precis_fail(PRECIS_E_USAGE, "--serve kv=%s: not a KV cache format (bf16, fp16, e4m3, e4m3@tensor, e4m3@head, "
-                       "e5m2, s8@row:sym, e2m1@nv, e2m1@nv:static, e2m1@mx, s4@k32:sym, or their aliases fp8, fp8-tensor, fp8-head, "
-                       "int8, nvfp4, nvfp4-static, mxfp4, int4; docs/kv-cache.md)", kv_name);
+    return precis_fail(PRECIS_E_USAGE,
+                       "--serve kv=%s: not a KV cache format (bf16, fp16, e4m3, e4m3@tensor, e4m3@head, e5m2, "
+                       "s8@row:sym, e2m1@nv, e2m1@nv:static, e2m1@mx, s4@k32:sym, or their aliases fp8, fp8-tensor, "
+                       "fp8-head, int8, nvfp4, nvfp4-static, mxfp4, int4; docs/kv-cache.md)", kv_name);
   snprintf(s->kv_format, sizeof s->kv_format, "%s", kv->name);
   s->kv_bits = kv->elem_bits;
   s->kv_ct_strategy = kv->ct_strategy;
