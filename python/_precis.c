@@ -223,13 +223,19 @@ static PyObject *bytes_or_none(const void *p, Py_ssize_t len) {
   return PyBytes_FromStringAndSize((const char *)p, len);
 }
 
-/* quantize(operand, x, batch, rows, cols) -> dict of bytes (codes u8, scales f32, scale_codes u8,
+/* quantize(operand, x, batch, rows, cols[, amax]) -> dict of bytes (codes u8, scales f32, scale_codes u8,
  * zero_points u8, tensor_scales f32, values f32) and the scale grid's shape. */
 static PyObject *py_quantize(PyObject *self, PyObject *args) {
   const char *operand;
   PyObject *x_obj;
   long long batch, rows, cols;
-  if (!PyArg_ParseTuple(args, "sOLLL:quantize", &operand, &x_obj, &batch, &rows, &cols)) return NULL;
+  PyObject *amax_obj = Py_None;
+  if (!PyArg_ParseTuple(args, "sOLLL|O:quantize", &operand, &x_obj, &batch, &rows, &cols, &amax_obj)) return NULL;
+  double amax = 0.0;
+  if (amax_obj != Py_None) {
+    amax = PyFloat_AsDouble(amax_obj);
+    if (amax == -1.0 && PyErr_Occurred()) return NULL;
+  }
   Py_ssize_t count;
   if (checked_count("x", batch, rows, cols, &count)) return NULL;
   Py_buffer x;
@@ -238,7 +244,8 @@ static PyObject *py_quantize(PyObject *self, PyObject *args) {
   precis_quantized *q = NULL;
   precis_status st;
   Py_BEGIN_ALLOW_THREADS
-  st = precis_quantize_operand(operand, x.buf, batch, rows, cols, &q);
+  st = amax_obj == Py_None ? precis_quantize_operand(operand, x.buf, batch, rows, cols, &q)
+                           : precis_quantize_operand_static(operand, x.buf, batch, rows, cols, (float)amax, &q);
   Py_END_ALLOW_THREADS
   PyBuffer_Release(&x);
   if (st != PRECIS_OK) return raise_status(st);

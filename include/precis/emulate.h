@@ -59,6 +59,14 @@ typedef struct precis_quantized precis_quantized;
 
 precis_status precis_quantize_operand(const char *operand, const float *x, int64_t batch, int64_t rows, int64_t cols,
                                       precis_quantized **out);
+/* The same with a static per-tensor scale: the operand's scale rule applied to a calibrated amax
+ * (e4m3: amax / 448; s8@tensor:sym: amax / 127) instead of x's own, as an engine quantizes with a
+ * scale computed once from calibration data (amax 448 gives e4m3 the scale 1.0). The operand must
+ * be scaled and per tensor, with float elements or a symmetric integer convention, or nv (e2m1@nv:
+ * amax sets the fp32 tensor scale amax/2688, the block scales stay dynamic); elements beyond amax
+ * saturate and count as clipped. A [batch, k, n] B gets the same scale for every matrix. */
+precis_status precis_quantize_operand_static(const char *operand, const float *x, int64_t batch, int64_t rows,
+                                             int64_t cols, float amax, precis_quantized **out);
 void precis_quantized_free(precis_quantized *q);
 
 /* The canonical operand ("s8@row:sym") and its side ('a' or 'b'). */

@@ -137,9 +137,12 @@ class Quantized:
         return f"Quantized({self.side}={self.operand}, shape={self.values.shape}, clipped={self.clipped})"
 
 
-def quantize(x, operand):
+def quantize(x, operand, *, amax=None):
     """Quantizes x as the operand field `operand` of a spec does ("a=e4m3@row", "b=s4@k128:sym",
     "b=e2m1@nv"; a bare "e4m3@row" is operand A), with the cpu backend's quantizer and layout.
+
+    amax: a static per-tensor scale's amax (from calibration) instead of x's own: the operand's rule
+    applied to it (e4m3@tensor: scale amax/448, so amax=448 is the scale 1.0); per-tensor operands only.
 
     x: float32 [rows, cols] (A: [m, k], B: [k, n]) or [batch, rows, cols] (A: all rows together;
     B: matrix by matrix, or one tensor with @tensor). Returns a Quantized (codes, scales, values)."""
@@ -149,7 +152,9 @@ def quantize(x, operand):
     if x.ndim not in (2, 3):
         raise ValueError(f"x: shape {x.shape}: expected [rows, cols] or [batch, rows, cols]")
     batch, rows, cols = (1,) + x.shape if x.ndim == 2 else x.shape
-    return Quantized(_precis.quantize(operand, x, batch, rows, cols), x.shape)
+    if amax is None:
+        return Quantized(_precis.quantize(operand, x, batch, rows, cols), x.shape)
+    return Quantized(_precis.quantize(operand, x, batch, rows, cols, float(amax)), x.shape)
 
 
 class Dataset:

@@ -13,6 +13,7 @@ Written as precis's report (report.json with end_to_end and per_layer, report.cs
 report.html) so that `precis compare` reads it.
 """
 import argparse
+import contextlib
 import copy
 import html
 import json
@@ -165,7 +166,8 @@ def _rel_fro_per_sample(c, r):
 
 def verify(model, plan, inputs, *, tokenizer=None, out=None, require=(), alpha=0.05, layer_threshold=0.01, tokens=64,
            samples=None, batch_size=None, reference="fp32", prefix="", precis_cli=None, isolated=True, force=False,
-           model_name=None, inputs_name=None, plan_name=None, command=None, resamples=2000):
+           model_name=None, inputs_name=None, plan_name=None, command=None, resamples=2000, kv=None, attention=None,
+           kv_calibration=None):
     """Reference vs emulated model on held-out inputs; returns a VerifyResult and, with out=DIR,
     writes report.json, report.csv, report.md and report.html there. model: a torch module (run on
     the CPU); plan: plan.json, a {layer glob: recipe} mapping (dict or JSON file); inputs: token
@@ -174,9 +176,13 @@ def verify(model, plan, inputs, *, tokenizer=None, out=None, require=(), alpha=0
     cumulative rel_fro (worst over samples) whose first crossing is reported; reference: "fp32"
     or "fp64" (the reference model's final outputs in float64 where the model allows); batch_size:
     sequences per forward (default all: a tensor scale then spans the same rows in the emulated
-    model as in the isolated run, whose dataset holds all samples as one batch)."""
+    model as in the isolated run, whose dataset holds all samples as one batch). kv ("K[,V]",
+    precis.kvcache) and attention (a recipe, precis.attention) emulate the KV cache and attention's
+    GEMMs too, or alone with plan None; a plan file's "kv"/"attention" keys do the same.
+    kv_calibration: inputs whose K and V calibrate static KV scales (default: inputs)."""
     import torch
 
+    from . import kvcache
     from . import torch as pt
 
     started = time.time()
@@ -187,9 +193,12 @@ def verify(model, plan, inputs, *, tokenizer=None, out=None, require=(), alpha=0
     if len(ids) == 0:
         raise VerifyError("no input samples")
     batch_size = batch_size or len(ids)
-    chosen = pt.resolve_plan(model, plan, prefix)
-    if not chosen:
-        raise VerifyError("the plan selects no linear layer of the model")
+    plan, plan_kv, plan_attention = kvcache.split_plan(plan)
+    kv, attention = kv or plan_kv, attention or plan_attention
+    chosen = pt.resolve_plan(model, plan, prefix) if plan is not None else {}
+    if not chosen and not kv and not attention:
+        raise VerifyError("the plan selects no linear layer of the model (and no --kv or --attention)")
+    isolated = isolated and bool(chosen)
     layers = list(chosen)
     modules = {n: (m, im) for n, m, im in pt.linear_layers(model, prefix)}
     if out is not None and not force and os.path.exists(os.path.join(out, "report.json")):
@@ -201,7 +210,12 @@ def verify(model, plan, inputs, *, tokenizer=None, out=None, require=(), alpha=0
         cap_ref = pt.capture(ref_model, _batches(ids, batch_size), layers=layers, prefix=prefix, gradients=False,
                              tokens=ids.shape[1])
         records = {}
-        with pt.emulate(ref_model, chosen, prefix=prefix, record=records):
+        kv_ctx = None
+        if kv or attention:
+            calib = ids if kv_calibration is None else load_inputs(kv_calibration, tokenizer, tokens, samples)
+            kv_ctx = kvcache.kv_cache(ref_model, kv, attention=attention,
+                                      calibration=list(_batches(calib, batch_size)))
+        with pt.emulate(ref_model, chosen, prefix=prefix, record=records), kv_ctx or contextlib.nullcontext():
             cap_q = pt.capture(ref_model, _batches(ids, batch_size), layers=layers, prefix=prefix, gradients=False,
                                tokens=ids.shape[1])
         ref_out = cap_ref.output_array()
@@ -268,6 +282,15 @@ def verify(model, plan, inputs, *, tokenizer=None, out=None, require=(), alpha=0
                                                                          "depth": crossing["depth"],
                                                                          "rel_fro": crossing["cumulative"]["rel_fro"]["worst"]},
                         "seconds": round(time.time() - started, 3)}
+    if kv_ctx is not None:
+        report["verify"]["kv"] = None if not kv else {
+            "k": kv_ctx.k_fmt.text, "v": kv_ctx.v_fmt.text,
+            "bytes_per_token": kvcache.bytes_per_token(ref_model, kv_ctx.k_fmt, kv_ctx.v_fmt),
+            "bytes_per_token_bf16": kvcache.bytes_per_token(ref_model, kvcache.KVFormat("bf16"), kvcache.KVFormat("bf16")),
+            "calibration": None if not (kv_ctx.k_fmt.calibrated or kv_ctx.v_fmt.calibrated)
+            else ("inputs" if kv_calibration is None else str(kv_calibration))}
+        report["verify"]["attention"] = None if kv_ctx.recipe is None else {
+            "recipe": kv_ctx.recipe.text, "qk": kv_ctx.recipe.qk, "pv": kv_ctx.recipe.pv}
     if command:
         report["environment"]["command"] = command
     if out is not None:
@@ -573,7 +596,8 @@ def render_html(report):
 # python -m precis verify
 
 
-USAGE = """usage: python -m precis verify --model DIR --plan PLAN --inputs FILE -o DIR [options]
+USAGE = """usage: python -m precis verify --model DIR [--plan PLAN] [--kv K[,V]] [--attention RECIPE] --inputs FILE -o DIR [options]
+       python -m precis verify --model DIR --inputs FILE --kv-sweep [FORMATS] [-o DIR]
 
 Runs the model of DIR (a transformers checkpoint) as it is (the reference, fp32) and with the plan's
 GEMMs emulated exactly by precis, on held-out inputs, and reports the end-to-end difference of its
@@ -587,10 +611,21 @@ def main(argv=None):
                                      usage=USAGE.split("\n")[0][len("usage: "):],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", required=True, help="a transformers checkpoint directory")
-    parser.add_argument("--plan", required=True, help="plan.json of precis plan, or a JSON {layer glob: recipe} mapping")
+    parser.add_argument("--plan", default=None, help="plan.json of precis plan, or a JSON {layer glob: recipe} mapping "
+                        "(its \"kv\" and \"attention\" keys as --kv and --attention)")
+    parser.add_argument("--kv", default=None, help="KV cache format K[,V] (docs/kv-cache.md): e4m3 (scale 1.0), "
+                        "e4m3@tensor / e4m3@head (calibrated), s8@row:sym, e2m1@nv, s4@k32:sym+had, ...")
+    parser.add_argument("--attention", default=None, help="attention GEMM recipe: bf16, fp16, fp16acc16, fa3-fp8, "
+                        "fa3-fp8-block, fa3-fp8-fast, "
+                        "or QK_RECIPE|PV_RECIPE")
+    parser.add_argument("--kv-calib", default=None, help="inputs whose K and V calibrate static KV scales "
+                        "(default: --inputs)")
+    parser.add_argument("--kv-sweep", nargs="?", const="", default=None, metavar="FORMATS",
+                        help="print a K x V table of KL (mean, p99) and bytes per token over the formats "
+                        "(';'-separated; default a standard list) instead of verifying a plan")
     parser.add_argument("--inputs", required=True, help="a text file (read with the model's tokenizer) or token ids "
                         "[samples, tokens] in .npy; inputs the plan was not made on")
-    parser.add_argument("-o", "--output", required=True, help="report directory")
+    parser.add_argument("-o", "--output", default=None, help="report directory (required unless --kv-sweep)")
     parser.add_argument("--require", action="append", default=[], help="end-to-end gate, repeatable: kl_mean<=0.01, "
                         "top1_agree>=0.99, cosine_min>=0.999, ... (passes only when its confidence bound meets it)")
     parser.add_argument("--alpha", type=float, default=0.05, help="one-sided level of the gates' bounds (default 0.05)")
@@ -611,11 +646,18 @@ def main(argv=None):
     try:
         for text in args.require:  # a bad gate is refused before the model is loaded
             endtoend.parse_gate(text)
+        if args.kv_sweep is not None:
+            return _kv_sweep_main(args)
+        if args.output is None:
+            raise VerifyError("-o/--output: the report directory is required")
+        if args.plan is None and args.kv is None and args.attention is None:
+            raise VerifyError("give --plan, --kv or --attention (or --kv-sweep)")
         model, tokenizer = load_model(args.model)
         result = verify(model, args.plan, args.inputs, tokenizer=tokenizer, out=args.output, require=args.require,
                         alpha=args.alpha, layer_threshold=args.layer_threshold, tokens=args.tokens, samples=args.samples,
                         batch_size=args.batch_size, reference=args.reference, prefix=args.prefix, force=args.force,
-                        model_name=args.model, inputs_name=args.inputs, plan_name=args.plan,
+                        model_name=args.model, inputs_name=args.inputs, plan_name=args.plan, kv=args.kv,
+                        attention=args.attention, kv_calibration=args.kv_calib,
                         command=" ".join(["python -m precis verify"] + list(argv if argv is not None else sys.argv[1:])))
     except (VerifyError, endtoend.GateError) as e:
         print(f"precis verify: {e}", file=sys.stderr)
@@ -626,6 +668,34 @@ def main(argv=None):
     if not args.quiet:
         print(summary(result.report))
     return result.exit_code()
+
+
+def _kv_sweep_main(args):
+    """verify --kv-sweep: the K x V table of KL and bytes per token (precis.kvcache.sweep)."""
+    from . import kvcache
+
+    model, tokenizer = load_model(args.model)
+    ids = load_inputs(args.inputs, tokenizer, args.tokens, args.samples)
+    batch_size = args.batch_size or len(ids)
+    batches = list(_batches(ids, batch_size))
+    calib = None
+    if args.kv_calib:
+        calib = list(_batches(load_inputs(args.kv_calib, tokenizer, args.tokens, args.samples), batch_size))
+    formats = [f for f in args.kv_sweep.split(";") if f] if args.kv_sweep else None
+    labels = None
+    if "ForCausalLM" in type(model).__name__ or "LMHead" in type(model).__name__:
+        labels = np.full(ids.shape, -100, np.int64)
+        labels[:, :-1] = ids[:, 1:]
+    result = kvcache.sweep(model, batches, formats, calibration=calib, labels=labels)
+    table = kvcache.sweep_table(result)
+    print(table)
+    if args.output:
+        os.makedirs(args.output, exist_ok=True)
+        rows = [{"k": k, "v": v, **m} for (k, v), m in result["cells"].items()]
+        _write(os.path.join(args.output, "kv-sweep.json"),
+               json.dumps({"kind": result["kind"], "k": result["k"], "v": result["v"], "cells": rows}, indent=1) + "\n")
+        _write(os.path.join(args.output, "kv-sweep.md"), table + "\n")
+    return EXIT_OK
 
 
 def summary(report):
@@ -640,6 +710,11 @@ def summary(report):
         line = (f"cosine mean {_fmt(m['cosine_mean'])} min {_fmt(m['cosine_min'])}; rel_fro mean {_fmt(m['rel_fro_mean'])} "
                 f"max {_fmt(m['rel_fro_max'])}")
     out = [f"end to end ({e2e['kind']}, {e2e['samples']} samples x {v['tokens']} tokens): {line}"]
+    if v.get("kv"):
+        out.append(f"KV cache K {v['kv']['k']}, V {v['kv']['v']}: {v['kv']['bytes_per_token']:.0f} bytes per token "
+                   f"(bf16: {v['kv']['bytes_per_token_bf16']:.0f})")
+    if v.get("attention"):
+        out.append(f"attention {v['attention']['recipe']}: QK {v['attention']['qk']}; PV {v['attention']['pv']}")
     fc = v["first_crossing"]
     out.append("first layer over cumulative rel_fro " + _fmt(v["layer_threshold"]["value"]) + ": "
                + (f"{fc['layer']} (depth {fc['depth']}, {_fmt(fc['rel_fro'])})" if fc else "none"))

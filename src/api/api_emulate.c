@@ -2,6 +2,7 @@
  * go through the cpu backend's own functions (eval/cpu_backend.c's precis_cpu_emulate, the
  * quantizer and operand descriptions of eval/cpu_quantized.c): nothing numeric is computed here,
  * so the bits are those of `precis run --backend cpu --save-outputs`. */
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -195,8 +196,9 @@ static precis_status parse_operand_field(const char *text, char *side, precis_op
   return PRECIS_OK;
 }
 
-precis_status precis_quantize_operand(const char *operand, const float *x, int64_t batch, int64_t rows, int64_t cols,
-                                      precis_quantized **out) {
+/* static_amax: NULL for the spec's own (dynamic) scales, else the calibrated amax of a per-tensor operand. */
+static precis_status quantize_operand(const char *operand, const float *x, int64_t batch, int64_t rows, int64_t cols,
+                                      const float *static_amax, precis_quantized **out) {
   if (!out) return precis_fail(PRECIS_E_USAGE, "precis_quantize_operand: no output");
   *out = NULL;
   if (!operand) return precis_fail(PRECIS_E_USAGE, "operand: expected a=FMT[@GRAN[:CONV]] or b=..., got NULL");
@@ -220,6 +222,12 @@ precis_status precis_quantize_operand(const char *operand, const float *x, int64
   if (!q->values) goto oom;
   if (!q->scaled) {
     const precis_format *f = precis_format_get(op.fmt);
+    if (static_amax) {
+      precis_status bad = precis_fail(PRECIS_E_USAGE, "%c=%s: a static amax needs a scaled per-tensor operand "
+                                      "(e4m3@tensor, e5m2@tensor, s8@tensor:sym ...), not a plain cast", side, q->operand);
+      precis_quantized_free(q);
+      return bad;
+    }
     if (f->round_array) f->round_array(x, q->values, count);
     else memcpy(q->values, x, count * sizeof(float));
     *out = q;
@@ -259,7 +267,9 @@ precis_status precis_quantize_operand(const char *operand, const float *x, int64
     t.scales = q->scales + soff;
     t.scale_codes = q->scale_codes ? q->scale_codes + soff : NULL;
     t.zero_points = q->zero_points ? q->zero_points + soff : zeros_scratch;
-    st = precis_quantize(&desc, x + off, qrows, qcols, &t);
+    st = static_amax ? precis_quantize_with_amax(&desc, x + off, qrows, qcols, *static_amax, &t)
+                     : precis_quantize(&desc, x + off, qrows, qcols, &t);
+    if (st != PRECIS_OK && static_amax) precis_error_prefix("%c=%s with a static amax", side, q->operand);
     if (st == PRECIS_OK) st = precis_dequantize(&desc, &t, qrows, qcols, q->values + off);
     q->clipped += t.clipped;
     if (q->tensor_scales) q->tensor_scales[g] = t.tensor_scale;
@@ -273,6 +283,19 @@ oom:
 fail:
   precis_quantized_free(q);
   return st;
+}
+
+precis_status precis_quantize_operand(const char *operand, const float *x, int64_t batch, int64_t rows, int64_t cols,
+                                      precis_quantized **out) {
+  return quantize_operand(operand, x, batch, rows, cols, NULL, out);
+}
+
+precis_status precis_quantize_operand_static(const char *operand, const float *x, int64_t batch, int64_t rows,
+                                             int64_t cols, float amax, precis_quantized **out) {
+  if (out) *out = NULL;
+  if (!(amax >= 0.0f) || amax > FLT_MAX)
+    return precis_fail(PRECIS_E_USAGE, "amax: %g: expected a finite value >= 0 (a calibrated largest |x|)", (double)amax);
+  return quantize_operand(operand, x, batch, rows, cols, &amax, out);
 }
 
 const char *precis_quantized_operand(const precis_quantized *q) { return q ? q->operand : NULL; }

@@ -561,8 +561,9 @@ static void gather_band(const float *x, size_t rows, size_t cols, const precis_q
   }
 }
 
-precis_status precis_quantize(const precis_quant_desc *d, const float *x, size_t rows, size_t cols,
-                              precis_quant_tensor *q) {
+/* nv_tensor_amax: NULL, or nv's static (calibrated) tensor amax in place of the matrix's own. */
+static precis_status quantize_matrix(const precis_quant_desc *d, const float *x, size_t rows, size_t cols,
+                                     const float *nv_tensor_amax, precis_quant_tensor *q) {
   precis_status st = PRECIS_OK;
   precis_quant_layout l;
   uint32_t *amax = NULL, *all_amax = NULL;
@@ -599,7 +600,8 @@ precis_status precis_quantize(const precis_quant_desc *d, const float *x, size_t
         gather_band(x, rows, cols, &l, gi, false, all_amax + gi * sc, NULL, NULL);
       for (size_t i = 0; i < l.scale_count; i++) m = all_amax[i] > m ? all_amax[i] : m;
     }
-    float s2 = precis_div_rn(all_amax ? precis_f32_of_bits(m) : precis_absmax(x, rows * cols), NV_TENSOR_DIVISOR);
+    float s2 = nv_tensor_amax ? precis_div_rn(*nv_tensor_amax, NV_TENSOR_DIVISOR)
+                              : precis_div_rn(all_amax ? precis_f32_of_bits(m) : precis_absmax(x, rows * cols), NV_TENSOR_DIVISOR);
     q->tensor_scale = s2 > 0.0f ? s2 : 1.0f;
   }
   for (size_t c = 0; c < cols; c++) zv[c] = 0.0f; /* symmetric formats keep these zero points */
@@ -631,11 +633,21 @@ done:
   return st;
 }
 
+precis_status precis_quantize(const precis_quant_desc *d, const float *x, size_t rows, size_t cols,
+                              precis_quant_tensor *q) {
+  return quantize_matrix(d, x, rows, cols, NULL, q);
+}
+
 precis_status precis_quantize_with_amax(const precis_quant_desc *d, const float *x, size_t rows, size_t cols,
                                         float amax, precis_quant_tensor *q) {
   precis_quant_layout l;
   precis_status st = precis_quant_layout_of(d, rows, cols, &l);
   if (st != PRECIS_OK) return st;
+  if (d->gran == PRECIS_QUANT_GRAN_NV) { /* a static second-level scale amax/2688; block scales stay dynamic */
+    if (!(amax >= 0.0f) || !precis_bits_is_finite(amax))
+      return precis_fail(PRECIS_E_USAGE, "quantizer: static amax %g (expected a finite value >= 0)", (double)amax);
+    return quantize_matrix(d, x, rows, cols, &amax, q);
+  }
   if (d->gran != PRECIS_QUANT_GRAN_TENSOR || l.has_zero_points)
     return precis_fail(PRECIS_E_USAGE, "quantizer: a static amax needs a per-tensor description with float elements "
                        "or a symmetric integer convention (got %s, %s)", precis_quant_gran_str(d->gran),

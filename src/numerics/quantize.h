@@ -89,7 +89,9 @@ precis_status precis_quantize(const precis_quant_desc *d, const float *x, size_t
 
 /* A static per-tensor scale (DESIGN §11 scale=absmax|percentile|mse): quantizes x with the scale
  * rule of `d` applied to the given amax (from a calibration split) instead of x's own. d must be a
- * `tensor` description with float elements or a symmetric integer convention (PRECIS_E_USAGE
+ * `tensor` description with float elements or a symmetric integer convention, or `nv`, whose
+ * fp32 tensor scale becomes amax/2688 while its E4M3 block scales stay those of each block
+ * (saturating at 448 when a block exceeds amax), as NVFP4 KV caches calibrate it (PRECIS_E_USAGE
  * otherwise). Elements beyond amax saturate and count as clipped, as everywhere. */
 precis_status precis_quantize_with_amax(const precis_quant_desc *d, const float *x, size_t rows, size_t cols,
                                         float amax, precis_quant_tensor *q);

@@ -340,6 +340,45 @@ static precis_status compute_sensitivity(precis_plan *p) {
   return PRECIS_OK;
 }
 
+/* docs/kv-cache.md gives each format's source; group scales are counted at the size precis stores
+ * them (fp32, one byte for nv/mx), static per-tensor/per-head scales as free. */
+static const precis_kv_format kv_formats[] = {
+    {"fp32", NULL, 32, 0, 0, NULL, NULL},
+    {"bf16", NULL, 16, 0, 0, NULL, NULL},
+    {"fp16", NULL, 16, 0, 0, NULL, NULL},
+    {"e4m3", "fp8", 8, 0, 0, NULL, "FP8"},
+    {"e5m2", "fp8-e5m2", 8, 0, 0, NULL, NULL},
+    {"e4m3@tensor", "fp8-tensor", 8, 0, 0, "tensor", "FP8"},
+    {"e4m3@head", "fp8-head", 8, 0, 0, "attn_head", NULL},
+    {"e5m2@tensor", NULL, 8, 0, 0, NULL, NULL},
+    {"e5m2@head", NULL, 8, 0, 0, NULL, NULL},
+    {"s8@row:sym", "int8", 8, -1, 32, NULL, NULL},
+    {"e2m1@nv", "nvfp4", 4, 16, 8, NULL, "NVFP4"},
+    {"e2m1@nv:static", "nvfp4-static", 4, 16, 8, NULL, "NVFP4"},
+    {"e2m1@mx", "mxfp4", 4, 32, 8, NULL, NULL},
+    {"s4@k32:sym", "int4", 4, 32, 32, NULL, NULL},
+    {"s4@k32:sym+had", "int4-had", 4, 32, 32, NULL, NULL},
+};
+
+const precis_kv_format *precis_kv_format_find(const char *text) {
+  if (!text) return NULL;
+  for (size_t i = 0; i < sizeof kv_formats / sizeof kv_formats[0]; i++)
+    if (strcmp(text, kv_formats[i].name) == 0 || (kv_formats[i].alias && strcmp(text, kv_formats[i].alias) == 0))
+      return &kv_formats[i];
+  const precis_format *f = precis_format_by_name(text);
+  if (!f) return NULL;
+  for (size_t i = 0; i < sizeof kv_formats / sizeof kv_formats[0]; i++)
+    if (strcmp(f->name, kv_formats[i].name) == 0) return &kv_formats[i];
+  return NULL;
+}
+
+double precis_kv_format_bits(const precis_kv_format *f, long long head_dim) {
+  if (f->group == 0 || head_dim <= 0) return f->elem_bits;
+  long long group = f->group < 0 ? head_dim : f->group;
+  long long groups = (head_dim + group - 1) / group;
+  return f->elem_bits + (double)(groups * f->scale_bits) / (double)head_dim;
+}
+
 static long long config_int(const cJSON *config, const char *key) {
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(config, key);
   return cJSON_IsNumber(v) && v->valuedouble >= 1 && v->valuedouble < 1e9 ? (long long)v->valuedouble : 0;
@@ -353,10 +392,16 @@ static precis_status estimate_serving(const precis_report *report, const precis_
   s->context = options->serve_context;
   s->transient_layer = -1;
   const char *kv_name = options->serve_kv ? options->serve_kv : "bf16";
-  const precis_format *kv = precis_format_by_name(kv_name);
-  if (!kv) return precis_fail(PRECIS_E_USAGE, "--serve kv=%s: not a format (fp32, fp16, bf16, e4m3, e5m2, ...)", kv_name);
+  const precis_kv_format *kv = precis_kv_format_find(kv_name);
+  if (!kv)
+    return precis_fail(PRECIS_E_USAGE,
+                       "--serve kv=%s: not a KV cache format (bf16, fp16, e4m3, e4m3@tensor, e4m3@head, e5m2, "
+                       "s8@row:sym, e2m1@nv, e2m1@nv:static, e2m1@mx, s4@k32:sym, or their aliases fp8, fp8-tensor, "
+                       "fp8-head, int8, nvfp4, nvfp4-static, mxfp4, int4; docs/kv-cache.md)", kv_name);
   snprintf(s->kv_format, sizeof s->kv_format, "%s", kv->name);
-  s->kv_bits = kv->storage_bits;
+  s->kv_bits = kv->elem_bits;
+  s->kv_ct_strategy = kv->ct_strategy;
+  s->kv_modelopt = kv->modelopt;
   if (!p->feasible) {
     snprintf(s->why, sizeof s->why, "no plan to estimate");
     return PRECIS_OK;
@@ -383,6 +428,7 @@ static precis_status estimate_serving(const precis_report *report, const precis_
     return PRECIS_OK;
   }
   s->available = true;
+  s->kv_bits = precis_kv_format_bits(kv, s->head_dim);
   s->weights = p->resident_total;
   s->kv_cache = ceil(2.0 * (double)s->context * (double)s->batch * (double)s->kv_heads * (double)s->head_dim *
                      (double)s->layers * s->kv_bits / 8);

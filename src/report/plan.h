@@ -87,6 +87,23 @@ typedef struct precis_plan_options {
   precis_target deploy_arch;
 } precis_plan_options;
 
+/* A KV cache format of `--serve kv=` (docs/kv-cache.md: the formats of precis.kvcache and verify --kv,
+ * or an element format name such as bf16, e4m3): its canonical name and what stores and deploys it. */
+typedef struct precis_kv_format {
+  const char *name;        /* canonical: "e4m3@tensor", "s8@row:sym", "e2m1@nv", ... */
+  const char *alias;       /* "fp8-tensor", "int8", "nvfp4", ...; NULL */
+  int elem_bits;
+  int group;               /* values per group scale along head_dim; 0: no per-token scale; -1: one per head vector */
+  int scale_bits;          /* storage of one group scale */
+  const char *ct_strategy; /* compressed-tensors kv_cache_scheme strategy; NULL when it has none */
+  const char *modelopt;    /* ModelOpt kv_cache_quant_algo; NULL when it has none */
+} precis_kv_format;
+
+/* The format named `text` (canonical, alias or element format), or NULL. */
+const precis_kv_format *precis_kv_format_find(const char *text);
+/* Bits per cached value with head vectors of head_dim values, group scales included. */
+double precis_kv_format_bits(const precis_kv_format *f, long long head_dim);
+
 /* The memory a served model holds, estimated from the plan and the model's config.json (recorded
  * by import --model in the report's settings.model_config): each term in bytes. An estimate until
  * precis accept measures it on a GPU. */
@@ -94,8 +111,10 @@ typedef struct precis_plan_serving {
   bool requested, available;
   char why[240];               /* why not available */
   long long batch, context;
-  char kv_format[16];
-  int kv_bits;
+  char kv_format[24];          /* the KV cache format (docs/kv-cache.md), canonical */
+  double kv_bits;              /* bits per cached value at head_dim, group scales included */
+  const char *kv_ct_strategy;  /* compressed-tensors kv_cache_scheme strategy ("tensor", "attn_head"); NULL: none */
+  const char *kv_modelopt;     /* ModelOpt kv_cache_quant_algo ("FP8", "NVFP4"); NULL: none */
   long long layers, kv_heads, head_dim;
   double weights;              /* the planned layers' resident weights and scales */
   double kv_cache;             /* 2 * context * batch * kv_heads * head_dim * layers elements of kv_bits */

@@ -152,6 +152,7 @@ static char *plan_json(const precis_plan *p, const precis_report *report, const 
     cJSON_AddNumberToObject(serve, "batch", (double)s->batch);
     cJSON_AddNumberToObject(serve, "context", (double)s->context);
     cJSON_AddStringToObject(serve, "kv_format", s->kv_format);
+    if (s->available) cJSON_AddNumberToObject(serve, "kv_bits_per_value", s->kv_bits);
     cJSON_AddBoolToObject(serve, "available", s->available);
     if (!s->available) cJSON_AddStringToObject(serve, "why", s->why);
     else {
@@ -290,7 +291,7 @@ static void md_header(precis_buf *b, const precis_plan *p, const char *report_pa
       precis_fmt_bytes(total, sizeof total, (long long)s->total);
       precis_buf_appendf(b, "\n\n| term | bytes | how |\n|---|---:|---|\n"
                             "| weights | %s | the planned layers' weights and scales (embeddings and norms not included) |\n"
-                            "| KV cache | %s | 2 · %lld tokens · %lld sequences · %lld kv heads · %lld head dim · %lld layers · %d bits |\n"
+                            "| KV cache | %s | 2 · %lld tokens · %lld sequences · %lld kv heads · %lld head dim · %lld layers · %.4g bits (scales included) |\n"
                             "| peak transient | %s | the largest input + output of one layer at %lld tokens |\n"
                             "| cuBLASLt workspace | %s | what the cuda backend offers cuBLASLt |\n| **total** | **%s** | |\n\n",
                          w, kv, s->context, s->batch, s->kv_heads, s->head_dim, s->layers, s->kv_bits, t,
@@ -756,6 +757,15 @@ static char *compressed_tensors_json(const precis_plan *p, const precis_deploy_m
     format = maps[r].scheme;
   }
   cJSON_AddStringToObject(root, "format", mixed ? "mixed-precision" : format ? format : "dense");
+  /* The KV cache of --serve kv= (docs/kv-cache.md): llm-compressor's kv_cache_scheme, static fp8 scales. */
+  if (p->serving.requested && p->serving.kv_ct_strategy) {
+    cJSON *kv = cJSON_AddObjectToObject(root, "kv_cache_scheme");
+    cJSON_AddNumberToObject(kv, "num_bits", 8);
+    cJSON_AddStringToObject(kv, "type", "float");
+    cJSON_AddStringToObject(kv, "strategy", p->serving.kv_ct_strategy);
+    cJSON_AddBoolToObject(kv, "dynamic", false);
+    cJSON_AddBoolToObject(kv, "symmetric", true);
+  }
   cJSON *ignore = cJSON_AddArrayToObject(root, "ignore");
   for (size_t l = 0; p->feasible && l < p->n_layers; l++)
     if (maps[p->chosen[l]].kind == PRECIS_DEPLOY_UNQUANTIZED) cJSON_AddItemToArray(ignore, cJSON_CreateString(p->layers[l]));
@@ -769,6 +779,13 @@ static char *compressed_tensors_json(const precis_plan *p, const precis_deploy_m
  * quant_algo per quantized layer (layers not listed are unquantized); one format is written flat
  * (its quant_algo, group_size, and the unquantized layers in exclude_modules) unless some layer has no
  * equivalent (it would fall under that quant_algo); none, quant_algo null. */
+/* The KV cache's format rides along in ModelOpt's file (null when plan --serve names none or one
+ * ModelOpt has no algo for). */
+static void add_modelopt_kv(cJSON *q, const precis_plan *p) {
+  if (p->serving.requested && p->serving.kv_modelopt) cJSON_AddStringToObject(q, "kv_cache_quant_algo", p->serving.kv_modelopt);
+  else cJSON_AddNullToObject(q, "kv_cache_quant_algo");
+}
+
 static char *modelopt_layers_json(const precis_plan *p, const precis_deploy_map *maps, const bool *rejected) {
   cJSON *root = cJSON_CreateObject();
   if (!root) return NULL;
@@ -792,13 +809,13 @@ static char *modelopt_layers_json(const precis_plan *p, const precis_deploy_map 
   }
   if (mixed) {
     cJSON_AddStringToObject(q, "quant_algo", "MIXED_PRECISION");
-    cJSON_AddNullToObject(q, "kv_cache_quant_algo");
+    add_modelopt_kv(q, p);
     cJSON_AddItemToObject(q, "quantized_layers", layers);
     cJSON_Delete(exclude);
   } else {
     if (first) cJSON_AddStringToObject(q, "quant_algo", first->scheme);
     else cJSON_AddNullToObject(q, "quant_algo");
-    cJSON_AddNullToObject(q, "kv_cache_quant_algo");
+    add_modelopt_kv(q, p);
     if (first && first->group_size) cJSON_AddNumberToObject(q, "group_size", first->group_size);
     cJSON_AddItemToObject(q, "exclude_modules", exclude);
     cJSON_Delete(layers);

@@ -102,14 +102,24 @@ def main():
     doc = json.load(open(os.path.join(out, "plan.json")))
     check(doc["feasible"] and doc["total_cost"] == res + peak, f"at the least memory: {doc.get('total_cost')}")
 
-    # Serving estimate at batch 2, context 16, KV in bf16, then in e4m3.
+    # Serving estimate at batch 2, context 16, KV in bf16, e4m3, then the KV formats of verify --kv
+    # (docs/kv-cache.md): head_dim 8 here, so int8 per token and head carries a 32-bit scale per 8
+    # values (12 bits each) and NVFP4 one E4M3 block scale for its 8 (5 bits).
     B, T = 2, 16
-    for kv, bits in (("bf16", 16), ("e4m3", 8)):
+    for kv, bits in (("bf16", 16), ("e4m3", 8), ("fp8-tensor", 8), ("s8@row:sym", 12), ("nvfp4", 5)):
         p = run(["plan"] + plan_args + ["--cost", "memory", "--serve", f"batch={B},context={T},kv={kv}"])
         doc = json.load(open(os.path.join(out, "plan.json")))
         s = doc["serving_estimate"]
         head_dim = CONFIG["hidden_size"] // CONFIG["num_attention_heads"]
         kv_bytes = 2 * T * B * CONFIG["num_key_value_heads"] * head_dim * CONFIG["num_hidden_layers"] * bits // 8
+        check(s.get("kv_bits_per_value") == bits, f"serving {kv}: {s.get('kv_bits_per_value')} bits per value")
+        ct = json.load(open(os.path.join(out, "compressed_tensors_config.json")))
+        mo = json.load(open(os.path.join(out, "modelopt_hf_quant_config.json")))["quantization"]
+        want_ct = {"num_bits": 8, "type": "float", "strategy": "tensor", "dynamic": False, "symmetric": True}
+        check(ct.get("kv_cache_scheme") == (want_ct if kv == "fp8-tensor" else None),
+              f"serving {kv}: compressed-tensors kv_cache_scheme {ct.get('kv_cache_scheme')}")
+        check(mo.get("kv_cache_quant_algo") == {"e4m3": "FP8", "fp8-tensor": "FP8", "nvfp4": "NVFP4"}.get(kv),
+              f"serving {kv}: ModelOpt kv_cache_quant_algo {mo.get('kv_cache_quant_algo')}")
         serve_peak = max(transient("int8", k, n, B * T) for k, n in shapes.values())
         want = {"weights_bytes": res, "kv_cache_bytes": kv_bytes, "peak_transient_bytes": serve_peak,
                 "workspace_bytes": 32 << 20, "total_bytes": res + kv_bytes + serve_peak + (32 << 20)}

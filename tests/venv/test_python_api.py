@@ -28,6 +28,7 @@ PRECIS = os.environ.get("PRECIS", str(BUILD / "precis"))
 STAGE = pathlib.Path(os.environ.get("PRECIS_PY_STAGE") or BUILD / "python")
 sys.path.insert(0, str(STAGE))
 import h5py  # noqa: E402
+import ml_dtypes  # noqa: E402
 import precis  # noqa: E402
 
 SUITE = """seed: 29
@@ -166,6 +167,32 @@ def test_quantize_batched_a_is_one_matrix_of_rows():
     q3 = precis.quantize(x, "a=e4m3@tensor")
     q2 = precis.quantize(x.reshape(10, 64), "a=e4m3@tensor")
     assert np.array_equal(bits(q3.values.reshape(10, 64)), bits(q2.values))
+
+
+def test_quantize_static_amax_is_the_calibrated_scale():
+    """amax= (issue 42, a KV cache's calibrated scale): scale = fp32(amax / 448), codes of x / scale,
+    saturating beyond amax; amax 448 is the scale 1.0 (the plain saturating cast)."""
+    x = np.array([[0.3, -1.7, 5.0, 900.0, -1e-3, np.nan]], dtype=np.float32)
+    q = precis.quantize(x, "a=e4m3@tensor", amax=3.0)
+    scale = np.float32(3.0) / np.float32(448.0)
+    assert q.scales.ravel().tolist() == [scale]
+    want = np.clip(x.astype(np.float32) / scale, -448, 448).astype(ml_dtypes.float8_e4m3fn).astype(np.float32) * scale
+    assert np.array_equal(q.values[:, :5], want[:, :5]) and np.isnan(q.values[0, 5])
+    assert q.clipped == 3  # 5.0 and 900 beyond amax, and the NaN
+    unit = precis.quantize(x, "a=e4m3@tensor", amax=448.0)
+    assert unit.scales.ravel().tolist() == [1.0]
+    assert np.array_equal(unit.values[:, :5], np.clip(x[:, :5], -448, 448).astype(ml_dtypes.float8_e4m3fn).astype(np.float32))
+    b = np.ascontiguousarray(np.stack([x[:, :5].T, 2 * x[:, :5].T]))  # a batched B @tensor: one static scale
+    qb = precis.quantize(b, "b=e4m3@tensor", amax=3.0)
+    assert qb.scales.ravel().tolist() == [scale]
+    want_b = np.clip(b / scale, -448, 448).astype(ml_dtypes.float8_e4m3fn).astype(np.float32) * scale
+    assert np.array_equal(qb.values, want_b)
+    with pytest.raises(precis.UsageError, match="per-tensor"):
+        precis.quantize(x, "a=e4m3@row", amax=3.0)
+    with pytest.raises(precis.UsageError, match="not a plain cast"):
+        precis.quantize(x, "a=bf16", amax=3.0)
+    with pytest.raises(precis.UsageError, match="amax: -1"):
+        precis.quantize(x, "a=e4m3@tensor", amax=-1.0)
 
 
 # ---- bad arguments: exceptions, never a crash ----------------------------------------------------
