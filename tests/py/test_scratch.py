@@ -47,6 +47,9 @@ def child(mode):
     print(json.dumps({"root": scratch.ROOT, "a": a, "b": b, "named": named.name, "grandchild": grandchild.pid,
                       "sigint_is_python": signal.getsignal(signal.SIGINT) is signal.default_int_handler}), flush=True)
     if mode == "exit":
+        # Exit only once the parent has looked at the scratch: exiting at once removed it before the
+        # parent's checks under load (a race that failed the test, not the helper).
+        sys.stdin.readline()
         grandchild.kill()
         grandchild.wait()
         return 0
@@ -64,7 +67,7 @@ def alive(pid):
 
 def start(env):
     proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--child", env.pop("MODE")],
-                            stdout=subprocess.PIPE, text=True, env=env)
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
     info = json.loads(proc.stdout.readline())
     return proc, info
 
@@ -85,6 +88,10 @@ def run_child(mode, sig, build, while_running=None):
         while_running(info)
     if sig is not None:
         proc.send_signal(sig)
+    else:
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+    proc.stdin.close()
     try:
         proc.wait(timeout=60)
     except subprocess.TimeoutExpired:

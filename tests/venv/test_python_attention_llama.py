@@ -14,7 +14,9 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "py"))
+import scratch  # noqa: E402  (tests/py/scratch.py: scratch under the build tree, removed on a signal)
 import shutil
 
 try:
@@ -148,7 +150,7 @@ def sweep_cli(tmp):
 
 
 def main():
-    tmp = tempfile.mkdtemp(prefix="precis-attention-", dir=BUILD)
+    tmp = scratch.mkdtemp(prefix="precis-attention-")
     try:
         workloads_bit_for_bit(tmp)
         masks_are_the_models()

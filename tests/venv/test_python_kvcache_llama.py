@@ -18,7 +18,9 @@ attention restored after verify, and refusals of a bad format.
 import json
 import os
 import sys
-import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "py"))
+import scratch  # noqa: E402  (tests/py/scratch.py: scratch under the build tree, removed on a signal)
 
 try:
     import numpy as np
@@ -215,7 +217,7 @@ def main():
 
     # The plan file's "kv" key is --kv.
     model = seeded_llama("eager")
-    with tempfile.TemporaryDirectory() as tmp:
+    with scratch.TemporaryDirectory() as tmp:
         plan = os.path.join(tmp, "plan.json")
         with open(plan, "w") as f:
             json.dump({"kv": "e4m3@tensor,s8@row:sym"}, f)
