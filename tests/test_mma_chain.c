@@ -145,7 +145,8 @@ static int same_bits(size_t rows, size_t n, size_t k, kind what, int bits, int b
     /* all zero: either; wide with few values: the draw may stay within the spread */
     int expect = any_nonzero(a, rows * k) && any_nonzero(b, k * n) ? narrow_kind(what) : -1;
     if (what == KIND_WIDE && (rows * k < 64 || k * n < 64)) expect = -1;
-    precis_mma_path best_f32 = have_avx512() ? PRECIS_MMA_PATH_AVX512_F32 : PRECIS_MMA_PATH_AVX2_F32;
+    /* AVX-512 for more than 16 columns (narrower: the AVX2 kernel's 16-column tile) */
+    precis_mma_path best_f32 = have_avx512() && n > 16 ? PRECIS_MMA_PATH_AVX512_F32 : PRECIS_MMA_PATH_AVX2_F32;
     if (same && have_f32() && expect >= 0 &&
         ((taken[0] == best_f32) != expect || (taken[1] == PRECIS_MMA_PATH_AVX2_F32) != expect)) {
       fprintf(stderr, "%s %zux%zux%zu bits %d block %d: took %s and %s\n", kind_names[what], rows, n, k, bits, block,

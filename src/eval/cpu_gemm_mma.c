@@ -511,12 +511,11 @@ static TARGET_F32 void f32_pack_group(const f32_job *job, size_t p0, size_t len,
     for (size_t col = col0; col < col1; col += 8) {
       __m256 x;
       if (p0 + p < job->k && col + 8 <= job->n) x = _mm256_loadu_ps(row + col);
-      else {
-        float tmp[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-        for (size_t l = 0; l < 8; l++)
-          if (p0 + p < job->k && col + l < job->n) tmp[l] = row[col + l];
-        x = _mm256_loadu_ps(tmp);
-      }
+      else if (p0 + p >= job->k || col >= job->n) x = _mm256_setzero_ps();
+      else /* a masked load, not lanes stored one by one and read back (a store-forwarding stall that
+            * cost small calls more than their products) */
+        x = _mm256_maskload_ps(row + col, _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(job->n - col)),
+                                                             _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
       size_t t = (col - col0) / tile, at = (t * len + p) * tile + (col - col0) % tile;
       _mm256_storeu_ps(bv + at, _mm256_mul_ps(x, scale));
       __m256i e = exp_of_operand_avx2(x, job->emin_b, job->eb_bias);
@@ -556,7 +555,9 @@ static TARGET_F32 void block_f32_dispatch(const float *av, const int16_t *ae, co
 #define TARGET_F32_512 __attribute__((target("avx512f,avx512bw,avx2,fma")))
 #define F32_TILE_512 32
 
-static inline TARGET_F32_512 __m512 block_end_512(__m512 d, __m512i s, __m512i emax_f, __m512i kf, int fb, bool split) {
+static inline TARGET_F32_512 __m512 block_end_512(__m512 d, __m512i s, __m512i emax_f, __m512i kconst, int fb,
+                                                  bool split) {
+  __m512i kf = _mm512_sub_epi32(kconst, emax_f); /* recomputed: 8 registers fewer live over the products */
   __m512i dbits = _mm512_castps_si512(d);
   __mmask16 dnonzero = _mm512_test_epi32_mask(dbits, dbits);
   __m512i dshift = _mm512_maskz_slli_epi32(dnonzero, kf, 23);
@@ -593,14 +594,14 @@ block_f32_512(const float *av, const int16_t *ae, const float *bv, const int16_t
       for (int r = 0; r < nr; r++)
         m[r] = _mm512_max_epi16(m[r], _mm512_add_epi16(_mm512_set1_epi16(ae[p * (size_t)nr + (size_t)r]), eb));
     }
-    __m512i emax[F32_ROWS][2], kf[F32_ROWS][2], shift[F32_ROWS][2], s[F32_ROWS][2];
+    __m512i emax[F32_ROWS][2], shift[F32_ROWS][2], s[F32_ROWS][2];
     for (int r = 0; r < nr; r++)
       for (int v = 0; v < 2; v++) {
         __m512i mp = _mm512_cvtepi16_epi32(v ? _mm512_extracti64x4_epi64(m[r], 1) : _mm512_castsi512_si256(m[r]));
         __m512i dfield = _mm512_srli_epi32(_mm512_slli_epi32(_mm512_castps_si512(d[r][v]), 1), 24);
         emax[r][v] = _mm512_max_epi32(mp, dfield);
-        kf[r][v] = _mm512_sub_epi32(kconst, emax[r][v]);
-        shift[r][v] = _mm512_slli_epi32(_mm512_min_epi32(_mm512_max_epi32(kf[r][v], k_lo), k_hi), 23);
+        __m512i kf = _mm512_sub_epi32(kconst, emax[r][v]);
+        shift[r][v] = _mm512_slli_epi32(_mm512_min_epi32(_mm512_max_epi32(kf, k_lo), k_hi), 23);
         s[r][v] = _mm512_setzero_si512();
       }
     for (size_t p = p0; p < p0 + blk; p++) {
@@ -614,7 +615,7 @@ block_f32_512(const float *av, const int16_t *ae, const float *bv, const int16_t
       }
     }
     for (int r = 0; r < nr; r++)
-      for (int v = 0; v < 2; v++) d[r][v] = block_end_512(d[r][v], s[r][v], emax[r][v], kf[r][v], prm->fb, split);
+      for (int v = 0; v < 2; v++) d[r][v] = block_end_512(d[r][v], s[r][v], emax[r][v], kconst, prm->fb, split);
   }
   for (int r = 0; r < nr; r++)
     for (int v = 0; v < 2; v++) _mm512_storeu_ps(dp + (size_t)r * dstride + (size_t)v * 16, d[r][v]);
@@ -650,8 +651,9 @@ static TARGET_F32 void f32_cols(const f32_job *job, float *bv, int16_t *be) {
   _mm_setcsr((csr & ~0xe040u) | 0x6000u);
   const size_t np = job->np, kp = job->kp, rows = job->rows;
   for (size_t i = 0; i < rows; i++) memset(job->dstate + i * np + job->col0, 0, (job->col1 - job->col0) * sizeof(float));
-  for (size_t i0 = 0; i0 < rows; i0 += F32_MC) {
-    size_t i1 = rows - i0 < F32_MC ? rows : i0 + F32_MC;
+  static size_t MC_ = 0; if (!MC_) { const char *e = getenv("XMC"); MC_ = e ? (size_t)atoi(e) : F32_MC; }
+  for (size_t i0 = 0; i0 < rows; i0 += MC_) {
+    size_t i1 = rows - i0 < MC_ ? rows : i0 + MC_;
     for (size_t p0 = 0; p0 < kp; p0 += job->kc) {
       size_t len = kp - p0 < job->kc ? kp - p0 : job->kc;
       for (size_t g0 = job->col0; g0 < job->col1; g0 += F32_GROUP) {
@@ -704,6 +706,8 @@ static size_t online_cpus(void) {
   return cpus;
 }
 
+static precis_mma_path cpu_best_path(void);
+
 /* What f32_safe needs of an operand, in one pass over its bits. */
 typedef struct operand_scan {
   bool finite;        /* no inf or NaN */
@@ -713,19 +717,57 @@ typedef struct operand_scan {
   uint32_t min_field; /* smallest exponent field of a nonzero value */
 } operand_scan;
 
-static operand_scan scan_operand(const float *x, size_t count) {
-  uint32_t max_abs = 0, min_field = 255, bad = 0, wide = 0;
+/* One pass over the bits, in the form the vector loop below takes: the OR of every value's low 12
+ * bits (a zero's are zero), the largest |x| and the smallest nonzero |x| (|x| - 1 as unsigned: a
+ * zero wraps to the largest); its exponent field 0 is a subnormal. */
+static operand_scan scan_finish(uint32_t low_bits, uint32_t max_abs, uint32_t min_nonzero_less_1) {
+  bool any = max_abs != 0;
+  uint32_t min_field = any ? (min_nonzero_less_1 + 1) >> 23 : 255;
+  return (operand_scan){.finite = max_abs < 0x7f800000u,
+                        .narrow = (low_bits & 0xfffu) == 0 && (!any || min_field != 0),
+                        .any = any,
+                        .max_abs = max_abs,
+                        .min_field = min_field};
+}
+
+static operand_scan scan_operand_scalar(const float *x, size_t count, uint32_t low, uint32_t max_abs, uint32_t min_nz) {
   for (size_t i = 0; i < count; i++) {
     uint32_t u;
     memcpy(&u, &x[i], sizeof u);
-    uint32_t a = u & 0x7fffffffu, field = a >> 23, nonzero = a != 0;
-    bad |= field == 255;
-    wide |= nonzero & ((field == 0) | ((u & 0xfffu) != 0));
+    uint32_t a = u & 0x7fffffffu;
+    low |= u;
     max_abs = a > max_abs ? a : max_abs;
-    uint32_t f = nonzero ? field : 255;
-    min_field = f < min_field ? f : min_field;
+    min_nz = a - 1 < min_nz ? a - 1 : min_nz;
   }
-  return (operand_scan){.finite = !bad, .narrow = !wide, .any = max_abs != 0, .max_abs = max_abs, .min_field = min_field};
+  return scan_finish(low, max_abs, min_nz);
+}
+
+/* The same, eight values a step: a small call's scan cost more than its products. */
+static TARGET_AVX2 operand_scan scan_operand_avx2(const float *x, size_t count) {
+  const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff), one = _mm256_set1_epi32(1);
+  __m256i low = _mm256_setzero_si256(), vmax = _mm256_setzero_si256(), vmin = _mm256_set1_epi32(-1);
+  size_t i = 0;
+  for (; i + 8 <= count; i += 8) {
+    __m256i u = _mm256_loadu_si256((const __m256i *)(x + i)), a = _mm256_and_si256(u, abs_mask);
+    low = _mm256_or_si256(low, u);
+    vmax = _mm256_max_epi32(vmax, a);
+    vmin = _mm256_min_epu32(vmin, _mm256_sub_epi32(a, one));
+  }
+  uint32_t lv[8], mx[8], mn[8], l = 0, max_abs = 0, min_nz = UINT32_MAX;
+  _mm256_storeu_si256((__m256i *)lv, low);
+  _mm256_storeu_si256((__m256i *)mx, vmax);
+  _mm256_storeu_si256((__m256i *)mn, vmin);
+  for (int j = 0; j < 8; j++) {
+    l |= lv[j];
+    max_abs = mx[j] > max_abs ? mx[j] : max_abs;
+    min_nz = mn[j] < min_nz ? mn[j] : min_nz;
+  }
+  return scan_operand_scalar(x + i, count - i, l, max_abs, min_nz);
+}
+
+static operand_scan scan_operand(const float *x, size_t count) {
+  return cpu_best_path() >= PRECIS_MMA_PATH_AVX2 ? scan_operand_avx2(x, count)
+                                                  : scan_operand_scalar(x, count, 0, 0, UINT32_MAX);
 }
 
 static float float_of_bits(uint32_t u) {
@@ -763,22 +805,34 @@ static bool f32_safe(const operand_scan *sa, const operand_scan *sb, size_t k, c
 }
 
 /* A's rows as a' and EA' + 127, p-major within each block of F32_ROWS rows (the last may hold
- * fewer), zero (EXP_ZERO) past k. */
-static void f32_pack_rows(const float *a, size_t rows, size_t k, size_t kp, int emin, const f32_plan *plan, float *av,
-                          int16_t *ae) {
-  const float scale = ldexpf(1.0f, plan->sa);
+ * fewer), zero (EXP_ZERO) past k; each row read eight values a step (exp_of_operand_avx2, as B's). */
+static TARGET_F32 void f32_pack_rows(const float *a, size_t rows, size_t k, size_t kp, int emin, const f32_plan *plan,
+                                     float *av, int16_t *ae) {
+  const __m256 scale = _mm256_set1_ps(ldexpf(1.0f, plan->sa));
   for (size_t i = 0; i < rows; i += F32_ROWS) {
     size_t nr = rows - i >= F32_ROWS ? F32_ROWS : rows - i;
-    for (size_t p = 0; p < kp; p++)
-      for (size_t r = 0; r < nr; r++) {
-        float x = p < k ? a[(i + r) * k + p] : 0.0f;
-        size_t at = i * kp + p * nr + r;
-        av[at] = x * scale;
-        uint32_t u;
-        memcpy(&u, &x, sizeof u);
-        int e = (int)((u >> 23) & 0xffu) - 127;
-        ae[at] = (int16_t)((u & 0x7fffffffu) == 0 ? EXP_ZERO : (e < emin ? emin : e) + plan->ea_bias);
+    for (size_t r = 0; r < nr; r++) {
+      const float *row = a + (i + r) * k;
+      float *avr = av + i * kp + r;
+      int16_t *aer = ae + i * kp + r;
+      for (size_t p = 0; p < kp; p += 8) {
+        __m256 x;
+        if (p + 8 <= k) x = _mm256_loadu_ps(row + p);
+        else if (p >= k) x = _mm256_setzero_ps();
+        else
+          x = _mm256_maskload_ps(row + p, _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(k - p)),
+                                                             _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
+        float values[8];
+        int32_t exps[8];
+        _mm256_storeu_ps(values, _mm256_mul_ps(x, scale));
+        _mm256_storeu_si256((__m256i *)exps, exp_of_operand_avx2(x, emin, plan->ea_bias));
+        size_t count = kp - p < 8 ? kp - p : 8;
+        for (size_t l = 0; l < count; l++) {
+          avr[(p + l) * nr] = values[l];
+          aer[(p + l) * nr] = (int16_t)exps[l];
+        }
       }
+    }
   }
 }
 
@@ -810,7 +864,8 @@ static bool mma_vector_f32(const float *a, const float *b, float *c, size_t rows
     if (threads < 1) threads = 1;
     /* k-chunk: F32_MC rows of A's (6 bytes an element) and F32_GROUP columns of B's within about
      * 192 KiB each (L2); a whole number of blocks. */
-    size_t kc = 256 / blk * blk;
+    static size_t KC_ = 0; if (!KC_) { const char *e = getenv("XKC"); KC_ = e ? (size_t)atoi(e) : 256; }
+    size_t kc = KC_ / blk * blk;
     if (kc < blk) kc = blk;
     if (kc > kp) kc = kp;
     f32_job jobs[MMA_MAX_THREADS];
@@ -899,9 +954,10 @@ precis_mma_path precis_gemm_mma_capped(const float *a, const float *b, float *c,
   if (k > 0 && shape->block > 0 && shape->block <= 64 && cap >= PRECIS_MMA_PATH_AVX2) {
     operand_scan sa = scan_operand(a, rows * k), sb = scan_operand(b, k * n);
     if (sa.finite && sb.finite) {
-      if (cap >= PRECIS_MMA_PATH_AVX2_F32 &&
-          mma_vector_f32(a, b, c, rows, n, k, shape, &sa, &sb, cap >= PRECIS_MMA_PATH_AVX512_F32))
-        return cap >= PRECIS_MMA_PATH_AVX512_F32 ? PRECIS_MMA_PATH_AVX512_F32 : PRECIS_MMA_PATH_AVX2_F32;
+      /* at most 16 columns: the AVX2 kernel's 16-column tile (a 32-column one would be half padding) */
+      bool avx512 = cap >= PRECIS_MMA_PATH_AVX512_F32 && n > F32_TILE;
+      if (cap >= PRECIS_MMA_PATH_AVX2_F32 && mma_vector_f32(a, b, c, rows, n, k, shape, &sa, &sb, avx512))
+        return avx512 ? PRECIS_MMA_PATH_AVX512_F32 : PRECIS_MMA_PATH_AVX2_F32;
       if (vector_safe(a, rows * k, b, k * n, k) && mma_vector(a, b, c, rows, n, k, shape)) return PRECIS_MMA_PATH_AVX2;
     }
   }

@@ -36,7 +36,7 @@ void precis_gemm_mma_reference(const float *a, const float *b, float *c, size_t 
  * whose partial sums cannot overflow fp32); the AVX2+FMA kernel in fp32 and int32 lanes (operands
  * of at most 12 significant bits, fp16/bf16/tf32 values, within the exponent spread that keeps its
  * arithmetic exact: cpu_gemm_mma.c); the same fp32 kernel in AVX-512 (F, BW: 32 columns a tile,
- * the roundings embedded), the same conditions. Each call takes the fastest whose conditions hold,
+ * the roundings embedded), the same conditions, for n > 16 (narrower: the AVX2 one). Each call takes the fastest whose conditions hold,
  * up to what the CPU has (CPUID, asked once); PRECIS_MMA_PATH=scalar, =avx2 or =avx2-f32 in the
  * environment caps it, so that tests and benchmarks can compare them. */
 typedef enum {
