@@ -4,9 +4,10 @@
  * rows for the row tails, m = 1, n >= 4096, products large enough for threads) and on inputs that
  * reach each rule: exponents spread so that truncation bites, fp16 subnormals (aligned at 2^-14),
  * subnormal A operands as a block's largest product, cancellation to zero (+0), sums in fp32's
- * subnormal range, an int32 block sum plus the accumulator past 2^31, and inf operands (the
- * reference's fp64 sum; no kernel is taken). The narrow kinds must take the fp32 kernel, the wide
- * ones fall back. Hand-worked cases pin the reference itself to the rule: the 24- and 25-bit
+ * subnormal range, an int32 block sum plus the accumulator past 2^31 (in both fp32 kernels), and inf
+ * operands (the reference's fp64 sum; no kernel is taken). The narrow kinds must take the fp32
+ * kernel (its AVX-512 form where the CPU has it, as the compiler's own CPUID check says, and n > 16),
+ * the wide ones (full fp32 significands among them) fall back. Hand-worked cases pin the reference itself to the rule: the 24- and 25-bit
  * widths, the alignment at ea + eb rather than the product's own exponent, the block boundary and
  * the truncation of the accumulator. */
 #include <math.h>
@@ -36,11 +37,12 @@ typedef enum {
   KIND_CANCEL,
   KIND_F16_SUB_A, /* A all fp16 subnormals, B normal: a subnormal A decides every block's maximum */
   KIND_F32_SUB,   /* beyond the fp32 kernel's exponent range: the double kernel */
+  KIND_FP32,      /* full fp32 significands (24 bits): products not exact in fp32, the double kernel */
   KIND_WIDE,      /* bf16 over 2^-60..2^60: beyond the fp32 kernel's spread */
   KIND_COUNT
 } kind;
 static const char *kind_names[] = {"bf16",     "fp16",          "tf32",           "spread", "fp16-subnormal",
-                                   "cancel",   "fp16-subnormal-A", "fp32-subnormal", "wide"};
+                                   "cancel",   "fp16-subnormal-A", "fp32-subnormal", "fp32", "wide"};
 /* 1: the fp32 kernel must take these operands, 0: it must not, -1: either (spread: it depends on the
  * draw's extremes) */
 static int narrow_kind(kind what) { return what == KIND_SPREAD ? -1 : what < KIND_F32_SUB; }
@@ -66,6 +68,7 @@ static float draw(kind what) {
   case KIND_F16_SUB: return precis_round_f16(ldexpf((float)u, -(int)(next_u64() % 14)));
   case KIND_CANCEL: return (float)((int)(next_u64() % 5) - 2);
   case KIND_F32_SUB: return precis_round_bf16(ldexpf((float)u, -60 - (int)(next_u64() % 10)));
+  case KIND_FP32: return (float)u;
   case KIND_WIDE: return precis_round_bf16(ldexpf((float)u, (int)(next_u64() % 121) - 60));
   case KIND_F16_SUB_A: return precis_round_f16((float)u); /* B's; A's: draw_a */
   default: return 0.0f;
@@ -253,15 +256,27 @@ TEST(block_sum_and_accumulator_past_two_to_the_31) {
   /* sm_90's width: 16 products of (2 - 2^-7)^2 ~ 3.97, each ~2^27 at the block's grid, their sum
    * just below 2^31, plus an accumulator 1.99 at the same exponent (~2^26): 33 bits, exact only if
    * the kernel does not add them in int32. */
-  float a[32] = {0}, b[32] = {0};
+  enum { COLS = 33 }; /* one column and 33 equal ones: the AVX2 and the AVX-512 kernel (n > 16) */
+  float a[32] = {0}, b[32 * COLS] = {0};
   a[0] = 1.9921875f; /* bf16 */
-  b[0] = 1.0f;
-  for (int p = 16; p < 32; p++) a[p] = b[p] = 2.0f - 0x1p-7f;
+  for (int j = 0; j < COLS; j++) b[j] = 1.0f;
+  for (int p = 16; p < 32; p++) {
+    a[p] = 2.0f - 0x1p-7f;
+    for (int j = 0; j < COLS; j++) b[p * COLS + j] = 2.0f - 0x1p-7f;
+  }
   precis_mma_shape s = {.fraction_bits = 25, .block = 16, .emin_a = -126, .emin_b = -126};
-  CHECK(same_bits_ab(a, b, 1, 1, 32, &s, "2^31", NULL));
-  for (int p = 16; p < 32; p++) a[p] = -a[p]; /* and negative: the sum just above -2^31 */
-  a[0] = -a[0];
-  CHECK(same_bits_ab(a, b, 1, 1, 32, &s, "-2^31", NULL));
+  for (int neg = 0; neg < 2; neg++) {
+    if (neg) { /* and negative: the sum just above -2^31 */
+      for (int p = 16; p < 32; p++) a[p] = -a[p];
+      a[0] = -a[0];
+    }
+    float col[32];
+    for (int p = 0; p < 32; p++) col[p] = b[p * COLS];
+    CHECK_MSG(same_bits_ab(a, col, 1, 1, 32, &s, "2^31", NULL), "negative %d", neg);
+    precis_mma_path taken[CAPS];
+    CHECK_MSG(same_bits_ab(a, b, 1, COLS, 32, &s, "2^31", taken), "negative %d", neg);
+    if (have_avx512()) CHECK_EQ_INT(taken[0], PRECIS_MMA_PATH_AVX512_F32);
+  }
 }
 
 TEST(specials_take_the_reference) {
