@@ -1,15 +1,15 @@
-/* The tensor cores' fp32-accumulating MMA on the CPU (src/eval/cpu_gemm_mma.c): every vector
- * kernel (the fp32/int32 one in AVX-512 and in AVX2, the double one, each forced by a cap) gives the same bits as the
- * scalar reference on random shapes (k tails of every block size, odd n for the column tails, odd
- * rows for the row tails, m = 1, n >= 4096, products large enough for threads) and on inputs that
- * reach each rule: exponents spread so that truncation bites, fp16 subnormals (aligned at 2^-14),
- * subnormal A operands as a block's largest product, cancellation to zero (+0), sums in fp32's
- * subnormal range, an int32 block sum plus the accumulator past 2^31 (in both fp32 kernels), and inf
- * operands (the reference's fp64 sum; no kernel is taken). The narrow kinds must take the fp32
- * kernel (its AVX-512 form where the CPU has it, as the compiler's own CPUID check says, and n > 16),
- * the wide ones (full fp32 significands among them) fall back. Hand-worked cases pin the reference itself to the rule: the 24- and 25-bit
- * widths, the alignment at ea + eb rather than the product's own exponent, the block boundary and
- * the truncation of the accumulator. */
+/* The tensor cores' fp32-accumulating MMA on the CPU (src/eval/cpu_gemm_mma.c): every vector kernel
+ * (the fp32/int32 one in AVX-512 and in AVX2, the double one, each forced by a cap) gives the same
+ * bits as the scalar reference on random shapes (k tails of every block size, odd n for the column
+ * tails, odd rows for the row tails, m = 1, n >= 4096, products large enough for threads) and on
+ * inputs that reach each rule: exponents spread so that truncation bites, fp16 subnormals (aligned
+ * at 2^-14), subnormal A operands as a block's largest product, cancellation to zero (+0), sums in
+ * fp32's subnormal range, an int32 block sum plus the accumulator past 2^31 (in both fp32 kernels),
+ * and inf operands (the reference's fp64 sum; no kernel is taken). The narrow kinds must take the
+ * fp32 kernel (its AVX-512 form where the CPU has it, as the compiler's own CPUID check says, and n
+ * > 16), the wide ones (full fp32 significands among them) fall back. Hand-worked cases pin the
+ * reference itself to the rule: the 24- and 25-bit widths, the alignment at ea + eb rather than the
+ * product's own exponent, the block boundary and the truncation of the accumulator. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>

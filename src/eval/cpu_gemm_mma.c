@@ -643,7 +643,7 @@ static TARGET_F32_512 void block_f32_512_dispatch(const float *av, const int16_t
 
 /* Blocked as a BLAS micro-kernel's caller: rows in chunks of F32_MC (A's chunk, F32_MC x kc, stays
  * in L2), k in chunks of kc, the job's columns in groups of F32_GROUP packed once per (rows, k)
- * chunk (F32_GROUP x kc, in L2; one tile of it, 16 x kc, in L1 while the rows go through it). The
+ * chunk (F32_GROUP x kc, in L2; one tile of it, 16 or 32 x kc, near L1 while the rows go by). The
  * accumulators wait in dstate between k-chunks. */
 static TARGET_F32 void f32_cols(const f32_job *job, float *bv, int16_t *be) {
   const unsigned csr = _mm_getcsr();
