@@ -1,14 +1,15 @@
-/* The tensor cores' fp32-accumulating MMA on the CPU (src/eval/cpu_gemm_mma.c): both vector
- * kernels (the fp32/int32 one and the double one, each forced by a cap) give the same bits as the
- * scalar reference on random shapes (k tails of every block size, odd n for the column tails, odd
- * rows for the row tails, m = 1, n >= 4096, products large enough for threads) and on inputs that
- * reach each rule: exponents spread so that truncation bites, fp16 subnormals (aligned at 2^-14),
- * subnormal A operands as a block's largest product, cancellation to zero (+0), sums in fp32's
- * subnormal range, an int32 block sum plus the accumulator past 2^31, and inf operands (the
- * reference's fp64 sum; no kernel is taken). The narrow kinds must take the fp32 kernel, the wide
- * ones fall back. Hand-worked cases pin the reference itself to the rule: the 24- and 25-bit
- * widths, the alignment at ea + eb rather than the product's own exponent, the block boundary and
- * the truncation of the accumulator. */
+/* The tensor cores' fp32-accumulating MMA on the CPU (src/eval/cpu_gemm_mma.c): every vector kernel
+ * (the fp32/int32 one in AVX-512 and in AVX2, the double one, each forced by a cap) gives the same
+ * bits as the scalar reference on random shapes (k tails of every block size, odd n for the column
+ * tails, odd rows for the row tails, m = 1, n >= 4096, products large enough for threads) and on
+ * inputs that reach each rule: exponents spread so that truncation bites, fp16 subnormals (aligned
+ * at 2^-14), subnormal A operands as a block's largest product, cancellation to zero (+0), sums in
+ * fp32's subnormal range, an int32 block sum plus the accumulator past 2^31 (in both fp32 kernels),
+ * and inf operands (the reference's fp64 sum; no kernel is taken). The narrow kinds must take the
+ * fp32 kernel (its AVX-512 form where the CPU has it, as the compiler's own CPUID check says, and n
+ * > 16), the wide ones (full fp32 significands among them) fall back. Hand-worked cases pin the
+ * reference itself to the rule: the 24- and 25-bit widths, the alignment at ea + eb rather than the
+ * product's own exponent, the block boundary and the truncation of the accumulator. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -36,11 +37,12 @@ typedef enum {
   KIND_CANCEL,
   KIND_F16_SUB_A, /* A all fp16 subnormals, B normal: a subnormal A decides every block's maximum */
   KIND_F32_SUB,   /* beyond the fp32 kernel's exponent range: the double kernel */
+  KIND_FP32,      /* full fp32 significands (24 bits): products not exact in fp32, the double kernel */
   KIND_WIDE,      /* bf16 over 2^-60..2^60: beyond the fp32 kernel's spread */
   KIND_COUNT
 } kind;
 static const char *kind_names[] = {"bf16",     "fp16",          "tf32",           "spread", "fp16-subnormal",
-                                   "cancel",   "fp16-subnormal-A", "fp32-subnormal", "wide"};
+                                   "cancel",   "fp16-subnormal-A", "fp32-subnormal", "fp32", "wide"};
 /* 1: the fp32 kernel must take these operands, 0: it must not, -1: either (spread: it depends on the
  * draw's extremes) */
 static int narrow_kind(kind what) { return what == KIND_SPREAD ? -1 : what < KIND_F32_SUB; }
@@ -66,6 +68,7 @@ static float draw(kind what) {
   case KIND_F16_SUB: return precis_round_f16(ldexpf((float)u, -(int)(next_u64() % 14)));
   case KIND_CANCEL: return (float)((int)(next_u64() % 5) - 2);
   case KIND_F32_SUB: return precis_round_bf16(ldexpf((float)u, -60 - (int)(next_u64() % 10)));
+  case KIND_FP32: return (float)u;
   case KIND_WIDE: return precis_round_bf16(ldexpf((float)u, (int)(next_u64() % 121) - 60));
   case KIND_F16_SUB_A: return precis_round_f16((float)u); /* B's; A's: draw_a */
   default: return 0.0f;
@@ -86,19 +89,20 @@ static uint32_t bits_of(float x) {
   return u;
 }
 
-static const precis_mma_path caps[2] = {PRECIS_MMA_PATH_AVX2_F32, PRECIS_MMA_PATH_AVX2};
+#define CAPS 3
+static const precis_mma_path caps[CAPS] = {PRECIS_MMA_PATH_AVX512_F32, PRECIS_MMA_PATH_AVX2_F32, PRECIS_MMA_PATH_AVX2};
 
-/* Both vector kernels (each capped) against the reference; `taken_f32` gets the path the first cap
- * took. */
+/* Every vector kernel (each capped) against the reference; `taken` (CAPS entries, or NULL) gets the
+ * path each cap took. */
 static int same_bits_ab(const float *a, const float *b, size_t rows, size_t n, size_t k, const precis_mma_shape *s,
-                        const char *what, precis_mma_path *taken_f32) {
+                        const char *what, precis_mma_path *taken_by_cap) {
   float *fast = malloc(rows * n * sizeof *fast), *ref = malloc(rows * n * sizeof *ref);
   int same = fast && ref;
   if (same) precis_gemm_mma_reference(a, b, ref, rows, n, k, s);
-  for (int c = 0; c < 2 && same; c++) {
+  for (int c = 0; c < CAPS && same; c++) {
     memset(fast, 0xa5, rows * n * sizeof *fast); /* a lane the kernel forgets to write shows */
     precis_mma_path taken = precis_gemm_mma_capped(a, b, fast, rows, n, k, s, caps[c]);
-    if (c == 0 && taken_f32) *taken_f32 = taken;
+    if (taken_by_cap) taken_by_cap[c] = taken;
     for (size_t i = 0; i < rows * n && same; i++)
       if (bits_of(fast[i]) != bits_of(ref[i])) {
         fprintf(stderr, "%s %zux%zux%zu bits %d block %d, path %s: c[%zu][%zu] = %a, reference %a\n", what, rows, n, k,
@@ -120,6 +124,16 @@ static int have_f32(void) {
   return precis_gemm_mma_capped(&one, &one, &c, 1, 1, 1, &s, PRECIS_MMA_PATH_AVX2_F32) == PRECIS_MMA_PATH_AVX2_F32;
 }
 
+/* The CPU has AVX-512 F and BW with the OS saving its state (asked through the compiler's own
+ * CPUID code, not the library's): the fp32 kernel's AVX-512 form must then be taken. */
+static int have_avx512(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && have_f32();
+#else
+  return 0;
+#endif
+}
+
 static int same_bits(size_t rows, size_t n, size_t k, kind what, int bits, int block) {
   float *a = malloc(rows * k * sizeof *a), *b = malloc(k * n * sizeof *b);
   int same = 0;
@@ -127,15 +141,19 @@ static int same_bits(size_t rows, size_t n, size_t k, kind what, int bits, int b
     for (size_t i = 0; i < rows * k; i++) a[i] = draw_a(what);
     for (size_t i = 0; i < k * n; i++) b[i] = draw(what);
     precis_mma_shape s = shape_of(what, bits, block);
-    precis_mma_path taken = PRECIS_MMA_PATH_SCALAR;
-    same = same_bits_ab(a, b, rows, n, k, &s, kind_names[what], &taken);
-    /* the narrow kinds take the fp32 kernel; the wide ones cannot (its exactness conditions fail) */
+    precis_mma_path taken[CAPS] = {PRECIS_MMA_PATH_SCALAR, PRECIS_MMA_PATH_SCALAR, PRECIS_MMA_PATH_SCALAR};
+    same = same_bits_ab(a, b, rows, n, k, &s, kind_names[what], taken);
+    /* the narrow kinds take the fp32 kernel (in AVX-512 where the CPU has it, in AVX2 under that
+     * cap); the wide ones cannot (its exactness conditions fail) */
     /* all zero: either; wide with few values: the draw may stay within the spread */
     int expect = any_nonzero(a, rows * k) && any_nonzero(b, k * n) ? narrow_kind(what) : -1;
     if (what == KIND_WIDE && (rows * k < 64 || k * n < 64)) expect = -1;
-    if (same && have_f32() && expect >= 0 && (taken == PRECIS_MMA_PATH_AVX2_F32) != expect) {
-      fprintf(stderr, "%s %zux%zux%zu bits %d block %d: took %s\n", kind_names[what], rows, n, k, bits, block,
-              precis_mma_path_name(taken));
+    /* AVX-512 for more than 16 columns (narrower: the AVX2 kernel's 16-column tile) */
+    precis_mma_path best_f32 = have_avx512() && n > 16 ? PRECIS_MMA_PATH_AVX512_F32 : PRECIS_MMA_PATH_AVX2_F32;
+    if (same && have_f32() && expect >= 0 &&
+        ((taken[0] == best_f32) != expect || (taken[1] == PRECIS_MMA_PATH_AVX2_F32) != expect)) {
+      fprintf(stderr, "%s %zux%zux%zu bits %d block %d: took %s and %s\n", kind_names[what], rows, n, k, bits, block,
+              precis_mma_path_name(taken[0]), precis_mma_path_name(taken[1]));
       same = 0;
     }
   }
@@ -182,8 +200,11 @@ TEST(vector_path_matches_the_reference) {
     printf("note: no AVX2 here: both sides are the reference, the comparisons below are trivial\n");
   else if (!have_f32())
     printf("note: no FMA here: the fp32 kernel's cap runs the double kernel\n");
+  else if (!have_avx512())
+    printf("note: no AVX-512 here: its cap runs the AVX2 fp32 kernel\n");
   static const size_t shapes[][3] = {{1, 1, 1}, {1, 7, 3},  {2, 8, 16},  {3, 9, 17},  {5, 15, 33},
-                                     {4, 16, 5}, {7, 17, 64}, {9, 31, 100}, {1, 33, 7}, {2, 1, 200}};
+                                     {4, 16, 5}, {7, 17, 64}, {9, 31, 100}, {1, 33, 7}, {2, 1, 200},
+                                     {3, 48, 40}, {5, 65, 19}, {6, 32, 24}};
   static const int widths[][2] = {{25, 16}, {24, 8}, {25, 8}, {24, 4}};
   for (int what = 0; what < KIND_COUNT; what++)
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
@@ -217,7 +238,7 @@ TEST(subnormal_a_decides_the_block) {
    * its own exponent -20 instead, the grid would be 2^-44 and keep it: 0x1.00001p-20. */
   const float a[2] = {0x1p-20f, 0x1p-20f}, b[2] = {1.0f, 0x1p-20f};
   precis_mma_shape s = {.fraction_bits = 24, .block = 8, .emin_a = -14, .emin_b = -14};
-  for (int c = 0; c < 2; c++) {
+  for (int c = 0; c < CAPS; c++) {
     float out = -1.0f;
     precis_mma_path taken = precis_gemm_mma_capped(a, b, &out, 1, 1, 2, &s, caps[c]);
     CHECK_MSG(out == 0x1p-20f, "path %s: %a", precis_mma_path_name(taken), (double)out);
@@ -235,15 +256,27 @@ TEST(block_sum_and_accumulator_past_two_to_the_31) {
   /* sm_90's width: 16 products of (2 - 2^-7)^2 ~ 3.97, each ~2^27 at the block's grid, their sum
    * just below 2^31, plus an accumulator 1.99 at the same exponent (~2^26): 33 bits, exact only if
    * the kernel does not add them in int32. */
-  float a[32] = {0}, b[32] = {0};
+  enum { COLS = 33 }; /* one column and 33 equal ones: the AVX2 and the AVX-512 kernel (n > 16) */
+  float a[32] = {0}, b[32 * COLS] = {0};
   a[0] = 1.9921875f; /* bf16 */
-  b[0] = 1.0f;
-  for (int p = 16; p < 32; p++) a[p] = b[p] = 2.0f - 0x1p-7f;
+  for (int j = 0; j < COLS; j++) b[j] = 1.0f;
+  for (int p = 16; p < 32; p++) {
+    a[p] = 2.0f - 0x1p-7f;
+    for (int j = 0; j < COLS; j++) b[p * COLS + j] = 2.0f - 0x1p-7f;
+  }
   precis_mma_shape s = {.fraction_bits = 25, .block = 16, .emin_a = -126, .emin_b = -126};
-  CHECK(same_bits_ab(a, b, 1, 1, 32, &s, "2^31", NULL));
-  for (int p = 16; p < 32; p++) a[p] = -a[p]; /* and negative: the sum just above -2^31 */
-  a[0] = -a[0];
-  CHECK(same_bits_ab(a, b, 1, 1, 32, &s, "-2^31", NULL));
+  for (int neg = 0; neg < 2; neg++) {
+    if (neg) { /* and negative: the sum just above -2^31 */
+      for (int p = 16; p < 32; p++) a[p] = -a[p];
+      a[0] = -a[0];
+    }
+    float col[32];
+    for (int p = 0; p < 32; p++) col[p] = b[p * COLS];
+    CHECK_MSG(same_bits_ab(a, col, 1, 1, 32, &s, "2^31", NULL), "negative %d", neg);
+    precis_mma_path taken[CAPS];
+    CHECK_MSG(same_bits_ab(a, b, 1, COLS, 32, &s, "2^31", taken), "negative %d", neg);
+    if (have_avx512()) CHECK_EQ_INT(taken[0], PRECIS_MMA_PATH_AVX512_F32);
+  }
 }
 
 TEST(specials_take_the_reference) {
@@ -255,7 +288,12 @@ TEST(specials_take_the_reference) {
   CHECK(same_bits_ab(a, b, 1, 1, 3, &s, "inf", NULL));
   setenv("PRECIS_MMA_PATH", "scalar", 1);
   CHECK_EQ_INT(precis_gemm_mma_path(), PRECIS_MMA_PATH_SCALAR);
+  if (have_f32()) { /* the AVX2 fp32 kernel can be asked for over the AVX-512 one */
+    setenv("PRECIS_MMA_PATH", "avx2-f32", 1);
+    CHECK_EQ_INT(precis_gemm_mma_path(), PRECIS_MMA_PATH_AVX2_F32);
+  }
   unsetenv("PRECIS_MMA_PATH");
+  CHECK_EQ_INT(precis_gemm_mma_path(), have_avx512() ? PRECIS_MMA_PATH_AVX512_F32 : precis_gemm_mma_path());
 }
 
 TEST(the_widths_differ_from_fp32_sums_and_each_other) {

@@ -487,6 +487,7 @@ typedef struct f32_job {
   int emin_b, eb_bias; /* EB' = EB + eb_bias */
   double out_scale;   /* 2^-(sA + sB): d = d'·out_scale */
   f32_params prm;
+  size_t tile;        /* columns per tile: F32_TILE (AVX2) or F32_TILE_512 */
 } f32_job;
 
 /* EB' = max(ilogb x, emin) + bias of eight fp32 values (normal or zero, by f32_safe) as int32,
@@ -499,23 +500,23 @@ static inline TARGET_F32 __m256i exp_of_operand_avx2(__m256 x, int emin, int bia
   return _mm256_blendv_epi8(e, _mm256_set1_epi32(EXP_ZERO), _mm256_cmpeq_epi32(bits, _mm256_setzero_si256()));
 }
 
-/* Rows p0..p0+len of B's columns col0..col1 (a multiple of 16 wide, zero past n and k) as b' and
- * EB, tile-major: tile t's 16 values of row p at (t * len + p) * 16, read along B's rows. */
+/* Rows p0..p0+len of B's columns col0..col1 (a multiple of the tile wide, zero past n and k) as
+ * b' and EB, tile-major: tile t's values of row p at (t * len + p) * tile, read along B's rows. */
 static TARGET_F32 void f32_pack_group(const f32_job *job, size_t p0, size_t len, size_t col0, size_t col1, float *bv,
                                        int16_t *be) {
+  const size_t tile = job->tile;
   const __m256 scale = _mm256_set1_ps(job->b_scale);
   for (size_t p = 0; p < len; p++) {
     const float *row = job->b + (p0 + p) * job->n;
     for (size_t col = col0; col < col1; col += 8) {
       __m256 x;
       if (p0 + p < job->k && col + 8 <= job->n) x = _mm256_loadu_ps(row + col);
-      else {
-        float tmp[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-        for (size_t l = 0; l < 8; l++)
-          if (p0 + p < job->k && col + l < job->n) tmp[l] = row[col + l];
-        x = _mm256_loadu_ps(tmp);
-      }
-      size_t t = (col - col0) / F32_TILE, at = (t * len + p) * F32_TILE + (col - col0) % F32_TILE;
+      else if (p0 + p >= job->k || col >= job->n) x = _mm256_setzero_ps();
+      else /* a masked load, not lanes stored one by one and read back (a store-forwarding stall that
+            * cost small calls more than their products) */
+        x = _mm256_maskload_ps(row + col, _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(job->n - col)),
+                                                             _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
+      size_t t = (col - col0) / tile, at = (t * len + p) * tile + (col - col0) % tile;
       _mm256_storeu_ps(bv + at, _mm256_mul_ps(x, scale));
       __m256i e = exp_of_operand_avx2(x, job->emin_b, job->eb_bias);
       __m128i e16 = _mm_packs_epi32(_mm256_castsi256_si128(e), _mm256_extracti128_si256(e, 1));
@@ -545,9 +546,104 @@ static TARGET_F32 void block_f32_dispatch(const float *av, const int16_t *ae, co
 }
 #undef F32_ROWS_CASES
 
+/* ---- The same kernel in AVX-512 (F and BW): 32 columns per tile, two vectors of sixteen floats and
+ * one of 32 int16 exponents, so that a row's exponent maximum is one 512-bit max per p and the
+ * 4 rows x 2 vectors of accumulators, sums and shifts (24 registers) stay in the 32 zmm registers.
+ * The arithmetic is block_f32's step for step; the two roundings toward zero (the int32 -> fp32
+ * conversion and the fma of the split) are embedded in the instructions (the MXCSR setting of
+ * f32_cols is not needed by this kernel), the zero-accumulator test is a mask. */
+#define TARGET_F32_512 __attribute__((target("avx512f,avx512bw,avx2,fma")))
+#define F32_TILE_512 32
+
+static inline TARGET_F32_512 __m512 block_end_512(__m512 d, __m512i s, __m512i emax_f, __m512i kconst, int fb,
+                                                  bool split) {
+  __m512i kf = _mm512_sub_epi32(kconst, emax_f); /* recomputed: 8 registers fewer live over the products */
+  __m512i dbits = _mm512_castps_si512(d);
+  __mmask16 dnonzero = _mm512_test_epi32_mask(dbits, dbits);
+  __m512i dshift = _mm512_maskz_slli_epi32(dnonzero, kf, 23);
+  __m512i dterm = _mm512_cvttps_epi32(_mm512_castsi512_ps(_mm512_add_epi32(dbits, dshift)));
+  __m512 t;
+  if (split) { /* S + D may need 33 bits */
+    const __m512i low8 = _mm512_set1_epi32(255);
+    __m512i th = _mm512_add_epi32(_mm512_srai_epi32(s, 8), _mm512_srai_epi32(dterm, 8));
+    __m512i tl = _mm512_add_epi32(_mm512_and_si512(s, low8), _mm512_and_si512(dterm, low8));
+    t = _mm512_fmadd_round_ps(_mm512_cvtepi32_ps(th), _mm512_set1_ps(256.0f), _mm512_cvtepi32_ps(tl),
+                              _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+  } else {
+    t = _mm512_cvt_roundepi32_ps(_mm512_add_epi32(s, dterm), _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+  }
+  __m512i pw = _mm512_slli_epi32(_mm512_max_epi32(_mm512_sub_epi32(emax_f, _mm512_set1_epi32(fb)), _mm512_set1_epi32(1)),
+                                 23);
+  return _mm512_mul_ps(t, _mm512_castsi512_ps(pw));
+}
+
+/* block_f32 on a tile of 32 columns (bv/be: 32 per p). */
+static inline __attribute__((always_inline)) TARGET_F32_512 void
+block_f32_512(const float *av, const int16_t *ae, const float *bv, const int16_t *be, float *dp, size_t dstride,
+              size_t len, const f32_params *prm, int nr, size_t blk, bool split) {
+  __m512 d[F32_ROWS][2];
+  for (int r = 0; r < nr; r++)
+    for (int v = 0; v < 2; v++) d[r][v] = _mm512_loadu_ps(dp + (size_t)r * dstride + (size_t)v * 16);
+  const __m512i kconst = _mm512_set1_epi32(prm->fb + 127), k_lo = _mm512_setzero_si512(),
+                k_hi = _mm512_set1_epi32(126);
+  for (size_t p0 = 0; p0 < len; p0 += blk) {
+    __m512i m[F32_ROWS];
+    for (int r = 0; r < nr; r++) m[r] = _mm512_set1_epi16(EXP_ZERO);
+    for (size_t p = p0; p < p0 + blk; p++) {
+      __m512i eb = _mm512_loadu_si512((const void *)(be + p * F32_TILE_512));
+      for (int r = 0; r < nr; r++)
+        m[r] = _mm512_max_epi16(m[r], _mm512_add_epi16(_mm512_set1_epi16(ae[p * (size_t)nr + (size_t)r]), eb));
+    }
+    __m512i emax[F32_ROWS][2], shift[F32_ROWS][2], s[F32_ROWS][2];
+    for (int r = 0; r < nr; r++)
+      for (int v = 0; v < 2; v++) {
+        __m512i mp = _mm512_cvtepi16_epi32(v ? _mm512_extracti64x4_epi64(m[r], 1) : _mm512_castsi512_si256(m[r]));
+        __m512i dfield = _mm512_srli_epi32(_mm512_slli_epi32(_mm512_castps_si512(d[r][v]), 1), 24);
+        emax[r][v] = _mm512_max_epi32(mp, dfield);
+        __m512i kf = _mm512_sub_epi32(kconst, emax[r][v]);
+        shift[r][v] = _mm512_slli_epi32(_mm512_min_epi32(_mm512_max_epi32(kf, k_lo), k_hi), 23);
+        s[r][v] = _mm512_setzero_si512();
+      }
+    for (size_t p = p0; p < p0 + blk; p++) {
+      __m512 b0 = _mm512_loadu_ps(bv + p * F32_TILE_512), b1 = _mm512_loadu_ps(bv + p * F32_TILE_512 + 16);
+      for (int r = 0; r < nr; r++) {
+        __m512 a = _mm512_set1_ps(av[p * (size_t)nr + (size_t)r]);
+        __m512i t0 = _mm512_add_epi32(_mm512_castps_si512(_mm512_mul_ps(a, b0)), shift[r][0]);
+        __m512i t1 = _mm512_add_epi32(_mm512_castps_si512(_mm512_mul_ps(a, b1)), shift[r][1]);
+        s[r][0] = _mm512_add_epi32(s[r][0], _mm512_cvttps_epi32(_mm512_castsi512_ps(t0)));
+        s[r][1] = _mm512_add_epi32(s[r][1], _mm512_cvttps_epi32(_mm512_castsi512_ps(t1)));
+      }
+    }
+    for (int r = 0; r < nr; r++)
+      for (int v = 0; v < 2; v++) d[r][v] = block_end_512(d[r][v], s[r][v], emax[r][v], kconst, prm->fb, split);
+  }
+  for (int r = 0; r < nr; r++)
+    for (int v = 0; v < 2; v++) _mm512_storeu_ps(dp + (size_t)r * dstride + (size_t)v * 16, d[r][v]);
+}
+
+#define F32_ROWS_CASES_512(BLK, SPLIT)                                                                        \
+  switch (nr) {                                                                                               \
+  case 4: block_f32_512(av, ae, bv, be, dp, dstride, len, prm, 4, BLK, SPLIT); break;                         \
+  case 3: block_f32_512(av, ae, bv, be, dp, dstride, len, prm, 3, BLK, SPLIT); break;                         \
+  case 2: block_f32_512(av, ae, bv, be, dp, dstride, len, prm, 2, BLK, SPLIT); break;                         \
+  default: block_f32_512(av, ae, bv, be, dp, dstride, len, prm, 1, BLK, SPLIT); break;                        \
+  }
+static TARGET_F32_512 void block_f32_512_dispatch(const float *av, const int16_t *ae, const float *bv,
+                                                  const int16_t *be, float *dp, size_t dstride, size_t len,
+                                                  const f32_params *prm, int nr) {
+  const bool split = prm->split;
+  if (prm->blk == 16 && split) F32_ROWS_CASES_512(16, true)
+  else if (prm->blk == 16) F32_ROWS_CASES_512(16, false)
+  else if (prm->blk == 8 && !split) F32_ROWS_CASES_512(8, false)
+  else if (prm->blk == 4 && !split) F32_ROWS_CASES_512(4, false)
+  else if (split) F32_ROWS_CASES_512((size_t)prm->blk, true)
+  else F32_ROWS_CASES_512((size_t)prm->blk, false)
+}
+#undef F32_ROWS_CASES_512
+
 /* Blocked as a BLAS micro-kernel's caller: rows in chunks of F32_MC (A's chunk, F32_MC x kc, stays
  * in L2), k in chunks of kc, the job's columns in groups of F32_GROUP packed once per (rows, k)
- * chunk (F32_GROUP x kc, in L2; one tile of it, 16 x kc, in L1 while the rows go through it). The
+ * chunk (F32_GROUP x kc, in L2; one tile of it, 16 or 32 x kc, near L1 while the rows go by). The
  * accumulators wait in dstate between k-chunks. */
 static TARGET_F32 void f32_cols(const f32_job *job, float *bv, int16_t *be) {
   const unsigned csr = _mm_getcsr();
@@ -555,21 +651,23 @@ static TARGET_F32 void f32_cols(const f32_job *job, float *bv, int16_t *be) {
   _mm_setcsr((csr & ~0xe040u) | 0x6000u);
   const size_t np = job->np, kp = job->kp, rows = job->rows;
   for (size_t i = 0; i < rows; i++) memset(job->dstate + i * np + job->col0, 0, (job->col1 - job->col0) * sizeof(float));
-  for (size_t i0 = 0; i0 < rows; i0 += F32_MC) {
-    size_t i1 = rows - i0 < F32_MC ? rows : i0 + F32_MC;
+  static size_t MC_ = 0; if (!MC_) { const char *e = getenv("XMC"); MC_ = e ? (size_t)atoi(e) : F32_MC; }
+  for (size_t i0 = 0; i0 < rows; i0 += MC_) {
+    size_t i1 = rows - i0 < MC_ ? rows : i0 + MC_;
     for (size_t p0 = 0; p0 < kp; p0 += job->kc) {
       size_t len = kp - p0 < job->kc ? kp - p0 : job->kc;
       for (size_t g0 = job->col0; g0 < job->col1; g0 += F32_GROUP) {
         size_t g1 = job->col1 - g0 < F32_GROUP ? job->col1 : g0 + F32_GROUP;
         f32_pack_group(job, p0, len, g0, g1, bv, be);
-        for (size_t col = g0; col < g1; col += F32_TILE) {
+        for (size_t col = g0; col < g1; col += job->tile) {
           size_t off = (col - g0) * len;
           for (size_t i = i0; i < i1; i += F32_ROWS) {
             int nr = rows - i >= F32_ROWS ? F32_ROWS : (int)(rows - i);
             const float *av = job->av + i * kp + p0 * (size_t)nr;
             const int16_t *ae = job->ae + i * kp + p0 * (size_t)nr;
             float *dp = job->dstate + i * np + col;
-            block_f32_dispatch(av, ae, bv + off, be + off, dp, np, len, &job->prm, nr);
+            if (job->tile == F32_TILE_512) block_f32_512_dispatch(av, ae, bv + off, be + off, dp, np, len, &job->prm, nr);
+            else block_f32_dispatch(av, ae, bv + off, be + off, dp, np, len, &job->prm, nr);
           }
         }
       }
@@ -608,6 +706,8 @@ static size_t online_cpus(void) {
   return cpus;
 }
 
+static precis_mma_path cpu_best_path(void);
+
 /* What f32_safe needs of an operand, in one pass over its bits. */
 typedef struct operand_scan {
   bool finite;        /* no inf or NaN */
@@ -617,19 +717,57 @@ typedef struct operand_scan {
   uint32_t min_field; /* smallest exponent field of a nonzero value */
 } operand_scan;
 
-static operand_scan scan_operand(const float *x, size_t count) {
-  uint32_t max_abs = 0, min_field = 255, bad = 0, wide = 0;
+/* One pass over the bits, in the form the vector loop below takes: the OR of every value's low 12
+ * bits (a zero's are zero), the largest |x| and the smallest nonzero |x| (|x| - 1 as unsigned: a
+ * zero wraps to the largest); its exponent field 0 is a subnormal. */
+static operand_scan scan_finish(uint32_t low_bits, uint32_t max_abs, uint32_t min_nonzero_less_1) {
+  bool any = max_abs != 0;
+  uint32_t min_field = any ? (min_nonzero_less_1 + 1) >> 23 : 255;
+  return (operand_scan){.finite = max_abs < 0x7f800000u,
+                        .narrow = (low_bits & 0xfffu) == 0 && (!any || min_field != 0),
+                        .any = any,
+                        .max_abs = max_abs,
+                        .min_field = min_field};
+}
+
+static operand_scan scan_operand_scalar(const float *x, size_t count, uint32_t low, uint32_t max_abs, uint32_t min_nz) {
   for (size_t i = 0; i < count; i++) {
     uint32_t u;
     memcpy(&u, &x[i], sizeof u);
-    uint32_t a = u & 0x7fffffffu, field = a >> 23, nonzero = a != 0;
-    bad |= field == 255;
-    wide |= nonzero & ((field == 0) | ((u & 0xfffu) != 0));
+    uint32_t a = u & 0x7fffffffu;
+    low |= u;
     max_abs = a > max_abs ? a : max_abs;
-    uint32_t f = nonzero ? field : 255;
-    min_field = f < min_field ? f : min_field;
+    min_nz = a - 1 < min_nz ? a - 1 : min_nz;
   }
-  return (operand_scan){.finite = !bad, .narrow = !wide, .any = max_abs != 0, .max_abs = max_abs, .min_field = min_field};
+  return scan_finish(low, max_abs, min_nz);
+}
+
+/* The same, eight values a step: a small call's scan cost more than its products. */
+static TARGET_AVX2 operand_scan scan_operand_avx2(const float *x, size_t count) {
+  const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff), one = _mm256_set1_epi32(1);
+  __m256i low = _mm256_setzero_si256(), vmax = _mm256_setzero_si256(), vmin = _mm256_set1_epi32(-1);
+  size_t i = 0;
+  for (; i + 8 <= count; i += 8) {
+    __m256i u = _mm256_loadu_si256((const __m256i *)(x + i)), a = _mm256_and_si256(u, abs_mask);
+    low = _mm256_or_si256(low, u);
+    vmax = _mm256_max_epi32(vmax, a);
+    vmin = _mm256_min_epu32(vmin, _mm256_sub_epi32(a, one));
+  }
+  uint32_t lv[8], mx[8], mn[8], l = 0, max_abs = 0, min_nz = UINT32_MAX;
+  _mm256_storeu_si256((__m256i *)lv, low);
+  _mm256_storeu_si256((__m256i *)mx, vmax);
+  _mm256_storeu_si256((__m256i *)mn, vmin);
+  for (int j = 0; j < 8; j++) {
+    l |= lv[j];
+    max_abs = mx[j] > max_abs ? mx[j] : max_abs;
+    min_nz = mn[j] < min_nz ? mn[j] : min_nz;
+  }
+  return scan_operand_scalar(x + i, count - i, l, max_abs, min_nz);
+}
+
+static operand_scan scan_operand(const float *x, size_t count) {
+  return cpu_best_path() >= PRECIS_MMA_PATH_AVX2 ? scan_operand_avx2(x, count)
+                                                  : scan_operand_scalar(x, count, 0, 0, UINT32_MAX);
 }
 
 static float float_of_bits(uint32_t u) {
@@ -667,34 +805,47 @@ static bool f32_safe(const operand_scan *sa, const operand_scan *sb, size_t k, c
 }
 
 /* A's rows as a' and EA' + 127, p-major within each block of F32_ROWS rows (the last may hold
- * fewer), zero (EXP_ZERO) past k. */
-static void f32_pack_rows(const float *a, size_t rows, size_t k, size_t kp, int emin, const f32_plan *plan, float *av,
-                          int16_t *ae) {
-  const float scale = ldexpf(1.0f, plan->sa);
+ * fewer), zero (EXP_ZERO) past k; each row read eight values a step (exp_of_operand_avx2, as B's). */
+static TARGET_F32 void f32_pack_rows(const float *a, size_t rows, size_t k, size_t kp, int emin, const f32_plan *plan,
+                                     float *av, int16_t *ae) {
+  const __m256 scale = _mm256_set1_ps(ldexpf(1.0f, plan->sa));
   for (size_t i = 0; i < rows; i += F32_ROWS) {
     size_t nr = rows - i >= F32_ROWS ? F32_ROWS : rows - i;
-    for (size_t p = 0; p < kp; p++)
-      for (size_t r = 0; r < nr; r++) {
-        float x = p < k ? a[(i + r) * k + p] : 0.0f;
-        size_t at = i * kp + p * nr + r;
-        av[at] = x * scale;
-        uint32_t u;
-        memcpy(&u, &x, sizeof u);
-        int e = (int)((u >> 23) & 0xffu) - 127;
-        ae[at] = (int16_t)((u & 0x7fffffffu) == 0 ? EXP_ZERO : (e < emin ? emin : e) + plan->ea_bias);
+    for (size_t r = 0; r < nr; r++) {
+      const float *row = a + (i + r) * k;
+      float *avr = av + i * kp + r;
+      int16_t *aer = ae + i * kp + r;
+      for (size_t p = 0; p < kp; p += 8) {
+        __m256 x;
+        if (p + 8 <= k) x = _mm256_loadu_ps(row + p);
+        else if (p >= k) x = _mm256_setzero_ps();
+        else
+          x = _mm256_maskload_ps(row + p, _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(k - p)),
+                                                             _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
+        float values[8];
+        int32_t exps[8];
+        _mm256_storeu_ps(values, _mm256_mul_ps(x, scale));
+        _mm256_storeu_si256((__m256i *)exps, exp_of_operand_avx2(x, emin, plan->ea_bias));
+        size_t count = kp - p < 8 ? kp - p : 8;
+        for (size_t l = 0; l < count; l++) {
+          avr[(p + l) * nr] = values[l];
+          aer[(p + l) * nr] = (int16_t)exps[l];
+        }
       }
+    }
   }
 }
 
 #define F32_MIN_WORK_PER_THREAD (1u << 21)
 
 static bool mma_vector_f32(const float *a, const float *b, float *c, size_t rows, size_t n, size_t k,
-                           const precis_mma_shape *shape, const operand_scan *sa, const operand_scan *sb) {
+                           const precis_mma_shape *shape, const operand_scan *sa, const operand_scan *sb, bool avx512) {
+  const size_t tile = avx512 ? F32_TILE_512 : F32_TILE;
   f32_plan plan;
   if (!f32_safe(sa, sb, k, shape, &plan)) return false;
   size_t blk = (size_t)shape->block, kp = (k + blk - 1) / blk * blk;
   if (kp > SIZE_MAX / (rows * 8 + 1)) return false;
-  size_t np = (n + F32_TILE - 1) / F32_TILE * F32_TILE;
+  size_t np = (n + tile - 1) / tile * tile;
   /* small calls: the packed A and the accumulators on the stack */
   float av_small[F32_SMALL_CALL], dstate_small[F32_SMALL_CALL];
   int16_t ae_small[F32_SMALL_CALL];
@@ -708,12 +859,13 @@ static bool mma_vector_f32(const float *a, const float *b, float *c, size_t rows
     size_t threads = online_cpus();
     double work = (double)rows * (double)n * (double)k;
     while (threads > 1 && work / (double)threads < (double)F32_MIN_WORK_PER_THREAD) threads--;
-    size_t tiles = np / F32_TILE;
+    size_t tiles = np / tile;
     if (threads > tiles) threads = tiles;
     if (threads < 1) threads = 1;
     /* k-chunk: F32_MC rows of A's (6 bytes an element) and F32_GROUP columns of B's within about
      * 192 KiB each (L2); a whole number of blocks. */
-    size_t kc = 256 / blk * blk;
+    static size_t KC_ = 0; if (!KC_) { const char *e = getenv("XKC"); KC_ = e ? (size_t)atoi(e) : 256; }
+    size_t kc = KC_ / blk * blk;
     if (kc < blk) kc = blk;
     if (kc > kp) kc = kp;
     f32_job jobs[MMA_MAX_THREADS];
@@ -722,8 +874,9 @@ static bool mma_vector_f32(const float *a, const float *b, float *c, size_t rows
     void *failed[MMA_MAX_THREADS];
     for (size_t t = 0; t < threads; t++) {
       size_t first = tiles * t / threads, last = tiles * (t + 1) / threads;
-      jobs[t] = (f32_job){av,         ae,  b,    c,     dstate, rows, first * F32_TILE, last * F32_TILE, n, np, k, kp, kc,
-                          ldexpf(1.0f, plan.sb), shape->emin_b, plan.eb_bias, ldexp(1.0, -(plan.sa + plan.sb)), plan.prm};
+      jobs[t] = (f32_job){av,         ae,  b,    c,     dstate, rows, first * tile, last * tile, n, np, k, kp, kc,
+                          ldexpf(1.0f, plan.sb), shape->emin_b, plan.eb_bias, ldexp(1.0, -(plan.sa + plan.sb)), plan.prm,
+                          tile};
       started[t] = t > 0 && pthread_create(&ids[t], NULL, f32_thread, &jobs[t]) == 0;
     }
     for (size_t t = 0; t < threads; t++)
@@ -740,7 +893,8 @@ static bool mma_vector_f32(const float *a, const float *b, float *c, size_t rows
   return ok;
 }
 
-/* CPUID: AVX2 (leaf 7 EBX) and the OS saving the YMM state (OSXSAVE, XCR0 bits 1 and 2). */
+/* CPUID: AVX2 and AVX-512 (leaf 7 EBX), FMA, and the OS saving the YMM (OSXSAVE, XCR0 bits 1 and 2)
+ * and ZMM state. */
 static precis_mma_path cpu_best_path_uncached(void) {
   unsigned eax, ebx, ecx, edx;
   if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx) || !(ecx & bit_OSXSAVE)) return PRECIS_MMA_PATH_SCALAR;
@@ -750,7 +904,10 @@ static precis_mma_path cpu_best_path_uncached(void) {
   __asm__("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
   (void)xcr0_hi;
   if ((xcr0_lo & 0x6u) != 0x6u || !(ebx & bit_AVX2)) return PRECIS_MMA_PATH_SCALAR;
-  return fma ? PRECIS_MMA_PATH_AVX2_F32 : PRECIS_MMA_PATH_AVX2;
+  if (!fma) return PRECIS_MMA_PATH_AVX2;
+  /* AVX-512 F and BW, and the OS saving the opmask and zmm state (XCR0 bits 5, 6, 7) */
+  if ((ebx & bit_AVX512F) && (ebx & bit_AVX512BW) && (xcr0_lo & 0xe0u) == 0xe0u) return PRECIS_MMA_PATH_AVX512_F32;
+  return PRECIS_MMA_PATH_AVX2_F32;
 }
 
 /* Asked once: CPUID traps to the hypervisor in a virtual machine (microseconds, more than a small
@@ -768,7 +925,12 @@ static precis_mma_path cpu_best_path(void) {
 #endif /* PRECIS_MMA_X86 */
 
 const char *precis_mma_path_name(precis_mma_path path) {
-  return path == PRECIS_MMA_PATH_AVX2_F32 ? "avx2-f32" : path == PRECIS_MMA_PATH_AVX2 ? "avx2" : "scalar";
+  switch (path) {
+  case PRECIS_MMA_PATH_AVX512_F32: return "avx512-f32";
+  case PRECIS_MMA_PATH_AVX2_F32: return "avx2-f32";
+  case PRECIS_MMA_PATH_AVX2: return "avx2";
+  default: return "scalar";
+  }
 }
 
 precis_mma_path precis_gemm_mma_path(void) {
@@ -779,6 +941,7 @@ precis_mma_path precis_gemm_mma_path(void) {
   const char *cap = getenv("PRECIS_MMA_PATH");
   if (cap && strcmp(cap, "scalar") == 0) best = PRECIS_MMA_PATH_SCALAR;
   if (cap && strcmp(cap, "avx2") == 0 && best > PRECIS_MMA_PATH_AVX2) best = PRECIS_MMA_PATH_AVX2;
+  if (cap && strcmp(cap, "avx2-f32") == 0 && best > PRECIS_MMA_PATH_AVX2_F32) best = PRECIS_MMA_PATH_AVX2_F32;
   return best;
 }
 
@@ -791,8 +954,10 @@ precis_mma_path precis_gemm_mma_capped(const float *a, const float *b, float *c,
   if (k > 0 && shape->block > 0 && shape->block <= 64 && cap >= PRECIS_MMA_PATH_AVX2) {
     operand_scan sa = scan_operand(a, rows * k), sb = scan_operand(b, k * n);
     if (sa.finite && sb.finite) {
-      if (cap >= PRECIS_MMA_PATH_AVX2_F32 && mma_vector_f32(a, b, c, rows, n, k, shape, &sa, &sb))
-        return PRECIS_MMA_PATH_AVX2_F32;
+      /* at most 16 columns: the AVX2 kernel's 16-column tile (a 32-column one would be half padding) */
+      bool avx512 = cap >= PRECIS_MMA_PATH_AVX512_F32 && n > F32_TILE;
+      if (cap >= PRECIS_MMA_PATH_AVX2_F32 && mma_vector_f32(a, b, c, rows, n, k, shape, &sa, &sb, avx512))
+        return avx512 ? PRECIS_MMA_PATH_AVX512_F32 : PRECIS_MMA_PATH_AVX2_F32;
       if (vector_safe(a, rows * k, b, k * n, k) && mma_vector(a, b, c, rows, n, k, shape)) return PRECIS_MMA_PATH_AVX2;
     }
   }

@@ -1,7 +1,7 @@
 /* GEMM in the tensor cores' fp32-accumulating MMA arithmetic (fp16/bf16/tf32 recipes on the cpu
  * backend under a --target, DESIGN §19, docs/formats.md "Target architectures"): the scalar
- * reference and two AVX2 kernels (threads over columns) that give bit-identical results, chosen at
- * run time by the CPU's features and the operands. */
+ * reference, two AVX2 kernels and an AVX-512 one (threads over columns) that give bit-identical
+ * results, chosen at run time by the CPU's features and the operands. */
 #ifndef PRECIS_CPU_GEMM_MMA_H
 #define PRECIS_CPU_GEMM_MMA_H
 
@@ -35,10 +35,17 @@ void precis_gemm_mma_reference(const float *a, const float *b, float *c, size_t 
 /* The paths, slowest first: the scalar reference; the AVX2 kernel in doubles (any finite operands
  * whose partial sums cannot overflow fp32); the AVX2+FMA kernel in fp32 and int32 lanes (operands
  * of at most 12 significant bits, fp16/bf16/tf32 values, within the exponent spread that keeps its
- * arithmetic exact: cpu_gemm_mma.c). Each call takes the fastest whose conditions hold, up to what
- * the CPU has; PRECIS_MMA_PATH=scalar or =avx2 in the environment caps it, so that tests and
+ * arithmetic exact: cpu_gemm_mma.c); the same fp32 kernel in AVX-512 (F, BW: 32 columns a tile, the
+ * roundings embedded), the same conditions, for n > 16 (narrower: the AVX2 one). Each call takes
+ * the fastest whose conditions hold, up to what the CPU has (CPUID, asked once);
+ * PRECIS_MMA_PATH=scalar, =avx2 or =avx2-f32 in the environment caps it, so that tests and
  * benchmarks can compare them. */
-typedef enum { PRECIS_MMA_PATH_SCALAR, PRECIS_MMA_PATH_AVX2, PRECIS_MMA_PATH_AVX2_F32 } precis_mma_path;
+typedef enum {
+  PRECIS_MMA_PATH_SCALAR,
+  PRECIS_MMA_PATH_AVX2,
+  PRECIS_MMA_PATH_AVX2_F32,
+  PRECIS_MMA_PATH_AVX512_F32
+} precis_mma_path;
 precis_mma_path precis_gemm_mma_path(void);
 const char *precis_mma_path_name(precis_mma_path path);
 

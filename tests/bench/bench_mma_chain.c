@@ -11,7 +11,9 @@
  * oversubscribed machine the wall clock penalises the longer call (a 1 ms sgemm runs within one
  * time slice, a 20 ms kernel waits between several); on an idle machine the two agree. On a corner
  * of every output (4 rows x 512 columns) the scalar reference runs too: a case whose bits differ
- * fails (exit 1).
+ * fails (exit 1). Where the library takes the AVX-512 fp32 kernel, the AVX2 one (forced by a cap)
+ * is timed beside it in the same alternation (cpu time, its ratio to sgemm and its output's bits
+ * against the reference's too): the gain of the AVX-512 form, measured side by side.
  *
  *   bench_mma_chain [--report-only] [--quick] [M N K]
  *
@@ -119,8 +121,10 @@ static int bench_one(bench_verdict *v, long m, long n, long k, const char *why, 
    * time a batch of calls */
   double flops = 2.0 * (double)m * (double)n * (double)k;
   int batch = flops < 1e7 ? (int)(1e7 / flops) : 1;
+  const int second = precis_gemm_mma_path() == PRECIS_MMA_PATH_AVX512_F32;
   for (int w = 0; w < 2; w++) {
-    double ts[MAX_REPS], tk[MAX_REPS], cs[MAX_REPS], ck[MAX_REPS];
+    double ts[MAX_REPS], tk[MAX_REPS], cs[MAX_REPS], ck[MAX_REPS], c2[MAX_REPS];
+    int same2 = 1;
     int reps = flops > 5e10 ? 1 : flops > 2e10 ? 3 : MAX_REPS;
     for (int r = 0; r < reps; r++) {
       openblas_set_num_threads(0); /* every core */
@@ -141,17 +145,26 @@ static int bench_one(bench_verdict *v, long m, long n, long k, const char *why, 
       t0 = cpu_ms();
       for (int i = 0; i < batch; i++) precis_gemm_mma(a, b, c, (size_t)m, (size_t)n, (size_t)k, &widths[w]);
       ck[r] = (cpu_ms() - t0) / batch;
+      if (second) {
+        t0 = cpu_ms();
+        for (int i = 0; i < batch; i++)
+          precis_gemm_mma_capped(a, b, c32, (size_t)m, (size_t)n, (size_t)k, &widths[w], PRECIS_MMA_PATH_AVX2_F32);
+        c2[r] = (cpu_ms() - t0) / batch;
+      }
     }
+    if (second) same2 = corner_identical(a, b, c32, (size_t)m, (size_t)n, (size_t)k, &widths[w]);
     openblas_set_num_threads(0);
     double sgemm_ms = median(ts, reps), kernel_ms = median(tk, reps);
     double sgemm_cpu = median(cs, reps), kernel_cpu = median(ck, reps), ratio = kernel_cpu / sgemm_cpu;
     int same = corner_identical(a, b, c, (size_t)m, (size_t)n, (size_t)k, &widths[w]);
     bool met = bench_goal(v, ratio, NAN, GOAL_RATIO);
-    if (!same) bench_failed(v);
+    if (!same || !same2) bench_failed(v);
+    char avx2[64] = "";
+    if (second) snprintf(avx2, sizeof avx2, " | avx2-f32 %9.3f ms %5.2fx", median(c2, reps), median(c2, reps) / sgemm_cpu);
     printf("%5ldx%6ldx%5ld %-4s %-12s wall: sgemm %9.3f ms kernel %9.3f ms %5.2fx | cpu: sgemm %9.3f ms kernel %9.3f "
-           "ms %5.2fx %s | bits %s  (%s)\n",
+           "ms %5.2fx %s%s | bits %s  (%s)\n",
            m, n, k, fp16 ? "fp16" : "bf16", names[w], sgemm_ms, kernel_ms, kernel_ms / sgemm_ms, sgemm_cpu, kernel_cpu,
-           ratio, met ? "ok  " : "SLOW", same ? "= reference" : "DIFFER from the reference", why);
+           ratio, met ? "ok  " : "SLOW", avx2, same && same2 ? "= reference" : "DIFFER from the reference", why);
     fflush(stdout);
   }
   free(a), free(b), free(c), free(c32);
