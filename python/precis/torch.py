@@ -555,8 +555,11 @@ class _Emulated:
 
         self.name, self.module, self.recipe, self.record = name, module, recipe, record
         self.gemm = precis.emulate
-        self.b = weight_kn(module, in_major)
-        self.k, self.n = self.b.shape
+        self.in_major = in_major
+        # b = W^T is made per call, not held: a float32 copy of every planned layer at once would
+        # double the model's weights in memory (docs/verify.md, "Memory").
+        w = module.weight
+        self.k, self.n = (int(w.shape[0]), int(w.shape[1])) if in_major else (int(w.shape[1]), int(w.shape[0]))
         out = _out_format(recipe)
         if out not in _OUT_DTYPES:
             raise PlanError(f"layer {name}: recipe {recipe} outputs {out}; adding the bias in that format is not supported "
@@ -573,7 +576,9 @@ class _Emulated:
         # [batch, seq, k] (a 2-D input [n, k] as [n, 1, k], as capture records it), which precis.emulate
         # computes as one A (a tensor scale spans the whole batch, row scales are per token).
         a = x.detach().to(torch.float32).reshape(-1, x.shape[-2] if x.dim() >= 3 else 1, self.k).cpu().numpy()
-        c = np.asarray(self.gemm(np.ascontiguousarray(a), self.b, self.recipe), np.float32)
+        b = weight_kn(self.module, self.in_major)
+        c = np.asarray(self.gemm(np.ascontiguousarray(a), b, self.recipe), np.float32)
+        del b
         if self.record is not None:
             self.record.setdefault(self.name, []).append(c.reshape(-1, a.shape[1], self.n))
         y = torch.from_numpy(c.reshape(*lead, self.n))
