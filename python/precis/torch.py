@@ -271,15 +271,33 @@ class Captured:
 
 
 def _atomic(path, write):
+    """write(tmp) then rename to path. The temporary file (or directory) is removed whatever stops
+    the write; a SIGINT/SIGTERM meanwhile ends the process by that signal once it is removed."""
+    from .signals import Stopped, die_by, stopped_by_signals
+
     path = os.fspath(path)
     parent = os.path.dirname(os.path.abspath(path))
     tmp = os.path.join(parent, f".{os.path.basename(path)}.tmp-{os.getpid()}")
-    write(tmp)
-    if os.path.isdir(path) and not os.path.isdir(tmp):
-        raise CaptureError(f"{path} is a directory")
-    if os.path.isdir(tmp) and os.path.isdir(path):
-        shutil.rmtree(path)
-    os.replace(tmp, path)
+    try:
+        with stopped_by_signals():
+            write(tmp)
+            if os.path.isdir(path) and not os.path.isdir(tmp):
+                raise CaptureError(f"{path} is a directory")
+            if os.path.isdir(tmp) and os.path.isdir(path):
+                shutil.rmtree(path)
+            os.replace(tmp, path)
+    except Stopped as e:
+        _remove(tmp)
+        die_by(e.signum)
+    finally:
+        _remove(tmp)
+
+
+def _remove(path):
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path, ignore_errors=True)
+    elif os.path.lexists(path):
+        os.unlink(path)
 
 
 def write_arrays(path, arrays, meta=None):

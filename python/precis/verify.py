@@ -13,13 +13,11 @@ Written as precis's report (report.json with end_to_end and per_layer, report.cs
 report.html) so that `precis compare` reads it.
 """
 import argparse
-import contextlib
 import copy
 import html
 import json
 import math
 import os
-import signal
 import sys
 import time
 
@@ -830,29 +828,10 @@ crosses --layer-threshold. Writes report.json, report.csv, report.md and report.
 """
 
 
-class Stopped(BaseException):
-    """SIGINT or SIGTERM arrived: unwinds (every temporary file is removed on the way) to main, which
-    exits with 128 + the signal's number."""
-
-    def __init__(self, signum):
-        super().__init__(signum)
-        self.signum = signum
-
-
-@contextlib.contextmanager
-def stopped_by_signals():
-    """SIGINT and SIGTERM raise Stopped inside the block (the previous handlers come back after)."""
-    def handler(signum, frame):
-        raise Stopped(signum)
-    old = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, h in old.items():
-            signal.signal(sig, h)
-
-
 def main(argv=None):
+    """The command; SIGINT/SIGTERM stop it with nothing left behind and exit 128 + the signal."""
+    from .signals import Stopped, stopped_by_signals
+
     try:
         with stopped_by_signals():
             return _main(argv)
