@@ -122,8 +122,9 @@ class MemoryEstimate:
     final outputs. Every term in bytes; `total(batch)` for a batch of `batch` sequences."""
 
     def __init__(self, model, ref_copy, fp64, layers, modules, tokens, out_features, isolated):
-        params = sum(p.numel() * p.element_size() for p in model.parameters())
-        params += sum(b.numel() * b.element_size() for b in model.buffers())
+        # Weights offloaded by accelerate (to the CPU's disk) are meta tensors here: not held.
+        params = sum(p.numel() * p.element_size() for p in model.parameters() if p.device.type != "meta")
+        params += sum(b.numel() * b.element_size() for b in model.buffers() if b.device.type != "meta")
         fp32 = sum(p.numel() * 4 for p in model.parameters())
         self.weights = params
         self.reference_copy = fp32 if ref_copy else 0
@@ -358,31 +359,23 @@ def _run_batch(ref_model, m64, batch, chosen, modules, prefix, checks, isolated,
         with pt.emulate(ref_model, chosen, prefix=prefix, record=records):
             q_out, kind = pt.final_output(ref_model(**kwargs))
         q_out = q_out.detach().float().cpu().numpy()
-        seen, handles = {}, []
+        seen = {}
         order = list(chosen)
 
-        def hook(name):
-            def pre(module, args, kw):
-                x = args[0] if args else kw.get("input", kw.get("x"))
-                k = _weight_shape(modules[name])[0]
-                a = _as_samples(x, k)
-                call = seen.get(name, 0)
-                seen[name] = call + 1
-                calls = records.get(name, [])
-                other = calls[call] if call < len(calls) else None
-                if call < len(calls):
-                    calls[call] = None  # measured: its memory goes now
-                progress.layer(index, order.index(name), len(order), name)
-                checks.add(name, a, other)
-            return pre
+        def tap(name, module, x):
+            k = _weight_shape(modules[name])[0]
+            a = _as_samples(x, k)
+            call = seen.get(name, 0)
+            seen[name] = call + 1
+            calls = records.get(name, [])
+            other = calls[call] if call < len(calls) else None
+            if call < len(calls):
+                calls[call] = None  # measured: its memory goes now
+            progress.layer(index, order.index(name), len(order), name)
+            checks.add(name, a, other)
 
-        try:
-            for name in chosen:
-                handles.append(modules[name][0].register_forward_pre_hook(hook(name), with_kwargs=True))
+        with pt.tapped({name: modules[name][0] for name in chosen}, tap):
             ref_out, ref_kind = pt.final_output(ref_model(**kwargs))
-        finally:
-            for h in handles:
-                h.remove()
         ref_out = ref_out.detach().float().cpu().numpy()
         if m64 is not None:
             ref_out = _final64(m64, batch)
