@@ -493,67 +493,59 @@ static void layer_check_destroy(PyObject *capsule) {
   precis_layer_check_free(PyCapsule_GetPointer(capsule, LAYER_CHECK));
 }
 
-/* layer_check_open(recipe, layer, b, k, n, logits, isolated) -> capsule */
+/* layer_check_open(recipe, layer, k, n, logits, isolated) -> capsule */
 static PyObject *py_layer_check_open(PyObject *self, PyObject *args) {
   const char *recipe, *layer;
-  PyObject *b_obj;
   long long k, n;
   int logits, isolated;
-  if (!PyArg_ParseTuple(args, "ssOLLpp:layer_check_open", &recipe, &layer, &b_obj, &k, &n, &logits, &isolated)) return NULL;
-  Py_ssize_t b_count;
-  if (checked_count("b", 1, k, n, &b_count)) return NULL;
-  Py_buffer b = {0};
-  precis_dtype b_t;
-  if (get_array(b_obj, "b", 0, 0, b_count, &b, &b_t)) return NULL;
+  if (!PyArg_ParseTuple(args, "ssLLpp:layer_check_open", &recipe, &layer, &k, &n, &logits, &isolated)) return NULL;
   precis_layer_check *check = NULL;
-  precis_status st;
-  Py_BEGIN_ALLOW_THREADS
-  st = precis_layer_check_open(recipe, layer, b.buf, k, n, logits, isolated, &check);
-  Py_END_ALLOW_THREADS
-  PyBuffer_Release(&b);
+  precis_status st = precis_layer_check_open(recipe, layer, k, n, logits, isolated, &check);
   if (st != PRECIS_OK) return raise_status(st);
   PyObject *capsule = PyCapsule_New(check, LAYER_CHECK, layer_check_destroy);
   if (!capsule) precis_layer_check_free(check);
   return capsule;
 }
 
-/* layer_check_add(capsule, a, samples, m, other or None) */
+/* layer_check_add(capsule, a, samples, m, k, n, b, other or None) */
 static PyObject *py_layer_check_add(PyObject *self, PyObject *args) {
-  PyObject *capsule, *a_obj, *other_obj;
-  long long samples, m, n;
-  if (!PyArg_ParseTuple(args, "OOLLLO:layer_check_add", &capsule, &a_obj, &samples, &m, &n, &other_obj)) return NULL;
+  PyObject *capsule, *a_obj, *b_obj, *other_obj;
+  long long samples, m, k, n;
+  if (!PyArg_ParseTuple(args, "OOLLLLOO:layer_check_add", &capsule, &a_obj, &samples, &m, &k, &n, &b_obj, &other_obj))
+    return NULL;
   precis_layer_check *check = PyCapsule_GetPointer(capsule, LAYER_CHECK);
   if (!check) return NULL;
-  Py_ssize_t a_count, other_count = 0;
-  long long k = 0;
-  Py_buffer a = {0}, other = {0};
-  precis_dtype t;
-  /* a's k is checked against the check's by the element count: samples*m*k. */
-  if (PyObject_GetBuffer(a_obj, &a, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) != 0) return NULL;
-  a_count = a.len / (a.itemsize ? a.itemsize : 1);
-  PyBuffer_Release(&a);
-  if (samples < 1 || m < 1 || a_count % (samples * m)) {
-    PyErr_Format(PyExc_ValueError, "a: %zd elements is not samples=%lld x m=%lld x k", a_count, samples, m);
+  Py_ssize_t a_count, b_count, other_count = 0;
+  if (checked_count("a", samples, m, k, &a_count) || checked_count("b", 1, k, n, &b_count) ||
+      (other_obj != Py_None && checked_count("other", samples, m, n, &other_count)))
     return NULL;
-  }
-  k = a_count / (samples * m);
-  if (checked_count("a", samples, m, k, &a_count) || get_array(a_obj, "a", 0, 0, a_count, &a, &t)) return NULL;
-  int have_other = 0;
+  Py_buffer a = {0}, b = {0}, other = {0};
+  precis_dtype t;
+  int have_a = 0, have_b = 0, have_other = 0;
+  PyObject *result = NULL;
+  if (get_array(a_obj, "a", 0, 0, a_count, &a, &t)) goto done;
+  have_a = 1;
+  if (get_array(b_obj, "b", 0, 0, b_count, &b, &t)) goto done;
+  have_b = 1;
   if (other_obj != Py_None) {
-    if (checked_count("other", samples, m, n, &other_count) || get_array(other_obj, "other", 0, 0, other_count, &other, &t)) {
-      PyBuffer_Release(&a);
-      return NULL;
-    }
+    if (get_array(other_obj, "other", 0, 0, other_count, &other, &t)) goto done;
     have_other = 1;
   }
   precis_status st;
   Py_BEGIN_ALLOW_THREADS
-  st = precis_layer_check_add(check, a.buf, samples, m, have_other ? other.buf : NULL);
+  st = precis_layer_check_add(check, a.buf, samples, m, b.buf, have_other ? other.buf : NULL);
   Py_END_ALLOW_THREADS
-  PyBuffer_Release(&a);
+  if (st != PRECIS_OK) {
+    raise_status(st);
+    goto done;
+  }
+  result = Py_None;
+  Py_INCREF(result);
+done:
+  if (have_a) PyBuffer_Release(&a);
+  if (have_b) PyBuffer_Release(&b);
   if (have_other) PyBuffer_Release(&other);
-  if (st != PRECIS_OK) return raise_status(st);
-  Py_RETURN_NONE;
+  return result;
 }
 
 static PyObject *str_or_none(char *text) {

@@ -15,26 +15,28 @@ extern "C" {
 
 typedef struct precis_layer_check precis_layer_check;
 
-/* A check of the layer `layer` (its PyTorch module name: the row's workload and layer) with weights
- * b [k, n] float32 (W^T, as `precis import --model` stores them; copied), for `recipe`. logits: the
+/* A check of the layer `layer` (its PyTorch module name: the row's workload and layer) of k inputs
+ * and n outputs, for `recipe`. It holds per-sample metrics only (no weights, no inputs). logits: the
  * layer's outputs are a vocabulary's logits (an lm_head), as import marks it (output_kind), so the
  * rows carry KL and top-1 agreement too. isolated: 0 computes no isolated row (only what
  * precis_layer_check_add's `other` is measured against: the reference). */
-precis_status precis_layer_check_open(const char *recipe, const char *layer, const float *b, int64_t k, int64_t n, int logits,
-                                      int isolated, precis_layer_check **out);
+precis_status precis_layer_check_open(const char *recipe, const char *layer, int64_t k, int64_t n, int logits, int isolated,
+                                      precis_layer_check **out);
 void precis_layer_check_free(precis_layer_check *check);
 
 /* Adds `samples` held-out samples of `m` rows: a [samples, m, k] float32, the layer's inputs in the
- * reference model. As the dataset of `precis import --model --activations` would hold them: c_ref and
+ * reference model, b [k, n] float32 its weights (W^T, as `precis import --model` stores them; the
+ * same at every add). As the dataset of `precis import --model --activations` would hold them: c_ref and
  * ab_abs are the float64 dgemm import computes (the same function, in the same blocks of rows), the
  * isolated output is the recipe emulated by the cpu backend on these samples as one A (a tensor scale
  * spans them), and each sample's metrics are those `precis run` computes. other: NULL, or [samples,
  * m, n] float32, another output of the layer on the same samples (verify: the layer's GEMM output
- * inside the emulated model), measured against the same c_ref into the second row. Memory: the
- * isolated output [samples, m, n] float32 and c_ref and ab_abs of a few samples (a block of 256
- * rows) at a time. */
+ * inside the emulated model), measured against the same c_ref into the second row. Memory, during
+ * the call: the isolated output [samples, m, n] float32, the emulation's quantized operands, b in
+ * float64 (the reference dgemm's copy), and c_ref and ab_abs of whole blocks of 256 rows (at least
+ * one sample) at a time. */
 precis_status precis_layer_check_add(precis_layer_check *check, const float *a, int64_t samples, int64_t m,
-                                     const float *other);
+                                     const float *b, const float *other);
 
 /* The rows as `precis run` writes them into report.json (JSON text, free with precis_free): the
  * isolated row (NULL when opened without it), judged by the recipe's default criteria, and the

@@ -99,7 +99,7 @@ def text_windows(text, tokenizer, tokens):
 # Memory: what a verify holds at its peak (docs/verify.md, "Memory")
 
 GiB = 1 << 30
-DEFAULT_BATCH_BUDGET = 1 * GiB  # per-batch and per-layer terms when neither --batch-size nor --max-memory is given
+DEFAULT_BATCH_BUDGET = GiB // 2  # what the batch adds when neither --batch-size nor --max-memory is given
 
 
 def parse_bytes(text):
@@ -150,11 +150,12 @@ class MemoryEstimate:
         return self.weights + self.reference_copy + self.fp64_model
 
     def layer(self, batch):
-        """One layer at a time: its weights transposed to [k, n] float32 for the emulation, the check's
-        copy and its float64 copy (the reference dgemm), the isolated output and its quantized
-        inputs, and the reference of one block of 256 rows (c_ref and ab_abs, float64)."""
+        """One layer at a time: its weights transposed to [k, n] float32 (the emulation's and the check's
+        b), their float64 copy (the reference dgemm) and the emulation's quantized copy, the isolated
+        output and its quantized inputs, and the reference of one block of 256 rows (c_ref and
+        ab_abs, float64)."""
         rows = batch * self.tokens
-        per_weight = self.max_kn * (4 + 4 + 8 + 4)
+        per_weight = self.max_kn * (4 + 8 + 4)
         iso = rows * self.max_n * 4 * 2 if self.isolated else 0
         ref = max(256, self.tokens) * self.max_n * 16
         return per_weight + iso + ref + rows * self.max_k * 8
@@ -193,12 +194,12 @@ class MemoryEstimate:
 
 def choose_batch(estimate, samples, batch_size=None, max_memory=None):
     """Sequences per forward: --batch-size when given (refused when over --max-memory); else the most
-    (at most all samples) whose estimate fits --max-memory, or whose per-batch and per-layer terms fit
-    DEFAULT_BATCH_BUDGET when no limit is given. Refuses with the figure when one sequence does not fit."""
+    (at most all samples) whose estimate fits --max-memory, or whose batch adds at most
+    DEFAULT_BATCH_BUDGET to the estimate when no limit is given. Refuses with the figure when one sequence does not fit."""
     def fits(b):
         if max_memory is not None:
             return estimate.total(b) <= max_memory
-        return estimate.layer(b) + estimate.per_batch(b) <= DEFAULT_BATCH_BUDGET
+        return estimate.total(b) - estimate.total(0) <= DEFAULT_BATCH_BUDGET
     if batch_size is not None:
         if batch_size < 1:
             raise VerifyError(f"--batch-size {batch_size}: expected at least 1")
@@ -275,13 +276,12 @@ class _LayerChecks:
     def add(self, name, a, other):
         from . import _precis
 
+        k, n = _weight_shape(self.modules[name])
         if name not in self.checks:
-            b = _weight_kn(self.modules[name])
-            self.checks[name] = _precis.layer_check_open(self.chosen[name], name, b, b.shape[0], b.shape[1],
-                                                         name == self.logits_layer, bool(self.isolated))
-            del b
-        n = _weight_shape(self.modules[name])[1]
-        _precis.layer_check_add(self.checks[name], np.ascontiguousarray(a, np.float32), a.shape[0], a.shape[1], n,
+            self.checks[name] = _precis.layer_check_open(self.chosen[name], name, k, n, name == self.logits_layer,
+                                                         bool(self.isolated))
+        b = _weight_kn(self.modules[name])  # made per call, as the emulation's: never every layer's at once
+        _precis.layer_check_add(self.checks[name], np.ascontiguousarray(a, np.float32), a.shape[0], a.shape[1], k, n, b,
                                 None if other is None else np.ascontiguousarray(other, np.float32))
 
     def rows(self, name):

@@ -33,7 +33,6 @@ typedef struct sample_list {
 struct precis_layer_check {
   precis_recipe recipe;
   char *layer;
-  float *b; /* [k, n] */
   int64_t k, n;
   int64_t m_rows; /* m of the samples added (0 before the first) */
   bool logits, isolated;
@@ -57,10 +56,10 @@ static precis_status list_grow(sample_list *list, size_t more) {
   return PRECIS_OK;
 }
 
-precis_status precis_layer_check_open(const char *recipe, const char *layer, const float *b, int64_t k, int64_t n, int logits,
-                                      int isolated, precis_layer_check **out) {
+precis_status precis_layer_check_open(const char *recipe, const char *layer, int64_t k, int64_t n, int logits, int isolated,
+                                      precis_layer_check **out) {
   *out = NULL;
-  if (!recipe || !layer || !b) return precis_fail(PRECIS_E_USAGE, "precis_layer_check_open: recipe, layer and b are required");
+  if (!recipe || !layer) return precis_fail(PRECIS_E_USAGE, "precis_layer_check_open: recipe and layer are required");
   if (k < 1 || n < 1 || k > INT32_MAX || n > INT32_MAX)
     return precis_fail(PRECIS_E_USAGE, "layer %s: k=%lld, n=%lld: each must be in 1 .. 2^31-1", layer, (long long)k,
                        (long long)n);
@@ -74,12 +73,10 @@ precis_status precis_layer_check_open(const char *recipe, const char *layer, con
     goto fail;
   }
   c->layer = precis_strdup(layer);
-  c->b = malloc((size_t)k * (size_t)n * sizeof *c->b);
-  if (!c->layer || !c->b) {
-    st = precis_fail(PRECIS_E_NOMEM, "layer %s: out of memory copying the weights", layer);
+  if (!c->layer) {
+    st = precis_fail(PRECIS_E_NOMEM, "out of memory");
     goto fail;
   }
-  memcpy(c->b, b, (size_t)k * (size_t)n * sizeof *c->b);
   c->k = k, c->n = n;
   c->logits = logits != 0;
   c->isolated = isolated != 0;
@@ -94,7 +91,6 @@ fail:
 void precis_layer_check_free(precis_layer_check *c) {
   if (!c) return;
   free(c->layer);
-  free(c->b);
   free(c->iso.items);
   free(c->other.items);
   precis_kv_free(&c->details);
@@ -116,8 +112,9 @@ static int64_t reference_piece(int64_t m, int64_t samples) {
   return piece < samples ? piece : samples;
 }
 
-precis_status precis_layer_check_add(precis_layer_check *c, const float *a, int64_t samples, int64_t m, const float *other) {
-  if (!c || !a) return precis_fail(PRECIS_E_USAGE, "precis_layer_check_add: no check or no inputs");
+precis_status precis_layer_check_add(precis_layer_check *c, const float *a, int64_t samples, int64_t m, const float *b,
+                                     const float *other) {
+  if (!c || !a || !b) return precis_fail(PRECIS_E_USAGE, "precis_layer_check_add: no check, no inputs or no weights");
   if (samples < 1 || m < 1 || (uint64_t)samples * (uint64_t)m > INT32_MAX)
     return precis_fail(PRECIS_E_USAGE, "layer %s: samples=%lld, m=%lld: each at least 1, samples*m below 2^31", c->layer,
                        (long long)samples, (long long)m);
@@ -143,7 +140,7 @@ precis_status precis_layer_check_add(precis_layer_check *c, const float *a, int6
   precis_workload_data d;
   memset(&d, 0, sizeof d);
   d.a = (float *)(uintptr_t)a;
-  d.b = c->b;
+  d.b = (float *)(uintptr_t)b;
 
   if (c->isolated && c->status == PRECIS_ROW_OK) {
     precis_clear_error();
@@ -184,7 +181,7 @@ precis_status precis_layer_check_add(precis_layer_check *c, const float *a, int6
   }
   for (int64_t s0 = 0; s0 < samples && !precis_interrupt_signal; s0 += piece) {
     const int64_t here = samples - s0 < piece ? samples - s0 : piece;
-    if ((st = precis_reference_compute(a + (size_t)s0 * per_sample_a, c->b, here, m, c->n, c->k, false, c_ref, ab_abs)) !=
+    if ((st = precis_reference_compute(a + (size_t)s0 * per_sample_a, b, here, m, c->n, c->k, false, c_ref, ab_abs)) !=
         PRECIS_OK) {
       precis_error_prefix("layer %s", c->layer);
       goto done;
