@@ -492,6 +492,97 @@ static PyObject *py_main(PyObject *self, PyObject *args) {
   return PyLong_FromLong(code);
 }
 
+/* ---- one layer's rows from inputs at hand (precis/layer_check.h) ------------------------------ */
+
+static const char LAYER_CHECK[] = "precis.layer_check";
+
+static void layer_check_destroy(PyObject *capsule) {
+  precis_layer_check_free(PyCapsule_GetPointer(capsule, LAYER_CHECK));
+}
+
+/* layer_check_open(recipe, layer, k, n, logits, isolated) -> capsule */
+static PyObject *py_layer_check_open(PyObject *self, PyObject *args) {
+  const char *recipe, *layer;
+  long long k, n;
+  int logits, isolated;
+  if (!PyArg_ParseTuple(args, "ssLLpp:layer_check_open", &recipe, &layer, &k, &n, &logits, &isolated)) return NULL;
+  precis_layer_check *check = NULL;
+  precis_status st = precis_layer_check_open(recipe, layer, k, n, logits, isolated, &check);
+  if (st != PRECIS_OK) return raise_status(st);
+  PyObject *capsule = PyCapsule_New(check, LAYER_CHECK, layer_check_destroy);
+  if (!capsule) precis_layer_check_free(check);
+  return capsule;
+}
+
+/* layer_check_add(capsule, a, samples, m, k, n, b, other or None) */
+static PyObject *py_layer_check_add(PyObject *self, PyObject *args) {
+  PyObject *capsule, *a_obj, *b_obj, *other_obj;
+  long long samples, m, k, n;
+  if (!PyArg_ParseTuple(args, "OOLLLLOO:layer_check_add", &capsule, &a_obj, &samples, &m, &k, &n, &b_obj, &other_obj))
+    return NULL;
+  precis_layer_check *check = PyCapsule_GetPointer(capsule, LAYER_CHECK);
+  if (!check) return NULL;
+  Py_ssize_t a_count, b_count, other_count = 0;
+  if (checked_count("a", samples, m, k, &a_count) || checked_count("b", 1, k, n, &b_count) ||
+      (other_obj != Py_None && checked_count("other", samples, m, n, &other_count)))
+    return NULL;
+  Py_buffer a = {0}, b = {0}, other = {0};
+  precis_dtype t;
+  int have_a = 0, have_b = 0, have_other = 0;
+  PyObject *result = NULL;
+  if (get_array(a_obj, "a", 0, 0, a_count, &a, &t)) goto done;
+  have_a = 1;
+  if (get_array(b_obj, "b", 0, 0, b_count, &b, &t)) goto done;
+  have_b = 1;
+  if (other_obj != Py_None) {
+    if (get_array(other_obj, "other", 0, 0, other_count, &other, &t)) goto done;
+    have_other = 1;
+  }
+  precis_status st;
+  Py_BEGIN_ALLOW_THREADS
+  st = precis_layer_check_add(check, a.buf, samples, m, b.buf, have_other ? other.buf : NULL);
+  Py_END_ALLOW_THREADS
+  if (st != PRECIS_OK) {
+    raise_status(st);
+    goto done;
+  }
+  result = Py_None;
+  Py_INCREF(result);
+done:
+  if (have_a) PyBuffer_Release(&a);
+  if (have_b) PyBuffer_Release(&b);
+  if (have_other) PyBuffer_Release(&other);
+  return result;
+}
+
+static PyObject *str_or_none(char *text) {
+  if (!text) Py_RETURN_NONE;
+  PyObject *s = PyUnicode_FromString(text);
+  precis_free(text);
+  return s;
+}
+
+/* layer_check_rows(capsule) -> (isolated row JSON or None, other row JSON or None) */
+static PyObject *py_layer_check_rows(PyObject *self, PyObject *args) {
+  PyObject *capsule;
+  if (!PyArg_ParseTuple(args, "O:layer_check_rows", &capsule)) return NULL;
+  precis_layer_check *check = PyCapsule_GetPointer(capsule, LAYER_CHECK);
+  if (!check) return NULL;
+  char *iso = NULL, *other = NULL;
+  precis_status st = precis_layer_check_rows(check, &iso, &other);
+  if (st != PRECIS_OK) return raise_status(st);
+  PyObject *a = str_or_none(iso), *b = str_or_none(other);
+  if (!a || !b) {
+    Py_XDECREF(a);
+    Py_XDECREF(b);
+    return NULL;
+  }
+  PyObject *pair = PyTuple_Pack(2, a, b);
+  Py_DECREF(a);
+  Py_DECREF(b);
+  return pair;
+}
+
 static PyObject *py_version(PyObject *self, PyObject *unused) {
   return Py_BuildValue("(ss)", precis_version(), precis_commit());
 }
@@ -509,6 +600,9 @@ static PyMethodDef methods[] = {
     {"run", py_run, METH_VARARGS, "`precis run` with these options."},
     {"main", py_main, METH_VARARGS, "The command line; returns the exit code."},
     {"version", py_version, METH_NOARGS, "(version, commit)."},
+    {"layer_check_open", py_layer_check_open, METH_VARARGS, "Opens one layer's check (precis/layer_check.h)."},
+    {"layer_check_add", py_layer_check_add, METH_VARARGS, "Adds held-out samples of the layer's inputs."},
+    {"layer_check_rows", py_layer_check_rows, METH_VARARGS, "The isolated and the other row, as JSON text."},
     {NULL, NULL, 0, NULL},
 };
 

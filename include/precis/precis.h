@@ -7,6 +7,7 @@
  *   emulate.h  quantize an operand, emulate one batched GEMM as the cpu backend does
  *   dataset.h  open and inspect a dataset, read a workload's arrays
  *   report.h   run a dataset, read a report back
+ *   layer_check.h  one layer's rows of `precis run` from inputs at hand (verify)
  *   cli.h      the command line as a function */
 #ifndef PRECIS_PUBLIC_PRECIS_H
 #define PRECIS_PUBLIC_PRECIS_H
@@ -16,6 +17,7 @@
 #include "precis/emulate.h"
 #include "precis/dataset.h"
 #include "precis/report.h"
+#include "precis/layer_check.h"
 #include "precis/cli.h"
 
 #endif

@@ -15,6 +15,7 @@ calibration sample whose amax is 448, so a recipe with a static scale on A (fa3-
 """
 import os
 import subprocess
+import sys
 
 import numpy as np
 
@@ -35,6 +36,15 @@ def capture_attention(model, batches, recipe="fp32", *, kv=None, calibration=Non
     return record
 
 
+def precis_command():
+    """How to run the precis CLI: $PRECIS (a path) when set, else this package's own
+    (`python -m precis`, the same C code as emulate)."""
+    env = os.environ.get("PRECIS")
+    if env:
+        return [env]
+    return [sys.executable, "-m", "precis"]
+
+
 def _cli(cmd, args):
     r = subprocess.run(cmd + args, capture_output=True, text=True)
     if r.returncode != 0:
@@ -44,8 +54,6 @@ def _cli(cmd, args):
 def import_attention(records, out_dir, *, precis_cli=None, layers=None):
     """Writes each record's QKᵀ and PV workloads as datasets OUT_DIR/<layer>.qk.h5 and .pv.h5 (a layer
     called more than once gets .<call> appended). Returns [(workload name, dataset path), ...]."""
-    from .verify import precis_command
-
     cmd = precis_cli or precis_command()
     os.makedirs(out_dir, exist_ok=True)
     made, seen = [], {}

@@ -40,6 +40,18 @@ def _log_softmax(x):
     return z - np.log(np.sum(np.exp(z), axis=-1, keepdims=True))
 
 
+def _top_k(x, k):
+    """Per row of x [tokens, vocab], the ids of its k largest values, ties going to the lower id:
+    the first k of a stable argsort of -x, without sorting the whole vocabulary (a partition finds
+    the k-th largest value; only the ids at or above it are sorted)."""
+    kth = -np.partition(-x, k - 1, axis=-1)[:, k - 1]
+    out = []
+    for row, bound in zip(x, kth):
+        ids = np.flatnonzero(row >= bound)  # in id order: the stable sort keeps lower ids first among ties
+        out.append(ids[np.argsort(-row[ids], kind="stable")[:k]].tolist())
+    return out
+
+
 def logit_token_stats(ref, q, labels=None):
     """Per-token quantities of one sample: ref, q [tokens, vocab]; labels [tokens] or None."""
     lp, lq = _log_softmax(ref), _log_softmax(q)
@@ -51,9 +63,8 @@ def logit_token_stats(ref, q, labels=None):
     }
     # Ties (frequent once the logits are rounded to bf16) go to the lower token id, as argmax does.
     k = min(5, lp.shape[-1])
-    t_ref = np.argsort(-lp, axis=-1, kind="stable")[:, :k]
-    t_q = np.argsort(-lq, axis=-1, kind="stable")[:, :k]
-    out["top5"] = np.array([len(set(a) & set(b)) / k for a, b in zip(t_ref.tolist(), t_q.tolist())], np.float64)
+    t_ref, t_q = _top_k(lp, k), _top_k(lq, k)
+    out["top5"] = np.array([len(set(a) & set(b)) / k for a, b in zip(t_ref, t_q)], np.float64)
     if labels is not None:
         labels = np.asarray(labels, np.int64)
         keep = labels >= 0

@@ -271,15 +271,33 @@ class Captured:
 
 
 def _atomic(path, write):
+    """write(tmp) then rename to path. The temporary file (or directory) is removed whatever stops
+    the write; a SIGINT/SIGTERM meanwhile ends the process by that signal once it is removed."""
+    from .signals import Stopped, die_by, stopped_by_signals
+
     path = os.fspath(path)
     parent = os.path.dirname(os.path.abspath(path))
     tmp = os.path.join(parent, f".{os.path.basename(path)}.tmp-{os.getpid()}")
-    write(tmp)
-    if os.path.isdir(path) and not os.path.isdir(tmp):
-        raise CaptureError(f"{path} is a directory")
-    if os.path.isdir(tmp) and os.path.isdir(path):
-        shutil.rmtree(path)
-    os.replace(tmp, path)
+    try:
+        with stopped_by_signals():
+            write(tmp)
+            if os.path.isdir(path) and not os.path.isdir(tmp):
+                raise CaptureError(f"{path} is a directory")
+            if os.path.isdir(tmp) and os.path.isdir(path):
+                shutil.rmtree(path)
+            os.replace(tmp, path)
+    except Stopped as e:
+        _remove(tmp)
+        die_by(e.signum)
+    finally:
+        _remove(tmp)
+
+
+def _remove(path):
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path, ignore_errors=True)
+    elif os.path.lexists(path):
+        os.unlink(path)
 
 
 def write_arrays(path, arrays, meta=None):
@@ -555,15 +573,16 @@ class _Emulated:
 
         self.name, self.module, self.recipe, self.record = name, module, recipe, record
         self.gemm = precis.emulate
-        self.b = weight_kn(module, in_major)
-        self.k, self.n = self.b.shape
+        self.in_major = in_major
+        # b = W^T is made per call, not held: a float32 copy of every planned layer at once would
+        # double the model's weights in memory (docs/verify.md, "Memory").
+        w = module.weight
+        self.k, self.n = (int(w.shape[0]), int(w.shape[1])) if in_major else (int(w.shape[1]), int(w.shape[0]))
         out = _out_format(recipe)
         if out not in _OUT_DTYPES:
             raise PlanError(f"layer {name}: recipe {recipe} outputs {out}; adding the bias in that format is not supported "
                             "(fp32, bf16, fp16 are)")
         self.out_dtype = _OUT_DTYPES[out]
-        bias = getattr(module, "bias", None)
-        self.bias = None if bias is None else bias.detach().to(torch.float32).cpu()
 
     def forward(self, x, *args, **kwargs):
         if x.shape[-1] != self.k:
@@ -573,14 +592,18 @@ class _Emulated:
         # [batch, seq, k] (a 2-D input [n, k] as [n, 1, k], as capture records it), which precis.emulate
         # computes as one A (a tensor scale spans the whole batch, row scales are per token).
         a = x.detach().to(torch.float32).reshape(-1, x.shape[-2] if x.dim() >= 3 else 1, self.k).cpu().numpy()
-        c = np.asarray(self.gemm(np.ascontiguousarray(a), self.b, self.recipe), np.float32)
+        b = weight_kn(self.module, self.in_major)
+        c = np.asarray(self.gemm(np.ascontiguousarray(a), b, self.recipe), np.float32)
+        del b
         if self.record is not None:
             self.record.setdefault(self.name, []).append(c.reshape(-1, a.shape[1], self.n))
         y = torch.from_numpy(c.reshape(*lead, self.n))
-        if self.bias is not None:
+        # Read per call, as the weights: under accelerate they exist only while the layer runs.
+        bias = getattr(self.module, "bias", None)
+        if bias is not None:
             # The bias is added to the GEMM's output in float32 and the sum rounded to the output
             # format (round to nearest even), as an epilogue-less GEMM followed by a bias add does.
-            y = y + self.bias
+            y = y + bias.detach().to(torch.float32).cpu()
             if self.out_dtype is not None:
                 y = y.to(self.out_dtype).to(torch.float32)
         return y.to(device=x.device, dtype=x.dtype)
@@ -598,18 +621,55 @@ def emulate(model, plan, prefix="", record=None):
     Yields the mapping layer -> recipe in force."""
     chosen = resolve_plan(model, plan, prefix)
     modules = {n: (m, im) for n, m, im in linear_layers(model, prefix)}
-    patched = []
+    undo = []
     try:
         for name, recipe in chosen.items():
             module, in_major = modules[name]
             emu = _Emulated(name, module, in_major, recipe, record)
-            had = "forward" in module.__dict__
-            patched.append((module, had, module.__dict__.get("forward")))
-            module.forward = emu.forward
+            undo.append(_replace_forward(module, emu.forward))
         yield dict(chosen)
     finally:
-        for module, had, old in reversed(patched):
-            if had:
-                module.forward = old
-            else:
-                del module.forward
+        for restore in reversed(undo):
+            restore()
+
+
+def _replace_forward(module, forward):
+    """Makes `forward` the module's computation and returns the function that undoes it. Under
+    accelerate (a device_map: the module has an `_hf_hook` and its `_old_forward`), `_old_forward` is
+    replaced, so that the hook's wrapper stays in front: it brings the weights (offloaded to the CPU
+    or disk) and the inputs to the layer's execution device before `forward` runs, and offloads
+    them again after."""
+    hooked = getattr(module, "_hf_hook", None) is not None and "_old_forward" in module.__dict__
+    attr = "_old_forward" if hooked else "forward"
+    had = attr in module.__dict__
+    old = module.__dict__.get(attr)
+    setattr(module, attr, forward)
+
+    def undo():
+        if had:
+            setattr(module, attr, old)
+        else:
+            delattr(module, attr)
+    return undo
+
+
+@contextlib.contextmanager
+def tapped(modules, tap):
+    """Within the block, each module of {name: module} calls tap(name, module, x) with its input x
+    (weights in place, under accelerate too) before computing as it did."""
+    undo = []
+
+    def make(name, module, inner):
+        def forward(x, *args, **kwargs):
+            tap(name, module, x)
+            return inner(x, *args, **kwargs)
+        return forward
+    try:
+        for name, module in modules.items():
+            hooked = getattr(module, "_hf_hook", None) is not None and "_old_forward" in module.__dict__
+            inner = module._old_forward if hooked else module.forward
+            undo.append(_replace_forward(module, make(name, module, inner)))
+        yield
+    finally:
+        for restore in reversed(undo):
+            restore()

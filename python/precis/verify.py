@@ -19,10 +19,7 @@ import html
 import json
 import math
 import os
-import shutil
-import subprocess
 import sys
-import tempfile
 import time
 
 import numpy as np
@@ -100,27 +97,221 @@ def text_windows(text, tokenizer, tokens):
 
 
 # ----------------------------------------------------------------------------------------------
-# The precis CLI (isolated per-layer errors come from `precis run`, as for any dataset)
+# Memory: what a verify holds at its peak (docs/verify.md, "Memory")
+
+GiB = 1 << 30
+DEFAULT_BATCH_BUDGET = GiB // 2  # what the batch adds when neither --batch-size nor --max-memory is given
 
 
-def precis_command():
-    """How to run the precis CLI: $PRECIS (a path) when set, else this package's own
-    (`python -m precis`, the same C code as emulate)."""
-    env = os.environ.get("PRECIS")
-    if env:
-        return [env]
-    return [sys.executable, "-m", "precis"]
+def parse_bytes(text):
+    """'8G', '1.5GiB', '500M', '123456' -> bytes (powers of 1024)."""
+    import re
+
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([kKmMgGtT]?)(i?[bB])?\s*", str(text))
+    if not m:
+        raise VerifyError(f"--max-memory {text}: expected bytes such as 8G, 1.5GiB or 500M")
+    return int(float(m.group(1)) * 1024 ** " KMGT".index((m.group(2) or " ").upper()))
 
 
-def _cli(cmd, args, what):
-    env = dict(os.environ)
-    if cmd[1:] == ["-m", "precis"]:  # the subprocess imports this very package
-        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    p = subprocess.run(cmd + args, capture_output=True, text=True, env=env)
-    if p.returncode not in (0, 3):
-        raise RuntimeError(f"precis {what} failed (exit {p.returncode}): {p.stderr.strip()[-2000:]}")
-    return p
+def _fmt_bytes(n):
+    return f"{n / GiB:.2f} GiB" if n >= GiB / 4 else f"{n / (1 << 20):.0f} MiB"
+
+
+class MemoryEstimate:
+    """peak ≈ weights as loaded (+ the float32 reference copy and the float64 model of --reference
+    fp64 where made) + one layer's working set + one batch's activations, emulated GEMM outputs and
+    final outputs. Every term in bytes; `total(batch)` for a batch of `batch` sequences."""
+
+    def __init__(self, model, ref_copy, fp64, layers, modules, tokens, out_features, isolated):
+        # Weights offloaded by accelerate (to the CPU's disk) are meta tensors here: not held.
+        params = sum(p.numel() * p.element_size() for p in model.parameters() if p.device.type != "meta")
+        params += sum(b.numel() * b.element_size() for b in model.buffers() if b.device.type != "meta")
+        fp32 = sum(p.numel() * 4 for p in model.parameters())
+        self.weights = params
+        self.reference_copy = fp32 if ref_copy else 0
+        self.fp64_model = 2 * fp32 if fp64 else 0
+        self.tokens = tokens
+        self.out_features = out_features
+        self.fp64 = fp64
+        shapes = []
+        for name in layers:
+            module, in_major = modules[name]
+            k, n = (module.weight.shape if in_major else module.weight.shape[::-1])
+            shapes.append((int(k), int(n)))
+        self.sum_n = sum(n for _, n in shapes)
+        self.max_kn = max((k * n for k, n in shapes), default=0)
+        self.max_n = max((n for _, n in shapes), default=0)
+        self.max_k = max((k for k, _ in shapes), default=0)
+        self.isolated = isolated
+        config = getattr(model, "config", None)
+        self.hidden = int(getattr(config, "hidden_size", 0) or self.max_k)
+        self.heads = int(getattr(config, "num_attention_heads", 0) or 1)
+
+    def fixed(self):
+        return self.weights + self.reference_copy + self.fp64_model
+
+    def layer(self, batch):
+        """One layer at a time: its weights transposed to [k, n] float32 (the emulation's and the check's
+        b), their float64 copy (the reference dgemm) and the emulation's quantized copy, the isolated
+        output and its quantized inputs, and the reference of one block of 256 rows (c_ref and
+        ab_abs, float64)."""
+        rows = batch * self.tokens
+        per_weight = self.max_kn * (4 + 8 + 4)
+        iso = rows * self.max_n * 4 * 2 if self.isolated else 0
+        ref = max(256, self.tokens) * self.max_n * 16
+        return per_weight + iso + ref + rows * self.max_k * 8
+
+    def per_batch(self, batch):
+        """One batch: the emulated model's GEMM outputs of every planned layer (float32, kept until
+        the reference pass reaches the layer), both models' final outputs (+ float64 ones), the
+        forward's own activations (hidden states, attention scores) and, per sample, the float64
+        log-softmax temporaries of the end-to-end metrics."""
+        rows = batch * self.tokens
+        recorded = rows * self.sum_n * 4
+        finals = rows * self.out_features * (4 + 4 + (8 if self.fp64 else 0))
+        forward = rows * self.hidden * 4 * 8 + batch * self.heads * self.tokens * self.tokens * 4 * 2
+        metrics = self.tokens * self.out_features * 8 * 6
+        return recorded + finals + forward + metrics
+
+    def total(self, batch):
+        return self.fixed() + self.layer(batch) + self.per_batch(batch)
+
+    def describe(self, batch):
+        parts = [f"weights {_fmt_bytes(self.weights)}"]
+        if self.reference_copy:
+            parts.append(f"float32 reference copy {_fmt_bytes(self.reference_copy)}")
+        if self.fp64_model:
+            parts.append(f"float64 model {_fmt_bytes(self.fp64_model)}")
+        parts.append(f"one layer {_fmt_bytes(self.layer(batch))}")
+        parts.append(f"one batch of {batch} x {self.tokens} tokens {_fmt_bytes(self.per_batch(batch))}")
+        return f"peak memory ≈ {_fmt_bytes(self.total(batch))} (" + " + ".join(parts) + ")"
+
+    def as_dict(self, batch):
+        return {"bytes": int(self.total(batch)), "weights": int(self.weights), "reference_copy": int(self.reference_copy),
+                "fp64_model": int(self.fp64_model), "layer": int(self.layer(batch)), "batch": int(self.per_batch(batch)),
+                "batch_size": int(batch), "formula": "weights + one layer's working set + one batch's GEMM outputs, "
+                                                     "final outputs and activations (docs/verify.md)"}
+
+
+def choose_batch(estimate, samples, batch_size=None, max_memory=None):
+    """Sequences per forward: --batch-size when given (refused when over --max-memory); else the most
+    (at most all samples) whose estimate fits --max-memory, or whose batch adds at most
+    DEFAULT_BATCH_BUDGET to the estimate when no limit is given. Refuses with the figure when one sequence does not fit."""
+    def fits(b):
+        if max_memory is not None:
+            return estimate.total(b) <= max_memory
+        return estimate.total(b) - estimate.total(0) <= DEFAULT_BATCH_BUDGET
+    if batch_size is not None:
+        if batch_size < 1:
+            raise VerifyError(f"--batch-size {batch_size}: expected at least 1")
+        batch_size = min(batch_size, samples)
+        if max_memory is not None and not fits(batch_size):
+            raise VerifyError(f"--max-memory {_fmt_bytes(max_memory)}: --batch-size {batch_size} needs "
+                              f"{estimate.describe(batch_size)}")
+        return batch_size
+    if not fits(1):
+        if max_memory is None:
+            return 1
+        raise VerifyError(f"--max-memory {_fmt_bytes(max_memory)}: even one sequence per batch needs "
+                          f"{estimate.describe(1)}")
+    lo, hi = 1, samples
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if fits(mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+# ----------------------------------------------------------------------------------------------
+# Progress on stderr (quiet under -q)
+
+
+class Progress:
+    """'verify: batch i/N, layer j/L, tokens t/T, elapsed, left' lines on stderr; a live line on a
+    terminal, one line per batch otherwise; nothing when quiet."""
+
+    def __init__(self, quiet, total_batches, total_tokens):
+        self.quiet, self.total_batches, self.total_tokens = quiet, total_batches, total_tokens
+        self.started = time.time()
+        self.live = not quiet and sys.stderr.isatty()
+        self.done_tokens = 0
+
+    def say(self, text):
+        if not self.quiet:
+            print(f"precis verify: {text}", file=sys.stderr, flush=True)
+
+    def layer(self, batch, index, total, name):
+        if self.live:
+            sys.stderr.write(f"\r\033[Kprecis verify: batch {batch + 1}/{self.total_batches}, layer {index + 1}/{total} "
+                             f"{name[:60]}")
+            sys.stderr.flush()
+
+    def batch_done(self, batch, tokens):
+        self.done_tokens += tokens
+        if self.quiet:
+            return
+        elapsed = time.time() - self.started
+        left = elapsed / self.done_tokens * (self.total_tokens - self.done_tokens) if self.done_tokens else 0
+        line = (f"batch {batch + 1}/{self.total_batches}: tokens {self.done_tokens}/{self.total_tokens}, "
+                f"{elapsed:.0f} s elapsed, about {left:.0f} s left")
+        if self.live:
+            sys.stderr.write("\r\033[K")
+        self.say(line)
+
+
+# ----------------------------------------------------------------------------------------------
+# Per layer: one libprecis check per planned layer, fed a batch at a time
+
+
+class _LayerChecks:
+    """Per planned layer, precis_layer_check (include/precis/layer_check.h): the isolated row of
+    `precis run` from the reference model's inputs, and the emulated model's GEMM output measured
+    against the same c_ref (the cumulative row). Nothing numeric here."""
+
+    def __init__(self, chosen, modules, isolated, logits_layer):
+        self.chosen, self.modules, self.isolated, self.logits_layer = chosen, modules, isolated, logits_layer
+        self.checks = {}
+
+    def add(self, name, a, other):
+        from . import _precis
+
+        k, n = _weight_shape(self.modules[name])
+        if name not in self.checks:
+            self.checks[name] = _precis.layer_check_open(self.chosen[name], name, k, n, name == self.logits_layer,
+                                                         bool(self.isolated))
+        b = _weight_kn(self.modules[name])  # made per call, as the emulation's: never every layer's at once
+        _precis.layer_check_add(self.checks[name], np.ascontiguousarray(a, np.float32), a.shape[0], a.shape[1], k, n, b,
+                                None if other is None else np.ascontiguousarray(other, np.float32))
+
+    def rows(self, name):
+        """(isolated row, cumulative row) as `precis run` writes rows, or (None, None) when never called."""
+        from . import _precis
+
+        if name not in self.checks:
+            return None, None
+        iso, other = _precis.layer_check_rows(self.checks.pop(name))
+        return (json.loads(iso) if iso else None), (json.loads(other) if other else None)
+
+
+def _weight_shape(entry):
+    module, in_major = entry
+    k, n = module.weight.shape if in_major else module.weight.shape[::-1]
+    return int(k), int(n)
+
+
+def _weight_kn(entry):
+    from . import torch as pt
+
+    module, in_major = entry
+    return pt.weight_kn(module, in_major)
+
+
+def _as_samples(x, k):
+    """A layer's input as [sequences, tokens, k], as capture and emulate see it (a 2-D input [n, k]: n samples of one token)."""
+    x = x.detach().to(dtype=__import__("torch").float32)
+    return x.reshape(-1, x.shape[-2] if x.dim() >= 3 else 1, k).cpu().numpy()
 
 
 # ----------------------------------------------------------------------------------------------
@@ -128,10 +319,9 @@ def _cli(cmd, args, what):
 
 
 class VerifyResult:
-    def __init__(self, report, outputs, gates, cap_ref, cap_emulated, records, plan):
-        self.report, self.outputs, self.gates = report, outputs, gates
-        self.reference_capture, self.emulated_capture = cap_ref, cap_emulated
-        self.gemm_outputs, self.plan = records, plan
+    def __init__(self, report, outputs, gates, plan):
+        self.report, self.outputs, self.gates, self.plan = report, outputs, gates, plan
+        self.reference_outputs = self.emulated_outputs = None  # verify(keep_outputs=True) fills them
 
     @property
     def end_to_end(self):
@@ -156,30 +346,65 @@ def _batches(ids, batch_size):
         yield {"input_ids": torch.from_numpy(ids[i:i + batch_size])}
 
 
-def _rel_fro_per_sample(c, r):
-    d = (c.astype(np.float64) - r).reshape(len(r), -1)
-    nr = np.linalg.norm(r.reshape(len(r), -1), axis=1)
-    nd = np.linalg.norm(d, axis=1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(nr > 0, nd / np.where(nr > 0, nr, 1), np.where(nd > 0, np.inf, 0.0))
+def _run_batch(ref_model, m64, batch, chosen, modules, prefix, checks, isolated, progress, index, kv_ctx=None):
+    """One batch: the emulated model first (its GEMM outputs recorded per layer and call), then the
+    reference model, whose forward pre-hooks hand each planned layer's input with the emulated
+    output of the same call to its check, and drop that output. Returns (reference final outputs,
+    emulated final outputs, kind)."""
+    import torch
+
+    from . import torch as pt
+
+    kwargs = pt.as_batch(batch)
+    records = {}
+    with torch.no_grad():
+        with pt.emulate(ref_model, chosen, prefix=prefix, record=records), kv_ctx or contextlib.nullcontext():
+            q_out, kind = pt.final_output(ref_model(**kwargs))
+        q_out = q_out.detach().float().cpu().numpy()
+        seen = {}
+        order = list(chosen)
+
+        def tap(name, module, x):
+            k = _weight_shape(modules[name])[0]
+            a = _as_samples(x, k)
+            call = seen.get(name, 0)
+            seen[name] = call + 1
+            calls = records.get(name, [])
+            other = calls[call] if call < len(calls) else None
+            if call < len(calls):
+                calls[call] = None  # measured: its memory goes now
+            progress.layer(index, order.index(name), len(order), name)
+            checks.add(name, a, other)
+
+        with pt.tapped({name: modules[name][0] for name in chosen}, tap):
+            ref_out, ref_kind = pt.final_output(ref_model(**kwargs))
+        ref_out = ref_out.detach().float().cpu().numpy()
+        if m64 is not None:
+            ref_out = _final64(m64, batch)
+    return ref_out, q_out, ref_kind
 
 
 def verify(model, plan, inputs, *, tokenizer=None, out=None, require=(), alpha=0.05, layer_threshold=0.01, tokens=64,
-           samples=None, batch_size=None, reference="fp32", prefix="", precis_cli=None, isolated=True, force=False,
-           model_name=None, inputs_name=None, plan_name=None, command=None, resamples=2000, kv=None, attention=None,
-           kv_calibration=None):
+           samples=None, batch_size=None, reference="fp32", prefix="", isolated=True, force=False, max_memory=None,
+           quiet=True, model_name=None, inputs_name=None, plan_name=None, command=None, resamples=2000, kv=None,
+           attention=None, kv_calibration=None, keep_outputs=False):
     """Reference vs emulated model on held-out inputs; returns a VerifyResult and, with out=DIR,
-    writes report.json, report.csv, report.md and report.html there. model: a torch module (run on
-    the CPU); plan: plan.json, a {layer glob: recipe} mapping (dict or JSON file); inputs: token
-    ids [samples, tokens] (array, tensor or .npy) or a text file (with tokenizer); require:
-    end-to-end gates such as "kl_mean<=0.01" judged at level alpha; layer_threshold: the
-    cumulative rel_fro (worst over samples) whose first crossing is reported; reference: "fp32"
-    or "fp64" (the reference model's final outputs in float64 where the model allows); batch_size:
-    sequences per forward (default all: a tensor scale then spans the same rows in the emulated
-    model as in the isolated run, whose dataset holds all samples as one batch). kv ("K[,V]",
-    precis.kvcache) and attention (a recipe, precis.attention) emulate the KV cache and attention's
-    GEMMs too, or alone with plan None; a plan file's "kv"/"attention" keys do the same.
-    kv_calibration: inputs whose K and V calibrate static KV scales (default: inputs)."""
+    writes report.json, report.csv, report.md and report.html there. model: a torch module (its
+    layers where accelerate's device_map put them); plan: plan.json, a {layer glob: recipe} mapping
+    (dict or JSON file); inputs: token ids [samples, tokens] (array, tensor or .npy) or a text file
+    (with tokenizer); require: end-to-end gates such as "kl_mean<=0.01" judged at level alpha;
+    layer_threshold: the cumulative rel_fro (worst over samples) whose first crossing is reported;
+    reference: "fp32" or "fp64"; isolated: True (each layer's isolated row computed in the reference
+    pass), False or "skip" (none), or the path of a report.json of `precis run` on the same inputs
+    (its rows are taken); batch_size: sequences per forward (default: as many as fit, see
+    choose_batch; a tensor scale spans one batch in both the isolated and the emulated GEMMs);
+    max_memory: bytes the estimate must fit (docs/verify.md, "Memory"); quiet: no progress on stderr.
+    kv ("K[,V]", precis.kvcache) and attention (a recipe, precis.attention) emulate the KV cache and
+    attention's GEMMs too, or alone with plan None; a plan file's "kv"/"attention" keys do the same.
+    kv_calibration: inputs whose K and V calibrate static KV scales (default: inputs).
+    keep_outputs: the result also holds both models' final outputs (reference_outputs,
+    emulated_outputs: float32 [samples, ...]), for a caller that checks them bit for bit; off by
+    default, since they are the one thing verify otherwise drops per batch."""
     import torch
 
     from . import kvcache
@@ -192,90 +417,75 @@ def verify(model, plan, inputs, *, tokenizer=None, out=None, require=(), alpha=0
     ids = load_inputs(inputs, tokenizer, tokens, samples)
     if len(ids) == 0:
         raise VerifyError("no input samples")
-    batch_size = batch_size or len(ids)
     plan, plan_kv, plan_attention = kvcache.split_plan(plan)
     kv, attention = kv or plan_kv, attention or plan_attention
     chosen = pt.resolve_plan(model, plan, prefix) if plan is not None else {}
     if not chosen and not kv and not attention:
         raise VerifyError("the plan selects no linear layer of the model (and no --kv or --attention)")
-    isolated = isolated and bool(chosen)
     layers = list(chosen)
     modules = {n: (m, im) for n, m, im in pt.linear_layers(model, prefix)}
     if out is not None and not force and os.path.exists(os.path.join(out, "report.json")):
         raise VerifyError(f"{out}/report.json exists (--force replaces it)")
+    from_report = isolated if isinstance(isolated, (str, os.PathLike)) and isolated != "skip" else None
+    compute_isolated = isolated is True and bool(chosen)
+    taken = _rows_from_report(from_report, chosen) if from_report else None
 
     model.eval()
-    ref_model = model if all(p.dtype == torch.float32 for p in model.parameters()) else copy.deepcopy(model).float()
-    with torch.no_grad():
-        cap_ref = pt.capture(ref_model, _batches(ids, batch_size), layers=layers, prefix=prefix, gradients=False,
-                             tokens=ids.shape[1])
-        records = {}
-        kv_ctx = None
-        if kv or attention:
-            calib = ids if kv_calibration is None else load_inputs(kv_calibration, tokenizer, tokens, samples)
-            kv_ctx = kvcache.kv_cache(ref_model, kv, attention=attention,
-                                      calibration=list(_batches(calib, batch_size)))
-        with pt.emulate(ref_model, chosen, prefix=prefix, record=records), kv_ctx or contextlib.nullcontext():
-            cap_q = pt.capture(ref_model, _batches(ids, batch_size), layers=layers, prefix=prefix, gradients=False,
-                               tokens=ids.shape[1])
-        ref_out = cap_ref.output_array()
-        ref_kind = cap_ref.output_kind
-        if reference == "fp64":
-            # The final outputs of the model in float64 (capture would store them as float32).
-            m64 = copy.deepcopy(ref_model).double()
-            ref_out = np.concatenate([_final64(m64, b) for b in _batches(ids, batch_size)])
-            del m64
-    q_out = cap_q.output_array()
-    labels = None
-    if ref_kind == "logits":
-        labels = np.full(ids.shape, -100, np.int64)
-        labels[:, :-1] = ids[:, 1:]
-    outputs = endtoend.Outputs.compare(ref_out, q_out, labels=labels, kind=ref_kind)
+    ref_copy = not all(p.dtype == torch.float32 for p in model.parameters())
+    out_features = _output_features(model)
+    logits_layer = _logits_layer(model, modules, prefix)
+    estimate = MemoryEstimate(model, ref_copy, reference == "fp64", layers, modules, ids.shape[1], out_features,
+                              compute_isolated)
+    batch_size = choose_batch(estimate, len(ids), batch_size, max_memory)
+    n_batches = (len(ids) + batch_size - 1) // batch_size
+    progress = Progress(quiet, n_batches, int(ids.size))
+    progress.say(f"{len(ids)} samples x {ids.shape[1]} tokens in {n_batches} batches of {batch_size}; {len(layers)} planned "
+                 f"layers; {estimate.describe(batch_size)}")
+    ref_model = model if not ref_copy else copy.deepcopy(model).float()
+    m64 = copy.deepcopy(ref_model).double() if reference == "fp64" else None
+    checks = _LayerChecks(chosen, modules, compute_isolated, logits_layer)
+    kv_ctx = None
+    if kv or attention:
+        # Calibrated KV scales come from a pass of their own, once; the context is then entered
+        # around each batch's emulated forward only.
+        calib = ids if kv_calibration is None else load_inputs(kv_calibration, tokenizer, tokens, samples)
+        kv_ctx = kvcache.kv_cache(ref_model, kv, attention=attention, calibration=list(_batches(calib, batch_size)))
+    parts, kind, kept = [], None, ([], [])
+    for index, batch in enumerate(_batches(ids, batch_size)):
+        ref_b, q_b, kind = _run_batch(ref_model, m64, batch, chosen, modules, prefix, checks, compute_isolated, progress,
+                                      index, kv_ctx)
+        lab = None
+        if kind == "logits":
+            b_ids = batch["input_ids"].numpy()
+            lab = np.full(b_ids.shape, -100, np.int64)
+            lab[:, :-1] = b_ids[:, 1:]
+        parts.append(endtoend.Outputs.compare(ref_b, q_b, labels=lab, kind=kind))
+        if keep_outputs:
+            kept[0].append(np.asarray(ref_b, np.float32))
+            kept[1].append(q_b)
+        del ref_b, q_b
+        progress.batch_done(index, int(batch["input_ids"].numel()))
+    del m64
+    outputs = endtoend.Outputs(kind, [s for p in parts for s in p.stats])
     judged = endtoend.judge(outputs, gates, alpha=alpha, resamples=resamples) if gates else []
 
-    # Per layer, cumulative: the GEMM output inside the emulated model against a.W (float64) of
-    # the reference model's input.
-    ref_inputs = cap_ref.arrays()
-    per_layer = []
-    for depth, name in enumerate(layers):
-        module, in_major = modules[name]
-        if name not in ref_inputs or name not in records:
-            per_layer.append({"layer": name, "depth": depth, "recipe": chosen[name], "called": False})
-            continue
-        a = ref_inputs[name]
-        b = pt.weight_kn(module, in_major)
-        # One 2-D product (NumPy runs a stacked 3-D matmul far slower than one BLAS call).
-        c_ref = (a.reshape(-1, a.shape[-1]).astype(np.float64) @ b.astype(np.float64)).reshape(*a.shape[:-1], b.shape[1])
-        c_q = np.concatenate(records[name])
-        if c_q.shape != c_ref.shape:
-            raise RuntimeError(f"layer {name}: emulated outputs {c_q.shape} do not line up with the reference's {c_ref.shape}")
-        rel = _rel_fro_per_sample(c_q, c_ref)
-        per_layer.append({"layer": name, "depth": depth, "recipe": chosen[name], "called": True,
-                          "k": int(b.shape[0]), "n": int(b.shape[1]),
-                          "cumulative": {"rel_fro": {"worst": float(np.max(rel)), "mean": float(np.mean(rel))}},
-                          "isolated": None})
-
-    report, csv_text = None, None
-    if isolated:
-        report, csv_text = _isolated_rows(precis_cli or precis_command(), model, modules, chosen, cap_ref, per_layer)
+    per_layer, rows = _per_layer(layers, chosen, modules, checks, taken)
     crossing = next((e for e in per_layer if e.get("called") and e["cumulative"]["rel_fro"]["worst"] > layer_threshold), None)
-    metrics = outputs.metrics()
     e2e = {"kind": outputs.kind, "reference": reference, "samples": len(outputs), "tokens": outputs.tokens(),
-           "tokens_per_sample": int(ids.shape[1]), "metrics": metrics, "per_sample": outputs.per_sample(),
+           "tokens_per_sample": int(ids.shape[1]), "metrics": outputs.metrics(), "per_sample": outputs.per_sample(),
            "alpha": alpha, "method": f"percentile bootstrap over samples, {resamples} resamples, seed 0",
            "gates": judged,
            "verdict": None if not judged else ("pass" if all(g["verdict"] == "pass" for g in judged)
                                                else "fail" if any(g["verdict"] == "fail" for g in judged) else "undecided")}
-    if report is None:
-        report = {"format": "precis-report", "format_version": 1, "complete": True,
-                  "tool": {"name": "precis", "version": None, "commit": None},
-                  "environment": {"backend": "cpu-emulation", "device": None},
-                  "dataset": {"path": None, "dataset_id": None},
-                  "settings": {"recipes": sorted(set(chosen.values())), "criteria": []}, "rows": []}
+    report = _report_skeleton(chosen, rows, from_report)
     report["end_to_end"] = e2e
     report["per_layer"] = per_layer
     report["verify"] = {"model": model_name or type(model).__name__, "plan": plan_name,
                         "inputs": inputs_name, "samples": int(ids.shape[0]), "tokens": int(ids.shape[1]),
+                        "batch_size": int(batch_size),
+                        "isolated": ("computed in the reference pass" if compute_isolated else
+                                     f"taken from {os.fspath(from_report)}" if from_report else "skipped"),
+                        "memory_estimate": estimate.as_dict(batch_size),
                         "layer_threshold": {"metric": "rel_fro", "of": "cumulative, worst over samples",
                                             "value": layer_threshold},
                         "first_crossing": None if crossing is None else {"layer": crossing["layer"],
@@ -294,8 +504,86 @@ def verify(model, plan, inputs, *, tokenizer=None, out=None, require=(), alpha=0
     if command:
         report["environment"]["command"] = command
     if out is not None:
-        write_report(out, report, csv_text)
-    return VerifyResult(report, outputs, judged, cap_ref, cap_q, records, chosen)
+        write_report(out, report)
+    result = VerifyResult(report, outputs, judged, chosen)
+    if keep_outputs:
+        result.reference_outputs, result.emulated_outputs = (np.concatenate(k) for k in kept)
+    return result
+
+
+def _output_features(model):
+    config = getattr(model, "config", None)
+    for key in ("vocab_size", "hidden_size"):
+        v = getattr(config, key, None)
+        if isinstance(v, int) and v > 0:
+            return v
+    return max((m.weight.shape[0] for m in model.modules() if isinstance(m, __import__("torch").nn.Linear)), default=1)
+
+
+def _logits_layer(model, modules, prefix):
+    """The planned layer whose outputs are logits, by the rule `precis import --model` marks them
+    (output_kind "logits"): named lm_head or *.lm_head; None when the model has none."""
+    return next((n for n in modules if n == "lm_head" or n.endswith(".lm_head")), None)
+
+
+def _rows_from_report(path, chosen):
+    """layer -> row of a `precis run` report (report.json) of the same inputs, for each planned layer
+    with its recipe; a planned layer without one is refused."""
+    path = os.fspath(path)
+    try:
+        with open(path) as f:
+            rep = json.load(f)
+    except (OSError, ValueError) as e:
+        raise VerifyError(f"--isolated {path}: cannot read the report: {e}") from None
+    if rep.get("format") != "precis-report" or not isinstance(rep.get("rows"), list):
+        raise VerifyError(f"--isolated {path}: not a precis report (format precis-report with rows)")
+    import precis
+
+    by = {}
+    for r in rep["rows"]:
+        by[(r.get("layer") or r.get("workload"), r.get("spec"))] = r
+    out = {}
+    for name, recipe in chosen.items():
+        row = by.get((name, precis.spec(recipe)))
+        if row is None:
+            raise VerifyError(f"--isolated {path}: no row of layer {name} with recipe {recipe} ({precis.spec(recipe)})")
+        out[name] = row
+    return out
+
+
+def _per_layer(layers, chosen, modules, checks, taken):
+    per_layer, rows = [], []
+    for depth, name in enumerate(layers):
+        iso_row, cum_row = checks.rows(name)
+        if taken is not None:
+            iso_row = dict(taken[name])
+        if cum_row is None:
+            per_layer.append({"layer": name, "depth": depth, "recipe": chosen[name], "called": False})
+            continue
+        k, n = _weight_shape(modules[name])
+        cumulative = {"rel_fro": dict(cum_row["error"]["rel_fro"]), "error": cum_row["error"]}
+        if "logits" in cum_row:
+            cumulative["logits"] = cum_row["logits"]
+        entry = {"layer": name, "depth": depth, "recipe": chosen[name], "called": True, "k": k, "n": n,
+                 "cumulative": cumulative, "isolated": None}
+        if iso_row is not None:
+            entry["isolated"] = {"rel_fro": iso_row["error"]["rel_fro"], "status": iso_row["status"],
+                                 "verdict": iso_row["verdict"]}
+            iso_row["cumulative"] = {"rel_fro": cumulative["rel_fro"]}
+            rows.append(iso_row)
+        per_layer.append(entry)
+    return per_layer, rows
+
+
+def _report_skeleton(chosen, rows, from_report):
+    import precis
+
+    version, commit = precis.__version__, precis.__commit__
+    return {"format": "precis-report", "format_version": 1, "complete": True,
+            "tool": {"name": "precis", "version": version, "commit": commit},
+            "environment": {"backend": "cpu-emulation", "device": None},
+            "dataset": {"path": None if not from_report else os.fspath(from_report), "dataset_id": None},
+            "settings": {"recipes": list(dict.fromkeys(chosen.values())), "criteria": []}, "rows": rows}
 
 
 def _final64(model64, batch):
@@ -307,75 +595,6 @@ def _final64(model64, batch):
     with torch.no_grad():
         y, _ = pt.final_output(model64(**kwargs))
     return y.numpy()
-
-
-def _isolated_rows(cmd, model, modules, chosen, cap_ref, per_layer):
-    """`precis import --model` of the chosen layers' weights with the reference inputs, then
-    `precis run` of each recipe on its layers: the isolated error as precis measures any layer."""
-    from . import torch as pt
-
-    tmp = tempfile.mkdtemp(prefix="precis-verify-")
-    try:
-        weights, in_major = {}, []
-        arrays = cap_ref.arrays()
-        called = [e["layer"] for e in per_layer if e.get("called")]
-        for name in called:
-            module, im = modules[name]
-            weights[name + ".weight"] = module.weight.detach().float().cpu().numpy()
-            if im:
-                in_major.append(name)
-        ckpt = os.path.join(tmp, "weights.safetensors")
-        pt._write_safetensors(ckpt, weights)
-        acts = os.path.join(tmp, "acts.npz")
-        pt.write_arrays(acts, {n: arrays[n] for n in called}, cap_ref.meta)
-        ds = os.path.join(tmp, "layers.h5")
-        args = ["import", "--model", ckpt, "--activations", acts, "--in-major", "none", "-o", ds, "-q"]
-        for name in called:
-            args += ["--layers", name]
-        for name in in_major:
-            args += ["--in-major", name]
-        _cli(cmd, args, "import")
-        by_recipe = {}
-        for name in called:
-            by_recipe.setdefault(chosen[name], []).append(name)
-        reports, csv_lines = [], []
-        for i, (recipe, names) in enumerate(by_recipe.items()):
-            rep = os.path.join(tmp, f"run-{i}")
-            _cli(cmd, ["run", ds, "--backend", "cpu", "--recipes", recipe, "--workloads", ",".join(names), "-o", rep,
-                       "--quiet", "--min-samples", "1", "--max-samples", "3", "--max-time-ms", "1"], "run")
-            with open(os.path.join(rep, "report.json")) as f:
-                reports.append(json.load(f))
-            with open(os.path.join(rep, "report.csv"), newline="") as f:
-                lines = f.read().split("\r\n")
-            csv_lines += lines[:1] if not csv_lines else []
-            csv_lines += [ln for ln in lines[1:] if ln]
-        order = {n: i for i, n in enumerate(called)}
-        rows = sorted((r for rep in reports for r in rep["rows"]), key=lambda r: order.get(r.get("layer") or r["workload"], 0))
-        by_layer = {r.get("layer") or r["workload"]: r for r in rows}
-        for e in per_layer:
-            row = by_layer.get(e["layer"])
-            if row is None:
-                continue
-            e["isolated"] = {"rel_fro": row["error"]["rel_fro"], "status": row["status"], "verdict": row["verdict"]}
-            row["cumulative"] = e["cumulative"]
-        report = reports[0]
-        report["rows"] = rows
-        report["complete"] = all(r.get("complete", True) for r in reports)
-        report["settings"]["recipes"] = list(by_recipe)
-        report["dataset"]["path"] = None  # a temporary dataset of the reference inputs, removed
-        header, body = csv_lines[0], csv_lines[1:]
-        layer_col = header.split(",").index("layer") if "layer" in header.split(",") else None
-        if layer_col is not None:
-            body.sort(key=lambda ln: order.get(_csv_field(ln, layer_col), 0))
-        return report, "\r\n".join([header] + body) + "\r\n"
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-
-
-def _csv_field(line, index):
-    import csv
-
-    return next(csv.reader([line]))[index]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -395,17 +614,47 @@ def _fmt(x):
 
 
 def _write(path, text):
+    """Written to a temporary name, renamed; the temporary file is removed whatever stops the write
+    (an interrupt included)."""
     tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8", newline="") as f:
-        f.write(text)
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
 
 
-def write_report(out, report, csv_text=None):
+CSV_COLUMNS = ("workload", "layer", "recipe", "spec", "m", "n", "k", "batch", "status", "verdict", "rel_fro_worst",
+               "rel_fro_mean", "max_abs_worst", "max_cw_worst", "cumulative_rel_fro_worst", "cumulative_rel_fro_mean")
+
+
+def render_csv(report):
+    """The rows (isolated, with the cumulative rel_fro beside), one line each (RFC 4180, CRLF)."""
+    import csv
+    import io
+
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\r\n")
+    w.writerow(CSV_COLUMNS)
+    for r in report["rows"]:
+        err = r.get("error") or {}
+
+        def worst(key, part="worst"):
+            v = err.get(key)
+            return "" if not v else v.get(part)
+        cum = (r.get("cumulative") or {}).get("rel_fro") or {}
+        w.writerow([r.get("workload"), r.get("layer"), r.get("recipe"), r.get("spec"), r.get("m"), r.get("n"), r.get("k"),
+                    r.get("batch"), r.get("status"), r.get("verdict") or "", worst("rel_fro"), worst("rel_fro", "mean"),
+                    worst("max_abs"), worst("max_cw"), cum.get("worst", ""), cum.get("mean", "")])
+    return buf.getvalue()
+
+
+def write_report(out, report):
     os.makedirs(out, exist_ok=True)
     _write(os.path.join(out, "report.json"), json.dumps(report, indent=1, allow_nan=False, default=_json_default) + "\n")
-    if csv_text:
-        _write(os.path.join(out, "report.csv"), csv_text)
+    _write(os.path.join(out, "report.csv"), render_csv(report))
     _write(os.path.join(out, "report.md"), render_markdown(report))
     _write(os.path.join(out, "report.html"), render_html(report))
 
@@ -607,6 +856,18 @@ crosses --layer-threshold. Writes report.json, report.csv, report.md and report.
 
 
 def main(argv=None):
+    """The command; SIGINT/SIGTERM stop it with nothing left behind and exit 128 + the signal."""
+    from .signals import Stopped, stopped_by_signals
+
+    try:
+        with stopped_by_signals():
+            return _main(argv)
+    except Stopped as e:
+        print(f"precis verify: interrupted by signal {e.signum}; no file left behind", file=sys.stderr)
+        return 128 + e.signum
+
+
+def _main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m precis verify", description=USAGE.split("\n\n", 1)[1],
                                      usage=USAGE.split("\n")[0][len("usage: "):],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -635,7 +896,14 @@ def main(argv=None):
     parser.add_argument("--layer-threshold", type=float, default=0.01,
                         help="cumulative rel_fro (worst over samples) whose first crossing is reported (default 0.01)")
     parser.add_argument("--batch-size", type=int, default=None,
-                        help="sequences per forward (default all: a tensor scale spans the same rows as in the isolated run)")
+                        help="sequences per forward (default: as many as fit --max-memory, or 1 GiB of per-batch memory; "
+                             "a tensor scale spans one batch)")
+    parser.add_argument("--max-memory", default=None,
+                        help="bytes the estimated peak must fit (8G, 1.5GiB): batches are made smaller, or verify refuses "
+                             "with the figure")
+    parser.add_argument("--isolated", default="compute", metavar="compute|skip|REPORT.json",
+                        help="each layer's isolated row: computed in the reference pass (default), skipped, or taken from a "
+                             "report.json of precis run on the same inputs")
     parser.add_argument("--prefix", default="", help="prepended to module names to give the plan's layer names")
     parser.add_argument("--force", action="store_true", help="replace a report already in DIR")
     parser.add_argument("-q", "--quiet", action="store_true")
@@ -652,10 +920,15 @@ def main(argv=None):
             raise VerifyError("-o/--output: the report directory is required")
         if args.plan is None and args.kv is None and args.attention is None:
             raise VerifyError("give --plan, --kv or --attention (or --kv-sweep)")
+        max_memory = parse_bytes(args.max_memory) if args.max_memory is not None else None
+        isolated = {"compute": True, "skip": False}.get(args.isolated, args.isolated)
+        if isinstance(isolated, str) and not os.path.isfile(isolated):
+            raise VerifyError(f"--isolated {isolated}: expected compute, skip or a report.json of precis run")
         model, tokenizer = load_model(args.model)
         result = verify(model, args.plan, args.inputs, tokenizer=tokenizer, out=args.output, require=args.require,
                         alpha=args.alpha, layer_threshold=args.layer_threshold, tokens=args.tokens, samples=args.samples,
                         batch_size=args.batch_size, reference=args.reference, prefix=args.prefix, force=args.force,
+                        isolated=isolated, max_memory=max_memory, quiet=args.quiet,
                         model_name=args.model, inputs_name=args.inputs, plan_name=args.plan, kv=args.kv,
                         attention=args.attention, kv_calibration=args.kv_calib,
                         command=" ".join(["python -m precis verify"] + list(argv if argv is not None else sys.argv[1:])))

@@ -63,25 +63,14 @@ void precis_row_judge(precis_row *row, const precis_criteria *criteria) {
     row->verdict_detail = precis_asprintf("%s is null, fails %s", precis_metric_get(c->metric)->key, crit);
 }
 
-static void compute_error_metrics(precis_row *row, const precis_workload_info *w, const precis_workload_data *d,
-                                  const float *c, const double *c64, double clipped_fraction) {
-  size_t per_sample = (size_t)(w->m * w->n);
-  precis_sample_metrics *samples = calloc((size_t)w->batch, sizeof *samples);
-  if (!samples) {
-    row->status = PRECIS_ROW_FAILED;
-    row->reason = precis_strdup("out of memory computing metrics");
-    return;
-  }
+precis_status precis_case_sample_metrics(const precis_workload_info *w, const precis_workload_data *d, const float *c,
+                                         const double *c64, precis_sample_metrics *samples) {
+  const size_t per_sample = (size_t)(w->m * w->n);
   /* A logit workload (an lm_head): each output row is one token's logits, judged also as the
    * distribution the model outputs (KL both ways, top-1 agreement; docs/criteria.md). */
   const bool logits = w->output_kind && strcmp(w->output_kind, "logits") == 0;
   double *scratch = logits ? malloc(2 * (size_t)w->m * sizeof *scratch) : NULL;
-  if (logits && !scratch) {
-    free(samples);
-    row->status = PRECIS_ROW_FAILED;
-    row->reason = precis_strdup("out of memory computing the logit metrics");
-    return;
-  }
+  if (logits && !scratch) return precis_fail(PRECIS_E_NOMEM, "out of memory computing the logit metrics");
   for (size_t b = 0; b < (size_t)w->batch; b++) {
     precis_metrics_sample_wide(c + b * per_sample, c64 ? c64 + b * per_sample : NULL, d->c_ref + b * per_sample,
                                d->c_ref_lo ? d->c_ref_lo + b * per_sample : NULL, d->ab_abs + b * per_sample,
@@ -92,6 +81,19 @@ static void compute_error_metrics(precis_row *row, const precis_workload_info *w
                             &samples[b]);
   }
   free(scratch);
+  return PRECIS_OK;
+}
+
+static void compute_error_metrics(precis_row *row, const precis_workload_info *w, const precis_workload_data *d,
+                                  const float *c, const double *c64, double clipped_fraction) {
+  size_t per_sample = (size_t)(w->m * w->n);
+  precis_sample_metrics *samples = calloc((size_t)w->batch, sizeof *samples);
+  if (!samples || precis_case_sample_metrics(w, d, c, c64, samples) != PRECIS_OK) {
+    free(samples);
+    row->status = PRECIS_ROW_FAILED;
+    row->reason = precis_strdup("out of memory computing metrics");
+    return;
+  }
   precis_metrics_aggregate(samples, (size_t)w->batch, row->error);
   free(samples);
   if (d->grad) {

@@ -52,6 +52,12 @@ precis_status precis_run_workloads(const precis_run_config *config, precis_repor
 void precis_case_row(precis_row *row, const precis_run_config *cfg, const precis_workload_info *w,
                      const precis_recipe *recipe);
 
+/* The metrics of each held-out sample of an evaluated output (c, or c64 for out=fp64) against the
+ * workload's c_ref and ab_abs (and, for a logit workload, its logit metrics): what a run aggregates
+ * into a row's error. samples: w->batch entries. */
+precis_status precis_case_sample_metrics(const precis_workload_info *w, const precis_workload_data *d, const float *c,
+                                         const double *c64, precis_sample_metrics *samples);
+
 /* Applies criteria to a row with status ok: sets verdict and verdict_detail. */
 void precis_row_judge(precis_row *row, const precis_criteria *criteria);
 

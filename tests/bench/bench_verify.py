@@ -3,8 +3,8 @@ cmake/python-model-requirements.txt), on the CPU. Not run by CTest: a benchmark 
 
 - the plain fp32 forward and the forward with every linear layer emulated (int8 and bf16), and
   their ratio, on WINDOWS windows of TOKENS tokens of real text (this repository's LICENSE);
-- the wall time of verify (reference + emulated forward, per-layer cumulative error, the precis
-  import + run of the isolated rows, the report files) with every layer int8, against the target
+- the wall time of verify (emulated + reference forward, per layer the isolated row and the
+  cumulative error computed in the reference pass, the report files) with every layer int8, against the target
   of 60 s for 16 windows of 64 tokens.
 
 usage: build/venv/bin/python tests/bench/bench_verify.py [WINDOWS [TOKENS]]   (PRECIS=build/precis)

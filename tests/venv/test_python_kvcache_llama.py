@@ -177,8 +177,8 @@ def main():
             plain = model(input_ids=torch.from_numpy(ids)).logits.numpy()
         expected = independent_logits(model, ids, calib_ids, k_rule, v_rule)
         kv = f"{names[k_rule]},{names[v_rule]}"
-        result = verify.verify(model, None, ids, kv=kv, kv_calibration=calib_ids, isolated=False)
-        got = result.emulated_capture.output_array()
+        result = verify.verify(model, None, ids, kv=kv, kv_calibration=calib_ids, isolated=False, keep_outputs=True)
+        got = result.emulated_outputs
         check(got.dtype == expected.dtype and got.shape == expected.shape and np.array_equal(got, expected),
               f"{attn}: verify --kv {kv} logits equal the independent K {k_rule} / V {v_rule} cache bit for bit "
               f"(max |diff| {float(np.max(np.abs(got - expected))):.3g})")
@@ -221,7 +221,8 @@ def main():
         plan = os.path.join(tmp, "plan.json")
         with open(plan, "w") as f:
             json.dump({"kv": "e4m3@tensor,s8@row:sym"}, f)
-        by_plan = verify.verify(model, plan, ids, kv_calibration=calib_ids, isolated=False).emulated_capture.output_array()
+        by_plan = verify.verify(model, plan, ids, kv_calibration=calib_ids, isolated=False,
+                                 keep_outputs=True).emulated_outputs
     expected = independent_logits(model, ids, calib_ids, "fp8", "int8")
     check(np.array_equal(by_plan, expected), "a plan file {\"kv\": ...} gives the --kv logits")
 

@@ -1,0 +1,204 @@
+"""Real models at real size (issue 40, DESIGN §20): seeded Llama-architecture models of about 135M,
+0.5B and 1B parameters, each step in its own process, side by side in one run: the plain fp32
+forward against capture, import, run and verify (an int8 plan and a bf16 plan) on WINDOWS windows
+of TOKENS tokens: time and peak RSS (the child's ru_maxrss), with the targets as ratios. The forward's
+and verify's times are their own, the model loaded before the clock starts (verify's from its
+report, verify.seconds); capture, import and run are their processes' wall times. Targets:
+verify int8 <= 5x the plain forward, bf16 <= 10x; peak RSS <= the fp32 weights + 1.5 GB.
+
+    build/venv/bin/python tests/bench/bench_model_scale.py [--sizes 135m,0.5b,1b] [--steps ...]
+        [--windows 24] [--tokens 64] [--keep DIR]
+
+Sizes (hidden not a multiple of 128 for 135m and 0.5b; tied embeddings for 135m and 1b; GQA all):
+  135m  hidden 576, 30 layers, intermediate 1536, 9 heads / 3 KV heads, vocab 49152, tied (SmolLM-135M's shape)
+  0.5b  hidden 960, 40 layers, intermediate 2560, 15 heads / 5 KV heads, vocab 49152, untied
+  1b    hidden 2048, 16 layers, intermediate 8192, 32 heads / 8 KV heads, vocab 128256, tied (Llama-3.2-1B's shape)
+Steps: forward, capture, import, run, verify-int8, verify-bf16 (default all). The model is built
+with seeded weights (torch.manual_seed(0), the default init) and saved with save_pretrained.
+Not run by CTest (minutes per size). PRECIS: the precis executable (default build/precis).
+"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
+BUILD = os.environ.get("PRECIS_BUILD_DIR", os.path.join(ROOT, "build"))
+PRECIS = os.environ.get("PRECIS", os.path.join(BUILD, "precis"))
+STAGE = os.environ.get("PRECIS_PY_STAGE", os.path.join(BUILD, "python"))
+
+SIZES = {
+    "135m": dict(hidden_size=576, num_hidden_layers=30, intermediate_size=1536, num_attention_heads=9,
+                 num_key_value_heads=3, vocab_size=49152, tie_word_embeddings=True),
+    "0.5b": dict(hidden_size=960, num_hidden_layers=40, intermediate_size=2560, num_attention_heads=15,
+                 num_key_value_heads=5, vocab_size=49152, tie_word_embeddings=False),
+    "1b": dict(hidden_size=2048, num_hidden_layers=16, intermediate_size=8192, num_attention_heads=32,
+               num_key_value_heads=8, vocab_size=128256, tie_word_embeddings=True),
+}
+STEPS = ("forward", "capture", "import", "run", "verify-int8", "verify-bf16")
+
+BUILD_MODEL = r"""
+import json, sys, torch, transformers
+torch.manual_seed(0)
+config = transformers.LlamaConfig(max_position_embeddings=2048, architectures=["LlamaForCausalLM"], **json.loads(sys.argv[1]))
+model = transformers.LlamaForCausalLM(config)
+model.save_pretrained(sys.argv[2])
+print(sum(p.numel() for p in model.parameters()))
+"""
+
+FORWARD = r"""
+import sys, time, numpy as np, torch, transformers
+model = transformers.AutoModelForCausalLM.from_pretrained(sys.argv[1], dtype="float32").eval()
+ids = torch.from_numpy(np.load(sys.argv[2]))
+with torch.no_grad():
+    model(ids[:1])  # warm-up
+    t = time.perf_counter()
+    model(ids)
+    print(time.perf_counter() - t)
+"""
+
+CAPTURE = r"""
+import sys, numpy as np, torch, transformers
+import precis.torch as pt
+model = transformers.AutoModelForCausalLM.from_pretrained(sys.argv[1], dtype="float32").eval()
+ids = np.load(sys.argv[2])
+with torch.no_grad():
+    cap = pt.capture(model, [torch.from_numpy(ids[i:i + 4]) for i in range(0, len(ids), 4)], gradients=False)
+cap.save(sys.argv[3])
+"""
+
+
+def run_child(argv, env=None):
+    """Runs argv and returns (wall s, peak RSS bytes of that child, rc, stdout, stderr)."""
+    t = time.perf_counter()
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    import threading
+
+    out, err = [], []
+    threads = [threading.Thread(target=lambda s, b: b.append(s.read()), args=(proc.stdout, out)),
+               threading.Thread(target=lambda s, b: b.append(s.read()), args=(proc.stderr, err))]
+    for th in threads:
+        th.start()
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    for th in threads:
+        th.join()
+    wall = time.perf_counter() - t
+    return wall, usage.ru_maxrss * 1024, proc.returncode, out[0].decode(), err[0].decode()
+
+
+def fmt_gb(b):
+    return f"{b / 1e9:.2f}"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sizes", default="135m", help="comma-separated: 135m, 0.5b, 1b (default 135m)")
+    ap.add_argument("--steps", default=",".join(STEPS), help="comma-separated among " + ", ".join(STEPS))
+    ap.add_argument("--windows", type=int, default=24)
+    ap.add_argument("--tokens", type=int, default=64)
+    ap.add_argument("--keep", default=None, help="work directory kept (default: a temporary one, removed)")
+    args = ap.parse_args()
+    steps = args.steps.split(",")
+    env = dict(os.environ, PYTHONPATH=STAGE + os.pathsep + os.environ.get("PYTHONPATH", ""), PRECIS=PRECIS)
+    py = sys.executable
+    work = args.keep or tempfile.mkdtemp(prefix="precis-bench-scale-")
+    os.makedirs(work, exist_ok=True)
+    table = []
+    try:
+        for size in args.sizes.split(","):
+            d = os.path.join(work, size)
+            os.makedirs(d, exist_ok=True)
+            model_dir = os.path.join(d, "model")
+            if not os.path.isfile(os.path.join(model_dir, "config.json")):
+                w, rss, rc, out, err = run_child([py, "-c", BUILD_MODEL, json.dumps(SIZES[size]), model_dir], env)
+                if rc:
+                    sys.exit(f"building {size}: {err[-2000:]}")
+            with open(os.path.join(model_dir, "config.json")) as f:
+                cfg = json.load(f)
+            h, L, inter, V = cfg["hidden_size"], cfg["num_hidden_layers"], cfg["intermediate_size"], cfg["vocab_size"]
+            kv = h // cfg["num_attention_heads"] * cfg["num_key_value_heads"]
+            params = V * h * (1 if cfg.get("tie_word_embeddings") else 2) + L * (2 * h * h + 2 * h * kv + 3 * h * inter)
+            weights = params * 4
+            ids_path = os.path.join(d, "ids.npy")
+            import numpy as np
+
+            np.save(ids_path, np.random.default_rng(0).integers(0, V, (args.windows, args.tokens)).astype(np.int64))
+            rows = {}
+
+            def step(name, argv):
+                w, rss, rc, out, err = run_child(argv, env)
+                ok = rc in (0, 3)
+                rows[name] = (w, rss, ok, out)
+                print(f"  {size} {name}: {w:.1f} s, peak RSS {fmt_gb(rss)} GB{'' if ok else ' FAILED: ' + err[-600:]}",
+                      file=sys.stderr, flush=True)
+                return out
+
+            print(f"{size}: {params / 1e6:.0f}M parameters, fp32 weights {fmt_gb(weights)} GB", file=sys.stderr, flush=True)
+            if "forward" in steps:
+                out = step("forward", [py, "-c", FORWARD, model_dir, ids_path])
+                if rows["forward"][2]:
+                    # The forward itself, in its process (the model loaded before the clock starts).
+                    rows["forward"] = (float(out.strip().splitlines()[-1]),) + rows["forward"][1:]
+                    print(f"  {size} forward itself: {rows['forward'][0]:.2f} s", file=sys.stderr, flush=True)
+            acts = os.path.join(d, "acts.npz")
+            if "capture" in steps:
+                step("capture", [py, "-c", CAPTURE, model_dir, ids_path, acts])
+            ds = os.path.join(d, "model.h5")
+            if "import" in steps and os.path.exists(acts):
+                step("import", [PRECIS, "import", "--model", model_dir, "--activations", acts, "-o", ds, "--force", "-q"])
+                if os.path.exists(ds):
+                    rows["import"] = rows["import"] + (os.path.getsize(ds),)
+            if "run" in steps and os.path.exists(ds):
+                step("run", [PRECIS, "run", ds, "--backend", "cpu", "--recipes", "int8", "-o", os.path.join(d, "run"),
+                             "--force", "--quiet", "--min-samples", "1", "--max-samples", "1", "--max-time-ms", "1"])
+            for recipe in ("int8", "bf16"):
+                name = f"verify-{recipe}"
+                if name not in steps:
+                    continue
+                plan = os.path.join(d, f"plan-{recipe}.json")
+                with open(plan, "w") as f:
+                    json.dump({"*": recipe}, f)
+                step(name, [py, "-m", "precis", "verify", "--model", model_dir, "--plan", plan, "--inputs", ids_path,
+                            "-o", os.path.join(d, name), "--force", "-q"])
+                report = os.path.join(d, name, "report.json")
+                if rows[name][2] and os.path.exists(report):
+                    # verify's own time (verify.seconds: the model loaded before it starts), as the forward's.
+                    with open(report) as f:
+                        seconds = json.load(f)["verify"]["seconds"]
+                    rows[name] = (seconds,) + rows[name][1:]
+                    print(f"  {size} {name} itself: {seconds:.1f} s", file=sys.stderr, flush=True)
+            table.append((size, params, weights, rows))
+    finally:
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+
+    print(f"\n{args.windows} windows x {args.tokens} tokens, {os.cpu_count()} CPUs; targets: verify int8 <= 5x forward, "
+          f"bf16 <= 10x; peak RSS <= fp32 weights + 1.5 GB\n")
+    print("| model | step | wall s | x forward | target | peak RSS GB | RSS - fp32 weights GB | RSS target |")
+    print("|---|---|---|---|---|---|---|---|")
+    for size, params, weights, rows in table:
+        fwd = rows.get("forward", (None,))[0]
+        for name in STEPS:
+            if name not in rows:
+                continue
+            w, rss, ok, *extra = rows[name]
+            ratio = w / fwd if fwd and ok else None
+            target = {"verify-int8": 5.0, "verify-bf16": 10.0}.get(name)
+            verdict = "" if target is None or ratio is None else (" ok" if ratio <= target else " over")
+            over = (rss - weights) / 1e9
+            label = name + ("" if ok else " (failed)")
+            if name == "import" and len(extra) > 1:
+                label += f" ({extra[1] / 1e9:.2f} GB dataset)"
+            print(f"| {size} ({params / 1e6:.0f}M) | {label} | {w:.1f} | {'' if ratio is None else f'{ratio:.1f}'} | "
+                  f"{'' if target is None else f'<= {target:.0f}x{verdict}'} | {fmt_gb(rss)} | {over:+.2f} | "
+                  f"{'ok' if over <= 1.5 else 'over'} |")
+
+
+if __name__ == "__main__":
+    main()
