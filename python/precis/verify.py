@@ -26,7 +26,9 @@ import time
 
 import numpy as np
 
-from . import endtoend
+from . import endtoend, kld
+from . import noise as noise_mod
+from . import reference as reference_file_mod
 
 EXIT_OK, EXIT_RUNTIME, EXIT_USAGE, EXIT_GATE = 0, 1, 2, 3
 
@@ -165,7 +167,8 @@ def _rel_fro_per_sample(c, r):
 
 def verify(model, plan, inputs, *, tokenizer=None, out=None, require=(), alpha=0.05, layer_threshold=0.01, tokens=64,
            samples=None, batch_size=None, reference="fp32", prefix="", precis_cli=None, isolated=True, force=False,
-           model_name=None, inputs_name=None, plan_name=None, command=None, resamples=2000):
+           model_name=None, inputs_name=None, plan_name=None, command=None, resamples=2000, score="all",
+           save_reference=None, reference_file=None, noise=None):
     """Reference vs emulated model on held-out inputs; returns a VerifyResult and, with out=DIR,
     writes report.json, report.csv, report.md and report.html there. model: a torch module (run on
     the CPU); plan: plan.json, a {layer glob: recipe} mapping (dict or JSON file); inputs: token
@@ -180,12 +183,20 @@ def verify(model, plan, inputs, *, tokenizer=None, out=None, require=(), alpha=0
     from . import torch as pt
 
     started = time.time()
+    saved = None  # a reference computed once (precis.reference): its tokens and outputs
     if reference not in ("fp32", "fp64"):
-        raise VerifyError(f"--reference {reference}: expected fp32 or fp64")
+        if not os.path.isfile(str(reference)):
+            raise VerifyError(f"--reference {reference}: expected fp32, fp64 or a file of --save-reference (no such file)")
+        saved = reference_file_mod.load(str(reference))
     gates = [endtoend.parse_gate(r) for r in require]
+    for text in noise or ():
+        noise_mod.parse(text)
     ids = load_inputs(inputs, tokenizer, tokens, samples)
     if len(ids) == 0:
         raise VerifyError("no input samples")
+    fingerprint = reference_file_mod.model_fingerprint(model) if (saved is not None or save_reference) else None
+    if saved is not None:
+        reference_file_mod.check(saved, fingerprint=fingerprint, ids=ids)
     batch_size = batch_size or len(ids)
     chosen = pt.resolve_plan(model, plan, prefix)
     if not chosen:
@@ -198,32 +209,54 @@ def verify(model, plan, inputs, *, tokenizer=None, out=None, require=(), alpha=0
     model.eval()
     ref_model = model if all(p.dtype == torch.float32 for p in model.parameters()) else copy.deepcopy(model).float()
     with torch.no_grad():
-        cap_ref = pt.capture(ref_model, _batches(ids, batch_size), layers=layers, prefix=prefix, gradients=False,
-                             tokens=ids.shape[1])
+        cap_ref = None if saved is not None else pt.capture(ref_model, _batches(ids, batch_size), layers=layers,
+                                                            prefix=prefix, gradients=False, tokens=ids.shape[1])
         records = {}
         with pt.emulate(ref_model, chosen, prefix=prefix, record=records):
             cap_q = pt.capture(ref_model, _batches(ids, batch_size), layers=layers, prefix=prefix, gradients=False,
                                tokens=ids.shape[1])
-        ref_out = cap_ref.output_array()
-        ref_kind = cap_ref.output_kind
+        if saved is not None:
+            ref_out, ref_kind = saved.outputs, saved.kind
+        else:
+            ref_out, ref_kind = cap_ref.output_array(), cap_ref.output_kind
         if reference == "fp64":
             # The final outputs of the model in float64 (capture would store them as float32).
             m64 = copy.deepcopy(ref_model).double()
             ref_out = np.concatenate([_final64(m64, b) for b in _batches(ids, batch_size)])
             del m64
     q_out = cap_q.output_array()
+    if save_reference:
+        reference_file_mod.save(save_reference, ids, ref_out, kind=ref_kind, reference=reference, fingerprint=fingerprint,
+                                model_name=model_name or type(model).__name__, model_class=type(model).__name__)
     labels = None
     if ref_kind == "logits":
         labels = np.full(ids.shape, -100, np.int64)
         labels[:, :-1] = ids[:, 1:]
-    outputs = endtoend.Outputs.compare(ref_out, q_out, labels=labels, kind=ref_kind)
+    outputs = endtoend.Outputs.compare(ref_out, q_out, labels=labels, kind=ref_kind, score=score)
     judged = endtoend.judge(outputs, gates, alpha=alpha, resamples=resamples) if gates else []
+    noise_table = None
+    if noise:  # the same formats computed another correct way (precis.noise)
+        alt_metrics = {}
+        for kind_, value in (noise_mod.parse(t) for t in noise):
+            if kind_ == "target":
+                with torch.no_grad(), pt.emulate(ref_model, chosen, prefix=prefix, target=value):
+                    cap_alt = pt.capture(ref_model, _batches(ids, batch_size), layers=layers[:1], prefix=prefix,
+                                         gradients=False, tokens=ids.shape[1])
+                alt = endtoend.Outputs.compare(ref_out, cap_alt.output_array(), labels=labels, kind=ref_kind, score=score)
+            else:
+                m64 = copy.deepcopy(ref_model).double()
+                r64 = np.concatenate([_final64(m64, b) for b in _batches(ids, batch_size)])
+                del m64
+                alt = endtoend.Outputs.compare(r64, q_out, labels=labels, kind=ref_kind, score=score)
+            alt_metrics[f"{kind_}={value}"] = alt.metrics()
+        noise_table = noise_mod.floors(outputs.metrics(), alt_metrics)
+        noise_mod.mark_gates(judged, noise_table)
 
     # Per layer, cumulative: the GEMM output inside the emulated model against a.W (float64) of
     # the reference model's input.
-    ref_inputs = cap_ref.arrays()
+    ref_inputs = cap_ref.arrays() if cap_ref is not None else {}
     per_layer = []
-    for depth, name in enumerate(layers):
+    for depth, name in enumerate(layers if cap_ref is not None else []):
         module, in_major = modules[name]
         if name not in ref_inputs or name not in records:
             per_layer.append({"layer": name, "depth": depth, "recipe": chosen[name], "called": False})
@@ -242,16 +275,23 @@ def verify(model, plan, inputs, *, tokenizer=None, out=None, require=(), alpha=0
                           "isolated": None})
 
     report, csv_text = None, None
-    if isolated:
+    if isolated and cap_ref is not None:
         report, csv_text = _isolated_rows(precis_cli or precis_command(), model, modules, chosen, cap_ref, per_layer)
     crossing = next((e for e in per_layer if e.get("called") and e["cumulative"]["rel_fro"]["worst"] > layer_threshold), None)
     metrics = outputs.metrics()
-    e2e = {"kind": outputs.kind, "reference": reference, "samples": len(outputs), "tokens": outputs.tokens(),
-           "tokens_per_sample": int(ids.shape[1]), "metrics": metrics, "per_sample": outputs.per_sample(),
+    reference_label = reference if saved is None else f"{saved.reference}, read from {reference}"
+    e2e = {"kind": outputs.kind, "reference": reference_label, "samples": len(outputs), "tokens": outputs.tokens(),
+           "tokens_per_sample": int(ids.shape[1]), "scored_positions": outputs.score,
+           "metrics": metrics, "per_sample": outputs.per_sample(),
            "alpha": alpha, "method": f"percentile bootstrap over samples, {resamples} resamples, seed 0",
            "gates": judged,
            "verdict": None if not judged else ("pass" if all(g["verdict"] == "pass" for g in judged)
                                                else "fail" if any(g["verdict"] == "fail" for g in judged) else "undecided")}
+    if noise_table is not None:
+        e2e["noise_floor"] = {"alternatives": list(noise), "label": noise_mod.LABEL, "metrics": noise_table}
+    block = outputs.block()
+    if block is not None:
+        e2e["llamacpp"] = block  # llama.cpp's --kl-divergence block and ExLlamaV3's figures (precis.kld)
     if report is None:
         report = {"format": "precis-report", "format_version": 1, "complete": True,
                   "tool": {"name": "precis", "version": None, "commit": None},
@@ -268,6 +308,9 @@ def verify(model, plan, inputs, *, tokenizer=None, out=None, require=(), alpha=0
                                                                          "depth": crossing["depth"],
                                                                          "rel_fro": crossing["cumulative"]["rel_fro"]["worst"]},
                         "seconds": round(time.time() - started, 3)}
+    if saved is not None:
+        report["verify"]["per_layer_skipped"] = ("the reference was read from a file: per-layer errors need the reference "
+                                                 "model's layer inputs, which only a reference pass has")
     if command:
         report["environment"]["command"] = command
     if out is not None:
@@ -425,11 +468,25 @@ def render_markdown(report):
     out += ["", "## End to end", "", f"The model's final outputs ({e2e['kind']}), emulated against the reference, "
             f"over {e2e['samples']} samples ({e2e['tokens']} tokens):", ""]
     out += _e2e_lines(e2e)
+    if e2e.get("noise_floor"):
+        nf = e2e["noise_floor"]
+        out += ["", f"### Implementation noise floor ({', '.join(nf['alternatives'])})", "",
+                "The same formats computed another correct way; a metric whose departure from its ideal value is within "
+                f"the floor is *{nf['label']}*.", "", "| metric | value | ideal | floor | verdict |", "|---|---|---|---|---|"]
+        for name, f in nf["metrics"].items():
+            out.append(f"| {name} | {_fmt(f['value'])} | {_fmt(f['ideal'])} | {_fmt(f['floor'])} | "
+                       f"{'**' + nf['label'] + '**' if f['noise'] else 'above the floor'} |")
+    if e2e.get("llamacpp"):
+        out += ["", "### llama.cpp's `--kl-divergence` block, ExLlamaV3's figures", "",
+                "Definitions and sources: docs/verify.md (\"The figures users compare\"); reference = base, emulated = Q.",
+                "", "```", kld.render_text(e2e["llamacpp"]), "```"]
     if e2e["gates"]:
         out += ["", f"### Gates (α = {e2e['alpha']}, {e2e['method']})", "", "| requirement | value | bound | verdict |",
                 "|---|---|---|---|"]
         for g in e2e["gates"]:
             verdict = {"pass": "pass", "fail": "**FAIL**", "undecided": "**too few samples to decide**"}[g["verdict"]]
+            if g.get("noise"):
+                verdict += f" ({noise_mod.LABEL})"
             out.append(f"| `{g['expression']}` | {_fmt(g['value'])} | {_fmt(g['bound'])} | {verdict} |")
         out += ["", f"Verdict: **{e2e['verdict']}**."]
     fc = v["first_crossing"]
@@ -452,7 +509,7 @@ def render_markdown(report):
                    f"{_fmt(iso['worst']) if iso else '–'} ({_fmt(iso['mean']) if iso else '–'}) | "
                    f"{_fmt(cum['worst'])} ({_fmt(cum['mean'])}){mark} | {_fmt(ratio)} |")
     out += ["", "## Per sample", ""]
-    keys = list(e2e["per_sample"][0]) if e2e["per_sample"] else []
+    keys = [k for k in (e2e["per_sample"][0] if e2e["per_sample"] else []) if k not in kld.GATE_METRICS]
     out += ["| sample | " + " | ".join(keys) + " |", "|---" * (len(keys) + 1) + "|"]
     for i, s in enumerate(e2e["per_sample"]):
         out.append(f"| {i} | " + " | ".join(_fmt(s.get(k)) for k in keys) + " |")
@@ -538,11 +595,24 @@ def render_html(report):
     parts.append(table(md_tables[:split]))
     if split < len(md_tables):
         parts.append(table(md_tables[split + 1:]))
+    if e2e.get("noise_floor"):
+        nf = e2e["noise_floor"]
+        parts.append(f"<h3>Implementation noise floor ({esc(', '.join(nf['alternatives']))})</h3><table><thead><tr>"
+                     "<th>metric</th><th>value</th><th>ideal</th><th>floor</th><th>verdict</th></tr></thead><tbody>")
+        for name, f in nf["metrics"].items():
+            parts.append(f"<tr><td>{esc(name)}</td><td>{esc(_fmt(f['value']))}</td><td>{esc(_fmt(f['ideal']))}</td>"
+                         f"<td>{esc(_fmt(f['floor']))}</td><td>{esc(nf['label'] if f['noise'] else 'above the floor')}</td></tr>")
+        parts.append("</tbody></table>")
+    if e2e.get("llamacpp"):
+        parts.append("<h3>llama.cpp's --kl-divergence block, ExLlamaV3's figures</h3><pre>"
+                     + esc(kld.render_text(e2e["llamacpp"])) + "</pre>")
     if e2e["gates"]:
         parts.append(f"<h3>Gates (α = {esc(str(e2e['alpha']))}, {esc(e2e['method'])})</h3><table><thead><tr><th>requirement"
                      "</th><th>value</th><th>bound</th><th>verdict</th></tr></thead><tbody>")
         for g in e2e["gates"]:
             label = {"pass": "pass", "fail": "FAIL", "undecided": "too few samples to decide"}[g["verdict"]]
+            if g.get("noise"):
+                label += f" ({noise_mod.LABEL})"
             parts.append(f"<tr><td>{esc(g['expression'])}</td><td>{esc(_fmt(g['value']))}</td><td>{esc(_fmt(g['bound']))}</td>"
                          f"<td class=\"{g['verdict']}\" title=\"{esc(g['detail'])}\">{esc(label)}</td></tr>")
         parts.append("</tbody></table>")
@@ -594,7 +664,16 @@ def main(argv=None):
     parser.add_argument("--require", action="append", default=[], help="end-to-end gate, repeatable: kl_mean<=0.01, "
                         "top1_agree>=0.99, cosine_min>=0.999, ... (passes only when its confidence bound meets it)")
     parser.add_argument("--alpha", type=float, default=0.05, help="one-sided level of the gates' bounds (default 0.05)")
-    parser.add_argument("--reference", default="fp32", choices=["fp32", "fp64"])
+    parser.add_argument("--reference", default="fp32", help="fp32, fp64 (the reference model's final outputs in float64) "
+                        "or a file of --save-reference: its tokens and logits, reused instead of running the reference")
+    parser.add_argument("--save-reference", default=None, metavar="FILE",
+                        help="write the reference's tokens and logits (exact float32, HDF5) for later --reference FILE")
+    parser.add_argument("--noise-floor", action="append", default=[], metavar="ALTERNATIVE",
+                        help="repeatable: target=sm_80 (the plan under another accumulator model) or reference=fp64; "
+                        "metrics within what it changes are marked indistinguishable from implementation noise")
+    parser.add_argument("--score", default="all", choices=list(kld.SCORES),
+                        help="scored positions of the logit metrics: all (default) or second-half of each window "
+                        "(llama.cpp's perplexity)")
     parser.add_argument("--tokens", type=int, default=64, help="tokens per window of a text file (default 64)")
     parser.add_argument("--samples", type=int, default=None, help="at most this many samples (windows)")
     parser.add_argument("--layer-threshold", type=float, default=0.01,
@@ -611,10 +690,13 @@ def main(argv=None):
     try:
         for text in args.require:  # a bad gate is refused before the model is loaded
             endtoend.parse_gate(text)
+        for text in args.noise_floor:
+            noise_mod.parse(text)
         model, tokenizer = load_model(args.model)
         result = verify(model, args.plan, args.inputs, tokenizer=tokenizer, out=args.output, require=args.require,
                         alpha=args.alpha, layer_threshold=args.layer_threshold, tokens=args.tokens, samples=args.samples,
                         batch_size=args.batch_size, reference=args.reference, prefix=args.prefix, force=args.force,
+                        score=args.score, save_reference=args.save_reference, noise=args.noise_floor or None,
                         model_name=args.model, inputs_name=args.inputs, plan_name=args.plan,
                         command=" ".join(["python -m precis verify"] + list(argv if argv is not None else sys.argv[1:])))
     except (VerifyError, endtoend.GateError) as e:
