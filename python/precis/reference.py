@@ -76,7 +76,7 @@ def save(path, ids, outputs, *, kind, reference, fingerprint, model_name=None, m
     try:
         import torch
         import transformers
-        versions = (torch.__version__, transformers.__version__)
+        versions = (str(torch.__version__), str(transformers.__version__))
     except ImportError:
         versions = ("", "")
     try:

@@ -29,6 +29,7 @@ import sys
 
 import numpy as np
 
+from . import reference as _reference
 from . import verify as _verify
 
 EXIT_OK, EXIT_RUNTIME, EXIT_USAGE, EXIT_GATE = 0, 1, 2, 3
@@ -213,15 +214,22 @@ def validate(model, inputs, *, plan_args, out, tokenizer=None, budgets=None, aga
     objectives = [objective] + ([against] if against and against != objective else [])
     verified = {}  # frozen assignment -> verify summary
     points = []
+    # The reference is computed once for the whole sweep: the first verify saves its outputs, the
+    # others read them (precis.reference), with the model's fingerprint computed once.
+    reference_path = os.path.join(work, "reference.h5")
+    fingerprint = _reference.model_fingerprint(model)
 
     def measure_of(assignment, label):
         frozen = tuple(sorted(assignment.items()))
         if frozen not in verified:
             if any(r is None for r in assignment.values()):
                 return None
+            have_reference = os.path.isfile(reference_path)
             res = _verify.verify(model, assignment, ids, isolated=False, batch_size=batch_size, prefix=prefix,
                                  out=os.path.join(work, label, "verify"), force=True, tokens=tokens,
-                                 plan_name=os.path.join(label, "plan.json"))
+                                 plan_name=os.path.join(label, "plan.json"), model_fingerprint=fingerprint,
+                                 reference=reference_path if have_reference else "fp32",
+                                 save_reference=None if have_reference else reference_path)
             e2e = res.end_to_end
             verified[frozen] = {"kind": e2e["kind"], "metrics": e2e["metrics"], "verify": os.path.join("validate", label, "verify")}
             if not quiet:

@@ -168,7 +168,7 @@ def _rel_fro_per_sample(c, r):
 def verify(model, plan, inputs, *, tokenizer=None, out=None, require=(), alpha=0.05, layer_threshold=0.01, tokens=64,
            samples=None, batch_size=None, reference="fp32", prefix="", precis_cli=None, isolated=True, force=False,
            model_name=None, inputs_name=None, plan_name=None, command=None, resamples=2000, score="all",
-           save_reference=None, reference_file=None, noise=None):
+           save_reference=None, noise=None, model_fingerprint=None):
     """Reference vs emulated model on held-out inputs; returns a VerifyResult and, with out=DIR,
     writes report.json, report.csv, report.md and report.html there. model: a torch module (run on
     the CPU); plan: plan.json, a {layer glob: recipe} mapping (dict or JSON file); inputs: token
@@ -194,7 +194,9 @@ def verify(model, plan, inputs, *, tokenizer=None, out=None, require=(), alpha=0
     ids = load_inputs(inputs, tokenizer, tokens, samples)
     if len(ids) == 0:
         raise VerifyError("no input samples")
-    fingerprint = reference_file_mod.model_fingerprint(model) if (saved is not None or save_reference) else None
+    fingerprint = None
+    if saved is not None or save_reference:  # model_fingerprint: the caller's, computed once for many verifies
+        fingerprint = model_fingerprint or reference_file_mod.model_fingerprint(model)
     if saved is not None:
         reference_file_mod.check(saved, fingerprint=fingerprint, ids=ids)
     batch_size = batch_size or len(ids)

@@ -193,8 +193,11 @@ def check_reference_file(model, tmp):
 
 
 def check_noise_floor(model):
-    """bf16's delta cross-entropy is within what another correct accumulator changes; int4's is not."""
-    ids = np.random.default_rng(5).integers(0, 4096, (8, 48))
+    """The floor and its flags are consistent, and int4's delta cross-entropy lies orders of magnitude
+    above it while bf16's is within a small factor of it. (Whether bf16's falls inside depends on
+    the model and tokens: inside on vocabulary 2048 with 8 x 48 tokens, 2.6x above it on
+    vocabulary 4096 with 8 x 48, docs/verify.md. The test asserts what holds for both.)"""
+    ids = np.random.default_rng(5).integers(0, 4096, (4, 32))
     tables = {}
     for plan in ("bf16", "w4a16"):
         r = verify.verify(model, {"*": plan}, ids, isolated=False, noise=["target=sm_80", "reference=fp64"],
@@ -204,8 +207,10 @@ def check_noise_floor(model):
         f = nf["ce_delta"]
         check(f["noise"] == (abs(f["value"]) <= f["floor"]), f"{plan}: noise flag {f}")
         check(r.report["end_to_end"]["gates"][0]["noise"] == f["noise"], f"{plan}: the gate carries the flag")
-    check(tables["bf16"]["ce_delta"]["noise"], f"bf16 delta CE marked as implementation noise: {tables['bf16']['ce_delta']}")
-    check(not tables["w4a16"]["ce_delta"]["noise"], f"int4 delta CE above the floor: {tables['w4a16']['ce_delta']}")
+    b, i = tables["bf16"]["ce_delta"], tables["w4a16"]["ce_delta"]
+    check(b["by"]["target=sm_80"] > 0 and abs(b["value"]) <= 10 * b["floor"],
+          f"bf16 delta CE within 10x of what sm_80's accumulator changes: {b}")
+    check(not i["noise"] and abs(i["value"]) > 1000 * i["floor"], f"int4 delta CE far above the floor: {i}")
     return tables
 
 
