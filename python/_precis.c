@@ -165,14 +165,14 @@ static PyObject *py_out_dtype(PyObject *self, PyObject *args) {
 
 /* ---- emulate -------------------------------------------------------------------------------- */
 
-/* emulate(recipe, a, b, out, batch, m, n, k, b_batched, calib=None, calib_samples=0) -> dict */
+/* emulate(recipe, a, b, out, batch, m, n, k, b_batched, calib=None, calib_samples=0, target=None) -> dict */
 static PyObject *py_emulate(PyObject *self, PyObject *args) {
-  const char *recipe;
+  const char *recipe, *target = NULL;
   PyObject *a_obj, *b_obj, *c_obj, *calib_obj = Py_None;
   long long batch, m, n, k, calib_samples = 0;
   int b_batched;
-  if (!PyArg_ParseTuple(args, "sOOOLLLLp|OL:emulate", &recipe, &a_obj, &b_obj, &c_obj, &batch, &m, &n, &k, &b_batched,
-                        &calib_obj, &calib_samples))
+  if (!PyArg_ParseTuple(args, "sOOOLLLLp|OLz:emulate", &recipe, &a_obj, &b_obj, &c_obj, &batch, &m, &n, &k, &b_batched,
+                        &calib_obj, &calib_samples, &target))
     return NULL;
   Py_ssize_t a_count, b_count, c_count, calib_count = 0;
   if (checked_count("a", batch, m, k, &a_count) || checked_count("b", b_batched ? batch : 1, k, n, &b_count) ||
@@ -199,7 +199,7 @@ static PyObject *py_emulate(PyObject *self, PyObject *args) {
   precis_emulate_info info;
   precis_status st;
   Py_BEGIN_ALLOW_THREADS
-  st = precis_emulate(recipe, &g, c.buf, c_t, &info);
+  st = precis_emulate_target(recipe, &g, c.buf, c_t, target, &info);
   Py_END_ALLOW_THREADS
   if (st != PRECIS_OK) {
     raise_status(st);

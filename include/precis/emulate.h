@@ -49,6 +49,12 @@ precis_status precis_emulate_out_dtype(const char *recipe, precis_dtype *out);
  * PRECIS_E_DOES_NOT_FIT (host memory), PRECIS_E_RUNTIME. */
 precis_status precis_emulate(const char *recipe, const precis_gemm *gemm, void *c, precis_dtype c_dtype,
                              precis_emulate_info *info);
+/* precis_emulate under a target architecture's arithmetic (`--target`, DESIGN §19): "sm_80",
+ * "sm_89", "sm_90", "sm_100", "sm_120", or NULL for the cpu backend's default (sm_90). A spec the
+ * target cannot run (fp8 on sm_80) is PRECIS_E_UNSUPPORTED with the route's reason; an unknown
+ * name PRECIS_E_USAGE. */
+precis_status precis_emulate_target(const char *recipe, const precis_gemm *gemm, void *c, precis_dtype c_dtype,
+                                    const char *target, precis_emulate_info *info);
 
 /* ---- quantize / dequantize one operand by its spec field ---------------------------------------
  * operand: "a=FMT[@GRAN[:CONV]]" or "b=..." (a bare "FMT@GRAN" is operand A), the syntax of a

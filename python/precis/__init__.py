@@ -53,7 +53,7 @@ def _float_array(x, name, allow_f64=True):
     return np.ascontiguousarray(arr)
 
 
-def emulate(a, b, recipe, *, calib=None, out_dtype=None):
+def emulate(a, b, recipe, *, calib=None, out_dtype=None, target=None):
     """C = A·B exactly as `recipe` computes it on the cpu backend: the same code and the same bits as
     `precis run --backend cpu --save-outputs` on a dataset holding a and b.
 
@@ -62,6 +62,8 @@ def emulate(a, b, recipe, *, calib=None, out_dtype=None):
     calib: [samples, m, k] float32 calibration inputs (a dataset's calib/a): recipes with static
     activation scales need them, SmoothQuant takes its scales from them (else from a itself, as
     for a workload without a calibration split); give the dataset's to reproduce its rows.
+    target: the architecture whose arithmetic is emulated, as `precis run --target` (sm_80, sm_89,
+    sm_90, sm_100, sm_120; None: sm_90, the cpu backend's default).
     Returns [m, n] or [s, m, n]: float32, or float64 for out=fp64 recipes (out_dtype overrides).
     Raises UsageError (bad recipe, shape), TypeError (dtype), UnsupportedError (the cpu backend does
     not run this recipe, and says why)."""
@@ -97,7 +99,7 @@ def emulate(a, b, recipe, *, calib=None, out_dtype=None):
         raise TypeError(f"out_dtype: {out_dtype}: expected float32 or float64")
     shape = (batch, m, n) if a.ndim == 3 else (m, n)
     out = np.empty(shape, dtype=out_dtype)
-    _precis.emulate(recipe, a, b, out, batch, m, n, k, b_batched, calib, calib_samples)
+    _precis.emulate(recipe, a, b, out, batch, m, n, k, b_batched, calib, calib_samples, target)
     return out
 
 

@@ -9,6 +9,8 @@ from . import main
 PYTHON_COMMANDS = (
     ("verify", "reference vs emulated model on held-out inputs: end-to-end gates, error per layer"),
     ("plan --validate", "plans at several budgets checked by verify: does the prediction rank them?"),
+    ("tasks", "task-level acceptance: a JSONL task file under the reference and the plan, flips, McNemar"),
+    ("lm-eval", "lm-evaluation-harness tasks with the plan emulated (its Python API, local task files)"),
 )
 
 
@@ -17,6 +19,12 @@ def python_command(argv):
     if argv[:1] == ["verify"]:  # the model's output (DESIGN §16): Python, torch and transformers
         from .verify import main as verify_main
         return verify_main
+    if argv[:1] == ["lm-eval"]:  # DESIGN §22: lm-evaluation-harness tasks with the plan emulated
+        from .lmeval import main as lmeval_main
+        return lmeval_main
+    if argv[:1] == ["tasks"]:  # DESIGN §22: task-level acceptance
+        from .tasks import main as tasks_main
+        return tasks_main
     if argv[:1] == ["plan"] and "--validate" in argv[1:]:  # DESIGN §17: plans checked by verify
         from .validate import main as validate_main
         return validate_main

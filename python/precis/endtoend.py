@@ -22,11 +22,13 @@ import re
 
 import numpy as np
 
+from . import kld
+
 LOGIT_METRICS = ("kl_mean", "kl_p99", "kl_max", "rkl_mean", "rkl_p99", "rkl_max", "top1_agree",
-                 "top5_overlap", "ce_ref", "ce_q", "ce_delta")
+                 "top5_overlap", "ce_ref", "ce_q", "ce_delta") + kld.GATE_METRICS
 HIDDEN_METRICS = ("cosine_mean", "cosine_min", "rel_fro_mean", "rel_fro_max")
 # Which way is better, for the favourable/unfavourable side of a confidence bound.
-HIGHER_IS_BETTER = {"top1_agree", "top5_overlap", "cosine_mean", "cosine_min"}
+HIGHER_IS_BETTER = {"top1_agree", "top5_overlap", "cosine_mean", "cosine_min"} | kld.HIGHER_IS_BETTER
 
 
 class GateError(ValueError):
@@ -71,6 +73,7 @@ def logit_token_stats(ref, q, labels=None):
         rows = np.arange(len(labels))
         out["ce_ref"] = np.where(keep, -lp[rows, np.where(keep, labels, 0)], np.nan)
         out["ce_q"] = np.where(keep, -lq[rows, np.where(keep, labels, 0)], np.nan)
+    out.update(kld.token_extras(lp, lq, labels))  # JSD, the reference's confidence, the label's ranks
     return out
 
 
@@ -87,18 +90,23 @@ def hidden_token_stats(ref, q):
 class Outputs:
     """Per-sample token statistics of reference vs emulated outputs; metrics on any subset."""
 
-    def __init__(self, kind, stats):
-        self.kind, self.stats = kind, stats  # kind "logits" | "hidden"
+    def __init__(self, kind, stats, score="all"):
+        self.kind, self.stats, self.score = kind, stats, score  # kind "logits" | "hidden"
 
     @classmethod
-    def compare(cls, ref, q, mask=None, labels=None, kind=None):
+    def compare(cls, ref, q, mask=None, labels=None, kind=None, score="all"):
         """ref, q: [samples, tokens, features] (arrays or lists of [tokens, features]); mask
         [samples, tokens] (nonzero: a real token); labels [samples, tokens] (-100 or < 0: none).
-        kind: "logits" or "hidden"; default logits when labels are given, else hidden."""
+        kind: "logits" or "hidden"; default logits when labels are given, else hidden.
+        score: the scored positions of logits, "all" or "second-half" (llama.cpp's: of each
+        sample's n real tokens, positions n//2 .. n-1, so that every scored token has at least
+        half a window of context)."""
         if kind is None:
             kind = "logits" if labels is not None else "hidden"
         if kind not in ("logits", "hidden"):
             raise ValueError(f"kind must be logits or hidden, not {kind!r}")
+        if score not in kld.SCORES:
+            raise ValueError(f"score must be one of {', '.join(kld.SCORES)}, not {score!r}")
         stats = []
         for i in range(len(ref)):
             r, c = np.asarray(ref[i]), np.asarray(q[i])
@@ -109,12 +117,16 @@ class Outputs:
             keep = np.ones(r.shape[0], bool) if mask is None else np.asarray(mask[i], bool)[: r.shape[0]]
             lab = None if labels is None else np.asarray(labels[i])[: r.shape[0]][keep]
             r, c = r[keep], c[keep]
+            if kind == "logits" and score == "second-half":
+                first = r.shape[0] // 2  # llama.cpp kl_divergence(): first = n_ctx/2
+                r, c = r[first:], c[first:]
+                lab = None if lab is None else lab[first:]
             if r.shape[0] == 0:
                 continue
             stats.append(logit_token_stats(r, c, lab) if kind == "logits" else hidden_token_stats(r, c))
         if not stats:
             raise ValueError("no sample has a token its mask keeps")
-        return cls(kind, stats)
+        return cls(kind, stats, score if kind == "logits" else "all")
 
     def __len__(self):
         return len(self.stats)
@@ -144,7 +156,21 @@ class Outputs:
                 out["ce_ref"] = float(np.mean(ce_r[keep]))
                 out["ce_q"] = float(np.mean(ce_q[keep]))
                 out["ce_delta"] = out["ce_q"] - out["ce_ref"]
+        out.update(kld.flat(self.block(idx, _stats=s)))
         return out
+
+    def block(self, idx=None, _stats=None):
+        """llama.cpp's --kl-divergence block and ExLlamaV3's figures (precis.kld.block) over the
+        scored positions that have a label, tokens of the samples idx pooled; None without labels."""
+        s = _stats if _stats is not None else (self.stats if idx is None else [self.stats[i] for i in idx])
+        if self.kind != "logits" or "ce_ref" not in s[0]:
+            return None
+        cat = {k: np.concatenate([x[k] for x in s]) for k in ("kl", "ce_ref", "ce_q", "top1", "jsd", "conf", "rank_ref",
+                                                             "rank_q")}
+        keep = ~np.isnan(cat["ce_ref"])
+        return kld.block(cat["kl"][keep], cat["ce_q"][keep], cat["ce_ref"][keep], cat["top1"][keep], jsd=cat["jsd"][keep],
+                         conf=cat["conf"][keep], rank_ref=cat["rank_ref"][keep], rank_q=cat["rank_q"][keep],
+                         scored=self.score)
 
     def per_sample(self):
         return [self.metrics([i]) for i in range(len(self.stats))]

@@ -29,6 +29,7 @@ import sys
 
 import numpy as np
 
+from . import reference as _reference
 from . import verify as _verify
 
 EXIT_OK, EXIT_RUNTIME, EXIT_USAGE, EXIT_GATE = 0, 1, 2, 3
@@ -45,6 +46,47 @@ class ValidateError(ValueError):
     def __init__(self, message, code=EXIT_USAGE):
         super().__init__(message)
         self.code = code
+
+
+def fit_map(xs, ys):
+    """The map from predicted to measured over the validated plans: a least-squares line in
+    log-log, log10 m = a + b log10 p, over points where both are positive. Its error is the RMS of
+    the log10 residuals, also given as a factor 10^rms (the typical ratio measured/fitted).
+    None with fewer than 2 such points."""
+    pts = [(x, y) for x, y in zip(xs, ys) if x is not None and y is not None and x > 0 and y > 0]
+    if len(pts) < 2 or len({x for x, _ in pts}) < 2:
+        return None
+    lx = np.log10([x for x, _ in pts])
+    ly = np.log10([y for _, y in pts])
+    b, a = np.polyfit(lx, ly, 1)
+    resid = ly - (a + b * lx)
+    rms = float(np.sqrt(np.mean(resid ** 2)))
+    return {"form": "log10(measured) = a + b log10(predicted)", "a": float(a), "b": float(b), "points": len(pts),
+            "rms_log10_residual": rms, "factor": 10.0 ** rms, "max_factor": float(10.0 ** np.max(np.abs(resid)))}
+
+
+def fitted(fit, predicted):
+    return None if fit is None or predicted is None or predicted <= 0 else 10.0 ** (fit["a"] + fit["b"] * math.log10(predicted))
+
+
+def measured_budget(points, fit, limit, measure):
+    """A budget asked in the measured metric (e.g. kl_mean <= limit): the validated plan with the
+    fewest effective bits (else the lowest cost) whose measured value meets it, and the predicted
+    objective at which the fitted map reaches the limit (for plans outside the sweep)."""
+    ok = [p for p in points if p.get("measured") is not None and p["measured"] <= limit]
+    key = lambda p: (p["effective_bits"] if p.get("effective_bits") is not None else math.inf,  # noqa: E731
+                     p["cost"] if p.get("cost") is not None else math.inf, p["measured"])
+    best = min(ok, key=key) if ok else None
+    out = {"measure": measure, "limit": limit, "met": best is not None,
+           "predicted_at_limit": (10.0 ** ((math.log10(limit) - fit["a"]) / fit["b"])
+                                  if fit and fit["b"] != 0 and limit > 0 else None)}
+    if best is not None:
+        out.update({"plan": best["plan"], "label": best["label"], "effective_bits": best["effective_bits"],
+                    "cost": best["cost"], "measured": best["measured"], "predicted": best["predicted"]})
+    else:
+        lowest = min((p for p in points if p.get("measured") is not None), key=lambda p: p["measured"], default=None)
+        out["lowest_measured"] = None if lowest is None else {"label": lowest["label"], "measured": lowest["measured"]}
+    return out
 
 
 def _round_up(v, digits=6):
@@ -172,7 +214,7 @@ def _fmt(v):
     return _verify._fmt(v)
 
 
-def validate(model, inputs, *, plan_args, out, tokenizer=None, budgets=None, against="rel_fro", measure=None,
+def validate(model, inputs, *, plan_args, out, tokenizer=None, budgets=None, against="rel_fro", measure=None, max_measured=None,
              tokens=64, samples=None, batch_size=None, prefix="", force=False, quiet=False, command=None):
     """Makes the plan of `precis plan REPORT plan_args -o out`, the sweep, and verify of each
     distinct plan; returns the validation dict also written into out/plan.json, plan.md, plan.html.
@@ -213,15 +255,22 @@ def validate(model, inputs, *, plan_args, out, tokenizer=None, budgets=None, aga
     objectives = [objective] + ([against] if against and against != objective else [])
     verified = {}  # frozen assignment -> verify summary
     points = []
+    # The reference is computed once for the whole sweep: the first verify saves its outputs, the
+    # others read them (precis.reference), with the model's fingerprint computed once.
+    reference_path = os.path.join(work, "reference.h5")
+    fingerprint = _reference.model_fingerprint(model)
 
     def measure_of(assignment, label):
         frozen = tuple(sorted(assignment.items()))
         if frozen not in verified:
             if any(r is None for r in assignment.values()):
                 return None
+            have_reference = os.path.isfile(reference_path)
             res = _verify.verify(model, assignment, ids, isolated=False, batch_size=batch_size, prefix=prefix,
                                  out=os.path.join(work, label, "verify"), force=True, tokens=tokens,
-                                 plan_name=os.path.join(label, "plan.json"))
+                                 plan_name=os.path.join(label, "plan.json"), model_fingerprint=fingerprint,
+                                 reference=reference_path if have_reference else "fp32",
+                                 save_reference=None if have_reference else reference_path)
             e2e = res.end_to_end
             verified[frozen] = {"kind": e2e["kind"], "metrics": e2e["metrics"], "verify": os.path.join("validate", label, "verify")}
             if not quiet:
@@ -301,9 +350,24 @@ def validate(model, inputs, *, plan_args, out, tokenizer=None, budgets=None, aga
         "spearman": spearman(xs, ys), "pearson": pearson(xs, ys),
         "spearman_own_objective": spearman([p["predicted"] for p in own], [p["measured"] for p in own]),
         "comparison": comparison, "command": command,
+        "units": (f"predicted: the {objective} objective's units ({OBJECTIVE_UNITS.get(objective, '')}); it ranks plans "
+                  f"and is not an estimate of {measure}: the fitted map below converts it"),
+        "fit": fit_map(xs, ys),
     }
+    for p in points:
+        p["fitted"] = fitted(validation["fit"], p["predicted"])
+    if max_measured is not None:
+        validation["measured_budget"] = measured_budget(distinct, validation["fit"], max_measured, measure)
     _write_back(out, validation, chosen_point)
     return validation
+
+
+OBJECTIVE_UNITS = {
+    "fisher": "nats of the captured loss, ½ Σ (g ⊙ ΔC)² summed over layers: a second-order estimate of the loss change "
+              "of each layer alone, added",
+    "taylor": "nats of the captured loss, Σ g · ΔC summed over layers: a first-order estimate",
+    "rel_fro": "dimensionless, relative Frobenius errors of the layers' outputs summed",
+}
 
 
 def _count(assignment):
@@ -363,6 +427,23 @@ def render_markdown(v):
         out.append(f"| {_verify._md(p['label'])} | {p['objective']} | {budget} | {_fmt(p['effective_bits'])} | {_fmt(p['cost'])} | "
                    f"{_fmt(p['predicted'])} | {_fmt(p['measured'])} | "
                    + ", ".join(f"{_verify._md(r)} ×{n}" for r, n in p["recipes"].items()) + " |")
+    out += ["", f"Units: {v['units']}."]
+    f = v.get("fit")
+    if f:
+        out += ["", f"Fitted map over {f['points']} plans: log10({v['measure']}) = {f['a']:.4g} + {f['b']:.4g} · "
+                f"log10(predicted); error: RMS of the log10 residuals {f['rms_log10_residual']:.3g} (a typical factor "
+                f"{f['factor']:.3g}, at most {f['max_factor']:.3g})."]
+    mb = v.get("measured_budget")
+    if mb:
+        if mb["met"]:
+            out += ["", f"Budget asked in measured {mb['measure']} ≤ {_fmt(mb['limit'])}: **{_verify._md(mb['label'])}** "
+                    f"(`{_verify._md(mb['plan'])}`), {_fmt(mb['effective_bits'])} effective bits, measured {_fmt(mb['measured'])}."]
+        else:
+            low = mb.get("lowest_measured") or {}
+            out += ["", f"Budget asked in measured {mb['measure']} ≤ {_fmt(mb['limit'])}: **no validated plan meets it** "
+                    f"(lowest: {_verify._md(low.get('label'))}, {_fmt(low.get('measured'))})."]
+        if mb.get("predicted_at_limit") is not None:
+            out[-1] += f" The fitted map reaches it at a predicted {_fmt(mb['predicted_at_limit'])}."
     if v["comparison"]:
         o, a = v["objective"], v["against"]
         out += ["", f"At equal budgets, the {o} plan against the {a} plan (measured {v['measure']}; lower is better):", "",
@@ -493,6 +574,9 @@ def main(argv=None):
                         "(fisher, taylor, rel_fro; none: no comparison; default rel_fro)")
     parser.add_argument("--validate-measure", default=None, help="verify's metric paired with the prediction (default: "
                         "kl_mean for a causal LM, ce_delta with taylor, rel_fro_mean for hidden states)")
+    parser.add_argument("--validate-max", type=float, default=None, metavar="LIMIT",
+                        help="a budget asked in the measured metric (kl_mean for a causal LM): the validated plan with "
+                        "the fewest effective bits whose measured value is at most LIMIT")
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--samples", type=int, default=None)
     parser.add_argument("--batch-size", type=int, default=None)
@@ -513,7 +597,7 @@ def main(argv=None):
         budgets = parse_budgets(args.validate_budgets) if args.validate_budgets else None
         model, tokenizer = _verify.load_model(args.model)
         v = validate(model, args.inputs, plan_args=plan_args, out=args.output, tokenizer=tokenizer, budgets=budgets,
-                     against=against, measure=args.validate_measure, tokens=args.tokens, samples=args.samples,
+                     against=against, measure=args.validate_measure, max_measured=args.validate_max, tokens=args.tokens, samples=args.samples,
                      batch_size=args.batch_size, prefix=args.prefix, force=args.force, quiet=args.quiet,
                      command=" ".join(["python -m precis plan"] + argv))
     except ValueError as e:  # ValidateError, VerifyError, PlanError: each names what is wrong

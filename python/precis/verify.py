@@ -24,7 +24,9 @@ import time
 
 import numpy as np
 
-from . import endtoend
+from . import endtoend, kld
+from . import noise as noise_mod
+from . import reference as reference_file_mod
 
 EXIT_OK, EXIT_RUNTIME, EXIT_USAGE, EXIT_GATE = 0, 1, 2, 3
 
@@ -346,7 +348,21 @@ def _batches(ids, batch_size):
         yield {"input_ids": torch.from_numpy(ids[i:i + batch_size])}
 
 
-def _run_batch(ref_model, m64, batch, chosen, modules, prefix, checks, isolated, progress, index, kv_ctx=None):
+def _emulated_outputs(ref_model, batch, chosen, prefix, kv_ctx, target):
+    """The emulated model's final outputs of one batch under another --target (the noise floor's
+    second correct implementation of the same formats)."""
+    import torch
+
+    from . import torch as pt
+
+    with torch.no_grad(), pt.emulate(ref_model, chosen, prefix=prefix, target=target), \
+            kv_ctx or contextlib.nullcontext():
+        y, _ = pt.final_output(ref_model(**pt.as_batch(batch)))
+    return y.detach().float().cpu().numpy()
+
+
+def _run_batch(ref_model, m64, batch, chosen, modules, prefix, checks, isolated, progress, index, kv_ctx=None,
+               saved_out=None):
     """One batch: the emulated model first (its GEMM outputs recorded per layer and call), then the
     reference model, whose forward pre-hooks hand each planned layer's input with the emulated
     output of the same call to its check, and drop that output. Returns (reference final outputs,
@@ -361,6 +377,8 @@ def _run_batch(ref_model, m64, batch, chosen, modules, prefix, checks, isolated,
         with pt.emulate(ref_model, chosen, prefix=prefix, record=records), kv_ctx or contextlib.nullcontext():
             q_out, kind = pt.final_output(ref_model(**kwargs))
         q_out = q_out.detach().float().cpu().numpy()
+        if saved_out is not None:  # a reference read from --reference FILE: no reference pass, no layer checks
+            return saved_out, q_out, kind
         seen = {}
         order = list(chosen)
 
@@ -387,7 +405,8 @@ def _run_batch(ref_model, m64, batch, chosen, modules, prefix, checks, isolated,
 def verify(model, plan, inputs, *, tokenizer=None, out=None, require=(), alpha=0.05, layer_threshold=0.01, tokens=64,
            samples=None, batch_size=None, reference="fp32", prefix="", isolated=True, force=False, max_memory=None,
            quiet=True, model_name=None, inputs_name=None, plan_name=None, command=None, resamples=2000, kv=None,
-           attention=None, kv_calibration=None, keep_outputs=False):
+           attention=None, kv_calibration=None, keep_outputs=False, score="all", save_reference=None, noise=None,
+           model_fingerprint=None):
     """Reference vs emulated model on held-out inputs; returns a VerifyResult and, with out=DIR,
     writes report.json, report.csv, report.md and report.html there. model: a torch module (its
     layers where accelerate's device_map put them); plan: plan.json, a {layer glob: recipe} mapping
@@ -411,12 +430,22 @@ def verify(model, plan, inputs, *, tokenizer=None, out=None, require=(), alpha=0
     from . import torch as pt
 
     started = time.time()
+    saved = None  # a reference computed once (precis.reference): its tokens and outputs
     if reference not in ("fp32", "fp64"):
-        raise VerifyError(f"--reference {reference}: expected fp32 or fp64")
+        if not os.path.isfile(str(reference)):
+            raise VerifyError(f"--reference {reference}: expected fp32, fp64 or a file of --save-reference (no such file)")
+        saved = reference_file_mod.load(str(reference))
     gates = [endtoend.parse_gate(r) for r in require]
+    for text in noise or ():
+        noise_mod.parse(text)
     ids = load_inputs(inputs, tokenizer, tokens, samples)
     if len(ids) == 0:
         raise VerifyError("no input samples")
+    fingerprint = None
+    if saved is not None or save_reference:  # model_fingerprint: the caller's, computed once for many verifies
+        fingerprint = model_fingerprint or reference_file_mod.model_fingerprint(model)
+    if saved is not None:
+        reference_file_mod.check(saved, fingerprint=fingerprint, ids=ids)
     plan, plan_kv, plan_attention = kvcache.split_plan(plan)
     kv, attention = kv or plan_kv, attention or plan_attention
     chosen = pt.resolve_plan(model, plan, prefix) if plan is not None else {}
@@ -427,7 +456,7 @@ def verify(model, plan, inputs, *, tokenizer=None, out=None, require=(), alpha=0
     if out is not None and not force and os.path.exists(os.path.join(out, "report.json")):
         raise VerifyError(f"{out}/report.json exists (--force replaces it)")
     from_report = isolated if isinstance(isolated, (str, os.PathLike)) and isolated != "skip" else None
-    compute_isolated = isolated is True and bool(chosen)
+    compute_isolated = isolated is True and bool(chosen) and saved is None
     taken = _rows_from_report(from_report, chosen) if from_report else None
 
     model.eval()
@@ -442,7 +471,7 @@ def verify(model, plan, inputs, *, tokenizer=None, out=None, require=(), alpha=0
     progress.say(f"{len(ids)} samples x {ids.shape[1]} tokens in {n_batches} batches of {batch_size}; {len(layers)} planned "
                  f"layers; {estimate.describe(batch_size)}")
     ref_model = model if not ref_copy else copy.deepcopy(model).float()
-    m64 = copy.deepcopy(ref_model).double() if reference == "fp64" else None
+    m64 = copy.deepcopy(ref_model).double() if reference == "fp64" and saved is None else None
     checks = _LayerChecks(chosen, modules, compute_isolated, logits_layer)
     kv_ctx = None
     if kv or attention:
@@ -450,33 +479,67 @@ def verify(model, plan, inputs, *, tokenizer=None, out=None, require=(), alpha=0
         # around each batch's emulated forward only.
         calib = ids if kv_calibration is None else load_inputs(kv_calibration, tokenizer, tokens, samples)
         kv_ctx = kvcache.kv_cache(ref_model, kv, attention=attention, calibration=list(_batches(calib, batch_size)))
-    parts, kind, kept = [], None, ([], [])
+    noise_alts = [noise_mod.parse(t) for t in noise or ()]
+    alt_parts = {f"{k}={v}": [] for k, v in noise_alts}
+    m64_noise = None
+    if any(k == "reference" for k, _ in noise_alts):
+        m64_noise = m64 if m64 is not None else copy.deepcopy(ref_model).double()
+    parts, kind, kept, to_save = [], None, ([], []), []
     for index, batch in enumerate(_batches(ids, batch_size)):
+        lo = index * batch_size
+        saved_b = None if saved is None else np.asarray(saved.outputs[lo:lo + len(batch["input_ids"])])
         ref_b, q_b, kind = _run_batch(ref_model, m64, batch, chosen, modules, prefix, checks, compute_isolated, progress,
-                                      index, kv_ctx)
+                                      index, kv_ctx, saved_b)
         lab = None
         if kind == "logits":
             b_ids = batch["input_ids"].numpy()
             lab = np.full(b_ids.shape, -100, np.int64)
             lab[:, :-1] = b_ids[:, 1:]
-        parts.append(endtoend.Outputs.compare(ref_b, q_b, labels=lab, kind=kind))
+        parts.append(endtoend.Outputs.compare(ref_b, q_b, labels=lab, kind=kind, score=score))
+        for k, v in noise_alts:
+            if k == "target":
+                alt = endtoend.Outputs.compare(ref_b, _emulated_outputs(ref_model, batch, chosen, prefix, kv_ctx, v),
+                                               labels=lab, kind=kind, score=score)
+            else:
+                alt = endtoend.Outputs.compare(_final64(m64_noise, batch), q_b, labels=lab, kind=kind, score=score)
+            alt_parts[f"{k}={v}"].append(alt)
+        if save_reference:
+            to_save.append(ref_b)  # the one part of verify that holds every batch's outputs: asked for
         if keep_outputs:
             kept[0].append(np.asarray(ref_b, np.float32))
             kept[1].append(q_b)
         del ref_b, q_b
         progress.batch_done(index, int(batch["input_ids"].numel()))
-    del m64
-    outputs = endtoend.Outputs(kind, [s for p in parts for s in p.stats])
+    del m64, m64_noise
+    outputs = endtoend.Outputs(kind, [st for p in parts for st in p.stats], parts[0].score)
+    if save_reference:
+        reference_file_mod.save(save_reference, ids, np.concatenate(to_save), kind=kind, reference=reference,
+                                fingerprint=fingerprint, model_name=model_name or type(model).__name__,
+                                model_class=type(model).__name__)
+        del to_save
     judged = endtoend.judge(outputs, gates, alpha=alpha, resamples=resamples) if gates else []
+    noise_table = None
+    if noise_alts:  # the same formats computed another correct way (precis.noise), batch by batch above
+        alt_metrics = {key: endtoend.Outputs(kind, [st for p in ps for st in p.stats], outputs.score).metrics()
+                       for key, ps in alt_parts.items()}
+        noise_table = noise_mod.floors(outputs.metrics(), alt_metrics)
+        noise_mod.mark_gates(judged, noise_table)
 
-    per_layer, rows = _per_layer(layers, chosen, modules, checks, taken)
+    per_layer, rows = _per_layer(layers, chosen, modules, checks, taken) if saved is None else ([], [])
     crossing = next((e for e in per_layer if e.get("called") and e["cumulative"]["rel_fro"]["worst"] > layer_threshold), None)
-    e2e = {"kind": outputs.kind, "reference": reference, "samples": len(outputs), "tokens": outputs.tokens(),
-           "tokens_per_sample": int(ids.shape[1]), "metrics": outputs.metrics(), "per_sample": outputs.per_sample(),
+    reference_label = reference if saved is None else f"{saved.reference}, read from {reference}"
+    e2e = {"kind": outputs.kind, "reference": reference_label, "samples": len(outputs), "tokens": outputs.tokens(),
+           "tokens_per_sample": int(ids.shape[1]), "scored_positions": outputs.score,
+           "metrics": outputs.metrics(), "per_sample": outputs.per_sample(),
            "alpha": alpha, "method": f"percentile bootstrap over samples, {resamples} resamples, seed 0",
            "gates": judged,
            "verdict": None if not judged else ("pass" if all(g["verdict"] == "pass" for g in judged)
                                                else "fail" if any(g["verdict"] == "fail" for g in judged) else "undecided")}
+    if noise_table is not None:
+        e2e["noise_floor"] = {"alternatives": list(noise), "label": noise_mod.LABEL, "metrics": noise_table}
+    block = outputs.block()
+    if block is not None:
+        e2e["llamacpp"] = block  # llama.cpp's --kl-divergence block and ExLlamaV3's figures (precis.kld)
     report = _report_skeleton(chosen, rows, from_report)
     report["end_to_end"] = e2e
     report["per_layer"] = per_layer
@@ -501,6 +564,9 @@ def verify(model, plan, inputs, *, tokenizer=None, out=None, require=(), alpha=0
             else ("inputs" if kv_calibration is None else str(kv_calibration))}
         report["verify"]["attention"] = None if kv_ctx.recipe is None else {
             "recipe": kv_ctx.recipe.text, "qk": kv_ctx.recipe.qk, "pv": kv_ctx.recipe.pv}
+    if saved is not None:
+        report["verify"]["per_layer_skipped"] = ("the reference was read from a file: per-layer errors need the reference "
+                                                 "model's layer inputs, which only a reference pass has")
     if command:
         report["environment"]["command"] = command
     if out is not None:
@@ -697,11 +763,25 @@ def render_markdown(report):
     out += ["", "## End to end", "", f"The model's final outputs ({e2e['kind']}), emulated against the reference, "
             f"over {e2e['samples']} samples ({e2e['tokens']} tokens):", ""]
     out += _e2e_lines(e2e)
+    if e2e.get("noise_floor"):
+        nf = e2e["noise_floor"]
+        out += ["", f"### Implementation noise floor ({', '.join(nf['alternatives'])})", "",
+                "The same formats computed another correct way; a metric whose departure from its ideal value is within "
+                f"the floor is *{nf['label']}*.", "", "| metric | value | ideal | floor | verdict |", "|---|---|---|---|---|"]
+        for name, f in nf["metrics"].items():
+            out.append(f"| {name} | {_fmt(f['value'])} | {_fmt(f['ideal'])} | {_fmt(f['floor'])} | "
+                       f"{'**' + nf['label'] + '**' if f['noise'] else 'above the floor'} |")
+    if e2e.get("llamacpp"):
+        out += ["", "### llama.cpp's `--kl-divergence` block, ExLlamaV3's figures", "",
+                "Definitions and sources: docs/verify.md (\"The figures users compare\"); reference = base, emulated = Q.",
+                "", "```", kld.render_text(e2e["llamacpp"]), "```"]
     if e2e["gates"]:
         out += ["", f"### Gates (α = {e2e['alpha']}, {e2e['method']})", "", "| requirement | value | bound | verdict |",
                 "|---|---|---|---|"]
         for g in e2e["gates"]:
             verdict = {"pass": "pass", "fail": "**FAIL**", "undecided": "**too few samples to decide**"}[g["verdict"]]
+            if g.get("noise"):
+                verdict += f" ({noise_mod.LABEL})"
             out.append(f"| `{g['expression']}` | {_fmt(g['value'])} | {_fmt(g['bound'])} | {verdict} |")
         out += ["", f"Verdict: **{e2e['verdict']}**."]
     fc = v["first_crossing"]
@@ -724,7 +804,7 @@ def render_markdown(report):
                    f"{_fmt(iso['worst']) if iso else '–'} ({_fmt(iso['mean']) if iso else '–'}) | "
                    f"{_fmt(cum['worst'])} ({_fmt(cum['mean'])}){mark} | {_fmt(ratio)} |")
     out += ["", "## Per sample", ""]
-    keys = list(e2e["per_sample"][0]) if e2e["per_sample"] else []
+    keys = [k for k in (e2e["per_sample"][0] if e2e["per_sample"] else []) if k not in kld.GATE_METRICS]
     out += ["| sample | " + " | ".join(keys) + " |", "|---" * (len(keys) + 1) + "|"]
     for i, s in enumerate(e2e["per_sample"]):
         out.append(f"| {i} | " + " | ".join(_fmt(s.get(k)) for k in keys) + " |")
@@ -810,11 +890,24 @@ def render_html(report):
     parts.append(table(md_tables[:split]))
     if split < len(md_tables):
         parts.append(table(md_tables[split + 1:]))
+    if e2e.get("noise_floor"):
+        nf = e2e["noise_floor"]
+        parts.append(f"<h3>Implementation noise floor ({esc(', '.join(nf['alternatives']))})</h3><table><thead><tr>"
+                     "<th>metric</th><th>value</th><th>ideal</th><th>floor</th><th>verdict</th></tr></thead><tbody>")
+        for name, f in nf["metrics"].items():
+            parts.append(f"<tr><td>{esc(name)}</td><td>{esc(_fmt(f['value']))}</td><td>{esc(_fmt(f['ideal']))}</td>"
+                         f"<td>{esc(_fmt(f['floor']))}</td><td>{esc(nf['label'] if f['noise'] else 'above the floor')}</td></tr>")
+        parts.append("</tbody></table>")
+    if e2e.get("llamacpp"):
+        parts.append("<h3>llama.cpp's --kl-divergence block, ExLlamaV3's figures</h3><pre>"
+                     + esc(kld.render_text(e2e["llamacpp"])) + "</pre>")
     if e2e["gates"]:
         parts.append(f"<h3>Gates (α = {esc(str(e2e['alpha']))}, {esc(e2e['method'])})</h3><table><thead><tr><th>requirement"
                      "</th><th>value</th><th>bound</th><th>verdict</th></tr></thead><tbody>")
         for g in e2e["gates"]:
             label = {"pass": "pass", "fail": "FAIL", "undecided": "too few samples to decide"}[g["verdict"]]
+            if g.get("noise"):
+                label += f" ({noise_mod.LABEL})"
             parts.append(f"<tr><td>{esc(g['expression'])}</td><td>{esc(_fmt(g['value']))}</td><td>{esc(_fmt(g['bound']))}</td>"
                          f"<td class=\"{g['verdict']}\" title=\"{esc(g['detail'])}\">{esc(label)}</td></tr>")
         parts.append("</tbody></table>")
@@ -890,7 +983,16 @@ def _main(argv=None):
     parser.add_argument("--require", action="append", default=[], help="end-to-end gate, repeatable: kl_mean<=0.01, "
                         "top1_agree>=0.99, cosine_min>=0.999, ... (passes only when its confidence bound meets it)")
     parser.add_argument("--alpha", type=float, default=0.05, help="one-sided level of the gates' bounds (default 0.05)")
-    parser.add_argument("--reference", default="fp32", choices=["fp32", "fp64"])
+    parser.add_argument("--reference", default="fp32", help="fp32, fp64 (the reference model's final outputs in float64) "
+                        "or a file of --save-reference: its tokens and logits, reused instead of running the reference")
+    parser.add_argument("--save-reference", default=None, metavar="FILE",
+                        help="write the reference's tokens and logits (exact float32, HDF5) for later --reference FILE")
+    parser.add_argument("--noise-floor", action="append", default=[], metavar="ALTERNATIVE",
+                        help="repeatable: target=sm_80 (the plan under another accumulator model) or reference=fp64; "
+                        "metrics within what it changes are marked indistinguishable from implementation noise")
+    parser.add_argument("--score", default="all", choices=list(kld.SCORES),
+                        help="scored positions of the logit metrics: all (default) or second-half of each window "
+                        "(llama.cpp's perplexity)")
     parser.add_argument("--tokens", type=int, default=64, help="tokens per window of a text file (default 64)")
     parser.add_argument("--samples", type=int, default=None, help="at most this many samples (windows)")
     parser.add_argument("--layer-threshold", type=float, default=0.01,
@@ -914,6 +1016,8 @@ def _main(argv=None):
     try:
         for text in args.require:  # a bad gate is refused before the model is loaded
             endtoend.parse_gate(text)
+        for text in args.noise_floor:
+            noise_mod.parse(text)
         if args.kv_sweep is not None:
             return _kv_sweep_main(args)
         if args.output is None:
@@ -931,6 +1035,7 @@ def _main(argv=None):
                         isolated=isolated, max_memory=max_memory, quiet=args.quiet,
                         model_name=args.model, inputs_name=args.inputs, plan_name=args.plan, kv=args.kv,
                         attention=args.attention, kv_calibration=args.kv_calib,
+                        score=args.score, save_reference=args.save_reference, noise=args.noise_floor or None,
                         command=" ".join(["python -m precis verify"] + list(argv if argv is not None else sys.argv[1:])))
     except (VerifyError, endtoend.GateError) as e:
         print(f"precis verify: {e}", file=sys.stderr)

@@ -76,6 +76,14 @@ static precis_status row_status_error(const char *recipe, const precis_case_outp
 
 precis_status precis_emulate(const char *recipe_text, const precis_gemm *g, void *c, precis_dtype c_dtype,
                              precis_emulate_info *info) {
+  return precis_emulate_target(recipe_text, g, c, c_dtype, NULL, info);
+}
+
+precis_status precis_emulate_target(const char *recipe_text, const precis_gemm *g, void *c, precis_dtype c_dtype,
+                                    const char *target_name, precis_emulate_info *info) {
+  precis_target target = PRECIS_TARGET_DEFAULT;
+  if (target_name && !precis_target_parse(target_name, &target))
+    return precis_fail(PRECIS_E_USAGE, "target %s: expected one of %s", target_name, PRECIS_TARGET_NAMES);
   precis_case_output out;
   precis_case_output_init(&out);
   float *a_owned = NULL, *b_owned = NULL;
@@ -124,7 +132,7 @@ precis_status precis_emulate(const char *recipe_text, const precis_gemm *g, void
   d.calib_a = w.calib_samples ? (float *)(uintptr_t)g->calib_a : NULL;
 
   precis_clear_error();
-  if ((st = precis_cpu_emulate(&recipe.spec, &w, &d, &out)) != PRECIS_OK) goto done;
+  if ((st = precis_cpu_emulate_target(&recipe.spec, &w, &d, target, &out)) != PRECIS_OK) goto done;
   if ((st = row_status_error(recipe_text, &out)) != PRECIS_OK) goto done;
   if (!out.c) {
     st = precis_fail(PRECIS_E_RUNTIME, "%s: the cpu backend returned no output", recipe_text);

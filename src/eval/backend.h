@@ -103,6 +103,9 @@ const precis_backend *precis_backend_cpu(void);
  * (DESIGN §15). out->status and reason say when it did not run; returns PRECIS_OK. */
 precis_status precis_cpu_emulate(const precis_spec *spec, const precis_workload_info *w,
                                  const precis_workload_data *d, precis_case_output *out);
+/* The same under a --target's arithmetic (PRECIS_TARGET_DEFAULT: sm_90, as precis_cpu_emulate). */
+precis_status precis_cpu_emulate_target(const precis_spec *spec, const precis_workload_info *w,
+                                        const precis_workload_data *d, precis_target target, precis_case_output *out);
 /* The cuda backend is declared by kernels/cuda_api.h (precis_backend_cuda), above this layer. */
 
 #endif

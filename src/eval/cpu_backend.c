@@ -940,11 +940,17 @@ done:
 
 precis_status precis_cpu_emulate(const precis_spec *spec, const precis_workload_info *w,
                                  const precis_workload_data *d, precis_case_output *out) {
+  return precis_cpu_emulate_target(spec, w, d, PRECIS_TARGET_DEFAULT, out);
+}
+
+precis_status precis_cpu_emulate_target(const precis_spec *spec, const precis_workload_info *w,
+                                        const precis_workload_data *d, precis_target target, precis_case_output *out) {
   precis_case_options o;
   precis_case_options_default(&o);
   cpu_case cc;
   double *f16_acc_row = NULL;
-  if (case_begin(&cc, spec, w, d, &o, out, &f16_acc_row, o.target)) {
+  if (target == PRECIS_TARGET_DEFAULT) target = PRECIS_TARGET_CPU_DEFAULT;
+  if (case_begin(&cc, spec, w, d, &o, out, &f16_acc_row, target)) {
     precis_status st = prepare_inputs(&cc, &out->details);
     if (st != PRECIS_OK && cc.status == PRECIS_ROW_OK) {
       cc.status = PRECIS_ROW_FAILED;

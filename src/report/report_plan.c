@@ -15,6 +15,23 @@
 #include "report/plan.h"
 #include "report_util.h"
 
+
+/* What the objective's number is (issue 41): its units, and that it ranks plans rather than
+ * estimating a model-level figure such as KL; `plan --validate` fits the map to measured KL. */
+static const char *objective_units(precis_plan_objective o) {
+  switch (o) {
+  case PRECIS_PLAN_OBJECTIVE_FISHER:
+    return "nats of the captured loss (second-order, each layer's change alone, summed over layers); it ranks plans "
+           "and is not a KL estimate: plan --validate fits the map from it to measured KL";
+  case PRECIS_PLAN_OBJECTIVE_TAYLOR:
+    return "nats of the captured loss (first order, summed over layers); it ranks plans and is not a measured loss "
+           "change: plan --validate fits the map from it to the measured change";
+  default:
+    return "dimensionless (relative Frobenius errors of the layers' outputs, summed); it ranks plans and predicts no "
+           "model-level figure";
+  }
+}
+
 static const char *cost_unit(precis_plan_budget kind) {
   switch (kind) {
   case PRECIS_PLAN_NO_BUDGET:
@@ -117,6 +134,8 @@ static char *plan_json(const precis_plan *p, const precis_report *report, const 
   cJSON_AddStringToObject(objective, "kind", precis_plan_objective_str(p->objective));
   cJSON_AddStringToObject(objective, "definition", precis_plan_objective_definition(p->objective));
   cJSON_AddStringToObject(objective, "rule", rule ? rule : "");
+  cJSON_AddStringToObject(objective, "units", objective_units(p->objective));
+  cJSON_AddBoolToObject(objective, "ranks_plans", true);
   free(rule);
   bool predicts_loss = p->objective != PRECIS_PLAN_OBJECTIVE_REL_FRO;
   /* The plan's predicted loss change: the sum of its cells' (the layers' changes add to first and
@@ -228,6 +247,7 @@ static void md_header(precis_buf *b, const precis_plan *p, const char *report_pa
   }
   precis_buf_appendf(b, "- objective: %s = %s\n", precis_plan_objective_str(p->objective),
                      precis_plan_objective_definition(p->objective));
+  precis_buf_appendf(b, "- units: %s\n", objective_units(p->objective));
   precis_buf_append(b, "- method: ");
   precis_buf_markdown(b, p->method);
   precis_buf_append(b, "\n\n");

@@ -5,7 +5,10 @@ cmake/python-model-requirements.txt), on the CPU. Not run by CTest: a benchmark 
   their ratio, on WINDOWS windows of TOKENS tokens of real text (this repository's LICENSE);
 - the wall time of verify (emulated + reference forward, per layer the isolated row and the
   cumulative error computed in the reference pass, the report files) with every layer int8, against the target
-  of 60 s for 16 windows of 64 tokens.
+  of 60 s for 16 windows of 64 tokens;
+- a reference computed once (issue 41): verify end to end (no per-layer rows) with the reference
+  model run, against the same verify reading the reference from a --save-reference file, and the
+  time saved per verify (plan --validate saves it for every plan of its sweep but the first).
 
 usage: build/venv/bin/python tests/bench/bench_verify.py [WINDOWS [TOKENS]]   (PRECIS=build/precis)
 """
@@ -54,6 +57,13 @@ def main():
     verify.verify(model, {"*": "int8"}, ids, out=out)
     wall = time.perf_counter() - t
     print(f"verify, every layer int8: {wall:.1f} s (target 60 s for 16 x 64): {'ok' if wall <= 60 else 'SLOWER'}")
+    ref = os.path.join(out, "reference.h5")
+    verify.verify(model, {"*": "int8"}, ids, isolated=False, save_reference=ref)
+    fp = verify.reference_file_mod.model_fingerprint(model)
+    computed = best_of(lambda: verify.verify(model, {"*": "int8"}, ids, isolated=False, model_fingerprint=fp))
+    read = best_of(lambda: verify.verify(model, {"*": "int8"}, ids, isolated=False, reference=ref, model_fingerprint=fp))
+    print(f"verify end to end, reference run: {computed:.2f} s; read from {os.path.getsize(ref) / 1e6:.1f} MB file: "
+          f"{read:.2f} s; saved {computed - read:.2f} s per verify ({computed / read:.2f}x)")
 
 
 if __name__ == "__main__":
