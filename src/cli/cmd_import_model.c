@@ -12,6 +12,8 @@
 #include "cli.h"
 #include "data/file_kind.h"
 #include "data/model.h"
+#include "data/model_converted.h"
+#include "data/model_import.h"
 #include "report/results.h"
 #include "data/suite.h"
 

@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "model.h"
+#include "model_converted.h"
 #include "base/status.h"
 
 typedef struct precis_conform_layer {

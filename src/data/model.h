@@ -13,7 +13,12 @@
  * is a 2-D tensor named "<module>.weight" in F32, F16, BF16 or F8_E4M3; its name is the module
  * name (the weight's name without ".weight"). Embedding tables are 2-D "*.weight" tensors too,
  * but lookups, not GEMMs: names containing "embed" are skipped unless a --layers glob names them.
- * Layers are listed in natural order ("layer.2" before "layer.10"), the order of the model. */
+ * Layers are listed in natural order ("layer.2" before "layer.10"), the order of the model.
+ *
+ * This header is the first of four rooms, whose includes run one way: reading a plain checkpoint
+ * (model.h) <- reading a converted one, its packing and dequantization (model_converted.h, with
+ * quant_decl.h for what its producer declared) <- conformance to that declaration (conform.h) <-
+ * the import that writes a dataset from all three (model_import.h). */
 #ifndef PRECIS_MODEL_H
 #define PRECIS_MODEL_H
 
@@ -21,8 +26,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "distributions.h"
-#include "quant_decl.h"
 #include "base/status.h"
 
 typedef struct precis_model_layer {
@@ -89,10 +92,6 @@ bool precis_model_is_output_projection(const char *name);
  * name (owned by `tensors`), NULL when the checkpoint has none (nothing appended). */
 precis_status precis_model_add_tied_head(precis_model *model, const precis_model *tensors, const char **from);
 
-/* Whether --activations PATH holds an array for this layer (read to check; false when it is not a
- * file precis reads activations from, or a lone .npy). */
-bool precis_model_activations_hold(const char *activations, const char *layer);
-
 /* Marks the layers matching any glob as stored [in, out]: their in/out features swap. Returns how
  * many were marked. */
 size_t precis_model_mark_in_major(precis_model *model, const char *const *globs, size_t n_globs);
@@ -108,94 +107,17 @@ precis_status precis_model_tensors(const char *path, precis_model *out);
  * copied to example. */
 size_t precis_model_quantized_tensors(const precis_model *tensors, char *example, size_t len);
 
-/* A converted layer whose dequantized weights differ from the original's by more than this
- * relative Frobenius norm is refused as not a conversion of this model (unless forced): 0.5 for
- * codes of 4 bits or more (round-to-nearest INT4 is about 0.1, FP8 E4M3 0.03), 0.9 for 2 and 3
- * bits (INT2 group 128 is about 0.6). Two unrelated matrices are at least about 1 apart (sqrt(2)
- * for equal norms). */
-#define PRECIS_FOREIGN_REL_FRO(bits) ((bits) > 0 && (bits) <= 3 ? 0.9 : 0.5)
-
-/* What a converted checkpoint stores for one layer, judged from its tensors' names, dtypes and
- * shapes (no data read). */
-typedef struct precis_converted_format {
-  bool found;           /* some tensor of the layer is there */
-  bool quantized;       /* false: the weight stayed F32/F16/BF16 */
-  bool packed;          /* <layer>.weight_packed (compressed-tensors pack-quantized) */
-  bool is_float;        /* FP8 codes, else integers */
-  int bits;             /* of the codes; 0 when the packed width fits no known width */
-  char weight_dtype[12], scale_dtype[12];
-  const char *scale_name; /* "weight_scale" or "weight_scale_inv" */
-  int64_t scale_rows, scale_cols;
-  int64_t n_groups;     /* along in: 0 one scale per tensor, 1 per output channel, G groups; -1 blocks */
-  int64_t group_size;   /* columns per group (in / G, rounded up); for blocks the block's [rows, cols] */
-  int64_t block_rows;
-  bool zero_point, g_idx, input_scale;
-} precis_converted_format;
-
-/* The format a converted checkpoint stores for a layer, and (decl may be NULL) what its producer
- * declared for it: *declared_group is the config group (-1: none), *ignored set when the
- * declaration's ignore list names the layer. A layer whose stored format contradicts the
- * declaration is an error naming the declared and the found values. */
-precis_status precis_model_converted_format(const precis_model *conv, const precis_quant_decl *decl,
-                                            const precis_model_layer *layer, precis_converted_format *found,
-                                            int *declared_group, bool *ignored);
-void precis_converted_format_describe(const precis_converted_format *f, char *buf, size_t len);
-
 /* A layer's weight as float32 [out, in] (every source dtype widens exactly). */
 precis_status precis_model_read_f32(const precis_model_layer *layer, float **out);
 
-/* A converted layer's codes and scales as stored (the formats are listed at
- * precis_converted_layer_read in model.c). */
-typedef struct precis_converted_layer {
-  int64_t out, in;
-  float *code;             /* [out, in]: the integer code (zero point not subtracted), the FP8/FP4 value, or
-                              the weight itself for a layer left unconverted */
-  float *scale;            /* NULL (unconverted), or [scale_rows, scale_cols] widened to float32 */
-  int64_t scale_rows, scale_cols;
-  int64_t rows_per_scale;  /* weight rows per scale row: out (per tensor), 1, or a block's height */
-  int64_t *group_of;       /* [in]: each column's scale column */
-  int32_t *zero_point;     /* NULL, or [scale_rows, scale_cols] */
-  float global_scale;      /* scales are divided by it (NVFP4's weight_global_scale); 1 when none */
-  float scale_2;           /* scales are multiplied by it (ModelOpt NVFP4's weight_scale_2); 1 when none */
-  int bits;                /* of the codes; 0 when unconverted */
-  bool quantized, is_float, g_idx, zp_packed;
-  char scale_dtype[12];
-  char what[192];          /* in words, as source.converted.weights records it */
-} precis_converted_layer;
-
-/* declared_bits: the declared code width (0: inferred, 4 or 8 for pack-quantized). */
-precis_status precis_converted_layer_read(const precis_model *conv, const precis_model_layer *layer, int declared_bits,
-                                          precis_converted_layer *out);
-void precis_converted_layer_free(precis_converted_layer *layer);
-/* w[r, c] = (code - zero point) * (scale / global scale), rounded once to float32. */
-float precis_converted_layer_value(const precis_converted_layer *layer, int64_t r, int64_t c);
-
-typedef struct precis_model_import_options {
-  const char *output;
-  bool force;
-  int gzip_level;
-  bool progress;            /* a progress bar on stderr, one step per layer */
-  int64_t tokens;           /* m: rows of a (synthetic activations) */
-  int64_t batch;            /* held-out samples (synthetic; from a file: samples - calib when 0) */
-  int64_t calib;            /* calibration samples */
-  uint64_t seed;
-  const precis_dist *a;     /* the synthetic activations' distribution */
-  const char *activations;  /* NULL, or where one [samples, tokens, k] array per layer is, named
-                               after the layer: a safetensors, HDF5 (/<layer>) or .npz file, a
-                               directory of <layer>.npy files, or one .npy for a single layer */
-  const char *gradients;     /* NULL, or where dL/dY per layer, [samples, tokens, out], is: the same kinds of file as
-                               activations, the same samples (the held-out ones first) and tokens */
-  const char *model_config;  /* NULL, or precis_model_read_config's JSON, recorded as the root attribute model_config */
-  const precis_model *converted; /* NULL, or the tensors of a converted checkpoint (precis_model_tensors):
-                                    b holds its dequantized weights, c_ref stays the original's */
-  bool force_foreign;       /* import a converted layer even when it is far from the original's */
-  const precis_quant_decl *declared; /* NULL, or what the converted checkpoint's producer declared */
-  bool weights_only;        /* a as given even when the declared scheme quantizes the activations */
-} precis_model_import_options;
-
-/* Writes the dataset: one workload per layer, b = W^T (k = in, n = out), attributes layer and
- * source; only one layer's arrays are in memory at a time. */
-precis_status precis_model_import(const precis_model *model, const precis_model_import_options *options,
-                                  char dataset_id[65]);
+/* A tensor's bytes and values, for the rooms above (model_converted.c, model_import.c). */
+/* The tensor named `name` among a checkpoint's tensors (precis_model_tensors), or NULL. */
+const precis_model_layer *precis_model_find_tensor(const precis_model *m, const char *name);
+/* The weight's bytes as stored (an expert slice's bytes), malloc'ed; checks the file still holds them. */
+precis_status precis_model_read_raw(const precis_model_layer *layer, uint8_t **raw);
+/* Element i of stored bytes of dtype F32, F16, BF16, F8_E4M3 or I8, widened exactly to float32. */
+float precis_model_decode(const uint8_t *raw, const char *dtype, uint64_t i);
+/* A dtype a linear layer's weight is read in: F32, F16, BF16, F8_E4M3. */
+bool precis_model_linear_dtype(const char *dtype);
 
 #endif

@@ -20,6 +20,7 @@
 #include "data/distributions.h"
 #include "numerics/format.h"
 #include "data/model.h"
+#include "data/model_import.h"
 
 static long long peak_rss_bytes(void) {
   struct rusage ru;
