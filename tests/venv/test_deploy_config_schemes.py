@@ -65,7 +65,7 @@ def plan_config(tmp, ds, recipe, name):
     run(["run", ds, "--backend", "cpu", "--recipes", recipe, "-o", rep, "-q"] + FAST)
     out = os.path.join(tmp, f"plan-{name}")
     # --deploy none: the args each scheme is written with are checked here, on any architecture (vLLM
-    # runs NVFP4 on sm_100/sm_120 only, and plan's default target is vllm on sm_90: test_plan_deploy_shapes).
+    # runs NVFP4 on sm_100/sm_120 only, and plan's default target is vllm on sm_90: test_python_plan_deploy_shapes).
     run(["plan", os.path.join(rep, "report.json"), "--require", "rel_fro<=1", "--deploy", "none", "-o", out])
     plan = json.load(open(os.path.join(out, "plan.json")))
     check(plan["layers"] and len({e["recipe"] for e in plan["layers"]}) == 1,

@@ -97,7 +97,7 @@ def main():
 
     out = os.path.join(tmp, "plan")
     # --deploy none: this checks predicted against measured loss over every evaluated recipe (nvfp4 and
-    # w4a16 g128 on widths of 64 included), not what an engine deploys (test_plan_deploy_shapes.py).
+    # w4a16 g128 on widths of 64 included), not what an engine deploys (test_python_plan_deploy_shapes.py).
     cmd = [sys.executable, "-m", "precis", "plan", os.path.join(rep, "report.json"), "--validate", "--model", ckpt,
            "--inputs", os.path.join(tmp, "held.npy"), "--budget", "bits=6", "--deploy", "none", "--validate-budgets",
            "bits=" + ",".join(f"{b:g}" for b in BUDGETS), "--validate-max", str(KL_LIMIT), "-o", out]

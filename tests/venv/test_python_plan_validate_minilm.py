@@ -74,7 +74,7 @@ def main():
 
     out = os.path.join(tmp, "plan")
     # --deploy none: this checks predicted against measured loss over every evaluated recipe (nvfp4 and
-    # mxfp4 included, which vLLM runs on sm_100 only), layer by layer, not what an engine deploys (test_plan_deploy_shapes.py).
+    # mxfp4 included, which vLLM runs on sm_100 only), layer by layer, not what an engine deploys (test_python_plan_deploy_shapes.py).
     cmd = [sys.executable, "-m", "precis", "plan", os.path.join(rep, "report.json"), "--validate", "--model", minilm_dir(),
            "--inputs", os.path.join(SOURCE, "LICENSE"), "--samples", "8", "--budget", "bits=6", "--deploy", "none", "--validate-budgets",
            "bits=" + ",".join(f"{b:g}" for b in BUDGETS), "-o", out]
