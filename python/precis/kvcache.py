@@ -44,11 +44,13 @@ ALIASES = {
     "nvfp4-static": "e2m1@nv:static",
     "int4": "s4@k32:sym",
     "int4-had": "s4@k32:sym+had",
+    "int2": "s2@k32:sym",
+    "int2-had": "s2@k32:sym+had",
     "mxfp4": "e2m1@mx",
 }
 
 _CASTS = {"bf16": 16, "fp16": 16, "fp32": 32, "none": 32}
-_ELEM_BITS = {"e4m3": 8, "e5m2": 8, "s8": 8, "e2m1": 4, "s4": 4, "u4": 4, "e2m3": 6, "e3m2": 6}
+_ELEM_BITS = {"e4m3": 8, "e5m2": 8, "s8": 8, "e2m1": 4, "s4": 4, "u4": 4, "s3": 3, "s2": 2, "e2m3": 6, "e3m2": 6}
 
 
 class KVFormat:

@@ -358,6 +358,8 @@ static const precis_kv_format kv_formats[] = {
     {"e2m1@mx", "mxfp4", 4, 32, 8, NULL, NULL},
     {"s4@k32:sym", "int4", 4, 32, 32, NULL, NULL},
     {"s4@k32:sym+had", "int4-had", 4, 32, 32, NULL, NULL},
+    {"s2@k32:sym", "int2", 2, 32, 32, NULL, NULL},
+    {"s2@k32:sym+had", "int2-had", 2, 32, 32, NULL, NULL},
 };
 
 const precis_kv_format *precis_kv_format_find(const char *text) {

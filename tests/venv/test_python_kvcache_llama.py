@@ -73,20 +73,27 @@ def int8_token_head(x):
     return torch.where(scale == 0, torch.zeros_like(x), q * scale)
 
 
-def int4_groups_hadamard(x):
-    """s4@k32:sym+had: rotate each head vector by the normalized Sylvester Hadamard matrix (float64
-    product, one rounding to fp32), 4-bit groups of 32 (scale amax / 7, codes -7..7), rotate back."""
+def int_groups(x, bits, rotate):
+    """s{bits}@k32:sym[+had]: optionally rotate each head vector by the normalized Sylvester Hadamard
+    matrix (float64 product, one rounding to fp32), then integer groups of 32 (scale amax / q, codes
+    -q..q, q = 2^(bits-1) - 1: 7 for 4 bits, 1 for 2 bits), then rotate back."""
     d = x.shape[-1]
+    q = float(2 ** (bits - 1) - 1)
     h = torch.ones(1, 1, dtype=torch.float64)
     while h.shape[0] < d:
         h = torch.cat([torch.cat([h, h], 1), torch.cat([h, -h], 1)], 0)
     h = h / d ** 0.5
-    r = (x.double() @ h).float()
+    r = (x.double() @ h).float() if rotate else x
     g = r.reshape(*r.shape[:-1], d // 32, 32)
-    scale = g.abs().amax(dim=-1, keepdim=True) / torch.tensor(7.0, dtype=torch.float32)
+    scale = g.abs().amax(dim=-1, keepdim=True) / torch.tensor(q, dtype=torch.float32)
     safe = torch.where(scale == 0, torch.ones_like(scale), scale)
-    y = torch.where(scale == 0, torch.zeros_like(g), torch.clamp(torch.round(g / safe), -7, 7) * scale).reshape(r.shape)
-    return (y.double() @ h.T).float()
+    y = torch.where(scale == 0, torch.zeros_like(g), torch.clamp(torch.round(g / safe), -q, q) * scale).reshape(r.shape)
+    return (y.double() @ h.T).float() if rotate else y
+
+
+def int4_groups_hadamard(x):
+    """s4@k32:sym+had (int_groups with 4 bits, rotated)."""
+    return int_groups(x, 4, True)
 
 
 def fp8_unit(x):
@@ -203,6 +210,17 @@ def main():
         got = model(input_ids=batch).logits.numpy()
     check(np.array_equal(got, expected), "kv_cache s4@k32:sym+had,e4m3 equals the independent rotated int4 K / "
           f"unscaled fp8 V bit for bit (max |diff| {float(np.max(np.abs(got - expected))):.3g})")
+
+    # 2-bit K after a Hadamard rotation and 3-bit V (ternary and 7-level groups of 32), as KIVI-style
+    # low-bit caches store them; the rotation is what makes 2-bit K usable (llama.cpp, QuaRot).
+    with Patched(lambda module, k, v: (int_groups(k, 2, True), int_groups(v, 3, False))), torch.no_grad():
+        expected = model(input_ids=batch).logits.numpy()
+    with kvcache.kv_cache(model, "int2-had,s3@k32:sym"), torch.no_grad():
+        got = model(input_ids=batch).logits.numpy()
+    check(np.array_equal(got, expected), "kv_cache s2@k32:sym+had,s3@k32:sym equals the independent rotated 2-bit K / "
+          f"3-bit V bit for bit (max |diff| {float(np.max(np.abs(got - expected))):.3g})")
+    check(kvcache.KVFormat("int2-had").bits_per_value(64) == 2 + 32 / 32 and
+          kvcache.KVFormat("s3@k32:sym").bits_per_value(64) == 3 + 32 / 32, "2- and 3-bit groups: bits per value")
 
     # NVFP4 with a calibrated tensor scale (both K and V), through precis.kvcache directly.
     amax = calibrate(model, calib_ids)
