@@ -182,3 +182,23 @@ char *precis_asprintf(const char *fmt, ...) {
   va_end(ap2);
   return s;
 }
+
+char *precis_yaml_quote(const char *s) {
+  size_t len = strlen(s);
+  char *out = malloc(4 * len + 3), *p = out;
+  if (!out) return NULL;
+  *p++ = '"';
+  for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+    if (*c == '"' || *c == '\\') {
+      *p++ = '\\';
+      *p++ = (char)*c;
+    } else if (*c < 0x20 || *c == 0x7f) {
+      p += sprintf(p, "\\x%02x", *c);
+    } else {
+      *p++ = (char)*c;
+    }
+  }
+  *p++ = '"';
+  *p = '\0';
+  return out;
+}

@@ -51,4 +51,8 @@ char *precis_asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2))
 char *precis_html_escape(const char *s);
 char *precis_markdown_escape(const char *s);
 
+/* s as a double-quoted YAML scalar (backslash and " escaped, control bytes as \\xHH); malloc'd, NULL when
+ * out of memory. The suites that import writes name the user's files with it. */
+char *precis_yaml_quote(const char *s);
+
 #endif

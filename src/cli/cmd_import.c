@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/escape.h"
 #include "cli.h"
 #include "data/file_kind.h"
 #include "base/fileio.h"
@@ -75,33 +76,13 @@ static bool split_source(const char *spec, char **file, char **object) {
   return false;
 }
 
-/* A double-quoted YAML scalar. */
-static char *yaml_quote(const char *s) {
-  size_t len = strlen(s);
-  char *out = malloc(4 * len + 3), *p = out;
-  if (!out) return NULL;
-  *p++ = '"';
-  for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
-    if (*c == '"' || *c == '\\') {
-      *p++ = '\\';
-      *p++ = (char)*c;
-    } else if (*c < 0x20 || *c == 0x7f) {
-      p += sprintf(p, "\\x%02x", *c);
-    } else {
-      *p++ = (char)*c;
-    }
-  }
-  *p++ = '"';
-  *p = '\0';
-  return out;
-}
 
 /* The suite's key for the object follows the file's kind (read from its first bytes). */
 static char *file_dist_yaml(const char *file, const char *object, precis_file_kind kind, bool transpose) {
   const char *key = kind == PRECIS_FILE_HDF5 ? "dataset" : kind == PRECIS_FILE_NPZ ? "array" : "tensor";
   /* The readers find "name" for "/name" in a safetensors or .npz file; the suite spells it without. */
   bool strip = (kind == PRECIS_FILE_NPZ || kind == PRECIS_FILE_SAFETENSORS) && object[0] == '/';
-  char *qf = yaml_quote(file), *qo = yaml_quote(strip ? object + 1 : object);
+  char *qf = precis_yaml_quote(file), *qo = precis_yaml_quote(strip ? object + 1 : object);
   char *text = !qf || !qo               ? NULL
                : kind == PRECIS_FILE_NPY ? precis_asprintf("{dist: file, path: %s%s}", qf, transpose ? ", transpose: true" : "")
                                          : precis_asprintf("{dist: file, path: %s, %s: %s%s}", qf, key, qo,
@@ -274,12 +255,12 @@ int precis_cmd_import(int argc, char **argv) {
     file_stem = precis_asprintf("%.*s", (int)(dot && dot != base ? dot - base : (ptrdiff_t)strlen(base)), base);
   }
   const char *default_name = file_stem ? file_stem : strrchr(b_object, '/') ? strrchr(b_object, '/') + 1 : b_object;
-  qname = yaml_quote(name ? name : default_name);
+  qname = precis_yaml_quote(name ? name : default_name);
   free(file_stem);
   char *description = precis_asprintf("imported: b from %s%s%s%s%s%s", b_file, b_object[0] ? ":" : "", b_object,
                                       transpose_b ? " (transposed)" : "",
                                       a_file ? ", a from " : "", a_file ? a_spec : "");
-  qdesc = description ? yaml_quote(description) : NULL;
+  qdesc = description ? precis_yaml_quote(description) : NULL;
   free(description);
   text = precis_asprintf("# precis import: the suite equivalent to this import (paths relative to where it ran)\n"
                          "seed: %s\n"

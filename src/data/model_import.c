@@ -32,25 +32,6 @@ static bool is_directory(const char *path) {
   return stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
 }
 
-static char *yaml_quote(const char *s) {
-  size_t len = strlen(s);
-  char *out = malloc(4 * len + 3), *p = out;
-  if (!out) return NULL;
-  *p++ = '"';
-  for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
-    if (*c == '"' || *c == '\\') {
-      *p++ = '\\';
-      *p++ = (char)*c;
-    } else if (*c < 0x20 || *c == 0x7f) {
-      p += sprintf(p, "\\x%02x", *c);
-    } else {
-      *p++ = (char)*c;
-    }
-  }
-  *p++ = '"';
-  *p = '\0';
-  return out;
-}
 
 /* The synthetic distribution as a suite mapping ({dist: NAME, param: value, ...}). */
 static void dist_yaml(precis_buf *b, const precis_dist *d) {
@@ -65,7 +46,7 @@ static void dist_yaml(precis_buf *b, const precis_dist *d) {
 }
 
 static void yaml_append_quoted(precis_buf *b, const char *s) {
-  char *q = yaml_quote(s);
+  char *q = precis_yaml_quote(s);
   if (!q) b->failed = true;
   else precis_buf_append(b, q);
   free(q);
