@@ -50,6 +50,7 @@ static const precis_cli_option plan_options[] = {
     {"require", V, 0}, {"budget", V, 0}, {"cost", V, 0}, {"target", V, 0}, {"exclusions-for", V, 0},
     {"output", V, 'o'}, {"force", F, 0},
     {"allow-emulated-latency", F, 0}, {"objective", V, 0}, {"serve", V, 0}, {"moe-active", V, 0},
+    {"kv-candidates", V, 0}, {"objective-map", V, 0},
     {"deploy", V, 0},
     /* plan --validate and its options are `python -m precis plan --validate`'s (it runs the model):
      * accepted here only so that cmd_plan.c refuses them with that pointer, not as unknown. */

@@ -13,7 +13,8 @@
 static const char usage_text[] =
     "usage: precis plan REPORT.json [--require EXPR]... [--objective fisher|taylor|rel_fro] [--budget memory=BYTES|bits=B|latency=MS]\n"
     "                   [--cost memory|bits|latency] [--exclusions-for RECIPE] [--target ARCH]\n"
-    "                   [--serve batch=B,context=T[,kv=FMT]] [--deploy vllm|trtllm|none]\n"
+    "                   [--serve batch=B,context=T[,kv=FMT]] [--kv-candidates FILE|LIST --objective-map MAP]\n"
+    "                   [--deploy vllm|trtllm|none]\n"
     "                   [--force] [--allow-emulated-latency] [--validate (python -m precis plan)] -o DIR\n"
     "\n"
     "A precision per layer (each workload of the report is a layer: precis import --model names them after\n"
@@ -40,6 +41,12 @@ static const char usage_text[] =
     "  --serve S         prints the serving estimate of the plan at batch=B, context=T tokens: weights + KV cache\n"
     "                    (2*T*B*kv_heads*head_dim per layer in kv=FMT, default bf16, from the model's config.json\n"
     "                    recorded by import --model) + the peak transient + the cuBLASLt workspace; an estimate\n"
+    "  --kv-candidates C the KV cache format as a decision (with --serve batch=B,context=T and --budget memory=):\n"
+    "                    C is verify --kv-sweep's kv-sweep.json or a list K[,V]=KL;... of formats with their measured\n"
+    "                    KL; the budget then covers the weights + the KV cache, and the plan is the pair (weights\n"
+    "                    plan, KV format) of least estimated KL = map(weights objective) + KL(KV) (docs/kv-cache.md)\n"
+    "  --objective-map M how the weights' objective becomes KL for --kv-candidates: the plan.json of python -m\n"
+    "                    precis plan --validate (its fitted log10 KL = a + b log10 objective), a=A,b=B, or identity\n"
     "  --target ARCH     sm_80, sm_89, sm_90, sm_100 or sm_120: plan from the rows recorded for that\n"
     "                    architecture only (rows from before targets count as sm_90), as run --target\n"
     "  --deploy E        the serving engine the plan must deploy on (docs/deploy.md): vllm (default; a\n"
@@ -138,7 +145,7 @@ int precis_cmd_plan(int argc, char **argv) {
     bool takes_value = !strcmp(arg, "--require") || !strcmp(arg, "--budget") || !strcmp(arg, "--cost") ||
                        !strcmp(arg, "--target") || !strcmp(arg, "--exclusions-for") || !strcmp(arg, "--serve") ||
                        !strcmp(arg, "--objective") || !strcmp(arg, "--moe-active") || !strcmp(arg, "--deploy") ||
-                       !strcmp(arg, "-o") || !strcmp(arg, "--output") ||
+                       !strcmp(arg, "--kv-candidates") || !strcmp(arg, "--objective-map") || !strcmp(arg, "-o") || !strcmp(arg, "--output") ||
                        !strcmp(arg, "--model") || !strcmp(arg, "--inputs") || !strncmp(arg, "--validate-", 11);
     if (takes_value && !value) {
       fprintf(stderr, "precis plan: %s needs a value (see precis plan --help)\n", arg);
@@ -188,6 +195,10 @@ int precis_cmd_plan(int argc, char **argv) {
         fprintf(stderr, "precis plan: --objective: expected fisher, taylor or rel_fro, found \"%s\"\n", value);
         return 2;
       }
+    } else if (!strcmp(arg, "--kv-candidates")) {
+      options.kv_candidates = value;
+    } else if (!strcmp(arg, "--objective-map")) {
+      options.objective_map = value;
     } else if (!strcmp(arg, "--serve")) {
       char given[256];
       snprintf(given, sizeof given, "%s", value);

@@ -8,6 +8,7 @@
 #include <cjson/cJSON.h>
 
 #include "base/escape.h"
+#include "base/fileio.h"
 #include "numerics/format.h"
 #include "numerics/recipe.h"
 #include "report/report_util.h"
@@ -386,6 +387,190 @@ static long long config_int(const cJSON *config, const char *key) {
   return cJSON_IsNumber(v) && v->valuedouble >= 1 && v->valuedouble < 1e9 ? (long long)v->valuedouble : 0;
 }
 
+double precis_kv_cache_bytes(double bits_per_value, long long batch, long long context, long long kv_heads,
+                             long long head_dim, long long layers) {
+  return ceil(2.0 * (double)context * (double)batch * (double)kv_heads * (double)head_dim * (double)layers *
+              bits_per_value / 8);
+}
+
+/* The attention shape of the model's config.json in brief (settings.model_config); false with why. */
+static bool serving_shape(const precis_report *report, long long *layers, long long *kv_heads, long long *head_dim,
+                          char *why, size_t why_len) {
+  *layers = *kv_heads = *head_dim = 0;
+  const char *text = precis_kv_get(&report->settings, "model_config");
+  cJSON *config = text ? cJSON_Parse(text) : NULL;
+  if (!config) {
+    snprintf(why, why_len,
+             "the report has no settings.model_config (import the model with precis import --model from a directory "
+             "holding its config.json, then run)");
+    return false;
+  }
+  long long heads = config_int(config, "num_attention_heads"), hidden = config_int(config, "hidden_size");
+  *layers = config_int(config, "num_hidden_layers");
+  *kv_heads = config_int(config, "num_key_value_heads");
+  if (!*kv_heads) *kv_heads = heads;
+  *head_dim = config_int(config, "head_dim");
+  if (!*head_dim && heads && hidden % heads == 0) *head_dim = hidden / heads;
+  cJSON_Delete(config);
+  if (!*layers || !*kv_heads || !*head_dim) {
+    snprintf(why, why_len,
+             "settings.model_config lacks num_hidden_layers, num_key_value_heads (or num_attention_heads) or head_dim "
+             "(or hidden_size / num_attention_heads)");
+    return false;
+  }
+  return true;
+}
+
+/* --objective-map: identity, a=A,b=B, or a validated plan.json's validation.fit (plan.h). */
+static precis_status parse_objective_map(precis_plan *p, const char *text) {
+  precis_plan_kv_decision *kv = &p->kv;
+  snprintf(kv->map_source, sizeof kv->map_source, "%s", text);
+  if (strcmp(text, "identity") == 0) {
+    kv->map_identity = true;
+    return PRECIS_OK;
+  }
+  if (strncmp(text, "a=", 2) == 0) {
+    char *end = NULL;
+    kv->map_a = strtod(text + 2, &end);
+    if (end == text + 2 || strncmp(end, ",b=", 3) != 0)
+      return precis_fail(PRECIS_E_USAGE, "--objective-map %s: expected identity, a=A,b=B or a validated plan.json", text);
+    const char *b_text = end + 3;
+    kv->map_b = strtod(b_text, &end);
+    if (end == b_text || *end || !isfinite(kv->map_a) || !isfinite(kv->map_b))
+      return precis_fail(PRECIS_E_USAGE, "--objective-map %s: expected identity, a=A,b=B or a validated plan.json", text);
+  } else {
+    char *data = NULL;
+    size_t size = 0;
+    precis_status st = precis_read_file(text, &data, &size);
+    if (st != PRECIS_OK)
+      return precis_fail(PRECIS_E_USAGE, "--objective-map %s: not identity, a=A,b=B, nor a readable plan.json", text);
+    cJSON *plan = cJSON_Parse(data);
+    free(data);
+    const cJSON *validation = cJSON_GetObjectItemCaseSensitive(plan, "validation");
+    const cJSON *fit = cJSON_GetObjectItemCaseSensitive(validation, "fit");
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(fit, "a"), *b = cJSON_GetObjectItemCaseSensitive(fit, "b");
+    const cJSON *objective = cJSON_GetObjectItemCaseSensitive(validation, "objective");
+    const cJSON *measure = cJSON_GetObjectItemCaseSensitive(validation, "measure");
+    if (!cJSON_IsNumber(a) || !cJSON_IsNumber(b) || !cJSON_IsString(objective) || !cJSON_IsString(measure)) {
+      cJSON_Delete(plan);
+      return precis_fail(PRECIS_E_INPUT,
+                         "--objective-map %s: no validation.fit {a, b} with validation.objective and .measure (make it with "
+                         "python -m precis plan REPORT.json --validate ...; docs/verify.md)", text);
+    }
+    bool same_objective = strcmp(objective->valuestring, precis_plan_objective_str(p->objective)) == 0;
+    bool kl = strcmp(measure->valuestring, "kl_mean") == 0;
+    char their_objective[32], their_measure[32];
+    snprintf(their_objective, sizeof their_objective, "%s", objective->valuestring);
+    snprintf(their_measure, sizeof their_measure, "%s", measure->valuestring);
+    kv->map_a = a->valuedouble;
+    kv->map_b = b->valuedouble;
+    cJSON_Delete(plan);
+    if (!same_objective)
+      return precis_fail(PRECIS_E_INPUT, "--objective-map %s: its fit maps the %s objective, this plan's is %s", text,
+                         their_objective, precis_plan_objective_str(p->objective));
+    if (!kl)
+      return precis_fail(PRECIS_E_INPUT, "--objective-map %s: its fit maps to %s, the KV candidates' KL needs kl_mean", text,
+                         their_measure);
+  }
+  /* A falling map would make the least objective the largest KL, and the weights' subproblem wrong. */
+  if (!(kv->map_b > 0))
+    return precis_fail(PRECIS_E_INPUT, "--objective-map %s: slope b = %g; a map from objective to KL must increase", text,
+                       kv->map_b);
+  return PRECIS_OK;
+}
+
+static double mapped_kl(const precis_plan_kv_decision *kv, double objective) {
+  if (kv->map_identity) return objective;
+  return objective > 0 ? pow(10.0, kv->map_a + kv->map_b * log10(objective)) : 0;
+}
+
+static precis_status add_kv_candidate(precis_plan_kv_decision *kv, const char *where, const char *k_name,
+                                      const char *v_name, double kl, long long head_dim) {
+  const precis_kv_format *k = precis_kv_format_find(k_name), *v = precis_kv_format_find(v_name);
+  if (!k || !v)
+    return precis_fail(PRECIS_E_INPUT, "--kv-candidates %s: \"%s\" is not a KV cache format (docs/kv-cache.md)", where,
+                       k ? v_name : k_name);
+  if (!isfinite(kl) || kl < 0)
+    return precis_fail(PRECIS_E_INPUT, "--kv-candidates %s: KL of %s,%s is %g; a finite KL >= 0 expected", where, k_name,
+                       v_name, kl);
+  for (size_t i = 0; i < kv->n; i++)
+    if (strcmp(kv->candidates[i].k, k->name) == 0 && strcmp(kv->candidates[i].v, v->name) == 0)
+      return precis_fail(PRECIS_E_INPUT, "--kv-candidates %s: %s,%s given twice", where, k->name, v->name);
+  precis_plan_kv_candidate *grown = realloc(kv->candidates, (kv->n + 1) * sizeof *grown);
+  if (!grown) return precis_fail(PRECIS_E_NOMEM, "out of memory");
+  kv->candidates = grown;
+  precis_plan_kv_candidate *c = &kv->candidates[kv->n++];
+  memset(c, 0, sizeof *c);
+  snprintf(c->k, sizeof c->k, "%s", k->name);
+  snprintf(c->v, sizeof c->v, "%s", v->name);
+  c->kl = kl;
+  c->bits = (precis_kv_format_bits(k, head_dim) + precis_kv_format_bits(v, head_dim)) / 2;
+  if (k == v) {
+    c->ct_strategy = k->ct_strategy;
+    c->modelopt = k->modelopt;
+  }
+  return PRECIS_OK;
+}
+
+/* --kv-candidates: a kv-sweep.json (its cells' kl_mean) or "K[,V]=KL;..." */
+static precis_status load_kv_candidates(precis_plan_kv_decision *kv, const char *text, long long head_dim) {
+  precis_status st = PRECIS_OK;
+  snprintf(kv->source, sizeof kv->source, "%s", text);
+  size_t len = strlen(text);
+  bool file = len > 5 && strcmp(text + len - 5, ".json") == 0;
+  if (file) {
+    char *data = NULL;
+    size_t size = 0;
+    if ((st = precis_read_file(text, &data, &size)) != PRECIS_OK) return st;
+    cJSON *sweep = cJSON_Parse(data);
+    free(data);
+    const cJSON *kind = cJSON_GetObjectItemCaseSensitive(sweep, "kind");
+    const cJSON *cells = cJSON_GetObjectItemCaseSensitive(sweep, "cells");
+    if (!cJSON_IsArray(cells) || !cJSON_IsString(kind) || strcmp(kind->valuestring, "logits") != 0) {
+      cJSON_Delete(sweep);
+      return precis_fail(PRECIS_E_INPUT,
+                         "--kv-candidates %s: expected verify --kv-sweep's kv-sweep.json of a model with logits "
+                         "(\"kind\": \"logits\", \"cells\": [{\"k\", \"v\", \"kl_mean\"}])", text);
+    }
+    const cJSON *cell;
+    size_t i = 0;
+    cJSON_ArrayForEach(cell, cells) {
+      const cJSON *k = cJSON_GetObjectItemCaseSensitive(cell, "k"), *v = cJSON_GetObjectItemCaseSensitive(cell, "v");
+      const cJSON *kl = cJSON_GetObjectItemCaseSensitive(cell, "kl_mean");
+      if (!cJSON_IsString(k) || !cJSON_IsString(v) || !cJSON_IsNumber(kl)) {
+        cJSON_Delete(sweep);
+        return precis_fail(PRECIS_E_INPUT, "--kv-candidates %s: cells[%zu] lacks k, v or a numeric kl_mean", text, i);
+      }
+      if ((st = add_kv_candidate(kv, text, k->valuestring, v->valuestring, kl->valuedouble, head_dim)) != PRECIS_OK) {
+        cJSON_Delete(sweep);
+        return st;
+      }
+      i++;
+    }
+    cJSON_Delete(sweep);
+  } else {
+    char *copy = precis_strdup(text);
+    if (!copy) return precis_fail(PRECIS_E_NOMEM, "out of memory");
+    for (char *save = NULL, *item = strtok_r(copy, ";", &save); item && st == PRECIS_OK; item = strtok_r(NULL, ";", &save)) {
+      char *eq = strrchr(item, '='), *end = NULL;
+      double kl = eq ? strtod(eq + 1, &end) : NAN;
+      if (!eq || end == eq + 1 || *end) {
+        st = precis_fail(PRECIS_E_USAGE, "--kv-candidates: \"%s\": expected K[,V]=KL (KL measured by verify --kv-sweep), "
+                                         "items separated by ';', or a kv-sweep.json", item);
+        break;
+      }
+      *eq = '\0';
+      char *comma = strchr(item, ',');
+      if (comma) *comma = '\0';
+      st = add_kv_candidate(kv, text, item, comma ? comma + 1 : item, kl, head_dim);
+    }
+    free(copy);
+    if (st != PRECIS_OK) return st;
+  }
+  if (kv->n == 0) return precis_fail(PRECIS_E_INPUT, "--kv-candidates %s: no candidates", text);
+  return PRECIS_OK;
+}
+
 /* The serving estimate (plan.h): from the plan's layers and the model's config.json in brief. */
 static precis_status estimate_serving(const precis_report *report, const precis_plan_options *options, precis_plan *p) {
   precis_plan_serving *s = &p->serving;
@@ -393,47 +578,29 @@ static precis_status estimate_serving(const precis_report *report, const precis_
   s->batch = options->serve_batch;
   s->context = options->serve_context;
   s->transient_layer = -1;
-  const char *kv_name = options->serve_kv ? options->serve_kv : "bf16";
+  const precis_plan_kv_candidate *decided = p->kv.requested && p->kv.chosen >= 0 ? &p->kv.candidates[p->kv.chosen] : NULL;
+  const char *kv_name = decided ? decided->k : options->serve_kv ? options->serve_kv : "bf16";
   const precis_kv_format *kv = precis_kv_format_find(kv_name);
   if (!kv)
     return precis_fail(PRECIS_E_USAGE,
                        "--serve kv=%s: not a KV cache format (bf16, fp16, e4m3, e4m3@tensor, e4m3@head, e5m2, "
                        "s8@row:sym, e2m1@nv, e2m1@nv:static, e2m1@mx, s4@k32:sym, or their aliases fp8, fp8-tensor, "
                        "fp8-head, int8, nvfp4, nvfp4-static, mxfp4, int4; docs/kv-cache.md)", kv_name);
-  snprintf(s->kv_format, sizeof s->kv_format, "%s", kv->name);
+  const precis_kv_format *kv_v = decided ? precis_kv_format_find(decided->v) : kv;
+  if (kv_v == kv) snprintf(s->kv_format, sizeof s->kv_format, "%s", kv->name);
+  else snprintf(s->kv_format, sizeof s->kv_format, "%s,%s", kv->name, kv_v->name);
   s->kv_bits = kv->elem_bits;
-  s->kv_ct_strategy = kv->ct_strategy;
-  s->kv_modelopt = kv->modelopt;
+  s->kv_ct_strategy = decided ? decided->ct_strategy : kv->ct_strategy;
+  s->kv_modelopt = decided ? decided->modelopt : kv->modelopt;
   if (!p->feasible) {
     snprintf(s->why, sizeof s->why, "no plan to estimate");
     return PRECIS_OK;
   }
-  const char *text = precis_kv_get(&report->settings, "model_config");
-  cJSON *config = text ? cJSON_Parse(text) : NULL;
-  if (!config) {
-    snprintf(s->why, sizeof s->why,
-             "the report has no settings.model_config (import the model with precis import --model from a directory "
-             "holding its config.json, then run)");
-    return PRECIS_OK;
-  }
-  long long heads = config_int(config, "num_attention_heads"), hidden = config_int(config, "hidden_size");
-  s->layers = config_int(config, "num_hidden_layers");
-  s->kv_heads = config_int(config, "num_key_value_heads");
-  if (!s->kv_heads) s->kv_heads = heads;
-  s->head_dim = config_int(config, "head_dim");
-  if (!s->head_dim && heads && hidden % heads == 0) s->head_dim = hidden / heads;
-  cJSON_Delete(config);
-  if (!s->layers || !s->kv_heads || !s->head_dim) {
-    snprintf(s->why, sizeof s->why,
-             "settings.model_config lacks num_hidden_layers, num_key_value_heads (or num_attention_heads) or head_dim "
-             "(or hidden_size / num_attention_heads)");
-    return PRECIS_OK;
-  }
+  if (!serving_shape(report, &s->layers, &s->kv_heads, &s->head_dim, s->why, sizeof s->why)) return PRECIS_OK;
   s->available = true;
-  s->kv_bits = precis_kv_format_bits(kv, s->head_dim);
+  s->kv_bits = (precis_kv_format_bits(kv, s->head_dim) + precis_kv_format_bits(kv_v, s->head_dim)) / 2;
   s->weights = p->resident_total;
-  s->kv_cache = ceil(2.0 * (double)s->context * (double)s->batch * (double)s->kv_heads * (double)s->head_dim *
-                     (double)s->layers * s->kv_bits / 8);
+  s->kv_cache = precis_kv_cache_bytes(s->kv_bits, s->batch, s->context, s->kv_heads, s->head_dim, s->layers);
   long long tokens = s->batch * s->context;
   s->transient = 0;
   for (size_t l = 0; l < p->n_layers; l++) {
@@ -465,6 +632,7 @@ void precis_plan_free(precis_plan *p) {
   free(p->weight_factor);
   free(p->single_passes);
   free(p->group);
+  free(p->kv.candidates);
   memset(p, 0, sizeof *p);
 }
 
@@ -497,6 +665,57 @@ static void check_deployable(const precis_plan *p, const precis_row *row, precis
     cell->passes = false;
     snprintf(cell->what, sizeof cell->what, "not deployable on %s: %.150s", precis_deploy_engine_name(p->deploy), v.why);
   }
+}
+
+/* The KV decision (plan.h, --kv-candidates): the cache's bytes do not depend on the weights plan,
+ * so the (weights plan, KV format) pair of least total KL is found exactly by solving the weights
+ * plan for each format with the budget less that format's cache (the least objective is the least
+ * mapped KL, the map increasing) and keeping the format of least map(objective) + KL. */
+static precis_status decide_kv(precis_plan *p, size_t n_units, const double *cost, const double *error,
+                               const bool *allowed, const double *transient, size_t state_limit, int *choice) {
+  precis_plan_kv_decision *kv = &p->kv;
+  int *trial = malloc((n_units ? n_units : 1) * sizeof *trial);
+  if (!trial) return precis_fail(PRECIS_E_NOMEM, "out of memory");
+  p->exact = true;
+  p->states = 0;
+  p->feasible = false;
+  kv->chosen = -1;
+  double best_memory = INFINITY;
+  for (size_t i = 0; i < kv->n; i++) {
+    precis_plan_kv_candidate *c = &kv->candidates[i];
+    c->feasible = false;
+    c->weights_objective = c->weights_kl = c->weights_memory = c->total_kl = NAN;
+    double capacity = p->budget_value - c->bytes;
+    if (capacity < 0) continue;
+    double memory = 0, objective = 0;
+    bool exact = true;
+    size_t states = 0;
+    bool ok = solve_memory(n_units, p->n_recipes, cost, error, allowed, transient, capacity, state_limit, trial, &memory,
+                           &objective, &exact, &states);
+    p->states += states;
+    p->exact = p->exact && exact;
+    if (!ok) continue;
+    c->feasible = true;
+    c->weights_objective = objective;
+    c->weights_memory = memory;
+    c->weights_kl = mapped_kl(kv, objective);
+    c->total_kl = c->weights_kl + c->kl;
+    const precis_plan_kv_candidate *best = kv->chosen >= 0 ? &kv->candidates[kv->chosen] : NULL;
+    /* Ties (equal estimated KL): the smaller total memory, then the earlier candidate. */
+    if (!best || c->total_kl < best->total_kl || (c->total_kl == best->total_kl && memory + c->bytes < best_memory)) {
+      kv->chosen = (int)i;
+      best_memory = memory + c->bytes;
+      memcpy(choice, trial, n_units * sizeof *choice);
+      p->total_cost = memory;
+      p->total_error = objective;
+    }
+  }
+  free(trial);
+  if (kv->chosen >= 0) {
+    p->feasible = true;
+    p->capacity = p->budget_value - kv->candidates[kv->chosen].bytes;
+  }
+  return PRECIS_OK;
 }
 
 precis_status precis_plan_build(const precis_report *report, const precis_plan_options *options, precis_plan *out) {
@@ -539,6 +758,33 @@ precis_status precis_plan_build(const precis_report *report, const precis_plan_o
     p->objective = PRECIS_PLAN_OBJECTIVE_REL_FRO;
     for (size_t i = 0; i < report->n_rows; i++)
       if (report->rows[i].loss.present) p->objective = PRECIS_PLAN_OBJECTIVE_FISHER;
+  }
+  if (options->kv_candidates || options->objective_map) {
+    const char *missing = !options->kv_candidates  ? "--objective-map needs --kv-candidates"
+                          : !options->objective_map ? "--kv-candidates needs --objective-map (identity, a=A,b=B, or the "
+                                                      "plan.json of python -m precis plan --validate: the map from the "
+                                                      "weights' objective to KL, which the KV candidates are measured in)"
+                          : options->serve_batch <= 0 ? "--kv-candidates needs --serve batch=B,context=T (the cache's size)"
+                          : options->serve_kv         ? "--kv-candidates decides the KV format: give it or --serve kv=, not both"
+                          : options->budget != PRECIS_PLAN_MEMORY ? "--kv-candidates needs --budget memory=BYTES (weights + KV cache)"
+                                                                  : NULL;
+    if (missing) {
+      st = precis_fail(PRECIS_E_USAGE, "%s (docs/kv-cache.md)", missing);
+      goto done;
+    }
+    long long layers = 0, kv_heads = 0, head_dim = 0;
+    char why[240];
+    if (!serving_shape(report, &layers, &kv_heads, &head_dim, why, sizeof why)) {
+      st = precis_fail(PRECIS_E_INPUT, "--kv-candidates: the KV cache's size is unknown: %s", why);
+      goto done;
+    }
+    p->kv.requested = true;
+    p->kv.chosen = -1;
+    if ((st = parse_objective_map(p, options->objective_map)) != PRECIS_OK) goto done;
+    if ((st = load_kv_candidates(&p->kv, options->kv_candidates, head_dim)) != PRECIS_OK) goto done;
+    for (size_t i = 0; i < p->kv.n; i++)
+      p->kv.candidates[i].bytes = precis_kv_cache_bytes(p->kv.candidates[i].bits, options->serve_batch,
+                                                        options->serve_context, kv_heads, head_dim, layers);
   }
   p->layers = precis_report_workloads(report, &p->n_layers);
   p->recipes = precis_report_recipe_names(report, &p->n_recipes);
@@ -727,13 +973,21 @@ precis_status precis_plan_build(const precis_report *report, const precis_plan_o
     } else {
       p->capacity = p->budget_value;
     }
-    if (p->budget == PRECIS_PLAN_MEMORY)
+    if (p->kv.requested) {
+      if ((st = decide_kv(p, n_units, cost, error, allowed, transient, options->state_limit, unit_choice)) != PRECIS_OK)
+        goto done;
+    } else if (p->budget == PRECIS_PLAN_MEMORY)
       p->feasible = solve_memory(n_units, p->n_recipes, cost, error, allowed, transient, p->capacity, options->state_limit,
                                  unit_choice, &p->total_cost, &p->total_error, &p->exact, &p->states);
     else
       p->feasible = precis_plan_solve(n_units, p->n_recipes, cost, error, allowed, p->capacity, options->state_limit,
                                       unit_choice, &p->total_cost, &p->total_error, &p->exact, &p->states);
-    if (p->exact)
+    if (p->exact && p->kv.requested)
+      snprintf(p->method, sizeof p->method,
+               "exact: for each of %zu KV formats, dynamic programming over %s on the Pareto frontier of (cost, error) "
+               "within the budget less the cache, %zu states", p->kv.n, p->n_groups ? "fused groups and layers" : "layers",
+               p->states);
+    else if (p->exact)
       snprintf(p->method, sizeof p->method,
                "exact: dynamic programming over %s on the Pareto frontier of (cost, error), %zu states",
                p->n_groups ? "fused groups and layers" : "layers", p->states);
@@ -745,7 +999,11 @@ precis_status precis_plan_build(const precis_report *report, const precis_plan_o
       char cheapest[40], cap[40];
       precis_fmt_sig(cheapest, sizeof cheapest, p->cheapest_total_cost, 6);
       precis_fmt_sig(cap, sizeof cap, p->capacity, 6);
-      if (p->cost_kind == PRECIS_PLAN_MEMORY)
+      if (p->kv.requested)
+        snprintf(p->infeasible_why, sizeof p->infeasible_why,
+                 "with every KV candidate, the budget's %s bytes less the KV cache at batch x context leaves no room for "
+                 "the weights (every layer on its smallest passing recipe: %s bytes)", cap, cheapest);
+      else if (p->cost_kind == PRECIS_PLAN_MEMORY)
         snprintf(p->infeasible_why, sizeof p->infeasible_why,
                  "every assignment of passing recipes is over the budget's %s bytes (resident weights + the largest "
                  "transient; every layer on its smallest passing recipe: %s)", cap, cheapest);

@@ -71,6 +71,15 @@ typedef struct precis_plan_options {
   /* --serve batch=B,context=T[,kv=FMT]: a serving estimate beside the plan (serve_batch 0: none). */
   long long serve_batch, serve_context;
   const char *serve_kv;           /* the KV cache's format name; NULL: bf16 */
+  /* --kv-candidates (docs/kv-cache.md, "The KV format as a decision of the plan"): with --serve and a
+   * memory budget, the KV cache format becomes a decision. A kv-sweep.json of verify --kv-sweep or a
+   * list "K[,V]=KL;..." (KL: measured KL(ref||q) mean of the cache alone). The budget then covers the
+   * weights' memory + the KV cache at batch x context, and the plan is the (weights plan, KV format)
+   * pair of least map(weights objective) + KL(KV). objective_map puts the weights' objective on KL's
+   * scale: "identity", "a=A,b=B" (log10 KL = A + B log10 objective), or a plan.json of
+   * python -m precis plan --validate (its validation.fit). Both NULL: no KV decision. */
+  const char *kv_candidates;
+  const char *objective_map;
   /* --moe-active top_k/num_experts: a token reads only top_k of num_experts experts, so a bits
    * budget (bits per weight a token reads) weighs each expert layer (a name with ".experts." in it)
    * by this fraction, in its cost and in the weights the average is over. 0 or 1: no weighting. */
@@ -111,7 +120,7 @@ typedef struct precis_plan_serving {
   bool requested, available;
   char why[240];               /* why not available */
   long long batch, context;
-  char kv_format[24];          /* the KV cache format (docs/kv-cache.md), canonical */
+  char kv_format[56];          /* the KV cache format (docs/kv-cache.md), canonical; "K,V" when they differ */
   double kv_bits;              /* bits per cached value at head_dim, group scales included */
   const char *kv_ct_strategy;  /* compressed-tensors kv_cache_scheme strategy ("tensor", "attn_head"); NULL: none */
   const char *kv_modelopt;     /* ModelOpt kv_cache_quant_algo ("FP8", "NVFP4"); NULL: none */
@@ -123,6 +132,32 @@ typedef struct precis_plan_serving {
   double workspace;            /* the cuBLASLt workspace (PRECIS_PLAN_LT_WORKSPACE_BYTES) */
   double total;
 } precis_plan_serving;
+
+/* One KV cache format of the KV decision and what the budget leaves the weights with it. */
+typedef struct precis_plan_kv_candidate {
+  char k[24], v[24];          /* canonical format names */
+  double kl;                  /* measured KL(ref||q) mean of this cache alone (kv-sweep) */
+  double bits;                /* bits per cached value, K and V averaged, group scales included */
+  double bytes;               /* the cache at batch x context (precis_plan_serving.kv_cache's rule) */
+  bool feasible;              /* a weights plan fits in the budget less the cache */
+  double weights_objective;   /* that weights plan's objective sum (NaN when infeasible) */
+  double weights_kl;          /* the objective mapped to KL */
+  double weights_memory;      /* resident + peak transient of that weights plan */
+  double total_kl;            /* weights_kl + kl: what the decision minimizes */
+  const char *ct_strategy;    /* compressed-tensors strategy when K and V share a format that has one */
+  const char *modelopt;       /* ModelOpt kv_cache_quant_algo, likewise */
+} precis_plan_kv_candidate;
+
+typedef struct precis_plan_kv_decision {
+  bool requested;
+  size_t n;
+  precis_plan_kv_candidate *candidates;
+  int chosen;                 /* -1: none feasible */
+  char source[512];           /* where the KLs came from */
+  bool map_identity;          /* the objective taken as KL */
+  double map_a, map_b;        /* otherwise log10 KL = a + b log10 objective */
+  char map_source[512];
+} precis_plan_kv_decision;
 
 typedef struct precis_plan_cell {
   bool present;      /* the report has a row */
@@ -169,6 +204,7 @@ typedef struct precis_plan {
   double resident_total, peak_transient;
   int peak_layer;
   precis_plan_serving serving;
+  precis_plan_kv_decision kv; /* --kv-candidates; requested false without */
   precis_deploy_engine deploy;
   precis_target deploy_arch;  /* never DEFAULT once built */
   /* Fused groups (precis_deploy_fused_groups): group[l] or -1; the plan gives a group's members one
@@ -197,6 +233,11 @@ void precis_plan_free(precis_plan *plan);
 bool precis_plan_solve(size_t n_layers, size_t n_recipes, const double *cost, const double *error, const bool *allowed,
                        double capacity, size_t state_limit, int *choice, double *total_cost, double *total_error,
                        bool *exact, size_t *states);
+
+/* Bits per cached value of a K,V pair (each precis_kv_format_bits, averaged) and the cache's bytes at
+ * batch x context: 2 * context * batch * kv_heads * head_dim * layers values, rounded up. */
+double precis_kv_cache_bytes(double bits_per_value, long long batch, long long context, long long kv_heads,
+                             long long head_dim, long long layers);
 
 /* Printers: plan.json, plan.md, plan.html, modelopt_exclude.json and llmcompressor_ignore.yaml
  * into dir (created when needed). */

@@ -104,6 +104,56 @@ static void deploy_target_json(cJSON *root, const precis_plan *p) {
     }
 }
 
+/* --kv-candidates: the KV format the plan chose, every candidate with the weights plan the budget
+ * leaves it, and the map that put the weights' objective on KL's scale (docs/kv-cache.md). */
+static void kv_decision_json(cJSON *root, const precis_plan *p) {
+  const precis_plan_kv_decision *kv = &p->kv;
+  cJSON *d = cJSON_AddObjectToObject(root, "kv_decision");
+  cJSON_AddStringToObject(d, "rule",
+                          "minimize map(weights objective) + KL(KV cache) over the KV candidates, each with the weights "
+                          "plan of least objective within the budget less its cache; the two KLs are added, assuming the "
+                          "weights' and the cache's errors independent (their KLs add to second order)");
+  cJSON_AddStringToObject(d, "candidates_source", kv->source);
+  cJSON *map = cJSON_AddObjectToObject(d, "objective_map");
+  cJSON_AddStringToObject(map, "source", kv->map_source);
+  if (kv->map_identity) {
+    cJSON_AddStringToObject(map, "form", "KL = objective (asserted by --objective-map identity)");
+  } else {
+    cJSON_AddStringToObject(map, "form", "log10(KL) = a + b log10(objective)");
+    cJSON_AddNumberToObject(map, "a", kv->map_a);
+    cJSON_AddNumberToObject(map, "b", kv->map_b);
+  }
+  if (kv->chosen >= 0) {
+    const precis_plan_kv_candidate *c = &kv->candidates[kv->chosen];
+    cJSON *chosen = cJSON_AddObjectToObject(d, "chosen");
+    cJSON_AddStringToObject(chosen, "k", c->k);
+    cJSON_AddStringToObject(chosen, "v", c->v);
+    cJSON_AddItemToObject(chosen, "kv_cache_bytes", num(c->bytes));
+    cJSON_AddItemToObject(chosen, "kv_kl", num(c->kl));
+    cJSON_AddItemToObject(chosen, "weights_kl", num(c->weights_kl));
+    cJSON_AddItemToObject(chosen, "total_kl", num(c->total_kl));
+  } else {
+    cJSON_AddNullToObject(d, "chosen");
+  }
+  cJSON *all = cJSON_AddArrayToObject(d, "candidates");
+  for (size_t i = 0; i < kv->n; i++) {
+    const precis_plan_kv_candidate *c = &kv->candidates[i];
+    cJSON *e = cJSON_CreateObject();
+    cJSON_AddStringToObject(e, "k", c->k);
+    cJSON_AddStringToObject(e, "v", c->v);
+    cJSON_AddItemToObject(e, "bits_per_value", num(c->bits));
+    cJSON_AddItemToObject(e, "kv_cache_bytes", num(c->bytes));
+    cJSON_AddItemToObject(e, "kv_kl", num(c->kl));
+    cJSON_AddBoolToObject(e, "feasible", c->feasible);
+    cJSON_AddItemToObject(e, "weights_memory_bytes", num(c->weights_memory));
+    cJSON_AddItemToObject(e, "weights_objective", num(c->weights_objective));
+    cJSON_AddItemToObject(e, "weights_kl", num(c->weights_kl));
+    cJSON_AddItemToObject(e, "total_kl", num(c->total_kl));
+    cJSON_AddBoolToObject(e, "chosen", (int)i == kv->chosen);
+    cJSON_AddItemToArray(all, e);
+  }
+}
+
 static char *plan_json(const precis_plan *p, const precis_report *report, const char *report_path) {
   cJSON *root = cJSON_CreateObject();
   if (!root) return NULL;
@@ -187,6 +237,7 @@ static char *plan_json(const precis_plan *p, const precis_report *report, const 
       cJSON_AddItemToObject(serve, "total_bytes", num(s->total));
     }
   }
+  if (p->kv.requested) kv_decision_json(root, p);
   deploy_target_json(root, p);
   cJSON_AddStringToObject(root, "target", p->target >= 0 ? p->recipes[p->target] : "");
   cJSON *recipes = cJSON_AddArrayToObject(root, "recipes");
@@ -320,6 +371,41 @@ static void md_header(precis_buf *b, const precis_plan *p, const char *report_pa
   }
 }
 
+static void md_kv_decision(precis_buf *b, const precis_plan *p) {
+  const precis_plan_kv_decision *kv = &p->kv;
+  if (!kv->requested) return;
+  precis_buf_append(b, "\n## KV cache format (a decision of the budget)\n\nThe budget covers the weights and the KV cache; "
+                       "for each KV format the weights get the plan of least objective in what the cache leaves, and the "
+                       "plan is the pair of least estimated KL = map(weights objective) + KL of the cache alone (measured, ");
+  precis_buf_markdown(b, kv->source);
+  precis_buf_append(b, "). The two are added: the weights' and the cache's errors are taken as independent, so their KLs add "
+                       "to second order. Map: ");
+  if (kv->map_identity) precis_buf_append(b, "KL = objective (identity, as given)");
+  else precis_buf_appendf(b, "log10 KL = %.6g + %.6g log10 objective", kv->map_a, kv->map_b);
+  precis_buf_append(b, " (");
+  precis_buf_markdown(b, kv->map_source);
+  precis_buf_append(b, ").\n\n| K | V | bits/value | KV cache | KV KL | weights memory | weights objective | weights KL | "
+                       "total KL | |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---|\n");
+  for (size_t i = 0; i < kv->n; i++) {
+    const precis_plan_kv_candidate *c = &kv->candidates[i];
+    char bytes[48], wmem[48];
+    precis_fmt_bytes(bytes, sizeof bytes, (long long)c->bytes);
+    precis_buf_append(b, "| `");
+    precis_buf_markdown(b, c->k);
+    precis_buf_append(b, "` | `");
+    precis_buf_markdown(b, c->v);
+    precis_buf_appendf(b, "` | %.4g | %s | %.4g | ", c->bits, bytes, c->kl);
+    if (!c->feasible) {
+      precis_buf_append(b, "— | — | — | — | no weights plan fits |\n");
+      continue;
+    }
+    precis_fmt_bytes(wmem, sizeof wmem, (long long)c->weights_memory);
+    precis_buf_appendf(b, "%s | %.4g | %.4g | %.4g | %s |\n", wmem, c->weights_objective, c->weights_kl, c->total_kl,
+                       (int)i == kv->chosen ? "**chosen**" : "");
+  }
+  precis_buf_append(b, "\n");
+}
+
 static void md_deploy(precis_buf *b, const precis_plan *p) {
   precis_buf_appendf(b, "\n## Deployment target\n\n- engine: %s; architecture %s\n- fused groups (one recipe each): %zu; ",
                      precis_deploy_engine_describe(p->deploy), precis_target_name(p->deploy_arch), p->n_groups);
@@ -386,6 +472,7 @@ static char *plan_markdown(const precis_plan *p, const char *report_path) {
     precis_buf_appendf(&b, " | %s | %zu |\n", sens, rank ? rank[l] : 0);
   }
   free(rank);
+  md_kv_decision(&b, p);
   md_deploy(&b, p);
   precis_buf_append(&b, "\n## Sensitivity ranking (most sensitive first)\n\n"
                         "Sensitivity = mean over recipes of log2(layer's value / the recipe's median value over layers) of the objective; "
@@ -960,6 +1047,13 @@ void precis_plan_print(const precis_plan *p, FILE *out) {
   precis_fmt_bytes(peak, sizeof peak, (long long)p->peak_transient);
   fprintf(out, "  memory: resident weights + scales %s, largest transient %s (%s)\n", resident, peak,
           p->peak_layer >= 0 ? term(&b, p->layers[p->peak_layer]) : "-");
+  if (p->kv.requested && p->kv.chosen >= 0) {
+    const precis_plan_kv_candidate *c = &p->kv.candidates[p->kv.chosen];
+    char bytes[48];
+    precis_fmt_bytes(bytes, sizeof bytes, (long long)c->bytes);
+    fprintf(out, "  KV cache: K %s, V %s chosen of %zu candidates (%s; KL %.4g alone): estimated KL %.4g = weights %.4g + KV "
+                 "%.4g (plan.md lists the alternatives)\n", c->k, c->v, p->kv.n, bytes, c->kl, c->total_kl, c->weights_kl, c->kl);
+  }
   const precis_plan_serving *s = &p->serving;
   if (s->requested && !s->available)
     fprintf(out, "  serving estimate (batch %lld, context %lld): not available: %s\n", s->batch, s->context, s->why);

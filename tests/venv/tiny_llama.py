@@ -16,3 +16,19 @@ def tiny_llama(layers=3, tied=False):
             if p.dim() == 2:
                 p.mul_(4.0)
     return model
+
+
+def seeded_gqa_llama(layers=2, attn="eager"):
+    """A LlamaForCausalLM shaped like a small real one: hidden 576 (not a multiple of 128), 9 query heads over
+    3 KV heads of 64, tied embeddings, a vocabulary of 1000; Q, K and V projections scaled up so that a
+    quantized KV cache rounds visibly (the model of test_python_kvcache_llama.py)."""
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(vocab_size=1000, hidden_size=576, intermediate_size=1536, num_hidden_layers=layers,
+                                      num_attention_heads=9, num_key_value_heads=3, max_position_embeddings=128,
+                                      tie_word_embeddings=True, attn_implementation=attn)
+    model = transformers.LlamaForCausalLM(config).eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if p.dim() == 2 and ("k_proj" in name or "v_proj" in name or "q_proj" in name):
+                p.mul_(8.0)
+    return model
