@@ -514,21 +514,37 @@ static PyObject *py_layer_check_open(PyObject *self, PyObject *args) {
   return capsule;
 }
 
-/* layer_check_add(capsule, a, samples, m, k, n, b, other or None) */
+/* layer_check_add(capsule, a, samples, m, k, n, b, other or None[, b_batched, calib or None]):
+ * b is [samples, k, n] when b_batched; calib [calib_samples, m, k] (precis_layer_check_add_batched). */
 static PyObject *py_layer_check_add(PyObject *self, PyObject *args) {
-  PyObject *capsule, *a_obj, *b_obj, *other_obj;
+  PyObject *capsule, *a_obj, *b_obj, *other_obj, *calib_obj = Py_None;
   long long samples, m, k, n;
-  if (!PyArg_ParseTuple(args, "OOLLLLOO:layer_check_add", &capsule, &a_obj, &samples, &m, &k, &n, &b_obj, &other_obj))
+  int b_batched = 0;
+  if (!PyArg_ParseTuple(args, "OOLLLLOO|pO:layer_check_add", &capsule, &a_obj, &samples, &m, &k, &n, &b_obj, &other_obj,
+                        &b_batched, &calib_obj))
     return NULL;
   precis_layer_check *check = PyCapsule_GetPointer(capsule, LAYER_CHECK);
   if (!check) return NULL;
-  Py_ssize_t a_count, b_count, other_count = 0;
-  if (checked_count("a", samples, m, k, &a_count) || checked_count("b", 1, k, n, &b_count) ||
-      (other_obj != Py_None && checked_count("other", samples, m, n, &other_count)))
+  Py_ssize_t a_count, b_count, other_count = 0, calib_count = 0;
+  long long calib_samples = 0;
+  if (calib_obj != Py_None) {
+    PyObject *shape = PyObject_GetAttrString(calib_obj, "shape");
+    PyObject *first = shape ? PySequence_GetItem(shape, 0) : NULL;
+    calib_samples = first ? PyLong_AsLongLong(first) : -1;
+    Py_XDECREF(first);
+    Py_XDECREF(shape);
+    if (calib_samples < 1) {
+      if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "calib: expected a [calib_samples, m, k] array");
+      return NULL;
+    }
+  }
+  if (checked_count("a", samples, m, k, &a_count) || checked_count("b", b_batched ? samples : 1, k, n, &b_count) ||
+      (other_obj != Py_None && checked_count("other", samples, m, n, &other_count)) ||
+      (calib_obj != Py_None && checked_count("calib", calib_samples, m, k, &calib_count)))
     return NULL;
-  Py_buffer a = {0}, b = {0}, other = {0};
+  Py_buffer a = {0}, b = {0}, other = {0}, calib = {0};
   precis_dtype t;
-  int have_a = 0, have_b = 0, have_other = 0;
+  int have_a = 0, have_b = 0, have_other = 0, have_calib = 0;
   PyObject *result = NULL;
   if (get_array(a_obj, "a", 0, 0, a_count, &a, &t)) goto done;
   have_a = 1;
@@ -538,9 +554,14 @@ static PyObject *py_layer_check_add(PyObject *self, PyObject *args) {
     if (get_array(other_obj, "other", 0, 0, other_count, &other, &t)) goto done;
     have_other = 1;
   }
+  if (calib_obj != Py_None) {
+    if (get_array(calib_obj, "calib", 0, 0, calib_count, &calib, &t)) goto done;
+    have_calib = 1;
+  }
   precis_status st;
   Py_BEGIN_ALLOW_THREADS
-  st = precis_layer_check_add(check, a.buf, samples, m, b.buf, have_other ? other.buf : NULL);
+  st = precis_layer_check_add_batched(check, a.buf, samples, m, b.buf, b_batched, have_other ? other.buf : NULL,
+                                      have_calib ? calib.buf : NULL, have_calib ? calib_samples : 0);
   Py_END_ALLOW_THREADS
   if (st != PRECIS_OK) {
     raise_status(st);
@@ -552,6 +573,7 @@ done:
   if (have_a) PyBuffer_Release(&a);
   if (have_b) PyBuffer_Release(&b);
   if (have_other) PyBuffer_Release(&other);
+  if (have_calib) PyBuffer_Release(&calib);
   return result;
 }
 

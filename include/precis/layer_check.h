@@ -38,6 +38,14 @@ void precis_layer_check_free(precis_layer_check *check);
 precis_status precis_layer_check_add(precis_layer_check *check, const float *a, int64_t samples, int64_t m,
                                      const float *b, const float *other);
 
+/* The same with, when b_batched, one b per sample (b [samples, k, n], as `precis import --b-batched`
+ * stores it: attention's QKᵀ and PV, one B per (sequence, head)), and calibration inputs calib_a
+ * [calib_samples, m, k] for a recipe whose A scale is static (NULL, 0: none, and such a recipe's
+ * isolated row is refused, as precis_layer_check_add refuses it): the split a dataset's calib/a holds. */
+precis_status precis_layer_check_add_batched(precis_layer_check *check, const float *a, int64_t samples, int64_t m,
+                                             const float *b, int b_batched, const float *other, const float *calib_a,
+                                             int64_t calib_samples);
+
 /* The rows as `precis run` writes them into report.json (JSON text, free with precis_free): the
  * isolated row (NULL when opened without it), judged by the recipe's default criteria, and the
  * other output's row (NULL when no add gave one), judged the same way. The metrics over samples

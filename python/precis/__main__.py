@@ -11,6 +11,7 @@ PYTHON_COMMANDS = (
     ("plan --validate", "plans at several budgets checked by verify: does the prediction rank them?"),
     ("tasks", "task-level acceptance: a JSONL task file under the reference and the plan, flips, McNemar"),
     ("lm-eval", "lm-evaluation-harness tasks with the plan emulated (its Python API, local task files)"),
+    ("capture --attention", "each attention layer's Q, K, V, P as batched GEMM workloads for precis run"),
 )
 
 
@@ -25,6 +26,9 @@ def python_command(argv):
     if argv[:1] == ["tasks"]:  # DESIGN §22: task-level acceptance
         from .tasks import main as tasks_main
         return tasks_main
+    if argv[:1] == ["capture"] and "--attention" in argv[1:]:  # DESIGN §23: attention's GEMMs as workloads
+        from .attention_capture import main as capture_main
+        return capture_main
     if argv[:1] == ["plan"] and "--validate" in argv[1:]:  # DESIGN §17: plans checked by verify
         from .validate import main as validate_main
         return validate_main

@@ -426,7 +426,7 @@ def verify(model, plan, inputs, *, tokenizer=None, out=None, require=(), alpha=0
     default, since they are the one thing verify otherwise drops per batch."""
     import torch
 
-    from . import kvcache
+    from . import attention_check, kvcache
     from . import torch as pt
 
     started = time.time()
@@ -473,12 +473,16 @@ def verify(model, plan, inputs, *, tokenizer=None, out=None, require=(), alpha=0
     ref_model = model if not ref_copy else copy.deepcopy(model).float()
     m64 = copy.deepcopy(ref_model).double() if reference == "fp64" and saved is None else None
     checks = _LayerChecks(chosen, modules, compute_isolated, logits_layer)
-    kv_ctx = None
+    kv_ctx, att_emulated = None, []
     if kv or attention:
         # Calibrated KV scales come from a pass of their own, once; the context is then entered
         # around each batch's emulated forward only.
         calib = ids if kv_calibration is None else load_inputs(kv_calibration, tokenizer, tokens, samples)
-        kv_ctx = kvcache.kv_cache(ref_model, kv, attention=attention, calibration=list(_batches(calib, batch_size)))
+        kv_ctx = kvcache.kv_cache(ref_model, kv, attention=attention, calibration=list(_batches(calib, batch_size)),
+                                  record=att_emulated if attention and saved is None else None)
+    att_checks = None
+    if kv_ctx is not None and kv_ctx.recipe is not None and saved is None:  # attention's QKᵀ and PV rows
+        att_checks = attention_check.AttentionChecks(kv_ctx.recipe, isolated is True)
     noise_alts = [noise_mod.parse(t) for t in noise or ()]
     alt_parts = {f"{k}={v}": [] for k, v in noise_alts}
     m64_noise = None
@@ -488,8 +492,12 @@ def verify(model, plan, inputs, *, tokenizer=None, out=None, require=(), alpha=0
     for index, batch in enumerate(_batches(ids, batch_size)):
         lo = index * batch_size
         saved_b = None if saved is None else np.asarray(saved.outputs[lo:lo + len(batch["input_ids"])])
+        att_emulated.clear()
         ref_b, q_b, kind = _run_batch(ref_model, m64, batch, chosen, modules, prefix, checks, compute_isolated, progress,
                                       index, kv_ctx, saved_b)
+        if att_checks is not None:  # the emulated pass recorded its attention calls into att_emulated
+            att_checks.add(att_checks.reference_records(ref_model, batch, {n: modules[n][0] for n in chosen}), att_emulated)
+            att_emulated.clear()
         lab = None
         if kind == "logits":
             b_ids = batch["input_ids"].numpy()
@@ -526,6 +534,8 @@ def verify(model, plan, inputs, *, tokenizer=None, out=None, require=(), alpha=0
         noise_mod.mark_gates(judged, noise_table)
 
     per_layer, rows = _per_layer(layers, chosen, modules, checks, taken) if saved is None else ([], [])
+    if att_checks is not None:
+        per_layer, rows = attention_check.merge(per_layer, rows, att_checks)
     crossing = next((e for e in per_layer if e.get("called") and e["cumulative"]["rel_fro"]["worst"] > layer_threshold), None)
     reference_label = reference if saved is None else f"{saved.reference}, read from {reference}"
     e2e = {"kind": outputs.kind, "reference": reference_label, "samples": len(outputs), "tokens": outputs.tokens(),

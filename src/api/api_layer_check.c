@@ -67,11 +67,6 @@ precis_status precis_layer_check_open(const char *recipe, const char *layer, int
   if (!c) return precis_fail(PRECIS_E_NOMEM, "out of memory");
   precis_status st = precis_recipe_parse(recipe, &c->recipe);
   if (st != PRECIS_OK) goto fail;
-  if (c->recipe.spec.scale != PRECIS_SCALE_DYNAMIC) {
-    st = precis_fail(PRECIS_E_USAGE, "layer %s: %s takes A's scale from calibration inputs, which verify does not have",
-                     layer, recipe);
-    goto fail;
-  }
   c->layer = precis_strdup(layer);
   if (!c->layer) {
     st = precis_fail(PRECIS_E_NOMEM, "out of memory");
@@ -114,7 +109,16 @@ static int64_t reference_piece(int64_t m, int64_t samples) {
 
 precis_status precis_layer_check_add(precis_layer_check *c, const float *a, int64_t samples, int64_t m, const float *b,
                                      const float *other) {
+  return precis_layer_check_add_batched(c, a, samples, m, b, 0, other, NULL, 0);
+}
+
+precis_status precis_layer_check_add_batched(precis_layer_check *c, const float *a, int64_t samples, int64_t m,
+                                             const float *b, int b_batched, const float *other, const float *calib_a,
+                                             int64_t calib_samples) {
   if (!c || !a || !b) return precis_fail(PRECIS_E_USAGE, "precis_layer_check_add: no check, no inputs or no weights");
+  if (c->isolated && c->recipe.spec.scale != PRECIS_SCALE_DYNAMIC && (!calib_a || calib_samples < 1))
+    return precis_fail(PRECIS_E_USAGE, "layer %s: %s takes A's scale from calibration inputs, which verify does not have",
+                       c->layer, c->recipe.name);
   if (samples < 1 || m < 1 || (uint64_t)samples * (uint64_t)m > INT32_MAX)
     return precis_fail(PRECIS_E_USAGE, "layer %s: samples=%lld, m=%lld: each at least 1, samples*m below 2^31", c->layer,
                        (long long)samples, (long long)m);
@@ -137,10 +141,15 @@ precis_status precis_layer_check_add(precis_layer_check *c, const float *a, int6
   w.reference_error_bound = NAN;
   w.output_kind = c->logits ? logits_kind : NULL;
   w.m = m, w.n = c->n, w.k = c->k, w.batch = samples;
+  w.b_batched = b_batched != 0;
   precis_workload_data d;
   memset(&d, 0, sizeof d);
   d.a = (float *)(uintptr_t)a;
   d.b = (float *)(uintptr_t)b;
+  if (calib_a && calib_samples > 0) {
+    w.calib_samples = calib_samples;
+    d.calib_a = (float *)(uintptr_t)calib_a;
+  }
 
   if (c->isolated && c->status == PRECIS_ROW_OK) {
     precis_clear_error();
@@ -156,7 +165,7 @@ precis_status precis_layer_check_add(precis_layer_check *c, const float *a, int6
         c->details = out.details;
         memset(&out.details, 0, sizeof out.details);
       }
-      const double count = (double)samples * (double)m * (double)c->k + (double)c->k * (double)c->n;
+      const double count = (double)samples * (double)m * (double)c->k + (b_batched ? (double)samples : 1.0) * (double)c->k * (double)c->n;
       c->clipped_fraction = out.clipped_fraction;
       if (!isnan(out.clipped_fraction)) {
         c->clipped += out.clipped_fraction * count;
@@ -181,8 +190,9 @@ precis_status precis_layer_check_add(precis_layer_check *c, const float *a, int6
   }
   for (int64_t s0 = 0; s0 < samples && !precis_interrupt_signal; s0 += piece) {
     const int64_t here = samples - s0 < piece ? samples - s0 : piece;
-    if ((st = precis_reference_compute(a + (size_t)s0 * per_sample_a, b, here, m, c->n, c->k, false, c_ref, ab_abs)) !=
-        PRECIS_OK) {
+    const float *b_here = b_batched ? b + (size_t)s0 * (size_t)c->k * (size_t)c->n : b;
+    if ((st = precis_reference_compute(a + (size_t)s0 * per_sample_a, b_here, here, m, c->n, c->k, b_batched != 0, c_ref,
+                                       ab_abs)) != PRECIS_OK) {
       precis_error_prefix("layer %s", c->layer);
       goto done;
     }
@@ -190,6 +200,7 @@ precis_status precis_layer_check_add(precis_layer_check *c, const float *a, int6
     wp.batch = here;
     precis_workload_data dp = d;
     dp.a = (float *)(uintptr_t)(a + (size_t)s0 * per_sample_a);
+    dp.b = (float *)(uintptr_t)b_here;
     dp.c_ref = c_ref;
     dp.ab_abs = ab_abs;
     if (iso && (st = precis_case_sample_metrics(&wp, &dp, out.c + (size_t)s0 * per_sample_c,

@@ -14,7 +14,8 @@ BUILD = os.path.abspath(os.environ.get("PRECIS_BUILD_DIR", "build"))
 STAGE = os.environ.get("PRECIS_PY_STAGE") or os.path.join(BUILD, "python")
 ENV = dict(os.environ, PYTHONPATH=STAGE + os.pathsep + os.environ.get("PYTHONPATH", ""))
 PYTHON_ONLY = {"verify": ["verify", "--help"], "plan --validate": ["plan", "--validate", "--help"],
-               "tasks": ["tasks", "--help"], "lm-eval": ["lm-eval", "--help"]}
+               "tasks": ["tasks", "--help"], "lm-eval": ["lm-eval", "--help"],
+               "capture --attention": ["capture", "--attention", "--help"]}
 
 
 def python_m(args):
@@ -32,7 +33,7 @@ def commands(text):
             inside = False
         if inside and line.startswith("  ") and not line.startswith("   "):
             words = line.split()
-            names.append(" ".join(words[:2]) if words[1:2] == ["--validate"] else words[0])
+            names.append(" ".join(words[:2]) if words[1:2] in (["--validate"], ["--attention"]) else words[0])
     return names
 
 
