@@ -595,6 +595,11 @@ def main(argv=None):
         if against not in (None, "fisher", "taylor", "rel_fro"):
             raise ValidateError(f"--validate-against {args.validate_against}: expected fisher, taylor, rel_fro or none")
         budgets = parse_budgets(args.validate_budgets) if args.validate_budgets else None
+        if any(a.split("=", 1)[0] in ("--kv-candidates", "--objective-map") for a in plan_args):
+            # verify measures the weights' plans here; a KV decision would change the budget each
+            # plan's weights get without the cache being in the measurement (docs/kv-cache.md).
+            raise ValidateError("--kv-candidates: plan --validate fits the weights' map (the one --objective-map "
+                                "reads); validate without --kv-candidates, then plan with them")
         model, tokenizer = _verify.load_model(args.model)
         v = validate(model, args.inputs, plan_args=plan_args, out=args.output, tokenizer=tokenizer, budgets=budgets,
                      against=against, measure=args.validate_measure, max_measured=args.validate_max, tokens=args.tokens, samples=args.samples,

@@ -223,6 +223,11 @@ def main():
     p = subprocess.run([PRECIS, "plan", rep, "--deploy", "none", "--budget", "memory=2e7", "--kv-candidates", "bf16=0",
                         "--objective-map", "identity", "-o", os.path.join(tmp, "bad"), "--force"], capture_output=True, text=True)
     check(p.returncode == 2 and "needs --serve" in p.stderr, f"no --serve: {p.returncode} {p.stderr.strip()}")
+    p = subprocess.run([sys.executable, "-m", "precis", "plan", rep, "--validate", "--model", ckpt, "--inputs",
+                        os.path.join(tmp, "held.npy"), "--budget", "memory=2e7", "--kv-candidates", sweep_path, "-o",
+                        os.path.join(tmp, "bad-validate")], capture_output=True, text=True, env=SUBPROCESS_ENV)
+    check(p.returncode == 2 and "validate without --kv-candidates" in p.stderr, f"--validate with --kv-candidates: "
+          f"{p.returncode} {p.stderr.strip()[-300:]}")
 
     if FAILURES:
         print(f"{len(FAILURES)} failure(s)", file=sys.stderr)
