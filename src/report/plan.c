@@ -521,7 +521,10 @@ static precis_status load_kv_candidates(precis_plan_kv_decision *kv, const char 
   if (file) {
     char *data = NULL;
     size_t size = 0;
-    if ((st = precis_read_file(text, &data, &size)) != PRECIS_OK) return st;
+    if ((st = precis_read_file(text, &data, &size)) != PRECIS_OK) {
+      precis_error_prefix("--kv-candidates");
+      return st;
+    }
     cJSON *sweep = cJSON_Parse(data);
     free(data);
     const cJSON *kind = cJSON_GetObjectItemCaseSensitive(sweep, "kind");
