@@ -8,7 +8,9 @@ Every number is recomputed here by hand from the shapes:
   dataset's tokens x samples; the plan's memory = resident + the largest transient, never the sum;
 - a memory budget one byte below the cheapest plan's memory is refused (exit 3), at it accepted;
 - the serving estimate at batch=2,context=16: weights + KV cache 2·T·B·kv_heads·head_dim·layers
-  elements in the KV format + the largest transient at B·T tokens + the 32 MiB cuBLASLt workspace.
+  elements in the KV format + the largest transient at B·T tokens + the 32 MiB cuBLASLt workspace;
+- --kv-candidates: the budget covers weights + cache; the pair chosen at a roomy budget and at the
+  least memory (one byte less: exit 3), the cache's bytes by hand.
 """
 import json
 import math
@@ -130,6 +132,29 @@ def main():
         check("serving estimate" in p.stdout and "KV cache" in p.stdout, f"stdout shows the terms: {p.stdout}")
         md = open(os.path.join(out, "plan.md")).read()
         check("Serving estimate" in md and "an estimate until" in md, "plan.md shows the estimate")
+    # The KV format as a decision (--kv-candidates): the budget covers weights + cache. With room for
+    # everything the least-KL cache and the all-bf16 weights; at the least memory (all-int8 weights,
+    # the 12-bit int8 cache) exactly that pair, one byte less none (exit 3).
+    kv_of = {bits: 2 * T * B * CONFIG["num_key_value_heads"] * head_dim * CONFIG["num_hidden_layers"] * bits // 8
+             for bits in (16, 12)}
+    peak_bf16 = max(transient("bf16", k, n, tokens) for k, n in shapes.values())
+    decide = ["--serve", f"batch={B},context={T}", "--kv-candidates", "bf16=0.001;s8@row:sym=0.002",
+              "--objective-map", "identity"]
+    run(["plan"] + plan_args + decide + ["--budget", f"memory={both['bf16'] + peak_bf16 + kv_of[16]}"])
+    doc = json.load(open(os.path.join(out, "plan.json")))
+    d = doc["kv_decision"]
+    check(d["chosen"]["k"] == "bf16" and d["chosen"]["kv_cache_bytes"] == kv_of[16]
+          and all(l["recipe"] == "bf16" for l in doc["layers"]) and doc["serving_estimate"]["kv_format"] == "bf16",
+          f"room for everything: {d['chosen']}")
+    check([c["kv_cache_bytes"] for c in d["candidates"]] == [kv_of[16], kv_of[12]], f"KV bytes {d['candidates']}")
+    least = res + peak + kv_of[12]
+    run(["plan"] + plan_args + decide + ["--budget", f"memory={least - 1}"], expect=3)
+    run(["plan"] + plan_args + decide + ["--budget", f"memory={least}"])
+    doc = json.load(open(os.path.join(out, "plan.json")))
+    d = doc["kv_decision"]
+    check(d["chosen"]["k"] == d["chosen"]["v"] == "s8@row:sym" and all(l["recipe"] == "int8" for l in doc["layers"])
+          and not d["candidates"][0]["feasible"] and doc["serving_estimate"]["kv_cache_bytes"] == kv_of[12],
+          f"at the least memory: {d}")
     # Without a recorded config the estimate says why; a bad --serve is a usage error.
     run(["plan"] + plan_args + ["--serve", "batch=0,context=4"], expect=2)
     run(["plan"] + plan_args + ["--serve", "batch=1,context=4,kv=nope"], expect=2)
