@@ -54,7 +54,9 @@ def check(cond, what):
 def main():
     tmp = scratch.mkdtemp(prefix="precis-verify-attention-")
     model = seeded_gqa_llama(layers=2)
-    held = torch.randint(0, 1000, (3, 24), generator=torch.Generator().manual_seed(5)).numpy()
+    # 4 x 9 = 36 (sequence, head) samples of 24 rows: the float64 reference goes in pieces of 32 samples
+    # (whole blocks of 256 rows), so the second piece reads its own Bs.
+    held = torch.randint(0, 1000, (4, 24), generator=torch.Generator().manual_seed(5)).numpy()
     r = verify.verify(model, PLAN, held, attention="fa3-fp8", out=os.path.join(tmp, "rep"), batch_size=len(held),
                       quiet=True)
     per_layer = r.report["per_layer"]
