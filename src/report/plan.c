@@ -359,6 +359,8 @@ static const precis_kv_format kv_formats[] = {
     {"e2m1@mx", "mxfp4", 4, 32, 8, NULL, NULL},
     {"s4@k32:sym", "int4", 4, 32, 32, NULL, NULL},
     {"s4@k32:sym+had", "int4-had", 4, 32, 32, NULL, NULL},
+    {"s3@k32:sym", NULL, 3, 32, 32, NULL, NULL},
+    {"s3@k32:sym+had", NULL, 3, 32, 32, NULL, NULL},
     {"s2@k32:sym", "int2", 2, 32, 32, NULL, NULL},
     {"s2@k32:sym+had", "int2-had", 2, 32, 32, NULL, NULL},
 };
@@ -587,8 +589,9 @@ static precis_status estimate_serving(const precis_report *report, const precis_
   if (!kv)
     return precis_fail(PRECIS_E_USAGE,
                        "--serve kv=%s: not a KV cache format (bf16, fp16, e4m3, e4m3@tensor, e4m3@head, e5m2, "
-                       "s8@row:sym, e2m1@nv, e2m1@nv:static, e2m1@mx, s4@k32:sym, or their aliases fp8, fp8-tensor, "
-                       "fp8-head, int8, nvfp4, nvfp4-static, mxfp4, int4; docs/kv-cache.md)", kv_name);
+                       "s8@row:sym, e2m1@nv, e2m1@nv:static, e2m1@mx, s4@k32:sym, s3@k32:sym, s2@k32:sym, the integer "
+                       "groups +had, or the aliases fp8, fp8-tensor, fp8-head, int8, nvfp4, nvfp4-static, mxfp4, int4, "
+                       "int4-had, int2, int2-had; docs/kv-cache.md)", kv_name);
   const precis_kv_format *kv_v = decided ? precis_kv_format_find(decided->v) : kv;
   if (kv_v == kv) snprintf(s->kv_format, sizeof s->kv_format, "%s", kv->name);
   else snprintf(s->kv_format, sizeof s->kv_format, "%s,%s", kv->name, kv_v->name);

@@ -107,9 +107,10 @@ def main():
     # Serving estimate at batch 2, context 16, KV in bf16, e4m3, then the KV formats of verify --kv
     # (docs/kv-cache.md): head_dim 8 here, so int8 per token and head carries a 32-bit scale per 8
     # values (12 bits each), NVFP4 one E4M3 block scale for its 8 (5 bits) and a 2-bit group of 32 one
-    # fp32 scale for the 8 values it holds (6 bits).
+    # fp32 scale for the 8 values it holds (6 bits; 3-bit: 7).
     B, T = 2, 16
-    for kv, bits in (("bf16", 16), ("e4m3", 8), ("fp8-tensor", 8), ("s8@row:sym", 12), ("nvfp4", 5), ("int2-had", 6)):
+    for kv, bits in (("bf16", 16), ("e4m3", 8), ("fp8-tensor", 8), ("s8@row:sym", 12), ("nvfp4", 5), ("int2-had", 6),
+                    ("s3@k32:sym", 7)):
         p = run(["plan"] + plan_args + ["--cost", "memory", "--serve", f"batch={B},context={T},kv={kv}"])
         doc = json.load(open(os.path.join(out, "plan.json")))
         s = doc["serving_estimate"]
