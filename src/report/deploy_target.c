@@ -298,6 +298,53 @@ void precis_deploy_check(precis_deploy_engine e, precis_target arch, const preci
 
 bool precis_deploy_unties_head(precis_deploy_engine e) { return e != PRECIS_DEPLOY_ENGINE_NONE; }
 
+/* ------------------------------------------------------------------ KV cache */
+
+/* The KV formats an engine stores (docs/deploy.md, "KV cache"), one format for K and V. */
+typedef struct kv_scheme {
+  precis_deploy_engine engine;
+  const char *format;
+  unsigned archs;
+  const char *how;
+} kv_scheme;
+
+static const kv_scheme kv_schemes[] = {
+    {PRECIS_DEPLOY_ENGINE_VLLM, "bf16", ~0u, "kv_cache_dtype auto"},
+    {PRECIS_DEPLOY_ENGINE_VLLM, "fp16", ~0u, "kv_cache_dtype auto"},
+    {PRECIS_DEPLOY_ENGINE_VLLM, "e4m3", ~0u, "kv_cache_dtype fp8 without scales (1.0)"},
+    {PRECIS_DEPLOY_ENGINE_VLLM, "e5m2", ~0u, "kv_cache_dtype fp8_e5m2"},
+    {PRECIS_DEPLOY_ENGINE_VLLM, "e4m3@tensor", ~0u, "kv_cache_scheme strategy tensor (k_scale, v_scale)"},
+    {PRECIS_DEPLOY_ENGINE_VLLM, "e4m3@head", ~0u, "kv_cache_scheme strategy attn_head"},
+    {PRECIS_DEPLOY_ENGINE_TRTLLM, "bf16", ~0u, "the model's dtype"},
+    {PRECIS_DEPLOY_ENGINE_TRTLLM, "fp16", ~0u, "the model's dtype"},
+    {PRECIS_DEPLOY_ENGINE_TRTLLM, "e4m3", ~0u, "kv_cache_quant_algo FP8"},
+    {PRECIS_DEPLOY_ENGINE_TRTLLM, "e4m3@tensor", ~0u, "kv_cache_quant_algo FP8 (calibrated scales)"},
+    {PRECIS_DEPLOY_ENGINE_TRTLLM, "e2m1@nv:static", SM100_UP, "kv_cache_quant_algo NVFP4"},
+};
+
+bool precis_deploy_kv_ok(precis_deploy_engine e, precis_target arch, const char *k, const char *v, char *why,
+                         size_t why_len) {
+  if (why_len) why[0] = '\0';
+  if (e == PRECIS_DEPLOY_ENGINE_NONE) return true;
+  if (arch == PRECIS_TARGET_DEFAULT) arch = PRECIS_DEPLOY_ARCH_DEFAULT;
+  if (strcmp(k, v) != 0) {
+    snprintf(why, why_len, "%s stores K and V in one format (K %s, V %s)", precis_deploy_engine_name(e), k, v);
+    return false;
+  }
+  for (size_t i = 0; i < sizeof kv_schemes / sizeof kv_schemes[0]; i++) {
+    const kv_scheme *s = &kv_schemes[i];
+    if (s->engine != e || strcmp(s->format, k) != 0) continue;
+    if (s->archs & ARCH(arch)) return true;
+    char archs[96];
+    precis_deploy_archs_describe(s->archs, archs, sizeof archs);
+    snprintf(why, why_len, "%s stores a %s KV cache (%s) on %s, not %s", precis_deploy_engine_name(e), k, s->how, archs,
+             precis_target_name(arch));
+    return false;
+  }
+  snprintf(why, why_len, "%s has no %s KV cache", precis_deploy_engine_name(e), k);
+  return false;
+}
+
 /* ------------------------------------------------------------------ fused groups */
 
 /* Families of transformers' module names, by config.json's model_type: the sibling projections

@@ -74,6 +74,13 @@ precis_status precis_deploy_fused_groups(precis_deploy_engine e, const char *mod
                                          const long long *k, size_t n_layers, int *group, size_t *n_groups, char *rule,
                                          size_t rule_len);
 
+/* Can the engine store its KV cache with keys in format k and values in v (canonical KV format
+ * names of docs/kv-cache.md: "bf16", "e4m3@tensor", "s8@row:sym", ...) on `arch`
+ * (PRECIS_TARGET_DEFAULT: PRECIS_DEPLOY_ARCH_DEFAULT)? false with *why (the plan's KV decision then
+ * drops the format). The `none` engine stores everything. */
+bool precis_deploy_kv_ok(precis_deploy_engine e, precis_target arch, const char *k, const char *v, char *why,
+                         size_t why_len);
+
 /* Whether the engine's checkpoint stores a quantized tied output projection as its own copy beside
  * the embedding table (so that an unquantized tied head costs nothing, a quantized one its copy). */
 bool precis_deploy_unties_head(precis_deploy_engine e);

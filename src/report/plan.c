@@ -692,7 +692,7 @@ static precis_status decide_kv(precis_plan *p, size_t n_units, const double *cos
     c->feasible = false;
     c->weights_objective = c->weights_kl = c->weights_memory = c->total_kl = NAN;
     double capacity = p->budget_value - c->bytes;
-    if (capacity < 0) continue;
+    if (capacity < 0 || !c->deployable) continue;
     double memory = 0, objective = 0;
     bool exact = true;
     size_t states = 0;
@@ -788,9 +788,11 @@ precis_status precis_plan_build(const precis_report *report, const precis_plan_o
     p->kv.chosen = -1;
     if ((st = parse_objective_map(p, options->objective_map)) != PRECIS_OK) goto done;
     if ((st = load_kv_candidates(&p->kv, options->kv_candidates, head_dim)) != PRECIS_OK) goto done;
-    for (size_t i = 0; i < p->kv.n; i++)
-      p->kv.candidates[i].bytes = precis_kv_cache_bytes(p->kv.candidates[i].bits, options->serve_batch,
-                                                        options->serve_context, kv_heads, head_dim, layers);
+    for (size_t i = 0; i < p->kv.n; i++) {
+      precis_plan_kv_candidate *c = &p->kv.candidates[i];
+      c->bytes = precis_kv_cache_bytes(c->bits, options->serve_batch, options->serve_context, kv_heads, head_dim, layers);
+      c->deployable = precis_deploy_kv_ok(p->deploy, p->deploy_arch, c->k, c->v, c->why, sizeof c->why);
+    }
   }
   p->layers = precis_report_workloads(report, &p->n_layers);
   p->recipes = precis_report_recipe_names(report, &p->n_recipes);
@@ -1007,8 +1009,9 @@ precis_status precis_plan_build(const precis_report *report, const precis_plan_o
       precis_fmt_sig(cap, sizeof cap, p->capacity, 6);
       if (p->kv.requested)
         snprintf(p->infeasible_why, sizeof p->infeasible_why,
-                 "with every KV candidate, the budget's %s bytes less the KV cache at batch x context leaves no room for "
-                 "the weights (every layer on its smallest passing recipe: %s bytes)", cap, cheapest);
+                 "with every KV candidate the deployment target stores, the budget's %s bytes less the KV cache at "
+                 "batch x context leaves no room for the weights (every layer on its smallest passing recipe: %s bytes)",
+                 cap, cheapest);
       else if (p->cost_kind == PRECIS_PLAN_MEMORY)
         snprintf(p->infeasible_why, sizeof p->infeasible_why,
                  "every assignment of passing recipes is over the budget's %s bytes (resident weights + the largest "

@@ -146,6 +146,8 @@ typedef struct precis_plan_kv_candidate {
   double total_kl;            /* weights_kl + kl: what the decision minimizes */
   const char *ct_strategy;    /* compressed-tensors strategy when K and V share a format that has one */
   const char *modelopt;       /* ModelOpt kv_cache_quant_algo, likewise */
+  bool deployable;            /* the plan's --deploy engine stores it (precis_deploy_kv_ok); else never chosen */
+  char why[200];              /* why not deployable */
 } precis_plan_kv_candidate;
 
 typedef struct precis_plan_kv_decision {

@@ -144,6 +144,8 @@ static void kv_decision_json(cJSON *root, const precis_plan *p) {
     cJSON_AddItemToObject(e, "bits_per_value", num(c->bits));
     cJSON_AddItemToObject(e, "kv_cache_bytes", num(c->bytes));
     cJSON_AddItemToObject(e, "kv_kl", num(c->kl));
+    cJSON_AddBoolToObject(e, "deployable", c->deployable);
+    if (!c->deployable) cJSON_AddStringToObject(e, "why", c->why);
     cJSON_AddBoolToObject(e, "feasible", c->feasible);
     cJSON_AddItemToObject(e, "weights_memory_bytes", num(c->weights_memory));
     cJSON_AddItemToObject(e, "weights_objective", num(c->weights_objective));
@@ -395,6 +397,12 @@ static void md_kv_decision(precis_buf *b, const precis_plan *p) {
     precis_buf_append(b, "` | `");
     precis_buf_markdown(b, c->v);
     precis_buf_appendf(b, "` | %.4g | %s | %.4g | ", c->bits, bytes, c->kl);
+    if (!c->deployable) {
+      precis_buf_append(b, "— | — | — | — | not deployable: ");
+      precis_buf_markdown(b, c->why);
+      precis_buf_append(b, " |\n");
+      continue;
+    }
     if (!c->feasible) {
       precis_buf_append(b, "— | — | — | — | no weights plan fits |\n");
       continue;

@@ -140,7 +140,7 @@ def main():
              for bits in (16, 12)}
     peak_bf16 = max(transient("bf16", k, n, tokens) for k, n in shapes.values())
     decide = ["--serve", f"batch={B},context={T}", "--kv-candidates", "bf16=0.001;s8@row:sym=0.002",
-              "--objective-map", "identity"]
+              "--objective-map", "identity", "--deploy", "none"]
     run(["plan"] + plan_args + decide + ["--budget", f"memory={both['bf16'] + peak_bf16 + kv_of[16]}"])
     doc = json.load(open(os.path.join(out, "plan.json")))
     d = doc["kv_decision"]
@@ -156,6 +156,12 @@ def main():
     check(d["chosen"]["k"] == d["chosen"]["v"] == "s8@row:sym" and all(l["recipe"] == "int8" for l in doc["layers"])
           and not d["candidates"][0]["feasible"] and doc["serving_estimate"]["kv_cache_bytes"] == kv_of[12],
           f"at the least memory: {d}")
+    # Deployed on vLLM (the default) the int8-per-token cache is no candidate: vLLM stores none.
+    run(["plan"] + plan_args + decide[:-2] + ["--budget", f"memory={least + 10 ** 6}"])
+    doc = json.load(open(os.path.join(out, "plan.json")))
+    d = doc["kv_decision"]
+    check(d["chosen"]["k"] == "bf16" and not d["candidates"][1]["deployable"] and not d["candidates"][1]["feasible"]
+          and "vllm has no s8@row:sym KV cache" in d["candidates"][1]["why"], f"under vllm: {d}")
     # Without a recorded config the estimate says why; a bad --serve is a usage error.
     run(["plan"] + plan_args + ["--serve", "batch=0,context=4"], expect=2)
     run(["plan"] + plan_args + ["--serve", "batch=1,context=4,kv=nope"], expect=2)
