@@ -905,7 +905,11 @@ def render_html(report):
         for name, f in nf["metrics"].items():
             parts.append(f"<tr><td>{esc(name)}</td><td>{esc(_fmt(f['value']))}</td><td>{esc(_fmt(f['ideal']))}</td>"
                          f"<td>{esc(_fmt(f['floor']))}</td><td>{esc(nf['label'] if f['noise'] else 'above the floor')}</td></tr>")
-        parts.append("</tbody></table>")
+        parts.append("</tbody></table><p>The floor: the spread (max − min) of each metric over the plan and the "
+                     "alternatives.</p>")
+        for alt, recipes in nf.get("computed_as_plan", {}).items():
+            for recipe, why in recipes.items():
+                parts.append(f"<p>{esc(alt)}: layers of {esc(recipe)} computed as the plan ({esc(why)}).</p>")
     if e2e.get("llamacpp"):
         parts.append("<h3>llama.cpp's --kl-divergence block, ExLlamaV3's figures</h3><pre>"
                      + esc(kld.render_text(e2e["llamacpp"])) + "</pre>")

@@ -295,6 +295,17 @@ def check_noise_floor(model, name, check_alternatives=False):
     return tables
 
 
+def check_noise_as_plan(model):
+    """A recipe without an fp32 accumulator (int8: exact s32 sums, scales after them) runs as the plan
+    under sum=fp64 -- its delta CE does not move -- and the report says why."""
+    ids = np.random.default_rng(6).integers(0, 4096, (2, 16))
+    r = verify.verify(model, {"*": "int8"}, ids, isolated=False, noise=["sum=fp64"])
+    nf = r.report["end_to_end"]["noise_floor"]
+    as_plan = nf["computed_as_plan"].get("sum=fp64", {})
+    check(list(as_plan) == ["int8"] and "acc=s32" in as_plan["int8"], f"int8 computed as the plan under sum=fp64: {as_plan}")
+    check(nf["metrics"]["ce_delta"]["by"]["sum=fp64"] == 0, f"and its delta CE unmoved: {nf['metrics']['ce_delta']}")
+
+
 def check_cli(model, tmp):
     ckpt = os.path.join(tmp, "ckpt")
     model.save_pretrained(ckpt)
@@ -306,12 +317,14 @@ def check_cli(model, tmp):
     cmd = [sys.executable, "-m", "precis", "verify", "--model", ckpt, "--plan", os.path.join(tmp, "plan.json"),
            "--inputs", os.path.join(tmp, "ids.npy"), "-o", out, "--score", "second-half", "-q",
            "--save-reference", os.path.join(tmp, "cli_ref.h5")]
-    p = subprocess.run(cmd, capture_output=True, text=True, env=SUBPROCESS_ENV)
+    p = subprocess.run(cmd + ["--noise-floor"], capture_output=True, text=True, env=SUBPROCESS_ENV)
     check(p.returncode == 0, f"verify --score second-half exit {p.returncode}: {p.stderr[-800:]}")
     with open(os.path.join(out, "report.json")) as f:
         rep = json.load(f)
     with open(os.path.join(out, "report.md")) as f:
         md = f.read()
+    check(rep["end_to_end"]["noise_floor"]["alternatives"] == list(noise.DEFAULT) and "Implementation noise floor" in md,
+          "--noise-floor without a value: the default alternatives, in report.md")
     check(rep["end_to_end"]["llamacpp"]["scored"] == "second-half" and "Same top p" in md and
           "scored positions: second-half" in md and "[0.95, 1.00]" in md, "report.md has the block and its positions")
     p = subprocess.run(cmd[:-2] + ["--reference", os.path.join(tmp, "cli_ref.h5"), "--force"], capture_output=True,
@@ -335,6 +348,7 @@ def main():
         check_cli(model, tmp)
         check_operands()
         check_noise_floor(model, "vocabulary 4096", check_alternatives=True)
+        check_noise_as_plan(model)
         check_noise_floor(seeded_llama_x3(), "vocabulary 4096, weights x3")
     finally:
         import shutil
