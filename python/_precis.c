@@ -216,6 +216,49 @@ done:
   return result;
 }
 
+/* emulate_operands(recipe, a, b, a_out, b_out, batch, m, n, k, b_batched) -> alpha */
+static PyObject *py_emulate_operands(PyObject *self, PyObject *args) {
+  const char *recipe;
+  PyObject *a_obj, *b_obj, *ao_obj, *bo_obj;
+  long long batch, m, n, k;
+  int b_batched;
+  if (!PyArg_ParseTuple(args, "sOOOOLLLLp:emulate_operands", &recipe, &a_obj, &b_obj, &ao_obj, &bo_obj, &batch, &m, &n,
+                        &k, &b_batched))
+    return NULL;
+  Py_ssize_t a_count, b_count;
+  if (checked_count("a", batch, m, k, &a_count) || checked_count("b", b_batched ? batch : 1, k, n, &b_count)) return NULL;
+  Py_buffer a = {0}, b = {0}, ao = {0}, bo = {0};
+  precis_dtype a_t, b_t, ao_t, bo_t;
+  PyObject *result = NULL;
+  int have_a = 0, have_b = 0, have_ao = 0, have_bo = 0;
+  if (get_array(a_obj, "a", 0, 1, a_count, &a, &a_t)) goto done;
+  have_a = 1;
+  if (get_array(b_obj, "b", 0, 1, b_count, &b, &b_t)) goto done;
+  have_b = 1;
+  if (get_array(ao_obj, "a_out", 1, 0, a_count, &ao, &ao_t)) goto done;
+  have_ao = 1;
+  if (get_array(bo_obj, "b_out", 1, 0, b_count, &bo, &bo_t)) goto done;
+  have_bo = 1;
+  precis_gemm g = {.batch = batch, .m = m, .n = n, .k = k, .b_batched = b_batched, .a = a.buf, .a_dtype = a_t,
+                   .b = b.buf, .b_dtype = b_t};
+  float alpha = 1.0f;
+  precis_status st;
+  Py_BEGIN_ALLOW_THREADS
+  st = precis_emulate_operands(recipe, &g, ao.buf, bo.buf, &alpha);
+  Py_END_ALLOW_THREADS
+  if (st != PRECIS_OK) {
+    raise_status(st);
+    goto done;
+  }
+  result = PyFloat_FromDouble((double)alpha);
+done:
+  if (have_a) PyBuffer_Release(&a);
+  if (have_b) PyBuffer_Release(&b);
+  if (have_ao) PyBuffer_Release(&ao);
+  if (have_bo) PyBuffer_Release(&bo);
+  return result;
+}
+
 /* ---- quantize ------------------------------------------------------------------------------- */
 
 static PyObject *bytes_or_none(const void *p, Py_ssize_t len) {
@@ -615,6 +658,7 @@ static PyMethodDef methods[] = {
     {"cpu_support", py_cpu_support, METH_VARARGS, "(True, '') or (False, why) for the cpu backend."},
     {"out_dtype", py_out_dtype, METH_VARARGS, "'float64' for out=fp64 recipes, else 'float32'."},
     {"emulate", py_emulate, METH_VARARGS, "One batched GEMM exactly as the cpu backend computes it."},
+    {"emulate_operands", py_emulate_operands, METH_VARARGS, "The operands an fp32-accumulating recipe multiplies."},
     {"quantize", py_quantize, METH_VARARGS, "Codes, scales and values of one operand."},
     {"dataset_info", py_dataset_info, METH_VARARGS, "A dataset's attributes and workloads."},
     {"dataset_arrays", py_dataset_arrays, METH_VARARGS, "A workload's arrays."},

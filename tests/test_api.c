@@ -85,6 +85,38 @@ TEST(emulate_exact_cases) {
   CHECK(c64[0] == sum0);
 }
 
+TEST(emulate_operands) {
+  /* The operands a bf16 recipe multiplies: its RNE roundings (1 + 2^-9 is a tie: to 1, even; 1 + 3*2^-9
+   * rounds up to 1 + 2^-7), and alpha 1; summed in double they give what precis_emulate gives here
+   * (exact sums). Refusals name the accumulator; float64 inputs are freed on every path. */
+  enum { M = 2, K = 4, N = 2 };
+  float a[M * K] = {1.0f + 0x1p-9f, 1.0f + 3 * 0x1p-9f, 2, 3, 4, 5, 6, 7}, b[K * N] = {1, 0, 0, 1, 1, 0, 0, 1};
+  float ao[M * K], bo[K * N], c[M * N], alpha = 0;
+  precis_gemm g = {.batch = 1, .m = M, .n = N, .k = K, .a = a, .a_dtype = PRECIS_DTYPE_F32, .b = b,
+                   .b_dtype = PRECIS_DTYPE_F32};
+  CHECK_OK(precis_emulate_operands("bf16", &g, ao, bo, &alpha));
+  CHECK(alpha == 1.0f && ao[0] == 1.0f && ao[1] == 1.0f + 0x1p-7f && ao[2] == 2.0f && bo[2] == 0.0f);
+  CHECK_OK(precis_emulate("a=bf16,b=bf16,acc=fp32,out=fp32", &g, c, PRECIS_DTYPE_F32, NULL));
+  for (int i = 0; i < M; i++)
+    for (int j = 0; j < N; j++) {
+      double sum = 0;
+      for (int l = 0; l < K; l++) sum += (double)ao[i * K + l] * bo[l * N + j];
+      CHECK(c[i * N + j] == (float)sum);
+    }
+  CHECK_EQ_INT(precis_emulate_operands("int8", &g, ao, bo, &alpha), PRECIS_E_UNSUPPORTED);
+  CHECK(strstr(precis_last_error(), "acc=s32") != NULL);
+  CHECK_EQ_INT(precis_emulate_operands("bf16", &g, NULL, bo, &alpha), PRECIS_E_USAGE);
+  double a64[M * K], b64[K * N];
+  for (int i = 0; i < M * K; i++) a64[i] = a[i];
+  for (int i = 0; i < K * N; i++) b64[i] = b[i];
+  precis_gemm g64 = g;
+  g64.a = a64, g64.a_dtype = PRECIS_DTYPE_F64, g64.b = b64, g64.b_dtype = PRECIS_DTYPE_F64;
+  CHECK_EQ_INT(precis_emulate_operands("a=bf16,b=bf16,acc=fp16,out=bf16", &g64, ao, bo, &alpha), PRECIS_E_UNSUPPORTED);
+  CHECK(strstr(precis_last_error(), "acc=fp16") != NULL);
+  CHECK_OK(precis_emulate_operands("w4a16", &g64, ao, bo, &alpha));
+  CHECK(ao[1] == 1.0f + 0x1p-7f);
+}
+
 TEST(emulate_refuses_bad_arguments) {
   float a[8] = {1, 2, 3, 4, 5, 6, 7, 8}, b[8] = {1, 0, 0, 1, 1, 0, 0, 1}, c[8];
   precis_gemm g = {.batch = 1, .m = 2, .n = 2, .k = 4, .a = a, .a_dtype = PRECIS_DTYPE_F32, .b = b,
@@ -243,6 +275,7 @@ TEST(the_cli_as_a_function) {
   CHECK_EQ_INT(precis_main(2, v), 0);
 }
 
-RUN_TESTS(T(status_and_version), T(specs_and_presets), T(emulate_exact_cases), T(emulate_refuses_bad_arguments),
+RUN_TESTS(T(status_and_version), T(specs_and_presets), T(emulate_exact_cases), T(emulate_operands),
+          T(emulate_refuses_bad_arguments),
           T(quantize_operands), T(datasets_and_reports_refuse_what_is_missing),
           T(run_and_read_back), T(the_cli_as_a_function))

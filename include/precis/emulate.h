@@ -56,6 +56,17 @@ precis_status precis_emulate(const char *recipe, const precis_gemm *gemm, void *
 precis_status precis_emulate_target(const char *recipe, const precis_gemm *gemm, void *c, precis_dtype c_dtype,
                                     const char *target, precis_emulate_info *info);
 
+/* The operands as the cpu backend multiplies them for an fp32-accumulating recipe (acc=fp32, no
+ * split=): element formats, scales and their rounding applied, so that C = alpha * A_out . B_out
+ * summed in any order is another correct implementation of the recipe, the noise floor's
+ * alternatives of verify (docs/verify.md). a_out: batch*m*k floats; b_out: (b_batched ? batch : 1)*k*n;
+ * *alpha: 1, or fp32(s_a * s_b) of nv tensor scales. Weight-only recipes give the scaled operand
+ * dequantized and rounded to the other's format, as their GEMM reads it. PRECIS_E_UNSUPPORTED
+ * (naming why) for recipes whose scales apply after partial k-sums (int8 per row, group-scaled
+ * activations), static scales, SmoothQuant, other accumulators, or ones the cpu backend does not run. */
+precis_status precis_emulate_operands(const char *recipe, const precis_gemm *gemm, float *a_out, float *b_out,
+                                      float *alpha);
+
 /* ---- quantize / dequantize one operand by its spec field ---------------------------------------
  * operand: "a=FMT[@GRAN[:CONV]]" or "b=..." (a bare "FMT@GRAN" is operand A), the syntax of a
  * spec's a= and b= fields. A is [rows, k] (a [batch, m, k] A is the batch*m rows together, as the

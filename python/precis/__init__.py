@@ -20,7 +20,7 @@ from ._precis import Error, IOError, OutOfMemoryError, UnsupportedError, UsageEr
 
 __all__ = [
     "Error", "UsageError", "UnsupportedError", "OutOfMemoryError", "IOError",
-    "spec", "recipes", "emulate", "quantize", "Quantized", "dataset", "Dataset", "run", "read_report", "Report",
+    "spec", "recipes", "emulate", "emulate_operands", "quantize", "Quantized", "dataset", "Dataset", "run", "read_report", "Report",
     "main", "__version__",
 ]
 
@@ -101,6 +101,31 @@ def emulate(a, b, recipe, *, calib=None, out_dtype=None, target=None):
     out = np.empty(shape, dtype=out_dtype)
     _precis.emulate(recipe, a, b, out, batch, m, n, k, b_batched, calib, calib_samples, target)
     return out
+
+
+def emulate_operands(a, b, recipe):
+    """The operands `recipe` multiplies on the cpu backend, for another implementation of the same
+    GEMM: (a_values, b_values, alpha) with C = alpha * a_values @ b_values summed in any order (the
+    noise floor of verify, precis.noise). Element formats and scales are applied (weight-only: the
+    scaled operand dequantized and rounded to the other's format, as its GEMM reads it); float32
+    arrays of a's and b's shapes. Only for fp32-accumulating recipes (acc=fp32, no split=) whose
+    scales are one number per matrix; others raise UnsupportedError saying why."""
+    if not isinstance(recipe, str):
+        raise TypeError(f"recipe: expected str, got {type(recipe).__name__}")
+    a = _float_array(a, "a")
+    b = _float_array(b, "b")
+    if a.ndim not in (2, 3) or b.ndim not in (2, 3):
+        raise ValueError(f"a {a.shape}, b {b.shape}: expected [m, k] or [batch, m, k] and [k, n] or [batch, k, n]")
+    batch, m, k = (1,) + a.shape if a.ndim == 2 else a.shape
+    if b.shape[-2] != k:
+        raise ValueError(f"a {a.shape} and b {b.shape}: a's k={k} differs from b's k={b.shape[-2]}")
+    b_batched = b.ndim == 3
+    if b_batched and (a.ndim != 3 or b.shape[0] != batch):
+        raise ValueError(f"b: shape {b.shape}: a batched b needs a batched a with the same batch")
+    a_out = np.empty(a.shape, np.float32)
+    b_out = np.empty(b.shape, np.float32)
+    alpha = _precis.emulate_operands(recipe, a, b, a_out, b_out, batch, m, b.shape[-1], k, b_batched)
+    return a_out, b_out, alpha
 
 
 class Quantized:

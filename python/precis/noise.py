@@ -2,20 +2,32 @@
 
 A metric of the plan (reference against emulated) is only as meaningful as the same metric's
 change when the same formats are computed another correct way. verify computes the end-to-end
-metrics again with one thing changed per *alternative*:
+metrics again under each *alternative*, one thing changed:
 
   target=SM      the plan emulated under another architecture's accumulator model (precis.emulate's
                  target: sm_80's 24-bit, 8-product fused dot-adds against sm_90's 25-bit, 16-product
                  ones; the same element formats, scales and output rounding)
+  sum=fp64       the plan's rounded operands (precis.emulate_operands: element formats and scales
+                 applied) multiplied with products and sums in float64 -- an exact-sum
+                 implementation -- and rounded to float32, then to the recipe's output format
+  gemm=torch     the same operands through PyTorch's own matmul, as a framework deployment computes
+                 them: in bfloat16/float16 (torch's GEMM, float32 accumulation inside, output in that
+                 format) when both operands and the output are of that format, else in float32 and
+                 rounded to the output format
   reference=fp64 the reference's final outputs from the model in float64 instead of float32
 
-The floor of a metric is the largest |metric(alternative) - metric| over the alternatives. A metric
-whose departure from its ideal value (0 for divergences and changes, 1 for agreements, 1 for the
-PPL ratio) is within its floor is *indistinguishable from implementation noise*: another correct
-implementation moves it as far as the plan does. Metrics without an ideal value (ce_ref, ce_q,
-ppl_q, ppl_base, label-in-top-K) are not judged.
+The floor of a metric is the *spread across the correct implementations*: the largest difference
+of the metric between any two of {the plan, each alternative} (max - min). A metric whose departure
+from its ideal value (0 for divergences and changes, 1 for agreements and the PPL ratio) is within
+its floor is *indistinguishable from implementation noise*: two correct implementations of the same
+formats differ from each other by as much as the plan differs from the reference. Signed metrics
+(Δ CE, Δp mean, ln PPL ratio) keep their sign in the spread, so one alternative above and one below
+the plan widen it by both. Metrics without an ideal value (ce_ref, ce_q, ppl_q, ppl_base,
+label-in-top-K) are not judged. The rule and why: docs/decisions.md, "The noise floor".
 """
 import re
+
+import numpy as np
 
 IDEAL = {"kl_mean": 0.0, "kl_p99": 0.0, "kl_max": 0.0, "rkl_mean": 0.0, "rkl_p99": 0.0, "rkl_max": 0.0,
          "top1_agree": 1.0, "top5_overlap": 1.0, "ce_delta": 0.0, "ppl_ratio": 1.0, "ln_ppl_ratio": 0.0,
@@ -23,7 +35,12 @@ IDEAL = {"kl_mean": 0.0, "kl_p99": 0.0, "kl_max": 0.0, "rkl_mean": 0.0, "rkl_p99
          "dp_rms": 0.0, "same_top": 1.0, "jsd_mean": 0.0, "cosine_mean": 1.0, "cosine_min": 1.0,
          "rel_fro_mean": 0.0, "rel_fro_max": 0.0}
 LABEL = "indistinguishable from implementation noise"
-_ALT = re.compile(r"^(target)=(sm_80|sm_89|sm_90|sm_100|sm_120)$|^(reference)=(fp64)$")
+# `--noise-floor` without a value: three more emulated forwards per batch, each a different way of
+# summing the same rounded operands (another accumulator, an exact sum, a framework's GEMM).
+# reference=fp64 is left out: it needs a float64 copy of the model and moves metrics by ~1e-7.
+DEFAULT = ("target=sm_80", "sum=fp64", "gemm=torch")
+_ALT = re.compile(r"^(target)=(sm_80|sm_89|sm_90|sm_100|sm_120)$|^(reference)=(fp64)$|^(sum)=(fp64)$|^(gemm)=(torch)$")
+_SYNTAX = "target=sm_80|sm_89|sm_90|sm_100|sm_120, sum=fp64, gemm=torch, reference=fp64 or default"
 
 
 class NoiseError(ValueError):
@@ -33,21 +50,88 @@ class NoiseError(ValueError):
 def parse(text):
     m = _ALT.match(text.strip())
     if not m:
-        raise NoiseError(f"--noise-floor {text!r}: expected target=sm_80|sm_89|sm_90|sm_100|sm_120 or reference=fp64")
-    return (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
+        raise NoiseError(f"--noise-floor {text!r}: expected {_SYNTAX}")
+    groups = [g for g in m.groups() if g is not None]
+    return groups[0], groups[1]
+
+
+def expand(texts):
+    """The alternatives asked for, `default` (or an empty value) standing for DEFAULT, each once, in order."""
+    out = []
+    for text in texts or ():
+        for t in (DEFAULT if text is None or text.strip() in ("", "default") else (text,)):
+            key = "=".join(parse(t))
+            if key not in out:
+                out.append(key)
+    return out
+
+
+def _round_to(c, out):
+    """float32 c rounded (to nearest even) to the recipe's output format, as float32."""
+    import torch
+
+    if out == "fp32":
+        return c
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[out]
+    return torch.from_numpy(np.ascontiguousarray(c)).to(dtype).to(torch.float32).numpy()
+
+
+class OperandGemm:
+    """An alternative implementation of each planned GEMM from the operands the plan multiplies
+    (precis.emulate_operands), summed another way (how = "sum=fp64" or "gemm=torch"). A recipe
+    whose operands are not a plain product (int8 per row, group-scaled activations, static scales,
+    acc other than fp32) runs the plan's own emulation instead; `as_plan` says which and why."""
+
+    def __init__(self, how):
+        self.how = how
+        self.as_plan = {}
+
+    def __call__(self, a, b, recipe):
+        import precis
+
+        spec = dict(f.split("=", 1) for f in precis.spec(recipe).split(","))
+        out = spec["out"]
+        try:
+            if out not in ("fp32", "bf16", "fp16"):
+                raise precis.UnsupportedError(f"out={out}: only fp32, bf16 and fp16 outputs are rounded here")
+            av, bv, alpha = precis.emulate_operands(a, b, recipe)
+        except precis.UnsupportedError as e:
+            self.as_plan.setdefault(recipe, str(e))
+            return precis.emulate(a, b, recipe)
+        if self.how == "sum=fp64":
+            c = np.matmul(av.astype(np.float64), bv.astype(np.float64))
+            return _round_to((c * alpha).astype(np.float32), out)
+        return self._torch(av, bv, alpha, out)
+
+    @staticmethod
+    def _torch(av, bv, alpha, out):
+        import torch
+
+        ta, tb = torch.from_numpy(av), torch.from_numpy(bv)
+        dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(out)
+        if dtype is not None and alpha == 1.0:
+            la, lb = ta.to(dtype), tb.to(dtype)
+            if torch.equal(la.to(torch.float32), ta) and torch.equal(lb.to(torch.float32), tb):
+                return torch.matmul(la, lb).to(torch.float32).numpy()  # the framework's own low-precision GEMM
+        c = torch.matmul(ta, tb)
+        if alpha != 1.0:
+            c = c * alpha
+        return _round_to(c.numpy(), out)
 
 
 def floors(metrics, alternatives):
     """metrics: the plan's metrics; alternatives: {name: metrics under that alternative}. Returns
-    {metric: {"value", "ideal", "floor", "by": {alternative: |difference|}, "noise": bool}}."""
+    {metric: {"value", "ideal", "floor", "by": {alternative: signed difference from the plan},
+    "noise": bool}}; floor = max - min of the metric over the plan and the alternatives."""
     out = {}
     for name, ideal in IDEAL.items():
         if name not in metrics or metrics[name] is None:
             continue
-        by = {alt: abs(m[name] - metrics[name]) for alt, m in alternatives.items() if m.get(name) is not None}
+        by = {alt: m[name] - metrics[name] for alt, m in alternatives.items() if m.get(name) is not None}
         if not by:
             continue
-        floor = max(by.values())
+        values = [0.0] + list(by.values())  # differences from the plan: the plan's own is 0
+        floor = max(values) - min(values)
         out[name] = {"value": metrics[name], "ideal": ideal, "floor": floor, "by": by,
                      "noise": abs(metrics[name] - ideal) <= floor}
     return out

@@ -569,11 +569,11 @@ _OUT_DTYPES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 class _Emulated:
-    def __init__(self, name, module, in_major, recipe, record, target=None):
+    def __init__(self, name, module, in_major, recipe, record, target=None, gemm=None):
         import precis
 
         self.name, self.module, self.recipe, self.record = name, module, recipe, record
-        self.gemm = precis.emulate if target is None else functools.partial(precis.emulate, target=target)
+        self.gemm = gemm or (precis.emulate if target is None else functools.partial(precis.emulate, target=target))
         self.in_major = in_major
         # b = W^T is made per call, not held: a float32 copy of every planned layer at once would
         # double the model's weights in memory (docs/verify.md, "Memory").
@@ -611,14 +611,16 @@ class _Emulated:
 
 
 @contextlib.contextmanager
-def emulate(model, plan, prefix="", record=None, target=None):
+def emulate(model, plan, prefix="", record=None, target=None, gemm=None):
     """Within the block, each linear layer the plan selects computes x @ W^T (Conv1D: x @ W) by
     precis.emulate with its recipe, bias added after in the recipe's output format; every other
     op runs as the model defines it. On exit the modules' forward methods are restored (the
     parameters are never changed). plan: plan.json of `precis plan`, a {layer glob: recipe} mapping
     (dict or JSON file) or a list of pairs. record: a dict that receives, per emulated layer, the
     GEMM outputs (before the bias) of each call, float32 [sequences, seq, out]. target: the
-    architecture whose arithmetic precis.emulate stands for (sm_80 ... sm_120; None: sm_90).
+    architecture whose arithmetic precis.emulate stands for (sm_80 ... sm_120; None: sm_90). gemm:
+    a function (a, b, recipe) -> float32 C that replaces precis.emulate (the noise floor's
+    alternative implementations, precis.noise.OperandGemm).
 
     Yields the mapping layer -> recipe in force."""
     chosen = resolve_plan(model, plan, prefix)
@@ -627,7 +629,7 @@ def emulate(model, plan, prefix="", record=None, target=None):
     try:
         for name, recipe in chosen.items():
             module, in_major = modules[name]
-            emu = _Emulated(name, module, in_major, recipe, record, target)
+            emu = _Emulated(name, module, in_major, recipe, record, target, gemm)
             undo.append(_replace_forward(module, emu.forward))
         yield dict(chosen)
     finally:

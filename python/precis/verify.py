@@ -348,14 +348,14 @@ def _batches(ids, batch_size):
         yield {"input_ids": torch.from_numpy(ids[i:i + batch_size])}
 
 
-def _emulated_outputs(ref_model, batch, chosen, prefix, kv_ctx, target):
-    """The emulated model's final outputs of one batch under another --target (the noise floor's
-    second correct implementation of the same formats)."""
+def _emulated_outputs(ref_model, batch, chosen, prefix, kv_ctx, target=None, gemm=None):
+    """The emulated model's final outputs of one batch under another --target or another GEMM (the
+    noise floor's alternative correct implementations of the same formats, precis.noise)."""
     import torch
 
     from . import torch as pt
 
-    with torch.no_grad(), pt.emulate(ref_model, chosen, prefix=prefix, target=target), \
+    with torch.no_grad(), pt.emulate(ref_model, chosen, prefix=prefix, target=target, gemm=gemm), \
             kv_ctx or contextlib.nullcontext():
         y, _ = pt.final_output(ref_model(**pt.as_batch(batch)))
     return y.detach().float().cpu().numpy()
@@ -436,8 +436,7 @@ def verify(model, plan, inputs, *, tokenizer=None, out=None, require=(), alpha=0
             raise VerifyError(f"--reference {reference}: expected fp32, fp64 or a file of --save-reference (no such file)")
         saved = reference_file_mod.load(str(reference))
     gates = [endtoend.parse_gate(r) for r in require]
-    for text in noise or ():
-        noise_mod.parse(text)
+    noise = noise_mod.expand(noise)  # "default" (or None) stands for noise.DEFAULT; each parsed here
     ids = load_inputs(inputs, tokenizer, tokens, samples)
     if len(ids) == 0:
         raise VerifyError("no input samples")
@@ -485,6 +484,7 @@ def verify(model, plan, inputs, *, tokenizer=None, out=None, require=(), alpha=0
         att_checks = attention_check.AttentionChecks(kv_ctx.recipe, isolated is True)
     noise_alts = [noise_mod.parse(t) for t in noise or ()]
     alt_parts = {f"{k}={v}": [] for k, v in noise_alts}
+    alt_gemms = {f"{k}={v}": noise_mod.OperandGemm(f"{k}={v}") for k, v in noise_alts if k in ("sum", "gemm")}
     m64_noise = None
     if any(k == "reference" for k, _ in noise_alts):
         m64_noise = m64 if m64 is not None else copy.deepcopy(ref_model).double()
@@ -505,9 +505,10 @@ def verify(model, plan, inputs, *, tokenizer=None, out=None, require=(), alpha=0
             lab[:, :-1] = b_ids[:, 1:]
         parts.append(endtoend.Outputs.compare(ref_b, q_b, labels=lab, kind=kind, score=score))
         for k, v in noise_alts:
-            if k == "target":
-                alt = endtoend.Outputs.compare(ref_b, _emulated_outputs(ref_model, batch, chosen, prefix, kv_ctx, v),
-                                               labels=lab, kind=kind, score=score)
+            if k != "reference":
+                alt_q = _emulated_outputs(ref_model, batch, chosen, prefix, kv_ctx, target=v if k == "target" else None,
+                                          gemm=alt_gemms.get(f"{k}={v}"))
+                alt = endtoend.Outputs.compare(ref_b, alt_q, labels=lab, kind=kind, score=score)
             else:
                 alt = endtoend.Outputs.compare(_final64(m64_noise, batch), q_b, labels=lab, kind=kind, score=score)
             alt_parts[f"{k}={v}"].append(alt)
@@ -546,7 +547,10 @@ def verify(model, plan, inputs, *, tokenizer=None, out=None, require=(), alpha=0
            "verdict": None if not judged else ("pass" if all(g["verdict"] == "pass" for g in judged)
                                                else "fail" if any(g["verdict"] == "fail" for g in judged) else "undecided")}
     if noise_table is not None:
-        e2e["noise_floor"] = {"alternatives": list(noise), "label": noise_mod.LABEL, "metrics": noise_table}
+        e2e["noise_floor"] = {"alternatives": list(noise), "label": noise_mod.LABEL,
+                              "floor": "max - min of each metric over the plan and the alternatives",
+                              "computed_as_plan": {alt: g.as_plan for alt, g in alt_gemms.items() if g.as_plan},
+                              "metrics": noise_table}
     block = outputs.block()
     if block is not None:
         e2e["llamacpp"] = block  # llama.cpp's --kl-divergence block and ExLlamaV3's figures (precis.kld)
@@ -776,11 +780,15 @@ def render_markdown(report):
     if e2e.get("noise_floor"):
         nf = e2e["noise_floor"]
         out += ["", f"### Implementation noise floor ({', '.join(nf['alternatives'])})", "",
-                "The same formats computed another correct way; a metric whose departure from its ideal value is within "
-                f"the floor is *{nf['label']}*.", "", "| metric | value | ideal | floor | verdict |", "|---|---|---|---|---|"]
+                "The same formats computed other correct ways; the floor is the spread of each metric across them and "
+                "the plan (max − min); a metric whose departure from its ideal value is within the floor is "
+                f"*{nf['label']}*.", "", "| metric | value | ideal | floor | verdict |", "|---|---|---|---|---|"]
         for name, f in nf["metrics"].items():
             out.append(f"| {name} | {_fmt(f['value'])} | {_fmt(f['ideal'])} | {_fmt(f['floor'])} | "
                        f"{'**' + nf['label'] + '**' if f['noise'] else 'above the floor'} |")
+        for alt, recipes in nf.get("computed_as_plan", {}).items():
+            for recipe, why in recipes.items():
+                out.append(f"\n{alt}: layers of {recipe} computed as the plan ({why}).")
     if e2e.get("llamacpp"):
         out += ["", "### llama.cpp's `--kl-divergence` block, ExLlamaV3's figures", "",
                 "Definitions and sources: docs/verify.md (\"The figures users compare\"); reference = base, emulated = Q.",
@@ -907,7 +915,11 @@ def render_html(report):
         for name, f in nf["metrics"].items():
             parts.append(f"<tr><td>{esc(name)}</td><td>{esc(_fmt(f['value']))}</td><td>{esc(_fmt(f['ideal']))}</td>"
                          f"<td>{esc(_fmt(f['floor']))}</td><td>{esc(nf['label'] if f['noise'] else 'above the floor')}</td></tr>")
-        parts.append("</tbody></table>")
+        parts.append("</tbody></table><p>The floor: the spread (max − min) of each metric over the plan and the "
+                     "alternatives.</p>")
+        for alt, recipes in nf.get("computed_as_plan", {}).items():
+            for recipe, why in recipes.items():
+                parts.append(f"<p>{esc(alt)}: layers of {esc(recipe)} computed as the plan ({esc(why)}).</p>")
     if e2e.get("llamacpp"):
         parts.append("<h3>llama.cpp's --kl-divergence block, ExLlamaV3's figures</h3><pre>"
                      + esc(kld.render_text(e2e["llamacpp"])) + "</pre>")
@@ -997,9 +1009,11 @@ def _main(argv=None):
                         "or a file of --save-reference: its tokens and logits, reused instead of running the reference")
     parser.add_argument("--save-reference", default=None, metavar="FILE",
                         help="write the reference's tokens and logits (exact float32, HDF5) for later --reference FILE")
-    parser.add_argument("--noise-floor", action="append", default=[], metavar="ALTERNATIVE",
-                        help="repeatable: target=sm_80 (the plan under another accumulator model) or reference=fp64; "
-                        "metrics within what it changes are marked indistinguishable from implementation noise")
+    parser.add_argument("--noise-floor", action="append", nargs="?", const="default", default=[], metavar="ALTERNATIVE",
+                        help="repeatable: the same formats computed another correct way -- target=sm_80 (another "
+                        "accumulator model), sum=fp64 (exact sums of the plan's operands), gemm=torch (PyTorch's "
+                        "matmul of them), reference=fp64; without a value: " + ", ".join(noise_mod.DEFAULT) + ". "
+                        "A metric within the spread across them is marked indistinguishable from implementation noise")
     parser.add_argument("--score", default="all", choices=list(kld.SCORES),
                         help="scored positions of the logit metrics: all (default) or second-half of each window "
                         "(llama.cpp's perplexity)")
@@ -1026,8 +1040,7 @@ def _main(argv=None):
     try:
         for text in args.require:  # a bad gate is refused before the model is loaded
             endtoend.parse_gate(text)
-        for text in args.noise_floor:
-            noise_mod.parse(text)
+        noise_mod.expand(args.noise_floor)
         if args.kv_sweep is not None:
             return _kv_sweep_main(args)
         if args.output is None:

@@ -17,6 +17,7 @@
 #include "numerics/recipe.h"
 #include "numerics/spec.h"
 #include "precis/emulate.h"
+#include "precis/spec.h"
 
 /* Elements of a [d0, d1, d2] array, or 0 when a dimension is < 1 or the count (times 8 bytes)
  * would overflow. */
@@ -79,18 +80,14 @@ precis_status precis_emulate(const char *recipe_text, const precis_gemm *g, void
   return precis_emulate_target(recipe_text, g, c, c_dtype, NULL, info);
 }
 
-precis_status precis_emulate_target(const char *recipe_text, const precis_gemm *g, void *c, precis_dtype c_dtype,
-                                    const char *target_name, precis_emulate_info *info) {
-  precis_target target = PRECIS_TARGET_DEFAULT;
-  if (target_name && !precis_target_parse(target_name, &target))
-    return precis_fail(PRECIS_E_USAGE, "target %s: expected one of %s", target_name, PRECIS_TARGET_NAMES);
-  precis_case_output out;
-  precis_case_output_init(&out);
-  float *a_owned = NULL, *b_owned = NULL;
-  precis_status st = PRECIS_OK;
+/* What precis_emulate_target and precis_emulate_operands share: the checks of the GEMM's shape and
+ * the recipe, and the workload the cpu backend reads (inputs that are float64 rounded to float32
+ * into *a_owned / *b_owned, which the caller frees). */
+static precis_status gemm_workload(const char *recipe_text, const precis_gemm *g, precis_recipe *recipe,
+                                   precis_workload_info *w, precis_workload_data *d, float **a_owned, float **b_owned) {
+  *a_owned = *b_owned = NULL;
   if (!recipe_text) return precis_fail(PRECIS_E_USAGE, "recipe: expected a preset name or a spec, got NULL");
-  if (!g || !c) return precis_fail(PRECIS_E_USAGE, "precis_emulate: %s is NULL", g ? "the output" : "the GEMM");
-  if (!dtype_ok(c_dtype)) return precis_fail(PRECIS_E_USAGE, "c: dtype %d: expected float32 or float64", (int)c_dtype);
+  if (!g) return precis_fail(PRECIS_E_USAGE, "precis_emulate: the GEMM is NULL");
   size_t a_count = elements(g->batch, g->m, g->k);
   size_t b_count = elements(g->b_batched ? g->batch : 1, g->k, g->n);
   size_t c_count = elements(g->batch, g->m, g->n);
@@ -103,33 +100,50 @@ precis_status precis_emulate_target(const char *recipe_text, const precis_gemm *
   if (g->m > INT32_MAX || g->n > INT32_MAX || g->k > INT32_MAX || g->batch * g->m > INT32_MAX)
     return precis_fail(PRECIS_E_USAGE, "shape m=%lld, n=%lld, k=%lld, batch=%lld: each (and batch*m) must be below 2^31",
                        (long long)g->m, (long long)g->n, (long long)g->k, (long long)g->batch);
-  precis_recipe recipe;
-  if ((st = precis_recipe_parse(recipe_text, &recipe)) != PRECIS_OK) return st;
-  if (recipe.spec.scale != PRECIS_SCALE_DYNAMIC && (g->calib_samples < 1 || !g->calib_a))
+  precis_status st;
+  if ((st = precis_recipe_parse(recipe_text, recipe)) != PRECIS_OK) return st;
+  if (recipe->spec.scale != PRECIS_SCALE_DYNAMIC && (g->calib_samples < 1 || !g->calib_a))
     return precis_fail(PRECIS_E_USAGE,
                        "%s: scale=%s takes A's scale from calibration inputs: give calib_a [calib_samples, m, k]",
-                       recipe_text, precis_scale_method_name(recipe.spec.scale));
+                       recipe_text, precis_scale_method_name(recipe->spec.scale));
   if (g->calib_samples > 0 && (!g->calib_a || !elements(g->calib_samples, g->m, g->k)))
     return precis_fail(PRECIS_E_USAGE, "calib_a: %lld samples of [%lld, %lld] without data", (long long)g->calib_samples,
                        (long long)g->m, (long long)g->k);
 
+  memset(w, 0, sizeof *w);
+  w->name = (char *)"emulate";
+  w->kind = (char *)"gemm";
+  w->description = w->a_dist = w->b_dist = w->reference = (char *)"";
+  w->m = g->m, w->n = g->n, w->k = g->k, w->batch = g->batch;
+  w->b_batched = g->b_batched != 0;
+  w->calib_samples = g->calib_a ? g->calib_samples : 0;
+  w->reference_precision = (char *)"float64";
+  w->reference_error_bound = NAN;
+  w->a_f64 = g->a_dtype == PRECIS_DTYPE_F64;
+  w->b_f64 = g->b_dtype == PRECIS_DTYPE_F64;
+  memset(d, 0, sizeof *d);
+  if ((st = take_input("a", g->a, g->a_dtype, a_count, &d->a, &d->a64, a_owned)) != PRECIS_OK) return st;
+  if ((st = take_input("b", g->b, g->b_dtype, b_count, &d->b, &d->b64, b_owned)) != PRECIS_OK) return st;
+  d->calib_a = w->calib_samples ? (float *)(uintptr_t)g->calib_a : NULL;
+  return PRECIS_OK;
+}
+
+precis_status precis_emulate_target(const char *recipe_text, const precis_gemm *g, void *c, precis_dtype c_dtype,
+                                    const char *target_name, precis_emulate_info *info) {
+  precis_target target = PRECIS_TARGET_DEFAULT;
+  if (target_name && !precis_target_parse(target_name, &target))
+    return precis_fail(PRECIS_E_USAGE, "target %s: expected one of %s", target_name, PRECIS_TARGET_NAMES);
+  precis_case_output out;
+  precis_case_output_init(&out);
+  float *a_owned = NULL, *b_owned = NULL;
+  precis_status st = PRECIS_OK;
+  if (!c) return precis_fail(PRECIS_E_USAGE, "precis_emulate: the output is NULL");
+  if (!dtype_ok(c_dtype)) return precis_fail(PRECIS_E_USAGE, "c: dtype %d: expected float32 or float64", (int)c_dtype);
+  precis_recipe recipe;
   precis_workload_info w;
-  memset(&w, 0, sizeof w);
-  w.name = (char *)"emulate";
-  w.kind = (char *)"gemm";
-  w.description = w.a_dist = w.b_dist = w.reference = (char *)"";
-  w.m = g->m, w.n = g->n, w.k = g->k, w.batch = g->batch;
-  w.b_batched = g->b_batched != 0;
-  w.calib_samples = g->calib_a ? g->calib_samples : 0;
-  w.reference_precision = (char *)"float64";
-  w.reference_error_bound = NAN;
-  w.a_f64 = g->a_dtype == PRECIS_DTYPE_F64;
-  w.b_f64 = g->b_dtype == PRECIS_DTYPE_F64;
   precis_workload_data d;
-  memset(&d, 0, sizeof d);
-  if ((st = take_input("a", g->a, g->a_dtype, a_count, &d.a, &d.a64, &a_owned)) != PRECIS_OK) goto done;
-  if ((st = take_input("b", g->b, g->b_dtype, b_count, &d.b, &d.b64, &b_owned)) != PRECIS_OK) goto done;
-  d.calib_a = w.calib_samples ? (float *)(uintptr_t)g->calib_a : NULL;
+  if ((st = gemm_workload(recipe_text, g, &recipe, &w, &d, &a_owned, &b_owned)) != PRECIS_OK) goto done;
+  size_t c_count = elements(g->batch, g->m, g->n);
 
   precis_clear_error();
   if ((st = precis_cpu_emulate_target(&recipe.spec, &w, &d, target, &out)) != PRECIS_OK) goto done;
@@ -152,6 +166,44 @@ precis_status precis_emulate_target(const char *recipe_text, const precis_gemm *
   }
 done:
   precis_case_output_free(&out);
+  free(a_owned);
+  free(b_owned);
+  return st;
+}
+
+precis_status precis_emulate_operands(const char *recipe_text, const precis_gemm *g, float *a_out, float *b_out,
+                                      float *alpha) {
+  float *a_owned = NULL, *b_owned = NULL, *a_units = NULL, *b_units = NULL;
+  precis_status st = PRECIS_OK;
+  char why[300] = "";
+  if (!a_out || !b_out || !alpha) return precis_fail(PRECIS_E_USAGE, "precis_emulate_operands: an output is NULL");
+  precis_recipe recipe;
+  precis_workload_info w;
+  precis_workload_data d;
+  if ((st = gemm_workload(recipe_text, g, &recipe, &w, &d, &a_owned, &b_owned)) != PRECIS_OK) goto done;
+  if ((st = precis_recipe_cpu_support(recipe_text, why, sizeof why)) != PRECIS_OK) goto done;
+  const precis_spec *s = &recipe.spec;
+  /* Another implementation of the same recipe may sum the operands differently only where the
+   * recipe promises an fp32 accumulator: acc=fp16 and fp32fast name a narrower sum, s32 and fp64
+   * are exact already, and splits define their own terms. */
+  if (s->acc != PRECIS_FMT_F32 || s->fast_accum || s->split != PRECIS_SPLIT_NONE || s->out == PRECIS_FMT_F64) {
+    st = precis_fail(PRECIS_E_UNSUPPORTED,
+                     "%s: acc=%s%s: the operands of another summation are those of an fp32-accumulating recipe "
+                     "without split= (acc=fp32)",
+                     recipe_text, precis_spec_acc_name(s), s->split != PRECIS_SPLIT_NONE ? " with split=" : "");
+    goto done;
+  }
+  size_t clipped = 0;
+  st = precis_cpu_quant_dequantized_inputs_alpha(s, &w, &d, &a_units, &b_units, alpha, &clipped, why, sizeof why);
+  if (st != PRECIS_OK) {
+    st = precis_fail(st, "%s: %s", recipe_text, why);
+    goto done;
+  }
+  memcpy(a_out, a_units, elements(g->batch, g->m, g->k) * sizeof(float));
+  memcpy(b_out, b_units, elements(g->b_batched ? g->batch : 1, g->k, g->n) * sizeof(float));
+done:
+  free(a_units);
+  free(b_units);
   free(a_owned);
   free(b_owned);
   return st;

@@ -193,26 +193,117 @@ def check_reference_file(model, tmp):
             check(field in str(e), f"{what}: the refusal names {field}: {e}")
 
 
-def check_noise_floor(model):
-    """The floor and its flags are consistent, and int4's delta cross-entropy lies orders of magnitude
-    above it while bf16's is within a small factor of it. (Whether bf16's falls inside depends on
-    the model and tokens: inside on vocabulary 2048 with 8 x 48 tokens, 2.6x above it on
-    vocabulary 4096 with 8 x 48, docs/verify.md. The test asserts what holds for both.)"""
+def seeded_llama_x3():
+    """The same architecture with every matrix x3 (sharper logits, larger activations)."""
+    model = seeded_llama(2)
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() == 2:
+                p.mul_(3.0)
+    return model
+
+
+def independent_logits(model, ids, how):
+    """The model's logits with every linear layer computed as noise.OperandGemm's `how` would, built
+    here without precis: the bf16 plan's operands rounded by torch's own bfloat16 cast, then
+    summed in float64 (NumPy) or multiplied by torch's bfloat16 matmul, the output rounded to bf16."""
+    def forward(module):
+        def f(x):
+            a = x.detach().float().to(torch.bfloat16).float()
+            b = module.weight.detach().float().t().to(torch.bfloat16).float()
+            if how == "sum=fp64":
+                c = torch.from_numpy(np.matmul(a.numpy().astype(np.float64), b.numpy().astype(np.float64)).astype(np.float32))
+                return c.to(torch.bfloat16).float()
+            return torch.matmul(a.to(torch.bfloat16), b.to(torch.bfloat16)).float()
+        return f
+    linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    for m in linears:
+        m.forward = forward(m)
+    try:
+        with torch.no_grad():
+            return model(input_ids=torch.from_numpy(ids)).logits.float().numpy()
+    finally:
+        for m in linears:
+            del m.forward
+
+
+def check_operands():
+    """precis.emulate_operands against independent roundings: bf16 operands are torch's bfloat16
+    cast bit for bit; w4a16's, summed exactly and rounded to bf16, give the plan's own output
+    (precis.emulate) but for rare ties of the float32 sum; acc=fp16 is refused, naming acc."""
+    import precis
+    rng = np.random.default_rng(11)
+    a = rng.standard_normal((2, 6, 300)).astype(np.float32)
+    b = rng.standard_normal((300, 70)).astype(np.float32)
+    av, bv, alpha = precis.emulate_operands(a, b, "bf16")
+    check(alpha == 1.0 and np.array_equal(av, torch.from_numpy(a).bfloat16().float().numpy()) and
+          np.array_equal(bv, torch.from_numpy(b).bfloat16().float().numpy()), "bf16 operands: torch's bfloat16 cast")
+    av, bv, alpha = precis.emulate_operands(a, b, "w4a16")
+    exact = torch.from_numpy((av.astype(np.float64) @ bv.astype(np.float64)).astype(np.float32)).bfloat16().float().numpy()
+    plan = precis.emulate(a, b, "w4a16")
+    check(np.array_equal(bv, torch.from_numpy(bv).bfloat16().float().numpy()) and len(np.unique(bv[:128, 0])) <= 16,
+          "w4a16's B: at most 16 levels per group of 128, rounded to A's bf16")
+    check(np.mean(exact == plan) > 0.99 and np.max(np.abs(exact - plan) / (np.abs(plan) + 1e-3)) < 2 ** -7,
+          f"w4a16 operands summed exactly give the plan's output: {np.mean(exact == plan)}")
+    try:
+        precis.emulate_operands(a, b, "a=bf16,b=bf16,acc=fp16,out=bf16")
+        check(False, "acc=fp16 refused")
+    except precis.UnsupportedError as e:
+        check("acc=fp16" in str(e), f"the refusal names acc: {e}")
+
+
+def check_noise_floor(model, name, check_alternatives=False):
+    """The floor under the default alternatives (another accumulator, an exact sum, PyTorch's GEMM):
+    the spread (max - min) of each metric over the plan and the alternatives, every flag following
+    from it, each alternative a computation of its own (bf16's delta CE moves under every one),
+    w4a16's KL far above its floor. With check_alternatives the new alternatives' delta CE is
+    recomputed without precis. Issue 41's done-when (bf16's delta CE marked, w4a16's not) is printed,
+    not asserted: on seeded Llamas it holds on some token sets only (docs/verify.md, "Noise floor")."""
     ids = np.random.default_rng(5).integers(0, 4096, (4, 32))
     tables = {}
     for plan in ("bf16", "w4a16"):
-        r = verify.verify(model, {"*": plan}, ids, isolated=False, noise=["target=sm_80", "reference=fp64"],
-                          require=["ce_delta<=1"])
-        nf = r.report["end_to_end"]["noise_floor"]["metrics"]
-        tables[plan] = nf
-        f = nf["ce_delta"]
-        check(f["noise"] == (abs(f["value"]) <= f["floor"]), f"{plan}: noise flag {f}")
-        check(r.report["end_to_end"]["gates"][0]["noise"] == f["noise"], f"{plan}: the gate carries the flag")
+        r = verify.verify(model, {"*": plan}, ids, isolated=False, noise=["default"], require=["ce_delta<=1"],
+                          keep_outputs=check_alternatives)
+        e2e = r.report["end_to_end"]
+        nf = e2e["noise_floor"]
+        check(nf["alternatives"] == list(noise.DEFAULT) and not nf["computed_as_plan"],
+              f"{name} {plan}: default alternatives {nf['alternatives']}, as plan {nf['computed_as_plan']}")
+        for metric, f in nf["metrics"].items():
+            spread = max([0.0] + list(f["by"].values())) - min([0.0] + list(f["by"].values()))
+            check(f["floor"] == spread, f"{name} {plan}: {metric} floor {f['floor']} is the spread {spread}")
+            check(f["noise"] == (abs(f["value"] - f["ideal"]) <= f["floor"]), f"{name} {plan}: {metric} flag {f}")
+        f = nf["metrics"]["ce_delta"]
+        tables[plan] = nf["metrics"]
+        check(e2e["gates"][0]["noise"] == f["noise"], f"{name} {plan}: the gate carries the flag")
+        if check_alternatives and plan == "bf16":
+            lab = np.full(ids.shape, -100)
+            lab[:, :-1] = ids[:, 1:]
+            ce_plan = independent(r.reference_outputs, r.emulated_outputs, lab)["ln_ratio"]
+            check(close(ce_plan, f["value"], rel=1e-9, abs_=1e-12), f"{name}: plan delta CE {f['value']} vs {ce_plan}")
+            for how in ("sum=fp64", "gemm=torch"):
+                want = independent(r.reference_outputs, independent_logits(model, ids, how), lab)["ln_ratio"]
+                got = f["value"] + f["by"][how]
+                check(close(got, want, rel=1e-9, abs_=1e-12), f"{name}: {how} delta CE {got} vs independent {want}")
     b, i = tables["bf16"]["ce_delta"], tables["w4a16"]["ce_delta"]
-    check(b["by"]["target=sm_80"] > 0 and abs(b["value"]) <= 10 * b["floor"],
-          f"bf16 delta CE within 10x of what sm_80's accumulator changes: {b}")
-    check(not i["noise"] and abs(i["value"]) > 1000 * i["floor"], f"int4 delta CE far above the floor: {i}")
+    check(all(d != 0 for d in b["by"].values()), f"{name}: every alternative moves bf16's delta CE: {b['by']}")
+    check(i["by"]["target=sm_80"] == 0 and i["by"]["sum=fp64"] != 0,
+          f"{name}: w4a16 has no target-dependent accumulator, an exact sum moves it: {i['by']}")
+    k = tables["w4a16"]["kl_mean"]
+    check(not k["noise"] and k["value"] > 100 * k["floor"], f"{name}: w4a16 KL mean far above its floor: {k}")
+    print(f"{name}: delta CE / floor: bf16 {abs(b['value']) / b['floor']:.2f} ({'noise' if b['noise'] else 'above'}), "
+          f"w4a16 {abs(i['value']) / i['floor']:.2f} ({'noise' if i['noise'] else 'above'})")
     return tables
+
+
+def check_noise_as_plan(model):
+    """A recipe without an fp32 accumulator (int8: exact s32 sums, scales after them) runs as the plan
+    under sum=fp64 -- its delta CE does not move -- and the report says why."""
+    ids = np.random.default_rng(6).integers(0, 4096, (2, 16))
+    r = verify.verify(model, {"*": "int8"}, ids, isolated=False, noise=["sum=fp64"])
+    nf = r.report["end_to_end"]["noise_floor"]
+    as_plan = nf["computed_as_plan"].get("sum=fp64", {})
+    check(list(as_plan) == ["int8"] and "acc=s32" in as_plan["int8"], f"int8 computed as the plan under sum=fp64: {as_plan}")
+    check(nf["metrics"]["ce_delta"]["by"]["sum=fp64"] == 0, f"and its delta CE unmoved: {nf['metrics']['ce_delta']}")
 
 
 def check_cli(model, tmp):
@@ -226,12 +317,14 @@ def check_cli(model, tmp):
     cmd = [sys.executable, "-m", "precis", "verify", "--model", ckpt, "--plan", os.path.join(tmp, "plan.json"),
            "--inputs", os.path.join(tmp, "ids.npy"), "-o", out, "--score", "second-half", "-q",
            "--save-reference", os.path.join(tmp, "cli_ref.h5")]
-    p = subprocess.run(cmd, capture_output=True, text=True, env=SUBPROCESS_ENV)
+    p = subprocess.run(cmd + ["--noise-floor"], capture_output=True, text=True, env=SUBPROCESS_ENV)
     check(p.returncode == 0, f"verify --score second-half exit {p.returncode}: {p.stderr[-800:]}")
     with open(os.path.join(out, "report.json")) as f:
         rep = json.load(f)
     with open(os.path.join(out, "report.md")) as f:
         md = f.read()
+    check(rep["end_to_end"]["noise_floor"]["alternatives"] == list(noise.DEFAULT) and "Implementation noise floor" in md,
+          "--noise-floor without a value: the default alternatives, in report.md")
     check(rep["end_to_end"]["llamacpp"]["scored"] == "second-half" and "Same top p" in md and
           "scored positions: second-half" in md and "[0.95, 1.00]" in md, "report.md has the block and its positions")
     p = subprocess.run(cmd[:-2] + ["--reference", os.path.join(tmp, "cli_ref.h5"), "--force"], capture_output=True,
@@ -242,7 +335,8 @@ def check_cli(model, tmp):
           f"verify --reference FILE from the command line: exit {p.returncode} {p.stderr[-500:]}")
     p = subprocess.run(cmd[:-2] + ["--noise-floor", "target=sm_70", "--force"], capture_output=True, text=True,
                        env=SUBPROCESS_ENV)
-    check(p.returncode == 2 and "--noise-floor" in p.stderr, f"a bad --noise-floor: exit {p.returncode} {p.stderr[-300:]}")
+    check(p.returncode == 2 and "--noise-floor" in p.stderr and "sum=fp64" in p.stderr,
+          f"a bad --noise-floor: exit {p.returncode} {p.stderr[-300:]}")
 
 
 def main():
@@ -252,7 +346,10 @@ def main():
     try:
         check_reference_file(model, tmp)
         check_cli(model, tmp)
-        check_noise_floor(model)
+        check_operands()
+        check_noise_floor(model, "vocabulary 4096", check_alternatives=True)
+        check_noise_as_plan(model)
+        check_noise_floor(seeded_llama_x3(), "vocabulary 4096, weights x3")
     finally:
         import shutil
         shutil.rmtree(tmp, ignore_errors=True)
