@@ -63,14 +63,20 @@ ROWS_PER_PIECE = 16
 _POOL = None
 
 
+def workers():
+    """Threads of logit_token_stats: the CPUs this process may use, at most 8."""
+    import os
+
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, min(8, cpus))
+
+
 def _pool():
     global _POOL
     if _POOL is None:
         import concurrent.futures
-        import os
 
-        workers = min(8, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
-        _POOL = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="precis-e2e")
+        _POOL = concurrent.futures.ThreadPoolExecutor(max_workers=workers(), thread_name_prefix="precis-e2e")
     return _POOL
 
 
