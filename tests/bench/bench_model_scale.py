@@ -132,8 +132,8 @@ def main():
             np.save(ids_path, np.random.default_rng(0).integers(0, V, (args.windows, args.tokens)).astype(np.int64))
             rows = {}
 
-            def step(name, argv):
-                w, rss, rc, out, err = run_child(argv, env)
+            def step(name, argv, child_env=env):
+                w, rss, rc, out, err = run_child(argv, child_env)
                 ok = rc in (0, 3)
                 rows[name] = (w, rss, ok, out)
                 print(f"  {size} {name}: {w:.1f} s, peak RSS {fmt_gb(rss)} GB{'' if ok else ' FAILED: ' + err[-600:]}",
@@ -142,7 +142,10 @@ def main():
 
             print(f"{size}: {params / 1e6:.0f}M parameters, fp32 weights {fmt_gb(weights)} GB", file=sys.stderr, flush=True)
             if "forward" in steps:
-                out = step("forward", [py, "-c", FORWARD, model_dir, ids_path])
+                # With the OpenMP wait policy python -m precis verify sets (precis/__main__.py): on a
+                # shared machine torch's spinning threads would inflate the forward's CPU seconds.
+                out = step("forward", [py, "-c", FORWARD, model_dir, ids_path],
+                           dict(env, OMP_WAIT_POLICY=env.get("OMP_WAIT_POLICY", "PASSIVE")))
                 if rows["forward"][2]:
                     # The forward itself, in its process (the model loaded before the clock starts).
                     wall_s, cpu_s = map(float, out.strip().splitlines()[-1].split())
