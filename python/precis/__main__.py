@@ -1,5 +1,6 @@
 """python -m precis ...: the precis command line (the same C code, the same exit codes), and the
 commands only the Python package has (they need torch and transformers)."""
+import os
 import sys
 
 from . import main
@@ -15,8 +16,18 @@ PYTHON_COMMANDS = (
 )
 
 
+def _passive_openmp():
+    """These commands run a torch model and libprecis's GEMMs in turn on the same cores. By default
+    torch's OpenMP threads spin after each op, waiting for the next, while OpenBLAS's threads work:
+    on 2 cores that was a seventh of a verify's CPU time (docs/verify.md, "Cost"). Passive waiting is
+    set before torch is imported (libgomp reads it once), unless the user set it."""
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+
 def python_command(argv):
     """The Python entry point for argv (without the program name), or None for the C command line."""
+    if argv[:1] in (["verify"], ["lm-eval"], ["tasks"]) or (argv[:1] == ["plan"] and "--validate" in argv[1:]):
+        _passive_openmp()
     if argv[:1] == ["verify"]:  # the model's output (DESIGN §16): Python, torch and transformers
         from .verify import main as verify_main
         return verify_main

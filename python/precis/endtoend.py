@@ -54,8 +54,46 @@ def _top_k(x, k):
     return out
 
 
+# Tokens per piece of logit_token_stats: every quantity is per token (a row of [tokens, vocab]), so
+# the rows are taken a piece at a time, each piece's float64 temporaries a few MiB rather than a
+# whole sample's ten copies of [tokens, vocab], and the pieces are spread over the CPUs (NumPy
+# releases the GIL in its loops). The values do not depend on the split: each row's reductions run
+# along its own contiguous vocabulary, whatever rows surround it (test_python_verify_figures).
+ROWS_PER_PIECE = 16
+_POOL = None
+
+
+def workers():
+    """Threads of logit_token_stats: the CPUs this process may use, at most 8."""
+    import os
+
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, min(8, cpus))
+
+
+def _pool():
+    global _POOL
+    if _POOL is None:
+        import concurrent.futures
+
+        _POOL = concurrent.futures.ThreadPoolExecutor(max_workers=workers(), thread_name_prefix="precis-e2e")
+    return _POOL
+
+
 def logit_token_stats(ref, q, labels=None):
     """Per-token quantities of one sample: ref, q [tokens, vocab]; labels [tokens] or None."""
+    ref, q = np.asarray(ref), np.asarray(q)
+    n = ref.shape[0]
+    if n <= ROWS_PER_PIECE:
+        return _logit_rows(ref, q, labels)
+    starts = range(0, n, ROWS_PER_PIECE)
+    labels = None if labels is None else np.asarray(labels)
+    parts = list(_pool().map(lambda s: _logit_rows(ref[s:s + ROWS_PER_PIECE], q[s:s + ROWS_PER_PIECE],
+                                                   None if labels is None else labels[s:s + ROWS_PER_PIECE]), starts))
+    return {key: np.concatenate([p[key] for p in parts]) for key in parts[0]}
+
+
+def _logit_rows(ref, q, labels=None):
     lp, lq = _log_softmax(ref), _log_softmax(q)
     p, pq = np.exp(lp), np.exp(lq)
     out = {
@@ -73,7 +111,7 @@ def logit_token_stats(ref, q, labels=None):
         rows = np.arange(len(labels))
         out["ce_ref"] = np.where(keep, -lp[rows, np.where(keep, labels, 0)], np.nan)
         out["ce_q"] = np.where(keep, -lq[rows, np.where(keep, labels, 0)], np.nan)
-    out.update(kld.token_extras(lp, lq, labels))  # JSD, the reference's confidence, the label's ranks
+    out.update(kld.token_extras(lp, lq, labels, p=p, q=pq))  # JSD, the reference's confidence, the label's ranks
     return out
 
 

@@ -39,13 +39,15 @@ GATE_METRICS = ("ppl_q", "ppl_base", "ppl_ratio", "ln_ppl_ratio", "ppl_diff", "k
 HIGHER_IS_BETTER = {"same_top", "label_top1_q", "label_top5_q"}
 
 
-def token_extras(lp, lq, labels=None):
+def token_extras(lp, lq, labels=None, p=None, q=None):
     """Per-token quantities beside endtoend's (lp, lq: float64 log-softmax [tokens, vocab]):
     jsd      Jensen-Shannon divergence in nats, 1/2 KL(p||m) + 1/2 KL(q||m), m = (p + q)/2
     conf     the reference's top-token probability max_v p_ref (ExLlamaV3's confidence)
     rank_ref, rank_q  the label's 0-based rank in each model's distribution (ties: the lower token
-             id first, as argmax and endtoend's top-5), -1 where there is no label."""
-    p, q = np.exp(lp), np.exp(lq)
+             id first, as argmax and endtoend's top-5), -1 where there is no label.
+    p, q: exp(lp), exp(lq) when the caller has them (the same values, not computed twice)."""
+    p = np.exp(lp) if p is None else p
+    q = np.exp(lq) if q is None else q
     lm = np.logaddexp(lp, lq) - math.log(2.0)
     with np.errstate(invalid="ignore"):
         jsd = 0.5 * np.sum(np.where(p > 0, p * (lp - lm), 0.0), axis=-1) + \

@@ -62,7 +62,9 @@ def _chosen(name, layers, exclude):
 def weight_kn(module, in_major):
     """b of the GEMM as a dataset stores it: float32 [k, n] (W^T of an nn.Linear, W of a Conv1D)."""
     w = module.weight.detach().to(torch.float32)
-    return np.ascontiguousarray((w if in_major else w.t()).cpu().numpy())
+    # torch's contiguous() transposes in cache blocks on every core; NumPy's strided copy of the
+    # transposed view took ~6 % of a verify (lm_head's 49152 x 576, per call). The same values.
+    return np.ascontiguousarray((w if in_major else w.t().contiguous()).cpu().numpy())
 
 
 # ----------------------------------------------------------------------------------------------

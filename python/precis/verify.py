@@ -103,6 +103,7 @@ def text_windows(text, tokenizer, tokens):
 
 GiB = 1 << 30
 DEFAULT_BATCH_BUDGET = GiB // 2  # what the batch adds when neither --batch-size nor --max-memory is given
+REFERENCE_BLOCK_COLS = 4096  # PRECIS_REFERENCE_BLOCK_COLS: b's columns widened to float64 at a time
 
 
 def parse_bytes(text):
@@ -154,11 +155,12 @@ class MemoryEstimate:
 
     def layer(self, batch):
         """One layer at a time: its weights transposed to [k, n] float32 (the emulation's and the check's
-        b), their float64 copy (the reference dgemm) and the emulation's quantized copy, the isolated
+        b) and the emulation's quantized copy (float32 codes or rounded values), the float64 copy of
+        one block of at most 4096 of its columns (the reference dgemm, data/generate.h), the isolated
         output and its quantized inputs, and the reference of one block of 256 rows (c_ref and
         ab_abs, float64)."""
         rows = batch * self.tokens
-        per_weight = self.max_kn * (4 + 8 + 4)
+        per_weight = self.max_kn * (4 + 4) + self.max_k * min(self.max_n, REFERENCE_BLOCK_COLS) * 8
         iso = rows * self.max_n * 4 * 2 if self.isolated else 0
         ref = max(256, self.tokens) * self.max_n * 16
         return per_weight + iso + ref + rows * self.max_k * 8
@@ -166,13 +168,15 @@ class MemoryEstimate:
     def per_batch(self, batch):
         """One batch: the emulated model's GEMM outputs of every planned layer (float32, kept until
         the reference pass reaches the layer), both models' final outputs (+ float64 ones), the
-        forward's own activations (hidden states, attention scores) and, per sample, the float64
-        log-softmax temporaries of the end-to-end metrics."""
+        forward's own activations (hidden states, attention scores) and the float64 log-softmax
+        temporaries of the end-to-end metrics (a piece of tokens per thread)."""
         rows = batch * self.tokens
         recorded = rows * self.sum_n * 4
         finals = rows * self.out_features * (4 + 4 + (8 if self.fp64 else 0))
         forward = rows * self.hidden * 4 * 8 + batch * self.heads * self.tokens * self.tokens * 4 * 2
-        metrics = self.tokens * self.out_features * 8 * 6
+        # endtoend.logit_token_stats: a piece of ROWS_PER_PIECE tokens per worker in flight.
+        metric_rows = min(self.tokens, endtoend.ROWS_PER_PIECE * endtoend.workers())
+        metrics = metric_rows * self.out_features * 8 * 6
         return recorded + finals + forward + metrics
 
     def total(self, batch):
@@ -429,7 +433,7 @@ def verify(model, plan, inputs, *, tokenizer=None, out=None, require=(), alpha=0
     from . import attention_check, kvcache
     from . import torch as pt
 
-    started = time.time()
+    started, cpu_started = time.time(), time.process_time()
     saved = None  # a reference computed once (precis.reference): its tokens and outputs
     if reference not in ("fp32", "fp64"):
         if not os.path.isfile(str(reference)):
@@ -568,7 +572,8 @@ def verify(model, plan, inputs, *, tokenizer=None, out=None, require=(), alpha=0
                         "first_crossing": None if crossing is None else {"layer": crossing["layer"],
                                                                          "depth": crossing["depth"],
                                                                          "rel_fro": crossing["cumulative"]["rel_fro"]["worst"]},
-                        "seconds": round(time.time() - started, 3)}
+                        "seconds": round(time.time() - started, 3),
+                        "cpu_seconds": round(time.process_time() - cpu_started, 3)}
     if kv_ctx is not None:
         report["verify"]["kv"] = None if not kv else {
             "k": kv_ctx.k_fmt.text, "v": kv_ctx.v_fmt.text,

@@ -84,29 +84,38 @@ static precis_status reference_compute(const float *a32, const float *b32, const
     return precis_fail(PRECIS_E_INPUT, "m, n and k must be below 2^31 (OpenBLAS's int dimensions)");
   const int64_t samples = b_batched ? batch : 1, rows_per = b_batched ? m : batch * m;
   const int64_t block_rows = rows_per < PRECIS_REFERENCE_BLOCK_ROWS ? rows_per : PRECIS_REFERENCE_BLOCK_ROWS;
+  const int64_t block_cols = n < PRECIS_REFERENCE_BLOCK_COLS ? n : PRECIS_REFERENCE_BLOCK_COLS;
   const uint64_t kn = (uint64_t)k * (uint64_t)n;
-  /* a is loaded a block at a time (the block stays in cache for its dgemm), b a sample at a time. */
-  const uint64_t a_count = (uint64_t)block_rows * (uint64_t)k;
-  double *a64 = scratch_grow(&scratch.a64, &scratch.a_cap, a_count), *b64 = scratch_grow(&scratch.b64, &scratch.b_cap, kn);
+  /* a is loaded a block at a time (the block stays in cache for its dgemm), b a block of columns
+   * at a time: a wide b (an lm_head's 49152 or 128256 outputs) is never copied whole to float64. */
+  const uint64_t a_count = (uint64_t)block_rows * (uint64_t)k, b_count = (uint64_t)k * (uint64_t)block_cols;
+  double *a64 = scratch_grow(&scratch.a64, &scratch.a_cap, a_count);
+  double *b64 = scratch_grow(&scratch.b64, &scratch.b_cap, b_count);
   if (!a64 || !b64)
     return precis_fail(PRECIS_E_NOMEM, "out of host memory for the float64 copies of a and b (%.3g GiB)",
-                       (double)(a_count + kn) * 8.0 / 1073741824.0);
+                       (double)(a_count + b_count) * 8.0 / 1073741824.0);
   /* One GEMM per block of PRECIS_REFERENCE_BLOCK_ROWS rows (of the whole batch when b is shared,
-   * of each sample when it is batched): OpenBLAS's result for an element can depend on the shape
-   * of the call it is in (its kernels and thread split change with M), so fixed blocks make the
-   * references independent of how many rows are computed at once, and gen --tile-rows (whole
-   * blocks per tile) writes the references this path writes. */
+   * of each sample when it is batched) and PRECIS_REFERENCE_BLOCK_COLS columns: OpenBLAS's result
+   * for an element can depend on the shape of the call it is in (its kernels and thread split
+   * change with M and N), so fixed blocks make the references independent of how many rows are
+   * computed at once, and gen --tile-rows (whole blocks per tile), import and verify's layer
+   * checks write the references this path writes. */
   for (int64_t s = 0; s < samples; s++)
     for (int pass = 0; pass < (ab_abs ? 2 : 1); pass++) {
       const bool absolute = pass == 1;
       double *c = absolute ? ab_abs : c_ref;
-      load_f64(b32, b_wide, (uint64_t)s * kn, b64, kn, absolute);
-      for (int64_t r0 = 0; r0 < rows_per; r0 += PRECIS_REFERENCE_BLOCK_ROWS) {
-        int64_t rows = rows_per - r0 < PRECIS_REFERENCE_BLOCK_ROWS ? rows_per - r0 : PRECIS_REFERENCE_BLOCK_ROWS;
-        uint64_t row = (uint64_t)s * (uint64_t)rows_per + (uint64_t)r0;
-        load_f64(a32, a_wide, row * (uint64_t)k, a64, (uint64_t)rows * (uint64_t)k, absolute);
-        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)n, (int)k, 1.0, a64, (int)k, b64, (int)n,
-                    0.0, c + row * (uint64_t)n, (int)n);
+      for (int64_t c0 = 0; c0 < n; c0 += block_cols) {
+        const int64_t cols = n - c0 < block_cols ? n - c0 : block_cols;
+        for (int64_t p = 0; p < k; p++)
+          load_f64(b32, b_wide, (uint64_t)s * kn + (uint64_t)p * (uint64_t)n + (uint64_t)c0,
+                   b64 + (uint64_t)p * (uint64_t)cols, (uint64_t)cols, absolute);
+        for (int64_t r0 = 0; r0 < rows_per; r0 += PRECIS_REFERENCE_BLOCK_ROWS) {
+          int64_t rows = rows_per - r0 < PRECIS_REFERENCE_BLOCK_ROWS ? rows_per - r0 : PRECIS_REFERENCE_BLOCK_ROWS;
+          uint64_t row = (uint64_t)s * (uint64_t)rows_per + (uint64_t)r0;
+          load_f64(a32, a_wide, row * (uint64_t)k, a64, (uint64_t)rows * (uint64_t)k, absolute);
+          cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)cols, (int)k, 1.0, a64, (int)k, b64,
+                      (int)cols, 0.0, c + row * (uint64_t)n + (uint64_t)c0, (int)n);
+        }
       }
     }
   return PRECIS_OK;
@@ -580,8 +589,9 @@ static precis_status generate_workload(const precis_suite *suite, const precis_s
   uint64_t c_count = (uint64_t)w->batch * (uint64_t)w->m * (uint64_t)w->n;
   uint64_t calib_count = (uint64_t)w->calib * (uint64_t)w->m * (uint64_t)w->k;
   /* bytes counts the float64 inputs (and their float32 rounding) when wide; the float64 copies of
-   * precis_reference_compute are a block of rows of a, and one b. */
-  const uint64_t copies = 8 * ((uint64_t)PRECIS_REFERENCE_BLOCK_ROWS * (uint64_t)w->k + (uint64_t)w->k * (uint64_t)w->n);
+   * precis_reference_compute are a block of rows of a, and a block of columns of b. */
+  const uint64_t copies = 8 * ((uint64_t)PRECIS_REFERENCE_BLOCK_ROWS * (uint64_t)w->k +
+                                (uint64_t)w->k * (uint64_t)(w->n < PRECIS_REFERENCE_BLOCK_COLS ? w->n : PRECIS_REFERENCE_BLOCK_COLS));
   uint64_t need = bytes == UINT64_MAX ? UINT64_MAX : bytes + copies, have = host_memory();
   if (bytes == UINT64_MAX || need > have) {
     free(info.reference);

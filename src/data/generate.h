@@ -64,11 +64,14 @@ precis_status precis_generate_worker(const precis_suite *suite, const precis_mpi
 /* References are computed by GEMMs of this many rows of one sample at a time (the last block of a
  * sample may be shorter); gen --tile-rows rounds its tiles up to whole blocks. */
 #define PRECIS_REFERENCE_BLOCK_ROWS 256
+/* ... and of this many columns of b (the last block may be narrower): a wide b is widened to
+ * float64 a block at a time, 8·k·4096 bytes, not 8·k·n. Narrower b are one block, as before. */
+#define PRECIS_REFERENCE_BLOCK_COLS 4096
 
 /* c_ref = a.b and (when ab_abs is not NULL) ab_abs = |a|.|b|, accumulated in float64 by OpenBLAS
  * dgemm from the float32 values (each product of two float32 values is exact in float64).
- * a is [batch, m, k]; b is [k, n], or [batch, k, n] when b_batched. Needs 8·(256·k + k·n) bytes of
- * float64 copies, kept for the next call (precis_reference_release). */
+ * a is [batch, m, k]; b is [k, n], or [batch, k, n] when b_batched. Needs 8·(256·k + k·min(n, 4096))
+ * bytes of float64 copies, kept for the next call (precis_reference_release). */
 precis_status precis_reference_compute(const float *a, const float *b, int64_t batch, int64_t m, int64_t n, int64_t k,
                                        bool b_batched, double *c_ref, double *ab_abs);
 /* Frees the float64 copies precis_reference_compute keeps between calls (of this thread). */

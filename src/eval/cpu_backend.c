@@ -32,12 +32,17 @@
 
 /* 127 * 127 * k must stay below 2^31 for the int32 accumulators the GPU path uses. */
 #define INT8_MAX_K 133143LL
+/* Integer products summed by sgemm are exact while every partial sum is an integer of magnitude at
+ * most 2^24 (float32's 24-bit significand): |code| <= 128, so 128 * 128 * 1024 = 2^24 bounds any
+ * order of summation over a chunk of 1024 products. The chunks' sums are then added in int32
+ * (exact below 2^31, INT8_MAX_K). Twice dgemm's speed, the same integers. */
+#define INT8_SGEMM_CHUNK_K 1024
 
 /* How a spec runs here. */
 typedef enum cpu_gemm {
   CPU_GEMM_SGEMM,     /* float operands (rounded, or decoded and scaled), fp32 products and sums */
   CPU_GEMM_F16_ACC,   /* every partial sum rounded to fp16 */
-  CPU_GEMM_INT_EXACT, /* integer operands: exact integer arithmetic (dgemm on integer values) */
+  CPU_GEMM_INT_EXACT, /* integer operands: exact integer arithmetic (sgemm on integer values in exact k-chunks) */
   CPU_GEMM_DGEMM,     /* fp64 operands and accumulation (OpenBLAS dgemm) */
   CPU_GEMM_SPLIT_F32, /* tf32x3, bf16x3/x6/x9: split terms, fp32 sums in a fixed order (split.h) */
   CPU_GEMM_OZAKI,     /* int8x<N>: exact slice products (dgemm on integer values), fp64 combination */
@@ -55,8 +60,8 @@ typedef struct cpu_case {
   precis_host_tracker tracker;
   size_t a_count, b_count, c_count, b_matrices, a_rows;
   float *a_in, *b_in;       /* inputs as the GEMM reads them, in float32 (rounded or decoded) */
-  double *a_int, *b_int;    /* int8 inputs as integer-valued doubles */
-  double *acc_int;          /* int8 accumulators */
+  float *a_int, *b_int;     /* int8 inputs as integer-valued floats */
+  int32_t *acc_int;         /* int8 accumulators */
   float *a_scales, *b_scales; /* int8: per row of A (batch*m), per column of B (b_matrices*n) */
   float tensor_scale_a, tensor_scale_b; /* scaled float operands: per-tensor scales (1 when unscaled) */
   size_t clipped;
@@ -100,13 +105,14 @@ static size_t ozaki_group_outputs(const cpu_case *cc) {
 static void case_release(cpu_case *cc) {
   case_free(cc, cc->a_in, cc->a_count, sizeof(float));
   case_free(cc, cc->b_in, cc->b_count, sizeof(float));
-  case_free(cc, cc->a_int, cc->a_count, sizeof(double));
-  case_free(cc, cc->b_int, cc->b_count, sizeof(double));
-  case_free(cc, cc->acc_int, cc->c_count, sizeof(double));
+  case_free(cc, cc->a_int, cc->a_count, sizeof(float));
+  case_free(cc, cc->b_int, cc->b_count, sizeof(float));
+  case_free(cc, cc->acc_int, cc->c_count, sizeof(int32_t));
   case_free(cc, cc->a_scales, cc->a_rows, sizeof(float));
   case_free(cc, cc->b_scales, cc->b_matrices * (size_t)cc->w->n, sizeof(float));
   cc->a_in = cc->b_in = NULL;
-  cc->a_int = cc->b_int = cc->acc_int = NULL;
+  cc->a_int = cc->b_int = NULL;
+  cc->acc_int = NULL;
   cc->a_scales = cc->b_scales = NULL;
   size_t terms = (size_t)cc->fsplit.terms, slices = (size_t)cc->spec->split_terms;
   case_free(cc, cc->a_terms, terms * cc->a_count, sizeof(float));
@@ -213,10 +219,23 @@ static void run_gemm(cpu_case *cc, double *f16_acc_row) {
   for (size_t g = 0; g < groups; g++) {
     size_t a_off = g * rows * k, c_off = g * rows * n;
     switch (cc->gemm) {
-    case CPU_GEMM_INT_EXACT:
-      cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)n, (int)k, 1.0, cc->a_int + a_off, (int)k,
-                  cc->b_int + (w->b_batched ? g * k * n : 0), (int)n, 0.0, cc->acc_int + c_off, (int)n);
+    case CPU_GEMM_INT_EXACT: {
+      /* Each chunk's exact sum lands in c (float32, overwritten by the dequantization later), then
+       * in the int32 accumulators. */
+      const float *b_int = cc->b_int + (w->b_batched ? g * k * n : 0);
+      float *chunk = cc->c + c_off;
+      int32_t *acc = cc->acc_int + c_off;
+      for (size_t k0 = 0; k0 < k; k0 += INT8_SGEMM_CHUNK_K) {
+        size_t len = k - k0 < INT8_SGEMM_CHUNK_K ? k - k0 : INT8_SGEMM_CHUNK_K;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)n, (int)len, 1.0f, cc->a_int + a_off + k0,
+                    (int)k, b_int + k0 * n, (int)n, 0.0f, chunk, (int)n);
+        if (k0 == 0)
+          for (size_t i = 0; i < rows * n; i++) acc[i] = (int32_t)chunk[i];
+        else
+          for (size_t i = 0; i < rows * n; i++) acc[i] += (int32_t)chunk[i];
+      }
       break;
+    }
     case CPU_GEMM_F16_ACC:
       precis_gemm_fp16acc(cc->a_in + a_off, b_matrix_f(cc, cc->b_in, g), cc->c + c_off, rows, n, k, f16_acc_row);
       break;
@@ -242,8 +261,8 @@ static void run_gemm(cpu_case *cc, double *f16_acc_row) {
   }
 }
 
-static void to_integer_doubles(const int8_t *q, double *out, size_t count) {
-  for (size_t i = 0; i < count; i++) out[i] = (double)q[i];
+static void to_integer_floats(const int8_t *q, float *out, size_t count) {
+  for (size_t i = 0; i < count; i++) out[i] = (float)q[i];
 }
 
 /* The calibration method behind a static scale spec. */
@@ -296,7 +315,7 @@ static precis_status quantize_int8_a(cpu_case *cc, int8_t *a_q, precis_kv_list *
   return PRECIS_OK;
 }
 
-/* Integer operands: s8 codes as integer-valued doubles, with their scales. */
+/* Integer operands: s8 codes as integer-valued floats, with their scales. */
 static precis_status prepare_int8(cpu_case *cc, precis_kv_list *details) {
   const precis_workload_info *w = cc->w;
   const precis_workload_data *d = cc->d;
@@ -313,11 +332,11 @@ static precis_status prepare_int8(cpu_case *cc, precis_kv_list *details) {
   int8_t *b_q = case_alloc(cc, cc->b_count, 1);
   cc->a_scales = case_alloc(cc, cc->a_rows, sizeof(float));
   cc->b_scales = case_alloc(cc, cc->b_matrices * n, sizeof(float));
-  cc->a_int = case_alloc(cc, cc->a_count, sizeof(double));
-  cc->b_int = case_alloc(cc, cc->b_count, sizeof(double));
-  cc->acc_int = case_alloc(cc, cc->c_count, sizeof(double));
+  cc->a_int = case_alloc(cc, cc->a_count, sizeof(float));
+  cc->b_int = case_alloc(cc, cc->b_count, sizeof(float));
+  cc->acc_int = case_alloc(cc, cc->c_count, sizeof(int32_t));
   if (!a_q || !b_q || !cc->a_scales || !cc->b_scales || !cc->a_int || !cc->b_int || !cc->acc_int) {
-    st = out_of_memory(cc, "the int8 operands", (cc->a_count + cc->b_count) * 9 + cc->c_count * 8);
+    st = out_of_memory(cc, "the int8 operands", (cc->a_count + cc->b_count) * 5 + cc->c_count * 4);
     goto done;
   }
   st = quantize_int8_a(cc, a_q, details);
@@ -328,8 +347,8 @@ static precis_status prepare_int8(cpu_case *cc, precis_kv_list *details) {
     cc->clipped += precis_int8_quantize_cols(b, k, n, cc->b_scales + g * n, b_q + g * k * n);
   }
   precis_kv_set(details, "b_scales", "per column (amax/127)");
-  to_integer_doubles(a_q, cc->a_int, cc->a_count);
-  to_integer_doubles(b_q, cc->b_int, cc->b_count);
+  to_integer_floats(a_q, cc->a_int, cc->a_count);
+  to_integer_floats(b_q, cc->b_int, cc->b_count);
 done:
   case_free(cc, a_q, cc->a_count, 1);
   case_free(cc, b_q, cc->b_count, 1);
@@ -550,16 +569,11 @@ static bool finish_output(cpu_case *cc) {
   size_t m = (size_t)w->m, n = (size_t)w->n;
   if (cc->gemm == CPU_GEMM_QUANTIZED) return precis_cpu_quant_finish(cc->quant, cc->c, cc->details);
   if (cc->gemm == CPU_GEMM_INT_EXACT) {
-    /* The accumulators are exact integers below 2^31: convert, then dequantize as the GPU does. */
-    int32_t *acc = case_alloc(cc, m * n, sizeof *acc);
-    if (!acc) return false;
+    /* The accumulators are exact int32 sums: dequantize as the GPU does. */
     for (size_t b = 0; b < (size_t)w->batch; b++) {
-      const double *src = cc->acc_int + b * m * n;
       const float *col_scales = cc->b_scales + (w->b_batched ? b * n : 0);
-      for (size_t i = 0; i < m * n; i++) acc[i] = (int32_t)src[i];
-      precis_int8_dequantize(acc, m, n, cc->a_scales + b * m, col_scales, cc->c + b * m * n);
+      precis_int8_dequantize(cc->acc_int + b * m * n, m, n, cc->a_scales + b * m, col_scales, cc->c + b * m * n);
     }
-    case_free(cc, acc, m * n, sizeof *acc);
   } else if (spec_is_scaled(cc->spec)) {
     float s = cc->tensor_scale_a * cc->tensor_scale_b;
     for (size_t i = 0; i < cc->c_count; i++) cc->c[i] *= s;
@@ -836,7 +850,8 @@ static void describe_emulation(const cpu_case *cc, precis_case_output *out) {
   }
   precis_kv_set(&out->details, "emulation",
                 cc->gemm == CPU_GEMM_QUANTIZED  ? precis_cpu_quant_emulation(cc->quant)
-                : cc->gemm == CPU_GEMM_INT_EXACT  ? "exact integer GEMM (dgemm on integer values), dequant in f32"
+                : cc->gemm == CPU_GEMM_INT_EXACT  ? "exact integer GEMM (sgemm on integer values, k in chunks of 1024: "
+                                                  "every partial sum exact below 2^24; int32 sums), dequant in f32"
                 : cc->gemm == CPU_GEMM_F16_ACC ? "every partial sum rounded to fp16, sequential k order"
                 : cc->gemm == CPU_GEMM_DGEMM   ? "FP64 products and sums (OpenBLAS dgemm)"
                 : cc->gemm == CPU_GEMM_SPLIT_F32

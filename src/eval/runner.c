@@ -2,6 +2,7 @@
 
 #include <cjson/cJSON.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,24 +64,75 @@ void precis_row_judge(precis_row *row, const precis_criteria *criteria) {
     row->verdict_detail = precis_asprintf("%s is null, fails %s", precis_metric_get(c->metric)->key, crit);
 }
 
-precis_status precis_case_sample_metrics(const precis_workload_info *w, const precis_workload_data *d, const float *c,
-                                         const double *c64, precis_sample_metrics *samples) {
+/* Samples [first, last) of precis_case_sample_metrics, on one thread. */
+typedef struct sample_metrics_job {
+  const precis_workload_info *w;
+  const precis_workload_data *d;
+  const float *c;
+  const double *c64;
+  precis_sample_metrics *samples;
+  size_t first, last;
+  bool failed;
+} sample_metrics_job;
+
+static void *sample_metrics_range(void *arg) {
+  sample_metrics_job *job = arg;
+  const precis_workload_info *w = job->w;
+  const precis_workload_data *d = job->d;
   const size_t per_sample = (size_t)(w->m * w->n);
   /* A logit workload (an lm_head): each output row is one token's logits, judged also as the
    * distribution the model outputs (KL both ways, top-1 agreement; docs/criteria.md). */
   const bool logits = w->output_kind && strcmp(w->output_kind, "logits") == 0;
   double *scratch = logits ? malloc(2 * (size_t)w->m * sizeof *scratch) : NULL;
-  if (logits && !scratch) return precis_fail(PRECIS_E_NOMEM, "out of memory computing the logit metrics");
-  for (size_t b = 0; b < (size_t)w->batch; b++) {
-    precis_metrics_sample_wide(c + b * per_sample, c64 ? c64 + b * per_sample : NULL, d->c_ref + b * per_sample,
-                               d->c_ref_lo ? d->c_ref_lo + b * per_sample : NULL, d->ab_abs + b * per_sample,
-                               per_sample, &samples[b]);
+  if (logits && !scratch) {
+    job->failed = true;
+    return NULL;
+  }
+  for (size_t b = job->first; b < job->last; b++) {
+    const float *c = job->c + b * per_sample;
+    const double *c64 = job->c64 ? job->c64 + b * per_sample : NULL;
+    precis_metrics_sample_wide(c, c64, d->c_ref + b * per_sample, d->c_ref_lo ? d->c_ref_lo + b * per_sample : NULL,
+                               d->ab_abs + b * per_sample, per_sample, &job->samples[b]);
     if (logits)
-      precis_metrics_logits(c + b * per_sample, c64 ? c64 + b * per_sample : NULL, d->c_ref + b * per_sample,
-                            d->c_ref_lo ? d->c_ref_lo + b * per_sample : NULL, (size_t)w->m, (size_t)w->n, scratch,
-                            &samples[b]);
+      precis_metrics_logits(c, c64, d->c_ref + b * per_sample, d->c_ref_lo ? d->c_ref_lo + b * per_sample : NULL,
+                            (size_t)w->m, (size_t)w->n, scratch, &job->samples[b]);
   }
   free(scratch);
+  return NULL;
+}
+
+/* Below this many outputs per thread a thread costs more than it saves. */
+#define SAMPLE_METRICS_MIN_PER_THREAD ((size_t)1 << 18)
+#define SAMPLE_METRICS_MAX_THREADS 16
+
+precis_status precis_case_sample_metrics(const precis_workload_info *w, const precis_workload_data *d, const float *c,
+                                         const double *c64, precis_sample_metrics *samples) {
+  /* Each sample's metrics are its own (nothing is summed across samples here), so samples are
+   * split across the online CPUs: the same values in any split. */
+  const size_t batch = (size_t)w->batch, per_sample = (size_t)(w->m * w->n);
+  static _Atomic long online;
+  long cpus = online;
+  if (cpus == 0) online = cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  size_t threads = cpus > 1 ? (size_t)cpus : 1;
+  if (threads > SAMPLE_METRICS_MAX_THREADS) threads = SAMPLE_METRICS_MAX_THREADS;
+  if (threads > batch) threads = batch;
+  while (threads > 1 && batch * per_sample / threads < SAMPLE_METRICS_MIN_PER_THREAD) threads--;
+  if (threads < 1) threads = 1;
+  sample_metrics_job jobs[SAMPLE_METRICS_MAX_THREADS];
+  pthread_t ids[SAMPLE_METRICS_MAX_THREADS];
+  bool started[SAMPLE_METRICS_MAX_THREADS];
+  for (size_t t = 0; t < threads; t++) {
+    jobs[t] = (sample_metrics_job){w, d, c, c64, samples, batch * t / threads, batch * (t + 1) / threads, false};
+    started[t] = t > 0 && pthread_create(&ids[t], NULL, sample_metrics_range, &jobs[t]) == 0;
+  }
+  for (size_t t = 0; t < threads; t++)
+    if (!started[t]) sample_metrics_range(&jobs[t]);
+  bool failed = false;
+  for (size_t t = 0; t < threads; t++) {
+    if (t > 0 && started[t]) pthread_join(ids[t], NULL);
+    failed = failed || jobs[t].failed;
+  }
+  if (failed) return precis_fail(PRECIS_E_NOMEM, "out of memory computing the logit metrics");
   return PRECIS_OK;
 }
 

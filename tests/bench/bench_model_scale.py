@@ -3,7 +3,8 @@
 forward against capture, import, run and verify (an int8 plan and a bf16 plan) on WINDOWS windows
 of TOKENS tokens: time and peak RSS (the child's ru_maxrss), with the targets as ratios. The forward's
 and verify's times are their own, the model loaded before the clock starts (verify's from its
-report, verify.seconds); capture, import and run are their processes' wall times. Targets:
+report, verify.seconds; their CPU seconds, all threads, beside: the machine may be shared); capture, import and
+run are their processes' wall times. Targets:
 verify int8 <= 5x the plain forward, bf16 <= 10x; peak RSS <= the fp32 weights + 1.5 GB.
 
     build/venv/bin/python tests/bench/bench_model_scale.py [--sizes 135m,0.5b,1b] [--steps ...]
@@ -57,9 +58,9 @@ model = transformers.AutoModelForCausalLM.from_pretrained(sys.argv[1], dtype="fl
 ids = torch.from_numpy(np.load(sys.argv[2]))
 with torch.no_grad():
     model(ids[:1])  # warm-up
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     model(ids)
-    print(time.perf_counter() - t)
+    print(time.perf_counter() - t, time.process_time() - c)
 """
 
 CAPTURE = r"""
@@ -109,7 +110,7 @@ def main():
     py = sys.executable
     work = args.keep or tempfile.mkdtemp(prefix="precis-bench-scale-")
     os.makedirs(work, exist_ok=True)
-    table = []
+    table, cpu = [], {}  # cpu: (size, step) -> CPU seconds of the forward / verify itself (all threads)
     try:
         for size in args.sizes.split(","):
             d = os.path.join(work, size)
@@ -131,8 +132,8 @@ def main():
             np.save(ids_path, np.random.default_rng(0).integers(0, V, (args.windows, args.tokens)).astype(np.int64))
             rows = {}
 
-            def step(name, argv):
-                w, rss, rc, out, err = run_child(argv, env)
+            def step(name, argv, child_env=env):
+                w, rss, rc, out, err = run_child(argv, child_env)
                 ok = rc in (0, 3)
                 rows[name] = (w, rss, ok, out)
                 print(f"  {size} {name}: {w:.1f} s, peak RSS {fmt_gb(rss)} GB{'' if ok else ' FAILED: ' + err[-600:]}",
@@ -141,11 +142,16 @@ def main():
 
             print(f"{size}: {params / 1e6:.0f}M parameters, fp32 weights {fmt_gb(weights)} GB", file=sys.stderr, flush=True)
             if "forward" in steps:
-                out = step("forward", [py, "-c", FORWARD, model_dir, ids_path])
+                # With the OpenMP wait policy python -m precis verify sets (precis/__main__.py): on a
+                # shared machine torch's spinning threads would inflate the forward's CPU seconds.
+                out = step("forward", [py, "-c", FORWARD, model_dir, ids_path],
+                           dict(env, OMP_WAIT_POLICY=env.get("OMP_WAIT_POLICY", "PASSIVE")))
                 if rows["forward"][2]:
                     # The forward itself, in its process (the model loaded before the clock starts).
-                    rows["forward"] = (float(out.strip().splitlines()[-1]),) + rows["forward"][1:]
-                    print(f"  {size} forward itself: {rows['forward'][0]:.2f} s", file=sys.stderr, flush=True)
+                    wall_s, cpu_s = map(float, out.strip().splitlines()[-1].split())
+                    rows["forward"] = (wall_s,) + rows["forward"][1:]
+                    cpu[(size, "forward")] = cpu_s
+                    print(f"  {size} forward itself: {wall_s:.2f} s, CPU {cpu_s:.2f} s", file=sys.stderr, flush=True)
             acts = os.path.join(d, "acts.npz")
             if "capture" in steps:
                 step("capture", [py, "-c", CAPTURE, model_dir, ids_path, acts])
@@ -170,9 +176,11 @@ def main():
                 if rows[name][2] and os.path.exists(report):
                     # verify's own time (verify.seconds: the model loaded before it starts), as the forward's.
                     with open(report) as f:
-                        seconds = json.load(f)["verify"]["seconds"]
+                        v = json.load(f)["verify"]
+                    seconds = v["seconds"]
                     rows[name] = (seconds,) + rows[name][1:]
-                    print(f"  {size} {name} itself: {seconds:.1f} s", file=sys.stderr, flush=True)
+                    cpu[(size, name)] = v.get("cpu_seconds")
+                    print(f"  {size} {name} itself: {seconds:.1f} s, CPU {cpu[(size, name)]} s", file=sys.stderr, flush=True)
             table.append((size, params, weights, rows))
     finally:
         if not args.keep:
@@ -180,8 +188,10 @@ def main():
 
     print(f"\n{args.windows} windows x {args.tokens} tokens, {os.cpu_count()} CPUs; targets: verify int8 <= 5x forward, "
           f"bf16 <= 10x; peak RSS <= fp32 weights + 1.5 GB\n")
-    print("| model | step | wall s | x forward | target | peak RSS GB | RSS - fp32 weights GB | RSS target |")
-    print("|---|---|---|---|---|---|---|---|")
+    print(f"load average at the end: {', '.join(f'{x:.1f}' for x in os.getloadavg())} (the machine is shared: CPU "
+          "seconds, all threads, beside wall)\n")
+    print("| model | step | wall s | x forward | target | CPU s | CPU x forward | peak RSS GB | RSS - fp32 weights GB | RSS target |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for size, params, weights, rows in table:
         fwd = rows.get("forward", (None,))[0]
         for name in STEPS:
@@ -195,8 +205,11 @@ def main():
             label = name + ("" if ok else " (failed)")
             if name == "import" and len(extra) > 1:
                 label += f" ({extra[1] / 1e9:.2f} GB dataset)"
+            c, c_fwd = cpu.get((size, name)), cpu.get((size, "forward"))
+            c_ratio = f"{c / c_fwd:.1f}" if c is not None and c_fwd else ""
             print(f"| {size} ({params / 1e6:.0f}M) | {label} | {w:.1f} | {'' if ratio is None else f'{ratio:.1f}'} | "
-                  f"{'' if target is None else f'<= {target:.0f}x{verdict}'} | {fmt_gb(rss)} | {over:+.2f} | "
+                  f"{'' if target is None else f'<= {target:.0f}x{verdict}'} | {'' if c is None else f'{c:.1f}'} | "
+                  f"{c_ratio} | {fmt_gb(rss)} | {over:+.2f} | "
                   f"{'ok' if over <= 1.5 else 'over'} |")
 
 

@@ -317,6 +317,44 @@ def main():
                 check(cl is not None and abs(cl["worst"] - frac) <= 1e-12 and abs(cl["mean"] - frac) <= 1e-12,
                       f"{wl}/{method}: clipped {cl}, expected {frac} ({clipped} of {a.size + b.size})")
 
+    # int8 over a long k: the cpu backend sums the codes' products by sgemm in chunks of 1024 (exact
+    # while every partial sum stays within 2^24) and adds the chunks in int32. Data near each
+    # row's/column's absmax make the codes ~115..127, positive over the first half of k and negative
+    # over the second: a running sum passes 2^24 (where float32 stops holding every integer) and
+    # the total comes back small (where float32 shows every unit), so an unchunked float32 sum is
+    # seen to be off (n = 64: at n = 5 OpenBLAS happened to sum exactly). k not a multiple of 1024
+    # leaves a partial last chunk. Shared and batched B.
+    long_ds = os.path.join(tmp, "long-k.h5")
+    rng = np.random.default_rng(7)
+    with h5py.File(long_ds, "w") as f:
+        f.attrs.update(format="precis-dataset", format_version=1, generator="test_float_recipes (h5py)",
+                       created_utc="2026-11-30T00:00:00Z", seed=0, suite="", dataset_id="int8-long-k")
+        for name, (batch, m, k, n, b_batched) in {"long_shared": (2, 3, 3000, 64, False),
+                                                   "long_batched": (2, 2, 2900, 48, True)}.items():
+            a = rng.uniform(0.9, 1.0, (batch, m, k)).astype(F32)
+            a[:, :, k // 2:] *= -1
+            b = rng.uniform(0.9, 1.0, (batch, k, n) if b_batched else (k, n)).astype(F32)
+            a64, b64 = a.astype(np.float64), b.astype(np.float64)
+            g = f.create_group(f"workloads/{name}")
+            g.attrs.update(kind="gemm", m=m, n=n, k=k, batch=batch, description="int8 long k", a_dist="uniform",
+                           b_dist="uniform")
+            if b_batched:
+                g.attrs["b_batched"] = 1
+            for dname, arr in (("a", a), ("b", b), ("c_ref", np.matmul(a64, b64)),
+                               ("ab_abs", np.matmul(np.abs(a64), np.abs(b64)))):
+                g.create_dataset(dname, data=arr)
+    long_out = os.path.join(tmp, "long-k-out.h5")
+    run(["run", long_ds, "--backend", "cpu", "--recipes", "int8", "-o", os.path.join(tmp, "long-rep"),
+         "--save-outputs", long_out, "--quiet"] + FAST)
+    with h5py.File(long_ds, "r") as d, h5py.File(long_out, "r") as o:
+        for wl in ("long_shared", "long_batched"):
+            a, b = d[f"/workloads/{wl}/a"][()], d[f"/workloads/{wl}/b"][()]
+            ref, _ = int8_expected(a, b)
+            got = o[f"/workloads/{wl}/int8/c"][()]
+            check(np.array_equal(ref.view(np.uint32), got.view(np.uint32)),
+                  f"{wl}/int8 (k={a.shape[2]}): differs from the exact integer computation "
+                  f"(max diff {np.max(np.abs(ref.astype(np.float64) - got)):.3g})")
+
     passed = 1 if not FAILURES else 0
     print(f"{passed} passed, {1 - passed} failed ({len(FAILURES)} failed checks)")
     return 1 if FAILURES else 0

@@ -339,8 +339,34 @@ def check_cli(model, tmp):
           f"a bad --noise-floor: exit {p.returncode} {p.stderr[-300:]}")
 
 
+def check_pieces_do_not_change_values():
+    """endtoend.logit_token_stats takes a sample's tokens ROWS_PER_PIECE at a time on a thread pool:
+    every per-token figure must be the same bits whatever the pieces (one piece, 16, 5; a partial
+    last piece), ties from bf16-rounded logits and unlabelled tokens included."""
+    rng = np.random.default_rng(11)
+    ref = (rng.standard_normal((37, 3000)) * 3).astype(np.float32)
+    q = ((ref + rng.standard_normal(ref.shape).astype(np.float32) * 0.1).view(np.uint32) & 0xFFFF0000).view(np.float32)
+    labels = rng.integers(0, 3000, 37)
+    labels[::7] = -100
+    saved = endtoend.ROWS_PER_PIECE
+    try:
+        results = {}
+        for rows in (1000, 16, 5):
+            endtoend.ROWS_PER_PIECE = rows
+            results[rows] = endtoend.logit_token_stats(ref, q, labels)
+    finally:
+        endtoend.ROWS_PER_PIECE = saved
+    whole = results[1000]
+    for rows in (16, 5):
+        for key, v in whole.items():
+            got = results[rows][key]
+            check(got.dtype == v.dtype and got.shape == v.shape and got.tobytes() == v.tobytes(),
+                  f"logit_token_stats {key}: pieces of {rows} rows differ from one piece")
+
+
 def main():
     check_block_on_logits()
+    check_pieces_do_not_change_values()
     model = seeded_llama()
     tmp = scratch.mkdtemp(prefix="precis-figures-")
     try:

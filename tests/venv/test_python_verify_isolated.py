@@ -3,8 +3,10 @@ rows `precis run` writes for the dataset `precis import --model --activations` m
 inputs, in every metric field, bit for bit (issue 40). The old way is done here by hand: the
 reference model's inputs captured with precis.torch.capture, the weights written as a checkpoint,
 import, run. A Llama built here (seeded): hidden 96 and intermediate 160 (not multiples of 128),
-grouped KV heads (6 query heads, 2 KV heads), a 1000-word head; a plan mixing int8 (row scales),
-fp8 (a tensor scale over the whole A), bf16 and the head's logit metrics.
+grouped KV heads (6 query heads, 2 KV heads), a 5000-word head (wider than the reference's column
+blocks of 4096: a full block and a partial one); a plan mixing int8 (row scales), fp8 (a tensor
+scale over the whole A), bf16 and the head's logit metrics. The head's c_ref in the imported
+dataset is checked against NumPy's float64 product, so that the blocks are seen to be placed right.
 
 - batch = all samples: every planned layer's row is equal (a tensor scale spans the same rows);
 - --batch-size 4 with 64-token windows (each batch whole blocks of 256 reference rows): the layers
@@ -44,7 +46,7 @@ METRIC_FIELDS = ("workload", "layer", "recipe", "spec", "m", "n", "k", "batch", 
 
 def llama():
     torch.manual_seed(1)
-    config = transformers.LlamaConfig(vocab_size=1000, hidden_size=96, intermediate_size=160, num_hidden_layers=2,
+    config = transformers.LlamaConfig(vocab_size=5000, hidden_size=96, intermediate_size=160, num_hidden_layers=2,
                                       num_attention_heads=6, num_key_value_heads=2, max_position_embeddings=128,
                                       tie_word_embeddings=False)
     model = transformers.LlamaForCausalLM(config).eval()
@@ -74,6 +76,17 @@ def precis_run_rows(tmp, model, chosen, ids):
         args += ["--layers", n]
     p = subprocess.run(args, capture_output=True, text=True)
     check(p.returncode == 0, f"import: {p.stderr[-800:]}")
+    import h5py
+
+    with h5py.File(ds, "r") as f:  # the head's reference, in column blocks of 4096: FP64-accurate
+        a = arrays["lm_head"].astype(np.float64).reshape(-1, arrays["lm_head"].shape[-1])
+        w = weights["lm_head.weight"].astype(np.float64)
+        c_ref = f["/workloads/lm_head/c_ref"][()].reshape(a.shape[0], -1)
+        ab_abs = f["/workloads/lm_head/ab_abs"][()].reshape(a.shape[0], -1)
+        bound = a.shape[1] * 2.0 ** -52 * (np.abs(a) @ np.abs(w.T))
+        check(c_ref.shape == (a.shape[0], w.shape[0]) and np.all(np.abs(c_ref - a @ w.T) <= bound)
+              and np.all(np.abs(ab_abs - np.abs(a) @ np.abs(w.T)) <= bound),
+              f"lm_head: the imported c_ref/ab_abs are not a.W^T, |a|.|W|^T to FP64 accuracy")
     rows = {}
     for i, recipe in enumerate(sorted(set(chosen.values()))):
         names = [n for n, r in chosen.items() if r == recipe]
@@ -99,7 +112,7 @@ def main():
     tmp = scratch.mkdtemp(prefix="precis-verify-isolated-")
     try:
         model = llama()
-        ids = np.random.default_rng(3).integers(0, 1000, (8, 64)).astype(np.int64)
+        ids = np.random.default_rng(3).integers(0, 5000, (8, 64)).astype(np.int64)
         chosen = pt.resolve_plan(model, PLAN)
         want, _ = precis_run_rows(tmp, model, chosen, torch.from_numpy(ids))
         check(want["lm_head"].get("logits") is not None, "the run's lm_head row carries the logit metrics")
