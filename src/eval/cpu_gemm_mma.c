@@ -836,6 +836,7 @@ static TARGET_F32 void f32_pack_rows(const float *a, size_t rows, size_t k, size
   }
 }
 
+#define F32_KC 256 /* k-chunk in elements: measured best of 128..1024 on AVX2 and AVX-512 */
 #define F32_MIN_WORK_PER_THREAD (1u << 21)
 
 static bool mma_vector_f32(const float *a, const float *b, float *c, size_t rows, size_t n, size_t k,
@@ -864,8 +865,7 @@ static bool mma_vector_f32(const float *a, const float *b, float *c, size_t rows
     if (threads < 1) threads = 1;
     /* k-chunk: F32_MC rows of A's (6 bytes an element) and F32_GROUP columns of B's within about
      * 192 KiB each (L2); a whole number of blocks. */
-    static size_t KC_ = 0; if (!KC_) { const char *e = getenv("XKC"); KC_ = e ? (size_t)atoi(e) : 256; }
-    size_t kc = KC_ / blk * blk;
+    size_t kc = F32_KC / blk * blk;
     if (kc < blk) kc = blk;
     if (kc > kp) kc = kp;
     f32_job jobs[MMA_MAX_THREADS];
