@@ -836,7 +836,7 @@ static TARGET_F32 void f32_pack_rows(const float *a, size_t rows, size_t k, size
   }
 }
 
-#define F32_KC 256 /* k-chunk in elements: measured best of 128..1024 on AVX2 and AVX-512 */
+#define F32_KC 256 /* k-chunk in elements: A and B panels of one chunk stay within L2 (see the packing comment below) */
 #define F32_MIN_WORK_PER_THREAD (1u << 21)
 
 static bool mma_vector_f32(const float *a, const float *b, float *c, size_t rows, size_t n, size_t k,
