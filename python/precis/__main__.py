@@ -7,6 +7,7 @@ from . import main
 # (how it is invoked, what it does): the commands the C command line does not have. The C usage
 # lists its own; python -m precis --help adds these after it.
 PYTHON_COMMANDS = (
+    ("capture", "a model's linear-layer inputs (and dL/dY, outputs) streamed to the files import --model reads"),
     ("verify", "reference vs emulated model on held-out inputs: end-to-end gates, error per layer"),
     ("plan --validate", "plans at several budgets checked by verify: does the prediction rank them?"),
     ("tasks", "task-level acceptance: a JSONL task file under the reference and the plan, flips, McNemar"),
@@ -19,6 +20,9 @@ def python_command(argv):
     if argv[:1] == ["verify"]:  # the model's output (DESIGN §16): Python, torch and transformers
         from .verify import main as verify_main
         return verify_main
+    if argv[:1] == ["capture"]:  # DESIGN §16, §20: precis.torch.capture streamed to files
+        from .capture import main as capture_main
+        return capture_main
     if argv[:1] == ["lm-eval"]:  # DESIGN §22: lm-evaluation-harness tasks with the plan emulated
         from .lmeval import main as lmeval_main
         return lmeval_main
