@@ -1247,8 +1247,8 @@ static herr_t write_array(hid_t loc, const char *name, int rank, const int64_t *
 }
 
 /* The arrays of a workload written out of core, in precis_dataset_writer_rows's names. */
-enum { TILED_A, TILED_B, TILED_C_REF, TILED_AB_ABS, TILED_CALIB_A, TILED_C_REF_LO, TILED_COUNT };
-static const char *const TILED_NAMES[TILED_COUNT] = {"a", "b", "c_ref", "ab_abs", "calib/a", "c_ref_lo"};
+enum { TILED_A, TILED_B, TILED_C_REF, TILED_AB_ABS, TILED_CALIB_A, TILED_C_REF_LO, TILED_GRAD, TILED_COUNT };
+static const char *const TILED_NAMES[TILED_COUNT] = {"a", "b", "c_ref", "ab_abs", "calib/a", "c_ref_lo", "grad"};
 
 struct precis_dataset_writer {
   char *final_path;
@@ -1428,7 +1428,8 @@ precis_status precis_dataset_writer_begin(precis_dataset_writer *w, const precis
   if (w->tiled_group < 0 || !w->tiled_name) goto failed;
   int64_t a_dims[3] = {info->batch, info->m, info->k}, c_dims[3] = {info->batch, info->m, info->n};
   int64_t b_dims[3] = {info->batch, info->k, info->n}, calib_dims[3] = {info->calib_samples, info->m, info->k};
-  const int64_t *dims[TILED_COUNT] = {a_dims, info->b_batched ? b_dims : b_dims + 1, c_dims, c_dims, calib_dims, c_dims};
+  const int64_t *dims[TILED_COUNT] = {a_dims, info->b_batched ? b_dims : b_dims + 1, c_dims, c_dims, calib_dims, c_dims,
+                                      c_dims};
   for (int i = 0; i < TILED_COUNT; i++) {
     w->tiled_rank[i] = i == TILED_B && !info->b_batched ? 2 : 3;
     w->tiled_cols[i] = dims[i][w->tiled_rank[i] - 1];
@@ -1443,6 +1444,8 @@ precis_status precis_dataset_writer_begin(precis_dataset_writer *w, const precis
   w->tiled[TILED_AB_ABS] = create_array(w->tiled_group, "ab_abs", 3, c_dims, ELEM_F64, w->gzip_level);
   for (int i = 0; i < TILED_CALIB_A; i++)
     if (w->tiled[i] < 0) goto failed;
+  if (info->has_grad && (w->tiled[TILED_GRAD] = create_array(w->tiled_group, "grad", 3, c_dims, ELEM_F32, w->gzip_level)) < 0)
+    goto failed;
   if (info->calib_samples > 0) {
     w->tiled_calib = H5Gcreate2(w->tiled_group, "calib", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
     if (w->tiled_calib < 0) goto failed;

@@ -21,6 +21,8 @@
 #include "rng.h"
 #include "model_converted.h"
 #include "conform.h"
+#include "npy.h"
+#include "safetensors.h"
 
 static bool ends_with(const char *s, const char *suffix) {
   size_t n = strlen(s), k = strlen(suffix);
@@ -281,6 +283,169 @@ bool precis_model_activations_hold(const char *activations, const char *layer) {
   return held;
 }
 
+/* What one layer holds at its peak while it is imported (docs/model.md, "Memory"), in bytes:
+ * b = W^T in float32 and, at the larger of the two moments, the weight's stored bytes (read and
+ * decoded) or the reference dgemm's float64 copies of b and of 256 rows of a; the activations as
+ * read and their held-out / calibration copies; with --gradients dL/dY as read and kept; c_ref and
+ * ab_abs (float64) of `block` samples. --converted adds the original weights and activations and
+ * keeps its whole reference (block = batch). */
+typedef struct layer_memory {
+  uint64_t weights, activations, gradients, reference, total;
+} layer_memory;
+
+static layer_memory layer_memory_of(const precis_model_layer *layer, const precis_model_import_options *o, int64_t samples,
+                                    int64_t m, int64_t batch, int64_t block) {
+  const uint64_t k = (uint64_t)layer->in_features, n = (uint64_t)layer->out_features, rows = (uint64_t)m;
+  const uint64_t ref_copies = 8 * ((uint64_t)PRECIS_REFERENCE_BLOCK_ROWS * k + k * n);
+  layer_memory r;
+  r.weights = 4 * k * n + (layer->bytes > ref_copies ? layer->bytes : ref_copies) + (o->converted ? 8 * k * n : 0);
+  r.activations = 4 * rows * k * ((uint64_t)samples + (uint64_t)batch + (uint64_t)o->calib + (o->converted ? (uint64_t)batch : 0));
+  r.gradients = o->gradients ? 4 * rows * n * ((uint64_t)samples + (uint64_t)batch) : 0;
+  r.reference = 16 * rows * n * (uint64_t)block;
+  r.total = r.weights + r.activations + r.gradients + r.reference;
+  return r;
+}
+
+/* Samples whose reference is computed at once: all of them for --converted (its arrays are written
+ * whole); else the most whose c_ref and ab_abs take at most 512 MiB, or, under max_memory, the most
+ * whose working set fits it (0 when not even one sample's does). */
+enum { DEFAULT_REFERENCE_BLOCK_BYTES = 512 << 20 };
+
+static int64_t reference_block(const precis_model_layer *layer, const precis_model_import_options *o, int64_t samples,
+                               int64_t m, int64_t batch) {
+  if (o->converted) return batch;
+  int64_t best = 0;
+  for (int64_t lo = 1, hi = batch; lo <= hi;) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    const layer_memory need = layer_memory_of(layer, o, samples, m, batch, mid);
+    const bool fits = o->max_memory ? need.total <= o->max_memory : need.reference <= DEFAULT_REFERENCE_BLOCK_BYTES;
+    if (fits) best = mid, lo = mid + 1;
+    else hi = mid - 1;
+  }
+  return best || o->max_memory ? best : 1;
+}
+
+static void format_bytes(uint64_t bytes, char *out, size_t size) {
+  if (bytes >= (1ull << 28)) snprintf(out, size, "%.2f GiB", (double)bytes / (double)(1ull << 30));
+  else if (bytes >= (1ull << 20)) snprintf(out, size, "%.0f MiB", (double)bytes / (double)(1ull << 20));
+  else snprintf(out, size, "%.0f KiB", (double)bytes / 1024.0);
+}
+
+static void describe_layer_memory(const layer_memory *r, int64_t block, char *out, size_t size) {
+  char total[32], w[32], a[32], g[32], c[32];
+  format_bytes(r->total, total, sizeof total);
+  format_bytes(r->weights, w, sizeof w);
+  format_bytes(r->activations, a, sizeof a);
+  format_bytes(r->gradients, g, sizeof g);
+  format_bytes(r->reference, c, sizeof c);
+  snprintf(out, size, "%s (weights and their float64 copy %s + activations %s%s%s + c_ref and ab_abs of %" PRId64
+                      " sample%s at a time %s)",
+           total, w, a, r->gradients ? " + gradients " : "", r->gradients ? g : "", block, block == 1 ? "" : "s", c);
+}
+
+/* [samples, tokens] of a layer's --activations array, from its header where the file has one (an
+ * HDF5 dataset is read). */
+static precis_status layer_activations(const precis_model_import_options *o, const precis_model_layer *layer,
+                                       activation_kind kind, float **values, int64_t *samples, int64_t *tokens);
+
+static precis_status activation_rows(const precis_model_import_options *o, const precis_model_layer *layer,
+                                     activation_kind kind, int64_t *samples, int64_t *tokens) {
+  char *object = NULL, *path = NULL;
+  precis_status st = activation_location(o->activations, kind, layer->name, &path, &object);
+  if (st != PRECIS_OK) return st;
+  int rank = 0;
+  const int64_t *shape = NULL;
+  precis_npy_array arr;
+  memset(&arr, 0, sizeof arr);
+  precis_safetensors sf;
+  memset(&sf, 0, sizeof sf);
+  bool found = false, opened = false;
+  if (kind == ACTIVATIONS_NPZ) found = precis_npz_read(path, object, false, &arr) == PRECIS_OK;
+  else if (kind == ACTIVATIONS_NPY || kind == ACTIVATIONS_NPY_DIR) found = precis_npy_read(path, false, &arr) == PRECIS_OK;
+  if (found) rank = arr.rank, shape = arr.shape;
+  if (kind == ACTIVATIONS_SAFETENSORS && (opened = precis_safetensors_open(path, &sf) == PRECIS_OK)) {
+    const precis_st_tensor *t = precis_safetensors_find(&sf, object);
+    if (t) rank = t->rank, shape = t->shape, found = true;
+  }
+  if (found && (rank == 2 || rank == 3)) {
+    *samples = rank == 3 ? shape[0] : 1;
+    *tokens = shape[rank - 2];
+  } else {
+    /* HDF5, or a file whose header says something unexpected: read it as the import will (with its errors). */
+    precis_clear_error();
+    float *values = NULL;
+    st = layer_activations(o, layer, kind, &values, samples, tokens);
+    free(values);
+  }
+  precis_npy_array_free(&arr);
+  if (opened) precis_safetensors_close(&sf);
+  free(object);
+  free(path);
+  return st;
+}
+
+/* c_ref must be finite: a float64 overflow is the inputs' fault, named by its element. */
+static precis_status reference_finite(const precis_model_layer *layer, const double *c_ref, uint64_t count, uint64_t first) {
+  for (uint64_t i = 0; i < count; i++)
+    if (!isfinite(c_ref[i]))
+      return precis_fail(PRECIS_E_INPUT, "layer %s: the reference overflows float64 at element %" PRIu64, layer->name,
+                         first + i);
+  return PRECIS_OK;
+}
+
+/* The workload written out of core: a, b, calib/a and grad as held, then c_ref and ab_abs computed
+ * `block` samples at a time (precis_reference_compute blocks each sample's rows alone, so the
+ * values are those of one call over every sample). */
+static precis_status write_tiled(precis_dataset_writer *w, const precis_workload_info *info, const precis_workload_data *data,
+                                 const precis_model_layer *layer, int64_t block) {
+  const int64_t m = info->m, n = info->n, k = info->k;
+  const uint64_t per_c = (uint64_t)m * (uint64_t)n;
+  double *c_ref = NULL, *ab_abs = NULL;
+  precis_workload_info with_grad = *info;
+  with_grad.has_grad = data->grad != NULL;
+  precis_status st = precis_dataset_writer_begin(w, &with_grad);
+  if (st != PRECIS_OK) return st;
+  if ((st = precis_dataset_writer_rows(w, "b", 0, 0, k, data->b)) != PRECIS_OK) goto done;
+  for (int64_t s = 0; s < info->batch && st == PRECIS_OK; s++) {
+    st = precis_dataset_writer_rows(w, "a", s, 0, m, data->a + (uint64_t)s * (uint64_t)m * (uint64_t)k);
+    if (st == PRECIS_OK && data->grad) st = precis_dataset_writer_rows(w, "grad", s, 0, m, data->grad + (uint64_t)s * per_c);
+  }
+  for (int64_t s = 0; s < info->calib_samples && st == PRECIS_OK; s++)
+    st = precis_dataset_writer_rows(w, "calib/a", s, 0, m, data->calib_a + (uint64_t)s * (uint64_t)m * (uint64_t)k);
+  if (st != PRECIS_OK) goto done;
+  c_ref = malloc((uint64_t)block * per_c * sizeof(double));
+  ab_abs = malloc((uint64_t)block * per_c * sizeof(double));
+  if (!c_ref || !ab_abs) {
+    st = precis_fail(PRECIS_E_NOMEM, "layer %s: out of host memory", layer->name);
+    goto done;
+  }
+  for (int64_t s0 = 0; s0 < info->batch; s0 += block) {
+    if (precis_interrupt_signal) {
+      st = precis_fail(PRECIS_E_INTERRUPTED, "interrupted");
+      goto done;
+    }
+    const int64_t here = info->batch - s0 < block ? info->batch - s0 : block;
+    st = precis_reference_compute(data->a + (uint64_t)s0 * (uint64_t)m * (uint64_t)k, data->b, here, m, n, k, false, c_ref,
+                                  ab_abs);
+    if (st != PRECIS_OK) {
+      precis_error_prefix("layer %s", layer->name);
+      goto done;
+    }
+    if ((st = reference_finite(layer, c_ref, (uint64_t)here * per_c, (uint64_t)s0 * per_c)) != PRECIS_OK) goto done;
+    for (int64_t s = 0; s < here && st == PRECIS_OK; s++) {
+      st = precis_dataset_writer_rows(w, "c_ref", s0 + s, 0, m, c_ref + (uint64_t)s * per_c);
+      if (st == PRECIS_OK) st = precis_dataset_writer_rows(w, "ab_abs", s0 + s, 0, m, ab_abs + (uint64_t)s * per_c);
+    }
+    if (st != PRECIS_OK) goto done;
+  }
+done:
+  precis_reference_release(); /* b's float64 copy is not held while the next layer is read */
+  free(c_ref);
+  free(ab_abs);
+  precis_status end = precis_dataset_writer_end(w);
+  return st != PRECIS_OK ? st : end;
+}
+
 static precis_status import_layer(const precis_model_layer *layer, const precis_model_import_options *o,
                                   activation_kind act_kind, activation_kind grad_kind,
                                   precis_dataset_writer *writer, precis_sha256 *id_hash, precis_buf *suite) {
@@ -388,10 +553,12 @@ static precis_status import_layer(const precis_model_layer *layer, const precis_
   const uint64_t a_count = (uint64_t)batch * (uint64_t)m * (uint64_t)k, c_count = (uint64_t)batch * (uint64_t)m * (uint64_t)n;
   const uint64_t calib_count = (uint64_t)o->calib * (uint64_t)m * (uint64_t)k;
   data.a = malloc(a_count * sizeof(float));
-  data.c_ref = malloc(c_count * sizeof(double));
-  data.ab_abs = malloc(c_count * sizeof(double));
+  if (o->converted) {
+    data.c_ref = malloc(c_count * sizeof(double));
+    data.ab_abs = malloc(c_count * sizeof(double));
+  }
   if (o->calib > 0) data.calib_a = malloc(calib_count * sizeof(float));
-  if (!data.a || !data.c_ref || !data.ab_abs || (o->calib > 0 && !data.calib_a)) goto nomem;
+  if (!data.a || (o->converted && (!data.c_ref || !data.ab_abs)) || (o->calib > 0 && !data.calib_a)) goto nomem;
   if (file_a) {
     memcpy(data.a, file_a, a_count * sizeof(float));
     if (o->calib > 0) memcpy(data.calib_a, file_a + a_count, calib_count * sizeof(float));
@@ -421,18 +588,27 @@ static precis_status import_layer(const precis_model_layer *layer, const precis_
                                           deployed_what, sizeof deployed_what)) != PRECIS_OK)
       goto done;
   }
-  st = precis_reference_compute(a_original ? a_original : data.a, b_original ? b_original : data.b, batch, m, n, k, false,
-                                data.c_ref, data.ab_abs);
-  precis_reference_release(); /* b's float64 copy is not held while the next layer is read */
-  if (st != PRECIS_OK) {
-    precis_error_prefix("layer %s", layer->name);
+  /* The reference: whole for --converted (its arrays are written whole), else `block` samples at a
+   * time as the workload is written (the same values: each sample's rows are computed alone). */
+  const int64_t block = reference_block(layer, o, samples, m, batch);
+  if (block < 1) {
+    char need[400], limit[32];
+    const layer_memory r = layer_memory_of(layer, o, samples, m, batch, 1);
+    describe_layer_memory(&r, 1, need, sizeof need);
+    format_bytes(o->max_memory, limit, sizeof limit);
+    st = precis_fail(PRECIS_E_USAGE, "--max-memory %s: layer %s needs at least %s", limit, layer->name, need);
     goto done;
   }
-  for (uint64_t i = 0; i < c_count; i++)
-    if (!isfinite(data.c_ref[i])) {
-      st = precis_fail(PRECIS_E_INPUT, "layer %s: the reference overflows float64 at element %" PRIu64, layer->name, i);
+  if (o->converted) {
+    st = precis_reference_compute(a_original ? a_original : data.a, b_original ? b_original : data.b, batch, m, n, k, false,
+                                  data.c_ref, data.ab_abs);
+    precis_reference_release(); /* b's float64 copy is not held while the next layer is read */
+    if (st != PRECIS_OK) {
+      precis_error_prefix("layer %s", layer->name);
       goto done;
     }
+    if ((st = reference_finite(layer, data.c_ref, c_count, 0)) != PRECIS_OK) goto done;
+  }
   /* The dataset keeps the original weights next to the converted ones: c_ref is checked against them. */
   data.b_ref = b_original;
   b_original = NULL;
@@ -577,7 +753,9 @@ static precis_status import_layer(const precis_model_layer *layer, const precis_
   static char logits_kind[] = "logits";
   info.output_kind = o->activations && precis_model_is_output_projection(layer->name) ? logits_kind : NULL;
   if (!source || !description || !info.a_dist || !info.b_dist || !info.reference) goto nomem;
-  if ((st = precis_dataset_writer_add(writer, &info, &data)) != PRECIS_OK) goto done;
+  if (o->converted) st = precis_dataset_writer_add(writer, &info, &data);
+  else st = write_tiled(writer, &info, &data, layer, block);
+  if (st != PRECIS_OK) goto done;
   precis_dataset_id_add(id_hash, &info, &data);
 
   /* The suite this import is equivalent to (the dataset's `suite` attribute). */
@@ -637,6 +815,38 @@ precis_status precis_model_import(const precis_model *model, const precis_model_
   if (o->gradients && (st = activation_kind_of(o->gradients, model->n_layers, &grad_kind)) != PRECIS_OK) {
     precis_error_prefix("--gradients");
     return st;
+  }
+  /* The estimate, before anything is written: the largest working set of one layer, with the
+   * first layer's [samples, tokens] for every layer (a capture gives every layer the same). */
+  int64_t est_samples = 0, est_m = o->tokens, est_batch = o->batch > 0 ? o->batch : 1;
+  if (o->activations && model->n_layers) {
+    if ((st = activation_rows(o, &model->layers[0], act_kind, &est_samples, &est_m)) != PRECIS_OK) return st;
+    est_batch = o->batch > 0 ? o->batch : est_samples - o->calib;
+  }
+  if (est_batch >= 1 && model->n_layers) {
+    size_t worst = 0;
+    int64_t worst_block = 0;
+    layer_memory worst_mem = {0};
+    for (size_t i = 0; i < model->n_layers; i++) {
+      const int64_t block = reference_block(&model->layers[i], o, est_samples, est_m, est_batch);
+      if (block < 1) {
+        char need[400], limit[32];
+        const layer_memory r = layer_memory_of(&model->layers[i], o, est_samples, est_m, est_batch, 1);
+        describe_layer_memory(&r, 1, need, sizeof need);
+        format_bytes(o->max_memory, limit, sizeof limit);
+        return precis_fail(PRECIS_E_USAGE, "--max-memory %s: layer %s needs at least %s", limit, model->layers[i].name,
+                           need);
+      }
+      const layer_memory r = layer_memory_of(&model->layers[i], o, est_samples, est_m, est_batch, block);
+      if (r.total > worst_mem.total) worst = i, worst_mem = r, worst_block = block;
+    }
+    if (o->progress) {
+      char text[400];
+      describe_layer_memory(&worst_mem, worst_block, text, sizeof text);
+      fprintf(stderr, "precis import: %zu layers, %" PRId64 " held-out samples x %" PRId64 " tokens; peak memory ≈ %s at "
+                      "layer %s (one layer at a time; the process's own baseline comes on top)\n",
+              model->n_layers, est_batch, est_m, text, model->layers[worst].name);
+    }
   }
   precis_dataset_write_options wopt = {o->force, o->gzip_level};
   precis_dataset_writer *writer = NULL;
