@@ -287,8 +287,8 @@ bool precis_model_activations_hold(const char *activations, const char *layer) {
  * b = W^T in float32 and, at the larger of the two moments, the weight's stored bytes (read and
  * decoded) or the reference dgemm's float64 copies of b and of 256 rows of a; the activations as
  * read and their held-out / calibration copies; with --gradients dL/dY as read and kept; c_ref and
- * ab_abs (float64) of `block` samples. --converted adds the original weights and activations and
- * keeps its whole reference (block = batch). */
+ * ab_abs (float64) of `block` rows of a (all samples' rows one after another). --converted adds the
+ * original weights and activations and keeps its whole reference (block = every row). */
 typedef struct layer_memory {
   uint64_t weights, activations, gradients, reference, total;
 } layer_memory;
@@ -301,28 +301,32 @@ static layer_memory layer_memory_of(const precis_model_layer *layer, const preci
   r.weights = 4 * k * n + (layer->bytes > ref_copies ? layer->bytes : ref_copies) + (o->converted ? 8 * k * n : 0);
   r.activations = 4 * rows * k * ((uint64_t)samples + (uint64_t)batch + (uint64_t)o->calib + (o->converted ? (uint64_t)batch : 0));
   r.gradients = o->gradients ? 4 * rows * n * ((uint64_t)samples + (uint64_t)batch) : 0;
-  r.reference = 16 * rows * n * (uint64_t)block;
+  r.reference = 16 * n * (uint64_t)block;
   r.total = r.weights + r.activations + r.gradients + r.reference;
   return r;
 }
 
-/* Samples whose reference is computed at once: all of them for --converted (its arrays are written
- * whole); else the most whose c_ref and ab_abs take at most 512 MiB, or, under max_memory, the most
- * whose working set fits it (0 when not even one sample's does). */
+/* Rows of a whose reference is computed at once: every row for --converted (its arrays are written
+ * whole); else whole blocks of PRECIS_REFERENCE_BLOCK_ROWS rows (precis_reference_compute's
+ * GEMMs, so that the values are those of one call over every row), the most whose c_ref and
+ * ab_abs take at most 512 MiB, or, under max_memory, the most whose working set fits it (0 when
+ * not even one block's does). */
 enum { DEFAULT_REFERENCE_BLOCK_BYTES = 512 << 20 };
 
 static int64_t reference_block(const precis_model_layer *layer, const precis_model_import_options *o, int64_t samples,
                                int64_t m, int64_t batch) {
-  if (o->converted) return batch;
+  const int64_t all = batch * m;
+  if (o->converted) return all;
+  const int64_t unit = PRECIS_REFERENCE_BLOCK_ROWS, units = (all + unit - 1) / unit;
   int64_t best = 0;
-  for (int64_t lo = 1, hi = batch; lo <= hi;) {
-    const int64_t mid = lo + (hi - lo) / 2;
-    const layer_memory need = layer_memory_of(layer, o, samples, m, batch, mid);
+  for (int64_t lo = 1, hi = units; lo <= hi;) {
+    const int64_t mid = lo + (hi - lo) / 2, rows = mid * unit < all ? mid * unit : all;
+    const layer_memory need = layer_memory_of(layer, o, samples, m, batch, rows);
     const bool fits = o->max_memory ? need.total <= o->max_memory : need.reference <= DEFAULT_REFERENCE_BLOCK_BYTES;
-    if (fits) best = mid, lo = mid + 1;
+    if (fits) best = rows, lo = mid + 1;
     else hi = mid - 1;
   }
-  return best || o->max_memory ? best : 1;
+  return best || o->max_memory ? best : (unit < all ? unit : all);
 }
 
 static void format_bytes(uint64_t bytes, char *out, size_t size) {
@@ -339,8 +343,8 @@ static void describe_layer_memory(const layer_memory *r, int64_t block, char *ou
   format_bytes(r->gradients, g, sizeof g);
   format_bytes(r->reference, c, sizeof c);
   snprintf(out, size, "%s (weights and their float64 copy %s + activations %s%s%s + c_ref and ab_abs of %" PRId64
-                      " sample%s at a time %s)",
-           total, w, a, r->gradients ? " + gradients " : "", r->gradients ? g : "", block, block == 1 ? "" : "s", c);
+                      " rows at a time %s)",
+           total, w, a, r->gradients ? " + gradients " : "", r->gradients ? g : "", block, c);
 }
 
 /* [samples, tokens] of a layer's --activations array, from its header where the file has one (an
@@ -394,12 +398,12 @@ static precis_status reference_finite(const precis_model_layer *layer, const dou
 }
 
 /* The workload written out of core: a, b, calib/a and grad as held, then c_ref and ab_abs computed
- * `block` samples at a time (precis_reference_compute blocks each sample's rows alone, so the
- * values are those of one call over every sample). */
+ * `block` rows at a time (a multiple of precis_reference_compute's 256-row GEMMs over the samples'
+ * rows one after another, so that the values are those of one call over every row) and written
+ * sample by sample. */
 static precis_status write_tiled(precis_dataset_writer *w, const precis_workload_info *info, const precis_workload_data *data,
                                  const precis_model_layer *layer, int64_t block) {
-  const int64_t m = info->m, n = info->n, k = info->k;
-  const uint64_t per_c = (uint64_t)m * (uint64_t)n;
+  const int64_t m = info->m, n = info->n, k = info->k, all = info->batch * m;
   double *c_ref = NULL, *ab_abs = NULL;
   precis_workload_info with_grad = *info;
   with_grad.has_grad = data->grad != NULL;
@@ -408,33 +412,38 @@ static precis_status write_tiled(precis_dataset_writer *w, const precis_workload
   if ((st = precis_dataset_writer_rows(w, "b", 0, 0, k, data->b)) != PRECIS_OK) goto done;
   for (int64_t s = 0; s < info->batch && st == PRECIS_OK; s++) {
     st = precis_dataset_writer_rows(w, "a", s, 0, m, data->a + (uint64_t)s * (uint64_t)m * (uint64_t)k);
-    if (st == PRECIS_OK && data->grad) st = precis_dataset_writer_rows(w, "grad", s, 0, m, data->grad + (uint64_t)s * per_c);
+    if (st == PRECIS_OK && data->grad)
+      st = precis_dataset_writer_rows(w, "grad", s, 0, m, data->grad + (uint64_t)s * (uint64_t)m * (uint64_t)n);
   }
   for (int64_t s = 0; s < info->calib_samples && st == PRECIS_OK; s++)
     st = precis_dataset_writer_rows(w, "calib/a", s, 0, m, data->calib_a + (uint64_t)s * (uint64_t)m * (uint64_t)k);
   if (st != PRECIS_OK) goto done;
-  c_ref = malloc((uint64_t)block * per_c * sizeof(double));
-  ab_abs = malloc((uint64_t)block * per_c * sizeof(double));
+  c_ref = malloc((uint64_t)block * (uint64_t)n * sizeof(double));
+  ab_abs = malloc((uint64_t)block * (uint64_t)n * sizeof(double));
   if (!c_ref || !ab_abs) {
     st = precis_fail(PRECIS_E_NOMEM, "layer %s: out of host memory", layer->name);
     goto done;
   }
-  for (int64_t s0 = 0; s0 < info->batch; s0 += block) {
+  for (int64_t r0 = 0; r0 < all; r0 += block) {
     if (precis_interrupt_signal) {
       st = precis_fail(PRECIS_E_INTERRUPTED, "interrupted");
       goto done;
     }
-    const int64_t here = info->batch - s0 < block ? info->batch - s0 : block;
-    st = precis_reference_compute(data->a + (uint64_t)s0 * (uint64_t)m * (uint64_t)k, data->b, here, m, n, k, false, c_ref,
-                                  ab_abs);
+    const int64_t rows = all - r0 < block ? all - r0 : block;
+    st = precis_reference_compute(data->a + (uint64_t)r0 * (uint64_t)k, data->b, 1, rows, n, k, false, c_ref, ab_abs);
     if (st != PRECIS_OK) {
       precis_error_prefix("layer %s", layer->name);
       goto done;
     }
-    if ((st = reference_finite(layer, c_ref, (uint64_t)here * per_c, (uint64_t)s0 * per_c)) != PRECIS_OK) goto done;
-    for (int64_t s = 0; s < here && st == PRECIS_OK; s++) {
-      st = precis_dataset_writer_rows(w, "c_ref", s0 + s, 0, m, c_ref + (uint64_t)s * per_c);
-      if (st == PRECIS_OK) st = precis_dataset_writer_rows(w, "ab_abs", s0 + s, 0, m, ab_abs + (uint64_t)s * per_c);
+    if ((st = reference_finite(layer, c_ref, (uint64_t)rows * (uint64_t)n, (uint64_t)r0 * (uint64_t)n)) != PRECIS_OK)
+      goto done;
+    /* Rows [r0, r0 + rows) of the samples' rows one after another, written as pieces of samples. */
+    for (int64_t r = r0; r < r0 + rows && st == PRECIS_OK;) {
+      const int64_t sample = r / m, first = r % m, count = m - first < r0 + rows - r ? m - first : r0 + rows - r;
+      const uint64_t at = (uint64_t)(r - r0) * (uint64_t)n;
+      st = precis_dataset_writer_rows(w, "c_ref", sample, first, count, c_ref + at);
+      if (st == PRECIS_OK) st = precis_dataset_writer_rows(w, "ab_abs", sample, first, count, ab_abs + at);
+      r += count;
     }
     if (st != PRECIS_OK) goto done;
   }
@@ -593,8 +602,9 @@ static precis_status import_layer(const precis_model_layer *layer, const precis_
   const int64_t block = reference_block(layer, o, samples, m, batch);
   if (block < 1) {
     char need[400], limit[32];
-    const layer_memory r = layer_memory_of(layer, o, samples, m, batch, 1);
-    describe_layer_memory(&r, 1, need, sizeof need);
+    const int64_t one = PRECIS_REFERENCE_BLOCK_ROWS < batch * m ? PRECIS_REFERENCE_BLOCK_ROWS : batch * m;
+    const layer_memory r = layer_memory_of(layer, o, samples, m, batch, one);
+    describe_layer_memory(&r, one, need, sizeof need);
     format_bytes(o->max_memory, limit, sizeof limit);
     st = precis_fail(PRECIS_E_USAGE, "--max-memory %s: layer %s needs at least %s", limit, layer->name, need);
     goto done;
@@ -831,8 +841,9 @@ precis_status precis_model_import(const precis_model *model, const precis_model_
       const int64_t block = reference_block(&model->layers[i], o, est_samples, est_m, est_batch);
       if (block < 1) {
         char need[400], limit[32];
-        const layer_memory r = layer_memory_of(&model->layers[i], o, est_samples, est_m, est_batch, 1);
-        describe_layer_memory(&r, 1, need, sizeof need);
+        const int64_t one = PRECIS_REFERENCE_BLOCK_ROWS < est_batch * est_m ? PRECIS_REFERENCE_BLOCK_ROWS : est_batch * est_m;
+        const layer_memory r = layer_memory_of(&model->layers[i], o, est_samples, est_m, est_batch, one);
+        describe_layer_memory(&r, one, need, sizeof need);
         format_bytes(o->max_memory, limit, sizeof limit);
         return precis_fail(PRECIS_E_USAGE, "--max-memory %s: layer %s needs at least %s", limit, model->layers[i].name,
                            need);

@@ -13,7 +13,8 @@ Sizes (hidden not a multiple of 128 for 135m and 0.5b; tied embeddings for 135m 
   135m  hidden 576, 30 layers, intermediate 1536, 9 heads / 3 KV heads, vocab 49152, tied (SmolLM-135M's shape)
   0.5b  hidden 960, 40 layers, intermediate 2560, 15 heads / 5 KV heads, vocab 49152, untied
   1b    hidden 2048, 16 layers, intermediate 8192, 32 heads / 8 KV heads, vocab 128256, tied (Llama-3.2-1B's shape)
-Steps: forward, capture, import, run, verify-int8, verify-bf16 (default all). The model is built
+Steps: forward, capture, import, run, verify-int8, verify-bf16 (default all), and capture-in-memory
+(capture as it was before it streamed: every layer's inputs held, then written). The model is built
 with seeded weights (torch.manual_seed(0), the default init) and saved with save_pretrained.
 Not run by CTest (minutes per size). PRECIS: the precis executable (default build/precis).
 """
@@ -41,6 +42,19 @@ SIZES = {
                num_key_value_heads=8, vocab_size=128256, tie_word_embeddings=True),
 }
 STEPS = ("forward", "capture", "import", "run", "verify-int8", "verify-bf16")
+# Not run unless named: capture as it was before it streamed (every layer's inputs held, then written).
+OPTIONAL_STEPS = ("capture-in-memory",)
+
+CAPTURE_IN_MEMORY = r"""
+import sys, numpy as np, torch, transformers
+import precis.torch as pt
+model = transformers.AutoModelForCausalLM.from_pretrained(sys.argv[1], dtype="float32").eval()
+ids = np.load(sys.argv[2])
+with torch.no_grad():
+    cap = pt.capture(model, [torch.from_numpy(ids[i:i + 4]) for i in range(0, len(ids), 4)], gradients=False,
+                     outputs=False)
+pt.write_arrays(sys.argv[3], {n: x for n, x in cap.arrays().items() if n != "@outputs"}, cap.meta)  # save() before
+"""
 
 BUILD_MODEL = r"""
 import json, sys, torch, transformers
@@ -61,17 +75,6 @@ with torch.no_grad():
     model(ids)
     print(time.perf_counter() - t)
 """
-
-CAPTURE = r"""
-import sys, numpy as np, torch, transformers
-import precis.torch as pt
-model = transformers.AutoModelForCausalLM.from_pretrained(sys.argv[1], dtype="float32").eval()
-ids = np.load(sys.argv[2])
-with torch.no_grad():
-    cap = pt.capture(model, [torch.from_numpy(ids[i:i + 4]) for i in range(0, len(ids), 4)], gradients=False)
-cap.save(sys.argv[3])
-"""
-
 
 def run_child(argv, env=None):
     """Runs argv and returns (wall s, peak RSS bytes of that child, rc, stdout, stderr)."""
@@ -99,7 +102,7 @@ def fmt_gb(b):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="135m", help="comma-separated: 135m, 0.5b, 1b (default 135m)")
-    ap.add_argument("--steps", default=",".join(STEPS), help="comma-separated among " + ", ".join(STEPS))
+    ap.add_argument("--steps", default=",".join(STEPS), help="comma-separated among " + ", ".join(STEPS + OPTIONAL_STEPS))
     ap.add_argument("--windows", type=int, default=24)
     ap.add_argument("--tokens", type=int, default=64)
     ap.add_argument("--keep", default=None, help="work directory kept (default: a temporary one, removed)")
@@ -148,7 +151,12 @@ def main():
                     print(f"  {size} forward itself: {rows['forward'][0]:.2f} s", file=sys.stderr, flush=True)
             acts = os.path.join(d, "acts.npz")
             if "capture" in steps:
-                step("capture", [py, "-c", CAPTURE, model_dir, ids_path, acts])
+                # python -m precis capture: streamed to disk, batches by its estimate (no --max-memory).
+                step("capture", [py, "-m", "precis", "capture", "--model", model_dir, "--inputs", ids_path, "-o", acts,
+                                 "--force", "-q"])
+            if "capture-in-memory" in steps:
+                step("capture-in-memory", [py, "-c", CAPTURE_IN_MEMORY, model_dir, ids_path,
+                                           os.path.join(d, "acts-in-memory.npz")])
             ds = os.path.join(d, "model.h5")
             if "import" in steps and os.path.exists(acts):
                 step("import", [PRECIS, "import", "--model", model_dir, "--activations", acts, "-o", ds, "--force", "-q"])
@@ -184,7 +192,7 @@ def main():
     print("|---|---|---|---|---|---|---|---|")
     for size, params, weights, rows in table:
         fwd = rows.get("forward", (None,))[0]
-        for name in STEPS:
+        for name in STEPS[:2] + OPTIONAL_STEPS + STEPS[2:]:
             if name not in rows:
                 continue
             w, rss, ok, *extra = rows[name]
