@@ -132,6 +132,10 @@ precis_status precis_dataset_writer_begin(precis_dataset_writer *w, const precis
 precis_status precis_dataset_writer_rows(precis_dataset_writer *w, const char *array, int64_t sample, int64_t first_row,
                                          int64_t n_rows, const void *values);
 precis_status precis_dataset_writer_end(precis_dataset_writer *w);
+/* The next begin stores no a (nor calib/a) of its own: they become hard links to those of workload
+ * `from`, written before with the same values (import --model: q/k/v and gate/up share an input),
+ * so each is stored once and read the same under every name. */
+precis_status precis_dataset_writer_share_a(precis_dataset_writer *w, const char *from);
 precis_status precis_dataset_writer_commit(precis_dataset_writer *w, const precis_dataset_root_attrs *root);
 void precis_dataset_writer_abort(precis_dataset_writer *w);
 /* Workload names become HDF5 group names: non-empty, no '/', not made of dots only. */

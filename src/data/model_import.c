@@ -388,6 +388,50 @@ static precis_status activation_rows(const precis_model_import_options *o, const
   return st;
 }
 
+/* The inputs a stored so far (their SHA-256 with the shape), so that a layer given the same values
+ * as an earlier one (q/k/v and gate/up of a block read the same hidden states) links to them
+ * instead of storing them again. */
+typedef struct stored_inputs {
+  size_t count;
+  char **names;
+  uint8_t (*digests)[32];
+} stored_inputs;
+
+static void inputs_digest(const precis_workload_info *info, const precis_workload_data *data, uint8_t digest[32]) {
+  precis_sha256 h;
+  precis_sha256_init(&h);
+  const int64_t dims[4] = {info->batch, info->m, info->k, info->calib_samples};
+  precis_sha256_update(&h, dims, sizeof dims);
+  precis_sha256_update(&h, data->a, (uint64_t)info->batch * (uint64_t)info->m * (uint64_t)info->k * sizeof(float));
+  if (info->calib_samples > 0)
+    precis_sha256_update(&h, data->calib_a,
+                         (uint64_t)info->calib_samples * (uint64_t)info->m * (uint64_t)info->k * sizeof(float));
+  precis_sha256_final(&h, digest);
+}
+
+static const char *inputs_find(const stored_inputs *t, const uint8_t digest[32]) {
+  for (size_t i = 0; i < t->count; i++)
+    if (!memcmp(t->digests[i], digest, 32)) return t->names[i];
+  return NULL;
+}
+
+static precis_status inputs_add(stored_inputs *t, const char *name, const uint8_t digest[32]) {
+  char **names = realloc(t->names, (t->count + 1) * sizeof *names);
+  if (names) t->names = names;
+  uint8_t(*digests)[32] = realloc(t->digests, (t->count + 1) * sizeof *digests);
+  if (digests) t->digests = digests;
+  if (!names || !digests || !(t->names[t->count] = precis_strdup(name))) return precis_fail(PRECIS_E_NOMEM, "out of memory");
+  memcpy(t->digests[t->count++], digest, 32);
+  return PRECIS_OK;
+}
+
+static void inputs_free(stored_inputs *t) {
+  for (size_t i = 0; i < t->count; i++) free(t->names[i]);
+  free(t->names);
+  free(t->digests);
+  memset(t, 0, sizeof *t);
+}
+
 /* c_ref must be finite: a float64 overflow is the inputs' fault, named by its element. */
 static precis_status reference_finite(const precis_model_layer *layer, const double *c_ref, uint64_t count, uint64_t first) {
   for (uint64_t i = 0; i < count; i++)
@@ -402,20 +446,21 @@ static precis_status reference_finite(const precis_model_layer *layer, const dou
  * rows one after another, so that the values are those of one call over every row) and written
  * sample by sample. */
 static precis_status write_tiled(precis_dataset_writer *w, const precis_workload_info *info, const precis_workload_data *data,
-                                 const precis_model_layer *layer, int64_t block) {
+                                 const precis_model_layer *layer, int64_t block, const char *share_a_from) {
   const int64_t m = info->m, n = info->n, k = info->k, all = info->batch * m;
   double *c_ref = NULL, *ab_abs = NULL;
   precis_workload_info with_grad = *info;
   with_grad.has_grad = data->grad != NULL;
-  precis_status st = precis_dataset_writer_begin(w, &with_grad);
+  precis_status st = share_a_from ? precis_dataset_writer_share_a(w, share_a_from) : PRECIS_OK;
+  if (st == PRECIS_OK) st = precis_dataset_writer_begin(w, &with_grad);
   if (st != PRECIS_OK) return st;
   if ((st = precis_dataset_writer_rows(w, "b", 0, 0, k, data->b)) != PRECIS_OK) goto done;
   for (int64_t s = 0; s < info->batch && st == PRECIS_OK; s++) {
-    st = precis_dataset_writer_rows(w, "a", s, 0, m, data->a + (uint64_t)s * (uint64_t)m * (uint64_t)k);
+    if (!share_a_from) st = precis_dataset_writer_rows(w, "a", s, 0, m, data->a + (uint64_t)s * (uint64_t)m * (uint64_t)k);
     if (st == PRECIS_OK && data->grad)
       st = precis_dataset_writer_rows(w, "grad", s, 0, m, data->grad + (uint64_t)s * (uint64_t)m * (uint64_t)n);
   }
-  for (int64_t s = 0; s < info->calib_samples && st == PRECIS_OK; s++)
+  for (int64_t s = 0; !share_a_from && s < info->calib_samples && st == PRECIS_OK; s++)
     st = precis_dataset_writer_rows(w, "calib/a", s, 0, m, data->calib_a + (uint64_t)s * (uint64_t)m * (uint64_t)k);
   if (st != PRECIS_OK) goto done;
   c_ref = malloc((uint64_t)block * (uint64_t)n * sizeof(double));
@@ -457,7 +502,8 @@ done:
 
 static precis_status import_layer(const precis_model_layer *layer, const precis_model_import_options *o,
                                   activation_kind act_kind, activation_kind grad_kind,
-                                  precis_dataset_writer *writer, precis_sha256 *id_hash, precis_buf *suite) {
+                                  precis_dataset_writer *writer, precis_sha256 *id_hash, precis_buf *suite,
+                                  stored_inputs *inputs) {
   precis_status st = PRECIS_OK;
   precis_workload_info info;
   memset(&info, 0, sizeof info);
@@ -763,8 +809,15 @@ static precis_status import_layer(const precis_model_layer *layer, const precis_
   static char logits_kind[] = "logits";
   info.output_kind = o->activations && precis_model_is_output_projection(layer->name) ? logits_kind : NULL;
   if (!source || !description || !info.a_dist || !info.b_dist || !info.reference) goto nomem;
-  if (o->converted) st = precis_dataset_writer_add(writer, &info, &data);
-  else st = write_tiled(writer, &info, &data, layer, block);
+  if (o->converted) {
+    st = precis_dataset_writer_add(writer, &info, &data);
+  } else {
+    uint8_t inputs_sha[32];
+    inputs_digest(&info, &data, inputs_sha);
+    const char *same = inputs_find(inputs, inputs_sha);
+    st = write_tiled(writer, &info, &data, layer, block, same);
+    if (st == PRECIS_OK && !same) st = inputs_add(inputs, layer->name, inputs_sha);
+  }
   if (st != PRECIS_OK) goto done;
   precis_dataset_id_add(id_hash, &info, &data);
 
@@ -863,6 +916,7 @@ precis_status precis_model_import(const precis_model *model, const precis_model_
   precis_dataset_writer *writer = NULL;
   if ((st = precis_dataset_writer_open(o->output, &wopt, &writer)) != PRECIS_OK) return st;
   progress_bar bar = {o->progress, o->progress && isatty(2), model->n_layers};
+  stored_inputs inputs = {0, NULL, NULL};
   precis_sha256 hash;
   precis_dataset_id_begin(&hash, o->seed, model->n_layers);
   precis_buf suite;
@@ -881,7 +935,8 @@ precis_status precis_model_import(const precis_model *model, const precis_model_
       goto failed;
     }
     progress_step(&bar, i, &model->layers[i]);
-    if ((st = import_layer(&model->layers[i], o, act_kind, grad_kind, writer, &hash, &suite)) != PRECIS_OK) goto failed;
+    if ((st = import_layer(&model->layers[i], o, act_kind, grad_kind, writer, &hash, &suite, &inputs)) != PRECIS_OK)
+      goto failed;
   }
   if (bar.tty) fprintf(stderr, "\r\033[K");
   char *suite_text = precis_buf_take(&suite);
@@ -899,10 +954,12 @@ precis_status precis_model_import(const precis_model *model, const precis_model_
   precis_dataset_root_attrs root = {generator, created, o->seed, suite_text, id, o->model_config};
   st = precis_dataset_writer_commit(writer, &root);
   free(suite_text);
+  inputs_free(&inputs);
   if (st == PRECIS_OK && dataset_id) memcpy(dataset_id, id, 65);
   return st;
 failed:
   if (bar.tty) fprintf(stderr, "\n");
+  inputs_free(&inputs);
   precis_buf_free(&suite);
   precis_dataset_writer_abort(writer);
   return st;

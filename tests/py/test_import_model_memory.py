@@ -2,6 +2,8 @@
 
 A checkpoint of four layers (hidden 96, intermediate 160, an lm_head of 3000 outputs: widths that
 are not multiples of 128), captured-style activations [12, 64, k] and gradients [12, 64, n]:
+- k_proj given q_proj's inputs (as a capture gives them) stores no a of its own: a hard link to
+  q_proj's, read the same (nothing stored twice, docs/model.md);
 - the default import prints its estimate before the first layer, naming the largest layer (the
   head) and how many samples of its reference are computed at a time;
 - c_ref and ab_abs equal a float64 a·W^T (numpy) to 1e-12 relative to |a|·|W^T|, every sample;
@@ -25,7 +27,7 @@ import scratch  # tests/py/scratch.py: scratch under the build tree, removed on 
 from cli_checks import FAILURES, PRECIS, check
 
 SHAPES = {"model.layers.0.mlp.up_proj": (160, 96), "model.layers.0.mlp.down_proj": (96, 160),
-          "model.layers.0.self_attn.q_proj": (96, 96), "lm_head": (3000, 96)}
+          "model.layers.0.self_attn.q_proj": (96, 96), "model.layers.0.self_attn.k_proj": (32, 96), "lm_head": (3000, 96)}
 
 
 def write_safetensors(path, arrays):
@@ -69,6 +71,7 @@ def main():
         ckpt = os.path.join(tmp, "model.safetensors")
         write_safetensors(ckpt, {n + ".weight": w for n, w in weights.items()})
         acts = {n: rng.standard_normal((12, 64, w.shape[1])).astype(np.float32) for n, w in weights.items()}
+        acts["model.layers.0.self_attn.k_proj"] = acts["model.layers.0.self_attn.q_proj"].copy()  # one input, as captured
         grads = {n: rng.standard_normal((12, 64, w.shape[0])).astype(np.float32) for n, w in weights.items()}
         np.savez(os.path.join(tmp, "acts.npz"), **acts)
         np.savez(os.path.join(tmp, "grads.npz"), **grads)
@@ -80,9 +83,9 @@ def main():
         check(p.returncode == 0, f"import: exit {p.returncode}: {p.stderr[-600:]}")
         estimate = [ln for ln in p.stderr.splitlines() if "peak memory ≈" in ln]
         check(len(estimate) == 1 and "at layer lm_head" in estimate[0] and "768 rows at a time" in estimate[0]
-              and "4 layers, 12 held-out samples x 64 tokens" in estimate[0],
+              and "5 layers, 12 held-out samples x 64 tokens" in estimate[0],
               f"the estimate before the first layer: {p.stderr[-800:]}")
-        check(p.stderr.find("peak memory") < p.stderr.find("1/4"), "the estimate comes before the first layer")
+        check(p.stderr.find("peak memory") < p.stderr.find("1/5"), "the estimate comes before the first layer")
         with h5py.File(whole, "r") as f:
             for name, w in weights.items():
                 g = f["workloads"][name]
@@ -92,7 +95,13 @@ def main():
                 check(g["c_ref"].shape == (12, 64, w.shape[0]) and
                       np.all(np.abs(g["c_ref"][()] - c) <= 1e-12 * ab) and np.all(np.abs(g["ab_abs"][()] - ab) <= 1e-12 * ab),
                       f"{name}: c_ref / ab_abs differ from float64 a.W^T")
-                check(np.array_equal(g["grad"][()], grads[name]), f"{name}: grad differs from the gradients given")
+                check(np.array_equal(g["grad"][()], grads[name]) and np.array_equal(g["a"][()], acts[name]),
+                      f"{name}: grad or a differs from what was given")
+            # Nothing stored twice: k_proj's a (the same values as q_proj's) is q_proj's dataset under a second name.
+            q, k = f["workloads/model.layers.0.self_attn.q_proj/a"], f["workloads/model.layers.0.self_attn.k_proj/a"]
+            up = f["workloads/model.layers.0.mlp.up_proj/a"]
+            check(q.id == k.id and h5py.h5o.get_info(q.id).rc == 2 and up.id != q.id,
+                  "k_proj's a is not q_proj's stored once (a hard link), or up_proj's is")
 
         # The head's reference 256 rows (4 samples) at a time: the same file.
         need_one = 16 * 256 * 3000  # one block of 256 rows of the head's c_ref and ab_abs
