@@ -1,7 +1,8 @@
 """Real models at real size (issue 40, DESIGN §20): seeded Llama-architecture models of about 135M,
 0.5B and 1B parameters, each step in its own process, side by side in one run: the plain fp32
 forward against capture, import, run and verify (an int8 plan and a bf16 plan) on WINDOWS windows
-of TOKENS tokens: time and peak RSS (the child's ru_maxrss), with the targets as ratios. The forward's
+of TOKENS tokens: time and peak RSS (the child's ru_maxrss, or its VmRSS sampled every 20 ms when
+higher: precis run resets the high-water mark per case), with the targets as ratios. The forward's
 and verify's times are their own, the model loaded before the clock starts (verify's from its
 report, verify.seconds); capture, import and run are their processes' wall times. Targets:
 verify int8 <= 5x the plain forward, bf16 <= 10x; peak RSS <= the fp32 weights + 1.5 GB.
@@ -77,22 +78,40 @@ with torch.no_grad():
 """
 
 def run_child(argv, env=None):
-    """Runs argv and returns (wall s, peak RSS bytes of that child, rc, stdout, stderr)."""
-    t = time.perf_counter()
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    """Runs argv and returns (wall s, peak RSS bytes of that child, rc, stdout, stderr). The peak is
+    the larger of the child's ru_maxrss and its VmRSS sampled every 20 ms: precis run resets the
+    kernel's high-water mark (/proc/self/clear_refs) before each case it times, so its ru_maxrss is
+    the peak after its last case only."""
     import threading
 
-    out, err = [], []
+    t = time.perf_counter()
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    out, err, sampled = [], [], [0]
+    done = threading.Event()
+
+    def sample():
+        while not done.is_set():
+            try:
+                with open(f"/proc/{proc.pid}/status") as f:
+                    for line in f:
+                        if line.startswith("VmRSS:"):
+                            sampled[0] = max(sampled[0], int(line.split()[1]) * 1024)
+            except (OSError, ValueError):
+                pass
+            done.wait(0.02)
+
     threads = [threading.Thread(target=lambda s, b: b.append(s.read()), args=(proc.stdout, out)),
                threading.Thread(target=lambda s, b: b.append(s.read()), args=(proc.stderr, err))]
-    for th in threads:
+    sampler = threading.Thread(target=sample)
+    for th in threads + [sampler]:
         th.start()
     _, status, usage = os.wait4(proc.pid, 0)
+    done.set()
     proc.returncode = os.waitstatus_to_exitcode(status)
-    for th in threads:
+    for th in threads + [sampler]:
         th.join()
     wall = time.perf_counter() - t
-    return wall, usage.ru_maxrss * 1024, proc.returncode, out[0].decode(), err[0].decode()
+    return wall, max(usage.ru_maxrss * 1024, sampled[0]), proc.returncode, out[0].decode(), err[0].decode()
 
 
 def fmt_gb(b):
