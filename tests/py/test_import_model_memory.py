@@ -67,7 +67,7 @@ def main():
     tmp = scratch.mkdtemp(prefix="precis-import-memory-")
     try:
         rng = np.random.default_rng(3)
-        weights = {name: rng.standard_normal(shape).astype(np.float32) / np.sqrt(shape[1]) for name, shape in SHAPES.items()}
+        weights = {name: (rng.standard_normal(shape) / np.sqrt(shape[1])).astype(np.float32) for name, shape in SHAPES.items()}
         ckpt = os.path.join(tmp, "model.safetensors")
         write_safetensors(ckpt, {n + ".weight": w for n, w in weights.items()})
         acts = {n: rng.standard_normal((12, 64, w.shape[1])).astype(np.float32) for n, w in weights.items()}
