@@ -593,7 +593,8 @@ def capture(model, batches, *, tokens=None, layers=None, exclude=None, max_sampl
     out (grads_out, outputs_out): stream to these files instead of holding the arrays: each batch's
       arrays are appended to one temporary file per layer beside `out` as the batch runs, and the
       files save(out, grads_out, outputs_out) would write are made from them at the end (the same
-      bytes); memory holds one batch. A signal or an error removes every temporary file. The
+      bytes); memory holds one batch. Streamed, gradients (default) and final outputs are computed
+      only when grads_out / outputs_out name their file. A signal or an error removes every temporary file. The
       returned Captured then has the shapes (summary()) but not the arrays.
     progress: an object with layer(batch, index, name) and batch_done(batch, tokens), told as the
       batches run (python -m precis capture prints it)."""
@@ -604,6 +605,13 @@ def capture(model, batches, *, tokens=None, layers=None, exclude=None, max_sampl
         loss_fn = loss
     else:
         raise CaptureError(f"loss must be 'auto', None or a callable, not {loss!r}")
+    if out is not None:
+        # Streamed: compute and record only what is written (no spill of arrays nobody reads).
+        if gradients is None:
+            gradients = grads_out is not None
+        elif gradients and grads_out is None:
+            raise CaptureError("gradients=True with out=: give grads_out= (the file they are written to)")
+        outputs = outputs and outputs_out is not None
     if gradients is None:
         gradients = loss_fn is not None
     if gradients and loss_fn is None:

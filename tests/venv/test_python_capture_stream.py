@@ -11,7 +11,7 @@ A seeded Llama (hidden 96, intermediate 160, GQA 6/2, tied head, vocabulary 3000
 - precis.torch.capture(out=..., pack=True) (.safetensors) on padded batches with an attention mask (rows carried
   between batches) against the in-memory capture's save();
 - a streamed Captured holds no array in memory (its arrays() refuses), and nothing but the outputs
-  is left in their directory;
+  is left in their directory; without grads_out / outputs_out neither is computed;
 - the estimate and a progress line per batch on stderr (batch i/N, tokens, time left), nothing under -q;
 - --max-memory: the batch is the most sequences whose estimate fits; under one sequence's figure
   capture refuses naming it (exit 2, no file written).
@@ -148,6 +148,14 @@ def main():
         check(streamed.summary() == packed.summary(), f"summaries differ: {streamed.summary()} / {packed.summary()}")
         check(sorted(os.listdir(api)) == ["g.npz", "o.npy", "p.safetensors"], f"capture(out=) left {os.listdir(api)}")
         check(not streamed.inputs.parts and not streamed.grads.parts, "a streamed capture held arrays in memory")
+        # Streamed without grads_out / outputs_out: neither is computed nor spilled, the inputs are the same file.
+        only = pt.capture(model, batches, tokens=8, pack=True, out=os.path.join(api, "only.safetensors"))
+        inputs_only = os.path.join(tmp, "inputs-only.safetensors")
+        pt.capture(model, batches, tokens=8, pack=True, gradients=False, outputs=False).save(inputs_only)
+        check(not only.grads.names() and not only.inputs.samples("@outputs") and
+              same_files(inputs_only, os.path.join(api, "only.safetensors")),
+              f"capture(out=) alone: grads {only.grads.names()}, outputs {only.inputs.samples('@outputs')}")
+        os.unlink(os.path.join(api, "only.safetensors"))
         try:
             streamed.arrays()
             check(False, "a streamed Captured's arrays() did not refuse")
