@@ -8,6 +8,7 @@ from . import main
 # (how it is invoked, what it does): the commands the C command line does not have. The C usage
 # lists its own; python -m precis --help adds these after it.
 PYTHON_COMMANDS = (
+    ("capture", "a model's linear-layer inputs (and dL/dY, outputs) streamed to the files import --model reads"),
     ("verify", "reference vs emulated model on held-out inputs: end-to-end gates, error per layer"),
     ("plan --validate", "plans at several budgets checked by verify: does the prediction rank them?"),
     ("tasks", "task-level acceptance: a JSONL task file under the reference and the plan, flips, McNemar"),
@@ -26,20 +27,23 @@ def _passive_openmp():
 
 def python_command(argv):
     """The Python entry point for argv (without the program name), or None for the C command line."""
-    if argv[:1] in (["verify"], ["lm-eval"], ["tasks"]) or (argv[:1] == ["plan"] and "--validate" in argv[1:]):
+    if argv[:1] in (["verify"], ["capture"], ["lm-eval"], ["tasks"]) or (argv[:1] == ["plan"] and "--validate" in argv[1:]):
         _passive_openmp()
     if argv[:1] == ["verify"]:  # the model's output (DESIGN §16): Python, torch and transformers
         from .verify import main as verify_main
         return verify_main
+    if argv[:1] == ["capture"] and "--attention" in argv[1:]:  # DESIGN §23: attention's GEMMs as workloads
+        from .attention_capture import main as capture_main
+        return capture_main
+    if argv[:1] == ["capture"]:  # DESIGN §16, §20: precis.torch.capture streamed to files
+        from .capture import main as capture_main
+        return capture_main
     if argv[:1] == ["lm-eval"]:  # DESIGN §22: lm-evaluation-harness tasks with the plan emulated
         from .lmeval import main as lmeval_main
         return lmeval_main
     if argv[:1] == ["tasks"]:  # DESIGN §22: task-level acceptance
         from .tasks import main as tasks_main
         return tasks_main
-    if argv[:1] == ["capture"] and "--attention" in argv[1:]:  # DESIGN §23: attention's GEMMs as workloads
-        from .attention_capture import main as capture_main
-        return capture_main
     if argv[:1] == ["plan"] and "--validate" in argv[1:]:  # DESIGN §17: plans checked by verify
         from .validate import main as validate_main
         return validate_main

@@ -164,16 +164,122 @@ class _Selector:
         return [x[i][mask[i].bool()[: x.shape[1]]] for i in range(x.shape[0])]
 
 
-class Captured:
-    """What capture() recorded: per layer its inputs (and dL/dY), the model's final outputs."""
+class _Chunks:
+    """One kind of captured array (inputs, or dL/dY) per layer, as it arrives a batch at a time: held
+    in memory (a list of chunks per layer), or appended to one raw float32 file per layer in
+    `spill` (a directory), so that capture holds one batch, never every layer's arrays. Layers keep
+    the order of their first call."""
 
-    def __init__(self, tokens, pack, meta):
+    def __init__(self, spill=None):
+        self.spill = spill
+        self.order = []  # names in the order of their first call (a layer never given a sample included)
+        self.parts = {}  # in memory: name -> [float32 [s, t, f]]
+        self.files = {}  # spilled: name -> (path, open file)
+        self.shapes = {}  # name -> [samples, t, f]
+
+    def register(self, name):
+        if name not in self.shapes and name not in self.order:
+            self.order.append(name)
+
+    def samples(self, name):
+        return self.shapes[name][0] if name in self.shapes else 0
+
+    def append(self, name, chunk):
+        chunk = np.ascontiguousarray(chunk, np.float32)
+        shape = self.shapes.get(name)
+        if shape is not None and list(chunk.shape[1:]) != shape[1:]:
+            raise CaptureError(f"layer {name}: a call gave samples of shape {list(chunk.shape[1:])} after "
+                               f"{shape[1:]} (every sample of a layer must have the same tokens and features)")
+        if self.spill is None:
+            self.parts.setdefault(name, []).append(chunk)
+        else:
+            if name not in self.files:
+                path = os.path.join(self.spill, f"{len(self.files)}.f32")
+                self.files[name] = (path, open(path, "wb"))
+            self.files[name][1].write(memoryview(chunk).cast("B"))
+        if shape is None:
+            self.shapes[name] = [0] + list(chunk.shape[1:])
+        self.shapes[name][0] += chunk.shape[0]
+
+    def names(self):
+        """Layers with at least one sample, in the order of their first call."""
+        return [n for n in self.order if self.samples(n)]
+
+    def shape(self, name):
+        return tuple(self.shapes[name])
+
+    def array(self, name):
+        """The layer's float32 [samples, t, f] (read back from the spill file when spilled)."""
+        if self.spill is None:
+            return np.concatenate(self.parts[name])
+        path, f = self.files[name]
+        f.flush()
+        return np.fromfile(path, np.float32).reshape(self.shape(name))
+
+    def copy_to(self, name, out, block=16 << 20):
+        """Writes the layer's bytes (float32, C order) to the file object `out`, 16 MiB at a time."""
+        if self.spill is None:
+            for part in self.parts[name]:
+                out.write(memoryview(part).cast("B"))
+            return
+        path, f = self.files[name]
+        f.flush()
+        with open(path, "rb") as src:
+            shutil.copyfileobj(src, out, block)
+
+    def close(self):
+        for _, f in self.files.values():
+            f.close()
+
+
+class _Arrays:
+    """A dict of arrays seen the way the writers read a _Chunks: names, shape, copy_to."""
+
+    def __init__(self, arrays):
+        self.arrays = {n: np.ascontiguousarray(x, "<f4") for n, x in arrays.items()}
+
+    def names(self):
+        return list(self.arrays)
+
+    def shape(self, name):
+        return self.arrays[name].shape
+
+    def copy_to(self, name, out):
+        out.write(memoryview(self.arrays[name]).cast("B"))
+
+
+class _Subset:
+    """Some names of a _Chunks (the layers' inputs without the final outputs)."""
+
+    def __init__(self, chunks, names):
+        self.chunks, self._names = chunks, names
+
+    def names(self):
+        return list(self._names)
+
+    def shape(self, name):
+        return self.chunks.shape(name)
+
+    def copy_to(self, name, out):
+        self.chunks.copy_to(name, out)
+
+
+class Captured:
+    """What capture() recorded: per layer its inputs (and dL/dY), the model's final outputs. Held in
+    memory, or spilled to disk a batch at a time while capture(out=...) runs (docs/verify.md)."""
+
+    def __init__(self, tokens, pack, meta, spill=None):
         self.tokens, self.pack, self.meta = tokens, pack, meta
-        self.inputs, self.grads = {}, {}  # layer -> list of float32 [s, tokens, f]
+        self.inputs = _Chunks(os.path.join(spill, "inputs") if spill else None)  # layer -> float32 [s, tokens, f]
+        self.grads = _Chunks(os.path.join(spill, "grads") if spill else None)
+        for chunks in (self.inputs, self.grads):
+            if chunks.spill:
+                os.makedirs(chunks.spill)
         self._pending_in, self._pending_grad = {}, {}  # pack=True: rows not yet a full sample
         self.output_kind = None  # "logits" | "hidden"; the outputs are inputs["@outputs"]
         self.skipped_by = {}  # name -> sequences with fewer kept positions than tokens (pack=False)
         self.in_features = {}
+        self.written = None  # capture(out=...): the files written (the spill is gone then)
 
     @property
     def skipped(self):
@@ -185,11 +291,11 @@ class Captured:
 
     # -- recording ------------------------------------------------------------------------------
     def _take(self, name, x, mask, store, pending, max_samples):
-        """Turns one call's tensor into samples of `tokens` rows, appended to store[name]."""
+        """Turns one call's tensor into samples of `tokens` rows, appended to store (a _Chunks)."""
         x = x.detach()
         f = x.shape[-1]
-        parts = store.setdefault(name, [])
-        have = sum(p.shape[0] for p in parts)
+        store.register(name)
+        have = store.samples(name)
         if max_samples is not None and have >= max_samples:
             return
         if x.dim() <= 2:  # [n, f]: n samples of one token (a pooler on the first position)
@@ -220,33 +326,39 @@ class Captured:
             chunk = chunk[: max_samples - have]
         if chunk.shape[0]:
             # float32 holds bfloat16 and float16 exactly; precis reads float32.
-            parts.append(chunk.to(torch.float32).cpu().numpy())
+            store.append(name, chunk.to(torch.float32).cpu().numpy())
+
+    def _readable(self):
+        if self.written is not None:
+            raise CaptureError(f"this capture was streamed to {self.written}: read the arrays from there")
 
     # -- results --------------------------------------------------------------------------------
     def arrays(self):
         """layer -> float32 [samples, tokens, in_features], for the layers that ran."""
-        return {n: np.concatenate(p) for n, p in self.inputs.items() if p}
+        self._readable()
+        return {n: self.inputs.array(n) for n in self.inputs.names()}
 
     def grad_arrays(self):
         """layer -> float32 [samples, tokens, out_features]: dL/dY at the layer's output."""
-        return {n: np.concatenate(p) for n, p in self.grads.items() if p}
+        self._readable()
+        return {n: self.grads.array(n) for n in self.grads.names()}
 
     def output_array(self):
         """The model's final outputs [samples, tokens, features] (logits or hidden states), or None."""
-        parts = self.inputs.get("@outputs")
-        return np.concatenate(parts) if parts else None
+        self._readable()
+        return self.inputs.array("@outputs") if self.inputs.samples("@outputs") else None
 
     def missed(self):
         """Layers chosen that the forward passes never reached (precis would find no array for them)."""
-        return [n for n in self.in_features if not self.inputs.get(n)]
+        return [n for n in self.in_features if not self.inputs.samples(n)]
 
     def summary(self):
-        arrays = self.arrays()
-        lines = [f"{len([n for n in arrays if n != '@outputs'])} layers, tokens={self.tokens} (1 for 2-D inputs)"
+        names = [n for n in self.inputs.names() if n != "@outputs"]
+        lines = [f"{len(names)} layers, tokens={self.tokens} (1 for 2-D inputs)"
                  + (f", {self.skipped} sequences shorter than tokens skipped" if self.skipped else "")
                  + (f", {self.dropped_rows} rows of a last partial sample dropped" if self.dropped_rows else "")]
-        for name, x in arrays.items():
-            lines.append(f"  {name}: [{', '.join(map(str, x.shape))}]")
+        for name in self.inputs.names():
+            lines.append(f"  {name}: [{', '.join(map(str, self.inputs.shape(name)))}]")
         for name in self.missed():
             lines.append(f"  {name}: never called (not written; exclude it from precis import with --exclude)")
         return "\n".join(lines)
@@ -256,21 +368,29 @@ class Captured:
         .safetensors, else a directory of <layer>.npy), the gradients to `grads` (same layout,
         dL/dY [samples, tokens, out_features] per layer: `import --gradients`) and the final
         outputs to `outputs` (.npy). Each file records the capture's metadata (model, inputs,
-        dtype, tokens, loss)."""
-        arrays = {n: x for n, x in self.arrays().items() if n != "@outputs"}
-        if not arrays:
+        dtype, tokens, loss). Each array is copied into the file a chunk at a time (no
+        concatenated copy is made); the files are the ones np.savez / np.save / write_arrays write
+        of arrays(), byte for byte (an .npz's members: the zip entries' times differ)."""
+        self._readable()
+        names = [n for n in self.inputs.names() if n != "@outputs"]
+        if not names:
             raise CaptureError(f"{path}: no layer was called: nothing to write")
-        write_arrays(path, arrays, self.meta)
+        if grads is not None and not self.grads.names():
+            raise CaptureError(f"{grads}: no gradient was captured (capture(..., loss=...) computes them)")
+        if outputs is not None and not self.inputs.samples("@outputs"):
+            raise CaptureError(f"{outputs}: the final outputs were not captured")
+        _write_source(path, _Subset(self.inputs, names), self.meta)
         if grads is not None:
-            g = self.grad_arrays()
-            if not g:
-                raise CaptureError(f"{grads}: no gradient was captured (capture(..., loss=...) computes them)")
-            write_arrays(grads, g, dict(self.meta, arrays="dL/dY at each layer's output"))
+            _write_source(grads, self.grads, dict(self.meta, arrays="dL/dY at each layer's output"))
         if outputs is not None:
-            out = self.output_array()
-            if out is None:
-                raise CaptureError(f"{outputs}: the final outputs were not captured")
-            _atomic(outputs, lambda tmp: np.save(open(tmp, "wb"), out))
+            def write(tmp):
+                with open(tmp, "wb") as f:
+                    _npy_header(f, self.inputs.shape("@outputs"))
+                    self.inputs.copy_to("@outputs", f)
+            _atomic(outputs, write)
+
+
+_OUTER_GUARDS = []  # spill directories of capture(out=...) in progress
 
 
 def _atomic(path, write):
@@ -291,6 +411,8 @@ def _atomic(path, write):
             os.replace(tmp, path)
     except Stopped as e:
         _remove(tmp)
+        if _OUTER_GUARDS:  # a streaming capture's spill is removed by its own handler first
+            raise
         die_by(e.signum)
     finally:
         _remove(tmp)
@@ -326,21 +448,61 @@ def write_arrays(path, arrays, meta=None):
     _atomic(path, write)
 
 
+def _npy_header(f, shape):
+    """The header np.save writes before a C-order float32 array of `shape` (format 1.0)."""
+    np.lib.format.write_array_header_1_0(f, {"descr": "<f4", "fortran_order": False, "shape": tuple(shape)})
+
+
+def _write_source(path, source, meta):
+    """write_arrays' files, byte for byte, from a source of float32 arrays read a chunk at a time
+    (a _Chunks: names(), shape(name), copy_to(name, file)): np.savez's members (stored, zip64, in
+    the same order, then '@capture'), the same safetensors file, the same directory."""
+    import zipfile
+
+    path = os.fspath(path)
+    text = json.dumps(meta or {}, sort_keys=True)
+
+    def write(tmp):
+        if path.endswith(".npz"):
+            with open(tmp, "wb") as f, zipfile.ZipFile(f, mode="w", compression=zipfile.ZIP_STORED,
+                                                       allowZip64=True) as z:
+                for name in source.names():
+                    with z.open(name + ".npy", "w", force_zip64=True) as member:
+                        _npy_header(member, source.shape(name))
+                        source.copy_to(name, member)
+                with z.open("@capture.npy", "w", force_zip64=True) as member:
+                    np.lib.format.write_array(member, np.array(text))
+        elif path.endswith(".safetensors"):
+            _write_safetensors(tmp, source, {"precis.capture": text})
+        else:
+            os.makedirs(tmp)
+            for name in source.names():
+                with open(os.path.join(tmp, name + ".npy"), "wb") as f:
+                    _npy_header(f, source.shape(name))
+                    source.copy_to(name, f)
+            with open(os.path.join(tmp, "capture.json"), "w") as f:
+                f.write(text + "\n")
+
+    _atomic(path, write)
+
+
 def _write_safetensors(path, arrays, metadata=None):
-    header, offset, blobs = {}, 0, []
+    """F32 tensors (a dict of arrays, or a source as _write_source reads) into a safetensors file."""
+    source = arrays if hasattr(arrays, "copy_to") else _Arrays(arrays)
+    header, offset = {}, 0
     if metadata:
         header["__metadata__"] = metadata
-    for name, x in arrays.items():
-        raw = np.ascontiguousarray(x, "<f4").tobytes()
-        header[name] = {"dtype": "F32", "shape": list(x.shape), "data_offsets": [offset, offset + len(raw)]}
-        offset += len(raw)
-        blobs.append(raw)
+    for name in source.names():
+        shape = source.shape(name)
+        size = 4 * int(np.prod(shape, dtype=np.int64))
+        header[name] = {"dtype": "F32", "shape": list(shape), "data_offsets": [offset, offset + size]}
+        offset += size
     text = json.dumps(header).encode()
     text += b" " * (-len(text) % 8)
     with open(path, "wb") as f:
         f.write(struct.pack("<Q", len(text)) + text)
-        for blob in blobs:
-            f.write(blob)
+        for name in source.names():
+            source.copy_to(name, f)
 
 
 def _model_meta(model, source):
@@ -370,6 +532,9 @@ def _input_hook(cap, name, state, max_samples):
         k = cap.in_features[name]
         if x.shape[-1] != k:
             raise CaptureError(f"layer {name}: input of shape {list(x.shape)}, expected [..., {k}]")
+        progress = state.get("progress")
+        if progress is not None:
+            progress.layer(state["batch"], state["order"].setdefault(name, len(state["order"])), name)
         cap._take(name, x, state["mask"], cap.inputs, cap._pending_in, max_samples)
     return hook
 
@@ -405,7 +570,8 @@ def recording(model, *, tokens=None, layers=None, exclude=None, max_samples=None
 
 
 def capture(model, batches, *, tokens=None, layers=None, exclude=None, max_samples=None, prefix="", loss="auto",
-            gradients=None, outputs=True, pack=False, source=None):
+            gradients=None, outputs=True, pack=False, source=None, out=None, grads_out=None, outputs_out=None,
+            progress=None):
     """Runs the model on each batch and records, per linear layer (nn.Linear, Conv1D), its inputs
     [samples, tokens, in_features]; with gradients, dL/dY at its output [samples, tokens,
     out_features] of a scalar loss; with outputs, the model's final output (logits, else the last
@@ -425,7 +591,15 @@ def capture(model, batches, *, tokens=None, layers=None, exclude=None, max_sampl
     loss: "auto" (causal_lm_loss for *ForCausalLM / *LMHeadModel) or a callable
       loss(outputs, batch) -> scalar tensor.
     max_samples: stop recording once a layer has that many samples. source: a description of the
-      inputs recorded in the file's metadata (e.g. the text file's name)."""
+      inputs recorded in the file's metadata (e.g. the text file's name).
+    out (grads_out, outputs_out): stream to these files instead of holding the arrays: each batch's
+      arrays are appended to one temporary file per layer beside `out` as the batch runs, and the
+      files save(out, grads_out, outputs_out) would write are made from them at the end (the same
+      bytes); memory holds one batch. Streamed, gradients (default) and final outputs are computed
+      only when grads_out / outputs_out name their file. A signal or an error removes every temporary file. The
+      returned Captured then has the shapes (summary()) but not the arrays.
+    progress: an object with layer(batch, index, name) and batch_done(batch, tokens), told as the
+      batches run (python -m precis capture prints it)."""
     chosen = _chosen_layers(model, layers, exclude, prefix)
     if loss == "auto":
         loss_fn = causal_lm_loss if is_causal_lm(model) else None
@@ -433,6 +607,13 @@ def capture(model, batches, *, tokens=None, layers=None, exclude=None, max_sampl
         loss_fn = loss
     else:
         raise CaptureError(f"loss must be 'auto', None or a callable, not {loss!r}")
+    if out is not None:
+        # Streamed: compute and record only what is written (no spill of arrays nobody reads).
+        if gradients is None:
+            gradients = grads_out is not None
+        elif gradients and grads_out is None:
+            raise CaptureError("gradients=True with out=: give grads_out= (the file they are written to)")
+        outputs = outputs and outputs_out is not None
     if gradients is None:
         gradients = loss_fn is not None
     if gradients and loss_fn is None:
@@ -440,14 +621,56 @@ def capture(model, batches, *, tokens=None, layers=None, exclude=None, max_sampl
                            f"({type(model).__name__} is not a causal LM, whose default is next-token cross-entropy)")
     if tokens is not None and tokens < 1:
         raise CaptureError(f"tokens must be positive, not {tokens}")
+    if out is None and (grads_out is not None or outputs_out is not None):
+        raise CaptureError("grads_out and outputs_out stream beside out: give out too")
+    if grads_out is not None and not gradients:
+        raise CaptureError(f"{grads_out}: gradients are not computed (gradients=False, or no loss)")
+    if outputs_out is not None and not outputs:
+        raise CaptureError(f"{outputs_out}: the final outputs are not recorded (outputs=False)")
     meta = _model_meta(model, source)
     meta.update({"pack": pack, "mask": "attention_mask positions excluded",
                  "loss": None if not gradients else getattr(loss_fn, "__name__", repr(loss_fn))})
-    cap = Captured(tokens, pack, meta)
+    if out is None:
+        return _capture_into(Captured(tokens, pack, meta), model, batches, chosen, gradients, loss_fn, outputs,
+                             max_samples, progress)
+
+    from .signals import Stopped, die_by, stopped_by_signals
+
+    out = os.fspath(out)
+    parent = os.path.dirname(os.path.abspath(out))
+    if not os.path.isdir(parent):
+        raise CaptureError(f"{out}: no directory {parent}")
+    spill = os.path.join(parent, f".{os.path.basename(out)}.spill-{os.getpid()}")
+    cap = None
+    _OUTER_GUARDS.append(spill)  # _atomic re-raises a signal to here, which removes the spill too
+    try:
+        with stopped_by_signals():
+            os.makedirs(spill)
+            cap = Captured(tokens, pack, meta, spill=spill)
+            _capture_into(cap, model, batches, chosen, gradients, loss_fn, outputs, max_samples, progress)
+            cap.save(out, grads=grads_out, outputs=outputs_out)
+            cap.written = out
+    except Stopped as e:
+        _close_and_remove(cap, spill)
+        die_by(e.signum)
+    finally:
+        _OUTER_GUARDS.remove(spill)
+        _close_and_remove(cap, spill)
+    return cap
+
+
+def _close_and_remove(cap, spill):
+    if cap is not None:
+        cap.inputs.close()
+        cap.grads.close()
+    _remove(spill)
+
+
+def _capture_into(cap, model, batches, chosen, gradients, loss_fn, outputs, max_samples, progress):
     for name, module, in_major in chosen:
         cap.in_features[name] = module.weight.shape[0 if in_major else 1]
 
-    state = {"mask": None, "outs": {}}
+    state = {"mask": None, "outs": {}, "progress": progress, "batch": 0, "order": {}}
 
     def post_hook(name):
         def hook(module, args, output):
@@ -463,10 +686,11 @@ def capture(model, batches, *, tokens=None, layers=None, exclude=None, max_sampl
                 handles.append(module.register_forward_hook(post_hook(name)))
                 grad_flags.append((module.weight, module.weight.requires_grad))
                 module.weight.requires_grad_(True)  # so that each output is in the loss's graph
-        for batch in batches:
+        for index, batch in enumerate(batches):
             kwargs = as_batch(batch)
             state["mask"] = kwargs.get("attention_mask")
             state["outs"] = {}
+            state["batch"] = index
             with torch.set_grad_enabled(bool(gradients)):
                 result = model(**kwargs)
                 final, kind = final_output(result)
@@ -481,7 +705,14 @@ def capture(model, batches, *, tokens=None, layers=None, exclude=None, max_sampl
                         if g is None:
                             g = torch.zeros_like(state["outs"][n])
                         cap._take(n, g, state["mask"], cap.grads, cap._pending_grad, max_samples)
+                    del got
+                del result, final
             state["outs"] = {}
+            if progress is not None:
+                mask = kwargs.get("attention_mask")
+                ids = kwargs.get("input_ids")
+                progress.batch_done(index, int(mask.sum()) if mask is not None else
+                                    int(ids.numel()) if ids is not None else 0)
     finally:
         for h in handles:
             h.remove()

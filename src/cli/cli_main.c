@@ -38,7 +38,7 @@ static const precis_cli_option import_options[] = {
     {"b-batched", F, 0},   {"compress", F, 0},    {"force", F, 0},        {"quiet", F, 'q'},   {"model", V, 0},
     {"layers", V, 0},      {"exclude", V, 0},     {"in-major", V, 0},     {"tokens", V, 0},    {"activations", V, 0},
     {"converted", V, 0},   {"list", F, 0},        {"gradients", V, 0},    {"force-foreign", F, 0},
-    {"weights-only", F, 0}, {"strip-prefix", V, 0}, {NULL, F, 0}};
+    {"weights-only", F, 0}, {"strip-prefix", V, 0}, {"max-memory", V, 0}, {NULL, F, 0}};
 static const precis_cli_option run_options[] = {
     {"recipes", V, 0}, {"workloads", V, 0}, {"backend", V, 0}, {"gate", F, 0},    {"output", V, 'o'},
     {"force", F, 0},   {"save-outputs", V, 0}, {"quiet", F, 'q'}, {"resume", V, 0}, {"shard", V, 0},

@@ -16,6 +16,7 @@
 #include "data/model_import.h"
 #include "report/results.h"
 #include "data/suite.h"
+#include "eval/accept.h"
 
 static void usage(FILE *out) {
   fprintf(out,
@@ -65,6 +66,9 @@ static void usage(FILE *out) {
           "  --calib S           calibration samples (default 0; from --activations: the last S samples)\n"
           "  --seed S            seed for the synthetic activations (default 0)\n"
           "  --compress          gzip every dataset\n"
+          "  --max-memory BYTES  what one layer's working set may hold (8G, 1.5GiB, 500M): its reference is\n"
+          "                      computed fewer samples at a time, or the import is refused naming the figure\n"
+          "                      (the estimate is printed before the first layer; docs/model.md \"Memory\")\n"
           "  --force             replace OUT.h5 when it exists\n"
           "  -o, --output OUT    the dataset to write\n"
           "  -q, --quiet         no progress bar on stderr\n\n"
@@ -229,6 +233,7 @@ int precis_cmd_import_model(int argc, char **argv) {
   bool read_config = true;
   bool list = false, force = false, compress = false, quiet = false, force_foreign = false, weights_only = false;
   int64_t tokens = 32, batch = 0, calib = 0, seed = 0;
+  uint64_t max_memory = 0;
   int exit_code = 2;
   char *model_config = NULL; /* config.json in brief, recorded in the dataset for plan --serve */
   precis_model model, converted_model, model_tensors;
@@ -250,7 +255,8 @@ int precis_cmd_import_model(int argc, char **argv) {
     bool takes_value = !strcmp(arg, "--model") || !strcmp(arg, "--layers") || !strcmp(arg, "--exclude") || !strcmp(arg, "--in-major") ||
                        !strcmp(arg, "--tokens") || !strcmp(arg, "--a") || !strcmp(arg, "--activations") || !strcmp(arg, "--gradients") ||
                        !strcmp(arg, "--batch") || !strcmp(arg, "--calib") || !strcmp(arg, "--seed") || !strcmp(arg, "-o") ||
-                       !strcmp(arg, "--output") || !strcmp(arg, "--converted") || !strcmp(arg, "--strip-prefix");
+                       !strcmp(arg, "--output") || !strcmp(arg, "--converted") || !strcmp(arg, "--strip-prefix") ||
+                       !strcmp(arg, "--max-memory");
     if (takes_value && !value) {
       fprintf(stderr, "precis import: %s needs a value (see precis import --model x --help)\n", arg);
       goto done;
@@ -277,6 +283,16 @@ int precis_cmd_import_model(int argc, char **argv) {
     else if (!strcmp(arg, "--force-foreign")) force_foreign = true;
     else if (!strcmp(arg, "--weights-only")) weights_only = true;
     else if (!strcmp(arg, "--compress")) compress = true;
+    else if (!strcmp(arg, "--max-memory")) {
+      long long limit = 0;
+      precis_status bytes_st = precis_accept_parse_bytes(value, &limit);
+      if (bytes_st != PRECIS_OK) {
+        precis_error_prefix("--max-memory");
+        exit_code = precis_cli_report_error("import", bytes_st);
+        goto done;
+      }
+      max_memory = (uint64_t)limit;
+    }
     else if (!strcmp(arg, "-q") || !strcmp(arg, "--quiet")) quiet = true;
     else {
       fprintf(stderr, "precis import: --model: unknown argument %s (see precis import --model x --help)\n", arg);
@@ -400,7 +416,7 @@ int precis_cmd_import_model(int argc, char **argv) {
   precis_install_signal_handlers();
   precis_model_import_options options = {output, force, compress ? 4 : 0, !quiet, tokens, batch, calib, (uint64_t)seed,
                                          &a, activations, gradients, model_config, converted ? &converted_model : NULL,
-                                         force_foreign, converted ? &declared : NULL, weights_only};
+                                         force_foreign, converted ? &declared : NULL, weights_only, max_memory};
   char id[65];
   if ((st = precis_model_import(&model, &options, id)) != PRECIS_OK) goto report;
   printf("%s: %zu linear layers of %s (of %zu tensors), dataset_id %s\n", output, model.n_layers, model_path,

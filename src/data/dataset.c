@@ -1247,8 +1247,8 @@ static herr_t write_array(hid_t loc, const char *name, int rank, const int64_t *
 }
 
 /* The arrays of a workload written out of core, in precis_dataset_writer_rows's names. */
-enum { TILED_A, TILED_B, TILED_C_REF, TILED_AB_ABS, TILED_CALIB_A, TILED_C_REF_LO, TILED_COUNT };
-static const char *const TILED_NAMES[TILED_COUNT] = {"a", "b", "c_ref", "ab_abs", "calib/a", "c_ref_lo"};
+enum { TILED_A, TILED_B, TILED_C_REF, TILED_AB_ABS, TILED_CALIB_A, TILED_C_REF_LO, TILED_GRAD, TILED_COUNT };
+static const char *const TILED_NAMES[TILED_COUNT] = {"a", "b", "c_ref", "ab_abs", "calib/a", "c_ref_lo", "grad"};
 
 struct precis_dataset_writer {
   char *final_path;
@@ -1262,6 +1262,7 @@ struct precis_dataset_writer {
   int tiled_rank[TILED_COUNT];
   int64_t tiled_cols[TILED_COUNT];
   char *tiled_name;
+  char *share_a_from; /* the next begin links a and calib/a to this workload's (precis_dataset_writer_share_a) */
 };
 
 static void tiled_close(precis_dataset_writer *w) {
@@ -1274,6 +1275,7 @@ static void tiled_close(precis_dataset_writer *w) {
 
 static void writer_free(precis_dataset_writer *w, bool remove_temp) {
   tiled_close(w);
+  free(w->share_a_from);
   close_id(&w->workloads);
   close_id(&w->file);
   if (remove_temp && w->temp_path) unlink(w->temp_path);
@@ -1428,7 +1430,8 @@ precis_status precis_dataset_writer_begin(precis_dataset_writer *w, const precis
   if (w->tiled_group < 0 || !w->tiled_name) goto failed;
   int64_t a_dims[3] = {info->batch, info->m, info->k}, c_dims[3] = {info->batch, info->m, info->n};
   int64_t b_dims[3] = {info->batch, info->k, info->n}, calib_dims[3] = {info->calib_samples, info->m, info->k};
-  const int64_t *dims[TILED_COUNT] = {a_dims, info->b_batched ? b_dims : b_dims + 1, c_dims, c_dims, calib_dims, c_dims};
+  const int64_t *dims[TILED_COUNT] = {a_dims, info->b_batched ? b_dims : b_dims + 1, c_dims, c_dims, calib_dims, c_dims,
+                                      c_dims};
   for (int i = 0; i < TILED_COUNT; i++) {
     w->tiled_rank[i] = i == TILED_B && !info->b_batched ? 2 : 3;
     w->tiled_cols[i] = dims[i][w->tiled_rank[i] - 1];
@@ -1437,19 +1440,49 @@ precis_status precis_dataset_writer_begin(precis_dataset_writer *w, const precis
   if (info->has_c_ref_lo &&
       (w->tiled[TILED_C_REF_LO] = create_array(w->tiled_group, "c_ref_lo", 3, c_dims, ELEM_F64, w->gzip_level)) < 0)
     goto failed;
-  w->tiled[TILED_A] = create_array(w->tiled_group, "a", 3, a_dims, ELEM_F32, w->gzip_level);
+  /* A shared a is a hard link to the dataset written before: readers find the same values under
+   * both names, stored once. */
+  char *shared = w->share_a_from;
+  w->share_a_from = NULL;
+  char *shared_a = shared ? precis_asprintf("/workloads/%s/a", shared) : NULL;
+  char *shared_calib = shared ? precis_asprintf("/workloads/%s/calib/a", shared) : NULL;
+  free(shared);
+  if (shared && (!shared_a || !shared_calib)) {
+    free(shared_a);
+    free(shared_calib);
+    tiled_close(w);
+    return precis_fail(PRECIS_E_NOMEM, "out of memory");
+  }
+  if (shared_a) {
+    if (H5Lcreate_hard(w->file, shared_a, w->tiled_group, "a", H5P_DEFAULT, H5P_DEFAULT) < 0) goto failed_shared;
+  } else {
+    w->tiled[TILED_A] = create_array(w->tiled_group, "a", 3, a_dims, ELEM_F32, w->gzip_level);
+    if (w->tiled[TILED_A] < 0) goto failed_shared;
+  }
   w->tiled[TILED_B] = create_array(w->tiled_group, "b", w->tiled_rank[TILED_B], dims[TILED_B], ELEM_F32, w->gzip_level);
   w->tiled[TILED_C_REF] = create_array(w->tiled_group, "c_ref", 3, c_dims, ELEM_F64, w->gzip_level);
   w->tiled[TILED_AB_ABS] = create_array(w->tiled_group, "ab_abs", 3, c_dims, ELEM_F64, w->gzip_level);
-  for (int i = 0; i < TILED_CALIB_A; i++)
-    if (w->tiled[i] < 0) goto failed;
+  for (int i = TILED_B; i < TILED_CALIB_A; i++)
+    if (w->tiled[i] < 0) goto failed_shared;
+  if (info->has_grad && (w->tiled[TILED_GRAD] = create_array(w->tiled_group, "grad", 3, c_dims, ELEM_F32, w->gzip_level)) < 0)
+    goto failed;
   if (info->calib_samples > 0) {
     w->tiled_calib = H5Gcreate2(w->tiled_group, "calib", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-    if (w->tiled_calib < 0) goto failed;
-    w->tiled[TILED_CALIB_A] = create_array(w->tiled_calib, "a", 3, calib_dims, ELEM_F32, w->gzip_level);
-    if (w->tiled[TILED_CALIB_A] < 0) goto failed;
+    if (w->tiled_calib < 0) goto failed_shared;
+    if (shared_calib) {
+      if (H5Lcreate_hard(w->file, shared_calib, w->tiled_calib, "a", H5P_DEFAULT, H5P_DEFAULT) < 0) goto failed_shared;
+    } else {
+      w->tiled[TILED_CALIB_A] = create_array(w->tiled_calib, "a", 3, calib_dims, ELEM_F32, w->gzip_level);
+      if (w->tiled[TILED_CALIB_A] < 0) goto failed_shared;
+    }
   }
+  free(shared_a);
+  free(shared_calib);
   return PRECIS_OK;
+failed_shared:
+  if (shared_a) hdf5_remember_error();
+  free(shared_a);
+  free(shared_calib);
 failed:
   st = precis_fail(PRECIS_E_IO, "%s: cannot write /workloads/%s: %s", w->final_path, info->name, hdf5_last_error().innermost);
   tiled_close(w);
@@ -1478,6 +1511,12 @@ precis_status precis_dataset_writer_rows(precis_dataset_writer *w, const char *a
     return precis_fail(PRECIS_E_IO, "%s: cannot write /workloads/%s/%s: %s", w->final_path, w->tiled_name, array,
                        hdf5_last_error().innermost);
   return PRECIS_OK;
+}
+
+precis_status precis_dataset_writer_share_a(precis_dataset_writer *w, const char *from) {
+  free(w->share_a_from);
+  w->share_a_from = precis_strdup(from);
+  return w->share_a_from ? PRECIS_OK : precis_fail(PRECIS_E_NOMEM, "out of memory");
 }
 
 precis_status precis_dataset_writer_end(precis_dataset_writer *w) {

@@ -123,14 +123,19 @@ precis_status precis_dataset_writer_open(const char *path, const precis_dataset_
  * calib_samples > 0 and data->b_ref when not NULL with data->calib_a when calib_samples > 0. */
 precis_status precis_dataset_writer_add(precis_dataset_writer *w, const precis_workload_info *info,
                                         const precis_workload_data *data);
-/* Out-of-core writing of one workload (gen --tile-rows): begin creates its group, attributes and
- * empty datasets (a, b, c_ref, ab_abs, calib/a when calib_samples > 0, c_ref_lo when has_c_ref_lo);
- * write_rows fills rows [first_row, first_row + n_rows) of sample `sample` of one of them ("a", "b",
- * "c_ref", "ab_abs", "calib/a", "c_ref_lo"; a 2-D b ignores sample); end closes them. Stored as writer_add stores the whole. */
+/* Out-of-core writing of one workload (gen --tile-rows, import --model): begin creates its group, attributes and
+ * empty datasets (a, b, c_ref, ab_abs, calib/a when calib_samples > 0, c_ref_lo when has_c_ref_lo,
+ * grad when has_grad); write_rows fills rows [first_row, first_row + n_rows) of sample `sample` of
+ * one of them ("a", "b", "c_ref", "ab_abs", "calib/a", "c_ref_lo", "grad"; a 2-D b ignores sample);
+ * end closes them. Stored as writer_add stores the whole. */
 precis_status precis_dataset_writer_begin(precis_dataset_writer *w, const precis_workload_info *info);
 precis_status precis_dataset_writer_rows(precis_dataset_writer *w, const char *array, int64_t sample, int64_t first_row,
                                          int64_t n_rows, const void *values);
 precis_status precis_dataset_writer_end(precis_dataset_writer *w);
+/* The next begin stores no a (nor calib/a) of its own: they become hard links to those of workload
+ * `from`, written before with the same values (import --model: q/k/v and gate/up share an input),
+ * so each is stored once and read the same under every name. */
+precis_status precis_dataset_writer_share_a(precis_dataset_writer *w, const char *from);
 precis_status precis_dataset_writer_commit(precis_dataset_writer *w, const precis_dataset_root_attrs *root);
 void precis_dataset_writer_abort(precis_dataset_writer *w);
 /* Workload names become HDF5 group names: non-empty, no '/', not made of dots only. */

@@ -21,6 +21,8 @@
 #include "rng.h"
 #include "model_converted.h"
 #include "conform.h"
+#include "npy.h"
+#include "safetensors.h"
 
 static bool ends_with(const char *s, const char *suffix) {
   size_t n = strlen(s), k = strlen(suffix);
@@ -281,9 +283,227 @@ bool precis_model_activations_hold(const char *activations, const char *layer) {
   return held;
 }
 
+/* What one layer holds at its peak while it is imported (docs/model.md, "Memory"), in bytes:
+ * b = W^T in float32 and, at the larger of the two moments, the weight's stored bytes (read and
+ * decoded) or the reference dgemm's float64 copies of b and of 256 rows of a; the activations as
+ * read and their held-out / calibration copies; with --gradients dL/dY as read and kept; c_ref and
+ * ab_abs (float64) of `block` rows of a (all samples' rows one after another). --converted adds the
+ * original weights and activations and keeps its whole reference (block = every row). */
+typedef struct layer_memory {
+  uint64_t weights, activations, gradients, reference, total;
+} layer_memory;
+
+static layer_memory layer_memory_of(const precis_model_layer *layer, const precis_model_import_options *o, int64_t samples,
+                                    int64_t m, int64_t batch, int64_t block) {
+  const uint64_t k = (uint64_t)layer->in_features, n = (uint64_t)layer->out_features, rows = (uint64_t)m;
+  const uint64_t ref_copies = 8 * ((uint64_t)PRECIS_REFERENCE_BLOCK_ROWS * k + k * n);
+  layer_memory r;
+  r.weights = 4 * k * n + (layer->bytes > ref_copies ? layer->bytes : ref_copies) + (o->converted ? 8 * k * n : 0);
+  r.activations = 4 * rows * k * ((uint64_t)samples + (uint64_t)batch + (uint64_t)o->calib + (o->converted ? (uint64_t)batch : 0));
+  r.gradients = o->gradients ? 4 * rows * n * ((uint64_t)samples + (uint64_t)batch) : 0;
+  r.reference = 16 * n * (uint64_t)block;
+  r.total = r.weights + r.activations + r.gradients + r.reference;
+  return r;
+}
+
+/* Rows of a whose reference is computed at once: every row for --converted (its arrays are written
+ * whole); else whole blocks of PRECIS_REFERENCE_BLOCK_ROWS rows (precis_reference_compute's
+ * GEMMs, so that the values are those of one call over every row), the most whose c_ref and
+ * ab_abs take at most 512 MiB, or, under max_memory, the most whose working set fits it (0 when
+ * not even one block's does). */
+enum { DEFAULT_REFERENCE_BLOCK_BYTES = 512 << 20 };
+
+static int64_t reference_block(const precis_model_layer *layer, const precis_model_import_options *o, int64_t samples,
+                               int64_t m, int64_t batch) {
+  const int64_t all = batch * m;
+  if (o->converted) return all;
+  const int64_t unit = PRECIS_REFERENCE_BLOCK_ROWS, units = (all + unit - 1) / unit;
+  int64_t best = 0;
+  for (int64_t lo = 1, hi = units; lo <= hi;) {
+    const int64_t mid = lo + (hi - lo) / 2, rows = mid * unit < all ? mid * unit : all;
+    const layer_memory need = layer_memory_of(layer, o, samples, m, batch, rows);
+    const bool fits = o->max_memory ? need.total <= o->max_memory : need.reference <= DEFAULT_REFERENCE_BLOCK_BYTES;
+    if (fits) best = rows, lo = mid + 1;
+    else hi = mid - 1;
+  }
+  return best || o->max_memory ? best : (unit < all ? unit : all);
+}
+
+static void format_bytes(uint64_t bytes, char *out, size_t size) {
+  if (bytes >= (1ull << 28)) snprintf(out, size, "%.2f GiB", (double)bytes / (double)(1ull << 30));
+  else if (bytes >= (1ull << 20)) snprintf(out, size, "%.0f MiB", (double)bytes / (double)(1ull << 20));
+  else snprintf(out, size, "%.0f KiB", (double)bytes / 1024.0);
+}
+
+static void describe_layer_memory(const layer_memory *r, int64_t block, char *out, size_t size) {
+  char total[32], w[32], a[32], g[32], c[32];
+  format_bytes(r->total, total, sizeof total);
+  format_bytes(r->weights, w, sizeof w);
+  format_bytes(r->activations, a, sizeof a);
+  format_bytes(r->gradients, g, sizeof g);
+  format_bytes(r->reference, c, sizeof c);
+  snprintf(out, size, "%s (weights and their float64 copy %s + activations %s%s%s + c_ref and ab_abs of %" PRId64
+                      " rows at a time %s)",
+           total, w, a, r->gradients ? " + gradients " : "", r->gradients ? g : "", block, c);
+}
+
+/* [samples, tokens] of a layer's --activations array, from its header where the file has one (an
+ * HDF5 dataset is read). */
+static precis_status layer_activations(const precis_model_import_options *o, const precis_model_layer *layer,
+                                       activation_kind kind, float **values, int64_t *samples, int64_t *tokens);
+
+static precis_status activation_rows(const precis_model_import_options *o, const precis_model_layer *layer,
+                                     activation_kind kind, int64_t *samples, int64_t *tokens) {
+  char *object = NULL, *path = NULL;
+  precis_status st = activation_location(o->activations, kind, layer->name, &path, &object);
+  if (st != PRECIS_OK) return st;
+  int rank = 0;
+  const int64_t *shape = NULL;
+  precis_npy_array arr;
+  memset(&arr, 0, sizeof arr);
+  precis_safetensors sf;
+  memset(&sf, 0, sizeof sf);
+  bool found = false, opened = false;
+  if (kind == ACTIVATIONS_NPZ) found = precis_npz_read(path, object, false, &arr) == PRECIS_OK;
+  else if (kind == ACTIVATIONS_NPY || kind == ACTIVATIONS_NPY_DIR) found = precis_npy_read(path, false, &arr) == PRECIS_OK;
+  if (found) rank = arr.rank, shape = arr.shape;
+  if (kind == ACTIVATIONS_SAFETENSORS && (opened = precis_safetensors_open(path, &sf) == PRECIS_OK)) {
+    const precis_st_tensor *t = precis_safetensors_find(&sf, object);
+    if (t) rank = t->rank, shape = t->shape, found = true;
+  }
+  if (found && (rank == 2 || rank == 3)) {
+    *samples = rank == 3 ? shape[0] : 1;
+    *tokens = shape[rank - 2];
+  } else {
+    /* HDF5, or a file whose header says something unexpected: read it as the import will (with its errors). */
+    precis_clear_error();
+    float *values = NULL;
+    st = layer_activations(o, layer, kind, &values, samples, tokens);
+    free(values);
+  }
+  precis_npy_array_free(&arr);
+  if (opened) precis_safetensors_close(&sf);
+  free(object);
+  free(path);
+  return st;
+}
+
+/* The inputs a stored so far (their SHA-256 with the shape), so that a layer given the same values
+ * as an earlier one (q/k/v and gate/up of a block read the same hidden states) links to them
+ * instead of storing them again. */
+typedef struct stored_inputs {
+  size_t count;
+  char **names;
+  uint8_t (*digests)[32];
+} stored_inputs;
+
+static void inputs_digest(const precis_workload_info *info, const precis_workload_data *data, uint8_t digest[32]) {
+  precis_sha256 h;
+  precis_sha256_init(&h);
+  const int64_t dims[4] = {info->batch, info->m, info->k, info->calib_samples};
+  precis_sha256_update(&h, dims, sizeof dims);
+  precis_sha256_update(&h, data->a, (uint64_t)info->batch * (uint64_t)info->m * (uint64_t)info->k * sizeof(float));
+  if (info->calib_samples > 0)
+    precis_sha256_update(&h, data->calib_a,
+                         (uint64_t)info->calib_samples * (uint64_t)info->m * (uint64_t)info->k * sizeof(float));
+  precis_sha256_final(&h, digest);
+}
+
+static const char *inputs_find(const stored_inputs *t, const uint8_t digest[32]) {
+  for (size_t i = 0; i < t->count; i++)
+    if (!memcmp(t->digests[i], digest, 32)) return t->names[i];
+  return NULL;
+}
+
+static precis_status inputs_add(stored_inputs *t, const char *name, const uint8_t digest[32]) {
+  char **names = realloc(t->names, (t->count + 1) * sizeof *names);
+  if (names) t->names = names;
+  uint8_t(*digests)[32] = realloc(t->digests, (t->count + 1) * sizeof *digests);
+  if (digests) t->digests = digests;
+  if (!names || !digests || !(t->names[t->count] = precis_strdup(name))) return precis_fail(PRECIS_E_NOMEM, "out of memory");
+  memcpy(t->digests[t->count++], digest, 32);
+  return PRECIS_OK;
+}
+
+static void inputs_free(stored_inputs *t) {
+  for (size_t i = 0; i < t->count; i++) free(t->names[i]);
+  free(t->names);
+  free(t->digests);
+  memset(t, 0, sizeof *t);
+}
+
+/* c_ref must be finite: a float64 overflow is the inputs' fault, named by its element. */
+static precis_status reference_finite(const precis_model_layer *layer, const double *c_ref, uint64_t count, uint64_t first) {
+  for (uint64_t i = 0; i < count; i++)
+    if (!isfinite(c_ref[i]))
+      return precis_fail(PRECIS_E_INPUT, "layer %s: the reference overflows float64 at element %" PRIu64, layer->name,
+                         first + i);
+  return PRECIS_OK;
+}
+
+/* The workload written out of core: a, b, calib/a and grad as held, then c_ref and ab_abs computed
+ * `block` rows at a time (a multiple of precis_reference_compute's 256-row GEMMs over the samples'
+ * rows one after another, so that the values are those of one call over every row) and written
+ * sample by sample. */
+static precis_status write_tiled(precis_dataset_writer *w, const precis_workload_info *info, const precis_workload_data *data,
+                                 const precis_model_layer *layer, int64_t block, const char *share_a_from) {
+  const int64_t m = info->m, n = info->n, k = info->k, all = info->batch * m;
+  double *c_ref = NULL, *ab_abs = NULL;
+  precis_workload_info with_grad = *info;
+  with_grad.has_grad = data->grad != NULL;
+  precis_status st = share_a_from ? precis_dataset_writer_share_a(w, share_a_from) : PRECIS_OK;
+  if (st == PRECIS_OK) st = precis_dataset_writer_begin(w, &with_grad);
+  if (st != PRECIS_OK) return st;
+  if ((st = precis_dataset_writer_rows(w, "b", 0, 0, k, data->b)) != PRECIS_OK) goto done;
+  for (int64_t s = 0; s < info->batch && st == PRECIS_OK; s++) {
+    if (!share_a_from) st = precis_dataset_writer_rows(w, "a", s, 0, m, data->a + (uint64_t)s * (uint64_t)m * (uint64_t)k);
+    if (st == PRECIS_OK && data->grad)
+      st = precis_dataset_writer_rows(w, "grad", s, 0, m, data->grad + (uint64_t)s * (uint64_t)m * (uint64_t)n);
+  }
+  for (int64_t s = 0; !share_a_from && s < info->calib_samples && st == PRECIS_OK; s++)
+    st = precis_dataset_writer_rows(w, "calib/a", s, 0, m, data->calib_a + (uint64_t)s * (uint64_t)m * (uint64_t)k);
+  if (st != PRECIS_OK) goto done;
+  c_ref = malloc((uint64_t)block * (uint64_t)n * sizeof(double));
+  ab_abs = malloc((uint64_t)block * (uint64_t)n * sizeof(double));
+  if (!c_ref || !ab_abs) {
+    st = precis_fail(PRECIS_E_NOMEM, "layer %s: out of host memory", layer->name);
+    goto done;
+  }
+  for (int64_t r0 = 0; r0 < all; r0 += block) {
+    if (precis_interrupt_signal) {
+      st = precis_fail(PRECIS_E_INTERRUPTED, "interrupted");
+      goto done;
+    }
+    const int64_t rows = all - r0 < block ? all - r0 : block;
+    st = precis_reference_compute(data->a + (uint64_t)r0 * (uint64_t)k, data->b, 1, rows, n, k, false, c_ref, ab_abs);
+    if (st != PRECIS_OK) {
+      precis_error_prefix("layer %s", layer->name);
+      goto done;
+    }
+    if ((st = reference_finite(layer, c_ref, (uint64_t)rows * (uint64_t)n, (uint64_t)r0 * (uint64_t)n)) != PRECIS_OK)
+      goto done;
+    /* Rows [r0, r0 + rows) of the samples' rows one after another, written as pieces of samples. */
+    for (int64_t r = r0; r < r0 + rows && st == PRECIS_OK;) {
+      const int64_t sample = r / m, first = r % m, count = m - first < r0 + rows - r ? m - first : r0 + rows - r;
+      const uint64_t at = (uint64_t)(r - r0) * (uint64_t)n;
+      st = precis_dataset_writer_rows(w, "c_ref", sample, first, count, c_ref + at);
+      if (st == PRECIS_OK) st = precis_dataset_writer_rows(w, "ab_abs", sample, first, count, ab_abs + at);
+      r += count;
+    }
+    if (st != PRECIS_OK) goto done;
+  }
+done:
+  precis_reference_release(); /* b's float64 copy is not held while the next layer is read */
+  free(c_ref);
+  free(ab_abs);
+  precis_status end = precis_dataset_writer_end(w);
+  return st != PRECIS_OK ? st : end;
+}
+
 static precis_status import_layer(const precis_model_layer *layer, const precis_model_import_options *o,
                                   activation_kind act_kind, activation_kind grad_kind,
-                                  precis_dataset_writer *writer, precis_sha256 *id_hash, precis_buf *suite) {
+                                  precis_dataset_writer *writer, precis_sha256 *id_hash, precis_buf *suite,
+                                  stored_inputs *inputs) {
   precis_status st = PRECIS_OK;
   precis_workload_info info;
   memset(&info, 0, sizeof info);
@@ -388,10 +608,12 @@ static precis_status import_layer(const precis_model_layer *layer, const precis_
   const uint64_t a_count = (uint64_t)batch * (uint64_t)m * (uint64_t)k, c_count = (uint64_t)batch * (uint64_t)m * (uint64_t)n;
   const uint64_t calib_count = (uint64_t)o->calib * (uint64_t)m * (uint64_t)k;
   data.a = malloc(a_count * sizeof(float));
-  data.c_ref = malloc(c_count * sizeof(double));
-  data.ab_abs = malloc(c_count * sizeof(double));
+  if (o->converted) {
+    data.c_ref = malloc(c_count * sizeof(double));
+    data.ab_abs = malloc(c_count * sizeof(double));
+  }
   if (o->calib > 0) data.calib_a = malloc(calib_count * sizeof(float));
-  if (!data.a || !data.c_ref || !data.ab_abs || (o->calib > 0 && !data.calib_a)) goto nomem;
+  if (!data.a || (o->converted && (!data.c_ref || !data.ab_abs)) || (o->calib > 0 && !data.calib_a)) goto nomem;
   if (file_a) {
     memcpy(data.a, file_a, a_count * sizeof(float));
     if (o->calib > 0) memcpy(data.calib_a, file_a + a_count, calib_count * sizeof(float));
@@ -421,18 +643,28 @@ static precis_status import_layer(const precis_model_layer *layer, const precis_
                                           deployed_what, sizeof deployed_what)) != PRECIS_OK)
       goto done;
   }
-  st = precis_reference_compute(a_original ? a_original : data.a, b_original ? b_original : data.b, batch, m, n, k, false,
-                                data.c_ref, data.ab_abs);
-  precis_reference_release(); /* b's float64 copy is not held while the next layer is read */
-  if (st != PRECIS_OK) {
-    precis_error_prefix("layer %s", layer->name);
+  /* The reference: whole for --converted (its arrays are written whole), else `block` samples at a
+   * time as the workload is written (the same values: each sample's rows are computed alone). */
+  const int64_t block = reference_block(layer, o, samples, m, batch);
+  if (block < 1) {
+    char need[400], limit[32];
+    const int64_t one = PRECIS_REFERENCE_BLOCK_ROWS < batch * m ? PRECIS_REFERENCE_BLOCK_ROWS : batch * m;
+    const layer_memory r = layer_memory_of(layer, o, samples, m, batch, one);
+    describe_layer_memory(&r, one, need, sizeof need);
+    format_bytes(o->max_memory, limit, sizeof limit);
+    st = precis_fail(PRECIS_E_USAGE, "--max-memory %s: layer %s needs at least %s", limit, layer->name, need);
     goto done;
   }
-  for (uint64_t i = 0; i < c_count; i++)
-    if (!isfinite(data.c_ref[i])) {
-      st = precis_fail(PRECIS_E_INPUT, "layer %s: the reference overflows float64 at element %" PRIu64, layer->name, i);
+  if (o->converted) {
+    st = precis_reference_compute(a_original ? a_original : data.a, b_original ? b_original : data.b, batch, m, n, k, false,
+                                  data.c_ref, data.ab_abs);
+    precis_reference_release(); /* b's float64 copy is not held while the next layer is read */
+    if (st != PRECIS_OK) {
+      precis_error_prefix("layer %s", layer->name);
       goto done;
     }
+    if ((st = reference_finite(layer, data.c_ref, c_count, 0)) != PRECIS_OK) goto done;
+  }
   /* The dataset keeps the original weights next to the converted ones: c_ref is checked against them. */
   data.b_ref = b_original;
   b_original = NULL;
@@ -577,7 +809,16 @@ static precis_status import_layer(const precis_model_layer *layer, const precis_
   static char logits_kind[] = "logits";
   info.output_kind = o->activations && precis_model_is_output_projection(layer->name) ? logits_kind : NULL;
   if (!source || !description || !info.a_dist || !info.b_dist || !info.reference) goto nomem;
-  if ((st = precis_dataset_writer_add(writer, &info, &data)) != PRECIS_OK) goto done;
+  if (o->converted) {
+    st = precis_dataset_writer_add(writer, &info, &data);
+  } else {
+    uint8_t inputs_sha[32];
+    inputs_digest(&info, &data, inputs_sha);
+    const char *same = inputs_find(inputs, inputs_sha);
+    st = write_tiled(writer, &info, &data, layer, block, same);
+    if (st == PRECIS_OK && !same) st = inputs_add(inputs, layer->name, inputs_sha);
+  }
+  if (st != PRECIS_OK) goto done;
   precis_dataset_id_add(id_hash, &info, &data);
 
   /* The suite this import is equivalent to (the dataset's `suite` attribute). */
@@ -638,10 +879,44 @@ precis_status precis_model_import(const precis_model *model, const precis_model_
     precis_error_prefix("--gradients");
     return st;
   }
+  /* The estimate, before anything is written: the largest working set of one layer, with the
+   * first layer's [samples, tokens] for every layer (a capture gives every layer the same). */
+  int64_t est_samples = 0, est_m = o->tokens, est_batch = o->batch > 0 ? o->batch : 1;
+  if (o->activations && model->n_layers) {
+    if ((st = activation_rows(o, &model->layers[0], act_kind, &est_samples, &est_m)) != PRECIS_OK) return st;
+    est_batch = o->batch > 0 ? o->batch : est_samples - o->calib;
+  }
+  if (est_batch >= 1 && model->n_layers) {
+    size_t worst = 0;
+    int64_t worst_block = 0;
+    layer_memory worst_mem = {0};
+    for (size_t i = 0; i < model->n_layers; i++) {
+      const int64_t block = reference_block(&model->layers[i], o, est_samples, est_m, est_batch);
+      if (block < 1) {
+        char need[400], limit[32];
+        const int64_t one = PRECIS_REFERENCE_BLOCK_ROWS < est_batch * est_m ? PRECIS_REFERENCE_BLOCK_ROWS : est_batch * est_m;
+        const layer_memory r = layer_memory_of(&model->layers[i], o, est_samples, est_m, est_batch, one);
+        describe_layer_memory(&r, one, need, sizeof need);
+        format_bytes(o->max_memory, limit, sizeof limit);
+        return precis_fail(PRECIS_E_USAGE, "--max-memory %s: layer %s needs at least %s", limit, model->layers[i].name,
+                           need);
+      }
+      const layer_memory r = layer_memory_of(&model->layers[i], o, est_samples, est_m, est_batch, block);
+      if (r.total > worst_mem.total) worst = i, worst_mem = r, worst_block = block;
+    }
+    if (o->progress) {
+      char text[400];
+      describe_layer_memory(&worst_mem, worst_block, text, sizeof text);
+      fprintf(stderr, "precis import: %zu layers, %" PRId64 " held-out samples x %" PRId64 " tokens; peak memory ≈ %s at "
+                      "layer %s (one layer at a time; the process's own baseline comes on top)\n",
+              model->n_layers, est_batch, est_m, text, model->layers[worst].name);
+    }
+  }
   precis_dataset_write_options wopt = {o->force, o->gzip_level};
   precis_dataset_writer *writer = NULL;
   if ((st = precis_dataset_writer_open(o->output, &wopt, &writer)) != PRECIS_OK) return st;
   progress_bar bar = {o->progress, o->progress && isatty(2), model->n_layers};
+  stored_inputs inputs = {0, NULL, NULL};
   precis_sha256 hash;
   precis_dataset_id_begin(&hash, o->seed, model->n_layers);
   precis_buf suite;
@@ -660,7 +935,8 @@ precis_status precis_model_import(const precis_model *model, const precis_model_
       goto failed;
     }
     progress_step(&bar, i, &model->layers[i]);
-    if ((st = import_layer(&model->layers[i], o, act_kind, grad_kind, writer, &hash, &suite)) != PRECIS_OK) goto failed;
+    if ((st = import_layer(&model->layers[i], o, act_kind, grad_kind, writer, &hash, &suite, &inputs)) != PRECIS_OK)
+      goto failed;
   }
   if (bar.tty) fprintf(stderr, "\r\033[K");
   char *suite_text = precis_buf_take(&suite);
@@ -678,10 +954,12 @@ precis_status precis_model_import(const precis_model *model, const precis_model_
   precis_dataset_root_attrs root = {generator, created, o->seed, suite_text, id, o->model_config};
   st = precis_dataset_writer_commit(writer, &root);
   free(suite_text);
+  inputs_free(&inputs);
   if (st == PRECIS_OK && dataset_id) memcpy(dataset_id, id, 65);
   return st;
 failed:
   if (bar.tty) fprintf(stderr, "\n");
+  inputs_free(&inputs);
   precis_buf_free(&suite);
   precis_dataset_writer_abort(writer);
   return st;

@@ -38,10 +38,14 @@ typedef struct precis_model_import_options {
   bool force_foreign;       /* import a converted layer even when it is far from the original's */
   const precis_quant_decl *declared; /* NULL, or what the converted checkpoint's producer declared */
   bool weights_only;        /* a as given even when the declared scheme quantizes the activations */
+  uint64_t max_memory;      /* 0, or bytes one layer's working set must fit (docs/model.md "Memory"): its
+                               reference is computed fewer samples at a time, or the import is refused */
 } precis_model_import_options;
 
 /* Writes the dataset: one workload per layer, b = W^T (k = in, n = out), attributes layer and
- * source; only one layer's arrays are in memory at a time. */
+ * source; only one layer's arrays are in memory at a time, and its c_ref and ab_abs a block of
+ * samples at a time (at most 512 MiB of them, or what max_memory leaves; the values are the same
+ * whatever the block). With progress, the estimate of the peak is printed before the first layer. */
 precis_status precis_model_import(const precis_model *model, const precis_model_import_options *options,
                                   char dataset_id[65]);
 

@@ -153,7 +153,7 @@ int main(int argc, char **argv) {
   }
   precis_dist a;
   precis_dist_init(&a, PRECIS_DIST_OUTLIER_CHANNELS);
-  precis_model_import_options o = {out, true, 0, false, tokens, 1, 0, 0, &a, NULL, NULL, NULL, int4 ? &converted : NULL, false, NULL, false};
+  precis_model_import_options o = {out, true, 0, false, tokens, 1, 0, 0, &a, NULL, NULL, NULL, int4 ? &converted : NULL, false, NULL, false, 0};
   long long baseline = current_rss_bytes();
   char id[65];
   if (precis_model_import(&model, &o, id) != PRECIS_OK) {

@@ -1,7 +1,8 @@
 """Real models at real size (issue 40, DESIGN §20): seeded Llama-architecture models of about 135M,
 0.5B and 1B parameters, each step in its own process, side by side in one run: the plain fp32
 forward against capture, import, run and verify (an int8 plan and a bf16 plan) on WINDOWS windows
-of TOKENS tokens: time and peak RSS (the child's ru_maxrss), with the targets as ratios. The forward's
+of TOKENS tokens: time and peak RSS (the child's ru_maxrss, or its VmRSS sampled every 20 ms when
+higher: precis run resets the high-water mark per case), with the targets as ratios. The forward's
 and verify's times are their own, the model loaded before the clock starts (verify's from its
 report, verify.seconds; their CPU seconds, all threads, beside: the machine may be shared); capture, import and
 run are their processes' wall times. Targets:
@@ -14,7 +15,8 @@ Sizes (hidden not a multiple of 128 for 135m and 0.5b; tied embeddings for 135m 
   135m  hidden 576, 30 layers, intermediate 1536, 9 heads / 3 KV heads, vocab 49152, tied (SmolLM-135M's shape)
   0.5b  hidden 960, 40 layers, intermediate 2560, 15 heads / 5 KV heads, vocab 49152, untied
   1b    hidden 2048, 16 layers, intermediate 8192, 32 heads / 8 KV heads, vocab 128256, tied (Llama-3.2-1B's shape)
-Steps: forward, capture, import, run, verify-int8, verify-bf16 (default all). The model is built
+Steps: forward, capture, import, run, verify-int8, verify-bf16 (default all), and capture-in-memory
+(capture as it was before it streamed: every layer's inputs held, then written). The model is built
 with seeded weights (torch.manual_seed(0), the default init) and saved with save_pretrained.
 Not run by CTest (minutes per size). PRECIS: the precis executable (default build/precis).
 """
@@ -42,6 +44,19 @@ SIZES = {
                num_key_value_heads=8, vocab_size=128256, tie_word_embeddings=True),
 }
 STEPS = ("forward", "capture", "import", "run", "verify-int8", "verify-bf16")
+# Not run unless named: capture as it was before it streamed (every layer's inputs held, then written).
+OPTIONAL_STEPS = ("capture-in-memory",)
+
+CAPTURE_IN_MEMORY = r"""
+import sys, numpy as np, torch, transformers
+import precis.torch as pt
+model = transformers.AutoModelForCausalLM.from_pretrained(sys.argv[1], dtype="float32").eval()
+ids = np.load(sys.argv[2])
+with torch.no_grad():
+    cap = pt.capture(model, [torch.from_numpy(ids[i:i + 4]) for i in range(0, len(ids), 4)], gradients=False,
+                     outputs=False)
+pt.write_arrays(sys.argv[3], {n: x for n, x in cap.arrays().items() if n != "@outputs"}, cap.meta)  # save() before
+"""
 
 BUILD_MODEL = r"""
 import json, sys, torch, transformers
@@ -63,34 +78,41 @@ with torch.no_grad():
     print(time.perf_counter() - t, time.process_time() - c)
 """
 
-CAPTURE = r"""
-import sys, numpy as np, torch, transformers
-import precis.torch as pt
-model = transformers.AutoModelForCausalLM.from_pretrained(sys.argv[1], dtype="float32").eval()
-ids = np.load(sys.argv[2])
-with torch.no_grad():
-    cap = pt.capture(model, [torch.from_numpy(ids[i:i + 4]) for i in range(0, len(ids), 4)], gradients=False)
-cap.save(sys.argv[3])
-"""
-
-
 def run_child(argv, env=None):
-    """Runs argv and returns (wall s, peak RSS bytes of that child, rc, stdout, stderr)."""
-    t = time.perf_counter()
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    """Runs argv and returns (wall s, peak RSS bytes of that child, rc, stdout, stderr). The peak is
+    the larger of the child's ru_maxrss and its VmRSS sampled every 20 ms: precis run resets the
+    kernel's high-water mark (/proc/self/clear_refs) before each case it times, so its ru_maxrss is
+    the peak after its last case only."""
     import threading
 
-    out, err = [], []
+    t = time.perf_counter()
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    out, err, sampled = [], [], [0]
+    done = threading.Event()
+
+    def sample():
+        while not done.is_set():
+            try:
+                with open(f"/proc/{proc.pid}/status") as f:
+                    for line in f:
+                        if line.startswith("VmRSS:"):
+                            sampled[0] = max(sampled[0], int(line.split()[1]) * 1024)
+            except (OSError, ValueError):
+                pass
+            done.wait(0.02)
+
     threads = [threading.Thread(target=lambda s, b: b.append(s.read()), args=(proc.stdout, out)),
                threading.Thread(target=lambda s, b: b.append(s.read()), args=(proc.stderr, err))]
-    for th in threads:
+    sampler = threading.Thread(target=sample)
+    for th in threads + [sampler]:
         th.start()
     _, status, usage = os.wait4(proc.pid, 0)
+    done.set()
     proc.returncode = os.waitstatus_to_exitcode(status)
-    for th in threads:
+    for th in threads + [sampler]:
         th.join()
     wall = time.perf_counter() - t
-    return wall, usage.ru_maxrss * 1024, proc.returncode, out[0].decode(), err[0].decode()
+    return wall, max(usage.ru_maxrss * 1024, sampled[0]), proc.returncode, out[0].decode(), err[0].decode()
 
 
 def fmt_gb(b):
@@ -100,7 +122,7 @@ def fmt_gb(b):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="135m", help="comma-separated: 135m, 0.5b, 1b (default 135m)")
-    ap.add_argument("--steps", default=",".join(STEPS), help="comma-separated among " + ", ".join(STEPS))
+    ap.add_argument("--steps", default=",".join(STEPS), help="comma-separated among " + ", ".join(STEPS + OPTIONAL_STEPS))
     ap.add_argument("--windows", type=int, default=24)
     ap.add_argument("--tokens", type=int, default=64)
     ap.add_argument("--keep", default=None, help="work directory kept (default: a temporary one, removed)")
@@ -154,7 +176,12 @@ def main():
                     print(f"  {size} forward itself: {wall_s:.2f} s, CPU {cpu_s:.2f} s", file=sys.stderr, flush=True)
             acts = os.path.join(d, "acts.npz")
             if "capture" in steps:
-                step("capture", [py, "-c", CAPTURE, model_dir, ids_path, acts])
+                # python -m precis capture: streamed to disk, batches by its estimate (no --max-memory).
+                step("capture", [py, "-m", "precis", "capture", "--model", model_dir, "--inputs", ids_path, "-o", acts,
+                                 "--force", "-q"])
+            if "capture-in-memory" in steps:
+                step("capture-in-memory", [py, "-c", CAPTURE_IN_MEMORY, model_dir, ids_path,
+                                           os.path.join(d, "acts-in-memory.npz")])
             ds = os.path.join(d, "model.h5")
             if "import" in steps and os.path.exists(acts):
                 step("import", [PRECIS, "import", "--model", model_dir, "--activations", acts, "-o", ds, "--force", "-q"])
@@ -194,7 +221,7 @@ def main():
     print("|---|---|---|---|---|---|---|---|---|---|")
     for size, params, weights, rows in table:
         fwd = rows.get("forward", (None,))[0]
-        for name in STEPS:
+        for name in STEPS[:2] + OPTIONAL_STEPS + STEPS[2:]:
             if name not in rows:
                 continue
             w, rss, ok, *extra = rows[name]

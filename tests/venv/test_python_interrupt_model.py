@@ -5,7 +5,11 @@
 - `python -m precis verify` stopped between batches (after its first progress line): exit 143 /
   130, no report file, no temporary file in -o DIR or under TMPDIR;
 - precis.torch's Captured.save stopped inside its write: the process ends by the signal, and
-  neither the file nor its temporary name is left.
+  neither the file nor its temporary name is left;
+- `python -m precis capture` streaming to disk, stopped between batches (after its second progress
+  line): ended by the signal, nothing in the output's directory (no spill files, no output) or TMPDIR;
+- precis.torch.capture(out=...) stopped while it makes the output from its spill files (inside the
+  third array's write): the same.
 (`precis run` and `precis gen`: tests/py/test_interrupt.py.)
 """
 import os
@@ -123,6 +127,66 @@ def capture_save(tmp, sig):
     check(listing(d) == [], f"capture save {name}: left {listing(d)}")
 
 
+def capture_stream_cli(tmp, model_dir, ids_path, sig):
+    d = os.path.join(tmp, f"capture-stream-{sig}")
+    tmpdir = os.path.join(tmp, f"capture-tmpdir-{sig}")
+    os.makedirs(d)
+    os.makedirs(tmpdir)
+    env = dict(os.environ, TMPDIR=tmpdir, PYTHONPATH=STAGE + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.Popen([sys.executable, "-m", "precis", "capture", "--model", model_dir, "--inputs", ids_path,
+                             "--batch-size", "1", "-o", os.path.join(d, "acts.npz"), "--gradients",
+                             os.path.join(d, "grads.npz"), "--outputs", os.path.join(d, "out.npy")],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+    lines = []
+    reader = threading.Thread(target=lambda: lines.extend(proc.stderr), daemon=True)
+    reader.start()
+    spilled = []
+
+    def second_batch():
+        if any("batch 2/" in ln for ln in lines):
+            spilled.extend(listing(d))  # the spill directory, while capture runs
+            return True
+        return False
+    started = stop_when(proc, second_batch, sig)
+    reader.join(timeout=10)
+    name = signal.Signals(sig).name
+    check(started, f"capture {name}: ended before its second batch: {''.join(lines)[-600:]}")
+    check(any(".spill-" in n for n in spilled), f"capture streams into a spill directory beside -o: {spilled}")
+    check(proc.returncode in (-sig, STOP[sig]), f"capture {name}: exit {proc.returncode}, expected death by the "
+                                                f"signal: {''.join(lines)[-600:]}")
+    check(listing(d) == [] and listing(tmpdir) == [], f"capture {name}: left {listing(d)} beside -o, "
+                                                       f"{listing(tmpdir)} in TMPDIR")
+
+
+STREAM_CHILD = r"""
+import os, signal, sys
+sys.path.insert(0, sys.argv[1])
+import numpy as np, torch, transformers, precis.torch as pt
+model = transformers.AutoModelForCausalLM.from_pretrained(sys.argv[2], dtype="float32").eval()
+ids = torch.from_numpy(np.load(sys.argv[3])[:6])
+real, calls = pt._npy_header, []
+def header(f, shape):  # the signal arrives while the output is made from the spill files
+    calls.append(shape)
+    if len(calls) == 3:
+        os.kill(os.getpid(), int(sys.argv[5]))
+    real(f, shape)
+pt._npy_header = header
+pt.capture(model, [ids[i:i + 2] for i in range(0, 6, 2)], out=sys.argv[4])
+print("not reached")
+"""
+
+
+def capture_stream_assembly(tmp, model_dir, ids_path, sig):
+    d = os.path.join(tmp, f"capture-assembly-{sig}")
+    os.makedirs(d)
+    p = subprocess.run([sys.executable, "-c", STREAM_CHILD, STAGE, model_dir, ids_path, os.path.join(d, "acts.npz"),
+                        str(int(sig))], capture_output=True, text=True)
+    name = signal.Signals(sig).name
+    check(p.returncode in (-sig, STOP[sig]) and "not reached" not in p.stdout,
+          f"capture(out=) {name} while writing: exit {p.returncode} ({p.stderr[-400:]})")
+    check(listing(d) == [], f"capture(out=) {name} while writing: left {listing(d)}")
+
+
 def main():
     tmp = scratch.mkdtemp(prefix="precis-interrupt-model-")
     try:
@@ -139,6 +203,8 @@ def main():
             f.write('{"*": "bf16"}')
         for sig in (signal.SIGTERM, signal.SIGINT):
             capture_save(tmp, sig)
+            capture_stream_cli(tmp, model_dir, ids_path, sig)
+            capture_stream_assembly(tmp, model_dir, ids_path, sig)
             import_model(tmp, sig)
             verify_cli(tmp, model_dir, ids_path, sig)
     finally:

@@ -13,7 +13,7 @@ from cli_checks import FAILURES, PRECIS, check  # noqa: E402
 BUILD = os.path.abspath(os.environ.get("PRECIS_BUILD_DIR", "build"))
 STAGE = os.environ.get("PRECIS_PY_STAGE") or os.path.join(BUILD, "python")
 ENV = dict(os.environ, PYTHONPATH=STAGE + os.pathsep + os.environ.get("PYTHONPATH", ""))
-PYTHON_ONLY = {"verify": ["verify", "--help"], "plan --validate": ["plan", "--validate", "--help"],
+PYTHON_ONLY = {"capture": ["capture", "--help"], "verify": ["verify", "--help"], "plan --validate": ["plan", "--validate", "--help"],
                "tasks": ["tasks", "--help"], "lm-eval": ["lm-eval", "--help"],
                "capture --attention": ["capture", "--attention", "--help"]}
 
