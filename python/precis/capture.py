@@ -10,8 +10,8 @@ is printed before the first batch; --max-memory makes batches smaller or refuses
 import argparse
 import os
 import sys
-import time
 
+from .verify import Progress as VerifyProgress
 from .verify import (EXIT_OK, EXIT_USAGE, DEFAULT_BATCH_BUDGET, VerifyError, _fmt_bytes, choose_batch, load_inputs,
                      load_model, parse_bytes)
 
@@ -73,36 +73,16 @@ class CaptureEstimate:
                 f"{_fmt_bytes(self.per_batch(batch))})")
 
 
-class Progress:
-    """'capture: batch i/N: tokens t/T, elapsed, left' lines on stderr, a live layer line on a
-    terminal; nothing when quiet."""
+class Progress(VerifyProgress):
+    """verify's progress lines under capture's name; precis.torch.capture reports a layer by its
+    index among the captured layers."""
 
     def __init__(self, quiet, total_batches, total_tokens, layers):
-        self.quiet, self.total_batches, self.total_tokens, self.layers = quiet, total_batches, total_tokens, layers
-        self.started = time.time()
-        self.live = not quiet and sys.stderr.isatty()
-        self.done_tokens = 0
-
-    def say(self, text):
-        if not self.quiet:
-            print(f"precis capture: {text}", file=sys.stderr, flush=True)
+        super().__init__(quiet, total_batches, total_tokens, command="capture")
+        self.layers = layers
 
     def layer(self, batch, index, name):
-        if self.live:
-            sys.stderr.write(f"\r\033[Kprecis capture: batch {batch + 1}/{self.total_batches}, layer "
-                             f"{index + 1}/{self.layers} {name[:60]}")
-            sys.stderr.flush()
-
-    def batch_done(self, batch, tokens):
-        self.done_tokens += tokens
-        if self.quiet:
-            return
-        elapsed = time.time() - self.started
-        left = elapsed / self.done_tokens * (self.total_tokens - self.done_tokens) if self.done_tokens else 0
-        if self.live:
-            sys.stderr.write("\r\033[K")
-        self.say(f"batch {batch + 1}/{self.total_batches}: tokens {self.done_tokens}/{self.total_tokens}, "
-                 f"{elapsed:.0f} s elapsed, about {left:.0f} s left")
+        super().layer(batch, index, self.layers, name)
 
 
 def main(argv=None):

@@ -238,19 +238,20 @@ class Progress:
     """'verify: batch i/N, layer j/L, tokens t/T, elapsed, left' lines on stderr; a live line on a
     terminal, one line per batch otherwise; nothing when quiet."""
 
-    def __init__(self, quiet, total_batches, total_tokens):
+    def __init__(self, quiet, total_batches, total_tokens, command="verify"):
         self.quiet, self.total_batches, self.total_tokens = quiet, total_batches, total_tokens
+        self.command = command
         self.started = time.time()
         self.live = not quiet and sys.stderr.isatty()
         self.done_tokens = 0
 
     def say(self, text):
         if not self.quiet:
-            print(f"precis verify: {text}", file=sys.stderr, flush=True)
+            print(f"precis {self.command}: {text}", file=sys.stderr, flush=True)
 
     def layer(self, batch, index, total, name):
         if self.live:
-            sys.stderr.write(f"\r\033[Kprecis verify: batch {batch + 1}/{self.total_batches}, layer {index + 1}/{total} "
+            sys.stderr.write(f"\r\033[Kprecis {self.command}: batch {batch + 1}/{self.total_batches}, layer {index + 1}/{total} "
                              f"{name[:60]}")
             sys.stderr.flush()
 
