@@ -19,6 +19,7 @@
  *   infinite sum are equal, of a NaN unordered: the sum itself is kept).
  * tests/test_fp16acc.c checks bit identity against the reference on random and adversarial inputs. */
 #include "cpu_gemm_fp16acc.h"
+#include "sysinfo.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -284,8 +285,7 @@ static void *fp16acc_thread(void *arg) {
 
 static void fp16acc_vector(const float *a, const float *b, float *c, size_t rows, size_t n, size_t k,
                            precis_fp16acc_path path) {
-  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  size_t threads = cpus > 0 ? (size_t)cpus : 1;
+  size_t threads = precis_online_cpus();
   if (threads > FP16ACC_MAX_THREADS) threads = FP16ACC_MAX_THREADS;
   double work = (double)rows * (double)n * (double)k;
   while (threads > 1 && work / (double)threads < (double)FP16ACC_MIN_WORK_PER_THREAD) threads--;

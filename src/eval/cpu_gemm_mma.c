@@ -19,6 +19,7 @@
  * MMA-Sim gives them). tests/test_mma_chain.c checks the two paths bit for bit, and
  * tests/venv/test_mma_oracle.py the cpu backend's rows against an independent NumPy model. */
 #include "cpu_gemm_mma.h"
+#include "sysinfo.h"
 
 #include <limits.h>
 #include <math.h>
@@ -326,8 +327,7 @@ static bool mma_vector(const float *a, const float *b, float *c, size_t rows, si
     return false;
   }
   pack_rows(a, rows, k, kp, shape->emin_a, apack);
-  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  size_t threads = cpus > 0 ? (size_t)cpus : 1;
+  size_t threads = precis_online_cpus();
   if (threads > MMA_MAX_THREADS) threads = MMA_MAX_THREADS;
   double work = (double)rows * (double)n * (double)k;
   while (threads > 1 && work / (double)threads < (double)MMA_MIN_WORK_PER_THREAD) threads--;
@@ -693,17 +693,10 @@ static void *f32_thread(void *arg) {
   return NULL;
 }
 
-/* The online CPUs (at most MMA_MAX_THREADS), asked once: sysconf reads /sys, tens of microseconds,
- * more than a small GEMM. */
+/* The online CPUs, at most MMA_MAX_THREADS. */
 static size_t online_cpus(void) {
-  static _Atomic size_t cached;
-  size_t cpus = cached;
-  if (cpus == 0) {
-    long online = sysconf(_SC_NPROCESSORS_ONLN);
-    cpus = online < 1 ? 1 : online > MMA_MAX_THREADS ? MMA_MAX_THREADS : (size_t)online;
-    cached = cpus;
-  }
-  return cpus;
+  size_t cpus = precis_online_cpus();
+  return cpus > MMA_MAX_THREADS ? MMA_MAX_THREADS : cpus;
 }
 
 static precis_mma_path cpu_best_path(void);

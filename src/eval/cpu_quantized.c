@@ -31,6 +31,7 @@
 #include "numerics/format_bits.h"
 #include "numerics/quant.h"
 #include "numerics/quantize.h"
+#include "sysinfo.h"
 
 /* The target's MMA accumulator (src/numerics/target.h; docs/formats.md, "Target architectures"),
  * the model of the bit-accurate tensor-core studies (Fasi, Higham, Mikaitis & Pranesh 2021;
@@ -703,10 +704,8 @@ static void *mma_segment_rows(void *arg) {
 /* One segment, the rows split over the online CPUs (issue 40: threads on every core). Each output's
  * chain is independent of the others, so the bits do not depend on the split. */
 static void mma_segment(precis_cpu_quant *q, size_t rows, size_t row0, size_t g, size_t k0, size_t len) {
-  static _Atomic long online;
-  long cpus = online;
-  if (cpus == 0) online = cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  size_t threads = cpus < 1 ? 1 : cpus > MMA_SEGMENT_MAX_THREADS ? MMA_SEGMENT_MAX_THREADS : (size_t)cpus;
+  size_t cpus = precis_online_cpus();
+  size_t threads = cpus > MMA_SEGMENT_MAX_THREADS ? MMA_SEGMENT_MAX_THREADS : cpus;
   double work = (double)rows * (double)q->n * (double)len;
   while (threads > 1 && work / (double)threads < (double)MMA_SEGMENT_MIN_WORK) threads--;
   if (threads > rows) threads = rows > 0 ? rows : 1;

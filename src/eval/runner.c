@@ -16,6 +16,7 @@
 #include "report/journal.h"
 #include "numerics/metrics.h"
 #include "report/report.h"
+#include "sysinfo.h"
 
 /* A converted checkpoint's layer (precis import --converted: b holds the artifact's weights, c_ref
  * comes from the original ones) measures the artifact's error against the original, so it is
@@ -110,10 +111,7 @@ precis_status precis_case_sample_metrics(const precis_workload_info *w, const pr
   /* Each sample's metrics are its own (nothing is summed across samples here), so samples are
    * split across the online CPUs: the same values in any split. */
   const size_t batch = (size_t)w->batch, per_sample = (size_t)(w->m * w->n);
-  static _Atomic long online;
-  long cpus = online;
-  if (cpus == 0) online = cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  size_t threads = cpus > 1 ? (size_t)cpus : 1;
+  size_t threads = precis_online_cpus();
   if (threads > SAMPLE_METRICS_MAX_THREADS) threads = SAMPLE_METRICS_MAX_THREADS;
   if (threads > batch) threads = batch;
   while (threads > 1 && batch * per_sample / threads < SAMPLE_METRICS_MIN_PER_THREAD) threads--;

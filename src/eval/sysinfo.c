@@ -15,6 +15,16 @@ char *openblas_get_config(void);
 char *openblas_get_corename(void);
 int openblas_get_num_threads(void);
 
+size_t precis_online_cpus(void) {
+  static _Atomic size_t cached;
+  size_t cpus = cached;
+  if (cpus == 0) {
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    cached = cpus = online < 1 ? 1 : (size_t)online;
+  }
+  return cpus;
+}
+
 void precis_utc_now(char *buf, size_t len) {
   time_t now = time(NULL);
   struct tm tm;
@@ -56,7 +66,7 @@ void precis_sysinfo_collect(precis_kv_list *env) {
   precis_kv_set_int(env, "blas_threads", openblas_get_num_threads());
   cpu_model(buf, sizeof buf);
   precis_kv_set(env, "cpu", buf);
-  precis_kv_set_int(env, "cpu_cores", sysconf(_SC_NPROCESSORS_ONLN));
+  precis_kv_set_int(env, "cpu_cores", (long long)precis_online_cpus());
   struct utsname u;
   if (uname(&u) == 0) {
     snprintf(buf, sizeof buf, "%s %s %s", u.sysname, u.release, u.machine);
