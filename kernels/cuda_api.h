@@ -56,4 +56,17 @@ const struct precis_reference_device *precis_cuda_reference_device(void);
 /* The cuda backend (kernels/cuda_backend.c); NULL when this binary was built without CUDA. */
 const precis_backend *precis_backend_cuda(void);
 
+/* libprecis's precis_emulate_device (kernels/cuda_device_gemm.c; NOT YET RUN ON A GPU): the cuda
+ * backend's run_case on CUDA device `device` with io's device arrays read and written in place
+ * (precis_case_options.device_io), after the work queued on `stream` (a cudaStream_t; 0: the legacy
+ * default stream). The case's row status and reason come back in out. PRECIS_E_NO_DEVICE without a
+ * usable device, PRECIS_E_USAGE for a bad ordinal or a pointer that is not memory of that device;
+ * without CUDA: PRECIS_E_NOT_BUILT. */
+precis_status precis_cuda_device_gemm(int device, uintptr_t stream, const precis_spec *spec,
+                                      const precis_workload_info *w, const precis_device_io *io,
+                                      precis_case_output *out);
+/* cudaMalloc / cudaFree on CUDA device `device` (the thread's current device left as it was). */
+precis_status precis_cuda_device_alloc(int device, size_t bytes, void **out);
+void precis_cuda_device_free(int device, void *p);
+
 #endif

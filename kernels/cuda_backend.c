@@ -440,6 +440,13 @@ static precis_status run_case_body(cuda_case *cs, const precis_workload_data *da
   precis_gemm_plan_describe(p, details);
   precis_plan_describe_l2(precis_gemm_plan_operand_bytes(p), ctx->l2_bytes, "device (cudaDeviceProp.l2CacheSize)",
                           details);
+  /* Device-resident inputs (precis_emulate_device) are read in place; the host rescales an fp8
+   * output after reading it back, which a device output never is. */
+  if (o->device_io && p->d_scaled) {
+    st = precis_fail(PRECIS_E_UNSUPPORTED, "cuda backend, device arrays: an out=e4m3 output is rescaled on the host "
+                                           "after its copy back; device-resident outputs take out=fp32, bf16 or fp16");
+    goto done;
+  }
   if (!plan_fits_launchers(p)) {
     st = precis_fail(PRECIS_E_RUNTIME, "cuda backend: the plan for %s needs a strided float conversion the kernels lack",
                      p->route->name);
@@ -487,7 +494,11 @@ static precis_status run_case_body(cuda_case *cs, const precis_workload_data *da
   if (st != PRECIS_OK) goto done;
   sampling = true;
 
-  if (!cs->host_q) {
+  if (o->device_io) {
+    /* The caller's device arrays are the float32 inputs: no copy (the kernels only read a32 and b32). */
+    cs->a32 = (float *)(uintptr_t)o->device_io->a;
+    cs->b32 = (float *)(uintptr_t)o->device_io->b;
+  } else if (!cs->host_q) {
     st = alloc(cs, cs->a_count * sizeof(float), "a (float32 input)", (void **)&cs->a32);
     if (st == PRECIS_OK) st = alloc(cs, cs->b_count * sizeof(float), "b (float32 input)", (void **)&cs->b32);
   } else {
@@ -538,7 +549,7 @@ static precis_status run_case_body(cuda_case *cs, const precis_workload_data *da
   if (st != PRECIS_OK) goto done;
 
   /* Inputs, padding, static scales. */
-  if (!cs->host_q) {
+  if (!cs->host_q && !o->device_io) {
     PRECIS_TRY(cuda, cudaMemcpyAsync(cs->a32, data->a, cs->a_count * sizeof(float), cudaMemcpyHostToDevice, s));
     PRECIS_TRY(cuda, cudaMemcpyAsync(cs->b32, data->b, cs->b_count * sizeof(float), cudaMemcpyHostToDevice, s));
   }
@@ -673,14 +684,27 @@ converted:;
   st = gemm(cs, 1);
   if (st == PRECIS_OK) st = finish_output(cs);
   if (st != PRECIS_OK) goto done;
+  const float *src = cs->out ? cs->out : (const float *)cs->d;
+  const precis_plan_read *rd = &p->read;
+  if (o->device_io) {
+    /* The same read as below, device to device into the caller's output; nothing is timed. */
+    for (int64_t c = 0; c < rd->calls; c++)
+      PRECIS_TRY(cuda, cudaMemcpy2DAsync(o->device_io->c + c * rd->dst_stride, (size_t)rd->dst_ld * sizeof(float),
+                                         src + c * rd->src_stride, (size_t)rd->src_ld * sizeof(float),
+                                         (size_t)rd->cols * sizeof(float), (size_t)rd->rows, cudaMemcpyDeviceToDevice,
+                                         s));
+    PRECIS_TRY(cuda, cudaStreamSynchronize(s));
+    out->memory.tracked_peak_bytes = cs->mem.peak_bytes;
+    precis_kv_set(details, "inputs", "device arrays read in place (precis_emulate_device); output written on the device");
+    precis_kv_set(details, "timing", "not measured: computed once (precis_emulate_device)");
+    goto done;
+  }
   out->c = malloc(cs->c_count * sizeof(float));
   if (!out->c) {
     st = precis_fail(PRECIS_E_DOES_NOT_FIT, "host memory: %zu bytes for the output", cs->c_count * sizeof(float));
     goto done;
   }
   /* cs->out exists for every D that is not float32 (int8 dequantized, f16/bf16 widened, e4m3 decoded). */
-  const float *src = cs->out ? cs->out : (const float *)cs->d;
-  const precis_plan_read *rd = &p->read;
   for (int64_t c = 0; c < rd->calls; c++)
     PRECIS_TRY(cuda, cudaMemcpy2DAsync(out->c + c * rd->dst_stride, (size_t)rd->dst_ld * sizeof(float),
                                        src + c * rd->src_stride, (size_t)rd->src_ld * sizeof(float),
@@ -793,6 +817,26 @@ static precis_status run_dequant_emulation(void *vctx, const precis_spec *spec, 
   return st;
 }
 
+/* Device-resident arrays (options->device_io) reach only the routes whose conversions run on the
+ * device from the float32 inputs; the others read the inputs on the host: true with the reason then. */
+static bool device_io_refusal(cuda_ctx *ctx, const precis_spec *spec, char *why, size_t len) {
+  const char *host_step = NULL;
+  precis_spec sub;
+  const precis_lt_route *route = precis_lt_route_find(spec, NULL, 0);
+  if (precis_lt_emulated_on(spec, ctx->cc_major, ctx->cc_minor, &sub, NULL, 0))
+    host_step = "its operands are dequantized on the host (weight-only, MX or NV emulated)";
+  else if (precis_cuda_hiprec_handles(spec))
+    host_step = "fp64 and split recipes read their inputs on the host";
+  else if (route && (route->scaling == PRECIS_LT_SCALING_OUTER_VEC || route->scaling == PRECIS_LT_SCALING_BLOCK128 ||
+                     route->scaling == PRECIS_LT_SCALING_BLOCK_SCALED))
+    host_step = "its codes and scales come from the cpu backend's quantizer, on the host";
+  if (!host_step) return false;
+  snprintf(why, len, "cuda backend, device arrays: %s, which would copy them to the host; with device arrays it takes "
+                     "the recipes converted on the device (fp32, tf32, bf16, fp16, int8 per row, fp8 per tensor)",
+           host_step);
+  return true;
+}
+
 static precis_status cuda_run_case(void *vctx, const precis_spec *spec, const precis_workload_info *w,
                                    const precis_workload_data *data, const precis_case_options *o,
                                    precis_case_output *out) {
@@ -806,6 +850,10 @@ static precis_status run_case_alpha(void *vctx, const precis_spec *spec, const p
   char why[512];
   precis_spec sub;
   char how[256];
+  if (o->device_io && device_io_refusal(ctx, spec, out->reason, sizeof out->reason)) {
+    out->status = PRECIS_ROW_UNSUPPORTED;
+    return PRECIS_OK;
+  }
   if (precis_lt_emulated_on(spec, ctx->cc_major, ctx->cc_minor, &sub, how, sizeof how))
     return run_dequant_emulation(vctx, spec, &sub, how, w, data, o, out);
   out->memory.tensor_bytes = precis_spec_tensor_bytes(spec, w->m, w->n, w->k, w->batch, w->b_batched);

@@ -35,6 +35,25 @@ precis_status precis_cuda_reference_describe(int device, char *text, size_t len)
   return precis_cuda_reference_compute(device, NULL, NULL, 0, 0, 0, 0, false, NULL, NULL);
 }
 
+#define NOT_BUILT_DEVICE_ARRAYS                                                                                        \
+  "CUDA device arrays: this libprecis was built without CUDA (PRECIS_CUDA=OFF, or nvcc/cuBLASLt not found at build "   \
+  "time); rebuild with -DPRECIS_CUDA=ON, or pass host arrays"
+
+precis_status precis_cuda_device_gemm(int device, uintptr_t stream, const precis_spec *spec,
+                                      const precis_workload_info *w, const precis_device_io *io,
+                                      precis_case_output *out) {
+  (void)device, (void)stream, (void)spec, (void)w, (void)io, (void)out;
+  return precis_fail(PRECIS_E_NOT_BUILT, NOT_BUILT_DEVICE_ARRAYS);
+}
+
+precis_status precis_cuda_device_alloc(int device, size_t bytes, void **out) {
+  (void)device, (void)bytes;
+  *out = NULL;
+  return precis_fail(PRECIS_E_NOT_BUILT, NOT_BUILT_DEVICE_ARRAYS);
+}
+
+void precis_cuda_device_free(int device, void *p) { (void)device, (void)p; }
+
 const precis_reference_device *precis_cuda_reference_device(void) {
   static const precis_reference_device device = {precis_cuda_reference_describe, precis_cuda_reference_compute};
   return &device;

@@ -648,6 +648,307 @@ static PyObject *py_layer_check_rows(PyObject *self, PyObject *args) {
   return pair;
 }
 
+/* ---- DLPack -------------------------------------------------------------------------------- */
+/* Arrays of any library that exports DLPack (torch, NumPy, CuPy, JAX): `__dlpack_device__()` says
+ * where the data is, `__dlpack__(stream=, max_version=)` hands over a capsule holding a
+ * DLManagedTensor(Versioned). Once its pointer is taken the consumer owns it: the capsule is renamed
+ * "used_dltensor" ("used_dltensor_versioned") so that the producer's capsule destructor leaves it
+ * alone, and the consumer calls the tensor's deleter when done with the data (here: after the GEMM).
+ * The structs are DLPack's stable ABI (dlpack.h, v1.0), written out so as not to need its header. */
+
+enum { DL_CPU = 1, DL_CUDA = 2, DL_CUDA_HOST = 3, DL_CUDA_MANAGED = 13 };
+enum { DL_FLOAT = 2 };
+#define DL_FLAG_READ_ONLY ((uint64_t)1)
+
+typedef struct {
+  int32_t device_type, device_id;
+} dl_device;
+typedef struct {
+  uint8_t code, bits;
+  uint16_t lanes;
+} dl_dtype;
+typedef struct {
+  void *data;
+  dl_device device;
+  int32_t ndim;
+  dl_dtype dtype;
+  int64_t *shape, *strides; /* strides in elements; NULL: dense row-major */
+  uint64_t byte_offset;
+} dl_tensor;
+typedef struct dl_managed {
+  dl_tensor tensor;
+  void *manager_ctx;
+  void (*deleter)(struct dl_managed *self);
+} dl_managed;
+typedef struct dl_managed_versioned {
+  uint32_t major, minor;
+  void *manager_ctx;
+  void (*deleter)(struct dl_managed_versioned *self);
+  uint64_t flags;
+  dl_tensor tensor;
+} dl_managed_versioned;
+
+/* One array taken from a DLPack producer: ownership of its managed tensor until dl_release. */
+typedef struct dl_array {
+  PyObject *capsule;
+  dl_managed *legacy;
+  dl_managed_versioned *versioned;
+  int device_type, device_id;
+  int ndim;
+  int64_t shape[3];
+  void *data; /* data + byte_offset */
+} dl_array;
+
+static void dl_release(dl_array *x) {
+  /* The deleter frees the producer's hold on the data (NumPy: a reference to the array; torch: the
+   * tensor's storage). Called once, by whoever renamed the capsule: this code. It may run Python
+   * (a destructor), which must not find an exception pending: the caller's is put aside meanwhile. */
+  if (!x->capsule && !x->versioned && !x->legacy) return;
+  PyObject *type, *value, *tb;
+  PyErr_Fetch(&type, &value, &tb);
+  if (x->versioned && x->versioned->deleter) x->versioned->deleter(x->versioned);
+  else if (x->legacy && x->legacy->deleter) x->legacy->deleter(x->legacy);
+  x->versioned = NULL;
+  x->legacy = NULL;
+  Py_CLEAR(x->capsule);
+  PyErr_Restore(type, value, tb);
+}
+
+static const char *dl_device_name(int type) {
+  switch (type) {
+  case DL_CPU: return "the CPU (kDLCPU)";
+  case DL_CUDA: return "CUDA (kDLCUDA)";
+  case DL_CUDA_HOST: return "pinned host memory (kDLCUDAHost)";
+  case DL_CUDA_MANAGED: return "CUDA managed memory (kDLCUDAManaged)";
+  default: return "another device";
+  }
+}
+
+/* (device_type, device_id) from obj.__dlpack_device__(); -1 with an exception naming `name`. */
+static int dl_device_of(PyObject *obj, const char *name, int *type, int *id) {
+  PyObject *dev = PyObject_CallMethod(obj, "__dlpack_device__", NULL);
+  if (!dev) return -1;
+  int ok = PyTuple_Check(dev) && PyTuple_Size(dev) == 2;
+  long t = ok ? PyLong_AsLong(PyTuple_GetItem(dev, 0)) : -1;
+  long i = ok ? PyLong_AsLong(PyTuple_GetItem(dev, 1)) : -1;
+  Py_DECREF(dev);
+  if (!ok || PyErr_Occurred()) {
+    PyErr_Clear();
+    PyErr_Format(PyExc_TypeError, "%s: __dlpack_device__() must return (device_type, device_id) integers", name);
+    return -1;
+  }
+  *type = (int)t;
+  *id = (int)i;
+  return 0;
+}
+
+/* Takes obj's data through DLPack: float32, ndim in [min_ndim, 3], dense row-major (a size-1
+ * dimension may have any stride), writable when `writable`. `stream` is the consumer's CUDA stream
+ * (a cudaStream_t as an integer) for CUDA arrays: the producer orders its writes before work queued
+ * there. -1 with an exception naming `name` and what was expected; the capsule is released then. */
+static int dl_take(PyObject *obj, const char *name, int min_ndim, int writable, uintptr_t stream, dl_array *x) {
+  memset(x, 0, sizeof *x);
+  if (!PyObject_HasAttrString(obj, "__dlpack__") || !PyObject_HasAttrString(obj, "__dlpack_device__")) {
+    PyErr_Format(PyExc_TypeError, "%s: %S has no __dlpack__/__dlpack_device__: expected a DLPack array (a torch "
+                 "tensor, a NumPy array, ...)", name, (PyObject *)Py_TYPE(obj));
+    return -1;
+  }
+  int type, id;
+  if (dl_device_of(obj, name, &type, &id)) return -1;
+  if (type != DL_CPU && type != DL_CUDA) {
+    PyErr_Format(PyExc_ValueError, "%s: on %s (DLPack device type %d): expected the CPU or a CUDA device", name,
+                 dl_device_name(type), type);
+    return -1;
+  }
+  /* DLPack's stream argument: None on the CPU; on CUDA the stream, 1 for the legacy default stream
+   * (0 is ambiguous there, and refused by the standard). */
+  PyObject *kwargs = PyDict_New(), *empty = PyTuple_New(0), *method = PyObject_GetAttrString(obj, "__dlpack__");
+  PyObject *version = Py_BuildValue("(ii)", 1, 0);
+  PyObject *stream_arg = type == DL_CUDA ? PyLong_FromUnsignedLongLong(stream ? (unsigned long long)stream : 1ULL)
+                                         : (Py_INCREF(Py_None), Py_None);
+  PyObject *capsule = NULL;
+  if (kwargs && empty && method && version && stream_arg && PyDict_SetItemString(kwargs, "stream", stream_arg) == 0 &&
+      PyDict_SetItemString(kwargs, "max_version", version) == 0) {
+    capsule = PyObject_Call(method, empty, kwargs);
+    if (!capsule && PyErr_ExceptionMatches(PyExc_TypeError)) {
+      /* A producer from before DLPack 1.0 takes no max_version. */
+      PyErr_Clear();
+      if (PyDict_DelItemString(kwargs, "max_version") == 0) capsule = PyObject_Call(method, empty, kwargs);
+    }
+  }
+  Py_XDECREF(kwargs);
+  Py_XDECREF(empty);
+  Py_XDECREF(method);
+  Py_XDECREF(version);
+  Py_XDECREF(stream_arg);
+  if (!capsule) return -1;
+  x->capsule = capsule;
+  dl_tensor *t = NULL;
+  if (PyCapsule_IsValid(capsule, "dltensor_versioned")) {
+    x->versioned = PyCapsule_GetPointer(capsule, "dltensor_versioned");
+    if (!x->versioned) goto fail;
+    if (PyCapsule_SetName(capsule, "used_dltensor_versioned")) goto fail;
+    if (x->versioned->major != 1) {
+      PyErr_Format(PyExc_ValueError, "%s: DLPack version %u.%u: expected 1.x", name, x->versioned->major,
+                   x->versioned->minor);
+      goto fail;
+    }
+    if (writable && (x->versioned->flags & DL_FLAG_READ_ONLY)) {
+      PyErr_Format(PyExc_ValueError, "%s: a read-only DLPack array: expected a writable one (the output)", name);
+      goto fail;
+    }
+    t = &x->versioned->tensor;
+  } else if (PyCapsule_IsValid(capsule, "dltensor")) {
+    x->legacy = PyCapsule_GetPointer(capsule, "dltensor");
+    if (!x->legacy) goto fail;
+    if (PyCapsule_SetName(capsule, "used_dltensor")) goto fail;
+    t = &x->legacy->tensor;
+  } else {
+    const char *cname = PyCapsule_CheckExact(capsule) ? PyCapsule_GetName(capsule) : NULL;
+    PyErr_Clear();
+    if (cname && strncmp(cname, "used_dltensor", 13) == 0)
+      PyErr_Format(PyExc_ValueError, "%s: __dlpack__ returned a capsule already consumed (\"%s\"): a DLPack capsule "
+                   "is used once", name, cname);
+    else
+      PyErr_Format(PyExc_TypeError, "%s: __dlpack__ returned %S%s%s%s: expected a \"dltensor\" or "
+                   "\"dltensor_versioned\" capsule", name, (PyObject *)Py_TYPE(capsule), cname ? " named \"" : "",
+                   cname ? cname : "", cname ? "\"" : "");
+    goto fail;
+  }
+  x->device_type = t->device.device_type;
+  x->device_id = t->device.device_id;
+  if (x->device_type != type || x->device_id != id) {
+    PyErr_Format(PyExc_ValueError, "%s: __dlpack_device__ says (%d, %d), the tensor (%d, %d)", name, type, id,
+                 x->device_type, x->device_id);
+    goto fail;
+  }
+  if (t->dtype.code != DL_FLOAT || t->dtype.bits != 32 || t->dtype.lanes != 1) {
+    static const char *const kinds[] = {"int", "uint", "float", "opaque", "bfloat", "complex", "bool"};
+    const char *kind = t->dtype.code < sizeof kinds / sizeof *kinds ? kinds[t->dtype.code] : "code ";
+    char lanes[32] = "";
+    if (t->dtype.lanes != 1) snprintf(lanes, sizeof lanes, " x %d lanes", (int)t->dtype.lanes);
+    PyErr_Format(PyExc_TypeError, "%s: dtype %s%d%s (DLPack code %d): expected float32 (convert it first, e.g. "
+                 "%s.float())", name, kind, (int)t->dtype.bits, lanes, (int)t->dtype.code, name);
+    goto fail;
+  }
+  if (t->ndim < min_ndim || t->ndim > 3) {
+    PyErr_Format(PyExc_ValueError, "%s: %d dimensions: expected %s", name, (int)t->ndim,
+                 min_ndim == 2 ? "2 or 3 ([rows, cols] or [batch, rows, cols])" : "1 to 3");
+    goto fail;
+  }
+  x->ndim = t->ndim;
+  int64_t dense = 1;
+  for (int i = x->ndim - 1; i >= 0; i--) {
+    x->shape[i] = t->shape[i];
+    if (t->shape[i] < 1) {
+      PyErr_Format(PyExc_ValueError, "%s: dimension %d of size %lld: every dimension must be at least 1", name, i,
+                   (long long)t->shape[i]);
+      goto fail;
+    }
+    if (t->strides && t->shape[i] > 1 && t->strides[i] != dense) {
+      char got[96] = "", want[96] = "";
+      size_t g = 0, wn = 0;
+      int64_t d = 1, expect[3];
+      for (int j = x->ndim - 1; j >= 0; j--) expect[j] = d, d *= t->shape[j];
+      for (int j = 0; j < x->ndim; j++) {
+        g += (size_t)snprintf(got + g, sizeof got - g, "%s%lld", j ? ", " : "", (long long)t->strides[j]);
+        wn += (size_t)snprintf(want + wn, sizeof want - wn, "%s%lld", j ? ", " : "", (long long)expect[j]);
+      }
+      PyErr_Format(PyExc_ValueError, "%s: strides (%s) in elements: expected dense row-major (%s) (make it contiguous "
+                   "first, e.g. %s.contiguous())", name, got, want, name);
+      goto fail;
+    }
+    dense *= t->shape[i];
+  }
+  x->data = (char *)t->data + t->byte_offset;
+  return 0;
+fail:
+  dl_release(x);
+  return -1;
+}
+
+static const char *dl_where(const dl_array *x, char *buf, size_t len) {
+  if (x->device_type == DL_CUDA) snprintf(buf, len, "CUDA device %d", x->device_id);
+  else snprintf(buf, len, "the CPU");
+  return buf;
+}
+
+/* emulate_dlpack(recipe, a, b, out, stream=0, target=None) -> dict. a [m, k] or [batch, m, k], b
+ * [k, n] or [batch, k, n], out [m, n] or [batch, m, n]: float32 DLPack arrays on one device. On the
+ * CPU, precis_emulate_target on their memory (the cpu backend); on CUDA, precis_emulate_device (the
+ * cuda backend, the arrays in place; NOT YET RUN ON A GPU). stream: the caller's CUDA stream. */
+static PyObject *py_emulate_dlpack(PyObject *self, PyObject *args) {
+  const char *recipe, *target = NULL;
+  PyObject *a_obj, *b_obj, *c_obj;
+  unsigned long long stream = 0;
+  if (!PyArg_ParseTuple(args, "sOOO|Kz:emulate_dlpack", &recipe, &a_obj, &b_obj, &c_obj, &stream, &target)) return NULL;
+  dl_array a = {0}, b = {0}, c = {0};
+  PyObject *result = NULL;
+  char w1[48], w2[48];
+  if (dl_take(a_obj, "a", 2, 0, (uintptr_t)stream, &a) || dl_take(b_obj, "b", 2, 0, (uintptr_t)stream, &b) ||
+      dl_take(c_obj, "out", 2, 1, (uintptr_t)stream, &c))
+    goto done;
+  if (b.device_type != a.device_type || b.device_id != a.device_id || c.device_type != a.device_type ||
+      c.device_id != a.device_id) {
+    const dl_array *other = b.device_type != a.device_type || b.device_id != a.device_id ? &b : &c;
+    PyErr_Format(PyExc_ValueError, "a is on %s, %s on %s: expected a, b and out on one device",
+                 dl_where(&a, w1, sizeof w1), other == &b ? "b" : "out", dl_where(other, w2, sizeof w2));
+    goto done;
+  }
+  long long batch = a.ndim == 3 ? a.shape[0] : 1, m = a.shape[a.ndim - 2], k = a.shape[a.ndim - 1];
+  long long n = b.shape[b.ndim - 1];
+  int b_batched = b.ndim == 3;
+  if (b.shape[b.ndim - 2] != k) {
+    PyErr_Format(PyExc_ValueError, "a's k=%lld differs from b's k=%lld (a [.., m, k], b [.., k, n])", k,
+                 (long long)b.shape[b.ndim - 2]);
+    goto done;
+  }
+  if (b_batched && (a.ndim != 3 || b.shape[0] != batch)) {
+    PyErr_Format(PyExc_ValueError, "b of batch %lld: a batched b needs a batched a with the same batch (a has %lld)",
+                 (long long)b.shape[0], a.ndim == 3 ? batch : 0LL);
+    goto done;
+  }
+  if (c.ndim != a.ndim || c.shape[c.ndim - 2] != m || c.shape[c.ndim - 1] != n || (c.ndim == 3 && c.shape[0] != batch)) {
+    PyErr_Format(PyExc_ValueError, "out: expected shape %s%lld, %lld]", a.ndim == 3 ? "[batch, " : "[", m, n);
+    goto done;
+  }
+  precis_emulate_info info;
+  precis_status st;
+  if (a.device_type == DL_CPU) {
+    precis_gemm g = {.batch = batch, .m = m, .n = n, .k = k, .b_batched = b_batched, .a = a.data,
+                     .a_dtype = PRECIS_DTYPE_F32, .b = b.data, .b_dtype = PRECIS_DTYPE_F32};
+    Py_BEGIN_ALLOW_THREADS
+    st = precis_emulate_target(recipe, &g, c.data, PRECIS_DTYPE_F32, target, &info);
+    Py_END_ALLOW_THREADS
+  } else {
+    if (target) {
+      PyErr_Format(PyExc_ValueError, "target=%s: CUDA arrays run on the device's own arithmetic (the cuda backend); "
+                   "a target is emulated by the cpu backend on host arrays", target);
+      goto done;
+    }
+    precis_device_gemm g = {.device = a.device_id, .batch = batch, .m = m, .n = n, .k = k, .b_batched = b_batched,
+                            .a = a.data, .b = b.data, .c = c.data, .stream = (uintptr_t)stream};
+    Py_BEGIN_ALLOW_THREADS
+    st = precis_emulate_device(recipe, &g, NULL, &info);
+    Py_END_ALLOW_THREADS
+  }
+  if (st != PRECIS_OK) {
+    raise_status(st);
+    goto done;
+  }
+  result = Py_BuildValue("{s:s,s:d,s:s,s:s,s:s}", "spec", info.canonical, "clipped_fraction", info.clipped_fraction,
+                         "emulation", info.emulation, "out_dtype", "float32", "backend",
+                         a.device_type == DL_CPU ? "cpu" : "cuda");
+done:
+  dl_release(&a);
+  dl_release(&b);
+  dl_release(&c);
+  return result;
+}
+
+/* cuda_built() -> bool: this libprecis has the CUDA backend (a device may still be absent). */
+static PyObject *py_cuda_built(PyObject *self, PyObject *unused) { return PyBool_FromLong(precis_cuda_built()); }
+
 static PyObject *py_version(PyObject *self, PyObject *unused) {
   return Py_BuildValue("(ss)", precis_version(), precis_commit());
 }
@@ -666,6 +967,8 @@ static PyMethodDef methods[] = {
     {"run", py_run, METH_VARARGS, "`precis run` with these options."},
     {"main", py_main, METH_VARARGS, "The command line; returns the exit code."},
     {"version", py_version, METH_NOARGS, "(version, commit)."},
+    {"emulate_dlpack", py_emulate_dlpack, METH_VARARGS, "emulate on DLPack arrays: the CPU's or a CUDA device's."},
+    {"cuda_built", py_cuda_built, METH_NOARGS, "Whether libprecis has the CUDA backend."},
     {"layer_check_open", py_layer_check_open, METH_VARARGS, "Opens one layer's check (precis/layer_check.h)."},
     {"layer_check_add", py_layer_check_add, METH_VARARGS, "Adds held-out samples of the layer's inputs."},
     {"layer_check_rows", py_layer_check_rows, METH_VARARGS, "The isolated and the other row, as JSON text."},

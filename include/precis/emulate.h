@@ -56,6 +56,47 @@ precis_status precis_emulate(const char *recipe, const precis_gemm *gemm, void *
 precis_status precis_emulate_target(const char *recipe, const precis_gemm *gemm, void *c, precis_dtype c_dtype,
                                     const char *target, precis_emulate_info *info);
 
+/* ---- arrays on a CUDA device (DLPack's world) ------------------------------------------------
+ * NOT YET RUN ON A GPU: this entry was written, compiled and linked on machines without one; its
+ * argument checks are tested there, and tests/gpu/test_device_gemm.c (ctest -L gpu) is what checks
+ * it on a device (docs/verify.md, "Beyond one machine").
+ *
+ * The recipe's GEMM on the arrays where they are, by the cuda backend (the same run path as `precis
+ * run --backend cuda`, cuBLASLt on that device, so its arithmetic, not the cpu backend's emulation):
+ * a and b are read in place and c written in place, nothing passes through host memory. The device
+ * converts and quantizes, so the recipes are those the cuda backend converts on the device: fp32,
+ * tf32, bf16, fp16, int8 with dynamic per-row scales, fp8 per tensor (out= fp32, bf16 or fp16).
+ * Recipes it runs through the host (weight-only, MX/NV emulated, fp8 row/block scales, fp64 and
+ * splits) and static activation scales are PRECIS_E_UNSUPPORTED naming why. */
+typedef struct precis_device_gemm {
+  int device;             /* the CUDA device ordinal holding a, b and c (as this process numbers them) */
+  int64_t batch, m, n, k; /* each >= 1 */
+  int b_batched;
+  const float *a;         /* float32 [batch, m, k] */
+  const float *b;         /* float32 [k, n], or [batch, k, n] when b_batched */
+  float *c;               /* float32 [batch, m, n]; NULL: allocated on the device (see c_allocated) */
+  /* Strides in elements, [batch, row, column] (b without b_batched: [unused, row, column]); all
+   * zero: dense row-major. Only dense row-major arrays are taken (a dimension of size 1 may have any
+   * stride): others are PRECIS_E_USAGE naming the array, its strides and those expected. */
+  int64_t a_strides[3], b_strides[3], c_strides[3];
+  /* The cudaStream_t (as an integer) on which a and b were written: the GEMM starts after its queued
+   * work (0: the legacy default stream). c is complete when the call returns. */
+  uintptr_t stream;
+} precis_device_gemm;
+
+/* c_allocated: where a c allocated for a NULL gemm->c is returned (free it with precis_device_free);
+ * may be NULL when gemm->c is given. info may be NULL; info->emulation says how the device ran it.
+ * Errors: PRECIS_E_NOT_BUILT (this libprecis has no CUDA), PRECIS_E_NO_DEVICE (no usable device),
+ * PRECIS_E_USAGE (shape, strides, a pointer that is not memory of that device, a static-scale recipe),
+ * PRECIS_E_UNSUPPORTED (the recipe does not run on device arrays, or not on this device: why),
+ * PRECIS_E_DOES_NOT_FIT (device memory), PRECIS_E_RUNTIME. */
+precis_status precis_emulate_device(const char *recipe, const precis_device_gemm *gemm, float **c_allocated,
+                                    precis_emulate_info *info);
+/* Frees device memory that precis_emulate_device allocated (NULL: nothing). */
+void precis_device_free(int device, void *p);
+/* 1 when this libprecis was built with the CUDA backend (whether a device is present or not), else 0. */
+int precis_cuda_built(void);
+
 /* The operands as the cpu backend multiplies them for an fp32-accumulating recipe (acc=fp32, no
  * split=): element formats, scales and their rounding applied, so that C = alpha * A_out . B_out
  * summed in any order is another correct implementation of the recipe, the noise floor's

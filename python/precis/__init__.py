@@ -21,7 +21,7 @@ from ._precis import Error, IOError, OutOfMemoryError, UnsupportedError, UsageEr
 __all__ = [
     "Error", "UsageError", "UnsupportedError", "OutOfMemoryError", "IOError",
     "spec", "recipes", "emulate", "emulate_operands", "quantize", "Quantized", "dataset", "Dataset", "run", "read_report", "Report",
-    "main", "__version__",
+    "main", "cuda_built", "__version__",
 ]
 
 __version__, __commit__ = _precis.version()
@@ -53,9 +53,74 @@ def _float_array(x, name, allow_f64=True):
     return np.ascontiguousarray(arr)
 
 
-def emulate(a, b, recipe, *, calib=None, out_dtype=None, target=None):
+def cuda_built():
+    """True when this package's libprecis has the CUDA backend (CUDA arrays go to it in place; a
+    device may still be absent). False: CUDA arrays are refused, host arrays work as ever."""
+    return _precis.cuda_built()
+
+
+_DL_CUDA = 2
+
+
+def _on_cuda(x):
+    """Whether x is a DLPack array on a CUDA device (torch CUDA tensors, CuPy arrays, ...)."""
+    if isinstance(x, np.ndarray) or not hasattr(x, "__dlpack__"):
+        return False
+    device = getattr(x, "__dlpack_device__", None)
+    try:
+        return device is not None and int(device()[0]) == _DL_CUDA
+    except Exception:
+        return False
+
+
+def _cuda_stream(x):
+    """The caller's current CUDA stream for x's device, as the integer DLPack exchanges: torch's and
+    CuPy's current stream; 0 (the legacy default stream) for other libraries."""
+    if type(x).__module__.startswith("torch"):
+        import torch
+
+        return int(torch.cuda.current_stream(x.device).cuda_stream)
+    if type(x).__module__.startswith("cupy"):
+        import cupy
+
+        return int(cupy.cuda.get_current_stream().ptr)
+    return 0
+
+
+def _emulate_on_device(a, b, recipe, calib, out_dtype, target, out):
+    """emulate's CUDA path (NOT YET RUN ON A GPU): libprecis's precis_emulate_device on the arrays in
+    place through DLPack, the cuda backend's arithmetic, nothing copied to the host."""
+    if calib is not None:
+        raise UsageError("calib: CUDA arrays take no calibration inputs (static-scale recipes run on host arrays)")
+    if out_dtype is not None and np.dtype(out_dtype) != np.float32:
+        raise TypeError(f"out_dtype: {np.dtype(out_dtype)}: CUDA arrays give float32 outputs")
+    if target is not None:
+        raise UsageError(f"target={target}: an architecture's arithmetic is emulated by the cpu backend on host "
+                         "arrays; CUDA arrays run on the device's own (move them to the host to emulate a target)")
+    if out is None:
+        if not type(a).__module__.startswith("torch"):
+            raise UsageError("out: CUDA arrays that are not torch tensors need out=, a float32 CUDA array of the "
+                             "output's shape on their device")
+        import torch
+
+        if a.dim() not in (2, 3) or b.dim() not in (2, 3):
+            raise ValueError(f"a {tuple(a.shape)}, b {tuple(b.shape)}: expected [m, k] or [batch, m, k] and [k, n] or "
+                             "[batch, k, n]")
+        out = torch.empty(tuple(a.shape[:-1]) + (b.shape[-1],), dtype=torch.float32, device=a.device)
+    _precis.emulate_dlpack(recipe, a, b, out, _cuda_stream(a), None)
+    return out
+
+
+def emulate(a, b, recipe, *, calib=None, out_dtype=None, target=None, out=None):
     """C = A·B exactly as `recipe` computes it on the cpu backend: the same code and the same bits as
     `precis run --backend cpu --save-outputs` on a dataset holding a and b.
+
+    CUDA arrays (torch CUDA tensors, any DLPack array on kDLCUDA; float32, dense) go to the cuda
+    backend instead, in place, without a copy through host memory, when this package is built with
+    CUDA (cuda_built()); else they are refused. That path computes with the device's own arithmetic
+    (cuBLASLt, as `precis run --backend cuda`), not the cpu backend's emulation, and it has NOT YET
+    RUN ON A GPU (docs/verify.md, "Beyond one machine"). out: its float32 output array on the same
+    device (allocated for torch tensors when None); returned.
 
     a: [m, k] or [s, m, k]; b: [k, n], or [s, k, n] (one B per batch element); float32, or float64
     as a dataset may store them (fp64 recipes read all 53 bits, others the float32 rounding).
@@ -69,6 +134,10 @@ def emulate(a, b, recipe, *, calib=None, out_dtype=None, target=None):
     not run this recipe, and says why)."""
     if not isinstance(recipe, str):
         raise TypeError(f"recipe: expected str, got {type(recipe).__name__}")
+    if _on_cuda(a) or _on_cuda(b) or (out is not None and _on_cuda(out)):
+        return _emulate_on_device(a, b, recipe, calib, out_dtype, target, out)
+    if out is not None:
+        raise UsageError("out: host arrays get a new output; out= is for CUDA arrays")
     a = _float_array(a, "a")
     b = _float_array(b, "b")
     if a.ndim not in (2, 3):

@@ -801,11 +801,42 @@ def _out_format(recipe):
 _OUT_DTYPES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
+_BACKENDS = (None, "cpu", "cuda")
+
+
+def _route(name, x, backend, target, custom_gemm):
+    """Where one call of layer `name` computes: "cuda" (its CUDA input and weight in place, libprecis's
+    cuda backend, no host copy) or "cpu" (a host copy, the cpu backend's exact emulation). backend
+    None picks by the input's device; CUDA inputs are refused when the package has no CUDA."""
+    import precis
+
+    on_cuda = x.device.type == "cuda"
+    if backend == "cpu" or (backend is None and not on_cuda):
+        return "cpu"
+    if not on_cuda:
+        raise PlanError(f"layer {name}: backend='cuda' takes CUDA tensors; its input is on {x.device}")
+    if custom_gemm:
+        raise PlanError(f"layer {name}: gemm= replaces precis.emulate on host arrays; with a CUDA model pass "
+                        "backend='cpu' (a host copy per layer)")
+    if target is not None:
+        raise PlanError(f"layer {name}: target={target} is the cpu backend's emulation of an architecture; the input "
+                        "is on a CUDA device, which runs its own arithmetic: pass backend='cpu' (a host copy per "
+                        "layer) to emulate the target, or leave target out")
+    if not precis.cuda_built():
+        raise PlanError(f"layer {name}: its input is on {x.device}, and this precis package was built without CUDA "
+                        "(PRECIS_CUDA=OFF): rebuild it with CUDA for the cuda backend on the tensors in place, or pass "
+                        "backend='cpu' to emulate on the host (a copy of each layer's input and weight)")
+    return "cuda"
+
+
 class _Emulated:
-    def __init__(self, name, module, in_major, recipe, record, target=None, gemm=None):
+    def __init__(self, name, module, in_major, recipe, record, target=None, gemm=None, backend=None):
         import precis
 
+        if backend not in _BACKENDS:
+            raise PlanError(f"backend={backend!r}: expected None (by the tensors' device), 'cpu' or 'cuda'")
         self.name, self.module, self.recipe, self.record = name, module, recipe, record
+        self.backend, self.target, self.custom_gemm = backend, target, gemm is not None
         self.gemm = gemm or (precis.emulate if target is None else functools.partial(precis.emulate, target=target))
         self.in_major = in_major
         # b = W^T is made per call, not held: a float32 copy of every planned layer at once would
@@ -821,6 +852,8 @@ class _Emulated:
     def forward(self, x, *args, **kwargs):
         if x.shape[-1] != self.k:
             raise PlanError(f"layer {self.name}: input of shape {list(x.shape)}, expected [..., {self.k}]")
+        if _route(self.name, x, self.backend, self.target, self.custom_gemm) == "cuda":
+            return self._forward_cuda(x)
         lead = x.shape[:-1]
         # One GEMM of all the call's rows, as a deployment's [batch*seq, k] x [k, n]: passed as
         # [batch, seq, k] (a 2-D input [n, k] as [n, 1, k], as capture records it), which precis.emulate
@@ -842,9 +875,33 @@ class _Emulated:
                 y = y.to(self.out_dtype).to(torch.float32)
         return y.to(device=x.device, dtype=x.dtype)
 
+    def _forward_cuda(self, x):
+        """The same GEMM by libprecis's cuda backend on the layer's device (NOT YET RUN ON A GPU): A and
+        B handed over by DLPack, the output allocated there; nothing passes through host memory but
+        what `record` asks for."""
+        import precis
+
+        lead = x.shape[:-1]
+        a = x.detach().to(torch.float32).reshape(-1, x.shape[-2] if x.dim() >= 3 else 1, self.k).contiguous()
+        w = self.module.weight.detach().to(device=x.device, dtype=torch.float32)
+        # B [k, n] dense, as the backend reads it: W^T of an nn.Linear is a transposed view, made
+        # dense by a copy on the device (a transposed-B plan would save it; docs/verify.md).
+        b = (w if self.in_major else w.t()).contiguous()
+        c = precis.emulate(a, b, self.recipe)
+        del b
+        if self.record is not None:
+            self.record.setdefault(self.name, []).append(c.reshape(-1, a.shape[1], self.n).cpu().numpy())
+        y = c.reshape(*lead, self.n)
+        bias = getattr(self.module, "bias", None)
+        if bias is not None:
+            y = y + bias.detach().to(device=x.device, dtype=torch.float32)
+            if self.out_dtype is not None:
+                y = y.to(self.out_dtype).to(torch.float32)
+        return y.to(dtype=x.dtype)
+
 
 @contextlib.contextmanager
-def emulate(model, plan, prefix="", record=None, target=None, gemm=None):
+def emulate(model, plan, prefix="", record=None, target=None, gemm=None, backend=None):
     """Within the block, each linear layer the plan selects computes x @ W^T (Conv1D: x @ W) by
     precis.emulate with its recipe, bias added after in the recipe's output format; every other
     op runs as the model defines it. On exit the modules' forward methods are restored (the
@@ -853,7 +910,12 @@ def emulate(model, plan, prefix="", record=None, target=None, gemm=None):
     GEMM outputs (before the bias) of each call, float32 [sequences, seq, out]. target: the
     architecture whose arithmetic precis.emulate stands for (sm_80 ... sm_120; None: sm_90). gemm:
     a function (a, b, recipe) -> float32 C that replaces precis.emulate (the noise floor's
-    alternative implementations, precis.noise.OperandGemm).
+    alternative implementations, precis.noise.OperandGemm). backend: None, a layer whose input is on a
+    CUDA device computes there by libprecis's cuda backend (the tensors in place through DLPack, the
+    device's own arithmetic, not the cpu backend's emulation; refused when the package was built
+    without CUDA; NOT YET RUN ON A GPU, docs/verify.md "Beyond one machine"), any other on the host;
+    "cpu": every layer on the host (a copy of its input and weight per call), the cpu backend's exact
+    bits; "cuda": every layer on its CUDA device, a CPU input refused.
 
     Yields the mapping layer -> recipe in force."""
     chosen = resolve_plan(model, plan, prefix)
@@ -862,7 +924,7 @@ def emulate(model, plan, prefix="", record=None, target=None, gemm=None):
     try:
         for name, recipe in chosen.items():
             module, in_major = modules[name]
-            emu = _Emulated(name, module, in_major, recipe, record, target, gemm)
+            emu = _Emulated(name, module, in_major, recipe, record, target, gemm, backend)
             undo.append(_replace_forward(module, emu.forward))
         yield dict(chosen)
     finally:

@@ -12,6 +12,7 @@
 #include "base/status.h"
 #include "eval/backend.h"
 #include "eval/cpu_quantized.h"
+#include "kernels/cuda_api.h"
 #include "numerics/format.h"
 #include "numerics/quantize.h"
 #include "numerics/recipe.h"
@@ -206,6 +207,120 @@ done:
   free(b_units);
   free(a_owned);
   free(b_owned);
+  return st;
+}
+
+/* ---------------------------------------------------------------- device arrays
+ * precis_emulate_device: the checks here run everywhere (tests/test_api.c); the GEMM itself is the
+ * cuda backend's (kernels/cuda_device_gemm.c), which has NOT YET RUN ON A GPU. */
+
+int precis_cuda_built(void) { return PRECIS_HAVE_CUDA ? 1 : 0; }
+
+void precis_device_free(int device, void *p) { precis_cuda_device_free(device, p); }
+
+/* Dense row-major [d0, d1, d2] or refused: all-zero strides mean dense; a dimension of size 1 has
+ * no step, so any stride is taken there (as DLPack and torch allow). */
+static precis_status check_dense(const char *name, const int64_t strides[3], int64_t d0, int64_t d1, int64_t d2,
+                                 bool has_batch) {
+  if (!strides[0] && !strides[1] && !strides[2]) return PRECIS_OK;
+  const int64_t dims[3] = {d0, d1, d2}, dense[3] = {d1 * d2, d2, 1};
+  for (int i = has_batch ? 0 : 1; i < 3; i++)
+    if (dims[i] > 1 && strides[i] != dense[i]) {
+      if (has_batch)
+        return precis_fail(PRECIS_E_USAGE,
+                           "%s: strides [%lld, %lld, %lld] (elements) of shape [%lld, %lld, %lld]: expected dense "
+                           "row-major [%lld, %lld, 1] (make it contiguous on the device first)",
+                           name, (long long)strides[0], (long long)strides[1], (long long)strides[2], (long long)d0,
+                           (long long)d1, (long long)d2, (long long)dense[0], (long long)dense[1]);
+      return precis_fail(PRECIS_E_USAGE,
+                         "%s: strides [%lld, %lld] (elements) of shape [%lld, %lld]: expected dense row-major [%lld, 1] "
+                         "(make it contiguous on the device first)",
+                         name, (long long)strides[1], (long long)strides[2], (long long)d1, (long long)d2,
+                         (long long)dense[1]);
+    }
+  return PRECIS_OK;
+}
+
+precis_status precis_emulate_device(const char *recipe_text, const precis_device_gemm *g, float **c_allocated,
+                                    precis_emulate_info *info) {
+  if (c_allocated) *c_allocated = NULL;
+  if (!recipe_text) return precis_fail(PRECIS_E_USAGE, "recipe: expected a preset name or a spec, got NULL");
+  if (!g) return precis_fail(PRECIS_E_USAGE, "precis_emulate_device: the GEMM is NULL");
+  if (!elements(g->batch, g->m, g->k) || !elements(g->b_batched ? g->batch : 1, g->k, g->n) ||
+      !elements(g->batch, g->m, g->n))
+    return precis_fail(PRECIS_E_USAGE,
+                       "shape batch=%lld, m=%lld, n=%lld, k=%lld: every dimension must be at least 1 (and the arrays "
+                       "addressable)",
+                       (long long)g->batch, (long long)g->m, (long long)g->n, (long long)g->k);
+  if (g->m > INT32_MAX || g->n > INT32_MAX || g->k > INT32_MAX || g->batch * g->m > INT32_MAX)
+    return precis_fail(PRECIS_E_USAGE, "shape m=%lld, n=%lld, k=%lld, batch=%lld: each (and batch*m) must be below 2^31",
+                       (long long)g->m, (long long)g->n, (long long)g->k, (long long)g->batch);
+  if (!g->a || !g->b) return precis_fail(PRECIS_E_USAGE, "%s: no data (NULL)", !g->a ? "a" : "b");
+  if (!g->c && !c_allocated)
+    return precis_fail(PRECIS_E_USAGE, "c: NULL without c_allocated: give the output or where to return it");
+  precis_status st;
+  if ((st = check_dense("a", g->a_strides, g->batch, g->m, g->k, true)) != PRECIS_OK ||
+      (st = check_dense("b", g->b_strides, g->b_batched ? g->batch : 1, g->k, g->n, g->b_batched != 0)) != PRECIS_OK ||
+      (st = check_dense("c", g->c_strides, g->batch, g->m, g->n, true)) != PRECIS_OK)
+    return st;
+  precis_recipe recipe;
+  if ((st = precis_recipe_parse(recipe_text, &recipe)) != PRECIS_OK) return st;
+  if (recipe.spec.scale != PRECIS_SCALE_DYNAMIC)
+    return precis_fail(PRECIS_E_USAGE,
+                       "%s: scale=%s takes A's scale from calibration inputs, which device arrays do not carry: use "
+                       "precis_emulate with calib_a on host arrays",
+                       recipe_text, precis_scale_method_name(recipe.spec.scale));
+
+  precis_workload_info w;
+  memset(&w, 0, sizeof w);
+  w.name = (char *)"emulate";
+  w.kind = (char *)"gemm";
+  w.description = w.a_dist = w.b_dist = w.reference = (char *)"";
+  w.m = g->m, w.n = g->n, w.k = g->k, w.batch = g->batch;
+  w.b_batched = g->b_batched != 0;
+  w.reference_precision = (char *)"float64";
+  w.reference_error_bound = NAN;
+
+  precis_case_output out;
+  precis_case_output_init(&out);
+  float *c = g->c, *owned = NULL;
+  size_t c_bytes = elements(g->batch, g->m, g->n) * sizeof(float);
+  if (!c) {
+    if ((st = precis_cuda_device_alloc(g->device, c_bytes, (void **)&owned)) != PRECIS_OK) goto done;
+    c = owned;
+  }
+  precis_device_io io = {.a = g->a, .b = g->b, .c = c};
+  precis_clear_error();
+  if ((st = precis_cuda_device_gemm(g->device, g->stream, &recipe.spec, &w, &io, &out)) != PRECIS_OK) goto done;
+  switch (out.status) {
+  case PRECIS_ROW_OK: break;
+  case PRECIS_ROW_UNSUPPORTED:
+    st = precis_fail(PRECIS_E_UNSUPPORTED, "%s on CUDA device %d: %s", recipe_text, g->device, out.reason);
+    goto done;
+  case PRECIS_ROW_DOES_NOT_FIT:
+    st = precis_fail(PRECIS_E_DOES_NOT_FIT, "%s on CUDA device %d: %s", recipe_text, g->device, out.reason);
+    goto done;
+  case PRECIS_ROW_FAILED:
+  default:
+    st = precis_fail(PRECIS_E_RUNTIME, "%s on CUDA device %d: %s", recipe_text, g->device,
+                     out.reason[0] ? out.reason : "failed");
+    goto done;
+  }
+  if (info) {
+    memset(info, 0, sizeof *info);
+    info->out_dtype = PRECIS_DTYPE_F32;
+    info->clipped_fraction = out.clipped_fraction;
+    snprintf(info->canonical, sizeof info->canonical, "%s", recipe.canonical);
+    const char *how = precis_kv_get(&out.details, "emulation");
+    const char *algo = precis_kv_get(&out.details, "lt_route");
+    snprintf(info->emulation, sizeof info->emulation, "cuda backend on device %d (cuBLASLt%s%s), device arrays in place%s%s",
+             g->device, algo ? " route " : "", algo ? algo : "", how ? "; " : "", how ? how : "");
+  }
+  if (c_allocated) *c_allocated = owned;
+  owned = NULL;
+done:
+  precis_case_output_free(&out);
+  if (owned) precis_cuda_device_free(g->device, owned);
   return st;
 }
 

@@ -51,7 +51,19 @@ typedef struct precis_case_options {
    * routes it follows (PRECIS_TARGET_DEFAULT: sm_90). The cuda backend runs on its device; the
    * command line refuses a --target that differs from it. */
   precis_target target;
+  /* NULL: the workload's arrays are host memory (every caller but one). Else (libprecis's
+   * precis_emulate_device, DLPack; only the cuda backend reads it, the cpu backend refuses it): A
+   * and B are already on the backend's device, dense row-major, and the output goes to device memory
+   * there; data->a and data->b are not read. The case is computed once and not timed. */
+  const struct precis_device_io *device_io;
 } precis_case_options;
+
+/* Device memory of options->device_io: float32, dense row-major, on the backend's device. */
+typedef struct precis_device_io {
+  const float *a; /* [batch, m, k] */
+  const float *b; /* [k, n], or [batch, k, n] when the workload's b is batched */
+  float *c;       /* [batch, m, n]: the output widened to float32 (as precis_case_output.c holds it on the host) */
+} precis_device_io;
 
 void precis_case_options_default(precis_case_options *o);
 

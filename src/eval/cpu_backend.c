@@ -882,6 +882,12 @@ static void case_end(cpu_case *cc, precis_case_output *out, double *f16_acc_row)
 
 static precis_status cpu_run_case(void *ctx, const precis_spec *spec, const precis_workload_info *w,
                                   const precis_workload_data *d, const precis_case_options *o, precis_case_output *out) {
+  if (o->device_io) {
+    /* Its arrays are device memory, which this backend cannot read. */
+    out->status = PRECIS_ROW_UNSUPPORTED;
+    snprintf(out->reason, sizeof out->reason, "the cpu backend reads host memory; these arrays are on a CUDA device");
+    return PRECIS_OK;
+  }
   cpu_case cc;
   double *f16_acc_row = NULL;
   unsigned char *flush_buffer = NULL;
