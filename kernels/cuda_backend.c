@@ -516,6 +516,14 @@ static precis_status run_case_body(cuda_case *cs, const precis_workload_data *da
   if ((cs->spec->a.fmt == PRECIS_FMT_F32 && cs->spec->b.fmt == PRECIS_FMT_F32)) {
     cs->lt_a = cs->b32; /* no conversion, no padding: the layouts are the inputs' own */
     cs->lt_b = cs->a32;
+    if (o->device_io) {
+      /* The caller's arrays are cuBLASLt's operands then, at whatever alignment they have (a torch
+       * view may start 4 bytes into its storage): only algorithms that accept it. */
+      uintptr_t addresses = (uintptr_t)cs->a32 | (uintptr_t)cs->b32;
+      int align = 256;
+      while (align > 4 && addresses % (uintptr_t)align != 0) align /= 2;
+      if (align < cs->plan.call_align_bytes) cs->plan.call_align_bytes = align;
+    }
   } else {
     st = alloc(cs, (size_t)precis_lt_matrix_bytes(&p->lt_a), "b converted (cuBLASLt A)", &cs->lt_a);
     if (st == PRECIS_OK) st = alloc(cs, (size_t)precis_lt_matrix_bytes(&p->lt_b), "a converted (cuBLASLt B)", &cs->lt_b);

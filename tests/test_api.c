@@ -147,6 +147,64 @@ TEST(emulate_refuses_bad_arguments) {
   CHECK_OK(precis_emulate("a=s8@tensor,b=s8@col,scale=absmax", &g, c, PRECIS_DTYPE_F32, NULL));
 }
 
+/* precis_emulate_device (NOT YET RUN ON A GPU: tests/gpu/test_device_gemm.c is its device test): its
+ * argument checks come before anything CUDA, and then a build without CUDA says so (not built), a
+ * CUDA build on a machine without a device says that (no device); on a machine with one, host memory
+ * posing as device memory is refused by the pointer check. PRECIS_CUDA_BUILT comes from the build. */
+TEST(emulate_device_refusals) {
+  const char *env = getenv("PRECIS_CUDA_BUILT");
+  if (env) CHECK_EQ_INT(precis_cuda_built(), atoi(env));
+  float a[8] = {1, 2, 3, 4, 5, 6, 7, 8}, b[8] = {1, 0, 0, 1, 1, 0, 0, 1}, c[4];
+  precis_device_gemm g = {.device = 0, .batch = 1, .m = 2, .n = 2, .k = 4, .a = a, .b = b, .c = c};
+  float *allocated = (float *)&g; /* must come back NULL on every failure */
+  CHECK_EQ_INT(precis_emulate_device(NULL, &g, NULL, NULL), PRECIS_E_USAGE);
+  CHECK_EQ_INT(precis_emulate_device("bf16", NULL, NULL, NULL), PRECIS_E_USAGE);
+  precis_device_gemm bad = g;
+  bad.k = 0;
+  CHECK_EQ_INT(precis_emulate_device("bf16", &bad, &allocated, NULL), PRECIS_E_USAGE);
+  CHECK(allocated == NULL && strstr(precis_last_error(), "k=0") != NULL);
+  bad = g;
+  bad.c = NULL;
+  CHECK_EQ_INT(precis_emulate_device("bf16", &bad, NULL, NULL), PRECIS_E_USAGE);
+  CHECK(strstr(precis_last_error(), "c_allocated") != NULL);
+  /* Strides: dense row-major taken (explicitly too), a transposed b refused naming it. */
+  bad = g;
+  bad.b_strides[1] = 1, bad.b_strides[2] = 4;
+  CHECK_EQ_INT(precis_emulate_device("bf16", &bad, NULL, NULL), PRECIS_E_USAGE);
+  CHECK_MSG(strstr(precis_last_error(), "b: strides [1, 4] (elements) of shape [4, 2]: expected dense row-major [2, 1]"),
+            "%s", precis_last_error());
+  bad = g;
+  bad.batch = 2, bad.a_strides[0] = 9, bad.a_strides[1] = 4, bad.a_strides[2] = 1;
+  CHECK_EQ_INT(precis_emulate_device("bf16", &bad, NULL, NULL), PRECIS_E_USAGE);
+  CHECK(strstr(precis_last_error(), "a: strides [9, 4, 1]") != NULL && strstr(precis_last_error(), "[8, 4, 1]"));
+  bad = g;
+  bad.c_strides[0] = 77, bad.c_strides[1] = 3, bad.c_strides[2] = 1; /* batch 1: its stride is free */
+  CHECK_EQ_INT(precis_emulate_device("bf16", &bad, NULL, NULL), PRECIS_E_USAGE);
+  CHECK(strstr(precis_last_error(), "c: strides [77, 3, 1]") != NULL);
+  CHECK_EQ_INT(precis_emulate_device("a=s8@tensor,b=s8@col,scale=absmax", &g, NULL, NULL), PRECIS_E_USAGE);
+  CHECK(strstr(precis_last_error(), "calibration inputs, which device arrays do not carry") != NULL);
+  CHECK_EQ_INT(precis_emulate_device("bf17", &g, NULL, NULL), PRECIS_E_USAGE);
+  /* Valid arguments: what this build and machine say. */
+  bad = g;
+  bad.a_strides[0] = 123, bad.a_strides[1] = 4, bad.a_strides[2] = 1; /* dense: batch 1 */
+  precis_status st = precis_emulate_device("bf16", &bad, NULL, NULL);
+  const char *msg = precis_last_error();
+  if (!precis_cuda_built()) {
+    CHECK_EQ_INT(st, PRECIS_E_NOT_BUILT);
+    CHECK_MSG(strstr(msg, "this libprecis was built without CUDA (PRECIS_CUDA=OFF"), "%s", msg);
+  } else if (st == PRECIS_E_NO_DEVICE) {
+    CHECK_MSG(strstr(msg, "no usable CUDA device"), "%s", msg);
+  } else {
+    CHECK_EQ_INT(st, PRECIS_E_USAGE);
+    CHECK_MSG(strstr(msg, "a: ") == msg && strstr(msg, "expected device memory of CUDA device 0"), "%s", msg);
+  }
+  bad.c = NULL;
+  allocated = (float *)&g;
+  st = precis_emulate_device("bf16", &bad, &allocated, NULL);
+  CHECK(st != PRECIS_OK && allocated == NULL);
+  precis_device_free(0, NULL);
+}
+
 TEST(quantize_operands) {
   float x[2 * 32];
   for (int i = 0; i < 64; i++) x[i] = (float)(i - 20) * 0.25f;
@@ -276,6 +334,7 @@ TEST(the_cli_as_a_function) {
 }
 
 RUN_TESTS(T(status_and_version), T(specs_and_presets), T(emulate_exact_cases), T(emulate_operands),
+          T(emulate_device_refusals),
           T(emulate_refuses_bad_arguments),
           T(quantize_operands), T(datasets_and_reports_refuse_what_is_missing),
           T(run_and_read_back), T(the_cli_as_a_function))
