@@ -103,9 +103,9 @@ def _emulate_on_device(a, b, recipe, calib, out_dtype, target, out):
                              "output's shape on their device")
         import torch
 
-        if a.dim() not in (2, 3) or b.dim() not in (2, 3):
-            raise ValueError(f"a {tuple(a.shape)}, b {tuple(b.shape)}: expected [m, k] or [batch, m, k] and [k, n] or "
-                             "[batch, k, n]")
+        if a.ndim not in (2, 3) or getattr(b, "ndim", 0) not in (2, 3):
+            raise ValueError(f"a {tuple(a.shape)}, b {tuple(getattr(b, 'shape', ()))}: expected [m, k] or [batch, m, k] "
+                             "and [k, n] or [batch, k, n]")
         out = torch.empty(tuple(a.shape[:-1]) + (b.shape[-1],), dtype=torch.float32, device=a.device)
     _precis.emulate_dlpack(recipe, a, b, out, _cuda_stream(a), None)
     return out
