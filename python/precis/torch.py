@@ -807,25 +807,30 @@ _BACKENDS = (None, "cpu", "cuda")
 def _route(name, x, backend, target, custom_gemm):
     """Where one call of layer `name` computes: "cuda" (its CUDA input and weight in place, libprecis's
     cuda backend, no host copy) or "cpu" (a host copy, the cpu backend's exact emulation). backend
-    None picks by the input's device; CUDA inputs are refused when the package has no CUDA."""
+    None: a CUDA input computes in place when the package was built with CUDA and nothing asks for
+    the cpu backend's arithmetic (target=, gemm=); otherwise on the host, as before the device path
+    existed. backend="cuda" insists, and is refused naming why when it cannot be honoured."""
     import precis
 
     on_cuda = x.device.type == "cuda"
-    if backend == "cpu" or (backend is None and not on_cuda):
+    if backend == "cpu" or not on_cuda and backend is None:
         return "cpu"
+    if backend is None:
+        return "cuda" if precis.cuda_built() and not custom_gemm and target is None else "cpu"
     if not on_cuda:
         raise PlanError(f"layer {name}: backend='cuda' takes CUDA tensors; its input is on {x.device}")
     if custom_gemm:
-        raise PlanError(f"layer {name}: gemm= replaces precis.emulate on host arrays; with a CUDA model pass "
-                        "backend='cpu' (a host copy per layer)")
+        raise PlanError(f"layer {name}: backend='cuda' with gemm=: gemm= replaces precis.emulate on host arrays; "
+                        "pass backend='cpu' (a host copy per layer) or leave backend out")
     if target is not None:
-        raise PlanError(f"layer {name}: target={target} is the cpu backend's emulation of an architecture; the input "
-                        "is on a CUDA device, which runs its own arithmetic: pass backend='cpu' (a host copy per "
-                        "layer) to emulate the target, or leave target out")
+        raise PlanError(f"layer {name}: backend='cuda' with target={target}: the target is the cpu backend's emulation "
+                        "of an architecture, and a CUDA device runs its own arithmetic; pass backend='cpu' (a host "
+                        "copy per layer) to emulate the target, or leave target out")
     if not precis.cuda_built():
-        raise PlanError(f"layer {name}: its input is on {x.device}, and this precis package was built without CUDA "
-                        "(PRECIS_CUDA=OFF): rebuild it with CUDA for the cuda backend on the tensors in place, or pass "
-                        "backend='cpu' to emulate on the host (a copy of each layer's input and weight)")
+        raise PlanError(f"layer {name}: backend='cuda', and this precis package was built without CUDA "
+                        "(PRECIS_CUDA=OFF): rebuild it with CUDA for the cuda backend on the tensors in place, or "
+                        "leave backend out (or pass 'cpu') to emulate on the host (a copy of each layer's input and "
+                        "weight)")
     return "cuda"
 
 
@@ -912,8 +917,9 @@ def emulate(model, plan, prefix="", record=None, target=None, gemm=None, backend
     a function (a, b, recipe) -> float32 C that replaces precis.emulate (the noise floor's
     alternative implementations, precis.noise.OperandGemm). backend: None, a layer whose input is on a
     CUDA device computes there by libprecis's cuda backend (the tensors in place through DLPack, the
-    device's own arithmetic, not the cpu backend's emulation; refused when the package was built
-    without CUDA; NOT YET RUN ON A GPU, docs/verify.md "Beyond one machine"), any other on the host;
+    device's own arithmetic, not the cpu backend's emulation; NOT YET RUN ON A GPU, docs/verify.md
+    "Beyond one machine") when the package was built with CUDA and neither target nor gemm is given,
+    any other on the host (a CUDA input copied there, as before);
     "cpu": every layer on the host (a copy of its input and weight per call), the cpu backend's exact
     bits; "cuda": every layer on its CUDA device, a CPU input refused.
 

@@ -11,15 +11,17 @@ GPU. What needs a device is tests/gpu/test_device_gemm.c (ctest -L gpu); here:
   counts come back); a fake kDLCUDA tensor built with ctypes reaches the device entry, which refuses
   with "not built" (PRECIS_CUDA_BUILT=0) or "no usable CUDA device" (a CUDA build here), its deleter
   called once;
-- precis.torch.emulate routes by the input's device: CPU tensors as before, backend='cuda' on a CPU
-  input, target= or gemm= with a CUDA input, and a CUDA input without CUDA built are refused with
-  the way out (backend='cpu').
+- precis.torch.emulate routes by the input's device: CPU tensors as before; a CUDA input in place
+  only when the package has CUDA and no target=/gemm= asks for the cpu backend's arithmetic, else on
+  the host as before; backend='cuda' that cannot be honoured (a CPU input, target=, gemm=, no CUDA
+  built) is refused with the way out.
 """
 import ctypes
 import os
 import pathlib
 import sys
 import types
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -299,19 +301,25 @@ def test_torch_emulate_routes_by_device():
     with pytest.raises(pt.PlanError, match="backend='gpu': expected None"):
         with pt.emulate(model, plan, backend="gpu"):
             pass
-    # A CUDA input (torch.device needs no GPU to be named): what _route decides for it.
+    # A CUDA input (torch.device needs no GPU to be named): what _route decides for it. Left to
+    # choose, it stays on the host whenever the device cannot give what was asked.
     x = types.SimpleNamespace(device=torch.device("cuda", 0))
-    with pytest.raises(pt.PlanError, match="target=sm_80 is the cpu backend's emulation"):
-        pt._route("l", x, None, "sm_80", False)
-    with pytest.raises(pt.PlanError, match="gemm= replaces precis.emulate on host arrays"):
-        pt._route("l", x, None, None, True)
     assert pt._route("l", x, "cpu", "sm_80", True) == "cpu"
+    assert pt._route("l", x, None, None, False) == ("cuda" if CUDA_BUILT else "cpu")
+    for built in (False, True):  # as either kind of package would decide
+        with mock.patch.object(precis, "cuda_built", lambda: built):
+            assert pt._route("l", x, None, "sm_80", False) == "cpu"
+            assert pt._route("l", x, None, None, True) == "cpu"
+            assert pt._route("l", x, None, None, False) == ("cuda" if built else "cpu")
+    with pytest.raises(pt.PlanError, match="backend='cuda' with target=sm_80: the target is the cpu backend's"):
+        pt._route("l", x, "cuda", "sm_80", False)
+    with pytest.raises(pt.PlanError, match="backend='cuda' with gemm="):
+        pt._route("l", x, "cuda", None, True)
     if CUDA_BUILT:
-        assert pt._route("l", x, None, None, False) == "cuda"
+        assert pt._route("l", x, "cuda", None, False) == "cuda"
     else:
-        with pytest.raises(pt.PlanError, match="built without CUDA .*backend='cpu'"):
-            pt._route("l", x, None, None, False)
-
+        with pytest.raises(pt.PlanError, match="built without CUDA .*leave backend out"):
+            pt._route("l", x, "cuda", None, False)
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))
