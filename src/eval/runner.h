@@ -39,7 +39,7 @@ typedef struct precis_run_config {
   const char *target; /* the row's target ("sm_90"); NULL: none recorded */
   /* A workload's references (c_ref, ab_abs, c_ref_lo, grad: [batch, m, n] each) are held at most
    * this many bytes at a time, whole samples, at least one (0: PRECIS_REFERENCE_BLOCK_DEFAULT); the
-   * rows are the same whatever the block (docs/robustness.md, "Memory"). */
+   * rows are the same whatever the block (docs/model.md, "Running it in bounded memory"). */
   uint64_t reference_block_bytes;
 } precis_run_config;
 
