@@ -1,14 +1,14 @@
 """precis run holds a workload's references a block at a time (issue 40, docs/robustness.md "Memory").
 
-One workload whose references (c_ref and ab_abs, float64 [32, 32, 32768]: 512 MiB) are four times
-its float32 output (128 MiB), run with fp32 and --reference-block 8M (16 MiB per sample: blocks of
-one sample). A run that loads them whole holds at least their 512 MiB; this one must stay below half of
+One workload whose references (c_ref and ab_abs, float64 [48, 32, 32768]: 768 MiB) are four times
+its float32 output (192 MiB), run with fp32 and --reference-block 8M (16 MiB per sample: blocks of
+one sample). A run that loads them whole holds at least their 768 MiB; this one must stay below half of
 that, measured two ways, neither disturbed by other processes on the machine:
 - the process's peak RSS: VmRSS sampled every 10 ms (the load, before the case) and the kernel's
   high-water mark at exit (ru_maxrss: the case and its metrics; precis run resets the mark when a
   case starts), the larger of the two;
 - the row's memory.host_peak_rss_bytes (the high-water mark while the case ran).
-The estimate printed before the run names the block (1 of 32 samples). Skipped under a sanitizer
+The estimate printed before the run names the block (1 of 48 samples). Skipped under a sanitizer
 (its shadow memory and quarantine of freed blocks are not the run's).
 """
 import os
@@ -26,11 +26,11 @@ workloads:
     m: 32
     n: 32768
     k: 64
-    batch: 32
+    batch: 48
     a: normal
     b: normal
 """
-REFERENCE_BYTES = 32 * 32 * 32768 * 16
+REFERENCE_BYTES = 48 * 32 * 32768 * 16
 
 
 def peak_rss(argv):
@@ -80,7 +80,7 @@ def main():
         rc, err, peak = peak_rss([PRECIS, "run", ds, "--backend", "cpu", "--recipes", "fp32", "--reference-block", "8M",
                                   "--min-samples", "1", "--max-samples", "1", "--max-time-ms", "1", "-o", out])
         check(rc == 0, f"run: exit {rc}: {err[-800:]}")
-        check("references held at most 8 MiB at a time" in err and "1 of 32 samples at a time" in err,
+        check("references held at most 8 MiB at a time" in err and "1 of 48 samples at a time" in err,
               f"the estimate names the block: {err[:600]}")
         check(peak < REFERENCE_BYTES / 2, f"peak RSS {peak / 2**20:.0f} MiB: not below half the references' "
               f"{REFERENCE_BYTES / 2**20:.0f} MiB")
