@@ -1,4 +1,4 @@
-"""precis run holds a workload's references a block at a time (issue 40, docs/robustness.md "Memory").
+"""precis run holds a workload's references a block at a time (issue 40, docs/model.md "Running it in bounded memory").
 
 One workload whose references (c_ref and ab_abs, float64 [48, 32, 32768]: 768 MiB) are four times
 its float32 output (192 MiB), run with fp32 and --reference-block 8M (16 MiB per sample: blocks of
