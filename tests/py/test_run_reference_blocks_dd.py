@@ -6,7 +6,8 @@ sample (b_batched), run with fp64, fp32 and bf16 once with every reference whole
 --reference-block 6000 (bytes: blocks of 1 sample of the first workload, 2 of the second, the last
 block shorter). Checked: every row equal field by field but its timings and memory, the saved outputs
 equal; and a NaN in c_ref's first block beside a c_ref_lo that is not a low part in its last block
-is refused by both runs with the same message (c_ref_lo's check comes first in a whole load).
+is refused by both runs with the same message (c_ref_lo's check comes first in a whole load);
+--reference-block 0 is refused (exit 2) naming the option.
 """
 import json
 import os
@@ -65,6 +66,9 @@ def main():
             check(len(names) == 6, f"saved outputs: {names}")
             for n in names:
                 check(np.array_equal(f[n][()].view(np.uint8), g[n][()].view(np.uint8)), f"saved output {n} differs")
+
+        p = run(["run", ds, "-o", os.path.join(tmp, "no"), "--reference-block", "0"], expect=2)
+        check('--reference-block: memory size "0"' in p.stderr, f"--reference-block 0 refused naming it: {p.stderr[-300:]}")
 
         bad = os.path.join(tmp, "bad.h5")
         shutil.copy(ds, bad)
