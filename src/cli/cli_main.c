@@ -42,7 +42,7 @@ static const precis_cli_option import_options[] = {
 static const precis_cli_option run_options[] = {
     {"recipes", V, 0}, {"workloads", V, 0}, {"backend", V, 0}, {"gate", F, 0},    {"output", V, 'o'},
     {"force", F, 0},   {"save-outputs", V, 0}, {"quiet", F, 'q'}, {"resume", V, 0}, {"shard", V, 0},
-    {"devices", V, 0}, MEASURE_OPTIONS,     {NULL, F, 0}};
+    {"devices", V, 0}, {"reference-block", V, 0}, MEASURE_OPTIONS,     {NULL, F, 0}};
 static const precis_cli_option recommend_options[] = {{"require", V, 0},      {"objective", V, 0}, {"tie-threshold", V, 0},
                                                       {"per-workload", F, 0}, {"json", F, 0},      {"target", V, 0},
                                                       {NULL, F, 0}};

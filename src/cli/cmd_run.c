@@ -8,6 +8,7 @@
 
 #include <signal.h>
 
+#include "eval/accept.h"
 #include "eval/backend.h"
 #include "kernels/cuda_api.h"
 #include "cli.h"
@@ -65,6 +66,9 @@ static void usage(FILE *out) {
           "  --devices all|LIST    cuda: one worker process per device (e.g. --devices 0,2), each running the\n"
           "                        cases dealt to it (as --shard) with its own journal; one report. Refused on\n"
           "                        the cpu backend. Under mpirun each rank drives the GPU of its local rank\n"
+          "  --reference-block BYTES  hold a workload's references (c_ref, ab_abs: 16 bytes per output) at most\n"
+          "                        BYTES at a time, whole samples (default 256M; 1.5G, 500M): a large lm_head is\n"
+          "                        read in blocks of samples while its metrics are computed; the rows are the same\n"
           "  --quiet               no progress lines and no table on stdout\n\n"
           "exit codes: 0 ok, 1 runtime failure (incl. a failed row), 2 bad usage or input, 3 criteria not met\n"
           "(with --require or --gate), 130/143 interrupted (a report marked incomplete is still written;\n"
@@ -72,7 +76,7 @@ static void usage(FILE *out) {
 }
 
 enum { OPT_RECIPES = 1000, OPT_WORKLOADS, OPT_BACKEND, OPT_GATE, OPT_FORCE, OPT_SAVE, OPT_QUIET, OPT_RESUME, OPT_SHARD,
-       OPT_DEVICES };
+       OPT_DEVICES, OPT_REFERENCE_BLOCK };
 
 /* "I/N" with 1 <= I <= N. */
 static bool parse_shard(const char *text, int *index, int *count) {
@@ -475,7 +479,7 @@ int precis_cmd_run(int argc, char **argv) {
       {"output", required_argument, 0, 'o'}, {"force", no_argument, 0, OPT_FORCE},
       {"save-outputs", required_argument, 0, OPT_SAVE}, {"quiet", no_argument, 0, OPT_QUIET},
       {"resume", required_argument, 0, OPT_RESUME}, {"shard", required_argument, 0, OPT_SHARD},
-      {"devices", required_argument, 0, OPT_DEVICES},
+      {"devices", required_argument, 0, OPT_DEVICES}, {"reference-block", required_argument, 0, OPT_REFERENCE_BLOCK},
       {"help", no_argument, 0, 'h'}, PRECIS_CLI_MEASURE_OPTIONS, {0, 0, 0, 0}};
   precis_run_config cfg;
   precis_recipe_list recipes = {0};
@@ -537,6 +541,17 @@ int precis_cmd_run(int argc, char **argv) {
     case OPT_QUIET: quiet = true; break;
     case OPT_RESUME: resume_dir = optarg; break;
     case OPT_DEVICES: devices_arg = optarg; break;
+    case OPT_REFERENCE_BLOCK: {
+      long long bytes = 0;
+      precis_status bytes_st = precis_accept_parse_bytes(optarg, &bytes);
+      if (bytes_st != PRECIS_OK) {
+        precis_error_prefix("--reference-block");
+        rc = precis_cli_report_error("run", bytes_st);
+        goto done;
+      }
+      cfg.reference_block_bytes = (uint64_t)bytes;
+      break;
+    }
     case OPT_SHARD:
       if (!parse_shard(optarg, &shard_index, &shard_count)) goto done;
       asked.shard_given = true;

@@ -889,41 +889,73 @@ static void index_text(uint64_t flat, int64_t d1, int64_t d2, char *buf, size_t 
   snprintf(buf, len, "[%" PRIu64 ",%" PRIu64 ",%" PRIu64 "]", i0, i1, i2);
 }
 
+/* v holds elements [offset, offset + count) of the array (a block of samples, or all of it). */
 static precis_status check_finite_f32(const precis_dataset *ds, const precis_workload_info *w, const char *name,
-                                      const float *v, uint64_t count, int64_t d1, int64_t d2) {
+                                      const float *v, uint64_t count, uint64_t offset, int64_t d1, int64_t d2) {
   for (uint64_t i = 0; i < count; i++)
     if (!isfinite(v[i])) {
       char at[96];
-      index_text(i, d1, d2, at, sizeof at);
+      index_text(offset + i, d1, d2, at, sizeof at);
       return precis_fail(PRECIS_E_INPUT, "%s: /workloads/%s/%s: element %s is %s (inputs must be finite)", ds->path,
                          w->name, name, at, isnan(v[i]) ? "NaN" : "infinite");
     }
   return PRECIS_OK;
 }
 
+/* c_ref and ab_abs: finite, ab_abs non-negative (elements [offset, offset + count)). */
+static precis_status check_references_finite(const precis_dataset *ds, const precis_workload_info *w, const double *c_ref,
+                                             const double *ab_abs, uint64_t count, uint64_t offset) {
+  for (uint64_t i = 0; i < count; i++) {
+    if (!isfinite(c_ref[i]) || !isfinite(ab_abs[i]) || ab_abs[i] < 0) {
+      char at[96];
+      index_text(offset + i, w->m, w->n, at, sizeof at);
+      bool c_bad = !isfinite(c_ref[i]);
+      return precis_fail(PRECIS_E_INPUT, "%s: /workloads/%s/%s: element %s is %g (expected a finite%s value)", ds->path,
+                         w->name, c_bad ? "c_ref" : "ab_abs", at, c_bad ? c_ref[i] : ab_abs[i], c_bad ? "" : ", non-negative");
+    }
+  }
+  return PRECIS_OK;
+}
+
+/* c_ref_lo: the low part of a double-double value (elements [offset, offset + count)). */
+static precis_status check_reference_low(const precis_dataset *ds, const precis_workload_info *w, const double *c_ref,
+                                         const double *c_ref_lo, uint64_t count, uint64_t offset) {
+  for (uint64_t i = 0; i < count; i++)
+    if (!isfinite(c_ref_lo[i]) || fabs(c_ref_lo[i]) > 0x1p-52 * fabs(c_ref[i])) {
+      char at[96];
+      index_text(offset + i, w->m, w->n, at, sizeof at);
+      return precis_fail(PRECIS_E_INPUT,
+                         "%s: /workloads/%s/c_ref_lo: element %s is %g for c_ref %g (expected the low part of a "
+                         "double-double value: |c_ref_lo| <= ulp(c_ref)/2)",
+                         ds->path, w->name, at, c_ref_lo[i], c_ref[i]);
+    }
+  return PRECIS_OK;
+}
+
+/* The entries of c_ref and ab_abs that check_sampled_references recomputes: a spread of
+ * REFERENCE_CHECKS flat indices (all of them below that many), the last one always among them. */
+enum { REFERENCE_CHECKS = 256 };
+
+static uint64_t reference_check_count(uint64_t total) { return total < REFERENCE_CHECKS ? total : REFERENCE_CHECKS; }
+
+static uint64_t reference_check_at(uint64_t t, uint64_t checks, uint64_t total) {
+  return t == checks - 1 ? total - 1 : (uint64_t)(((unsigned __int128)t * 0x9E3779B97F4A7C15ull) % total);
+}
+
 /* c_ref and ab_abs must be what a float64 accumulation of the stored values gives (float32, or
  * float64 inputs whose products the check splits exactly with fma). A
  * float32 matmul widened to float64 (a common slip when writing a dataset by hand) is off by about
  * 1e-7 relative to |a|.|b|, far outside float64's k*2^-53: check a spread of entries against a
- * compensated dot product (products of two float32 values are exact in float64). */
-static precis_status check_references(const precis_dataset *ds, const precis_workload_info *w,
-                                      const precis_workload_data *d) {
-  uint64_t total = (uint64_t)w->batch * (uint64_t)w->m * (uint64_t)w->n;
-  for (uint64_t i = 0; i < total; i++) {
-    if (!isfinite(d->c_ref[i]) || !isfinite(d->ab_abs[i]) || d->ab_abs[i] < 0) {
-      char at[96];
-      index_text(i, w->m, w->n, at, sizeof at);
-      bool c_bad = !isfinite(d->c_ref[i]);
-      return precis_fail(PRECIS_E_INPUT, "%s: /workloads/%s/%s: element %s is %g (expected a finite%s value)", ds->path,
-                         w->name, c_bad ? "c_ref" : "ab_abs", at, c_bad ? d->c_ref[i] : d->ab_abs[i],
-                         c_bad ? "" : ", non-negative");
-    }
-  }
-  const uint64_t checks = total < 256 ? total : 256;
+ * compensated dot product (products of two float32 values are exact in float64). c_at[t] and
+ * ab_at[t] are c_ref and ab_abs at reference_check_at(t): the references need not be in memory whole. */
+static precis_status check_sampled_references(const precis_dataset *ds, const precis_workload_info *w,
+                                              const precis_workload_data *d, const double *c_at, const double *ab_at) {
+  const uint64_t total = (uint64_t)w->batch * (uint64_t)w->m * (uint64_t)w->n;
+  const uint64_t checks = reference_check_count(total);
   const int64_t m = w->m, n = w->n, k = w->k;
   const double allowed = ((double)k + 2.0) * 0x1p-52;
   for (uint64_t t = 0; t < checks; t++) {
-    uint64_t flat = t == checks - 1 ? total - 1 : (uint64_t)(((unsigned __int128)t * 0x9E3779B97F4A7C15ull) % total);
+    uint64_t flat = reference_check_at(t, checks, total);
     uint64_t s = flat / ((uint64_t)m * (uint64_t)n), i = (flat / (uint64_t)n) % (uint64_t)m, j = flat % (uint64_t)n;
     /* b_ref (a converted checkpoint's original weights, shared by every sample) when present. */
     const uint64_t a_row = (s * (uint64_t)m + i) * (uint64_t)k,
@@ -947,7 +979,7 @@ static precis_status check_references(const precis_dataset *ds, const precis_wor
     }
     sum += comp;
     abs_sum += abs_comp;
-    double c = d->c_ref[flat], ab = d->ab_abs[flat];
+    double c = c_at[t], ab = ab_at[t];
     double tol = allowed * abs_sum;
     const char *bad = NULL;
     double stored = 0, want = 0;
@@ -990,7 +1022,75 @@ static precis_status read_input(const precis_dataset *ds, const precis_workload_
   return PRECIS_OK;
 }
 
-precis_status precis_dataset_load(precis_dataset *ds, size_t index, precis_workload_data *out) {
+/* One sample range [first, first + count) of a [batch, m, n] array (c_ref, ab_abs, c_ref_lo, grad),
+ * with read_array's errors (the same text: a block is part of the array it names). */
+static precis_status read_samples(const precis_dataset *ds, const precis_workload_info *w, const char *name,
+                                  element_type type, int64_t first, int64_t count, void *buf) {
+  if (first == 0 && count == w->batch) return read_array(ds, w, name, type, buf);
+  char path[1100];
+  snprintf(path, sizeof path, "/workloads/%s/%s", w->name, name);
+  hid_t dset = H5Dopen2((hid_t)ds->file_handle, path, H5P_DEFAULT);
+  if (dset < 0) return precis_fail(PRECIS_E_INPUT, "%s: %s: cannot be opened: %s", ds->path, path, hdf5_last_error().innermost);
+  const hsize_t start[3] = {(hsize_t)first, 0, 0}, size[3] = {(hsize_t)count, (hsize_t)w->m, (hsize_t)w->n};
+  hid_t file_space = H5Dget_space(dset), mem_space = H5Screate_simple(3, size, NULL);
+  herr_t rc = file_space < 0 || mem_space < 0 ? -1 : H5Sselect_hyperslab(file_space, H5S_SELECT_SET, start, NULL, size, NULL);
+  if (rc >= 0)
+    rc = H5Dread(dset, type == ELEM_F32 ? H5T_NATIVE_FLOAT : H5T_NATIVE_DOUBLE, mem_space, file_space, H5P_DEFAULT, buf);
+  /* Before any other call: every HDF5 API call starts by clearing the error stack. */
+  hdf5_error_scan scan = rc < 0 ? hdf5_last_error() : (hdf5_error_scan){false, ""};
+  if (mem_space >= 0) H5Sclose(mem_space);
+  if (file_space >= 0) H5Sclose(file_space);
+  H5Dclose(dset);
+  if (rc < 0) {
+    if (scan.checksum)
+      return precis_fail(PRECIS_E_INPUT, "%s: %s: checksum failed (Fletcher32): the stored data are corrupt", ds->path, path);
+    return precis_fail(PRECIS_E_INPUT, "%s: %s: read failed: %s", ds->path, path, scan.innermost);
+  }
+  return PRECIS_OK;
+}
+
+uint64_t precis_reference_sample_bytes(const precis_workload_info *w) {
+  return (uint64_t)w->m * (uint64_t)w->n * (16u + (w->has_c_ref_lo ? 8u : 0u) + (w->has_grad ? 4u : 0u));
+}
+
+int64_t precis_reference_block_samples(const precis_workload_info *w, uint64_t budget) {
+  const uint64_t per_sample = precis_reference_sample_bytes(w);
+  const uint64_t fit = per_sample ? budget / per_sample : (uint64_t)w->batch;
+  return fit < 1 ? 1 : fit > (uint64_t)w->batch ? w->batch : (int64_t)fit;
+}
+
+/* The load's checks, each with its rank: a load reports the error of the lowest rank, and within a
+ * rank the one at the lowest index, which is the error a whole load that checks in this order and
+ * stops at the first finds. A load that reads its references in blocks of samples finds them in
+ * another order (block by block) and keeps the first by rank, so that a damaged file is refused with
+ * the same message whatever the block. A read error of an array outranks every check of its values. */
+enum {
+  RANK_C_REF_READ = 1, RANK_AB_ABS_READ, RANK_LO_READ, RANK_LO_VALUE, RANK_CALIB_READ, RANK_GRAD_READ, RANK_GRAD_FINITE,
+  RANK_B_REF_READ, RANK_B_REF_FINITE, RANK_A_REF_READ, RANK_A_REF_FINITE, RANK_A_FINITE, RANK_B_FINITE, RANK_CALIB_FINITE,
+  RANK_REFERENCES_FINITE, RANK_REFERENCES_SAMPLED, RANK_NONE
+};
+
+typedef struct first_error {
+  int rank;
+  precis_status status;
+  char message[2048];
+} first_error;
+
+/* Whether a check of this rank can still change the outcome (a lower-ranked error is final). */
+static bool error_matters(const first_error *e, int rank) { return rank < e->rank; }
+
+/* Keeps the error precis_fail recorded for st when it outranks the one kept; returns st == OK. */
+static bool keep_error(first_error *e, int rank, precis_status st) {
+  if (st == PRECIS_OK) return true;
+  if (rank < e->rank) {
+    e->rank = rank;
+    e->status = st;
+    snprintf(e->message, sizeof e->message, "%s", precis_last_error());
+  }
+  return false;
+}
+
+precis_status precis_dataset_load_blocked(precis_dataset *ds, size_t index, int64_t block, precis_workload_data *out) {
   memset(out, 0, sizeof *out);
   hdf5_quiet();
   if (!ds || index >= ds->n_workloads) return precis_fail(PRECIS_E_USAGE, "workload index %zu out of range", index);
@@ -998,80 +1098,130 @@ precis_status precis_dataset_load(precis_dataset *ds, size_t index, precis_workl
   uint64_t a_count, b_count, c_count, calib_count;
   if (!workload_counts(w, &a_count, &b_count, &c_count, &calib_count))
     return precis_fail(PRECIS_E_INPUT, "%s: /workloads/%s: sizes overflow 64 bits", ds->path, w->name);
-  uint64_t need = precis_workload_bytes(w), have = host_memory_bytes();
+  if (block < 1 || block > w->batch) block = w->batch;
+  const uint64_t per_sample = (uint64_t)w->m * (uint64_t)w->n, block_count = (uint64_t)block * per_sample;
+  /* What this load holds: the inputs whole and one block of the references. */
+  uint64_t need = precis_workload_bytes(w) - precis_reference_sample_bytes(w) * (uint64_t)(w->batch - block),
+           have = host_memory_bytes();
   if (need > have)
     return precis_fail(PRECIS_E_INPUT,
                        "%s: /workloads/%s: needs %.3g GiB of host memory to load, more than this machine has (%.3g GiB)",
                        ds->path, w->name, (double)need / 1073741824.0, (double)have / 1073741824.0);
   precis_status st = PRECIS_OK;
+  first_error first = {.rank = RANK_NONE};
+  const uint64_t checks = reference_check_count(c_count);
+  double *c_at = NULL, *ab_at = NULL;
+  out->ref_capacity = block;
   out->a = precis_malloc_large(a_count * sizeof(float));
   out->b = precis_malloc_large(b_count * sizeof(float));
-  out->c_ref = precis_malloc_large(c_count * sizeof(double));
-  out->ab_abs = precis_malloc_large(c_count * sizeof(double));
+  out->c_ref = precis_malloc_large(block_count * sizeof(double));
+  out->ab_abs = precis_malloc_large(block_count * sizeof(double));
   if (w->calib_samples > 0) out->calib_a = precis_malloc_large(calib_count * sizeof(float));
-  if (!out->a || !out->b || !out->c_ref || !out->ab_abs || (w->calib_samples > 0 && !out->calib_a)) {
+  c_at = malloc(checks * sizeof *c_at);
+  ab_at = malloc(checks * sizeof *ab_at);
+  if (!out->a || !out->b || !out->c_ref || !out->ab_abs || (w->calib_samples > 0 && !out->calib_a) || !c_at || !ab_at) {
     st = precis_fail(PRECIS_E_NOMEM, "%s: /workloads/%s: out of host memory loading %.3g GiB", ds->path, w->name,
                      (double)need / 1073741824.0);
     goto done;
   }
+  if (w->has_c_ref_lo && !(out->c_ref_lo = precis_malloc_large(block_count * sizeof(double)))) {
+    st = precis_fail(PRECIS_E_NOMEM, "%s: /workloads/%s: out of host memory loading c_ref_lo", ds->path, w->name);
+    goto done;
+  }
+  if (w->has_grad && !(out->grad = precis_malloc_large(block_count * sizeof(float)))) {
+    st = precis_fail(PRECIS_E_NOMEM, "%s: /workloads/%s/grad: out of host memory", ds->path, w->name);
+    goto done;
+  }
+  if (w->has_b_ref && !(out->b_ref = malloc((uint64_t)w->k * (uint64_t)w->n * sizeof(float)))) {
+    st = precis_fail(PRECIS_E_NOMEM, "%s: /workloads/%s/b_ref: out of host memory", ds->path, w->name);
+    goto done;
+  }
+  if (w->has_a_ref && !(out->a_ref = malloc(a_count * sizeof(float)))) {
+    st = precis_fail(PRECIS_E_NOMEM, "%s: /workloads/%s/a_ref: out of host memory", ds->path, w->name);
+    goto done;
+  }
+  /* a and b come first: nothing outranks their read errors. */
   if ((st = read_input(ds, w, "a", w->a_f64, a_count, w->m, w->k, out->a, &out->a64)) != PRECIS_OK) goto done;
   if ((st = read_input(ds, w, "b", w->b_f64, b_count, w->k, w->n, out->b, &out->b64)) != PRECIS_OK) goto done;
-  if ((st = read_array(ds, w, "c_ref", ELEM_F64, out->c_ref)) != PRECIS_OK) goto done;
-  if ((st = read_array(ds, w, "ab_abs", ELEM_F64, out->ab_abs)) != PRECIS_OK) goto done;
-  if (w->has_c_ref_lo) {
-    if (!(out->c_ref_lo = malloc(c_count * sizeof(double)))) {
-      st = precis_fail(PRECIS_E_NOMEM, "%s: /workloads/%s: out of host memory loading c_ref_lo", ds->path, w->name);
-      goto done;
+  /* The other inputs, whole. */
+  if (out->calib_a && keep_error(&first, RANK_CALIB_READ, read_array(ds, w, "calib/a", ELEM_F32, out->calib_a)))
+    keep_error(&first, RANK_CALIB_FINITE, check_finite_f32(ds, w, "calib/a", out->calib_a, calib_count, 0, w->m, w->k));
+  if (out->b_ref && keep_error(&first, RANK_B_REF_READ, read_array(ds, w, "b_ref", ELEM_F32, out->b_ref)))
+    keep_error(&first, RANK_B_REF_FINITE,
+               check_finite_f32(ds, w, "b_ref", out->b_ref, (uint64_t)w->k * (uint64_t)w->n, 0, w->k, w->n));
+  if (out->a_ref && keep_error(&first, RANK_A_REF_READ, read_array(ds, w, "a_ref", ELEM_F32, out->a_ref)))
+    keep_error(&first, RANK_A_REF_FINITE, check_finite_f32(ds, w, "a_ref", out->a_ref, a_count, 0, w->m, w->k));
+  if (!w->a_f64) keep_error(&first, RANK_A_FINITE, check_finite_f32(ds, w, "a", out->a, a_count, 0, w->m, w->k));
+  if (!w->b_f64) keep_error(&first, RANK_B_FINITE, check_finite_f32(ds, w, "b", out->b, b_count, 0, w->k, w->n));
+  /* The references, a block of samples at a time; the block read last stays in out. */
+  for (int64_t s0 = 0; s0 < w->batch; s0 += block) {
+    const int64_t here = w->batch - s0 < block ? w->batch - s0 : block;
+    const uint64_t offset = (uint64_t)s0 * per_sample, count = (uint64_t)here * per_sample;
+    out->ref_first = s0;
+    out->ref_samples = here;
+    /* Nothing outranks a read error of c_ref. */
+    if ((st = read_samples(ds, w, "c_ref", ELEM_F64, s0, here, out->c_ref)) != PRECIS_OK) goto done;
+    const bool ab_ok = error_matters(&first, RANK_AB_ABS_READ) &&
+                       keep_error(&first, RANK_AB_ABS_READ, read_samples(ds, w, "ab_abs", ELEM_F64, s0, here, out->ab_abs));
+    if (out->c_ref_lo && error_matters(&first, RANK_LO_READ) &&
+        keep_error(&first, RANK_LO_READ, read_samples(ds, w, "c_ref_lo", ELEM_F64, s0, here, out->c_ref_lo)) &&
+        error_matters(&first, RANK_LO_VALUE))
+      keep_error(&first, RANK_LO_VALUE, check_reference_low(ds, w, out->c_ref, out->c_ref_lo, count, offset));
+    if (out->grad && error_matters(&first, RANK_GRAD_READ) &&
+        keep_error(&first, RANK_GRAD_READ, read_samples(ds, w, "grad", ELEM_F32, s0, here, out->grad)) &&
+        error_matters(&first, RANK_GRAD_FINITE))
+      keep_error(&first, RANK_GRAD_FINITE, check_finite_f32(ds, w, "grad", out->grad, count, offset, w->m, w->n));
+    if (!ab_ok) continue;
+    if (error_matters(&first, RANK_REFERENCES_FINITE))
+      keep_error(&first, RANK_REFERENCES_FINITE, check_references_finite(ds, w, out->c_ref, out->ab_abs, count, offset));
+    for (uint64_t t = 0; t < checks; t++) {
+      const uint64_t flat = reference_check_at(t, checks, c_count);
+      if (flat >= offset && flat - offset < count) c_at[t] = out->c_ref[flat - offset], ab_at[t] = out->ab_abs[flat - offset];
     }
-    if ((st = read_array(ds, w, "c_ref_lo", ELEM_F64, out->c_ref_lo)) != PRECIS_OK) goto done;
-    for (uint64_t i = 0; i < c_count; i++)
-      if (!isfinite(out->c_ref_lo[i]) || fabs(out->c_ref_lo[i]) > 0x1p-52 * fabs(out->c_ref[i])) {
-        char at[96];
-        index_text(i, w->m, w->n, at, sizeof at);
-        st = precis_fail(PRECIS_E_INPUT,
-                         "%s: /workloads/%s/c_ref_lo: element %s is %g for c_ref %g (expected the low part of a "
-                         "double-double value: |c_ref_lo| <= ulp(c_ref)/2)",
-                         ds->path, w->name, at, out->c_ref_lo[i], out->c_ref[i]);
-        goto done;
-      }
   }
-  if (out->calib_a && (st = read_array(ds, w, "calib/a", ELEM_F32, out->calib_a)) != PRECIS_OK) goto done;
-  if (w->has_grad) {
-    uint64_t grad_count = (uint64_t)w->batch * (uint64_t)w->m * (uint64_t)w->n;
-    out->grad = malloc(grad_count * sizeof(float));
-    if (!out->grad) {
-      st = precis_fail(PRECIS_E_NOMEM, "%s: /workloads/%s/grad: out of host memory", ds->path, w->name);
-      goto done;
-    }
-    if ((st = read_array(ds, w, "grad", ELEM_F32, out->grad)) != PRECIS_OK) goto done;
-    if ((st = check_finite_f32(ds, w, "grad", out->grad, grad_count, w->m, w->n)) != PRECIS_OK) goto done;
-  }
-  if (w->has_b_ref) {
-    out->b_ref = malloc((uint64_t)w->k * (uint64_t)w->n * sizeof(float));
-    if (!out->b_ref) {
-      st = precis_fail(PRECIS_E_NOMEM, "%s: /workloads/%s/b_ref: out of host memory", ds->path, w->name);
-      goto done;
-    }
-    if ((st = read_array(ds, w, "b_ref", ELEM_F32, out->b_ref)) != PRECIS_OK) goto done;
-    if ((st = check_finite_f32(ds, w, "b_ref", out->b_ref, (uint64_t)w->k * (uint64_t)w->n, w->k, w->n)) != PRECIS_OK)
-      goto done;
-  }
-  if (w->has_a_ref) {
-    if (!(out->a_ref = malloc(a_count * sizeof(float)))) {
-      st = precis_fail(PRECIS_E_NOMEM, "%s: /workloads/%s/a_ref: out of host memory", ds->path, w->name);
-      goto done;
-    }
-    if ((st = read_array(ds, w, "a_ref", ELEM_F32, out->a_ref)) != PRECIS_OK) goto done;
-    if ((st = check_finite_f32(ds, w, "a_ref", out->a_ref, a_count, w->m, w->k)) != PRECIS_OK) goto done;
-  }
-  if (!w->a_f64 && (st = check_finite_f32(ds, w, "a", out->a, a_count, w->m, w->k)) != PRECIS_OK) goto done;
-  if (!w->b_f64 && (st = check_finite_f32(ds, w, "b", out->b, b_count, w->k, w->n)) != PRECIS_OK) goto done;
-  if (out->calib_a && (st = check_finite_f32(ds, w, "calib/a", out->calib_a, calib_count, w->m, w->k)) != PRECIS_OK)
-    goto done;
-  st = check_references(ds, w, out);
+  if (error_matters(&first, RANK_REFERENCES_SAMPLED))
+    keep_error(&first, RANK_REFERENCES_SAMPLED, check_sampled_references(ds, w, out, c_at, ab_at));
+  if (first.rank != RANK_NONE) st = precis_fail(first.status, "%s", first.message);
 done:
+  free(c_at);
+  free(ab_at);
   if (st != PRECIS_OK) precis_workload_data_free(out);
   return st;
+}
+
+precis_status precis_dataset_load(precis_dataset *ds, size_t index, precis_workload_data *out) {
+  return precis_dataset_load_blocked(ds, index, 0, out);
+}
+
+precis_status precis_dataset_read_references(precis_dataset *ds, size_t index, int64_t first, int64_t count,
+                                             precis_workload_data *out) {
+  hdf5_quiet();
+  if (!ds || index >= ds->n_workloads) return precis_fail(PRECIS_E_USAGE, "workload index %zu out of range", index);
+  const precis_workload_info *w = &ds->workloads[index];
+  if (first < 0 || count < 1 || count > out->ref_capacity || first > w->batch - count)
+    return precis_fail(PRECIS_E_USAGE, "%s: /workloads/%s: samples [%lld, %lld) of %lld do not fit a block of %lld",
+                       ds->path, w->name, (long long)first, (long long)(first + count), (long long)w->batch,
+                       (long long)out->ref_capacity);
+  if (first == out->ref_first && count == out->ref_samples) return PRECIS_OK;
+  /* Read and checked as the load read and checked them (the same errors, in its order), in case the
+   * file changed since: a reference that does not pass is never used. */
+  const uint64_t offset = (uint64_t)first * (uint64_t)w->m * (uint64_t)w->n, n = (uint64_t)count * (uint64_t)w->m * (uint64_t)w->n;
+  out->ref_first = out->ref_samples = 0;
+  precis_status st;
+  if ((st = read_samples(ds, w, "c_ref", ELEM_F64, first, count, out->c_ref)) != PRECIS_OK) return st;
+  if ((st = read_samples(ds, w, "ab_abs", ELEM_F64, first, count, out->ab_abs)) != PRECIS_OK) return st;
+  if (out->c_ref_lo) {
+    if ((st = read_samples(ds, w, "c_ref_lo", ELEM_F64, first, count, out->c_ref_lo)) != PRECIS_OK) return st;
+    if ((st = check_reference_low(ds, w, out->c_ref, out->c_ref_lo, n, offset)) != PRECIS_OK) return st;
+  }
+  if (out->grad) {
+    if ((st = read_samples(ds, w, "grad", ELEM_F32, first, count, out->grad)) != PRECIS_OK) return st;
+    if ((st = check_finite_f32(ds, w, "grad", out->grad, n, offset, w->m, w->n)) != PRECIS_OK) return st;
+  }
+  if ((st = check_references_finite(ds, w, out->c_ref, out->ab_abs, n, offset)) != PRECIS_OK) return st;
+  out->ref_first = first;
+  out->ref_samples = count;
+  return PRECIS_OK;
 }
 
 precis_status precis_dataset_verify_data_id(precis_dataset *ds, char id_hex[65]) {
@@ -1111,8 +1261,11 @@ precis_status precis_dataset_content_id(precis_dataset *ds, const char **id) {
       st = precis_fail(PRECIS_E_INPUT, "%s: /workloads/%s: sizes overflow 64 bits", ds->path, w->name);
       break;
     }
-    /* Refused like the load refuses it (precis_dataset_load), before allocating. */
-    uint64_t need = precis_workload_bytes(w), have = host_memory_bytes();
+    /* Refused as a load refuses a workload too large for the machine, before allocating: what this
+     * pass holds (the inputs and grad, not the references: a run reads those a block at a time). */
+    uint64_t need = precis_workload_bytes(w) - precis_reference_sample_bytes(w) * (uint64_t)w->batch +
+                    (w->has_grad ? 4 * c_count : 0),
+             have = host_memory_bytes();
     if (need > have) {
       st = precis_fail(PRECIS_E_INPUT,
                        "%s: /workloads/%s: needs %.3g GiB of host memory to load, more than this machine has (%.3g GiB)",

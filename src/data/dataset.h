@@ -62,6 +62,11 @@ typedef struct precis_workload_data {
   float *grad;    /* [batch, m, n] dL/dY per held-out sample (info has_grad), or NULL */
   double *c_ref_lo; /* [batch, m, n] low part of a double-double reference (c_ref + c_ref_lo), or NULL */
   double *a64, *b64; /* float64 inputs as stored (info a_f64 / b_f64), else NULL */
+  /* c_ref, ab_abs, c_ref_lo and grad hold samples [ref_first, ref_first + ref_samples) of the batch,
+   * in room for ref_capacity samples: all of them after precis_dataset_load, one block after
+   * precis_dataset_load_blocked (precis_dataset_read_references reads another). Data made
+   * otherwise hold the whole batch and may leave these 0. */
+  int64_t ref_first, ref_samples, ref_capacity;
 } precis_workload_data;
 
 typedef struct precis_dataset {
@@ -97,7 +102,23 @@ precis_status precis_dataset_verify_data_id(precis_dataset *ds, char id_hex[65])
 precis_status precis_dataset_content_id(precis_dataset *ds, const char **id);
 /* Bytes the workload's arrays take in memory (a, b, c_ref, ab_abs, calib/a). */
 uint64_t precis_workload_bytes(const precis_workload_info *info);
+/* Reads a workload whole and checks it: inputs finite, c_ref_lo a low part, grad finite, c_ref and
+ * ab_abs finite and, at a spread of entries, what a float64 accumulation of the inputs gives. The
+ * first failing check is the error (PRECIS_E_INPUT naming the file, the array and the element). */
 precis_status precis_dataset_load(precis_dataset *ds, size_t index, precis_workload_data *out);
+/* Bytes of one sample's references in memory: c_ref and ab_abs, c_ref_lo and grad when present. */
+uint64_t precis_reference_sample_bytes(const precis_workload_info *w);
+/* Samples per block when the references may take `budget` bytes: at least 1, at most the batch. */
+int64_t precis_reference_block_samples(const precis_workload_info *w, uint64_t budget);
+/* precis_dataset_load with the references (c_ref, ab_abs, c_ref_lo, grad) held `block` samples at a
+ * time (block < 1 or above the batch: all of them): the inputs are read whole, the references block
+ * by block, and every check of precis_dataset_load is made with the same error (the one a whole
+ * load reports first, whatever the block). out keeps the last block read. */
+precis_status precis_dataset_load_blocked(precis_dataset *ds, size_t index, int64_t block, precis_workload_data *out);
+/* Reads samples [first, first + count) of the references into out (loaded by precis_dataset_load_blocked,
+ * count at most its block), checked as the load checks them; nothing when out holds them already. */
+precis_status precis_dataset_read_references(precis_dataset *ds, size_t index, int64_t first, int64_t count,
+                                             precis_workload_data *out);
 void precis_workload_data_free(precis_workload_data *d);
 void precis_dataset_close(precis_dataset *ds);
 

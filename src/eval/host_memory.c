@@ -104,6 +104,15 @@ void precis_tracked_cache_release(void) {
   for (int i = 0; i < n; i++) free(released[i]);
 }
 
+void precis_release_free_memory(size_t keep) {
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 33))
+  struct mallinfo2 info = mallinfo2();
+  if (info.fordblks > keep) malloc_trim(0);
+#else
+  (void)keep;
+#endif
+}
+
 void *precis_tracked_alloc(precis_host_tracker *t, size_t bytes) {
   void *p = NULL;
   size_t rounded = (bytes + 63) & ~(size_t)63;

@@ -134,41 +134,63 @@ precis_status precis_case_sample_metrics(const precis_workload_info *w, const pr
   return PRECIS_OK;
 }
 
-static void compute_error_metrics(precis_row *row, const precis_workload_info *w, const precis_workload_data *d,
-                                  const float *c, const double *c64, double clipped_fraction) {
-  size_t per_sample = (size_t)(w->m * w->n);
+/* The row's error metrics against the workload's references, read a block of samples at a time
+ * into d (precis_dataset_read_references; the run loaded d with precis_dataset_load_blocked): each
+ * sample's metrics are its own and the loss change sums the samples in order, so the values are those
+ * of the whole batch at once. A reference that fails the load's checks is never used: its error is
+ * returned and stops the run. Out of memory fails the row only. */
+static precis_status compute_error_metrics(precis_row *row, const precis_workload_info *w, precis_dataset *ds, size_t wi,
+                                           precis_workload_data *d, const float *c, const double *c64,
+                                           double clipped_fraction) {
+  const size_t per_sample = (size_t)(w->m * w->n);
+  const int64_t block = d->ref_capacity > 0 ? d->ref_capacity : w->batch;
+  precis_status st = PRECIS_OK;
   precis_sample_metrics *samples = calloc((size_t)w->batch, sizeof *samples);
-  if (!samples || precis_case_sample_metrics(w, d, c, c64, samples) != PRECIS_OK) {
-    free(samples);
-    row->status = PRECIS_ROW_FAILED;
-    row->reason = precis_strdup("out of memory computing metrics");
-    return;
-  }
-  precis_metrics_aggregate(samples, (size_t)w->batch, row->error);
-  free(samples);
+  precis_loss_change *loss = &row->loss;
   if (d->grad) {
-    /* The loss change the output's error predicts (docs/criteria.md): first order and Fisher, per
-     * held-out sample, in float64 against the reference (its low part too for double-double). */
-    precis_loss_change *loss = &row->loss;
     loss->present = true;
     loss->taylor_mean = loss->fisher_mean = 0;
     loss->taylor_worst = loss->fisher_worst = 0;
-    for (size_t b = 0; b < (size_t)w->batch; b++) {
-      double taylor = 0, fisher = 0;
-      for (size_t i = b * per_sample; i < (b + 1) * per_sample; i++) {
-        double delta = (c64 ? c64[i] : (double)c[i]) - d->c_ref[i];
-        if (d->c_ref_lo) delta -= d->c_ref_lo[i];
-        double gd = (double)d->grad[i] * delta;
-        taylor += gd;
-        fisher += gd * gd;
+  }
+  for (int64_t s0 = 0; samples && s0 < w->batch; s0 += block) {
+    const int64_t here = w->batch - s0 < block ? w->batch - s0 : block;
+    if ((st = precis_dataset_read_references(ds, wi, s0, here, d)) != PRECIS_OK) goto done;
+    precis_workload_info part = *w;
+    part.batch = here;
+    const size_t at = (size_t)s0 * per_sample;
+    if (precis_case_sample_metrics(&part, d, c + at, c64 ? c64 + at : NULL, samples + s0) != PRECIS_OK) {
+      free(samples);
+      samples = NULL;
+      break;
+    }
+    if (d->grad) {
+      /* The loss change the output's error predicts (docs/criteria.md): first order and Fisher, per
+       * held-out sample, in float64 against the reference (its low part too for double-double). */
+      for (size_t b = 0; b < (size_t)here; b++) {
+        double taylor = 0, fisher = 0;
+        for (size_t i = b * per_sample; i < (b + 1) * per_sample; i++) {
+          double delta = (c64 ? c64[at + i] : (double)c[at + i]) - d->c_ref[i];
+          if (d->c_ref_lo) delta -= d->c_ref_lo[i];
+          double gd = (double)d->grad[i] * delta;
+          taylor += gd;
+          fisher += gd * gd;
+        }
+        fisher *= 0.5;
+        loss->taylor_mean += taylor / (double)w->batch;
+        loss->fisher_mean += fisher / (double)w->batch;
+        const bool first = s0 == 0 && b == 0;
+        if (first || fabs(taylor) > fabs(loss->taylor_worst)) loss->taylor_worst = taylor;
+        if (first || fisher > loss->fisher_worst) loss->fisher_worst = fisher;
       }
-      fisher *= 0.5;
-      loss->taylor_mean += taylor / (double)w->batch;
-      loss->fisher_mean += fisher / (double)w->batch;
-      if (b == 0 || fabs(taylor) > fabs(loss->taylor_worst)) loss->taylor_worst = taylor;
-      if (b == 0 || fisher > loss->fisher_worst) loss->fisher_worst = fisher;
     }
   }
+  if (!samples) {
+    row->status = PRECIS_ROW_FAILED;
+    row->reason = precis_strdup("out of memory computing metrics");
+    memset(loss, 0, sizeof *loss);
+    goto done;
+  }
+  precis_metrics_aggregate(samples, (size_t)w->batch, row->error);
   if (d->c_ref_lo) {
     /* Errors near fp64's are only meaningful next to the reference's own bound. */
     char text[160];
@@ -179,6 +201,9 @@ static void compute_error_metrics(precis_row *row, const precis_workload_info *w
   if (!isnan(clipped_fraction)) {
     row->error[PRECIS_METRIC_CLIPPED] = (precis_metric_value){clipped_fraction, clipped_fraction, true};
   }
+done:
+  free(samples);
+  return st;
 }
 
 static bool workload_selected(const precis_run_config *cfg, const char *name) {
@@ -260,9 +285,12 @@ static size_t kept_row(const precis_journal *kept, char *const *kept_keys, const
   return found;
 }
 
-/* Runs one (workload, recipe) case into *row. Only whole-run problems are returned as errors. */
-static void run_one_case(const precis_run_config *cfg, const precis_recipe *recipe, const precis_workload_info *w,
-                         const precis_workload_data *d, precis_row *row, float **output, double **output64) {
+/* Runs one (workload, recipe) case into *row. Only whole-run problems are returned as errors (a
+ * reference that fails its checks when a block of it is read for the metrics). */
+static precis_status run_one_case(const precis_run_config *cfg, const precis_recipe *recipe, const precis_workload_info *w,
+                                  precis_dataset *ds, size_t wi, precis_workload_data *d, precis_row *row, float **output,
+                                  double **output64) {
+  precis_status run_st = PRECIS_OK;
   precis_case_output out;
   precis_case_output_init(&out);
   char reason[512] = "";
@@ -298,7 +326,7 @@ static void run_one_case(const precis_run_config *cfg, const precis_recipe *reci
     memset(&out.time, 0, sizeof out.time);
     if (row->time.median_ms > 0)
       row->tflops = 2.0 * (double)w->m * (double)w->n * (double)w->k * (double)w->batch / (row->time.median_ms * 1e-3) / 1e12;
-    compute_error_metrics(row, w, d, out.c, out.c64, out.clipped_fraction);
+    if ((run_st = compute_error_metrics(row, w, ds, wi, d, out.c, out.c64, out.clipped_fraction)) != PRECIS_OK) goto done;
     *output = out.c;
     out.c = NULL;
     *output64 = out.c64;
@@ -308,9 +336,61 @@ static void run_one_case(const precis_run_config *cfg, const precis_recipe *reci
   }
 done:
   precis_case_output_free(&out);
+  return run_st;
+}
+
+/* Free heap memory kept between workloads (more is returned to the system). */
+#define RUN_FREE_MEMORY_KEPT ((size_t)64 << 20)
+
+static void format_bytes(uint64_t bytes, char *out, size_t size) {
+  if (bytes >= (1ull << 30)) snprintf(out, size, "%.2f GiB", (double)bytes / (double)(1ull << 30));
+  else if (bytes >= (1ull << 20)) snprintf(out, size, "%.0f MiB", (double)bytes / (double)(1ull << 20));
+  else snprintf(out, size, "%.0f KiB", (double)bytes / 1024.0);
+}
+
+/* Before the first case, when some workload's references are read in more than one block: what the
+ * largest workload holds (its inputs whole, the output of one case, one block of references; the
+ * recipe's own operand copies and accumulators come on top, and differ by recipe). */
+static void print_memory_estimate(const precis_run_config *cfg, const precis_workload_info *const *selected,
+                                  size_t n_selected, uint64_t budget) {
+  bool wide_output = false;
+  for (size_t ri = 0; ri < cfg->n_recipes; ri++) wide_output = wide_output || cfg->recipes[ri].spec.out == PRECIS_FMT_F64;
+  size_t blocked = 0, worst = SIZE_MAX;
+  uint64_t worst_total = 0, worst_inputs = 0, worst_output = 0, worst_refs = 0;
+  int64_t worst_block = 0;
+  for (size_t si = 0; si < n_selected; si++) {
+    const precis_workload_info *w = selected[si];
+    const int64_t block = precis_reference_block_samples(w, budget);
+    const uint64_t sample = precis_reference_sample_bytes(w), outputs = (uint64_t)w->batch * (uint64_t)w->m * (uint64_t)w->n;
+    const uint64_t inputs = precis_workload_bytes(w) - sample * (uint64_t)w->batch, refs = sample * (uint64_t)block,
+                   output = outputs * (wide_output ? 12 : 4);
+    blocked += block < w->batch;
+    if (worst == SIZE_MAX || inputs + output + refs > worst_total)
+      worst = si, worst_total = inputs + output + refs, worst_inputs = inputs, worst_output = output, worst_refs = refs,
+      worst_block = block;
+  }
+  if (!blocked || cfg->progress_quiet) return;
+  char limit[32], total[32], inputs[32], output[32], refs[32];
+  format_bytes(budget, limit, sizeof limit);
+  format_bytes(worst_total, total, sizeof total);
+  format_bytes(worst_inputs, inputs, sizeof inputs);
+  format_bytes(worst_output, output, sizeof output);
+  format_bytes(worst_refs, refs, sizeof refs);
+  precis_buf line;
+  precis_buf_init(&line);
+  precis_buf_appendf(&line, "precis run: references held at most %s at a time (--reference-block), %zu of %zu workloads "
+                            "in blocks of samples; peak memory ≈ %s at workload ", limit, blocked, n_selected, total);
+  precis_buf_terminal(&line, selected[worst]->name, 96);
+  precis_buf_appendf(&line, " (inputs %s, output %s, references %s: %lld of %lld samples at a time; the recipe's own "
+                            "operand copies and accumulators come on top)", inputs, output, refs, (long long)worst_block,
+                     (long long)selected[worst]->batch);
+  char *text = precis_buf_take(&line);
+  fprintf(stderr, "%s\n", text ? text : "");
+  free(text);
 }
 
 precis_status precis_run_workloads(const precis_run_config *cfg, precis_report *report) {
+  const uint64_t reference_budget = cfg->reference_block_bytes ? cfg->reference_block_bytes : PRECIS_REFERENCE_BLOCK_DEFAULT;
   precis_dataset *ds = NULL;
   precis_journal_writer journal = {-1, NULL};
   precis_journal kept;
@@ -399,6 +479,7 @@ precis_status precis_run_workloads(const precis_run_config *cfg, precis_report *
     if (st != PRECIS_OK) goto done;
   }
 
+  print_memory_estimate(cfg, selected, n_selected, reference_budget);
   for (size_t si = 0; si < n_selected && !precis_interrupt_signal; si++) {
     const precis_workload_info *w = selected[si];
     size_t wi = (size_t)(w - ds->workloads);
@@ -416,7 +497,7 @@ precis_status precis_run_workloads(const precis_run_config *cfg, precis_report *
     precis_workload_data data;
     memset(&data, 0, sizeof data);
     if (!nothing_to_run) {
-      precis_status load = precis_dataset_load(ds, wi, &data);
+      precis_status load = precis_dataset_load_blocked(ds, wi, precis_reference_block_samples(w, reference_budget), &data);
       if (load != PRECIS_OK) {
         /* A corrupt reference must never be used: the whole run stops with the dataset error. */
         st = load;
@@ -448,7 +529,12 @@ precis_status precis_run_workloads(const precis_run_config *cfg, precis_report *
       }
       float *output = NULL;
       double *output64 = NULL;
-      run_one_case(cfg, recipe, w, &data, &row, &output, &output64);
+      if ((st = run_one_case(cfg, recipe, w, ds, wi, &data, &row, &output, &output64)) != PRECIS_OK) {
+        /* A reference found corrupt while its blocks were read: the whole run stops, as at the load. */
+        precis_row_free(&row);
+        precis_workload_data_free(&data);
+        goto done;
+      }
       if (precis_interrupt_signal && row.status != PRECIS_ROW_OK) {
         /* Abandoned mid-case by the interrupt: not a measurement, not journaled. */
         precis_row_free(&row);
@@ -499,8 +585,10 @@ precis_status precis_run_workloads(const precis_run_config *cfg, precis_report *
       }
     }
     precis_workload_data_free(&data);
-    /* The next workload's buffers have other sizes: its peak RSS should not hold this one's. */
+    /* The next workload's buffers have other sizes: its peak RSS should not hold this one's, nor
+     * what malloc keeps of them beyond what the next one reuses (host_memory.h). */
     precis_tracked_cache_release();
+    precis_release_free_memory(RUN_FREE_MEMORY_KEPT);
   }
   if (cfg->resume) {
     /* Provenance: these rows were measured by an earlier process (maybe under another load). */

@@ -37,7 +37,13 @@ typedef struct precis_run_config {
   const char *host;
   int rank, device; /* -1: no MPI / no device */
   const char *target; /* the row's target ("sm_90"); NULL: none recorded */
+  /* A workload's references (c_ref, ab_abs, c_ref_lo, grad: [batch, m, n] each) are held at most
+   * this many bytes at a time, whole samples, at least one (0: PRECIS_REFERENCE_BLOCK_DEFAULT); the
+   * rows are the same whatever the block (docs/model.md, "Running it in bounded memory"). */
+  uint64_t reference_block_bytes;
 } precis_run_config;
+
+#define PRECIS_REFERENCE_BLOCK_DEFAULT ((uint64_t)256 << 20)
 
 /* Fills report->rows (and dataset path/id); report->complete is false when interrupted. Returns
  * PRECIS_E_INTERRUPTED after an interrupt (the report holds every completed row), an error for

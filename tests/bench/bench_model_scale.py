@@ -5,7 +5,7 @@ of TOKENS tokens: time and peak RSS (the child's ru_maxrss, or its VmRSS sampled
 higher: precis run resets the high-water mark per case), with the targets as ratios. The forward's
 and verify's times are their own, the model loaded before the clock starts (verify's from its
 report, verify.seconds; their CPU seconds, all threads, beside: the machine may be shared); capture, import and
-run are their processes' wall times. Targets:
+run are their processes' wall and CPU times. Targets:
 verify int8 <= 5x the plain forward, bf16 <= 10x; peak RSS <= the fp32 weights + 1.5 GB.
 
     build/venv/bin/python tests/bench/bench_model_scale.py [--sizes 135m,0.5b,1b] [--steps ...]
@@ -79,7 +79,8 @@ with torch.no_grad():
 """
 
 def run_child(argv, env=None):
-    """Runs argv and returns (wall s, peak RSS bytes of that child, rc, stdout, stderr). The peak is
+    """Runs argv and returns (wall s, peak RSS bytes of that child, rc, stdout, stderr, CPU s: user +
+    system, all its threads). The peak is
     the larger of the child's ru_maxrss and its VmRSS sampled every 20 ms: precis run resets the
     kernel's high-water mark (/proc/self/clear_refs) before each case it times, so its ru_maxrss is
     the peak after its last case only."""
@@ -112,7 +113,8 @@ def run_child(argv, env=None):
     for th in threads + [sampler]:
         th.join()
     wall = time.perf_counter() - t
-    return wall, max(usage.ru_maxrss * 1024, sampled[0]), proc.returncode, out[0].decode(), err[0].decode()
+    return (wall, max(usage.ru_maxrss * 1024, sampled[0]), proc.returncode, out[0].decode(), err[0].decode(),
+            usage.ru_utime + usage.ru_stime)
 
 
 def fmt_gb(b):
@@ -139,7 +141,7 @@ def main():
             os.makedirs(d, exist_ok=True)
             model_dir = os.path.join(d, "model")
             if not os.path.isfile(os.path.join(model_dir, "config.json")):
-                w, rss, rc, out, err = run_child([py, "-c", BUILD_MODEL, json.dumps(SIZES[size]), model_dir], env)
+                w, rss, rc, out, err, _ = run_child([py, "-c", BUILD_MODEL, json.dumps(SIZES[size]), model_dir], env)
                 if rc:
                     sys.exit(f"building {size}: {err[-2000:]}")
             with open(os.path.join(model_dir, "config.json")) as f:
@@ -155,9 +157,10 @@ def main():
             rows = {}
 
             def step(name, argv, child_env=env):
-                w, rss, rc, out, err = run_child(argv, child_env)
+                w, rss, rc, out, err, cpu_s = run_child(argv, child_env)
                 ok = rc in (0, 3)
                 rows[name] = (w, rss, ok, out)
+                cpu[(size, name)] = cpu_s  # the process's; forward and verify replace it with their own
                 print(f"  {size} {name}: {w:.1f} s, peak RSS {fmt_gb(rss)} GB{'' if ok else ' FAILED: ' + err[-600:]}",
                       file=sys.stderr, flush=True)
                 return out

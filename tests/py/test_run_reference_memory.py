@@ -1,0 +1,103 @@
+"""precis run holds a workload's references a block at a time (issue 40, docs/model.md "Running it in bounded memory").
+
+One workload whose references (c_ref and ab_abs, float64 [48, 32, 32768]: 768 MiB) are four times
+its float32 output (192 MiB), run with fp32 and --reference-block 8M (16 MiB per sample: blocks of
+one sample). A run that loads them whole holds at least their 768 MiB; this one must stay below half of
+that, measured two ways, neither disturbed by other processes on the machine:
+- the process's peak RSS: VmRSS sampled every 10 ms (the load, before the case) and the kernel's
+  high-water mark at exit (ru_maxrss: the case and its metrics; precis run resets the mark when a
+  case starts), the larger of the two;
+- the row's memory.host_peak_rss_bytes (the high-water mark while the case ran).
+The estimate printed before the run names the block (1 of 48 samples). Skipped under a sanitizer
+(its shadow memory and quarantine of freed blocks are not the run's).
+"""
+import os
+import shutil
+import subprocess
+import sys
+import threading
+
+import scratch  # tests/py/scratch.py: scratch under the build tree, removed on a signal
+from cli_checks import FAILURES, PRECIS, check
+
+SUITE = """seed: 7
+workloads:
+  - name: wide
+    m: 32
+    n: 32768
+    k: 64
+    batch: 48
+    a: normal
+    b: normal
+"""
+REFERENCE_BYTES = 48 * 32 * 32768 * 16
+
+
+def peak_rss(argv):
+    """(exit code, stderr, peak RSS in bytes: the larger of VmRSS sampled every 10 ms and ru_maxrss)."""
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    sampled, done = [0], threading.Event()
+
+    def sample():
+        while not done.is_set():
+            try:
+                with open(f"/proc/{proc.pid}/status") as f:
+                    for line in f:
+                        if line.startswith("VmRSS:"):
+                            sampled[0] = max(sampled[0], int(line.split()[1]) * 1024)
+            except (OSError, ValueError):
+                pass
+            done.wait(0.01)
+
+    err = []
+    threads = [threading.Thread(target=sample), threading.Thread(target=lambda: err.append(proc.stderr.read()))]
+    for t in threads:
+        t.start()
+    _, status, usage = os.wait4(proc.pid, 0)
+    done.set()
+    for t in threads:
+        t.join()
+    return os.waitstatus_to_exitcode(status), err[0], max(sampled[0], usage.ru_maxrss * 1024)
+
+
+def main():
+    if not os.path.isdir("/proc/self"):
+        print("SKIP: no /proc (the peak RSS is read there)", file=sys.stderr)
+        sys.exit(77)
+    with open(PRECIS, "rb") as f:
+        if any(name in f.read() for name in (b"__asan_init", b"__tsan_init", b"__msan_init")):
+            print("SKIP: precis is built with a sanitizer (its memory is not the run's)", file=sys.stderr)
+            sys.exit(77)
+    tmp = scratch.mkdtemp(prefix="precis-run-memory-")
+    try:
+        suite = os.path.join(tmp, "suite.yaml")
+        with open(suite, "w") as f:
+            f.write(SUITE)
+        ds = os.path.join(tmp, "wide.h5")
+        p = subprocess.run([PRECIS, "gen", suite, "-o", ds], capture_output=True, text=True)
+        check(p.returncode == 0, f"gen: exit {p.returncode}: {p.stderr[-800:]}")
+        out = os.path.join(tmp, "rep")
+        rc, err, peak = peak_rss([PRECIS, "run", ds, "--backend", "cpu", "--recipes", "fp32", "--reference-block", "8M",
+                                  "--min-samples", "1", "--max-samples", "1", "--max-time-ms", "1", "-o", out])
+        check(rc == 0, f"run: exit {rc}: {err[-800:]}")
+        check("references held at most 8 MiB at a time" in err and "1 of 48 samples at a time" in err,
+              f"the estimate names the block: {err[:600]}")
+        check(peak < REFERENCE_BYTES / 2, f"peak RSS {peak / 2**20:.0f} MiB: not below half the references' "
+              f"{REFERENCE_BYTES / 2**20:.0f} MiB")
+        if rc == 0:
+            import json
+            row = json.load(open(os.path.join(out, "report.json")))["rows"][0]
+            case_peak = row["memory"]["host_peak_rss_bytes"]
+            check(row["status"] == "ok" and 0 < case_peak < REFERENCE_BYTES / 2,
+                  f"the case's peak RSS {case_peak / 2**20:.0f} MiB: not below half the references'")
+        print(f"peak RSS {peak / 2**20:.0f} MiB for {REFERENCE_BYTES / 2**20:.0f} MiB of references")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    if FAILURES:
+        print(f"{len(FAILURES)} check(s) failed", file=sys.stderr)
+        sys.exit(1)
+    print("ok")
+
+
+if __name__ == "__main__":
+    main()
