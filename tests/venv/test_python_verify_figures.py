@@ -275,6 +275,9 @@ def independent_interval(ref, q, labels, alpha=0.05, resamples=2000):
     return out
 
 
+RESAMPLES = 500  # verify's bootstrap (its default 2000) is a third of each verify's time on this model
+
+
 def check_noise_floor(model, name, ids, check_alternatives=False, plans=("bf16", "w4a16")):
     """The floor under the default alternatives (another accumulator, an exact sum, PyTorch's GEMM):
     the spread (max - min) of each metric over the plan and the alternatives, both flags following
@@ -287,7 +290,7 @@ def check_noise_floor(model, name, ids, check_alternatives=False, plans=("bf16",
     lab[:, :-1] = ids[:, 1:]
     for plan in plans:
         r = verify.verify(model, {"*": plan}, ids, isolated=False, noise=["default"], require=["ce_delta<=1"],
-                          keep_outputs=True)
+                          keep_outputs=True, resamples=RESAMPLES)
         e2e = r.report["end_to_end"]
         nf = e2e["noise_floor"]
         check(nf["alternatives"] == list(noise.DEFAULT) and not nf["computed_as_plan"],
@@ -300,7 +303,7 @@ def check_noise_floor(model, name, ids, check_alternatives=False, plans=("bf16",
             within = min(lo, f["value"]) - f["floor"] <= f["ideal"] <= max(hi, f["value"]) + f["floor"]
             check(f["noise_and_sampling"] == within and (within or not f["noise"]),
                   f"{name} {plan}: {metric} flag with sampling {f}")
-        want = independent_interval(r.reference_outputs, r.emulated_outputs, lab)
+        want = independent_interval(r.reference_outputs, r.emulated_outputs, lab, resamples=RESAMPLES)
         for metric, iv in want.items():
             got = nf["metrics"][metric]["interval"]
             check(close(got[0], iv[0], abs_=1e-13) and close(got[1], iv[1], abs_=1e-13),
