@@ -241,10 +241,22 @@ def _meets(value, op, limit):
     return {"<=": value <= limit, "<": value < limit, ">=": value >= limit, ">": value > limit}[op]
 
 
-def judge(outputs, requires, alpha=0.05, resamples=2000, seed=0):
+def bootstrap(outputs, resamples=2000, seed=0):
+    """The metrics of `resamples` sets of samples drawn with replacement (seeded): the sampling
+    distribution the gates and the noise floor's sampling interval (precis.noise) read their bounds
+    from; None with fewer than 2 samples. One draw serves both, so they agree and it is paid once."""
+    n = len(outputs)
+    if n < 2:
+        return None
+    draws = np.random.default_rng(seed).integers(0, n, size=(resamples, n))
+    return [outputs.metrics(idx) for idx in draws]
+
+
+def judge(outputs, requires, alpha=0.05, resamples=2000, seed=0, boot=None):
     """Each --require on the end-to-end metrics, judged with its sampling error: the metric's
     percentile-bootstrap distribution over samples (resampled with replacement, `resamples` times,
-    seeded) gives a one-sided bound at level alpha on each side. The verdict is
+    seeded; or `boot`, bootstrap()'s list when the caller has drawn it already) gives a one-sided
+    bound at level alpha on each side. The verdict is
       pass       the unfavourable bound meets the limit (e.g. kl_mean's upper 1-alpha quantile <= 0.01),
       fail       even the favourable bound misses it,
       undecided  in between, or fewer than 2 samples: too few samples to decide.
@@ -254,11 +266,8 @@ def judge(outputs, requires, alpha=0.05, resamples=2000, seed=0):
     parsed = [parse_gate(t) if isinstance(t, str) else t for t in requires]
     n = len(outputs)
     point = outputs.metrics()
-    boot = None
-    if n >= 2 and parsed:
-        rng = np.random.default_rng(seed)
-        draws = rng.integers(0, n, size=(resamples, n))
-        boot = [outputs.metrics(idx) for idx in draws]
+    if boot is None and parsed:
+        boot = bootstrap(outputs, resamples, seed)
     results = []
     for name, op, limit in parsed:
         expr = f"{name}{op}{limit}"  # the shortest form that reads back as the limit

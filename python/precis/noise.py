@@ -23,7 +23,18 @@ its floor is *indistinguishable from implementation noise*: two correct implemen
 formats differ from each other by as much as the plan differs from the reference. Signed metrics
 (Δ CE, Δp mean, ln PPL ratio) keep their sign in the spread, so one alternative above and one below
 the plan widen it by both. Metrics without an ideal value (ce_ref, ce_q, ppl_q, ppl_base,
-label-in-top-K) are not judged. The rule and why: docs/decisions.md, "The noise floor".
+label-in-top-K) are not judged.
+
+A second verdict puts the two errors a measured metric carries side by side: which correct
+implementation computed it (the floor) and which samples it was measured on (the sampling interval:
+the two-sided 1 - alpha percentile-bootstrap interval over samples, the alpha/2 and 1 - alpha/2
+quantiles, from the same resamples as the gates' one-sided bounds).
+A metric is *indistinguishable from noise (implementation and sampling)* when its ideal value lies
+within the floor of the interval (widened to hold the measured value): [min(lo, value) - floor,
+max(hi, value) + floor]. The first verdict implies the second. A mean over a few hundred tokens,
+such as a near-lossless plan's delta CE, is a signed quantity whose sampling error is often larger
+than the implementations' spread; the second verdict is the one that says whether the measurement
+can tell the plan from the reference at all. The rules and why: docs/decisions.md, "The noise floor".
 """
 import re
 
@@ -35,6 +46,7 @@ IDEAL = {"kl_mean": 0.0, "kl_p99": 0.0, "kl_max": 0.0, "rkl_mean": 0.0, "rkl_p99
          "dp_rms": 0.0, "same_top": 1.0, "jsd_mean": 0.0, "cosine_mean": 1.0, "cosine_min": 1.0,
          "rel_fro_mean": 0.0, "rel_fro_max": 0.0}
 LABEL = "indistinguishable from implementation noise"
+LABEL_WITH_SAMPLING = "indistinguishable from noise (implementation and sampling)"
 # `--noise-floor` without a value: three more emulated forwards per batch, each a different way of
 # summing the same rounded operands (another accumulator, an exact sum, a framework's GEMM).
 # reference=fp64 is left out: it needs a float64 copy of the model and moves metrics by ~1e-7.
@@ -119,10 +131,14 @@ class OperandGemm:
         return _round_to(c.numpy(), out)
 
 
-def floors(metrics, alternatives):
-    """metrics: the plan's metrics; alternatives: {name: metrics under that alternative}. Returns
-    {metric: {"value", "ideal", "floor", "by": {alternative: signed difference from the plan},
-    "noise": bool}}; floor = max - min of the metric over the plan and the alternatives."""
+def floors(metrics, alternatives, boot=None, alpha=0.05):
+    """metrics: the plan's metrics; alternatives: {name: metrics under that alternative}; boot: the
+    plan's metrics on bootstrap resamples of the samples (endtoend.bootstrap; None: no sampling
+    interval). Returns {metric: {"value", "ideal", "floor", "by": {alternative: signed difference
+    from the plan}, "noise": bool, "interval": [lo, hi] or None, "noise_and_sampling": bool or
+    None}}; floor = max - min of the metric over the plan and the alternatives; interval = the
+    alpha/2 and 1 - alpha/2 quantiles of the metric over boot (a two-sided 1 - alpha interval: "is the
+    metric distinguishable from its ideal value" asks about both sides)."""
     out = {}
     for name, ideal in IDEAL.items():
         if name not in metrics or metrics[name] is None:
@@ -130,19 +146,43 @@ def floors(metrics, alternatives):
         by = {alt: m[name] - metrics[name] for alt, m in alternatives.items() if m.get(name) is not None}
         if not by:
             continue
+        value = metrics[name]
         values = [0.0] + list(by.values())  # differences from the plan: the plan's own is 0
         floor = max(values) - min(values)
-        out[name] = {"value": metrics[name], "ideal": ideal, "floor": floor, "by": by,
-                     "noise": abs(metrics[name] - ideal) <= floor}
+        interval, with_sampling = None, None
+        dist = None if boot is None else np.array([b[name] for b in boot if b.get(name) is not None], np.float64)
+        if dist is not None and len(dist) and np.all(np.isfinite(dist)):
+            interval = [float(np.quantile(dist, alpha / 2)), float(np.quantile(dist, 1 - alpha / 2))]
+            with_sampling = bool(min(interval[0], value) - floor <= ideal <= max(interval[1], value) + floor)
+        out[name] = {"value": value, "ideal": ideal, "floor": floor, "by": by,
+                     "noise": bool(abs(value - ideal) <= floor), "interval": interval,
+                     "noise_and_sampling": with_sampling}
     return out
 
 
+def verdict(f):
+    """The words of one metric's two verdicts (floors()'s entry), for report.md/html."""
+    if f["noise"]:
+        return LABEL
+    if f.get("noise_and_sampling"):
+        return f"above the floor; {LABEL_WITH_SAMPLING}"
+    if f.get("noise_and_sampling") is None:
+        return "above the floor (no sampling interval: fewer than 2 samples)"
+    return "above the floor and its sampling interval"
+
+
 def mark_gates(gates, table):
-    """Each gate whose metric is within its floor says so (noise: true, and in its detail)."""
+    """Each gate whose metric is within its floor (noise), or within the floor of its sampling
+    interval (noise_and_sampling), says so (the flags, and in its detail)."""
     for g in gates:
         f = table.get(g["metric"])
         g["noise"] = bool(f and f["noise"])
+        g["noise_and_sampling"] = None if not f else f["noise_and_sampling"]
         if g["noise"]:
             g["detail"] += (f"; {LABEL}: |{g['metric']} - {f['ideal']:g}| = {abs(f['value'] - f['ideal']):.3g} "
                             f"<= floor {f['floor']:.3g}")
+        elif g["noise_and_sampling"]:
+            lo, hi = f["interval"]
+            g["detail"] += (f"; {LABEL_WITH_SAMPLING}: {f['ideal']:g} within floor {f['floor']:.3g} of the sampling "
+                            f"interval [{lo:.3g}, {hi:.3g}]")
     return gates

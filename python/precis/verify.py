@@ -531,13 +531,16 @@ def verify(model, plan, inputs, *, tokenizer=None, out=None, require=(), alpha=0
                                 fingerprint=fingerprint, model_name=model_name or type(model).__name__,
                                 model_class=type(model).__name__)
         del to_save
-    judged = endtoend.judge(outputs, gates, alpha=alpha, resamples=resamples) if gates else []
+    # One bootstrap over samples for the gates' bounds and the noise floor's sampling interval.
+    boot = endtoend.bootstrap(outputs, resamples) if gates or noise_alts else None
+    judged = endtoend.judge(outputs, gates, alpha=alpha, resamples=resamples, boot=boot) if gates else []
     noise_table = None
     if noise_alts:  # the same formats computed another correct way (precis.noise), batch by batch above
         alt_metrics = {key: endtoend.Outputs(kind, [st for p in ps for st in p.stats], outputs.score).metrics()
                        for key, ps in alt_parts.items()}
-        noise_table = noise_mod.floors(outputs.metrics(), alt_metrics)
+        noise_table = noise_mod.floors(outputs.metrics(), alt_metrics, boot=boot, alpha=alpha)
         noise_mod.mark_gates(judged, noise_table)
+    del boot
 
     per_layer, rows = _per_layer(layers, chosen, modules, checks, taken) if saved is None else ([], [])
     if att_checks is not None:
@@ -553,7 +556,12 @@ def verify(model, plan, inputs, *, tokenizer=None, out=None, require=(), alpha=0
                                                else "fail" if any(g["verdict"] == "fail" for g in judged) else "undecided")}
     if noise_table is not None:
         e2e["noise_floor"] = {"alternatives": list(noise), "label": noise_mod.LABEL,
+                              "label_with_sampling": noise_mod.LABEL_WITH_SAMPLING,
                               "floor": "max - min of each metric over the plan and the alternatives",
+                              "interval": (f"two-sided {1 - alpha:.0%}: the {alpha / 2:g} and {1 - alpha / 2:g} quantiles "
+                                           f"of the metric's percentile bootstrap over samples ({resamples} resamples, "
+                                           "seed 0, the gates' draws)"),
+                              "with_sampling": "the ideal value within [min(lo, value) - floor, max(hi, value) + floor]",
                               "computed_as_plan": {alt: g.as_plan for alt, g in alt_gemms.items() if g.as_plan},
                               "metrics": noise_table}
     block = outputs.block()
@@ -788,10 +796,14 @@ def render_markdown(report):
         out += ["", f"### Implementation noise floor ({', '.join(nf['alternatives'])})", "",
                 "The same formats computed other correct ways; the floor is the spread of each metric across them and "
                 "the plan (max − min); a metric whose departure from its ideal value is within the floor is "
-                f"*{nf['label']}*.", "", "| metric | value | ideal | floor | verdict |", "|---|---|---|---|---|"]
+                f"*{nf['label']}*; one whose ideal value is within the floor of its sampling interval ({nf['interval']}) "
+                f"is *{nf['label_with_sampling']}*.", "",
+                "| metric | value | ideal | floor | sampling interval | verdict |", "|---|---|---|---|---|---|"]
         for name, f in nf["metrics"].items():
-            out.append(f"| {name} | {_fmt(f['value'])} | {_fmt(f['ideal'])} | {_fmt(f['floor'])} | "
-                       f"{'**' + nf['label'] + '**' if f['noise'] else 'above the floor'} |")
+            iv = "—" if f.get("interval") is None else f"[{_fmt(f['interval'][0])}, {_fmt(f['interval'][1])}]"
+            words = noise_mod.verdict(f)
+            out.append(f"| {name} | {_fmt(f['value'])} | {_fmt(f['ideal'])} | {_fmt(f['floor'])} | {iv} | "
+                       f"{'**' + words + '**' if f['noise'] or f.get('noise_and_sampling') else words} |")
         for alt, recipes in nf.get("computed_as_plan", {}).items():
             for recipe, why in recipes.items():
                 out.append(f"\n{alt}: layers of {recipe} computed as the plan ({why}).")
@@ -806,6 +818,8 @@ def render_markdown(report):
             verdict = {"pass": "pass", "fail": "**FAIL**", "undecided": "**too few samples to decide**"}[g["verdict"]]
             if g.get("noise"):
                 verdict += f" ({noise_mod.LABEL})"
+            elif g.get("noise_and_sampling"):
+                verdict += f" ({noise_mod.LABEL_WITH_SAMPLING})"
             out.append(f"| `{g['expression']}` | {_fmt(g['value'])} | {_fmt(g['bound'])} | {verdict} |")
         out += ["", f"Verdict: **{e2e['verdict']}**."]
     fc = v["first_crossing"]
@@ -917,12 +931,15 @@ def render_html(report):
     if e2e.get("noise_floor"):
         nf = e2e["noise_floor"]
         parts.append(f"<h3>Implementation noise floor ({esc(', '.join(nf['alternatives']))})</h3><table><thead><tr>"
-                     "<th>metric</th><th>value</th><th>ideal</th><th>floor</th><th>verdict</th></tr></thead><tbody>")
+                     "<th>metric</th><th>value</th><th>ideal</th><th>floor</th><th>sampling interval</th><th>verdict</th>"
+                     "</tr></thead><tbody>")
         for name, f in nf["metrics"].items():
+            iv = "—" if f.get("interval") is None else f"[{_fmt(f['interval'][0])}, {_fmt(f['interval'][1])}]"
             parts.append(f"<tr><td>{esc(name)}</td><td>{esc(_fmt(f['value']))}</td><td>{esc(_fmt(f['ideal']))}</td>"
-                         f"<td>{esc(_fmt(f['floor']))}</td><td>{esc(nf['label'] if f['noise'] else 'above the floor')}</td></tr>")
+                         f"<td>{esc(_fmt(f['floor']))}</td><td>{esc(iv)}</td><td>{esc(noise_mod.verdict(f))}</td></tr>")
         parts.append("</tbody></table><p>The floor: the spread (max − min) of each metric over the plan and the "
-                     "alternatives.</p>")
+                     f"alternatives; the sampling interval: {esc(nf['interval'])}; {esc(nf['label_with_sampling'])}: "
+                     f"{esc(nf['with_sampling'])}.</p>")
         for alt, recipes in nf.get("computed_as_plan", {}).items():
             for recipe, why in recipes.items():
                 parts.append(f"<p>{esc(alt)}: layers of {esc(recipe)} computed as the plan ({esc(why)}).</p>")
@@ -936,6 +953,8 @@ def render_html(report):
             label = {"pass": "pass", "fail": "FAIL", "undecided": "too few samples to decide"}[g["verdict"]]
             if g.get("noise"):
                 label += f" ({noise_mod.LABEL})"
+            elif g.get("noise_and_sampling"):
+                label += f" ({noise_mod.LABEL_WITH_SAMPLING})"
             parts.append(f"<tr><td>{esc(g['expression'])}</td><td>{esc(_fmt(g['value']))}</td><td>{esc(_fmt(g['bound']))}</td>"
                          f"<td class=\"{g['verdict']}\" title=\"{esc(g['detail'])}\">{esc(label)}</td></tr>")
         parts.append("</tbody></table>")
@@ -1019,7 +1038,9 @@ def _main(argv=None):
                         help="repeatable: the same formats computed another correct way -- target=sm_80 (another "
                         "accumulator model), sum=fp64 (exact sums of the plan's operands), gemm=torch (PyTorch's "
                         "matmul of them), reference=fp64; without a value: " + ", ".join(noise_mod.DEFAULT) + ". "
-                        "A metric within the spread across them is marked indistinguishable from implementation noise")
+                        "A metric within the spread across them is marked indistinguishable from implementation noise; "
+                        "one whose ideal value is within that spread of its bootstrap interval, indistinguishable from "
+                        "noise (implementation and sampling)")
     parser.add_argument("--score", default="all", choices=list(kld.SCORES),
                         help="scored positions of the logit metrics: all (default) or second-half of each window "
                         "(llama.cpp's perplexity)")

@@ -37,6 +37,8 @@ STAGE = os.environ.get("PRECIS_PY_STAGE") or os.path.join(BUILD, "python")
 sys.path.insert(0, STAGE)
 SUBPROCESS_ENV = dict(os.environ, PYTHONPATH=STAGE + os.pathsep + os.environ.get("PYTHONPATH", ""))
 from precis import endtoend, kld, noise, reference, verify  # noqa: E402
+from report_schema import check_report_schema  # noqa: E402  (tests/venv, the script's own directory)
+from tiny_llama import sampled_tokens  # noqa: E402
 
 
 def close(a, b, rel=1e-9, abs_=1e-12):
@@ -252,18 +254,43 @@ def check_operands():
         check("acc=fp16" in str(e), f"the refusal names acc: {e}")
 
 
-def check_noise_floor(model, name, check_alternatives=False):
+def independent_interval(ref, q, labels, alpha=0.05, resamples=2000):
+    """Delta CE's and KL mean's two-sided 1 - alpha sampling intervals, the alpha/2 and 1 - alpha/2
+    quantiles over the bootstrap draws verify makes (numpy's default_rng(0), samples with replacement), from per-sample
+    sums of the per-token values computed here (SciPy), not by precis.endtoend."""
+    n = ref.shape[0]
+    sums = {"d": np.zeros(n), "labelled": np.zeros(n), "kl": np.zeros(n), "all": np.zeros(n)}
+    for s in range(n):  # delta CE over the labelled positions, KL over all
+        lp = scipy.special.log_softmax(ref[s].astype(np.float64), axis=-1)
+        lq = scipy.special.log_softmax(q[s].astype(np.float64), axis=-1)
+        keep = labels[s] >= 0
+        rows, lab = np.flatnonzero(keep), labels[s][keep]
+        sums["d"][s], sums["labelled"][s] = np.sum(lp[rows, lab] - lq[rows, lab]), keep.sum()
+        sums["kl"][s], sums["all"][s] = np.sum(scipy.special.rel_entr(np.exp(lp), np.exp(lq))), len(lp)
+    draws = np.random.default_rng(0).integers(0, n, size=(resamples, n))
+    out = {}
+    for metric, key, count in (("ce_delta", "d", "labelled"), ("kl_mean", "kl", "all")):
+        dist = sums[key][draws].sum(1) / sums[count][draws].sum(1)
+        out[metric] = [np.quantile(dist, alpha / 2), np.quantile(dist, 1 - alpha / 2)]
+    return out
+
+
+RESAMPLES = 500  # verify's bootstrap (its default 2000) is a third of each verify's time on this model
+
+
+def check_noise_floor(model, name, ids, check_alternatives=False, plans=("bf16", "w4a16")):
     """The floor under the default alternatives (another accumulator, an exact sum, PyTorch's GEMM):
-    the spread (max - min) of each metric over the plan and the alternatives, every flag following
-    from it, each alternative a computation of its own (bf16's delta CE moves under every one),
-    w4a16's KL far above its floor. With check_alternatives the new alternatives' delta CE is
-    recomputed without precis. Issue 41's done-when (bf16's delta CE marked, w4a16's not) is printed,
-    not asserted: on seeded Llamas it holds on some token sets only (docs/verify.md, "Noise floor")."""
-    ids = np.random.default_rng(5).integers(0, 4096, (4, 32))
+    the spread (max - min) of each metric over the plan and the alternatives, both flags following
+    from it and from the sampling interval (checked against one recomputed from the logits), each
+    alternative a computation of its own (bf16's delta CE moves under every one), w4a16's KL far above
+    its floor and its interval. With check_alternatives the new alternatives' delta CE is recomputed
+    without precis. Returns {plan: the noise_floor metrics}."""
     tables = {}
-    for plan in ("bf16", "w4a16"):
+    lab = np.full(ids.shape, -100)
+    lab[:, :-1] = ids[:, 1:]
+    for plan in plans:
         r = verify.verify(model, {"*": plan}, ids, isolated=False, noise=["default"], require=["ce_delta<=1"],
-                          keep_outputs=check_alternatives)
+                          keep_outputs=True, resamples=RESAMPLES)
         e2e = r.report["end_to_end"]
         nf = e2e["noise_floor"]
         check(nf["alternatives"] == list(noise.DEFAULT) and not nf["computed_as_plan"],
@@ -272,27 +299,63 @@ def check_noise_floor(model, name, check_alternatives=False):
             spread = max([0.0] + list(f["by"].values())) - min([0.0] + list(f["by"].values()))
             check(f["floor"] == spread, f"{name} {plan}: {metric} floor {f['floor']} is the spread {spread}")
             check(f["noise"] == (abs(f["value"] - f["ideal"]) <= f["floor"]), f"{name} {plan}: {metric} flag {f}")
+            lo, hi = f["interval"]
+            within = min(lo, f["value"]) - f["floor"] <= f["ideal"] <= max(hi, f["value"]) + f["floor"]
+            check(f["noise_and_sampling"] == within and (within or not f["noise"]),
+                  f"{name} {plan}: {metric} flag with sampling {f}")
+        want = independent_interval(r.reference_outputs, r.emulated_outputs, lab, resamples=RESAMPLES)
+        for metric, iv in want.items():
+            got = nf["metrics"][metric]["interval"]
+            check(close(got[0], iv[0], abs_=1e-13) and close(got[1], iv[1], abs_=1e-13),
+                  f"{name} {plan}: {metric} sampling interval {got} vs independent {iv}")
         f = nf["metrics"]["ce_delta"]
         tables[plan] = nf["metrics"]
-        check(e2e["gates"][0]["noise"] == f["noise"], f"{name} {plan}: the gate carries the flag")
+        g = e2e["gates"][0]
+        check(g["noise"] == f["noise"] and g["noise_and_sampling"] == f["noise_and_sampling"] and
+              f["interval"][0] <= g["favourable_bound"] <= g["bound"] <= f["interval"][1],
+              f"{name} {plan}: the gate carries both flags; its one-sided bounds lie inside the interval: {g} {f}")
+        check((noise.LABEL in g["detail"]) == f["noise"] and
+              (noise.LABEL_WITH_SAMPLING in g["detail"]) == (f["noise_and_sampling"] and not f["noise"]),
+              f"{name} {plan}: the gate's detail names its flag: {g['detail']}")
         if check_alternatives and plan == "bf16":
-            lab = np.full(ids.shape, -100)
-            lab[:, :-1] = ids[:, 1:]
             ce_plan = independent(r.reference_outputs, r.emulated_outputs, lab)["ln_ratio"]
             check(close(ce_plan, f["value"], rel=1e-9, abs_=1e-12), f"{name}: plan delta CE {f['value']} vs {ce_plan}")
             for how in ("sum=fp64", "gemm=torch"):
                 want = independent(r.reference_outputs, independent_logits(model, ids, how), lab)["ln_ratio"]
                 got = f["value"] + f["by"][how]
                 check(close(got, want, rel=1e-9, abs_=1e-12), f"{name}: {how} delta CE {got} vs independent {want}")
-    b, i = tables["bf16"]["ce_delta"], tables["w4a16"]["ce_delta"]
+    b = tables["bf16"]["ce_delta"]
     check(all(d != 0 for d in b["by"].values()), f"{name}: every alternative moves bf16's delta CE: {b['by']}")
+    if "w4a16" not in tables:
+        return tables
+    i = tables["w4a16"]["ce_delta"]
     check(i["by"]["target=sm_80"] == 0 and i["by"]["sum=fp64"] != 0,
           f"{name}: w4a16 has no target-dependent accumulator, an exact sum moves it: {i['by']}")
     k = tables["w4a16"]["kl_mean"]
-    check(not k["noise"] and k["value"] > 100 * k["floor"], f"{name}: w4a16 KL mean far above its floor: {k}")
-    print(f"{name}: delta CE / floor: bf16 {abs(b['value']) / b['floor']:.2f} ({'noise' if b['noise'] else 'above'}), "
-          f"w4a16 {abs(i['value']) / i['floor']:.2f} ({'noise' if i['noise'] else 'above'})")
+    check(not k["noise"] and not k["noise_and_sampling"] and k["value"] > 100 * k["floor"],
+          f"{name}: w4a16 KL mean far above its floor and its interval: {k}")
     return tables
+
+
+def check_done_when(model, name, sets=2):
+    """Issue 41's done-when on the seeded Llama (weights x3: int4's KL 0.29, near the 0.295 the issue
+    measured on a trained 135M model): on each of `sets` sets of 8 x 48 tokens of the model's own text
+    (tiny_llama.sampled_tokens, seeds 200..; on it delta CE's expectation is KL(reference || plan), as
+    on a trained model's data), bf16's delta CE is indistinguishable from noise (implementation and
+    sampling) and w4a16's is not. The floor alone does not make it hold on every set: its verdicts are
+    printed (docs/decisions.md, "The noise floor", has the sweep of both rules)."""
+    old = []
+    for draw in range(sets):
+        ids = sampled_tokens(model, 8, 48, 200 + draw)
+        t = check_noise_floor(model, f"{name}, own text {draw}", ids)
+        b, i = t["bf16"]["ce_delta"], t["w4a16"]["ce_delta"]
+        check(b["noise_and_sampling"] and not i["noise_and_sampling"] and i["interval"][0] - i["floor"] > 0,
+              f"{name}, own text {draw}: bf16's delta CE marked as noise, w4a16's not: bf16 {b}, w4a16 {i}")
+        old.append(b["noise"] and not i["noise"])
+        print(f"{name}, own text {draw}: delta CE bf16 {b['value']:+.2e} (floor {b['floor']:.1e}, interval "
+              f"[{b['interval'][0]:+.1e}, {b['interval'][1]:+.1e}]), w4a16 {i['value']:+.2e} (floor {i['floor']:.1e}, "
+              f"interval [{i['interval'][0]:+.1e}, {i['interval'][1]:+.1e}]); the floor alone: "
+              f"{'holds' if old[-1] else 'fails'}")
 
 
 def check_noise_as_plan(model):
@@ -325,6 +388,14 @@ def check_cli(model, tmp):
         md = f.read()
     check(rep["end_to_end"]["noise_floor"]["alternatives"] == list(noise.DEFAULT) and "Implementation noise floor" in md,
           "--noise-floor without a value: the default alternatives, in report.md")
+    with open(os.path.join(out, "report.html")) as f:
+        html = f.read()
+    ce = rep["end_to_end"]["noise_floor"]["metrics"]["ce_delta"]
+    row = next((line for line in md.splitlines() if line.startswith("| ce_delta |")), "")
+    check(ce["interval"] is not None and noise.verdict(ce) in row and "sampling interval" in md and
+          noise.LABEL_WITH_SAMPLING in md and noise.LABEL_WITH_SAMPLING in html and noise.verdict(ce) in html,
+          f"report.md/html show the sampling interval and both verdicts: {row}")
+    check_report_schema(os.path.join(out, "report.json"), check)
     check(rep["end_to_end"]["llamacpp"]["scored"] == "second-half" and "Same top p" in md and
           "scored positions: second-half" in md and "[0.95, 1.00]" in md, "report.md has the block and its positions")
     p = subprocess.run(cmd[:-2] + ["--reference", os.path.join(tmp, "cli_ref.h5"), "--force"], capture_output=True,
@@ -373,9 +444,10 @@ def main():
         check_reference_file(model, tmp)
         check_cli(model, tmp)
         check_operands()
-        check_noise_floor(model, "vocabulary 4096", check_alternatives=True)
+        check_noise_floor(model, "vocabulary 4096", np.random.default_rng(5).integers(0, 4096, (4, 32)),
+                          check_alternatives=True, plans=("bf16",))
         check_noise_as_plan(model)
-        check_noise_floor(seeded_llama_x3(), "vocabulary 4096, weights x3")
+        check_done_when(seeded_llama_x3(), "vocabulary 4096, weights x3")
     finally:
         import shutil
         shutil.rmtree(tmp, ignore_errors=True)

@@ -32,3 +32,18 @@ def seeded_gqa_llama(layers=2, attn="eager"):
             if p.dim() == 2 and ("k_proj" in name or "v_proj" in name or "q_proj" in name):
                 p.mul_(8.0)
     return model
+
+
+def sampled_tokens(model, samples, tokens, seed):
+    """Token ids [samples, tokens] (int64 NumPy) drawn from the model itself, one position at a time from its
+    full softmax (no top-k, temperature 1), the first token uniform; the same ids for the same arguments. On
+    the model's own text a plan's delta cross-entropy has the expectation a trained model's has on its own
+    data, KL(reference || plan) >= 0; on uniformly random tokens it is a zero-mean quantity of either sign
+    (docs/decisions.md, "The noise floor")."""
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(0, model.config.vocab_size, (samples, 1), generator=g)
+    with torch.no_grad():
+        for _ in range(tokens - 1):
+            p = torch.softmax(model(input_ids=ids).logits[:, -1].double(), -1)
+            ids = torch.cat([ids, torch.multinomial(p, 1, generator=g)], 1)
+    return ids.numpy()
