@@ -404,6 +404,8 @@ def check_cli(model, tmp):
         rep2 = json.load(f)
     check(p.returncode == 0 and rep2["end_to_end"]["metrics"] == rep["end_to_end"]["metrics"],
           f"verify --reference FILE from the command line: exit {p.returncode} {p.stderr[-500:]}")
+    check(rep2["end_to_end"]["reference"].startswith("fp32, read from "), f"the reference's label: {rep2['end_to_end']}")
+    check_report_schema(os.path.join(out, "report.json"), check)  # the label of a reference read from a file
     p = subprocess.run(cmd[:-2] + ["--noise-floor", "target=sm_70", "--force"], capture_output=True, text=True,
                        env=SUBPROCESS_ENV)
     check(p.returncode == 2 and "--noise-floor" in p.stderr and "sum=fp64" in p.stderr,
