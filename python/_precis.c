@@ -652,6 +652,13 @@ static PyObject *py_version(PyObject *self, PyObject *unused) {
   return Py_BuildValue("(ss)", precis_version(), precis_commit());
 }
 
+static PyObject *py_release_memory(PyObject *self, PyObject *unused) {
+  Py_BEGIN_ALLOW_THREADS
+  precis_release_memory();
+  Py_END_ALLOW_THREADS
+  Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"spec_canonical", py_spec_canonical, METH_VARARGS, "The canonical spec of a preset name or a spec."},
     {"recipes", py_recipes, METH_NOARGS, "The presets of `precis recipes`, in table order."},
@@ -666,6 +673,7 @@ static PyMethodDef methods[] = {
     {"run", py_run, METH_VARARGS, "`precis run` with these options."},
     {"main", py_main, METH_VARARGS, "The command line; returns the exit code."},
     {"version", py_version, METH_NOARGS, "(version, commit)."},
+    {"release_memory", py_release_memory, METH_NOARGS, "Memory kept for reuse between calls back to the system."},
     {"layer_check_open", py_layer_check_open, METH_VARARGS, "Opens one layer's check (precis/layer_check.h)."},
     {"layer_check_add", py_layer_check_add, METH_VARARGS, "Adds held-out samples of the layer's inputs."},
     {"layer_check_rows", py_layer_check_rows, METH_VARARGS, "The isolated and the other row, as JSON text."},

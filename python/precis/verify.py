@@ -125,7 +125,7 @@ class MemoryEstimate:
     fp64 where made) + one layer's working set + one batch's activations, emulated GEMM outputs and
     final outputs. Every term in bytes; `total(batch)` for a batch of `batch` sequences."""
 
-    def __init__(self, model, ref_copy, fp64, layers, modules, tokens, out_features, isolated):
+    def __init__(self, model, ref_copy, fp64, layers, modules, tokens, out_features, isolated, check_tokens=None):
         # Weights offloaded by accelerate (to the CPU's disk) are meta tensors here: not held.
         params = sum(p.numel() * p.element_size() for p in model.parameters() if p.device.type != "meta")
         params += sum(b.numel() * b.element_size() for b in model.buffers() if b.device.type != "meta")
@@ -134,6 +134,7 @@ class MemoryEstimate:
         self.reference_copy = fp32 if ref_copy else 0
         self.fp64_model = 2 * fp32 if fp64 else 0
         self.tokens = tokens
+        self.check_tokens = tokens if check_tokens is None else check_tokens  # --layer-rows: rows per sequence checked
         self.out_features = out_features
         self.fp64 = fp64
         shapes = []
@@ -159,10 +160,12 @@ class MemoryEstimate:
         one block of at most 4096 of its columns (the reference dgemm, data/generate.h), the isolated
         output and its quantized inputs, and the reference of one block of 256 rows (c_ref and
         ab_abs, float64)."""
-        rows = batch * self.tokens
+        rows = batch * self.check_tokens
         per_weight = self.max_kn * (4 + 4) + self.max_k * min(self.max_n, REFERENCE_BLOCK_COLS) * 8
         iso = rows * self.max_n * 4 * 2 if self.isolated else 0
         ref = max(256, self.tokens) * self.max_n * 16
+        if self.check_tokens != self.tokens:  # whole 256-row blocks of the samples' rows (api_layer_check.c)
+            ref = min(rows, math.lcm(self.check_tokens, 256)) * self.max_n * 16
         return per_weight + iso + ref + rows * self.max_k * 8
 
     def per_batch(self, batch):
@@ -302,6 +305,47 @@ class _LayerChecks:
         return (json.loads(iso) if iso else None), (json.loads(other) if other else None)
 
 
+def _release_memory():
+    """libprecis's blocks kept for reuse and the allocator's free pages back to the system
+    (precis_release_memory): at a verify's peaks they were a third of its memory above the weights."""
+    from . import _precis
+
+    _precis.release_memory()
+
+
+def layer_rows_positions(layer_rows, samples, tokens):
+    """--layer-rows N: the token positions of every window whose rows the per-layer checks measure,
+    r = N // samples of them (at least 1), spread evenly over the window: floor((2j + 1)·T / 2r) for
+    j < r (the same positions in each window, so that every sample of a layer's row has r rows).
+    None (every row) when N is None or r reaches the window's T tokens (docs/verify.md)."""
+    if layer_rows is None:
+        return None
+    if layer_rows < 1:
+        raise VerifyError(f"--layer-rows {layer_rows}: expected at least 1")
+    per_window = max(1, layer_rows // samples)
+    if per_window >= tokens:
+        return None
+    return [(2 * j + 1) * tokens // (2 * per_window) for j in range(per_window)]
+
+
+def _layer_rows_setting(layer_rows, positions, samples, tokens):
+    """report.json's verify.layer_rows: what the per-layer rows were measured on."""
+    if positions is None:
+        return {"requested": layer_rows, "rows": samples * tokens, "of": samples * tokens, "positions": "all"}
+    return {"requested": layer_rows, "rows": samples * len(positions), "of": samples * tokens,
+            "per_window": len(positions), "positions": positions}
+
+
+def _layer_rows_text(v):
+    """The per-layer section's statement of the rows measured (md and html)."""
+    lr = v.get("layer_rows")
+    if not lr or lr["positions"] == "all":
+        return None
+    return (f"Per-layer rows (isolated and cumulative) on a subsample (--layer-rows {lr['requested']}): tokens "
+            f"{', '.join(map(str, lr['positions']))} of each window, {lr['rows']} of {lr['of']} rows; "
+            "the end-to-end figures and gates use every token.")
+
+
 def _weight_shape(entry):
     module, in_major = entry
     k, n = module.weight.shape if in_major else module.weight.shape[::-1]
@@ -367,7 +411,7 @@ def _emulated_outputs(ref_model, batch, chosen, prefix, kv_ctx, target=None, gem
 
 
 def _run_batch(ref_model, m64, batch, chosen, modules, prefix, checks, isolated, progress, index, kv_ctx=None,
-               saved_out=None):
+               saved_out=None, positions=None):
     """One batch: the emulated model first (its GEMM outputs recorded per layer and call), then the
     reference model, whose forward pre-hooks hand each planned layer's input with the emulated
     output of the same call to its check, and drop that output. Returns (reference final outputs,
@@ -378,10 +422,12 @@ def _run_batch(ref_model, m64, batch, chosen, modules, prefix, checks, isolated,
 
     kwargs = pt.as_batch(batch)
     records = {}
+    _release_memory()  # what the batch before freed (docs/verify.md, "Memory")
     with torch.no_grad():
         with pt.emulate(ref_model, chosen, prefix=prefix, record=records), kv_ctx or contextlib.nullcontext():
             q_out, kind = pt.final_output(ref_model(**kwargs))
         q_out = q_out.detach().float().cpu().numpy()
+        _release_memory()  # the emulation's cached blocks of the widest layer (the head's) go before the reference pass
         if saved_out is not None:  # a reference read from --reference FILE: no reference pass, no layer checks
             return saved_out, q_out, kind
         seen = {}
@@ -396,7 +442,12 @@ def _run_batch(ref_model, m64, batch, chosen, modules, prefix, checks, isolated,
             other = calls[call] if call < len(calls) else None
             if call < len(calls):
                 calls[call] = None  # measured: its memory goes now
+            if positions is not None and a.shape[1] == batch["input_ids"].shape[1]:  # --layer-rows: the stated tokens
+                a = a[:, positions]
+                other = None if other is None else other[:, positions]
             progress.layer(index, order.index(name), len(order), name)
+            if name == checks.logits_layer:
+                _release_memory()  # the peak of a verify: the head's check; the reference pass's freed memory goes first
             checks.add(name, a, other)
 
         with pt.tapped({name: modules[name][0] for name in chosen}, tap):
@@ -411,7 +462,7 @@ def verify(model, plan, inputs, *, tokenizer=None, out=None, require=(), alpha=0
            samples=None, batch_size=None, reference="fp32", prefix="", isolated=True, force=False, max_memory=None,
            quiet=True, model_name=None, inputs_name=None, plan_name=None, command=None, resamples=2000, kv=None,
            attention=None, kv_calibration=None, keep_outputs=False, score="all", save_reference=None, noise=None,
-           model_fingerprint=None):
+           model_fingerprint=None, layer_rows=None):
     """Reference vs emulated model on held-out inputs; returns a VerifyResult and, with out=DIR,
     writes report.json, report.csv, report.md and report.html there. model: a torch module (its
     layers where accelerate's device_map put them); plan: plan.json, a {layer glob: recipe} mapping
@@ -428,7 +479,10 @@ def verify(model, plan, inputs, *, tokenizer=None, out=None, require=(), alpha=0
     kv_calibration: inputs whose K and V calibrate static KV scales (default: inputs).
     keep_outputs: the result also holds both models' final outputs (reference_outputs,
     emulated_outputs: float32 [samples, ...]), for a caller that checks them bit for bit; off by
-    default, since they are the one thing verify otherwise drops per batch."""
+    default, since they are the one thing verify otherwise drops per batch.
+    layer_rows: the per-layer rows (isolated and cumulative) on about this many token rows, the same
+    evenly spread positions of every window (layer_rows_positions); end-to-end figures use every
+    token. None: every row."""
     import torch
 
     from . import attention_check, kvcache
@@ -467,8 +521,9 @@ def verify(model, plan, inputs, *, tokenizer=None, out=None, require=(), alpha=0
     ref_copy = not all(p.dtype == torch.float32 for p in model.parameters())
     out_features = _output_features(model)
     logits_layer = _logits_layer(model, modules, prefix)
+    positions = layer_rows_positions(layer_rows, len(ids), ids.shape[1])
     estimate = MemoryEstimate(model, ref_copy, reference == "fp64", layers, modules, ids.shape[1], out_features,
-                              compute_isolated)
+                              compute_isolated, check_tokens=None if positions is None else len(positions))
     batch_size = choose_batch(estimate, len(ids), batch_size, max_memory)
     n_batches = (len(ids) + batch_size - 1) // batch_size
     progress = Progress(quiet, n_batches, int(ids.size))
@@ -499,7 +554,7 @@ def verify(model, plan, inputs, *, tokenizer=None, out=None, require=(), alpha=0
         saved_b = None if saved is None else np.asarray(saved.outputs[lo:lo + len(batch["input_ids"])])
         att_emulated.clear()
         ref_b, q_b, kind = _run_batch(ref_model, m64, batch, chosen, modules, prefix, checks, compute_isolated, progress,
-                                      index, kv_ctx, saved_b)
+                                      index, kv_ctx, saved_b, positions)
         if att_checks is not None:  # the emulated pass recorded its attention calls into att_emulated
             att_checks.add(att_checks.reference_records(ref_model, batch, {n: modules[n][0] for n in chosen}), att_emulated)
             att_emulated.clear()
@@ -565,6 +620,7 @@ def verify(model, plan, inputs, *, tokenizer=None, out=None, require=(), alpha=0
     report["verify"] = {"model": model_name or type(model).__name__, "plan": plan_name,
                         "inputs": inputs_name, "samples": int(ids.shape[0]), "tokens": int(ids.shape[1]),
                         "batch_size": int(batch_size),
+                        "layer_rows": _layer_rows_setting(layer_rows, positions, len(ids), int(ids.shape[1])),
                         "isolated": ("computed in the reference pass" if compute_isolated else
                                      f"taken from {os.fspath(from_report)}" if from_report else "skipped"),
                         "memory_estimate": estimate.as_dict(batch_size),
@@ -813,6 +869,8 @@ def render_markdown(report):
     out += ["", "## Per layer", "",
             "Isolated: the layer alone on the reference model's inputs (`precis run`); cumulative: its output inside "
             "the emulated model against a·W of the reference model's input. rel_fro, worst over samples (mean).", ""]
+    if _layer_rows_text(v):
+        out += [_md(_layer_rows_text(v)), ""]
     out.append(f"First layer whose cumulative rel_fro exceeds {_fmt(thr)}: "
                + (f"**{_md(fc['layer'])}** (depth {fc['depth']}, {_fmt(fc['rel_fro'])})." if fc else "none."))
     out += ["", "| # | layer | recipe | isolated | cumulative | cumulative / isolated |", "|---|---|---|---|---|---|"]
@@ -945,7 +1003,10 @@ def render_html(report):
     parts.append(f"<p>First layer whose cumulative rel_fro exceeds {esc(_fmt(thr))}: "
                  + (f"<b>{esc(fc['layer'])}</b> (depth {fc['depth']}, {esc(_fmt(fc['rel_fro']))})" if fc else "none") + ".</p>")
     parts.append(_depth_chart(report["per_layer"], thr))
-    parts.append("<h2>Per layer</h2><table><thead><tr><th>#</th><th>layer</th><th>recipe</th><th>isolated worst</th>"
+    parts.append("<h2>Per layer</h2>")
+    if _layer_rows_text(v):
+        parts.append(f"<p>{esc(_layer_rows_text(v))}</p>")
+    parts.append("<table><thead><tr><th>#</th><th>layer</th><th>recipe</th><th>isolated worst</th>"
                  "<th>isolated mean</th><th>cumulative worst</th><th>cumulative mean</th></tr></thead><tbody>")
     for e in report["per_layer"]:
         if not e.get("called"):
@@ -1036,6 +1097,9 @@ def _main(argv=None):
     parser.add_argument("--isolated", default="compute", metavar="compute|skip|REPORT.json",
                         help="each layer's isolated row: computed in the reference pass (default), skipped, or taken from a "
                              "report.json of precis run on the same inputs")
+    parser.add_argument("--layer-rows", type=int, default=None, metavar="N",
+                        help="per-layer rows (isolated and cumulative) on about N token rows: N // samples evenly spaced "
+                             "positions of every window (default: every row); end-to-end figures and gates use every token")
     parser.add_argument("--prefix", default="", help="prepended to module names to give the plan's layer names")
     parser.add_argument("--force", action="store_true", help="replace a report already in DIR")
     parser.add_argument("-q", "--quiet", action="store_true")
@@ -1065,6 +1129,7 @@ def _main(argv=None):
                         model_name=args.model, inputs_name=args.inputs, plan_name=args.plan, kv=args.kv,
                         attention=args.attention, kv_calibration=args.kv_calib,
                         score=args.score, save_reference=args.save_reference, noise=args.noise_floor or None,
+                        layer_rows=args.layer_rows,
                         command=" ".join(["python -m precis verify"] + list(argv if argv is not None else sys.argv[1:])))
     except (VerifyError, endtoend.GateError) as e:
         print(f"precis verify: {e}", file=sys.stderr)
