@@ -102,7 +102,7 @@ def text_windows(text, tokenizer, tokens):
 # Memory: what a verify holds at its peak (docs/verify.md, "Memory")
 
 GiB = 1 << 30
-DEFAULT_BATCH_BUDGET = GiB // 2  # what the batch adds when neither --batch-size nor --max-memory is given
+DEFAULT_BATCH_BUDGET = 384 << 20  # what the batch adds when neither --batch-size nor --max-memory is given
 REFERENCE_BLOCK_COLS = 4096  # PRECIS_REFERENCE_BLOCK_COLS: b's columns widened to float64 at a time
 
 
@@ -120,17 +120,49 @@ def _fmt_bytes(n):
     return f"{n / GiB:.2f} GiB" if n >= GiB / 4 else f"{n / (1 << 20):.0f} MiB"
 
 
+def process_baseline(model):
+    """Bytes the process holds before verify adds anything, its weights aside: its resident set
+    (Python, torch and the libraries, whatever the caller holds) less the parameters resident in
+    it. Parameters in a file mapping (safetensors loads them so) count as not yet resident: they
+    are read in by the first forward, and the estimate's weights term counts them whole; others
+    (in anonymous memory) are resident and counted once, by that term. 0 where /proc is absent."""
+    import bisect
+
+    try:
+        with open("/proc/self/status") as f:
+            rss = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmRSS:"))
+        maps = []
+        with open("/proc/self/maps") as f:
+            for line in f:
+                fields = line.split()
+                lo, hi = (int(x, 16) for x in fields[0].split("-"))
+                maps.append((lo, hi, len(fields) >= 6 and fields[5].startswith("/")))
+    except (OSError, StopIteration, ValueError):
+        return 0
+    starts = [lo for lo, _, _ in maps]
+    resident = 0
+    for t in list(model.parameters()) + list(model.buffers()):
+        if t.device.type != "cpu" or t.numel() == 0:
+            continue
+        i = bisect.bisect_right(starts, t.data_ptr()) - 1
+        in_file = i >= 0 and maps[i][0] <= t.data_ptr() < maps[i][1] and maps[i][2]
+        resident += 0 if in_file else t.numel() * t.element_size()
+    return max(0, rss - resident)
+
+
 class MemoryEstimate:
-    """peak ≈ weights as loaded (+ the float32 reference copy and the float64 model of --reference
+    """peak ≈ the process's baseline (process_baseline) + weights as loaded (+ the float32 reference copy and the float64 model of --reference
     fp64 where made) + one layer's working set + one batch's activations, emulated GEMM outputs and
     final outputs. Every term in bytes; `total(batch)` for a batch of `batch` sequences."""
 
-    def __init__(self, model, ref_copy, fp64, layers, modules, tokens, out_features, isolated, check_tokens=None):
+    def __init__(self, model, ref_copy, fp64, layers, modules, tokens, out_features, isolated, check_tokens=None,
+                 baseline=0):
         # Weights offloaded by accelerate (to the CPU's disk) are meta tensors here: not held.
         params = sum(p.numel() * p.element_size() for p in model.parameters() if p.device.type != "meta")
         params += sum(b.numel() * b.element_size() for b in model.buffers() if b.device.type != "meta")
         fp32 = sum(p.numel() * 4 for p in model.parameters())
         self.weights = params
+        self.baseline = baseline
         self.reference_copy = fp32 if ref_copy else 0
         self.fp64_model = 2 * fp32 if fp64 else 0
         self.tokens = tokens
@@ -152,7 +184,7 @@ class MemoryEstimate:
         self.heads = int(getattr(config, "num_attention_heads", 0) or 1)
 
     def fixed(self):
-        return self.weights + self.reference_copy + self.fp64_model
+        return self.baseline + self.weights + self.reference_copy + self.fp64_model
 
     def layer(self, batch):
         """One layer at a time: its weights transposed to [k, n] float32 (the emulation's and the check's
@@ -170,23 +202,27 @@ class MemoryEstimate:
 
     def per_batch(self, batch):
         """One batch: the emulated model's GEMM outputs of every planned layer (float32, kept until
-        the reference pass reaches the layer), both models' final outputs (+ float64 ones), the
+        the reference pass reaches the layer; of the stated tokens only with --layer-rows), the widest
+        one's working set while it is computed, both models' final outputs (+ float64 ones), the
         forward's own activations (hidden states, attention scores) and the float64 log-softmax
         temporaries of the end-to-end metrics (a piece of tokens per thread)."""
         rows = batch * self.tokens
-        recorded = rows * self.sum_n * 4
+        recorded = batch * self.check_tokens * self.sum_n * 4  # --layer-rows: only the stated tokens are kept
+        # The widest planned GEMM of the emulated model (the head's): the cpu backend's output and
+        # its accumulators beside the output handed back (counted in finals).
+        emulated = rows * self.max_n * 8
         finals = rows * self.out_features * (4 + 4 + (8 if self.fp64 else 0))
         forward = rows * self.hidden * 4 * 8 + batch * self.heads * self.tokens * self.tokens * 4 * 2
         # endtoend.logit_token_stats: a piece of ROWS_PER_PIECE tokens per worker in flight.
         metric_rows = min(self.tokens, endtoend.ROWS_PER_PIECE * endtoend.workers())
         metrics = metric_rows * self.out_features * 8 * 6
-        return recorded + finals + forward + metrics
+        return recorded + emulated + finals + forward + metrics
 
     def total(self, batch):
         return self.fixed() + self.layer(batch) + self.per_batch(batch)
 
     def describe(self, batch):
-        parts = [f"weights {_fmt_bytes(self.weights)}"]
+        parts = [f"process {_fmt_bytes(self.baseline)}", f"weights {_fmt_bytes(self.weights)}"]
         if self.reference_copy:
             parts.append(f"float32 reference copy {_fmt_bytes(self.reference_copy)}")
         if self.fp64_model:
@@ -196,9 +232,9 @@ class MemoryEstimate:
         return f"peak memory ≈ {_fmt_bytes(self.total(batch))} (" + " + ".join(parts) + ")"
 
     def as_dict(self, batch):
-        return {"bytes": int(self.total(batch)), "weights": int(self.weights), "reference_copy": int(self.reference_copy),
+        return {"bytes": int(self.total(batch)), "baseline": int(self.baseline), "weights": int(self.weights), "reference_copy": int(self.reference_copy),
                 "fp64_model": int(self.fp64_model), "layer": int(self.layer(batch)), "batch": int(self.per_batch(batch)),
-                "batch_size": int(batch), "formula": "weights + one layer's working set + one batch's GEMM outputs, "
+                "batch_size": int(batch), "formula": "the process's baseline + weights + one layer's working set + one batch's GEMM outputs, "
                                                      "final outputs and activations (docs/verify.md)"}
 
 
@@ -410,6 +446,29 @@ def _emulated_outputs(ref_model, batch, chosen, prefix, kv_ctx, target=None, gem
     return y.detach().float().cpu().numpy()
 
 
+class _TokenRecords(dict):
+    """The emulated model's GEMM outputs (precis.torch.emulate's record=) of the stated tokens only
+    (--layer-rows): what the cumulative rows measure; the rest is not held until the reference pass."""
+
+    def __init__(self, positions, tokens):
+        super().__init__()
+        self.positions, self.tokens = positions, tokens
+
+    def setdefault(self, name, default=None):
+        if name not in self:
+            self[name] = _TokenList(self.positions, self.tokens)
+        return self[name]
+
+
+class _TokenList(list):
+    def __init__(self, positions, tokens):
+        super().__init__()
+        self.positions, self.tokens = positions, tokens
+
+    def append(self, c):
+        list.append(self, np.ascontiguousarray(c[:, self.positions]) if c.shape[1] == self.tokens else c)
+
+
 def _run_batch(ref_model, m64, batch, chosen, modules, prefix, checks, isolated, progress, index, kv_ctx=None,
                saved_out=None, positions=None):
     """One batch: the emulated model first (its GEMM outputs recorded per layer and call), then the
@@ -421,7 +480,7 @@ def _run_batch(ref_model, m64, batch, chosen, modules, prefix, checks, isolated,
     from . import torch as pt
 
     kwargs = pt.as_batch(batch)
-    records = {}
+    records = {} if positions is None else _TokenRecords(positions, batch["input_ids"].shape[1])
     _release_memory()  # what the batch before freed (docs/verify.md, "Memory")
     with torch.no_grad():
         with pt.emulate(ref_model, chosen, prefix=prefix, record=records), kv_ctx or contextlib.nullcontext():
@@ -443,8 +502,7 @@ def _run_batch(ref_model, m64, batch, chosen, modules, prefix, checks, isolated,
             if call < len(calls):
                 calls[call] = None  # measured: its memory goes now
             if positions is not None and a.shape[1] == batch["input_ids"].shape[1]:  # --layer-rows: the stated tokens
-                a = a[:, positions]
-                other = None if other is None else other[:, positions]
+                a = a[:, positions]  # (other was recorded at them: _TokenRecords)
             progress.layer(index, order.index(name), len(order), name)
             if name == checks.logits_layer:
                 _release_memory()  # the peak of a verify: the head's check; the reference pass's freed memory goes first
@@ -523,7 +581,8 @@ def verify(model, plan, inputs, *, tokenizer=None, out=None, require=(), alpha=0
     logits_layer = _logits_layer(model, modules, prefix)
     positions = layer_rows_positions(layer_rows, len(ids), ids.shape[1])
     estimate = MemoryEstimate(model, ref_copy, reference == "fp64", layers, modules, ids.shape[1], out_features,
-                              compute_isolated, check_tokens=None if positions is None else len(positions))
+                              compute_isolated, check_tokens=None if positions is None else len(positions),
+                              baseline=process_baseline(model))
     batch_size = choose_batch(estimate, len(ids), batch_size, max_memory)
     n_batches = (len(ids) + batch_size - 1) // batch_size
     progress = Progress(quiet, n_batches, int(ids.size))
