@@ -126,19 +126,26 @@ def process_baseline(model):
     it. Parameters in a file mapping (safetensors loads them so) count as not yet resident: they
     are read in by the first forward, and the estimate's weights term counts them whole; others
     (in anonymous memory) are resident and counted once, by that term. 0 where /proc is absent."""
+    for _ in range(3):  # /proc/self/maps is read while other threads map and unmap: a torn read is retried
+        try:
+            return _process_baseline(model)
+        except (OSError, StopIteration, ValueError, IndexError):
+            continue
+    return 0
+
+
+def _process_baseline(model):
     import bisect
 
-    try:
-        with open("/proc/self/status") as f:
-            rss = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmRSS:"))
-        maps = []
-        with open("/proc/self/maps") as f:
-            for line in f:
-                fields = line.split()
-                lo, hi = (int(x, 16) for x in fields[0].split("-"))
-                maps.append((lo, hi, len(fields) >= 6 and fields[5].startswith("/")))
-    except (OSError, StopIteration, ValueError):
-        return 0
+    with open("/proc/self/status") as f:
+        rss = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmRSS:"))
+    maps = []
+    with open("/proc/self/maps") as f:
+        for line in f:
+            fields = line.split()
+            lo, hi = (int(x, 16) for x in fields[0].split("-"))
+            maps.append((lo, hi, len(fields) >= 6 and fields[5].startswith("/")))
+    maps.sort()
     starts = [lo for lo, _, _ in maps]
     resident = 0
     for t in list(model.parameters()) + list(model.buffers()):
