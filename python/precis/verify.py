@@ -102,7 +102,10 @@ def text_windows(text, tokenizer, tokens):
 # Memory: what a verify holds at its peak (docs/verify.md, "Memory")
 
 GiB = 1 << 30
-DEFAULT_BATCH_BUDGET = 384 << 20  # what the batch adds when neither --batch-size nor --max-memory is given
+DEFAULT_BATCH_BUDGET = GiB // 2  # what capture's batch adds when neither --batch-size nor --max-memory is given
+# verify's: its fixed part (the process, the weights, the head's B-side copies) leaves less beside
+# the fp32 weights + 1.5 GB of issue 40 (docs/decisions.md, "verify's memory and --layer-rows").
+VERIFY_BATCH_BUDGET = 384 << 20
 REFERENCE_BLOCK_COLS = 4096  # PRECIS_REFERENCE_BLOCK_COLS: b's columns widened to float64 at a time
 
 
@@ -245,14 +248,14 @@ class MemoryEstimate:
                                                      "final outputs and activations (docs/verify.md)"}
 
 
-def choose_batch(estimate, samples, batch_size=None, max_memory=None):
+def choose_batch(estimate, samples, batch_size=None, max_memory=None, budget=DEFAULT_BATCH_BUDGET):
     """Sequences per forward: --batch-size when given (refused when over --max-memory); else the most
     (at most all samples) whose estimate fits --max-memory, or whose batch adds at most
-    DEFAULT_BATCH_BUDGET to the estimate when no limit is given. Refuses with the figure when one sequence does not fit."""
+    `budget` (capture's DEFAULT_BATCH_BUDGET, verify's VERIFY_BATCH_BUDGET) to the estimate when no limit is given. Refuses with the figure when one sequence does not fit."""
     def fits(b):
         if max_memory is not None:
             return estimate.total(b) <= max_memory
-        return estimate.total(b) - estimate.total(0) <= DEFAULT_BATCH_BUDGET
+        return estimate.total(b) - estimate.total(0) <= budget
     if batch_size is not None:
         if batch_size < 1:
             raise VerifyError(f"--batch-size {batch_size}: expected at least 1")
@@ -590,11 +593,12 @@ def verify(model, plan, inputs, *, tokenizer=None, out=None, require=(), alpha=0
     estimate = MemoryEstimate(model, ref_copy, reference == "fp64", layers, modules, ids.shape[1], out_features,
                               compute_isolated, check_tokens=None if positions is None else len(positions),
                               baseline=process_baseline(model))
-    batch_size = choose_batch(estimate, len(ids), batch_size, max_memory)
+    batch_size = choose_batch(estimate, len(ids), batch_size, max_memory, budget=VERIFY_BATCH_BUDGET)
     n_batches = (len(ids) + batch_size - 1) // batch_size
     progress = Progress(quiet, n_batches, int(ids.size))
     progress.say(f"{len(ids)} samples x {ids.shape[1]} tokens in {n_batches} batches of {batch_size}; {len(layers)} planned "
-                 f"layers; {estimate.describe(batch_size)}")
+                 f"layers" + ("" if positions is None else f", their rows on {len(ids) * len(positions)} of {ids.size} token "
+                              f"rows (--layer-rows {layer_rows})") + f"; {estimate.describe(batch_size)}")
     ref_model = model if not ref_copy else copy.deepcopy(model).float()
     m64 = copy.deepcopy(ref_model).double() if reference == "fp64" and saved is None else None
     checks = _LayerChecks(chosen, modules, compute_isolated, logits_layer)
@@ -1155,7 +1159,7 @@ def _main(argv=None):
     parser.add_argument("--layer-threshold", type=float, default=0.01,
                         help="cumulative rel_fro (worst over samples) whose first crossing is reported (default 0.01)")
     parser.add_argument("--batch-size", type=int, default=None,
-                        help="sequences per forward (default: as many as fit --max-memory, or 1 GiB of per-batch memory; "
+                        help="sequences per forward (default: as many as fit --max-memory, or add at most 384 MiB to the estimate; "
                              "a tensor scale spans one batch)")
     parser.add_argument("--max-memory", default=None,
                         help="bytes the estimated peak must fit (8G, 1.5GiB): batches are made smaller, or verify refuses "
@@ -1184,6 +1188,8 @@ def _main(argv=None):
         if args.plan is None and args.kv is None and args.attention is None:
             raise VerifyError("give --plan, --kv or --attention (or --kv-sweep)")
         max_memory = parse_bytes(args.max_memory) if args.max_memory is not None else None
+        if args.layer_rows is not None and args.layer_rows < 1:
+            raise VerifyError(f"--layer-rows {args.layer_rows}: expected at least 1")
         isolated = {"compute": True, "skip": False}.get(args.isolated, args.isolated)
         if isinstance(isolated, str) and not os.path.isfile(isolated):
             raise VerifyError(f"--isolated {isolated}: expected compute, skip or a report.json of precis run")

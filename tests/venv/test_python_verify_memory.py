@@ -79,7 +79,8 @@ def main():
             check("even one sequence" in str(e) and "process" in str(e), f"the refusal names the figure: {e}")
         check(verify.choose_batch(est, 6, max_memory=est.total(6)) == 6, "a limit that fits every sample: one batch")
         other = verify.MemoryEstimate(model, False, False, list(chosen), modules, 64, 1000, True, baseline=5 << 30)
-        check(verify.choose_batch(other, 64) == verify.choose_batch(est, 64), "the default batch ignores the baseline")
+        check(verify.choose_batch(other, 64, budget=verify.VERIFY_BATCH_BUDGET)
+              == verify.choose_batch(est, 64, budget=verify.VERIFY_BATCH_BUDGET), "the default batch ignores the baseline")
     finally:
         import shutil
 
