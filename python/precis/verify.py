@@ -1262,6 +1262,9 @@ def summary(report):
     fc = v["first_crossing"]
     out.append("first layer over cumulative rel_fro " + _fmt(v["layer_threshold"]["value"]) + ": "
                + (f"{fc['layer']} (depth {fc['depth']}, {_fmt(fc['rel_fro'])})" if fc else "none"))
+    lr = v.get("layer_rows")
+    if lr and lr["positions"] != "all":
+        out[-1] += f" (per-layer rows on {lr['rows']} of {lr['of']} token rows, --layer-rows {lr['requested']})"
     for g in e2e["gates"]:
         out.append(f"require {g['expression']}: {g['verdict']} ({g['detail']})")
     return "\n".join(out)
