@@ -535,6 +535,14 @@ static PyObject *py_main(PyObject *self, PyObject *args) {
   return PyLong_FromLong(code);
 }
 
+/* release_memory(): precis_release_memory (precis/status.h), the GIL released. */
+static PyObject *py_release_memory(PyObject *self, PyObject *unused) {
+  Py_BEGIN_ALLOW_THREADS
+  precis_release_memory();
+  Py_END_ALLOW_THREADS
+  Py_RETURN_NONE;
+}
+
 /* ---- one layer's rows from inputs at hand (precis/layer_check.h) ------------------------------ */
 
 static const char LAYER_CHECK[] = "precis.layer_check";
@@ -652,15 +660,9 @@ static PyObject *py_version(PyObject *self, PyObject *unused) {
   return Py_BuildValue("(ss)", precis_version(), precis_commit());
 }
 
-static PyObject *py_release_memory(PyObject *self, PyObject *unused) {
-  Py_BEGIN_ALLOW_THREADS
-  precis_release_memory();
-  Py_END_ALLOW_THREADS
-  Py_RETURN_NONE;
-}
-
 static PyMethodDef methods[] = {
     {"spec_canonical", py_spec_canonical, METH_VARARGS, "The canonical spec of a preset name or a spec."},
+    {"release_memory", py_release_memory, METH_NOARGS, "Memory kept for reuse between calls back to the system."},
     {"recipes", py_recipes, METH_NOARGS, "The presets of `precis recipes`, in table order."},
     {"cpu_support", py_cpu_support, METH_VARARGS, "(True, '') or (False, why) for the cpu backend."},
     {"out_dtype", py_out_dtype, METH_VARARGS, "'float64' for out=fp64 recipes, else 'float32'."},
@@ -673,7 +675,6 @@ static PyMethodDef methods[] = {
     {"run", py_run, METH_VARARGS, "`precis run` with these options."},
     {"main", py_main, METH_VARARGS, "The command line; returns the exit code."},
     {"version", py_version, METH_NOARGS, "(version, commit)."},
-    {"release_memory", py_release_memory, METH_NOARGS, "Memory kept for reuse between calls back to the system."},
     {"layer_check_open", py_layer_check_open, METH_VARARGS, "Opens one layer's check (precis/layer_check.h)."},
     {"layer_check_add", py_layer_check_add, METH_VARARGS, "Adds held-out samples of the layer's inputs."},
     {"layer_check_rows", py_layer_check_rows, METH_VARARGS, "The isolated and the other row, as JSON text."},
