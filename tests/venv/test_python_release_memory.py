@@ -4,7 +4,8 @@ the next call of the same shapes (eval/host_memory.c, up to 1 GiB); an emulated 
 135M model's tied head (576 x 49152, int8: its integer-valued float copy of B, the int32 accumulators)
 left ~200 MB resident after it returned, through every later layer of a verify, which counts
 against its peak. After release_memory the process's resident set is back near where it was before
-the call; the values of a later call are unchanged."""
+the call; the values of a later call are unchanged. A head's layer check (include/precis/layer_check.h)
+gives its emulation's blocks back by itself, before its float64 reference."""
 import gc
 import os
 import sys
@@ -55,6 +56,17 @@ def main():
           f"{after / MiB:.0f} MiB after release_memory")
     check(held > 100 * MiB, f"the cpu backend keeps its large blocks between calls ({held / MiB:.0f} MiB held)")
     check(after < 40 * MiB, f"release_memory returns them: {after / MiB:.0f} MiB still over the start")
+    # A head's layer check gives its emulation's blocks back itself: they would sit beside its c_ref
+    # and ab_abs (verify's peak), and no later layer has its shape.
+    _precis.release_memory()
+    start = resident()
+    check_handle = _precis.layer_check_open("int8", "lm_head", 576, 49152, True, True)
+    _precis.layer_check_add(check_handle, a, 5, 64, 576, 49152, b, None)
+    after_check = resident() - start
+    print(f"resident over the start after a head's layer check: {after_check / MiB:.0f} MiB")
+    check(after_check < 60 * MiB, f"the head's check keeps no blocks: {after_check / MiB:.0f} MiB held")
+    iso, _ = _precis.layer_check_rows(check_handle)
+    check(iso is not None and '"rel_fro"' in iso, "the check still gives its row")
     again = precis.emulate(a, b, "int8")
     _precis.release_memory()
     check(np.array_equal(again, precis.emulate(a, b, "int8")), "the values do not depend on what was kept")
