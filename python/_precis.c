@@ -535,6 +535,14 @@ static PyObject *py_main(PyObject *self, PyObject *args) {
   return PyLong_FromLong(code);
 }
 
+/* release_memory(): precis_release_memory (precis/status.h), the GIL released. */
+static PyObject *py_release_memory(PyObject *self, PyObject *unused) {
+  Py_BEGIN_ALLOW_THREADS
+  precis_release_memory();
+  Py_END_ALLOW_THREADS
+  Py_RETURN_NONE;
+}
+
 /* ---- one layer's rows from inputs at hand (precis/layer_check.h) ------------------------------ */
 
 static const char LAYER_CHECK[] = "precis.layer_check";
@@ -955,6 +963,7 @@ static PyObject *py_version(PyObject *self, PyObject *unused) {
 
 static PyMethodDef methods[] = {
     {"spec_canonical", py_spec_canonical, METH_VARARGS, "The canonical spec of a preset name or a spec."},
+    {"release_memory", py_release_memory, METH_NOARGS, "Memory kept for reuse between calls back to the system."},
     {"recipes", py_recipes, METH_NOARGS, "The presets of `precis recipes`, in table order."},
     {"cpu_support", py_cpu_support, METH_VARARGS, "(True, '') or (False, why) for the cpu backend."},
     {"out_dtype", py_out_dtype, METH_VARARGS, "'float64' for out=fp64 recipes, else 'float32'."},

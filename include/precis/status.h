@@ -39,6 +39,13 @@ void precis_free(void *p);
 /* "0.1.0" and the git commit it was built from. */
 const char *precis_version(void);
 const char *precis_commit(void);
+/* Returns to the system the memory libprecis keeps for reuse between calls (the cpu backend's
+ * cache of large freed blocks, up to 1 GiB, which spares the next call of the same shapes the
+ * kernel's page zeroing) and the allocator's free pages (glibc's malloc_trim). Values are never
+ * affected; the next call of the same shapes pays the page faults again. For a caller that streams
+ * layers of very different sizes (verify: the lm_head after the decoder's layers) and bounds its
+ * peak memory. Safe to call at any time from any thread. */
+void precis_release_memory(void);
 
 #ifdef __cplusplus
 }

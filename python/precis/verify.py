@@ -102,7 +102,10 @@ def text_windows(text, tokenizer, tokens):
 # Memory: what a verify holds at its peak (docs/verify.md, "Memory")
 
 GiB = 1 << 30
-DEFAULT_BATCH_BUDGET = GiB // 2  # what the batch adds when neither --batch-size nor --max-memory is given
+DEFAULT_BATCH_BUDGET = GiB // 2  # what capture's batch adds when neither --batch-size nor --max-memory is given
+# verify's: its fixed part (the process, the weights, the head's B-side copies) leaves less beside
+# the fp32 weights + 1.5 GB of issue 40 (docs/decisions.md, "verify's memory and --layer-rows").
+VERIFY_BATCH_BUDGET = 384 << 20
 REFERENCE_BLOCK_COLS = 4096  # PRECIS_REFERENCE_BLOCK_COLS: b's columns widened to float64 at a time
 
 
@@ -120,20 +123,60 @@ def _fmt_bytes(n):
     return f"{n / GiB:.2f} GiB" if n >= GiB / 4 else f"{n / (1 << 20):.0f} MiB"
 
 
+def process_baseline(model):
+    """Bytes the process holds before verify adds anything, its weights aside: its resident set
+    (Python, torch and the libraries, whatever the caller holds) less the parameters resident in
+    it. Parameters in a file mapping (safetensors loads them so) count as not yet resident: they
+    are read in by the first forward, and the estimate's weights term counts them whole; others
+    (in anonymous memory) are resident and counted once, by that term. 0 where /proc is absent."""
+    for _ in range(3):  # /proc/self/maps is read while other threads map and unmap: a torn read is retried
+        try:
+            return _process_baseline(model)
+        except (OSError, StopIteration, ValueError, IndexError):
+            continue
+    return 0
+
+
+def _process_baseline(model):
+    import bisect
+
+    with open("/proc/self/status") as f:
+        rss = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmRSS:"))
+    maps = []
+    with open("/proc/self/maps") as f:
+        for line in f:
+            fields = line.split()
+            lo, hi = (int(x, 16) for x in fields[0].split("-"))
+            maps.append((lo, hi, len(fields) >= 6 and fields[5].startswith("/")))
+    maps.sort()
+    starts = [lo for lo, _, _ in maps]
+    resident = 0
+    for t in list(model.parameters()) + list(model.buffers()):
+        if t.device.type != "cpu" or t.numel() == 0:
+            continue
+        i = bisect.bisect_right(starts, t.data_ptr()) - 1
+        in_file = i >= 0 and maps[i][0] <= t.data_ptr() < maps[i][1] and maps[i][2]
+        resident += 0 if in_file else t.numel() * t.element_size()
+    return max(0, rss - resident)
+
+
 class MemoryEstimate:
-    """peak ≈ weights as loaded (+ the float32 reference copy and the float64 model of --reference
+    """peak ≈ the process's baseline (process_baseline) + weights as loaded (+ the float32 reference copy and the float64 model of --reference
     fp64 where made) + one layer's working set + one batch's activations, emulated GEMM outputs and
     final outputs. Every term in bytes; `total(batch)` for a batch of `batch` sequences."""
 
-    def __init__(self, model, ref_copy, fp64, layers, modules, tokens, out_features, isolated):
+    def __init__(self, model, ref_copy, fp64, layers, modules, tokens, out_features, isolated, check_tokens=None,
+                 baseline=0):
         # Weights offloaded by accelerate (to the CPU's disk) are meta tensors here: not held.
         params = sum(p.numel() * p.element_size() for p in model.parameters() if p.device.type != "meta")
         params += sum(b.numel() * b.element_size() for b in model.buffers() if b.device.type != "meta")
         fp32 = sum(p.numel() * 4 for p in model.parameters())
         self.weights = params
+        self.baseline = baseline
         self.reference_copy = fp32 if ref_copy else 0
         self.fp64_model = 2 * fp32 if fp64 else 0
         self.tokens = tokens
+        self.check_tokens = tokens if check_tokens is None else check_tokens  # --layer-rows: rows per sequence checked
         self.out_features = out_features
         self.fp64 = fp64
         shapes = []
@@ -151,7 +194,7 @@ class MemoryEstimate:
         self.heads = int(getattr(config, "num_attention_heads", 0) or 1)
 
     def fixed(self):
-        return self.weights + self.reference_copy + self.fp64_model
+        return self.baseline + self.weights + self.reference_copy + self.fp64_model
 
     def layer(self, batch):
         """One layer at a time: its weights transposed to [k, n] float32 (the emulation's and the check's
@@ -159,31 +202,37 @@ class MemoryEstimate:
         one block of at most 4096 of its columns (the reference dgemm, data/generate.h), the isolated
         output and its quantized inputs, and the reference of one block of 256 rows (c_ref and
         ab_abs, float64)."""
-        rows = batch * self.tokens
+        rows = batch * self.check_tokens
         per_weight = self.max_kn * (4 + 4) + self.max_k * min(self.max_n, REFERENCE_BLOCK_COLS) * 8
         iso = rows * self.max_n * 4 * 2 if self.isolated else 0
         ref = max(256, self.tokens) * self.max_n * 16
+        if self.check_tokens != self.tokens:  # whole 256-row blocks of the samples' rows (api_layer_check.c)
+            ref = min(rows, math.lcm(self.check_tokens, 256)) * self.max_n * 16
         return per_weight + iso + ref + rows * self.max_k * 8
 
     def per_batch(self, batch):
         """One batch: the emulated model's GEMM outputs of every planned layer (float32, kept until
-        the reference pass reaches the layer), both models' final outputs (+ float64 ones), the
+        the reference pass reaches the layer; of the stated tokens only with --layer-rows), the widest
+        one's working set while it is computed, both models' final outputs (+ float64 ones), the
         forward's own activations (hidden states, attention scores) and the float64 log-softmax
         temporaries of the end-to-end metrics (a piece of tokens per thread)."""
         rows = batch * self.tokens
-        recorded = rows * self.sum_n * 4
+        recorded = batch * self.check_tokens * self.sum_n * 4  # --layer-rows: only the stated tokens are kept
+        # The widest planned GEMM of the emulated model (the head's): the cpu backend's output and
+        # its accumulators beside the output handed back (counted in finals).
+        emulated = rows * self.max_n * 8
         finals = rows * self.out_features * (4 + 4 + (8 if self.fp64 else 0))
         forward = rows * self.hidden * 4 * 8 + batch * self.heads * self.tokens * self.tokens * 4 * 2
         # endtoend.logit_token_stats: a piece of ROWS_PER_PIECE tokens per worker in flight.
         metric_rows = min(self.tokens, endtoend.ROWS_PER_PIECE * endtoend.workers())
         metrics = metric_rows * self.out_features * 8 * 6
-        return recorded + finals + forward + metrics
+        return recorded + emulated + finals + forward + metrics
 
     def total(self, batch):
         return self.fixed() + self.layer(batch) + self.per_batch(batch)
 
     def describe(self, batch):
-        parts = [f"weights {_fmt_bytes(self.weights)}"]
+        parts = [f"process {_fmt_bytes(self.baseline)}", f"weights {_fmt_bytes(self.weights)}"]
         if self.reference_copy:
             parts.append(f"float32 reference copy {_fmt_bytes(self.reference_copy)}")
         if self.fp64_model:
@@ -193,20 +242,20 @@ class MemoryEstimate:
         return f"peak memory ≈ {_fmt_bytes(self.total(batch))} (" + " + ".join(parts) + ")"
 
     def as_dict(self, batch):
-        return {"bytes": int(self.total(batch)), "weights": int(self.weights), "reference_copy": int(self.reference_copy),
+        return {"bytes": int(self.total(batch)), "baseline": int(self.baseline), "weights": int(self.weights), "reference_copy": int(self.reference_copy),
                 "fp64_model": int(self.fp64_model), "layer": int(self.layer(batch)), "batch": int(self.per_batch(batch)),
-                "batch_size": int(batch), "formula": "weights + one layer's working set + one batch's GEMM outputs, "
+                "batch_size": int(batch), "formula": "the process's baseline + weights + one layer's working set + one batch's GEMM outputs, "
                                                      "final outputs and activations (docs/verify.md)"}
 
 
-def choose_batch(estimate, samples, batch_size=None, max_memory=None):
+def choose_batch(estimate, samples, batch_size=None, max_memory=None, budget=DEFAULT_BATCH_BUDGET):
     """Sequences per forward: --batch-size when given (refused when over --max-memory); else the most
     (at most all samples) whose estimate fits --max-memory, or whose batch adds at most
-    DEFAULT_BATCH_BUDGET to the estimate when no limit is given. Refuses with the figure when one sequence does not fit."""
+    `budget` (capture's DEFAULT_BATCH_BUDGET, verify's VERIFY_BATCH_BUDGET) to the estimate when no limit is given. Refuses with the figure when one sequence does not fit."""
     def fits(b):
         if max_memory is not None:
             return estimate.total(b) <= max_memory
-        return estimate.total(b) - estimate.total(0) <= DEFAULT_BATCH_BUDGET
+        return estimate.total(b) - estimate.total(0) <= budget
     if batch_size is not None:
         if batch_size < 1:
             raise VerifyError(f"--batch-size {batch_size}: expected at least 1")
@@ -302,6 +351,47 @@ class _LayerChecks:
         return (json.loads(iso) if iso else None), (json.loads(other) if other else None)
 
 
+def _release_memory():
+    """libprecis's blocks kept for reuse and the allocator's free pages back to the system
+    (precis_release_memory): at a verify's peaks they were a third of its memory above the weights."""
+    from . import _precis
+
+    _precis.release_memory()
+
+
+def layer_rows_positions(layer_rows, samples, tokens):
+    """--layer-rows N: the token positions of every window whose rows the per-layer checks measure,
+    r = N // samples of them (at least 1), spread evenly over the window: floor((2j + 1)·T / 2r) for
+    j < r (the same positions in each window, so that every sample of a layer's row has r rows).
+    None (every row) when N is None or r reaches the window's T tokens (docs/verify.md)."""
+    if layer_rows is None:
+        return None
+    if layer_rows < 1:
+        raise VerifyError(f"--layer-rows {layer_rows}: expected at least 1")
+    per_window = max(1, layer_rows // samples)
+    if per_window >= tokens:
+        return None
+    return [(2 * j + 1) * tokens // (2 * per_window) for j in range(per_window)]
+
+
+def _layer_rows_setting(layer_rows, positions, samples, tokens):
+    """report.json's verify.layer_rows: what the per-layer rows were measured on."""
+    if positions is None:
+        return {"requested": layer_rows, "rows": samples * tokens, "of": samples * tokens, "positions": "all"}
+    return {"requested": layer_rows, "rows": samples * len(positions), "of": samples * tokens,
+            "per_window": len(positions), "positions": positions}
+
+
+def _layer_rows_text(v):
+    """The per-layer section's statement of the rows measured (md and html)."""
+    lr = v.get("layer_rows")
+    if not lr or lr["positions"] == "all":
+        return None
+    return (f"Per-layer rows (isolated and cumulative) on a subsample (--layer-rows {lr['requested']}): tokens "
+            f"{', '.join(map(str, lr['positions']))} of each window, {lr['rows']} of {lr['of']} rows; "
+            "the end-to-end figures and gates use every token.")
+
+
 def _weight_shape(entry):
     module, in_major = entry
     k, n = module.weight.shape if in_major else module.weight.shape[::-1]
@@ -366,8 +456,31 @@ def _emulated_outputs(ref_model, batch, chosen, prefix, kv_ctx, target=None, gem
     return y.detach().float().cpu().numpy()
 
 
+class _TokenRecords(dict):
+    """The emulated model's GEMM outputs (precis.torch.emulate's record=) of the stated tokens only
+    (--layer-rows): what the cumulative rows measure; the rest is not held until the reference pass."""
+
+    def __init__(self, positions, tokens):
+        super().__init__()
+        self.positions, self.tokens = positions, tokens
+
+    def setdefault(self, name, default=None):
+        if name not in self:
+            self[name] = _TokenList(self.positions, self.tokens)
+        return self[name]
+
+
+class _TokenList(list):
+    def __init__(self, positions, tokens):
+        super().__init__()
+        self.positions, self.tokens = positions, tokens
+
+    def append(self, c):
+        list.append(self, np.ascontiguousarray(c[:, self.positions]) if c.shape[1] == self.tokens else c)
+
+
 def _run_batch(ref_model, m64, batch, chosen, modules, prefix, checks, isolated, progress, index, kv_ctx=None,
-               saved_out=None):
+               saved_out=None, positions=None):
     """One batch: the emulated model first (its GEMM outputs recorded per layer and call), then the
     reference model, whose forward pre-hooks hand each planned layer's input with the emulated
     output of the same call to its check, and drop that output. Returns (reference final outputs,
@@ -377,11 +490,13 @@ def _run_batch(ref_model, m64, batch, chosen, modules, prefix, checks, isolated,
     from . import torch as pt
 
     kwargs = pt.as_batch(batch)
-    records = {}
+    records = {} if positions is None else _TokenRecords(positions, batch["input_ids"].shape[1])
+    _release_memory()  # what the batch before freed (docs/verify.md, "Memory")
     with torch.no_grad():
         with pt.emulate(ref_model, chosen, prefix=prefix, record=records), kv_ctx or contextlib.nullcontext():
             q_out, kind = pt.final_output(ref_model(**kwargs))
         q_out = q_out.detach().float().cpu().numpy()
+        _release_memory()  # the emulation's cached blocks of the widest layer (the head's) go before the reference pass
         if saved_out is not None:  # a reference read from --reference FILE: no reference pass, no layer checks
             return saved_out, q_out, kind
         seen = {}
@@ -396,7 +511,11 @@ def _run_batch(ref_model, m64, batch, chosen, modules, prefix, checks, isolated,
             other = calls[call] if call < len(calls) else None
             if call < len(calls):
                 calls[call] = None  # measured: its memory goes now
+            if positions is not None and a.shape[1] == batch["input_ids"].shape[1]:  # --layer-rows: the stated tokens
+                a = a[:, positions]  # (other was recorded at them: _TokenRecords)
             progress.layer(index, order.index(name), len(order), name)
+            if name == checks.logits_layer:
+                _release_memory()  # the peak of a verify: the head's check; the reference pass's freed memory goes first
             checks.add(name, a, other)
 
         with pt.tapped({name: modules[name][0] for name in chosen}, tap):
@@ -411,7 +530,7 @@ def verify(model, plan, inputs, *, tokenizer=None, out=None, require=(), alpha=0
            samples=None, batch_size=None, reference="fp32", prefix="", isolated=True, force=False, max_memory=None,
            quiet=True, model_name=None, inputs_name=None, plan_name=None, command=None, resamples=2000, kv=None,
            attention=None, kv_calibration=None, keep_outputs=False, score="all", save_reference=None, noise=None,
-           model_fingerprint=None):
+           model_fingerprint=None, layer_rows=None):
     """Reference vs emulated model on held-out inputs; returns a VerifyResult and, with out=DIR,
     writes report.json, report.csv, report.md and report.html there. model: a torch module (its
     layers where accelerate's device_map put them); plan: plan.json, a {layer glob: recipe} mapping
@@ -428,7 +547,10 @@ def verify(model, plan, inputs, *, tokenizer=None, out=None, require=(), alpha=0
     kv_calibration: inputs whose K and V calibrate static KV scales (default: inputs).
     keep_outputs: the result also holds both models' final outputs (reference_outputs,
     emulated_outputs: float32 [samples, ...]), for a caller that checks them bit for bit; off by
-    default, since they are the one thing verify otherwise drops per batch."""
+    default, since they are the one thing verify otherwise drops per batch.
+    layer_rows: the per-layer rows (isolated and cumulative) on about this many token rows, the same
+    evenly spread positions of every window (layer_rows_positions); end-to-end figures use every
+    token. None: every row."""
     import torch
 
     from . import attention_check, kvcache
@@ -467,13 +589,16 @@ def verify(model, plan, inputs, *, tokenizer=None, out=None, require=(), alpha=0
     ref_copy = not all(p.dtype == torch.float32 for p in model.parameters())
     out_features = _output_features(model)
     logits_layer = _logits_layer(model, modules, prefix)
+    positions = layer_rows_positions(layer_rows, len(ids), ids.shape[1])
     estimate = MemoryEstimate(model, ref_copy, reference == "fp64", layers, modules, ids.shape[1], out_features,
-                              compute_isolated)
-    batch_size = choose_batch(estimate, len(ids), batch_size, max_memory)
+                              compute_isolated, check_tokens=None if positions is None else len(positions),
+                              baseline=process_baseline(model))
+    batch_size = choose_batch(estimate, len(ids), batch_size, max_memory, budget=VERIFY_BATCH_BUDGET)
     n_batches = (len(ids) + batch_size - 1) // batch_size
     progress = Progress(quiet, n_batches, int(ids.size))
     progress.say(f"{len(ids)} samples x {ids.shape[1]} tokens in {n_batches} batches of {batch_size}; {len(layers)} planned "
-                 f"layers; {estimate.describe(batch_size)}")
+                 f"layers" + ("" if positions is None else f", their rows on {len(ids) * len(positions)} of {ids.size} token "
+                              f"rows (--layer-rows {layer_rows})") + f"; {estimate.describe(batch_size)}")
     ref_model = model if not ref_copy else copy.deepcopy(model).float()
     m64 = copy.deepcopy(ref_model).double() if reference == "fp64" and saved is None else None
     checks = _LayerChecks(chosen, modules, compute_isolated, logits_layer)
@@ -499,7 +624,7 @@ def verify(model, plan, inputs, *, tokenizer=None, out=None, require=(), alpha=0
         saved_b = None if saved is None else np.asarray(saved.outputs[lo:lo + len(batch["input_ids"])])
         att_emulated.clear()
         ref_b, q_b, kind = _run_batch(ref_model, m64, batch, chosen, modules, prefix, checks, compute_isolated, progress,
-                                      index, kv_ctx, saved_b)
+                                      index, kv_ctx, saved_b, positions)
         if att_checks is not None:  # the emulated pass recorded its attention calls into att_emulated
             att_checks.add(att_checks.reference_records(ref_model, batch, {n: modules[n][0] for n in chosen}), att_emulated)
             att_emulated.clear()
@@ -573,6 +698,7 @@ def verify(model, plan, inputs, *, tokenizer=None, out=None, require=(), alpha=0
     report["verify"] = {"model": model_name or type(model).__name__, "plan": plan_name,
                         "inputs": inputs_name, "samples": int(ids.shape[0]), "tokens": int(ids.shape[1]),
                         "batch_size": int(batch_size),
+                        "layer_rows": _layer_rows_setting(layer_rows, positions, len(ids), int(ids.shape[1])),
                         "isolated": ("computed in the reference pass" if compute_isolated else
                                      f"taken from {os.fspath(from_report)}" if from_report else "skipped"),
                         "memory_estimate": estimate.as_dict(batch_size),
@@ -827,6 +953,8 @@ def render_markdown(report):
     out += ["", "## Per layer", "",
             "Isolated: the layer alone on the reference model's inputs (`precis run`); cumulative: its output inside "
             "the emulated model against a·W of the reference model's input. rel_fro, worst over samples (mean).", ""]
+    if _layer_rows_text(v):
+        out += [_md(_layer_rows_text(v)), ""]
     out.append(f"First layer whose cumulative rel_fro exceeds {_fmt(thr)}: "
                + (f"**{_md(fc['layer'])}** (depth {fc['depth']}, {_fmt(fc['rel_fro'])})." if fc else "none."))
     out += ["", "| # | layer | recipe | isolated | cumulative | cumulative / isolated |", "|---|---|---|---|---|---|"]
@@ -964,7 +1092,10 @@ def render_html(report):
     parts.append(f"<p>First layer whose cumulative rel_fro exceeds {esc(_fmt(thr))}: "
                  + (f"<b>{esc(fc['layer'])}</b> (depth {fc['depth']}, {esc(_fmt(fc['rel_fro']))})" if fc else "none") + ".</p>")
     parts.append(_depth_chart(report["per_layer"], thr))
-    parts.append("<h2>Per layer</h2><table><thead><tr><th>#</th><th>layer</th><th>recipe</th><th>isolated worst</th>"
+    parts.append("<h2>Per layer</h2>")
+    if _layer_rows_text(v):
+        parts.append(f"<p>{esc(_layer_rows_text(v))}</p>")
+    parts.append("<table><thead><tr><th>#</th><th>layer</th><th>recipe</th><th>isolated worst</th>"
                  "<th>isolated mean</th><th>cumulative worst</th><th>cumulative mean</th></tr></thead><tbody>")
     for e in report["per_layer"]:
         if not e.get("called"):
@@ -1049,7 +1180,7 @@ def _main(argv=None):
     parser.add_argument("--layer-threshold", type=float, default=0.01,
                         help="cumulative rel_fro (worst over samples) whose first crossing is reported (default 0.01)")
     parser.add_argument("--batch-size", type=int, default=None,
-                        help="sequences per forward (default: as many as fit --max-memory, or 1 GiB of per-batch memory; "
+                        help="sequences per forward (default: as many as fit --max-memory, or add at most 384 MiB to the estimate; "
                              "a tensor scale spans one batch)")
     parser.add_argument("--max-memory", default=None,
                         help="bytes the estimated peak must fit (8G, 1.5GiB): batches are made smaller, or verify refuses "
@@ -1057,6 +1188,9 @@ def _main(argv=None):
     parser.add_argument("--isolated", default="compute", metavar="compute|skip|REPORT.json",
                         help="each layer's isolated row: computed in the reference pass (default), skipped, or taken from a "
                              "report.json of precis run on the same inputs")
+    parser.add_argument("--layer-rows", type=int, default=None, metavar="N",
+                        help="per-layer rows (isolated and cumulative) on about N token rows: N // samples evenly spaced "
+                             "positions of every window (default: every row); end-to-end figures and gates use every token")
     parser.add_argument("--prefix", default="", help="prepended to module names to give the plan's layer names")
     parser.add_argument("--force", action="store_true", help="replace a report already in DIR")
     parser.add_argument("-q", "--quiet", action="store_true")
@@ -1075,6 +1209,8 @@ def _main(argv=None):
         if args.plan is None and args.kv is None and args.attention is None:
             raise VerifyError("give --plan, --kv or --attention (or --kv-sweep)")
         max_memory = parse_bytes(args.max_memory) if args.max_memory is not None else None
+        if args.layer_rows is not None and args.layer_rows < 1:
+            raise VerifyError(f"--layer-rows {args.layer_rows}: expected at least 1")
         isolated = {"compute": True, "skip": False}.get(args.isolated, args.isolated)
         if isinstance(isolated, str) and not os.path.isfile(isolated):
             raise VerifyError(f"--isolated {isolated}: expected compute, skip or a report.json of precis run")
@@ -1086,6 +1222,7 @@ def _main(argv=None):
                         model_name=args.model, inputs_name=args.inputs, plan_name=args.plan, kv=args.kv,
                         attention=args.attention, kv_calibration=args.kv_calib,
                         score=args.score, save_reference=args.save_reference, noise=args.noise_floor or None,
+                        layer_rows=args.layer_rows,
                         command=" ".join(["python -m precis verify"] + list(argv if argv is not None else sys.argv[1:])))
     except (VerifyError, endtoend.GateError) as e:
         print(f"precis verify: {e}", file=sys.stderr)
@@ -1146,6 +1283,9 @@ def summary(report):
     fc = v["first_crossing"]
     out.append("first layer over cumulative rel_fro " + _fmt(v["layer_threshold"]["value"]) + ": "
                + (f"{fc['layer']} (depth {fc['depth']}, {_fmt(fc['rel_fro'])})" if fc else "none"))
+    lr = v.get("layer_rows")
+    if lr and lr["positions"] != "all":
+        out[-1] += f" (per-layer rows on {lr['rows']} of {lr['of']} token rows, --layer-rows {lr['requested']})"
     for g in e2e["gates"]:
         out.append(f"require {g['expression']}: {g['verdict']} ({g['detail']})")
     return "\n".join(out)

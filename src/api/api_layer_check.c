@@ -16,6 +16,7 @@
 #include "data/dataset.h"
 #include "data/generate.h"
 #include "eval/backend.h"
+#include "eval/host_memory.h"
 #include "eval/runner.h"
 #include "numerics/criteria.h"
 #include "numerics/metrics.h"
@@ -23,6 +24,9 @@
 #include "numerics/target.h"
 #include "precis/layer_check.h"
 #include "report/report.h"
+
+/* A layer whose B is at least this large as float32 gives its cached blocks back after its emulation. */
+#define LARGE_LAYER_BYTES ((size_t)64 << 20)
 
 /* The per-sample metrics of one output, grown as samples are added. */
 typedef struct sample_list {
@@ -173,6 +177,11 @@ precis_status precis_layer_check_add_batched(precis_layer_check *c, const float 
       }
     }
   }
+  /* The emulation's operand copies went to the cpu backend's cache of freed blocks (eval/host_memory.c);
+   * a head's (its B as integers or rounded values: k*n*4 bytes) would sit beside c_ref and ab_abs below,
+   * and no later layer has its shape. Smaller layers keep them: the next layer of the same shape
+   * reuses them without page faults. */
+  if (c->logits || (double)c->k * (double)c->n * 4.0 >= (double)LARGE_LAYER_BYTES) precis_tracked_cache_release();
   const bool iso = c->isolated && c->status == PRECIS_ROW_OK;
   if (!iso && !other) goto done;
   if ((iso && (st = list_grow(&c->iso, (size_t)samples)) != PRECIS_OK) ||

@@ -60,10 +60,13 @@ def llama():
 PLAN = {"lm_head": "int8", "*.self_attn.q_proj": "fp8", "*.mlp.down_proj": "bf16", "*": "int8"}
 
 
-def precis_run_rows(tmp, model, chosen, ids):
-    """The old way: capture, checkpoint, import, run; layer -> row."""
+def precis_run_rows(tmp, model, chosen, ids, positions=None):
+    """The old way: capture, checkpoint, import, run; layer -> row. positions: only these tokens of each
+    window are imported (the dataset of verify --layer-rows's subsample)."""
     cap = pt.capture(model, [ids], gradients=False, tokens=ids.shape[1])
     arrays = cap.arrays()
+    if positions is not None:
+        arrays = {n: np.ascontiguousarray(arrays[n][:, positions]) for n in chosen}
     modules = dict(model.named_modules())
     weights = {f"{n}.weight": modules[n].weight.detach().float().numpy() for n in chosen}
     ckpt = os.path.join(tmp, "w.safetensors")
