@@ -1,8 +1,5 @@
 /* libprecis: version and memory hand-over (include/precis/status.h). */
 #include <stdlib.h>
-#ifdef __GLIBC__
-#include <malloc.h>
-#endif
 
 #include "precis/status.h"
 #include "precis_version.h"
@@ -14,7 +11,5 @@ const char *precis_commit(void) { return PRECIS_COMMIT; }
 
 void precis_release_memory(void) {
   precis_tracked_cache_release();
-#ifdef __GLIBC__
-  malloc_trim(0); /* freed chunks inside the heap (not only its top) go back by madvise */
-#endif
+  precis_release_free_memory(0); /* freed chunks inside the heap (not only its top) go back by madvise */
 }
