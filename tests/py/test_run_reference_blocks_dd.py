@@ -1,5 +1,5 @@
 """precis run with references in blocks of samples on double-double references (issue 40; the model
-case, with gradients and logits, is tests/venv/test_run_reference_blocks.py).
+case, with gradients and logits, is tests/venv/test_python_run_reference_blocks.py).
 
 `precis gen` of a suite with `reference: double-double` (c_ref + c_ref_lo), one workload with b per
 sample (b_batched), run with fp64, fp32 and bf16 once with every reference whole and once with
