@@ -15,8 +15,23 @@ import tempfile
 
 import numpy as np
 
-from . import _precis
-from ._precis import Error, IOError, OutOfMemoryError, UnsupportedError, UsageError
+
+def _passive_openblas():
+    """OpenBLAS's idle threads sleep at once instead of spinning on sched_yield for 2^28 cycles
+    (~0.1 s) after every call, unless the user set the timeout. libprecis's GEMMs run between
+    torch's ops and beside other processes: on the shared 2-core machine the spinning was a quarter
+    of an int8 verify's CPU time (and cost it wall time: the spinning threads took the cores the
+    next op needed; docs/verify.md, "Cost"). OpenBLAS reads the variable once, when the library is
+    loaded: before _precis is imported. Thread timing changes no result (OpenBLAS splits the work
+    by thread count, not by time)."""
+    if "OPENBLAS_THREAD_TIMEOUT" not in os.environ:
+        os.environ["OPENBLAS_THREAD_TIMEOUT"] = "4"  # OpenBLAS's minimum: 2^4 cycles
+
+
+_passive_openblas()
+
+from . import _precis  # noqa: E402  (after _passive_openblas: OpenBLAS reads its environment on load)
+from ._precis import Error, IOError, OutOfMemoryError, UnsupportedError, UsageError  # noqa: E402
 
 __all__ = [
     "Error", "UsageError", "UnsupportedError", "OutOfMemoryError", "IOError",

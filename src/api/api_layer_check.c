@@ -27,6 +27,12 @@
 
 /* A layer whose B is at least this large as float32 gives its cached blocks back after its emulation. */
 #define LARGE_LAYER_BYTES ((size_t)64 << 20)
+/* The reference's float64 copies of a and b (data/generate.c: 8*(256*k + k*min(n, 4096)) bytes) are
+ * kept for the next check (of a layer that is not large) when at most this large: fresh, they cost a
+ * page fault per page on first touch in every check (a model's consecutive layers have the same few
+ * shapes; on a 135M model that was 2.5 % of a verify's CPU time). Larger ones go back after each
+ * check, as before. */
+#define KEEP_REFERENCE_BYTES ((size_t)32 << 20)
 
 /* The per-sample metrics of one output, grown as samples are added. */
 typedef struct sample_list {
@@ -131,6 +137,7 @@ precis_status precis_layer_check_add_batched(precis_layer_check *c, const float 
                                        "same rows", c->layer, (long long)m, (long long)c->m_rows);
   c->m_rows = m;
   precis_status st = PRECIS_OK;
+  const bool large = c->logits || (double)c->k * (double)c->n * 4.0 >= (double)LARGE_LAYER_BYTES;
   precis_case_output out;
   precis_case_output_init(&out);
   double *c_ref = NULL, *ab_abs = NULL;
@@ -181,7 +188,7 @@ precis_status precis_layer_check_add_batched(precis_layer_check *c, const float 
    * a head's (its B as integers or rounded values: k*n*4 bytes) would sit beside c_ref and ab_abs below,
    * and no later layer has its shape. Smaller layers keep them: the next layer of the same shape
    * reuses them without page faults. */
-  if (c->logits || (double)c->k * (double)c->n * 4.0 >= (double)LARGE_LAYER_BYTES) precis_tracked_cache_release();
+  if (large) precis_tracked_cache_release();
   const bool iso = c->isolated && c->status == PRECIS_ROW_OK;
   if (!iso && !other) goto done;
   if ((iso && (st = list_grow(&c->iso, (size_t)samples)) != PRECIS_OK) ||
@@ -228,7 +235,13 @@ precis_status precis_layer_check_add_batched(precis_layer_check *c, const float 
   if (other) c->other.count += (size_t)samples;
   c->adds++;
 done:
-  precis_reference_release(); /* b's float64 copy (k*n doubles) is not held between layers */
+  /* A head's (or any large layer's) copies go, as its cached blocks: no later layer has its shape.
+   * precis_release_memory frees what stays. */
+  if (large) {
+    precis_reference_release();
+  } else {
+    precis_reference_trim(KEEP_REFERENCE_BYTES);
+  }
   free(c_ref);
   free(ab_abs);
   precis_case_output_free(&out);

@@ -68,6 +68,10 @@ void precis_reference_release(void) {
   memset(&scratch, 0, sizeof scratch);
 }
 
+void precis_reference_trim(size_t keep_bytes) {
+  if ((scratch.a_cap + scratch.b_cap) * sizeof(double) > keep_bytes) precis_reference_release();
+}
+
 static double *scratch_grow(double **buffer, uint64_t *cap, uint64_t count) {
   if (count <= *cap) return *buffer;
   free(*buffer);

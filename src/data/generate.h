@@ -76,6 +76,8 @@ precis_status precis_reference_compute(const float *a, const float *b, int64_t b
                                        bool b_batched, double *c_ref, double *ab_abs);
 /* Frees the float64 copies precis_reference_compute keeps between calls (of this thread). */
 void precis_reference_release(void);
+/* The same when they take more than keep_bytes; smaller ones stay for the next call. */
+void precis_reference_trim(size_t keep_bytes);
 
 /* The same from float64 inputs (gen --inputs float64): a and b as stored, |a| and |b| exact. */
 precis_status precis_reference_compute_f64(const double *a, const double *b, int64_t batch, int64_t m, int64_t n,
