@@ -17,8 +17,8 @@ import os
 import shutil
 import subprocess
 import sys
-import threading
 
+from rss import peak_rss  # tests/py/rss.py
 import scratch  # tests/py/scratch.py: scratch under the build tree, removed on a signal
 from cli_checks import FAILURES, PRECIS, check
 
@@ -34,33 +34,6 @@ workloads:
 """
 REFERENCE_BYTES = 48 * 32 * 32768 * 16
 BASELINE_SUITE = SUITE.replace("n: 32768", "n: 64").replace("batch: 48", "batch: 1")
-
-
-def peak_rss(argv):
-    """(exit code, stderr, peak RSS in bytes: the larger of VmRSS sampled every 10 ms and ru_maxrss)."""
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    sampled, done = [0], threading.Event()
-
-    def sample():
-        while not done.is_set():
-            try:
-                with open(f"/proc/{proc.pid}/status") as f:
-                    for line in f:
-                        if line.startswith("VmRSS:"):
-                            sampled[0] = max(sampled[0], int(line.split()[1]) * 1024)
-            except (OSError, ValueError):
-                pass
-            done.wait(0.01)
-
-    err = []
-    threads = [threading.Thread(target=sample), threading.Thread(target=lambda: err.append(proc.stderr.read()))]
-    for t in threads:
-        t.start()
-    _, status, usage = os.wait4(proc.pid, 0)
-    done.set()
-    for t in threads:
-        t.join()
-    return os.waitstatus_to_exitcode(status), err[0], max(sampled[0], usage.ru_maxrss * 1024)
 
 
 def main():

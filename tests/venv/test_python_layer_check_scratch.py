@@ -4,12 +4,12 @@ not large: a model's consecutive layers have a few shapes, and a fresh copy cost
 page in each of verify's checks (2.5 % of an int8 verify's CPU time on the 135M model, issue 40).
 Larger copies, and every copy at precis.release_memory, go back. The rows do not depend on it."""
 import ctypes
-import gc
 import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "py"))
 from cli_checks import FAILURES, check  # noqa: E402
+from rss import resident  # noqa: E402
 
 try:
     import numpy as np
@@ -22,15 +22,6 @@ sys.path.insert(0, os.environ.get("PRECIS_PY_STAGE") or os.path.join(BUILD, "pyt
 from precis import _precis  # noqa: E402
 
 MiB = 1 << 20
-
-
-def resident():
-    gc.collect()
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    raise RuntimeError("no VmRSS in /proc/self/status")
 
 
 def cumulative_row(k, n, a, b, other):

@@ -12,6 +12,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "py"))
 from cli_checks import FAILURES, check  # noqa: E402
+from rss import resident  # noqa: E402
 
 try:
     import numpy as np
@@ -25,15 +26,6 @@ import precis  # noqa: E402
 from precis import _precis  # noqa: E402
 
 MiB = 1 << 20
-
-
-def resident():
-    gc.collect()
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    raise RuntimeError("no VmRSS in /proc/self/status")
 
 
 def main():
