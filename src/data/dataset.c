@@ -231,6 +231,11 @@ static precis_status read_string_attr(const char *file, hid_t obj, const char *o
   if (bad >= 0)
     st = precis_fail(PRECIS_E_INPUT, "%s: %s: attribute %s: expected UTF-8 text, found the byte 0x%02X at offset %ld", file,
                      obj_path, name, (unsigned)(unsigned char)(*out)[bad], bad);
+  /* A refused value is not handed out: callers free only what they were given with PRECIS_OK. */
+  if (st != PRECIS_OK) {
+    free(*out);
+    *out = NULL;
+  }
 done:
   close_id(&mtype);
   close_id(&ftype);

@@ -179,6 +179,13 @@ def build(out):
         w.attrs.create("description", b"caf\xe9 latin-1", dtype=h5py.string_dtype("utf-8"))
     c.dataset("description-not-utf8", [W, r"description", r"UTF-8"], fn=description_not_utf8)
 
+    # The root's own attribute, read into a local the caller frees only on success: the fuzzer found
+    # that a refused value leaked (the ASan run of this corpus reports it).
+    def format_not_utf8(f):
+        del f.attrs["format"]
+        f.attrs.create("format", b"precis-dataset\xff", dtype=h5py.string_dtype("utf-8"))
+    c.dataset("format-not-utf8", [r"format", r"UTF-8"], fn=format_not_utf8)
+
     # --- workload attributes --------------------------------------------------------------------
     c.dataset("missing-m", [W, r"\bm\b", r"expected|missing"], fn=lambda f: f["workloads/w0"].attrs.__delitem__("m"))
     c.dataset("missing-kind", [W, r"kind"], fn=lambda f: f["workloads/w0"].attrs.__delitem__("kind"))
