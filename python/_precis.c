@@ -628,6 +628,78 @@ done:
   return result;
 }
 
+/* logit_token_stats(ref, q, tokens, vocab, labels or None, out, finite): ref and q [tokens, vocab]
+ * float32 or float64; labels [tokens] float64 holding integer ids (< 0: none); out [tokens, 10]
+ * float64 and finite a writable bytes-like of `tokens` bytes, both filled (precis/token_stats.h). */
+static PyObject *py_logit_token_stats(PyObject *self, PyObject *args) {
+  (void)self;
+  PyObject *ref_obj, *q_obj, *labels_obj, *out_obj, *finite_obj;
+  long long tokens, vocab;
+  if (!PyArg_ParseTuple(args, "OOLLOOO:logit_token_stats", &ref_obj, &q_obj, &tokens, &vocab, &labels_obj, &out_obj,
+                        &finite_obj))
+    return NULL;
+  Py_ssize_t count, out_count;
+  if (checked_count("logits", tokens, vocab, 1, &count) ||
+      checked_count("out", tokens, PRECIS_TOKEN_STAT_COUNT, 1, &out_count))
+    return NULL;
+  Py_buffer ref = {0}, q = {0}, labels = {0}, out = {0}, finite = {0};
+  precis_dtype ref_t, q_t, t;
+  int have_ref = 0, have_q = 0, have_labels = 0, have_out = 0, have_finite = 0;
+  int64_t *ids = NULL;
+  PyObject *result = NULL;
+  if (get_array(ref_obj, "ref", 0, 1, count, &ref, &ref_t)) goto done;
+  have_ref = 1;
+  if (get_array(q_obj, "q", 0, 1, count, &q, &q_t)) goto done;
+  have_q = 1;
+  if (labels_obj != Py_None) {
+    if (get_array(labels_obj, "labels", 0, 1, tokens, &labels, &t)) goto done;
+    have_labels = 1;
+    if (t != PRECIS_DTYPE_F64) {
+      PyErr_SetString(PyExc_TypeError, "labels: expected float64 ids");
+      goto done;
+    }
+  }
+  if (get_array(out_obj, "out", 1, 1, out_count, &out, &t)) goto done;
+  have_out = 1;
+  if (t != PRECIS_DTYPE_F64) {
+    PyErr_SetString(PyExc_TypeError, "out: expected float64");
+    goto done;
+  }
+  if (PyObject_GetBuffer(finite_obj, &finite, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) != 0) goto done;
+  have_finite = 1;
+  if (finite.len != tokens) {
+    PyErr_Format(PyExc_ValueError, "finite: %zd bytes, expected %lld", finite.len, tokens);
+    goto done;
+  }
+  if (have_labels) {
+    ids = PyMem_Malloc((size_t)(tokens ? tokens : 1) * sizeof *ids);
+    if (!ids) {
+      PyErr_NoMemory();
+      goto done;
+    }
+    const double *l = labels.buf;
+    for (long long i = 0; i < tokens; i++) ids[i] = l[i] >= 0 && l[i] < 9.2e18 ? (int64_t)l[i] : -1;
+  }
+  precis_status st;
+  Py_BEGIN_ALLOW_THREADS
+  st = precis_logit_token_stats(ref.buf, ref_t, q.buf, q_t, tokens, vocab, ids, out.buf, finite.buf);
+  Py_END_ALLOW_THREADS
+  if (st != PRECIS_OK) {
+    raise_status(st);
+    goto done;
+  }
+  result = Py_None;
+  Py_INCREF(result);
+done:
+  PyMem_Free(ids);
+  if (have_ref) PyBuffer_Release(&ref);
+  if (have_q) PyBuffer_Release(&q);
+  if (have_labels) PyBuffer_Release(&labels);
+  if (have_out) PyBuffer_Release(&out);
+  if (have_finite) PyBuffer_Release(&finite);
+  return result;
+}
+
 static PyObject *str_or_none(char *text) {
   if (!text) Py_RETURN_NONE;
   PyObject *s = PyUnicode_FromString(text);
@@ -981,6 +1053,7 @@ static PyMethodDef methods[] = {
     {"layer_check_open", py_layer_check_open, METH_VARARGS, "Opens one layer's check (precis/layer_check.h)."},
     {"layer_check_add", py_layer_check_add, METH_VARARGS, "Adds held-out samples of the layer's inputs."},
     {"layer_check_rows", py_layer_check_rows, METH_VARARGS, "The isolated and the other row, as JSON text."},
+    {"logit_token_stats", py_logit_token_stats, METH_VARARGS, "verify's per-token quantities of two sets of logits."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -18,6 +18,7 @@
 #include "precis/dataset.h"
 #include "precis/report.h"
 #include "precis/layer_check.h"
+#include "precis/token_stats.h"
 #include "precis/cli.h"
 
 #endif

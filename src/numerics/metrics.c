@@ -1,6 +1,7 @@
 #include "metrics.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -204,6 +205,118 @@ void precis_metrics_logits(const float *c, const double *c64, const double *r, c
   }
   out->v[PRECIS_METRIC_TOP1_AGREE] = tokens ? (double)agree / (double)tokens : NAN;
   out->present[PRECIS_METRIC_TOP1_AGREE] = tokens > 0;
+}
+
+/* The k largest of a row kept in descending order, ties to the lower id: a value enters only when
+ * strictly above the k-th kept, so an equal one met later (a higher id) stays out. */
+#define TOKEN_TOP_K 5
+typedef struct top_list {
+  double value[TOKEN_TOP_K];
+  size_t id[TOKEN_TOP_K];
+  size_t count, k;
+} top_list;
+
+static void top_insert(top_list *t, double x, size_t id) {
+  if (t->count == t->k && !(x > t->value[t->k - 1])) return;
+  size_t at = t->count < t->k ? t->count++ : t->k - 1;
+  while (at > 0 && x > t->value[at - 1]) {
+    t->value[at] = t->value[at - 1];
+    t->id[at] = t->id[at - 1];
+    at--;
+  }
+  t->value[at] = x;
+  t->id[at] = id;
+}
+
+/* A sum in blocks of 128 terms: each block summed alone, then the block sums. */
+typedef struct block_sum {
+  double total, block;
+  unsigned count;
+} block_sum;
+
+static inline void block_add(block_sum *s, double x) {
+  s->block += x;
+  if (++s->count == 128) {
+    s->total += s->block;
+    s->block = 0;
+    s->count = 0;
+  }
+}
+
+static inline double block_total(const block_sum *s) { return s->total + s->block; }
+
+/* lp of one token's logits (float32 or float64) into lp[] and p = exp(lp) into p[] (as exp(x - max)
+ * / sum: the same value to an ulp, without a second exp); false when a logit is not finite. */
+static bool token_log_softmax(const float *x32, const double *x64, size_t vocab, double *lp, double *p) {
+  double best = -INFINITY;
+  for (size_t v = 0; v < vocab; v++) {
+    double x = x64 ? x64[v] : (double)x32[v];
+    if (!isfinite(x)) return false;
+    if (x > best) best = x;
+  }
+  block_sum sum = {0, 0, 0};
+  for (size_t v = 0; v < vocab; v++) {
+    lp[v] = (x64 ? x64[v] : (double)x32[v]) - best;
+    p[v] = exp(lp[v]);
+    block_add(&sum, p[v]);
+  }
+  const double total = block_total(&sum), log_sum = log(total);
+  for (size_t v = 0; v < vocab; v++) {
+    lp[v] -= log_sum;
+    p[v] /= total;
+  }
+  return true;
+}
+
+static double label_rank(const double *lp, size_t vocab, size_t label) {
+  const double at = lp[label];
+  size_t rank = 0;
+  for (size_t v = 0; v < vocab; v++) rank += lp[v] > at || (lp[v] == at && v < label);
+  return (double)rank;
+}
+
+void precis_metrics_token_stats(const float *r32, const double *r64, const float *q32, const double *q64, size_t tokens,
+                              size_t vocab, const int64_t *labels, double *scratch, double *out, unsigned char *finite) {
+  double *lp = scratch, *lq = scratch + vocab, *pp = scratch + 2 * vocab, *pq = scratch + 3 * vocab;
+  const size_t k = vocab < TOKEN_TOP_K ? vocab : TOKEN_TOP_K;
+  for (size_t t = 0; t < tokens; t++) {
+    const size_t row = t * vocab;
+    double *o = out + t * PRECIS_TOKEN_COLUMNS;
+    finite[t] = token_log_softmax(r64 ? NULL : r32 + row, r64 ? r64 + row : NULL, vocab, lp, pp) &&
+                token_log_softmax(q64 ? NULL : q32 + row, q64 ? q64 + row : NULL, vocab, lq, pq);
+    if (!finite[t]) continue;
+    block_sum kl = {0, 0, 0}, rkl = {0, 0, 0}, jsd_p = {0, 0, 0}, jsd_q = {0, 0, 0};
+    top_list top_r = {.k = k}, top_q = {.k = k};
+    for (size_t v = 0; v < vocab; v++) {
+      const double p = pp[v], q = pq[v];
+      block_add(&kl, p * (lp[v] - lq[v]));
+      block_add(&rkl, q * (lq[v] - lp[v]));
+      /* log m = log((p + q) / 2), from the larger side: lp + log((1 + q/p) / 2), which is lp itself
+       * where p = q (a JSD of exactly 0 for equal distributions, as NumPy's logaddexp gives). */
+      if (p > 0 || q > 0) {
+        const double lm = p >= q ? lp[v] + log(0.5 * (1.0 + q / p)) : lq[v] + log(0.5 * (1.0 + p / q));
+        if (p > 0) block_add(&jsd_p, p * (lp[v] - lm));
+        if (q > 0) block_add(&jsd_q, q * (lq[v] - lm));
+      }
+      top_insert(&top_r, lp[v], v);
+      top_insert(&top_q, lq[v], v);
+    }
+    size_t shared = 0;
+    for (size_t i = 0; i < k; i++)
+      for (size_t j = 0; j < k; j++) shared += top_r.id[i] == top_q.id[j];
+    o[PRECIS_TOKEN_KL] = block_total(&kl);
+    o[PRECIS_TOKEN_RKL] = block_total(&rkl);
+    o[PRECIS_TOKEN_TOP1] = top_r.id[0] == top_q.id[0] ? 1.0 : 0.0;
+    o[PRECIS_TOKEN_TOP5] = (double)shared / (double)k;
+    o[PRECIS_TOKEN_JSD] = 0.5 * block_total(&jsd_p) + 0.5 * block_total(&jsd_q);
+    o[PRECIS_TOKEN_CONF] = exp(top_r.value[0]);
+    const bool labelled = labels && labels[t] >= 0 && (uint64_t)labels[t] < (uint64_t)vocab;
+    const size_t label = labelled ? (size_t)labels[t] : 0;
+    o[PRECIS_TOKEN_CE_REF] = labelled ? -lp[label] : NAN;
+    o[PRECIS_TOKEN_CE_Q] = labelled ? -lq[label] : NAN;
+    o[PRECIS_TOKEN_RANK_REF] = labelled ? label_rank(lp, vocab, label) : -1.0;
+    o[PRECIS_TOKEN_RANK_Q] = labelled ? label_rank(lq, vocab, label) : -1.0;
+  }
 }
 
 double precis_percentile_sorted(const double *sorted, size_t n, double pct) {

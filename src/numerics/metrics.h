@@ -82,6 +82,35 @@ void precis_metrics_sample_wide(const float *c, const double *c64, const double 
  * KL = inf (and disagrees). Sets only the logit entries of *out. scratch: 2*tokens doubles. */
 void precis_metrics_logits(const float *c, const double *c64, const double *r, const double *r_lo, size_t tokens,
                            size_t vocab, double *scratch, precis_sample_metrics *out);
+/* The per-token quantities of verify's end-to-end figures (python/precis/endtoend.py, kld.py), one
+ * row of PRECIS_TOKEN_COLUMNS doubles per token, in this order (api/api_token_stats.c
+ * checks that it is precis/token_stats.h's). Per token, in float64 from r
+ * (the reference's logits: r32 float32, or r64 float64 when not NULL) and q (q32 / q64):
+ * lp = x - max - log(sum exp(x - max)) for each; p = exp(lp); KL(ref||q) = sum p (lp - lq) and the
+ * reverse (not clamped: a sum of rounded terms may end a few ulps below zero); top-1 agreement of the
+ * argmaxes (the first of tied maxima) as 0/1; the share of shared ids among each side's top
+ * min(5, vocab) (ties to the lower id); Jensen-Shannon in nats with m = (p + q)/2, terms with p = 0
+ * (q = 0) left out; the reference's top probability exp(max lp); and, where labels[t] >= 0 (labels
+ * NULL: none), -lp and -lq at the label and the label's 0-based rank in each (ties: lower ids first),
+ * else NaN and -1. Sums run in blocks of 128 terms (error about (128 + vocab/128) ulps, as close as
+ * NumPy's pairwise sums). finite[t] = 0 (and the row untouched) when a logit of the token is not
+ * finite: the caller's own arithmetic decides what NaN and inf give. scratch: 4 * vocab doubles. */
+enum {
+  PRECIS_TOKEN_KL,
+  PRECIS_TOKEN_RKL,
+  PRECIS_TOKEN_TOP1,
+  PRECIS_TOKEN_TOP5,
+  PRECIS_TOKEN_JSD,
+  PRECIS_TOKEN_CONF,
+  PRECIS_TOKEN_CE_REF,
+  PRECIS_TOKEN_CE_Q,
+  PRECIS_TOKEN_RANK_REF,
+  PRECIS_TOKEN_RANK_Q,
+  PRECIS_TOKEN_COLUMNS
+};
+void precis_metrics_token_stats(const float *r32, const double *r64, const float *q32, const double *q64, size_t tokens,
+                              size_t vocab, const int64_t *labels, double *scratch, double *out, unsigned char *finite);
+
 /* Worst and mean over samples (the logit metrics too when samples[0] has them); `clipped` (a property of the quantized inputs, not of one sample) is
  * set by the caller afterwards. */
 void precis_metrics_aggregate(const precis_sample_metrics *samples, size_t n_samples,
