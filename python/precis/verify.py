@@ -359,11 +359,34 @@ def _release_memory():
     _precis.release_memory()
 
 
+# The per-layer rows' default token rows (--layer-rows): each measured row costs the layer's
+# isolated emulation and two float64 GEMMs (c_ref and |a|·|b|, four float32 GEMMs' worth), so every
+# row of every layer made a verify 10x (int8) to 15x (bf16) a plain forward on a 135M model
+# (docs/decisions.md, "verify's per-layer rows by default on 256 token rows"). The end-to-end figures
+# and gates use every token whatever this is; None (--layer-rows all) measures every row.
+DEFAULT_LAYER_ROWS = 256
+
+
+def parse_layer_rows(text):
+    """--layer-rows: a count of at least 1, or "all" (None: every row)."""
+    if str(text).strip().lower() == "all":
+        return None
+    try:
+        n = int(text)
+    except ValueError:
+        raise VerifyError(f"--layer-rows {text}: expected a number of token rows (at least 1) or all") from None
+    if n < 1:
+        raise VerifyError(f"--layer-rows {text}: expected at least 1 (or all)")
+    return n
+
+
 def layer_rows_positions(layer_rows, samples, tokens):
     """--layer-rows N: the token positions of every window whose rows the per-layer checks measure,
     r = N // samples of them (at least 1), spread evenly over the window: floor((2j + 1)·T / 2r) for
     j < r (the same positions in each window, so that every sample of a layer's row has r rows).
     None (every row) when N is None or r reaches the window's T tokens (docs/verify.md)."""
+    if isinstance(layer_rows, str):
+        layer_rows = parse_layer_rows(layer_rows)
     if layer_rows is None:
         return None
     if layer_rows < 1:
@@ -530,7 +553,7 @@ def verify(model, plan, inputs, *, tokenizer=None, out=None, require=(), alpha=0
            samples=None, batch_size=None, reference="fp32", prefix="", isolated=True, force=False, max_memory=None,
            quiet=True, model_name=None, inputs_name=None, plan_name=None, command=None, resamples=2000, kv=None,
            attention=None, kv_calibration=None, keep_outputs=False, score="all", save_reference=None, noise=None,
-           model_fingerprint=None, layer_rows=None):
+           model_fingerprint=None, layer_rows=DEFAULT_LAYER_ROWS):
     """Reference vs emulated model on held-out inputs; returns a VerifyResult and, with out=DIR,
     writes report.json, report.csv, report.md and report.html there. model: a torch module (its
     layers where accelerate's device_map put them); plan: plan.json, a {layer glob: recipe} mapping
@@ -549,8 +572,8 @@ def verify(model, plan, inputs, *, tokenizer=None, out=None, require=(), alpha=0
     emulated_outputs: float32 [samples, ...]), for a caller that checks them bit for bit; off by
     default, since they are the one thing verify otherwise drops per batch.
     layer_rows: the per-layer rows (isolated and cumulative) on about this many token rows, the same
-    evenly spread positions of every window (layer_rows_positions); end-to-end figures use every
-    token. None: every row."""
+    evenly spread positions of every window (layer_rows_positions; default DEFAULT_LAYER_ROWS, 256);
+    end-to-end figures use every token. None: every row."""
     import torch
 
     from . import attention_check, kvcache
@@ -589,6 +612,8 @@ def verify(model, plan, inputs, *, tokenizer=None, out=None, require=(), alpha=0
     ref_copy = not all(p.dtype == torch.float32 for p in model.parameters())
     out_features = _output_features(model)
     logits_layer = _logits_layer(model, modules, prefix)
+    if isinstance(layer_rows, str):
+        layer_rows = parse_layer_rows(layer_rows)
     positions = layer_rows_positions(layer_rows, len(ids), ids.shape[1])
     estimate = MemoryEstimate(model, ref_copy, reference == "fp64", layers, modules, ids.shape[1], out_features,
                               compute_isolated, check_tokens=None if positions is None else len(positions),
@@ -1188,9 +1213,10 @@ def _main(argv=None):
     parser.add_argument("--isolated", default="compute", metavar="compute|skip|REPORT.json",
                         help="each layer's isolated row: computed in the reference pass (default), skipped, or taken from a "
                              "report.json of precis run on the same inputs")
-    parser.add_argument("--layer-rows", type=int, default=None, metavar="N",
+    parser.add_argument("--layer-rows", default=str(DEFAULT_LAYER_ROWS), metavar="N|all",
                         help="per-layer rows (isolated and cumulative) on about N token rows: N // samples evenly spaced "
-                             "positions of every window (default: every row); end-to-end figures and gates use every token")
+                             f"positions of every window (default {DEFAULT_LAYER_ROWS}; all: every row); end-to-end "
+                             "figures and gates use every token")
     parser.add_argument("--prefix", default="", help="prepended to module names to give the plan's layer names")
     parser.add_argument("--force", action="store_true", help="replace a report already in DIR")
     parser.add_argument("-q", "--quiet", action="store_true")
@@ -1209,8 +1235,7 @@ def _main(argv=None):
         if args.plan is None and args.kv is None and args.attention is None:
             raise VerifyError("give --plan, --kv or --attention (or --kv-sweep)")
         max_memory = parse_bytes(args.max_memory) if args.max_memory is not None else None
-        if args.layer_rows is not None and args.layer_rows < 1:
-            raise VerifyError(f"--layer-rows {args.layer_rows}: expected at least 1")
+        layer_rows = parse_layer_rows(args.layer_rows)
         isolated = {"compute": True, "skip": False}.get(args.isolated, args.isolated)
         if isinstance(isolated, str) and not os.path.isfile(isolated):
             raise VerifyError(f"--isolated {isolated}: expected compute, skip or a report.json of precis run")
@@ -1222,7 +1247,7 @@ def _main(argv=None):
                         model_name=args.model, inputs_name=args.inputs, plan_name=args.plan, kv=args.kv,
                         attention=args.attention, kv_calibration=args.kv_calib,
                         score=args.score, save_reference=args.save_reference, noise=args.noise_floor or None,
-                        layer_rows=args.layer_rows,
+                        layer_rows=layer_rows,
                         command=" ".join(["python -m precis verify"] + list(argv if argv is not None else sys.argv[1:])))
     except (VerifyError, endtoend.GateError) as e:
         print(f"precis verify: {e}", file=sys.stderr)

@@ -15,8 +15,8 @@ Sizes (hidden not a multiple of 128 for 135m and 0.5b; tied embeddings for 135m 
   135m  hidden 576, 30 layers, intermediate 1536, 9 heads / 3 KV heads, vocab 49152, tied (SmolLM-135M's shape)
   0.5b  hidden 960, 40 layers, intermediate 2560, 15 heads / 5 KV heads, vocab 49152, untied
   1b    hidden 2048, 16 layers, intermediate 8192, 32 heads / 8 KV heads, vocab 128256, tied (Llama-3.2-1B's shape)
-Steps: forward, capture, import, run, verify-int8, verify-bf16, verify-int8-rows, verify-bf16-rows (verify with
---layer-rows N, default 256: the per-layer rows on a subsample of token rows; default all), and capture-in-memory
+Steps: forward, capture, import, run, verify-int8, verify-bf16 (verify as a user runs it: the per-layer rows on
+256 token rows, its default), verify-int8-all, verify-bf16-all (with --layer-rows all: every row), and capture-in-memory
 (capture as it was before it streamed: every layer's inputs held, then written). The model is built
 with seeded weights (torch.manual_seed(0), the default init) and saved with save_pretrained.
 Not run by CTest (minutes per size). PRECIS: the precis executable (default build/precis).
@@ -44,7 +44,7 @@ SIZES = {
     "1b": dict(hidden_size=2048, num_hidden_layers=16, intermediate_size=8192, num_attention_heads=32,
                num_key_value_heads=8, vocab_size=128256, tie_word_embeddings=True),
 }
-STEPS = ("forward", "capture", "import", "run", "verify-int8", "verify-bf16", "verify-int8-rows", "verify-bf16-rows")
+STEPS = ("forward", "capture", "import", "run", "verify-int8", "verify-bf16", "verify-int8-all", "verify-bf16-all")
 # Not run unless named: capture as it was before it streamed (every layer's inputs held, then written).
 OPTIONAL_STEPS = ("capture-in-memory",)
 
@@ -128,7 +128,6 @@ def main():
     ap.add_argument("--steps", default=",".join(STEPS), help="comma-separated among " + ", ".join(STEPS + OPTIONAL_STEPS))
     ap.add_argument("--windows", type=int, default=24)
     ap.add_argument("--tokens", type=int, default=64)
-    ap.add_argument("--layer-rows", type=int, default=256, help="N of the verify-*-rows steps (default 256)")
     ap.add_argument("--keep", default=None, help="work directory kept (default: a temporary one, removed)")
     args = ap.parse_args()
     steps = args.steps.split(",")
@@ -195,9 +194,9 @@ def main():
             if "run" in steps and os.path.exists(ds):
                 step("run", [PRECIS, "run", ds, "--backend", "cpu", "--recipes", "int8", "-o", os.path.join(d, "run"),
                              "--force", "--quiet", "--min-samples", "1", "--max-samples", "1", "--max-time-ms", "1"])
-            for recipe, rows_opt in (("int8", []), ("bf16", []), ("int8", ["--layer-rows", str(args.layer_rows)]),
-                                     ("bf16", ["--layer-rows", str(args.layer_rows)])):
-                name = f"verify-{recipe}" + ("-rows" if rows_opt else "")
+            for recipe, rows_opt in (("int8", []), ("bf16", []), ("int8", ["--layer-rows", "all"]),
+                                     ("bf16", ["--layer-rows", "all"])):
+                name = f"verify-{recipe}" + ("-all" if rows_opt else "")
                 if name not in steps:
                     continue
                 plan = os.path.join(d, f"plan-{recipe}.json")
@@ -232,12 +231,12 @@ def main():
                 continue
             w, rss, ok, *extra = rows[name]
             ratio = w / fwd if fwd and ok else None
-            target = {"verify-int8": 5.0, "verify-bf16": 10.0, "verify-int8-rows": 5.0, "verify-bf16-rows": 10.0}.get(name)
+            target = {"verify-int8": 5.0, "verify-bf16": 10.0}.get(name)
             verdict = "" if target is None or ratio is None else (" ok" if ratio <= target else " over")
             over = (rss - weights) / 1e9
             label = name + ("" if ok else " (failed)")
-            if name.endswith("-rows"):
-                label += f" (--layer-rows {args.layer_rows})"
+            if name.endswith("-all"):
+                label += " (--layer-rows all)"
             if name == "import" and len(extra) > 1:
                 label += f" ({extra[1] / 1e9:.2f} GB dataset)"
             c, c_fwd = cpu.get((size, name)), cpu.get((size, "forward"))

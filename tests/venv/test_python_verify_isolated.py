@@ -13,6 +13,7 @@ dataset is checked against NumPy's float64 product, so that the blocks are seen 
   whose quantization has no cross-row scale (int8, bf16) are still equal;
 - --isolated REPORT.json takes the run's rows as they are; --isolated skip computes none and keeps
   the cumulative error, which on the first layer equals the isolated error.
+Every row is measured here (layer_rows=None; the default subsample is test_python_verify_layer_rows.py's).
 """
 import json
 import os
@@ -120,14 +121,14 @@ def main():
         want, _ = precis_run_rows(tmp, model, chosen, torch.from_numpy(ids))
         check(want["lm_head"].get("logits") is not None, "the run's lm_head row carries the logit metrics")
 
-        res = verify.verify(model, PLAN, ids, batch_size=8)
+        res = verify.verify(model, PLAN, ids, batch_size=8, layer_rows=None)
         got = {r["layer"]: r for r in res.report["rows"]}
         check(sorted(got) == sorted(chosen), f"one isolated row per planned layer: {sorted(got)}")
         equal = sum(same_row(got[n], want[n], f"batch 8, {n} ({chosen[n]})") for n in chosen if n in got)
         check(equal == len(chosen), f"{equal} of {len(chosen)} rows equal precis run's")
         check(any(got[n]["error"]["rel_fro"]["worst"] > 1e-4 for n in chosen), "the rows measure visible errors")
 
-        res4 = verify.verify(model, PLAN, ids, batch_size=4)
+        res4 = verify.verify(model, PLAN, ids, batch_size=4, layer_rows=None)
         got4 = {r["layer"]: r for r in res4.report["rows"]}
         rowwise = [n for n in chosen if chosen[n] in ("int8", "bf16")]
         for n in rowwise:
@@ -140,11 +141,11 @@ def main():
         report = os.path.join(tmp, "run-rows.json")
         with open(report, "w") as f:
             json.dump({"format": "precis-report", "rows": list(want.values())}, f)
-        taken = verify.verify(model, PLAN, ids, batch_size=8, isolated=report)
+        taken = verify.verify(model, PLAN, ids, batch_size=8, isolated=report, layer_rows=None)
         t = {r["layer"]: r for r in taken.report["rows"]}
         check(all(t[n]["error"] == want[n]["error"] for n in chosen), "--isolated REPORT takes the run's rows")
         # skip: no rows, the cumulative error is still there; the first layer's equals its isolated one.
-        skipped = verify.verify(model, PLAN, ids, batch_size=8, isolated=False)
+        skipped = verify.verify(model, PLAN, ids, batch_size=8, isolated=False, layer_rows=None)
         first = skipped.per_layer[0]
         check(not skipped.report["rows"] and first["isolated"] is None
               and first["cumulative"]["rel_fro"] == want[first["layer"]]["error"]["rel_fro"],

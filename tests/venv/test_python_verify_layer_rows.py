@@ -4,8 +4,9 @@ token. The isolated rows on the subsample equal, bit for bit in every metric fie
 run` writes for the dataset `precis import --model --activations` makes of the same subsampled inputs
 (the Llama and mixed plan of test_python_verify_isolated.py: int8 row scales, an fp8 tensor scale over
 the whole subsampled A, bf16, the 5000-word head's logit metrics). The report states the subsample
-(report.json's verify.layer_rows, the per-layer sections of report.md and report.html); without
---layer-rows every row is measured, as before.
+(report.json's verify.layer_rows, the per-layer sections of report.md and report.html). The default
+is 256 rows (a verify of 8 x 64 tokens measures 32 of each window's); --layer-rows all (layer_rows=None)
+measures every row, as before issue 40's last stop.
 """
 import json
 import os
@@ -42,11 +43,26 @@ def main():
         equal = sum(iso.same_row(got[n], want[n], f"--layer-rows 40, {n} ({chosen[n]})") for n in chosen if n in got)
         check(equal == len(chosen), f"{equal} of {len(chosen)} subsampled rows equal precis run's on the same inputs")
 
-        full = verify.verify(model, iso.PLAN, ids, batch_size=8)
+        full = verify.verify(model, iso.PLAN, ids, batch_size=8, layer_rows="all")
         check(res.end_to_end["metrics"] == full.end_to_end["metrics"] and res.end_to_end["tokens"] == 8 * 64,
-              "the end-to-end figures use every token, as without --layer-rows")
-        check(full.report["verify"]["layer_rows"]["positions"] == "all"
-              and all(r["m"] == 64 for r in full.report["rows"]), "without --layer-rows every row is measured")
+              "the end-to-end figures use every token, as with every row")
+        check(full.report["verify"]["layer_rows"]["positions"] == "all" and full.report["verify"]["layer_rows"]["requested"]
+              is None and all(r["m"] == 64 for r in full.report["rows"]), "with layer_rows='all' every row is measured")
+        default = verify.verify(model, iso.PLAN, ids, batch_size=8)
+        lr = default.report["verify"]["layer_rows"]
+        check(verify.DEFAULT_LAYER_ROWS == 256 and lr["requested"] == 256 and lr["rows"] == 256
+              and lr["positions"] == verify.layer_rows_positions(256, 8, 64)
+              and all(r["m"] == 32 for r in default.report["rows"]),
+              f"by default the rows are measured on 256 token rows (32 of each window's 64): {lr}")
+        check(default.end_to_end["metrics"] == full.end_to_end["metrics"], "the default's end-to-end figures use every token")
+        check(verify.parse_layer_rows("all") is None and verify.parse_layer_rows("ALL") is None
+              and verify.parse_layer_rows("12") == 12, "--layer-rows takes a count or all")
+        for bad in ("0", "-3", "many"):
+            try:
+                verify.parse_layer_rows(bad)
+                check(False, f"--layer-rows {bad} was accepted")
+            except verify.VerifyError as e:
+                check("--layer-rows" in str(e) and "all" in str(e), f"--layer-rows {bad}: {e}")
         check(any(res.per_layer[i]["cumulative"]["rel_fro"] != full.per_layer[i]["cumulative"]["rel_fro"]
                   for i in range(len(chosen))), "the cumulative rows are measured on the subsample too")
         stated = res.report["verify"]["layer_rows"]
