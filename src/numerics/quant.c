@@ -266,6 +266,13 @@ PRECIS_VECTOR_CLONES void precis_int8_dequantize(const int32_t *acc, size_t rows
       c[i * cols + j] = precis_bits_dequantize(acc[i * cols + j], row_scales[i], col_scales[j]);
 }
 
+PRECIS_VECTOR_CLONES void precis_int8_dequantize_sums(const float *sums, size_t rows, size_t cols,
+                                                      const float *row_scales, const float *col_scales, float *c) {
+  for (size_t i = 0; i < rows; i++)
+    for (size_t j = 0; j < cols; j++)
+      c[i * cols + j] = precis_bits_dequantize((int32_t)sums[i * cols + j], row_scales[i], col_scales[j]);
+}
+
 float precis_fp8_scale_from_amax(float amax) { return precis_div_rn(amax, 448.0f); }
 
 PRECIS_VECTOR_CLONES size_t precis_fp8_quantize_tensor(const float *x, size_t n, float scale, uint8_t *q) {

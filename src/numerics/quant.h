@@ -45,6 +45,10 @@ size_t precis_int8_quantize_tensor(const float *x, size_t n, float scale, int8_t
 /* c[i][j] = sa[i] * sb[j] * acc[i][j], computed in float as the GPU dequant kernel does. */
 void precis_int8_dequantize(const int32_t *acc, size_t rows, size_t cols, const float *row_scales,
                             const float *col_scales, float *c);
+/* The same from exact integer sums held as floats (|sum| < 2^24, as one sgemm chunk gives them); sums
+ * may be c itself (dequantized in place). */
+void precis_int8_dequantize_sums(const float *sums, size_t rows, size_t cols, const float *row_scales,
+                                 const float *col_scales, float *c);
 
 /* FP8 e4m3 per tensor: s = amax/448 (amax 0 -> s = 0, all zeros), q = e4m3_satfinite(x/s); a NaN x
  * gives the NaN code with its sign (0x7f/0xff).
