@@ -511,7 +511,11 @@ static TARGET_F32 void f32_pack_group(const f32_job *job, size_t p0, size_t len,
   const __m256 scale = _mm256_set1_ps(job->b_scale);
   for (size_t p = 0; p < len; p++) {
     const float *row = job->b + (p0 + p) * job->n;
+    /* each p a different page of a wide B (an lm_head's row is 192 KiB): the hardware prefetcher
+     * stops at the page's end, so the next group's part of this row is asked for now, one line a step */
+    const bool ahead = p0 + p < job->k && col1 + F32_GROUP <= job->n;
     for (size_t col = col0; col < col1; col += 8) {
+      if (ahead && (col - col0) % 16 == 0) _mm_prefetch((const char *)(row + col + F32_GROUP), _MM_HINT_T1);
       __m256 x;
       if (p0 + p < job->k && col + 8 <= job->n) x = _mm256_loadu_ps(row + col);
       else if (p0 + p >= job->k || col >= job->n) x = _mm256_setzero_ps();
