@@ -380,7 +380,8 @@ static bool mma_vector(const float *a, const float *b, float *c, size_t rows, si
  *   field of an fp32; emax_f = max(d's exponent field, max_p of the sums), exact integers.
  * - The term. trunc(a·b·2^(fb - emax)) = trunc(t·2^kf), kf = fb + 127 - emax_f. Multiplying by
  *   2^kf is an integer add of kf << 23 to t's bits (t normal, the result normal: kf >= 0 and
- *   t·2^kf < 2^(fb+2)). kf is clamped to [0, 126]: below 0 both the true term (< 2^-2) and t itself
+ *   t·2^kf < 2^(fb+2)). kf is clamped to [0, 126] (the AVX-512 form: to 126 only, as f32_safe's
+ *   bound on k, |d'| < k/4 < 2^fb, keeps kf >= 1): below 0 both the true term (< 2^-2) and t itself
  *   truncate to 0; above 126 only when every product of the block is zero (f32_safe: Pmax - Pmin
  *   <= 122 - fb, so every nonzero E' >= fb - 126), and a zero t becomes ±2^(kf-127) < 1, which
  *   truncates to 0. vcvttps2dq truncates toward zero exactly (|term| < 2^(fb+2) <= 2^31/blk).
@@ -555,12 +556,15 @@ static TARGET_F32 void block_f32_dispatch(const float *av, const int16_t *ae, co
 }
 #undef F32_ROWS_CASES
 
-/* ---- The same kernel in AVX-512 (F and BW): 32 columns per tile, two vectors of sixteen floats and
- * one of 32 int16 exponents, so that a row's exponent maximum is one 512-bit max per p and the
- * 4 rows x 2 vectors of accumulators, sums and shifts (24 registers) stay in the 32 zmm registers.
- * The arithmetic is block_f32's step for step; the two roundings toward zero (the int32 -> fp32
- * conversion and the fma of the split) are embedded in the instructions (the MXCSR setting of
- * f32_cols is not needed by this kernel), the zero-accumulator test is a mask. */
+/* ---- The same kernel in AVX-512 (F and BW): 32 columns per tile, two vectors of sixteen floats
+ * and, for two rows at once, one of 64 int8 exponents, so that a pair of rows' exponent maximum is
+ * one saturating byte add and one byte max per p, and the 4 rows x 2 vectors of accumulators, sums
+ * and shifts (24 registers) stay in the 32 zmm registers. The arithmetic is block_f32's, with three
+ * changes that give the same values in fewer operations: the exponents in int8 (block_f32_512 says
+ * why they fit); kf's lower clamp dropped (f32_safe bounds k, so kf >= 1); S + D past 2^31 summed
+ * modulo 2^32 and its sign taken from the operands' (block_end_512), not split in two. The roundings
+ * toward zero are embedded in the instructions, the result's power of two is applied by vscalefps,
+ * the zero-accumulator test is a mask. */
 #define TARGET_F32_512 __attribute__((target("avx512f,avx512bw,avx2,fma")))
 
 /* d' after one block, as block_end_avx2 but with -kf = emax_f - kconst: the accumulator's term is
