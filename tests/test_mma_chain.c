@@ -279,6 +279,28 @@ TEST(block_sum_and_accumulator_past_two_to_the_31) {
   }
 }
 
+TEST(zeros_next_to_a_wide_spread) {
+  /* The AVX-512 kernel keeps exponents as int8 (EA' + 63, EB' + 64, a zero -128, added with
+   * saturation): B spread over 2^-72 .. 2^0 puts its smallest EB' + 64 near -10, and a zero in A
+   * next to it must stay below every real sum (a wrapping add would give +118, above them all, and
+   * its 2^(E - fb) grid would truncate the block's products to nothing). A with zeros every few
+   * values, rows odd (a pair with a missing row), n > 32 (two AVX-512 tiles and a tail). */
+  enum { ROWS = 7, N = 70, K = 45 };
+  float a[ROWS * K], b[K * N];
+  for (size_t i = 0; i < ROWS * K; i++) /* within [1, 2): the spread is B's */
+    a[i] = next_u64() % 3 == 0 ? 0.0f : precis_round_bf16((next_u64() % 2 ? -1.0f : 1.0f) * (1.0f + (float)uniform()));
+  for (size_t i = 0; i < K * N; i++) b[i] = precis_round_bf16(ldexpf(1.0f + (float)uniform(), -(int)(next_u64() % 73)));
+  b[0] = 1.5f;        /* the spread's ends present whatever the draw */
+  b[1] = 0x1.8p-72f;
+  static const int widths[][2] = {{25, 16}, {24, 8}, {24, 4}};
+  for (size_t w = 0; w < 3; w++) {
+    precis_mma_shape s = {.fraction_bits = widths[w][0], .block = widths[w][1], .emin_a = -126, .emin_b = -126};
+    precis_mma_path taken[CAPS];
+    CHECK(same_bits_ab(a, b, ROWS, N, K, &s, "zeros and spread", taken));
+    if (have_avx512()) CHECK_EQ_INT(taken[0], PRECIS_MMA_PATH_AVX512_F32);
+  }
+}
+
 TEST(specials_take_the_reference) {
   float a[3] = {1.0f, INFINITY, 2.0f}, b[3] = {1.0f, 1.0f, 1.0f};
   precis_mma_shape s = {.fraction_bits = 25, .block = 2, .emin_a = -126, .emin_b = -126};
@@ -316,5 +338,5 @@ TEST(the_widths_differ_from_fp32_sums_and_each_other) {
 }
 
 RUN_TESTS(T(the_reference_follows_the_rule), T(vector_path_matches_the_reference), T(random_shapes_and_threads),
-          T(subnormal_a_decides_the_block), T(block_sum_and_accumulator_past_two_to_the_31),
+          T(subnormal_a_decides_the_block), T(block_sum_and_accumulator_past_two_to_the_31), T(zeros_next_to_a_wide_spread),
           T(specials_take_the_reference), T(the_widths_differ_from_fp32_sums_and_each_other))

@@ -380,7 +380,8 @@ static bool mma_vector(const float *a, const float *b, float *c, size_t rows, si
  *   field of an fp32; emax_f = max(d's exponent field, max_p of the sums), exact integers.
  * - The term. trunc(a·b·2^(fb - emax)) = trunc(t·2^kf), kf = fb + 127 - emax_f. Multiplying by
  *   2^kf is an integer add of kf << 23 to t's bits (t normal, the result normal: kf >= 0 and
- *   t·2^kf < 2^(fb+2)). kf is clamped to [0, 126]: below 0 both the true term (< 2^-2) and t itself
+ *   t·2^kf < 2^(fb+2)). kf is clamped to [0, 126] (the AVX-512 form: to 126 only, as f32_safe's
+ *   bound on k, |d'| < k/4 < 2^fb, keeps kf >= 1): below 0 both the true term (< 2^-2) and t itself
  *   truncate to 0; above 126 only when every product of the block is zero (f32_safe: Pmax - Pmin
  *   <= 122 - fb, so every nonzero E' >= fb - 126), and a zero t becomes ±2^(kf-127) < 1, which
  *   truncates to 0. vcvttps2dq truncates toward zero exactly (|term| < 2^(fb+2) <= 2^31/blk).
@@ -404,6 +405,8 @@ static bool mma_vector(const float *a, const float *b, float *c, size_t rows, si
 #define F32_SMALL_GROUP 4096 /* elements of a group packed on the stack */
 #define F32_SMALL_CALL 2048  /* elements of packed A and of accumulators kept on the stack */
 #define EXP_ZERO (-16000)
+#define EXP_ZERO8 (-128) /* the AVX-512 kernel's int8 exponents (block_f32_512) */
+#define F32_TILE_512 32
 
 typedef struct f32_params {
   int fb, blk;
@@ -492,12 +495,12 @@ typedef struct f32_job {
 
 /* EB' = max(ilogb x, emin) + bias of eight fp32 values (normal or zero, by f32_safe) as int32,
  * EXP_ZERO for zero. */
-static inline TARGET_F32 __m256i exp_of_operand_avx2(__m256 x, int emin, int bias) {
+static inline TARGET_F32 __m256i exp_of_operand_avx2(__m256 x, int emin, int bias, int zero) {
   __m256i bits = _mm256_and_si256(_mm256_castps_si256(x), _mm256_set1_epi32(0x7fffffff));
   __m256i e = _mm256_max_epi32(_mm256_sub_epi32(_mm256_srli_epi32(bits, 23), _mm256_set1_epi32(127)),
                                _mm256_set1_epi32(emin));
   e = _mm256_add_epi32(e, _mm256_set1_epi32(bias));
-  return _mm256_blendv_epi8(e, _mm256_set1_epi32(EXP_ZERO), _mm256_cmpeq_epi32(bits, _mm256_setzero_si256()));
+  return _mm256_blendv_epi8(e, _mm256_set1_epi32(zero), _mm256_cmpeq_epi32(bits, _mm256_setzero_si256()));
 }
 
 /* Rows p0..p0+len of B's columns col0..col1 (a multiple of the tile wide, zero past n and k) as
@@ -505,10 +508,15 @@ static inline TARGET_F32 __m256i exp_of_operand_avx2(__m256 x, int emin, int bia
 static TARGET_F32 void f32_pack_group(const f32_job *job, size_t p0, size_t len, size_t col0, size_t col1, float *bv,
                                        int16_t *be) {
   const size_t tile = job->tile;
+  const bool pairs8 = tile == F32_TILE_512;
   const __m256 scale = _mm256_set1_ps(job->b_scale);
   for (size_t p = 0; p < len; p++) {
     const float *row = job->b + (p0 + p) * job->n;
+    /* each p a different page of a wide B (an lm_head's row is 192 KiB): the hardware prefetcher
+     * stops at the page's end, so the next group's part of this row is asked for now, one line a step */
+    const bool ahead = p0 + p < job->k && col1 + F32_GROUP <= job->n;
     for (size_t col = col0; col < col1; col += 8) {
+      if (ahead && (col - col0) % 16 == 0) _mm_prefetch((const char *)(row + col + F32_GROUP), _MM_HINT_T1);
       __m256 x;
       if (p0 + p < job->k && col + 8 <= job->n) x = _mm256_loadu_ps(row + col);
       else if (p0 + p >= job->k || col >= job->n) x = _mm256_setzero_ps();
@@ -518,8 +526,10 @@ static TARGET_F32 void f32_pack_group(const f32_job *job, size_t p0, size_t len,
                                                              _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
       size_t t = (col - col0) / tile, at = (t * len + p) * tile + (col - col0) % tile;
       _mm256_storeu_ps(bv + at, _mm256_mul_ps(x, scale));
-      __m256i e = exp_of_operand_avx2(x, job->emin_b, job->eb_bias);
+      __m256i e = exp_of_operand_avx2(x, job->emin_b, job->eb_bias, pairs8 ? EXP_ZERO8 : EXP_ZERO);
       __m128i e16 = _mm_packs_epi32(_mm256_castsi256_si128(e), _mm256_extracti128_si256(e, 1));
+      if (pairs8) /* the byte twice: one for each row of a pair (block_f32_512) */
+        e16 = _mm_or_si128(_mm_and_si128(e16, _mm_set1_epi16(0xff)), _mm_slli_epi16(e16, 8));
       _mm_storeu_si128((__m128i *)(be + at), e16);
     }
   }
@@ -546,64 +556,84 @@ static TARGET_F32 void block_f32_dispatch(const float *av, const int16_t *ae, co
 }
 #undef F32_ROWS_CASES
 
-/* ---- The same kernel in AVX-512 (F and BW): 32 columns per tile, two vectors of sixteen floats and
- * one of 32 int16 exponents, so that a row's exponent maximum is one 512-bit max per p and the
- * 4 rows x 2 vectors of accumulators, sums and shifts (24 registers) stay in the 32 zmm registers.
- * The arithmetic is block_f32's step for step; the two roundings toward zero (the int32 -> fp32
- * conversion and the fma of the split) are embedded in the instructions (the MXCSR setting of
- * f32_cols is not needed by this kernel), the zero-accumulator test is a mask. */
+/* ---- The same kernel in AVX-512 (F and BW): 32 columns per tile, two vectors of sixteen floats
+ * and, for two rows at once, one of 64 int8 exponents, so that a pair of rows' exponent maximum is
+ * one saturating byte add and one byte max per p, and the 4 rows x 2 vectors of accumulators, sums
+ * and shifts (24 registers) stay in the 32 zmm registers. The arithmetic is block_f32's, with three
+ * changes that give the same values in fewer operations: the exponents in int8 (block_f32_512 says
+ * why they fit); kf's lower clamp dropped (f32_safe bounds k, so kf >= 1); S + D past 2^31 summed
+ * modulo 2^32 and its sign taken from the operands' (block_end_512), not split in two. The roundings
+ * toward zero are embedded in the instructions, the result's power of two is applied by vscalefps,
+ * the zero-accumulator test is a mask. */
 #define TARGET_F32_512 __attribute__((target("avx512f,avx512bw,avx2,fma")))
-#define F32_TILE_512 32
 
-static inline TARGET_F32_512 __m512 block_end_512(__m512 d, __m512i s, __m512i emax_f, __m512i kconst, int fb,
-                                                  bool split) {
-  __m512i kf = _mm512_sub_epi32(kconst, emax_f); /* recomputed: 8 registers fewer live over the products */
+/* d' after one block, as block_end_avx2 but with -kf = emax_f - kconst: the accumulator's term is
+ * trunc of d's bits less -kf << 23 (d' = 0 masked), and the result is RZ_f32(T)·2^-kf by vscalefps
+ * (exact: the result is a normal, f32_safe). */
+static inline TARGET_F32_512 __m512 block_end_512(__m512 d, __m512i s, __m512i emax_f, __m512i kconst, bool split) {
+  __m512i neg_kf = _mm512_sub_epi32(emax_f, kconst); /* recomputed: 8 registers fewer live over the products */
   __m512i dbits = _mm512_castps_si512(d);
   __mmask16 dnonzero = _mm512_test_epi32_mask(dbits, dbits);
-  __m512i dshift = _mm512_maskz_slli_epi32(dnonzero, kf, 23);
-  __m512i dterm = _mm512_cvttps_epi32(_mm512_castsi512_ps(_mm512_add_epi32(dbits, dshift)));
+  __m512i dterm = _mm512_cvttps_epi32(
+      _mm512_castsi512_ps(_mm512_mask_sub_epi32(dbits, dnonzero, dbits, _mm512_slli_epi32(neg_kf, 23))));
   __m512 t;
-  if (split) { /* S + D may need 33 bits */
-    const __m512i low8 = _mm512_set1_epi32(255);
-    __m512i th = _mm512_add_epi32(_mm512_srai_epi32(s, 8), _mm512_srai_epi32(dterm, 8));
-    __m512i tl = _mm512_add_epi32(_mm512_and_si512(s, low8), _mm512_and_si512(dterm, low8));
-    t = _mm512_fmadd_round_ps(_mm512_cvtepi32_ps(th), _mm512_set1_ps(256.0f), _mm512_cvtepi32_ps(tl),
-                              _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+  if (split) {
+    /* S + D may need 33 bits, but its magnitude fits 32: the wrapped int32 sum T32 is T modulo 2^32,
+     * T's sign is the majority of S's, D's and T32's (equal signs of S and D decide it; unequal ones
+     * cannot overflow), |T| = ±T32 modulo 2^32, converted unsigned under RZ, the sign put back. */
+    __m512i t32 = _mm512_add_epi32(s, dterm);
+    __m512i sign_of_t = _mm512_ternarylogic_epi32(s, dterm, t32, 0xe8);
+    __mmask16 negative = _mm512_cmplt_epi32_mask(sign_of_t, _mm512_setzero_si512());
+    __m512i magnitude = _mm512_mask_sub_epi32(t32, negative, _mm512_setzero_si512(), t32);
+    __m512 m = _mm512_cvt_roundepu32_ps(magnitude, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    t = _mm512_castsi512_ps(_mm512_ternarylogic_epi32(_mm512_castps_si512(m), sign_of_t,
+                                                      _mm512_set1_epi32((int)0x80000000u), 0xf8));
   } else {
     t = _mm512_cvt_roundepi32_ps(_mm512_add_epi32(s, dterm), _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
   }
-  __m512i pw = _mm512_slli_epi32(_mm512_max_epi32(_mm512_sub_epi32(emax_f, _mm512_set1_epi32(fb)), _mm512_set1_epi32(1)),
-                                 23);
-  return _mm512_mul_ps(t, _mm512_castsi512_ps(pw));
+  return _mm512_scalef_ps(t, _mm512_cvtepi32_ps(neg_kf));
 }
 
-/* block_f32 on a tile of 32 columns (bv/be: 32 per p). */
+/* block_f32 on a tile of 32 columns (bv: 32 per p), the exponents in int8, two rows a vector: be
+ * holds each column's EB' + 64 twice (bytes 2c and 2c + 1, 64 per p), ae8 a pair of rows' EA' + 63
+ * (rows 2q and 2q + 1 at ae8[p * ne + 2q + {0, 1}], ne = nr rounded up to even, EXP_ZERO8 for a
+ * missing row), so that one saturating byte add and one byte max per p serve two rows: byte 2c of
+ * the maximum is row 2q's E' + 127 for column c, byte 2c + 1 row 2q + 1's. The sums of nonzero
+ * operands lie in [fb + 1, 123] (f32_plan: spread <= 122 - fb, every E' <= -4), a zero operand's
+ * saturate at or below -66, below any of them as EXP_ZERO is in block_f32. */
 static inline __attribute__((always_inline)) TARGET_F32_512 void
-block_f32_512(const float *av, const int16_t *ae, const float *bv, const int16_t *be, float *dp, size_t dstride,
+block_f32_512(const float *av, const int8_t *ae8, const float *bv, const int16_t *be, float *dp, size_t dstride,
               size_t len, const f32_params *prm, int nr, size_t blk, bool split) {
+  const int ne = (nr + 1) & ~1, pairs = ne / 2;
   __m512 d[F32_ROWS][2];
   for (int r = 0; r < nr; r++)
     for (int v = 0; v < 2; v++) d[r][v] = _mm512_loadu_ps(dp + (size_t)r * dstride + (size_t)v * 16);
-  const __m512i kconst = _mm512_set1_epi32(prm->fb + 127), k_lo = _mm512_setzero_si512(),
-                k_hi = _mm512_set1_epi32(126);
+  const __m512i kconst = _mm512_set1_epi32(prm->fb + 127), k_hi = _mm512_set1_epi32(126);
   for (size_t p0 = 0; p0 < len; p0 += blk) {
-    __m512i m[F32_ROWS];
-    for (int r = 0; r < nr; r++) m[r] = _mm512_set1_epi16(EXP_ZERO);
+    __m512i m[F32_ROWS / 2];
+    for (int q = 0; q < pairs; q++) m[q] = _mm512_set1_epi8(EXP_ZERO8);
     for (size_t p = p0; p < p0 + blk; p++) {
       __m512i eb = _mm512_loadu_si512((const void *)(be + p * F32_TILE_512));
-      for (int r = 0; r < nr; r++)
-        m[r] = _mm512_max_epi16(m[r], _mm512_add_epi16(_mm512_set1_epi16(ae[p * (size_t)nr + (size_t)r]), eb));
+      for (int q = 0; q < pairs; q++) {
+        int16_t pair;
+        memcpy(&pair, ae8 + p * (size_t)ne + 2 * (size_t)q, sizeof pair);
+        m[q] = _mm512_max_epi8(m[q], _mm512_adds_epi8(_mm512_set1_epi16(pair), eb));
+      }
     }
     __m512i emax[F32_ROWS][2], shift[F32_ROWS][2], s[F32_ROWS][2];
-    for (int r = 0; r < nr; r++)
+    for (int r = 0; r < nr; r++) {
+      /* row r's bytes, sign-extended to int16 in column order */
+      __m512i mr = r % 2 ? _mm512_srai_epi16(m[r / 2], 8) : _mm512_srai_epi16(_mm512_slli_epi16(m[r / 2], 8), 8);
       for (int v = 0; v < 2; v++) {
-        __m512i mp = _mm512_cvtepi16_epi32(v ? _mm512_extracti64x4_epi64(m[r], 1) : _mm512_castsi512_si256(m[r]));
+        __m512i mp = _mm512_cvtepi16_epi32(v ? _mm512_extracti64x4_epi64(mr, 1) : _mm512_castsi512_si256(mr));
         __m512i dfield = _mm512_srli_epi32(_mm512_slli_epi32(_mm512_castps_si512(d[r][v]), 1), 24);
         emax[r][v] = _mm512_max_epi32(mp, dfield);
         __m512i kf = _mm512_sub_epi32(kconst, emax[r][v]);
-        shift[r][v] = _mm512_slli_epi32(_mm512_min_epi32(_mm512_max_epi32(kf, k_lo), k_hi), 23);
+        shift[r][v] = _mm512_slli_epi32(_mm512_min_epi32(kf, k_hi), 23); /* kf >= 1 (f32_safe's bound on k) */
         s[r][v] = _mm512_setzero_si512();
       }
+    }
+#pragma GCC unroll 2
     for (size_t p = p0; p < p0 + blk; p++) {
       __m512 b0 = _mm512_loadu_ps(bv + p * F32_TILE_512), b1 = _mm512_loadu_ps(bv + p * F32_TILE_512 + 16);
       for (int r = 0; r < nr; r++) {
@@ -615,7 +645,7 @@ block_f32_512(const float *av, const int16_t *ae, const float *bv, const int16_t
       }
     }
     for (int r = 0; r < nr; r++)
-      for (int v = 0; v < 2; v++) d[r][v] = block_end_512(d[r][v], s[r][v], emax[r][v], kconst, prm->fb, split);
+      for (int v = 0; v < 2; v++) d[r][v] = block_end_512(d[r][v], s[r][v], emax[r][v], kconst, split);
   }
   for (int r = 0; r < nr; r++)
     for (int v = 0; v < 2; v++) _mm512_storeu_ps(dp + (size_t)r * dstride + (size_t)v * 16, d[r][v]);
@@ -628,7 +658,7 @@ block_f32_512(const float *av, const int16_t *ae, const float *bv, const int16_t
   case 2: block_f32_512(av, ae, bv, be, dp, dstride, len, prm, 2, BLK, SPLIT); break;                         \
   default: block_f32_512(av, ae, bv, be, dp, dstride, len, prm, 1, BLK, SPLIT); break;                        \
   }
-static TARGET_F32_512 void block_f32_512_dispatch(const float *av, const int16_t *ae, const float *bv,
+static TARGET_F32_512 void block_f32_512_dispatch(const float *av, const int8_t *ae, const float *bv,
                                                   const int16_t *be, float *dp, size_t dstride, size_t len,
                                                   const f32_params *prm, int nr) {
   const bool split = prm->split;
@@ -651,9 +681,8 @@ static TARGET_F32 void f32_cols(const f32_job *job, float *bv, int16_t *be) {
   _mm_setcsr((csr & ~0xe040u) | 0x6000u);
   const size_t np = job->np, kp = job->kp, rows = job->rows;
   for (size_t i = 0; i < rows; i++) memset(job->dstate + i * np + job->col0, 0, (job->col1 - job->col0) * sizeof(float));
-  static size_t MC_ = 0; if (!MC_) { const char *e = getenv("XMC"); MC_ = e ? (size_t)atoi(e) : F32_MC; }
-  for (size_t i0 = 0; i0 < rows; i0 += MC_) {
-    size_t i1 = rows - i0 < MC_ ? rows : i0 + MC_;
+  for (size_t i0 = 0; i0 < rows; i0 += F32_MC) {
+    size_t i1 = rows - i0 < F32_MC ? rows : i0 + F32_MC;
     for (size_t p0 = 0; p0 < kp; p0 += job->kc) {
       size_t len = kp - p0 < job->kc ? kp - p0 : job->kc;
       for (size_t g0 = job->col0; g0 < job->col1; g0 += F32_GROUP) {
@@ -664,10 +693,13 @@ static TARGET_F32 void f32_cols(const f32_job *job, float *bv, int16_t *be) {
           for (size_t i = i0; i < i1; i += F32_ROWS) {
             int nr = rows - i >= F32_ROWS ? F32_ROWS : (int)(rows - i);
             const float *av = job->av + i * kp + p0 * (size_t)nr;
-            const int16_t *ae = job->ae + i * kp + p0 * (size_t)nr;
             float *dp = job->dstate + i * np + col;
-            if (job->tile == F32_TILE_512) block_f32_512_dispatch(av, ae, bv + off, be + off, dp, np, len, &job->prm, nr);
-            else block_f32_dispatch(av, ae, bv + off, be + off, dp, np, len, &job->prm, nr);
+            if (job->tile == F32_TILE_512) {
+              const int8_t *ae8 = (const int8_t *)job->ae + i * kp + p0 * (size_t)((nr + 1) & ~1);
+              block_f32_512_dispatch(av, ae8, bv + off, be + off, dp, np, len, &job->prm, nr);
+            } else {
+              block_f32_dispatch(av, job->ae + i * kp + p0 * (size_t)nr, bv + off, be + off, dp, np, len, &job->prm, nr);
+            }
           }
         }
       }
@@ -788,6 +820,8 @@ static bool f32_safe(const operand_scan *sa, const operand_scan *sb, size_t k, c
   int eb_lo = eb_act_min > shape->emin_b ? eb_act_min : shape->emin_b;
   if ((ea_hi + eb_hi) - (ea_lo + eb_lo) > 122 - fb) return false; /* kf's upper clamp, d' normal */
   if ((ea_lo + eb_lo) - fb < -126) return false;                  /* every nonzero d normal */
+  /* |d'| < k/4 < 2^fb (each |a'·b'| < 1/4, every truncation toward zero): kf >= 1 without a clamp */
+  if (k >= ((size_t)1 << (fb + 2))) return false;
   int sa_exp = -(ea_hi + 2), sb_exp = -(eb_hi + 2);
   if ((ea_act_min + sa_exp) + (eb_act_min + sb_exp) < -125) return false; /* t exact and normal */
   /* no partial sum reaches fp32's overflow (as for the double kernel) */
@@ -800,10 +834,16 @@ static bool f32_safe(const operand_scan *sa, const operand_scan *sb, size_t k, c
 /* A's rows as a' and EA' + 127, p-major within each block of F32_ROWS rows (the last may hold
  * fewer), zero (EXP_ZERO) past k; each row read eight values a step (exp_of_operand_avx2, as B's). */
 static TARGET_F32 void f32_pack_rows(const float *a, size_t rows, size_t k, size_t kp, int emin, const f32_plan *plan,
-                                     float *av, int16_t *ae) {
+                                     bool pairs8, float *av, int16_t *ae) {
   const __m256 scale = _mm256_set1_ps(ldexpf(1.0f, plan->sa));
+  /* pairs8 (the AVX-512 kernel): EA' + 63 as int8 (block_f32_512), ne per p, the odd block's
+   * missing row EXP_ZERO8; within the same buffer (rows·kp int16 hold (rows + 1)·kp bytes) */
+  const int bias = pairs8 ? plan->sa + 63 : plan->ea_bias;
   for (size_t i = 0; i < rows; i += F32_ROWS) {
-    size_t nr = rows - i >= F32_ROWS ? F32_ROWS : rows - i;
+    size_t nr = rows - i >= F32_ROWS ? F32_ROWS : rows - i, ne = (nr + 1) & ~(size_t)1;
+    int8_t *ae8 = (int8_t *)ae + i * kp;
+    if (pairs8 && ne != nr)
+      for (size_t p = 0; p < kp; p++) ae8[p * ne + nr] = EXP_ZERO8;
     for (size_t r = 0; r < nr; r++) {
       const float *row = a + (i + r) * k;
       float *avr = av + i * kp + r;
@@ -818,11 +858,12 @@ static TARGET_F32 void f32_pack_rows(const float *a, size_t rows, size_t k, size
         float values[8];
         int32_t exps[8];
         _mm256_storeu_ps(values, _mm256_mul_ps(x, scale));
-        _mm256_storeu_si256((__m256i *)exps, exp_of_operand_avx2(x, emin, plan->ea_bias));
+        _mm256_storeu_si256((__m256i *)exps, exp_of_operand_avx2(x, emin, bias, pairs8 ? EXP_ZERO8 : EXP_ZERO));
         size_t count = kp - p < 8 ? kp - p : 8;
         for (size_t l = 0; l < count; l++) {
           avr[(p + l) * nr] = values[l];
-          aer[(p + l) * nr] = (int16_t)exps[l];
+          if (pairs8) ae8[(p + l) * ne + r] = (int8_t)exps[l];
+          else aer[(p + l) * nr] = (int16_t)exps[l];
         }
       }
     }
@@ -849,7 +890,7 @@ static bool mma_vector_f32(const float *a, const float *b, float *c, size_t rows
   int16_t *ae = small ? ae_small : malloc(rows * kp * sizeof *ae);
   bool ok = av && dstate && ae;
   if (ok) {
-    f32_pack_rows(a, rows, k, kp, shape->emin_a, &plan, av, ae);
+    f32_pack_rows(a, rows, k, kp, shape->emin_a, &plan, avx512, av, ae);
     size_t threads = online_cpus();
     double work = (double)rows * (double)n * (double)k;
     while (threads > 1 && work / (double)threads < (double)F32_MIN_WORK_PER_THREAD) threads--;
@@ -868,7 +909,7 @@ static bool mma_vector_f32(const float *a, const float *b, float *c, size_t rows
     for (size_t t = 0; t < threads; t++) {
       size_t first = tiles * t / threads, last = tiles * (t + 1) / threads;
       jobs[t] = (f32_job){av,         ae,  b,    c,     dstate, rows, first * tile, last * tile, n, np, k, kp, kc,
-                          ldexpf(1.0f, plan.sb), shape->emin_b, plan.eb_bias, ldexp(1.0, -(plan.sa + plan.sb)), plan.prm,
+                          ldexpf(1.0f, plan.sb), shape->emin_b, avx512 ? plan.sb + 64 : plan.eb_bias, ldexp(1.0, -(plan.sa + plan.sb)), plan.prm,
                           tile};
       started[t] = t > 0 && pthread_create(&ids[t], NULL, f32_thread, &jobs[t]) == 0;
     }
