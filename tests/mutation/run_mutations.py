@@ -50,6 +50,9 @@ def parse(path):
             if line == ">>>" and mode == "repl":
                 mode = None
                 continue
+            if line.startswith("@@ "):  # a block left open would swallow this one as its text
+                raise SystemExit(f"{path}:{lineno}: block {cur['name']!r} (line {cur['line']}) is not closed with >>> "
+                                 f"before the next block")
             cur[mode].append(line)
             continue
         if line.startswith("@@ "):
