@@ -12,6 +12,7 @@
 #include "base/status.h"
 #include "eval/backend.h"
 #include "eval/cpu_quantized.h"
+#include "eval/host_memory.h"
 #include "kernels/cuda_api.h"
 #include "numerics/format.h"
 #include "numerics/quantize.h"
@@ -153,6 +154,9 @@ precis_status precis_emulate_target(const char *recipe_text, const precis_gemm *
     st = precis_fail(PRECIS_E_RUNTIME, "%s: the cpu backend returned no output", recipe_text);
     goto done;
   }
+  /* A head's operand copies (its B as integers or rounded values) would otherwise stay cached while
+   * the output is copied out: with the caller's B and both outputs, the peak of a verify. */
+  if ((double)g->k * (double)g->n * 4.0 >= (double)PRECIS_LARGE_B_BYTES) precis_tracked_cache_release();
   if (c_dtype == PRECIS_DTYPE_F32) memcpy(c, out.c, c_count * sizeof(float));
   else if (out.c64) memcpy(c, out.c64, c_count * sizeof(double));
   else

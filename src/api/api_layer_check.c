@@ -25,8 +25,6 @@
 #include "precis/layer_check.h"
 #include "report/report.h"
 
-/* A layer whose B is at least this large as float32 gives its cached blocks back after its emulation. */
-#define LARGE_LAYER_BYTES ((size_t)64 << 20)
 /* The reference's float64 copies of a and b (data/generate.c: 8*(256*k + k*min(n, 4096)) bytes) are
  * kept for the next check (of a layer that is not large) when at most this large: fresh, they cost a
  * page fault per page on first touch in every check (a model's consecutive layers have the same few
@@ -137,7 +135,7 @@ precis_status precis_layer_check_add_batched(precis_layer_check *c, const float 
                                        "same rows", c->layer, (long long)m, (long long)c->m_rows);
   c->m_rows = m;
   precis_status st = PRECIS_OK;
-  const bool large = c->logits || (double)c->k * (double)c->n * 4.0 >= (double)LARGE_LAYER_BYTES;
+  const bool large = c->logits || (double)c->k * (double)c->n * 4.0 >= (double)PRECIS_LARGE_B_BYTES;
   precis_case_output out;
   precis_case_output_init(&out);
   double *c_ref = NULL, *ab_abs = NULL;

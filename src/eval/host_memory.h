@@ -10,6 +10,11 @@ typedef struct precis_host_tracker {
   long long peak;
 } precis_host_tracker;
 
+/* A GEMM whose B is at least this large as float32 (a model's head: 576 x 49152 is 113 MB) gives the
+ * cache's blocks back after its emulation: no later GEMM of a model has its shape, and its operand
+ * copies would otherwise sit beside its output while that is handed over. */
+#define PRECIS_LARGE_B_BYTES ((size_t)64 << 20)
+
 void *precis_tracked_alloc(precis_host_tracker *t, size_t bytes); /* 64-byte aligned; NULL on failure */
 void precis_tracked_free(precis_host_tracker *t, void *p, size_t bytes);
 /* Large freed blocks are kept for reuse by the next allocations (host_memory.c says why); this

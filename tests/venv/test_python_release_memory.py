@@ -3,8 +3,10 @@ libprecis keeps between calls goes back to the system. The cpu backend keeps lar
 the next call of the same shapes (eval/host_memory.c, up to 1 GiB); an emulated GEMM as wide as a
 135M model's tied head (576 x 49152, int8: its integer-valued float copy of B, the int32 accumulators)
 left ~200 MB resident after it returned, through every later layer of a verify, which counts
-against its peak. After release_memory the process's resident set is back near where it was before
-the call; the values of a later call are unchanged. A head's layer check (include/precis/layer_check.h)
+against its peak: such an emulation (B of 64 MiB or more) now gives its blocks back itself, before
+its output is copied out. Smaller ones keep theirs for the next call; after release_memory the
+process's resident set is back near where it was before the call; the values of a later call are
+unchanged. A head's layer check (include/precis/layer_check.h)
 gives its emulation's blocks back by itself, before its float64 reference."""
 import gc
 import os
@@ -35,10 +37,25 @@ def main():
     rng = np.random.default_rng(0)
     b = rng.standard_normal((576, 49152)).astype(np.float32)
     a = rng.standard_normal((5, 64, 576)).astype(np.float32)
+    # A head-sized emulation gives its blocks back itself, before its output is copied out (with the
+    # caller's B and two copies of the output, they were a verify's peak).
+    _precis.release_memory()
+    before = resident()
+    head = precis.emulate(a, b, "int8")
+    with_head = resident() - before
+    del head
+    gc.collect()
+    after_head = resident() - before
+    print(f"head-sized emulate: {with_head / MiB:.0f} MiB over the start with its output, {after_head / MiB:.0f} "
+          "MiB after it was freed")
+    check(after_head < 40 * MiB, f"a head-sized emulation keeps no blocks: {after_head / MiB:.0f} MiB held")
+    # Below that size the cpu backend keeps its freed blocks for the next call of the same shapes
+    # (a decoder's layers repeat theirs), until release_memory.
+    b = np.ascontiguousarray(b[:, :20480])  # 45 MiB as float32: under eval/host_memory.h's 64 MiB
     _precis.release_memory()
     before = resident()
     first = precis.emulate(a, b, "int8")
-    kept = resident() - before  # the output (63 MB) and what libprecis kept
+    kept = resident() - before  # the output (26 MB) and what libprecis kept
     del first
     gc.collect()
     held = resident() - before
@@ -46,8 +63,9 @@ def main():
     after = resident() - before
     print(f"resident over the start: {kept / MiB:.0f} MiB with the output, {held / MiB:.0f} MiB after it was freed, "
           f"{after / MiB:.0f} MiB after release_memory")
-    check(held > 100 * MiB, f"the cpu backend keeps its large blocks between calls ({held / MiB:.0f} MiB held)")
-    check(after < 40 * MiB, f"release_memory returns them: {after / MiB:.0f} MiB still over the start")
+    check(held > 40 * MiB, f"the cpu backend keeps its large blocks between calls ({held / MiB:.0f} MiB held)")
+    check(after < 20 * MiB, f"release_memory returns them: {after / MiB:.0f} MiB still over the start")
+    b = rng.standard_normal((576, 49152)).astype(np.float32)
     # A head's layer check gives its emulation's blocks back itself: they would sit beside its c_ref
     # and ab_abs (verify's peak), and no later layer has its shape.
     _precis.release_memory()
