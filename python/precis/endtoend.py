@@ -113,13 +113,11 @@ def _logit_rows(ref, q, labels=None):
     finite = np.zeros(n, np.uint8)
     lab = None if labels is None else np.ascontiguousarray(labels, np.float64)
     _precis.logit_token_stats(ref, q, n, vocab, lab, out, finite)
-    res = {"kl": out[:, 0], "rkl": out[:, 1], "top1": out[:, 2], "top5": out[:, 3]}
-    if labels is not None:
-        res["ce_ref"], res["ce_q"] = out[:, 6], out[:, 7]
-    res["jsd"], res["conf"] = out[:, 4], out[:, 5]
-    if labels is not None:
-        res["rank_ref"], res["rank_q"] = out[:, 8].astype(np.int64), out[:, 9].astype(np.int64)
-    res = {key: np.ascontiguousarray(v) for key, v in res.items()}
+    col = dict(zip(_TOKEN_COLUMNS, out.T))
+    # The keys in _logit_rows_numpy's order; the label's quantities only with labels.
+    keys = ("kl", "rkl", "top1", "top5") + (("ce_ref", "ce_q") if labels is not None else ()) + ("jsd", "conf") + \
+        (("rank_ref", "rank_q") if labels is not None else ())
+    res = {key: np.ascontiguousarray(col[key], np.int64 if key.startswith("rank") else np.float64) for key in keys}
     bad = np.flatnonzero(finite == 0)
     if len(bad):
         slow = _logit_rows_numpy(ref[bad], q[bad], None if labels is None else np.asarray(labels)[bad])

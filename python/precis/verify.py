@@ -385,8 +385,6 @@ def layer_rows_positions(layer_rows, samples, tokens):
     r = N // samples of them (at least 1), spread evenly over the window: floor((2j + 1)·T / 2r) for
     j < r (the same positions in each window, so that every sample of a layer's row has r rows).
     None (every row) when N is None or r reaches the window's T tokens (docs/verify.md)."""
-    if isinstance(layer_rows, str):
-        layer_rows = parse_layer_rows(layer_rows)
     if layer_rows is None:
         return None
     if layer_rows < 1:

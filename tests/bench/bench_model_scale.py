@@ -35,6 +35,8 @@ ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 BUILD = os.environ.get("PRECIS_BUILD_DIR", os.path.join(ROOT, "build"))
 PRECIS = os.environ.get("PRECIS", os.path.join(BUILD, "precis"))
 STAGE = os.environ.get("PRECIS_PY_STAGE", os.path.join(BUILD, "python"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "py"))
+from rss import PeakSampler  # noqa: E402  (the memory tests' sampler of a child's VmRSS, tests/py/rss.py)
 
 SIZES = {
     "135m": dict(hidden_size=576, num_hidden_layers=30, intermediate_size=1536, num_attention_heads=9,
@@ -89,32 +91,19 @@ def run_child(argv, env=None):
 
     t = time.perf_counter()
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-    out, err, sampled = [], [], [0]
-    done = threading.Event()
-
-    def sample():
-        while not done.is_set():
-            try:
-                with open(f"/proc/{proc.pid}/status") as f:
-                    for line in f:
-                        if line.startswith("VmRSS:"):
-                            sampled[0] = max(sampled[0], int(line.split()[1]) * 1024)
-            except (OSError, ValueError):
-                pass
-            done.wait(0.02)
-
+    out, err = [], []
+    sampler = PeakSampler(proc.pid, interval=0.02)
     threads = [threading.Thread(target=lambda s, b: b.append(s.read()), args=(proc.stdout, out)),
                threading.Thread(target=lambda s, b: b.append(s.read()), args=(proc.stderr, err))]
-    sampler = threading.Thread(target=sample)
-    for th in threads + [sampler]:
+    for th in threads:
         th.start()
     _, status, usage = os.wait4(proc.pid, 0)
-    done.set()
+    sampled = sampler.stop()
     proc.returncode = os.waitstatus_to_exitcode(status)
-    for th in threads + [sampler]:
+    for th in threads:
         th.join()
     wall = time.perf_counter() - t
-    return (wall, max(usage.ru_maxrss * 1024, sampled[0]), proc.returncode, out[0].decode(), err[0].decode(),
+    return (wall, max(usage.ru_maxrss * 1024, sampled), proc.returncode, out[0].decode(), err[0].decode(),
             usage.ru_utime + usage.ru_stime)
 
 
