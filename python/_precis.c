@@ -170,9 +170,9 @@ static PyObject *py_emulate(PyObject *self, PyObject *args) {
   const char *recipe, *target = NULL;
   PyObject *a_obj, *b_obj, *c_obj, *calib_obj = Py_None;
   long long batch, m, n, k, calib_samples = 0;
-  int b_batched;
-  if (!PyArg_ParseTuple(args, "sOOOLLLLp|OLz:emulate", &recipe, &a_obj, &b_obj, &c_obj, &batch, &m, &n, &k, &b_batched,
-                        &calib_obj, &calib_samples, &target))
+  int b_batched, b_transposed = 0;
+  if (!PyArg_ParseTuple(args, "sOOOLLLLp|OLzp:emulate", &recipe, &a_obj, &b_obj, &c_obj, &batch, &m, &n, &k, &b_batched,
+                        &calib_obj, &calib_samples, &target, &b_transposed))
     return NULL;
   Py_ssize_t a_count, b_count, c_count, calib_count = 0;
   if (checked_count("a", batch, m, k, &a_count) || checked_count("b", b_batched ? batch : 1, k, n, &b_count) ||
@@ -195,7 +195,7 @@ static PyObject *py_emulate(PyObject *self, PyObject *args) {
   }
   precis_gemm g = {.batch = batch, .m = m, .n = n, .k = k, .b_batched = b_batched, .a = a.buf, .a_dtype = a_t,
                    .b = b.buf, .b_dtype = b_t, .calib_a = have_calib ? calib.buf : NULL,
-                   .calib_samples = have_calib ? calib_samples : 0};
+                   .calib_samples = have_calib ? calib_samples : 0, .b_transposed = b_transposed};
   precis_emulate_info info;
   precis_status st;
   Py_BEGIN_ALLOW_THREADS
@@ -565,15 +565,20 @@ static PyObject *py_layer_check_open(PyObject *self, PyObject *args) {
   return capsule;
 }
 
-/* layer_check_add(capsule, a, samples, m, k, n, b, other or None[, b_batched, calib or None]):
- * b is [samples, k, n] when b_batched; calib [calib_samples, m, k] (precis_layer_check_add_batched). */
+/* layer_check_add(capsule, a, samples, m, k, n, b, other or None[, b_batched, calib or None, b_nk]):
+ * b is [samples, k, n] when b_batched; calib [calib_samples, m, k] (precis_layer_check_add_batched);
+ * b_nk: b is the weights W [n, k] (precis_layer_check_add_weights; neither batched nor with calib). */
 static PyObject *py_layer_check_add(PyObject *self, PyObject *args) {
   PyObject *capsule, *a_obj, *b_obj, *other_obj, *calib_obj = Py_None;
   long long samples, m, k, n;
-  int b_batched = 0;
-  if (!PyArg_ParseTuple(args, "OOLLLLOO|pO:layer_check_add", &capsule, &a_obj, &samples, &m, &k, &n, &b_obj, &other_obj,
-                        &b_batched, &calib_obj))
+  int b_batched = 0, b_nk = 0;
+  if (!PyArg_ParseTuple(args, "OOLLLLOO|pOp:layer_check_add", &capsule, &a_obj, &samples, &m, &k, &n, &b_obj, &other_obj,
+                        &b_batched, &calib_obj, &b_nk))
     return NULL;
+  if (b_nk && (b_batched || calib_obj != Py_None)) {
+    PyErr_SetString(PyExc_ValueError, "b_nk: the weights W [n, k] are one matrix, without calibration inputs");
+    return NULL;
+  }
   precis_layer_check *check = PyCapsule_GetPointer(capsule, LAYER_CHECK);
   if (!check) return NULL;
   Py_ssize_t a_count, b_count, other_count = 0, calib_count = 0;
@@ -611,8 +616,11 @@ static PyObject *py_layer_check_add(PyObject *self, PyObject *args) {
   }
   precis_status st;
   Py_BEGIN_ALLOW_THREADS
-  st = precis_layer_check_add_batched(check, a.buf, samples, m, b.buf, b_batched, have_other ? other.buf : NULL,
-                                      have_calib ? calib.buf : NULL, have_calib ? calib_samples : 0);
+  if (b_nk)
+    st = precis_layer_check_add_weights(check, a.buf, samples, m, b.buf, have_other ? other.buf : NULL);
+  else
+    st = precis_layer_check_add_batched(check, a.buf, samples, m, b.buf, b_batched, have_other ? other.buf : NULL,
+                                        have_calib ? calib.buf : NULL, have_calib ? calib_samples : 0);
   Py_END_ALLOW_THREADS
   if (st != PRECIS_OK) {
     raise_status(st);

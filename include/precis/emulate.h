@@ -29,6 +29,10 @@ typedef struct precis_gemm {
    * calibration split). NULL/0 when none. */
   const float *calib_a;
   int64_t calib_samples;
+  /* Nonzero: b holds B's transpose, [n, k] (or [batch, n, k]), as a linear layer holds its weights W
+   * (C = A·Wᵀ): the same output bits as b = Wᵀ made dense, without that copy. The integer recipes
+   * quantize W's rows in place; the others transpose it into a block of their own first. */
+  int b_transposed;
 } precis_gemm;
 
 typedef struct precis_emulate_info {

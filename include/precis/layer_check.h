@@ -38,6 +38,11 @@ void precis_layer_check_free(precis_layer_check *check);
 precis_status precis_layer_check_add(precis_layer_check *check, const float *a, int64_t samples, int64_t m,
                                      const float *b, const float *other);
 
+/* The same with the weights as a linear layer holds them: w [n, k] float32 (W, whose transpose is
+ * b): the same rows, bit for bit, without the caller's transposed copy of W. */
+precis_status precis_layer_check_add_weights(precis_layer_check *check, const float *a, int64_t samples, int64_t m,
+                                             const float *w, const float *other);
+
 /* The same with, when b_batched, one b per sample (b [samples, k, n], as `precis import --b-batched`
  * stores it: attention's QKᵀ and PV, one B per (sequence, head)), and calibration inputs calib_a
  * [calib_samples, m, k] for a recipe whose A scale is static (NULL, 0: none, and such a recipe's

@@ -126,7 +126,7 @@ def _emulate_on_device(a, b, recipe, calib, out_dtype, target, out):
     return out
 
 
-def emulate(a, b, recipe, *, calib=None, out_dtype=None, target=None, out=None):
+def emulate(a, b, recipe, *, calib=None, out_dtype=None, target=None, out=None, b_transposed=False):
     """C = A·B exactly as `recipe` computes it on the cpu backend: the same code and the same bits as
     `precis run --backend cpu --save-outputs` on a dataset holding a and b.
 
@@ -144,12 +144,16 @@ def emulate(a, b, recipe, *, calib=None, out_dtype=None, target=None, out=None):
     for a workload without a calibration split); give the dataset's to reproduce its rows.
     target: the architecture whose arithmetic is emulated, as `precis run --target` (sm_80, sm_89,
     sm_90, sm_100, sm_120; None: sm_90, the cpu backend's default).
+    b_transposed: b is given as Bᵀ, [n, k] or [s, n, k], as nn.Linear holds its weight W (C = A·Wᵀ):
+    the same bits as emulate(a, b.T), without that transposed copy (host arrays only).
     Returns [m, n] or [s, m, n]: float32, or float64 for out=fp64 recipes (out_dtype overrides).
     Raises UsageError (bad recipe, shape), TypeError (dtype), UnsupportedError (the cpu backend does
     not run this recipe, and says why)."""
     if not isinstance(recipe, str):
         raise TypeError(f"recipe: expected str, got {type(recipe).__name__}")
     if _on_cuda(a) or _on_cuda(b) or (out is not None and _on_cuda(out)):
+        if b_transposed:
+            raise UsageError("b_transposed: host arrays only; on a CUDA device give B as [k, n]")
         return _emulate_on_device(a, b, recipe, calib, out_dtype, target, out)
     if out is not None:
         raise UsageError("out: host arrays get a new output; out= is for CUDA arrays")
@@ -161,9 +165,10 @@ def emulate(a, b, recipe, *, calib=None, out_dtype=None, target=None, out=None):
         raise ValueError(f"b: shape {b.shape}: expected [k, n] or [batch, k, n]")
     batch, m, k = (1,) + a.shape if a.ndim == 2 else a.shape
     b_batched = b.ndim == 3
-    kb, n = b.shape[-2:]
+    kb, n = b.shape[-2:][::-1] if b_transposed else b.shape[-2:]
     if kb != k:
-        raise ValueError(f"a {a.shape} and b {b.shape}: a's k={k} differs from b's k={kb}")
+        raise ValueError(f"a {a.shape} and b {b.shape}{' (transposed: [n, k])' if b_transposed else ''}: a's k={k} "
+                         f"differs from b's k={kb}")
     if b_batched and b.shape[0] != batch:
         raise ValueError(f"b: shape {b.shape}: a batched b needs a's batch {batch} first")
     if b_batched and a.ndim == 2:
@@ -183,7 +188,7 @@ def emulate(a, b, recipe, *, calib=None, out_dtype=None, target=None, out=None):
         raise TypeError(f"out_dtype: {out_dtype}: expected float32 or float64")
     shape = (batch, m, n) if a.ndim == 3 else (m, n)
     out = np.empty(shape, dtype=out_dtype)
-    _precis.emulate(recipe, a, b, out, batch, m, n, k, b_batched, calib, calib_samples, target)
+    _precis.emulate(recipe, a, b, out, batch, m, n, k, b_batched, calib, calib_samples, target, bool(b_transposed))
     return out
 
 

@@ -59,6 +59,14 @@ def _chosen(name, layers, exclude):
     return not any(fnmatch.fnmatchcase(name, g) for g in exclude or [])
 
 
+def weight_operand(module, in_major):
+    """(w, transposed): the layer's weight as float32 host memory in the layout it is held in, for
+    precis.emulate(..., b_transposed=transposed) and the layer checks: W [n, k] of an nn.Linear
+    (transposed: B = Wᵀ, no copy of a float32 CPU weight), W [k, n] of a Conv1D."""
+    w = module.weight.detach().to(torch.float32).cpu()
+    return np.ascontiguousarray(w.numpy()), not in_major
+
+
 def weight_kn(module, in_major):
     """b of the GEMM as a dataset stores it: float32 [k, n] (W^T of an nn.Linear, W of a Conv1D)."""
     w = module.weight.detach().to(torch.float32)
@@ -844,8 +852,8 @@ class _Emulated:
         self.backend, self.target, self.custom_gemm = backend, target, gemm is not None
         self.gemm = gemm or (precis.emulate if target is None else functools.partial(precis.emulate, target=target))
         self.in_major = in_major
-        # b = W^T is made per call, not held: a float32 copy of every planned layer at once would
-        # double the model's weights in memory (docs/verify.md, "Memory").
+        # W is read per call, never copied to be held: a float32 copy of every planned layer at once
+        # would double the model's weights in memory (docs/verify.md, "Memory").
         w = module.weight
         self.k, self.n = (int(w.shape[0]), int(w.shape[1])) if in_major else (int(w.shape[1]), int(w.shape[0]))
         out = _out_format(recipe)
@@ -864,9 +872,13 @@ class _Emulated:
         # [batch, seq, k] (a 2-D input [n, k] as [n, 1, k], as capture records it), which precis.emulate
         # computes as one A (a tensor scale spans the whole batch, row scales are per token).
         a = x.detach().to(torch.float32).reshape(-1, x.shape[-2] if x.dim() >= 3 else 1, self.k).cpu().numpy()
-        b = weight_kn(self.module, self.in_major)
-        c = np.asarray(self.gemm(np.ascontiguousarray(a), b, self.recipe), np.float32)
-        del b
+        if self.custom_gemm:  # gemm=(a, b, recipe) takes b as [k, n]
+            c = np.asarray(self.gemm(np.ascontiguousarray(a), weight_kn(self.module, self.in_major), self.recipe),
+                           np.float32)
+        else:  # W as the layer holds it: precis.emulate reads it transposed, the same bits as Wᵀ
+            w, transposed = weight_operand(self.module, self.in_major)
+            c = np.asarray(self.gemm(np.ascontiguousarray(a), w, self.recipe, b_transposed=transposed), np.float32)
+            del w
         if self.record is not None:
             self.record.setdefault(self.name, []).append(c.reshape(-1, a.shape[1], self.n))
         y = torch.from_numpy(c.reshape(*lead, self.n))

@@ -332,14 +332,17 @@ class _LayerChecks:
 
     def add(self, name, a, other):
         from . import _precis
+        from . import torch as pt
 
         k, n = _weight_shape(self.modules[name])
         if name not in self.checks:
             self.checks[name] = _precis.layer_check_open(self.chosen[name], name, k, n, name == self.logits_layer,
                                                          bool(self.isolated))
-        b = _weight_kn(self.modules[name])  # made per call, as the emulation's: never every layer's at once
-        _precis.layer_check_add(self.checks[name], np.ascontiguousarray(a, np.float32), a.shape[0], a.shape[1], k, n, b,
-                                None if other is None else np.ascontiguousarray(other, np.float32))
+        # W as the layer holds it (an nn.Linear's [n, k]: read transposed, no copy), per call as the emulation's
+        w, transposed = pt.weight_operand(*self.modules[name])
+        _precis.layer_check_add(self.checks[name], np.ascontiguousarray(a, np.float32), a.shape[0], a.shape[1], k, n, w,
+                                None if other is None else np.ascontiguousarray(other, np.float32), False, None,
+                                transposed)
 
     def rows(self, name):
         """(isolated row, cumulative row) as `precis run` writes rows, or (None, None) when never called."""
@@ -417,13 +420,6 @@ def _weight_shape(entry):
     module, in_major = entry
     k, n = module.weight.shape if in_major else module.weight.shape[::-1]
     return int(k), int(n)
-
-
-def _weight_kn(entry):
-    from . import torch as pt
-
-    module, in_major = entry
-    return pt.weight_kn(module, in_major)
 
 
 def _as_samples(x, k):

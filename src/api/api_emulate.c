@@ -126,6 +126,7 @@ static precis_status gemm_workload(const char *recipe_text, const precis_gemm *g
   memset(d, 0, sizeof *d);
   if ((st = take_input("a", g->a, g->a_dtype, a_count, &d->a, &d->a64, a_owned)) != PRECIS_OK) return st;
   if ((st = take_input("b", g->b, g->b_dtype, b_count, &d->b, &d->b64, b_owned)) != PRECIS_OK) return st;
+  d->b_nk = g->b_transposed != 0;
   d->calib_a = w->calib_samples ? (float *)(uintptr_t)g->calib_a : NULL;
   return PRECIS_OK;
 }
@@ -185,6 +186,11 @@ precis_status precis_emulate_operands(const char *recipe_text, const precis_gemm
   precis_recipe recipe;
   precis_workload_info w;
   precis_workload_data d;
+  if (g && g->b_transposed) {
+    st = precis_fail(PRECIS_E_USAGE, "precis_emulate_operands: b as [n, k] (b_transposed): give B as [k, n], the layout "
+                                     "b_out is written in");
+    goto done;
+  }
   if ((st = gemm_workload(recipe_text, g, &recipe, &w, &d, &a_owned, &b_owned)) != PRECIS_OK) goto done;
   if ((st = precis_recipe_cpu_support(recipe_text, why, sizeof why)) != PRECIS_OK) goto done;
   const precis_spec *s = &recipe.spec;

@@ -115,14 +115,30 @@ static int64_t reference_piece(int64_t m, int64_t samples) {
   return piece < samples ? piece : samples;
 }
 
+static precis_status layer_check_add(precis_layer_check *c, const float *a, int64_t samples, int64_t m, const float *b,
+                                     bool b_nk, int b_batched, const float *other, const float *calib_a,
+                                     int64_t calib_samples);
+
 precis_status precis_layer_check_add(precis_layer_check *c, const float *a, int64_t samples, int64_t m, const float *b,
                                      const float *other) {
-  return precis_layer_check_add_batched(c, a, samples, m, b, 0, other, NULL, 0);
+  return layer_check_add(c, a, samples, m, b, false, 0, other, NULL, 0);
+}
+
+precis_status precis_layer_check_add_weights(precis_layer_check *c, const float *a, int64_t samples, int64_t m,
+                                             const float *w, const float *other) {
+  return layer_check_add(c, a, samples, m, w, true, 0, other, NULL, 0);
 }
 
 precis_status precis_layer_check_add_batched(precis_layer_check *c, const float *a, int64_t samples, int64_t m,
                                              const float *b, int b_batched, const float *other, const float *calib_a,
                                              int64_t calib_samples) {
+  return layer_check_add(c, a, samples, m, b, false, b_batched, other, calib_a, calib_samples);
+}
+
+/* b is [k, n] (or [samples, k, n] when b_batched), or its transpose w [n, k] when b_nk. */
+static precis_status layer_check_add(precis_layer_check *c, const float *a, int64_t samples, int64_t m, const float *b,
+                                     bool b_nk, int b_batched, const float *other, const float *calib_a,
+                                     int64_t calib_samples) {
   if (!c || !a || !b) return precis_fail(PRECIS_E_USAGE, "precis_layer_check_add: no check, no inputs or no weights");
   if (c->isolated && c->recipe.spec.scale != PRECIS_SCALE_DYNAMIC && (!calib_a || calib_samples < 1))
     return precis_fail(PRECIS_E_USAGE, "layer %s: %s takes A's scale from calibration inputs, which verify does not have",
@@ -155,6 +171,7 @@ precis_status precis_layer_check_add_batched(precis_layer_check *c, const float 
   memset(&d, 0, sizeof d);
   d.a = (float *)(uintptr_t)a;
   d.b = (float *)(uintptr_t)b;
+  d.b_nk = b_nk;
   if (calib_a && calib_samples > 0) {
     w.calib_samples = calib_samples;
     d.calib_a = (float *)(uintptr_t)calib_a;
@@ -205,8 +222,9 @@ precis_status precis_layer_check_add_batched(precis_layer_check *c, const float 
   for (int64_t s0 = 0; s0 < samples && !precis_interrupt_signal; s0 += piece) {
     const int64_t here = samples - s0 < piece ? samples - s0 : piece;
     const float *b_here = b_batched ? b + (size_t)s0 * (size_t)c->k * (size_t)c->n : b;
-    if ((st = precis_reference_compute(a + (size_t)s0 * per_sample_a, b_here, here, m, c->n, c->k, b_batched != 0, c_ref,
-                                       ab_abs)) != PRECIS_OK) {
+    if ((st = b_nk ? precis_reference_compute_nk(a + (size_t)s0 * per_sample_a, b, here, m, c->n, c->k, c_ref, ab_abs)
+                   : precis_reference_compute(a + (size_t)s0 * per_sample_a, b_here, here, m, c->n, c->k, b_batched != 0,
+                                              c_ref, ab_abs)) != PRECIS_OK) {
       precis_error_prefix("layer %s", c->layer);
       goto done;
     }

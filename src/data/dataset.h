@@ -62,6 +62,9 @@ typedef struct precis_workload_data {
   float *grad;    /* [batch, m, n] dL/dY per held-out sample (info has_grad), or NULL */
   double *c_ref_lo; /* [batch, m, n] low part of a double-double reference (c_ref + c_ref_lo), or NULL */
   double *a64, *b64; /* float64 inputs as stored (info a_f64 / b_f64), else NULL */
+  /* b (and b64) hold each matrix as [n, k], B's transpose (W of a linear layer, as libprecis's callers
+   * hand it over) rather than [k, n]. Only precis_cpu_emulate(_target) reads it; a dataset never has it. */
+  int b_nk;
   /* c_ref, ab_abs, c_ref_lo and grad hold samples [ref_first, ref_first + ref_samples) of the batch,
    * in room for ref_capacity samples: all of them after precis_dataset_load, one block after
    * precis_dataset_load_blocked (precis_dataset_read_references reads another). Data made

@@ -18,6 +18,7 @@
 #include "hdf5_guard.h"
 #include "precis_version.h"
 #include "base/escape.h"
+#include "numerics/transpose.h"
 #include "rng.h"
 #include "file_kind.h"
 #include "npy.h"
@@ -80,10 +81,11 @@ static double *scratch_grow(double **buffer, uint64_t *cap, uint64_t count) {
   return *buffer;
 }
 
-/* a / b as float32 (a32, b32) or float64 (a_wide, b_wide, when a32 is NULL). */
+/* a / b as float32 (a32, b32) or float64 (a_wide, b_wide, when a32 is NULL); b32 as [n, k] when
+ * b_nk (float32 only). */
 static precis_status reference_compute(const float *a32, const float *b32, const double *a_wide, const double *b_wide,
-                                       int64_t batch, int64_t m, int64_t n, int64_t k, bool b_batched, double *c_ref,
-                                       double *ab_abs) {
+                                       int64_t batch, int64_t m, int64_t n, int64_t k, bool b_batched, bool b_nk,
+                                       double *c_ref, double *ab_abs) {
   if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX)
     return precis_fail(PRECIS_E_INPUT, "m, n and k must be below 2^31 (OpenBLAS's int dimensions)");
   const int64_t samples = b_batched ? batch : 1, rows_per = b_batched ? m : batch * m;
@@ -110,9 +112,13 @@ static precis_status reference_compute(const float *a32, const float *b32, const
       double *c = absolute ? ab_abs : c_ref;
       for (int64_t c0 = 0; c0 < n; c0 += block_cols) {
         const int64_t cols = n - c0 < block_cols ? n - c0 : block_cols;
-        for (int64_t p = 0; p < k; p++)
-          load_f64(b32, b_wide, (uint64_t)s * kn + (uint64_t)p * (uint64_t)n + (uint64_t)c0,
-                   b64 + (uint64_t)p * (uint64_t)cols, (uint64_t)cols, absolute);
+        if (b_nk)
+          precis_transpose_widen(b32 + (uint64_t)s * kn + (uint64_t)c0 * (uint64_t)k, (size_t)k, (size_t)cols,
+                                 (size_t)k, b64, (size_t)cols, absolute);
+        else
+          for (int64_t p = 0; p < k; p++)
+            load_f64(b32, b_wide, (uint64_t)s * kn + (uint64_t)p * (uint64_t)n + (uint64_t)c0,
+                     b64 + (uint64_t)p * (uint64_t)cols, (uint64_t)cols, absolute);
         for (int64_t r0 = 0; r0 < rows_per; r0 += PRECIS_REFERENCE_BLOCK_ROWS) {
           int64_t rows = rows_per - r0 < PRECIS_REFERENCE_BLOCK_ROWS ? rows_per - r0 : PRECIS_REFERENCE_BLOCK_ROWS;
           uint64_t row = (uint64_t)s * (uint64_t)rows_per + (uint64_t)r0;
@@ -127,12 +133,17 @@ static precis_status reference_compute(const float *a32, const float *b32, const
 
 precis_status precis_reference_compute(const float *a, const float *b, int64_t batch, int64_t m, int64_t n, int64_t k,
                                        bool b_batched, double *c_ref, double *ab_abs) {
-  return reference_compute(a, b, NULL, NULL, batch, m, n, k, b_batched, c_ref, ab_abs);
+  return reference_compute(a, b, NULL, NULL, batch, m, n, k, b_batched, false, c_ref, ab_abs);
+}
+
+precis_status precis_reference_compute_nk(const float *a, const float *w, int64_t batch, int64_t m, int64_t n, int64_t k,
+                                          double *c_ref, double *ab_abs) {
+  return reference_compute(a, w, NULL, NULL, batch, m, n, k, false, true, c_ref, ab_abs);
 }
 
 precis_status precis_reference_compute_f64(const double *a, const double *b, int64_t batch, int64_t m, int64_t n,
                                            int64_t k, bool b_batched, double *c_ref, double *ab_abs) {
-  return reference_compute(NULL, NULL, a, b, batch, m, n, k, b_batched, c_ref, ab_abs);
+  return reference_compute(NULL, NULL, a, b, batch, m, n, k, b_batched, false, c_ref, ab_abs);
 }
 
 static double gamma_n(int64_t n) { return (double)n * 0x1p-53 / (1.0 - (double)n * 0x1p-53); }

@@ -74,6 +74,10 @@ precis_status precis_generate_worker(const precis_suite *suite, const precis_mpi
  * bytes of float64 copies, kept for the next call (precis_reference_release). */
 precis_status precis_reference_compute(const float *a, const float *b, int64_t batch, int64_t m, int64_t n, int64_t k,
                                        bool b_batched, double *c_ref, double *ab_abs);
+/* The same with b given as its transpose w [n, k] (one for the batch: a linear layer's W): the same
+ * dgemm calls on the same float64 copies of b's column blocks, so the same bits. */
+precis_status precis_reference_compute_nk(const float *a, const float *w, int64_t batch, int64_t m, int64_t n, int64_t k,
+                                          double *c_ref, double *ab_abs);
 /* Frees the float64 copies precis_reference_compute keeps between calls (of this thread). */
 void precis_reference_release(void);
 /* The same when they take more than keep_bytes; smaller ones stay for the next call. */

@@ -26,6 +26,7 @@
 #include "eval/target_plan.h"
 #include "numerics/format.h"
 #include "host_memory.h"
+#include "numerics/transpose.h"
 #include "numerics/quant.h"
 #include "numerics/split.h"
 #include "timing.h"
@@ -61,6 +62,7 @@ typedef struct cpu_case {
   size_t a_count, b_count, c_count, b_matrices, a_rows;
   float *a_in, *b_in;       /* inputs as the GEMM reads them, in float32 (rounded or decoded) */
   float *a_int, *b_int;     /* int8 inputs as integer-valued floats */
+  bool b_int_nk;            /* b_int holds each B as [n, k] (quantized from a caller's W: workload data b_nk) */
   int32_t *acc_int;         /* int8 accumulators */
   float *a_scales, *b_scales; /* int8: per row of A (batch*m), per column of B (b_matrices*n) */
   float tensor_scale_a, tensor_scale_b; /* scaled float operands: per-tensor scales (1 when unscaled) */
@@ -227,8 +229,12 @@ static void run_gemm(cpu_case *cc, double *f16_acc_row) {
       int32_t *acc = cc->acc_int ? cc->acc_int + c_off : NULL;
       for (size_t k0 = 0; k0 < k; k0 += INT8_SGEMM_CHUNK_K) {
         size_t len = k - k0 < INT8_SGEMM_CHUNK_K ? k - k0 : INT8_SGEMM_CHUNK_K;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)n, (int)len, 1.0f, cc->a_int + a_off + k0,
-                    (int)k, b_int + k0 * n, (int)n, 0.0f, chunk, (int)n);
+        if (cc->b_int_nk)
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)n, (int)len, 1.0f, cc->a_int + a_off + k0,
+                      (int)k, b_int + k0, (int)k, 0.0f, chunk, (int)n);
+        else
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)n, (int)len, 1.0f,
+                      cc->a_int + a_off + k0, (int)k, b_int + k0 * n, (int)n, 0.0f, chunk, (int)n);
         if (!acc) break; /* one chunk: c holds the exact sums */
         if (k0 == 0)
           for (size_t i = 0; i < rows * n; i++) acc[i] = (int32_t)chunk[i];
@@ -347,9 +353,18 @@ static precis_status prepare_int8(cpu_case *cc, precis_kv_list *details) {
   if (st != PRECIS_OK) goto done;
   for (size_t g = 0; g < cc->b_matrices; g++) {
     const float *b = d->b + g * k * n;
-    precis_int8_col_scales(b, k, n, cc->b_scales + g * n);
-    cc->clipped += precis_int8_quantize_cols(b, k, n, cc->b_scales + g * n, b_q + g * k * n);
+    if (d->b_nk) {
+      /* W [n, k]: B's columns are W's rows, quantized where they lie (the same values and scales:
+       * quant.h's row and column quantizers are one per-element operation); the GEMM reads the
+       * codes transposed, and its sums of integers are exact in any order. */
+      precis_int8_row_scales(b, n, k, cc->b_scales + g * n);
+      cc->clipped += precis_int8_quantize_rows(b, n, k, cc->b_scales + g * n, b_q + g * k * n);
+    } else {
+      precis_int8_col_scales(b, k, n, cc->b_scales + g * n);
+      cc->clipped += precis_int8_quantize_cols(b, k, n, cc->b_scales + g * n, b_q + g * k * n);
+    }
   }
+  cc->b_int_nk = d->b_nk != 0;
   precis_kv_set(details, "b_scales", "per column (amax/127)");
   to_integer_floats(a_q, cc->a_int, cc->a_count);
   to_integer_floats(b_q, cc->b_int, cc->b_count);
@@ -971,12 +986,50 @@ precis_status precis_cpu_emulate(const precis_spec *spec, const precis_workload_
   return precis_cpu_emulate_target(spec, w, d, PRECIS_TARGET_DEFAULT, out);
 }
 
+/* Workload data whose B is [n, k] (b_nk), as every path but the exact integer one reads it: each B
+ * transposed to [k, n] (b64 too) into blocks of the tracker's; *kn is d with those. */
+static precis_status b_as_kn(const precis_workload_info *w, const precis_workload_data *d, precis_host_tracker *tracker,
+                             precis_workload_data *kn, float **b32, double **b64) {
+  const size_t k = (size_t)w->k, n = (size_t)w->n, matrices = w->b_batched ? (size_t)w->batch : 1,
+               count = matrices * k * n;
+  *kn = *d;
+  kn->b_nk = 0;
+  *b32 = precis_tracked_alloc(tracker, count * sizeof **b32);
+  *b64 = d->b64 ? precis_tracked_alloc(tracker, count * sizeof **b64) : NULL;
+  if (!*b32 || (d->b64 && !*b64))
+    return precis_fail(PRECIS_E_NOMEM, "out of host memory for B as [k, n] (%.3g GiB)",
+                       (double)count * (d->b64 ? 12.0 : 4.0) / 1073741824.0);
+  for (size_t g = 0; g < matrices; g++) {
+    precis_transpose_f32(d->b + g * k * n, k, n, k, *b32 + g * k * n, n);
+    if (d->b64) precis_transpose_f64(d->b64 + g * k * n, k, n, k, *b64 + g * k * n, n);
+  }
+  kn->b = *b32;
+  kn->b64 = *b64;
+  return PRECIS_OK;
+}
+
 precis_status precis_cpu_emulate_target(const precis_spec *spec, const precis_workload_info *w,
                                         const precis_workload_data *d, precis_target target, precis_case_output *out) {
   precis_case_options o;
   precis_case_options_default(&o);
   cpu_case cc;
   double *f16_acc_row = NULL;
+  precis_host_tracker layout = {0, 0};
+  precis_workload_data kn;
+  float *b32_kn = NULL;
+  double *b64_kn = NULL;
+  const size_t b_count = (w->b_batched ? (size_t)w->batch : 1) * (size_t)w->k * (size_t)w->n;
+  cpu_gemm route;
+  char why[8];
+  if (d->b_nk && !(cpu_route(spec, &route, why, sizeof why) && route == CPU_GEMM_INT_EXACT)) {
+    precis_status st = b_as_kn(w, d, &layout, &kn, &b32_kn, &b64_kn);
+    if (st != PRECIS_OK) {
+      precis_tracked_free(&layout, b32_kn, b_count * sizeof *b32_kn);
+      precis_tracked_free(&layout, b64_kn, b_count * sizeof *b64_kn);
+      return st;
+    }
+    d = &kn;
+  }
   if (target == PRECIS_TARGET_DEFAULT) target = PRECIS_TARGET_CPU_DEFAULT;
   if (case_begin(&cc, spec, w, d, &o, out, &f16_acc_row, target)) {
     precis_status st = prepare_inputs(&cc, &out->details);
@@ -990,8 +1043,10 @@ precis_status precis_cpu_emulate_target(const precis_spec *spec, const precis_wo
     }
   }
   out->memory.tensor_bytes = precis_spec_tensor_bytes(spec, w->m, w->n, w->k, w->batch, w->b_batched);
-  out->memory.tracked_peak_bytes = cc.tracker.peak;
+  out->memory.tracked_peak_bytes = cc.tracker.peak + layout.peak;
   case_end(&cc, out, f16_acc_row);
+  precis_tracked_free(&layout, b32_kn, b_count * sizeof *b32_kn);
+  precis_tracked_free(&layout, b64_kn, b_count * sizeof *b64_kn);
   return PRECIS_OK;
 }
 

@@ -100,6 +100,11 @@ def test_every_preset_bit_for_bit(work):
                 assert c.dtype == ref.dtype and c.shape == ref.shape, (name, c.dtype, ref.dtype, c.shape, ref.shape)
                 mismatch = np.flatnonzero(bits(c) != bits(ref))
                 assert mismatch.size == 0, f"{w['name']} {name}: {mismatch.size} elements differ, first {mismatch[:5]}"
+                # B handed over as Bᵀ (nn.Linear's W): the same bits.
+                w_nk = np.ascontiguousarray(np.swapaxes(arrays["b"], -1, -2))
+                c_t = precis.emulate(arrays["a"], w_nk, name, calib=arrays.get("calib/a"), b_transposed=True)
+                mismatch = np.flatnonzero(bits(c_t) != bits(ref))
+                assert mismatch.size == 0, f"{w['name']} {name} b_transposed: {mismatch.size} elements differ"
                 compared += 1
     # Every preset but the cuda-only ones ran, on both workloads.
     cpu = [r["name"] for r in precis.recipes() if r["cpu"]]
@@ -113,6 +118,47 @@ def test_two_dimensional_a_is_one_sample(work):
     c2 = precis.emulate(a[1], b, "bf16")
     assert c2.shape == (33, 17)
     assert np.array_equal(bits(c2), bits(c3[1]))
+
+
+def test_transposed_weights_with_special_values():
+    """W [n, k] with rows of zeros, infinities, NaN and huge values: its rows quantized in place give the
+    codes and clipping of B's columns (int8), and every other path its transposed copy."""
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((3, 9, 70)).astype(np.float32)
+    w = rng.standard_normal((23, 70)).astype(np.float32)
+    w[2] = 0
+    w[5, 3] = np.inf
+    w[6, 0] = -np.inf
+    w[7, 11] = np.nan
+    w[8, 4] = 3e38
+    w[9] *= 1e-40
+    for recipe in ("int8", "bf16", "fp8", "fp32", "fp16"):
+        for a_in in (a, a[0]):
+            want = precis.emulate(a_in, np.ascontiguousarray(w.T), recipe)
+            got = precis.emulate(a_in, w, recipe, b_transposed=True)
+            assert np.array_equal(bits(got), bits(want)), recipe
+    with pytest.raises(ValueError, match="transposed"):
+        precis.emulate(a, w[:, :69].copy(), "int8", b_transposed=True)
+
+
+def test_layer_check_takes_the_weights_as_held():
+    """precis_layer_check_add_weights (W [n, k]) gives precis_layer_check_add's rows (b = Wᵀ) exactly."""
+    from precis import _precis
+
+    rng = np.random.default_rng(6)
+    a = rng.standard_normal((4, 5, 96)).astype(np.float32)
+    w = rng.standard_normal((300, 96)).astype(np.float32)
+    other = rng.standard_normal((4, 5, 300)).astype(np.float32)
+    for recipe, logits in (("int8", False), ("bf16", False), ("int8", True)):
+        rows = []
+        for b, nk in ((np.ascontiguousarray(w.T), False), (w, True)):
+            check = _precis.layer_check_open(recipe, "proj", 96, 300, logits, True)
+            for s in (slice(0, 3), slice(3, 4)):
+                _precis.layer_check_add(check, np.ascontiguousarray(a[s]), a[s].shape[0], 5, 96, 300, b,
+                                        np.ascontiguousarray(other[s]), False, None, nk)
+            rows.append(_precis.layer_check_rows(check))
+        assert rows[0] == rows[1], recipe
+        assert rows[0][0] and rows[0][1]
 
 
 QUANT_CASES = [
