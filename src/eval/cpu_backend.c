@@ -382,7 +382,7 @@ static precis_status prepare_float(cpu_case *cc, const precis_operand_spec *op, 
   if (!precis_operand_is_scaled(op)) {
     const precis_format *f = precis_format_get(op->fmt);
     if (f->round_array) f->round_array(x, in, count);
-    else memcpy(in, x, count * sizeof(float));
+    else if (in != x) memcpy(in, x, count * sizeof(float));
     return PRECIS_OK;
   }
   uint8_t *q = case_alloc(cc, count, 1);
@@ -574,7 +574,14 @@ static precis_status prepare_inputs(cpu_case *cc, precis_kv_list *details) {
     return out_of_memory(cc, "the rounded operands", (cc->a_count + cc->b_count) * sizeof(float));
   precis_status st = prepare_float(cc, &cc->spec->a, "a", cc->d->a, cc->a_count, cc->a_in, &cc->tensor_scale_a, details);
   if (st != PRECIS_OK) return st;
-  return prepare_float(cc, &cc->spec->b, "b", cc->d->b, cc->b_count, cc->b_in, &cc->tensor_scale_b, details);
+  const float *b = cc->d->b;
+  if (cc->d->b_nk) {
+    /* W [n, k]: transposed into b_in, then rounded (or quantized) there: no second copy of B. */
+    const size_t k = (size_t)cc->w->k, n = (size_t)cc->w->n;
+    for (size_t g = 0; g < cc->b_matrices; g++) precis_transpose_f32(b + g * k * n, k, n, k, cc->b_in + g * k * n, n);
+    b = cc->b_in;
+  }
+  return prepare_float(cc, &cc->spec->b, "b", b, cc->b_count, cc->b_in, &cc->tensor_scale_b, details);
 }
 
 static bool spec_is_scaled(const precis_spec *s) {
@@ -986,8 +993,14 @@ precis_status precis_cpu_emulate(const precis_spec *spec, const precis_workload_
   return precis_cpu_emulate_target(spec, w, d, PRECIS_TARGET_DEFAULT, out);
 }
 
-/* Workload data whose B is [n, k] (b_nk), as every path but the exact integer one reads it: each B
- * transposed to [k, n] (b64 too) into blocks of the tracker's; *kn is d with those. */
+/* Whether a route reads B as [n, k] itself (workload data b_nk): the exact integer GEMM (W's rows
+ * quantized in place) and the rounded-float GEMMs (W transposed into their rounded copy). */
+static bool route_reads_nk(cpu_gemm route) {
+  return route == CPU_GEMM_INT_EXACT || route == CPU_GEMM_SGEMM || route == CPU_GEMM_F16_ACC || route == CPU_GEMM_MMA;
+}
+
+/* Workload data whose B is [n, k] (b_nk), for the routes that do not read it so: each B transposed
+ * to [k, n] (b64 too) into blocks of the tracker's; *kn is d with those. */
 static precis_status b_as_kn(const precis_workload_info *w, const precis_workload_data *d, precis_host_tracker *tracker,
                              precis_workload_data *kn, float **b32, double **b64) {
   const size_t k = (size_t)w->k, n = (size_t)w->n, matrices = w->b_batched ? (size_t)w->batch : 1,
@@ -1021,7 +1034,7 @@ precis_status precis_cpu_emulate_target(const precis_spec *spec, const precis_wo
   const size_t b_count = (w->b_batched ? (size_t)w->batch : 1) * (size_t)w->k * (size_t)w->n;
   cpu_gemm route;
   char why[8];
-  if (d->b_nk && !(cpu_route(spec, &route, why, sizeof why) && route == CPU_GEMM_INT_EXACT)) {
+  if (d->b_nk && !(cpu_route(spec, &route, why, sizeof why) && route_reads_nk(route))) {
     precis_status st = b_as_kn(w, d, &layout, &kn, &b32_kn, &b64_kn);
     if (st != PRECIS_OK) {
       precis_tracked_free(&layout, b32_kn, b_count * sizeof *b32_kn);
