@@ -107,18 +107,23 @@ static precis_status reference_compute(const float *a32, const float *b32, const
    * computed at once, and gen --tile-rows (whole blocks per tile), import and verify's layer
    * checks write the references this path writes. */
   for (int64_t s = 0; s < samples; s++)
-    for (int pass = 0; pass < (ab_abs ? 2 : 1); pass++) {
-      const bool absolute = pass == 1;
-      double *c = absolute ? ab_abs : c_ref;
-      for (int64_t c0 = 0; c0 < n; c0 += block_cols) {
-        const int64_t cols = n - c0 < block_cols ? n - c0 : block_cols;
-        if (b_nk)
+    for (int64_t c0 = 0; c0 < n; c0 += block_cols) {
+      const int64_t cols = n - c0 < block_cols ? n - c0 : block_cols;
+      const uint64_t block = (uint64_t)k * (uint64_t)cols;
+      for (int pass = 0; pass < (ab_abs ? 2 : 1); pass++) {
+        const bool absolute = pass == 1;
+        double *c = absolute ? ab_abs : c_ref;
+        /* |b| from the block c_ref's pass loaded (the same values: widening is exact): b, or W
+         * transposed, is read once per block. */
+        if (absolute)
+          for (uint64_t i = 0; i < block; i++) b64[i] = fabs(b64[i]);
+        else if (b_nk)
           precis_transpose_widen(b32 + (uint64_t)s * kn + (uint64_t)c0 * (uint64_t)k, (size_t)k, (size_t)cols,
-                                 (size_t)k, b64, (size_t)cols, absolute);
+                                 (size_t)k, b64, (size_t)cols, false);
         else
           for (int64_t p = 0; p < k; p++)
             load_f64(b32, b_wide, (uint64_t)s * kn + (uint64_t)p * (uint64_t)n + (uint64_t)c0,
-                     b64 + (uint64_t)p * (uint64_t)cols, (uint64_t)cols, absolute);
+                     b64 + (uint64_t)p * (uint64_t)cols, (uint64_t)cols, false);
         for (int64_t r0 = 0; r0 < rows_per; r0 += PRECIS_REFERENCE_BLOCK_ROWS) {
           int64_t rows = rows_per - r0 < PRECIS_REFERENCE_BLOCK_ROWS ? rows_per - r0 : PRECIS_REFERENCE_BLOCK_ROWS;
           uint64_t row = (uint64_t)s * (uint64_t)rows_per + (uint64_t)r0;
