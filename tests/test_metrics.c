@@ -5,6 +5,7 @@
 #include "harness.h"
 #include "preset_fixture.h"
 #include "numerics/metrics.h"
+#include "numerics/token_math.h"
 #include "numerics/recipe.h"
 
 TEST(exact_output_has_zero_error_and_null_sqnr) {
@@ -396,8 +397,47 @@ TEST(logit_metrics_aggregate_and_gate_only_logit_rows) {
   CHECK(strcmp(text, "top1_agree>=0.99") == 0);
 }
 
+/* Distance in ulps between two non-negative or two non-positive doubles (the bit patterns of
+ * same-signed doubles are ordered as their values, subnormals included). */
+static uint64_t ulps_apart(double x, double y) {
+  uint64_t a, b;
+  memcpy(&a, &x, sizeof a);
+  memcpy(&b, &y, sizeof b);
+  return a > b ? a - b : b - a;
+}
+
+/* numerics/token_math.h, the per-token sums' exp and log, against libm (within 1 ulp itself) over
+ * the ranges they are used on: e^x for x in [-1100, 0] (subnormal results and 0 below -745 included),
+ * log y for y in [1/2, 1], with the exact values the sums rely on. */
+TEST(token_exp_and_log_within_two_ulps_of_libm) {
+  uint64_t worst_exp = 0, worst_log = 0;
+  double at_exp = 0, at_log = 0;
+  uint64_t state = 12345;
+  for (int i = 0; i < 2000000; i++) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    const double u = (double)(state >> 11) * 0x1p-53;
+    /* Half the points near 0 (where most logits are), half over the whole range. */
+    const double x = i % 2 ? -1100.0 * u : -40.0 * u * u;
+    const uint64_t e = ulps_apart(token_exp_nonpositive(x), exp(x));
+    if (e > worst_exp) worst_exp = e, at_exp = x;
+    const double y = 0.5 + 0.5 * u;
+    const uint64_t l = ulps_apart(token_log_half_to_one(y), log(y));
+    if (l > worst_log) worst_log = l, at_log = y;
+  }
+  CHECK_MSG(worst_exp <= 2, "exp: %llu ulps at x = %a", (unsigned long long)worst_exp, at_exp);
+  CHECK_MSG(worst_log <= 2, "log: %llu ulps at y = %a", (unsigned long long)worst_log, at_log);
+  CHECK(token_exp_nonpositive(0.0) == 1.0);
+  CHECK(token_exp_nonpositive(-INFINITY) == 0.0);
+  CHECK(token_exp_nonpositive(-800.0) == 0.0);
+  CHECK(token_exp_nonpositive(-0x1.74385446d71c3p+9) == exp(-0x1.74385446d71c3p+9)); /* the smallest subnormal */
+  CHECK(token_log_half_to_one(1.0) == 0.0); /* a JSD of exactly 0 for equal distributions */
+  CHECK(ulps_apart(token_log_half_to_one(0.5), log(0.5)) == 0);
+  for (double y = 0.5; y <= 1.0; y = nextafter(y, 2.0) + 0x1p-20) /* monotone: no step down */
+    CHECK_MSG(token_log_half_to_one(nextafter(y, 2.0)) >= token_log_half_to_one(y), "log not monotone at %a", y);
+}
+
 RUN_TESTS(T(logit_metrics_hand_worked), T(logit_p99_with_nonfinite_tokens_is_infinite_and_fails), T(logit_metrics_aggregate_and_gate_only_logit_rows), T(exact_output_has_zero_error_and_null_sqnr), T(hand_worked_errors), T(max_rel_uses_the_rms_floor),
           T(zero_scale_elements_must_be_exact), T(nonfinite_outputs_are_counted_and_infinitely_wrong),
           T(aggregation_keeps_the_worst_sample), T(aggregation_skips_absent_samples), T(criterion_parsing_and_formatting), T(criteria_check_and_margin),
           T(each_default_gate_rejects_a_perturbation), T(default_bounds_scale_with_k_and_roundoff),
-          T(integer_gates_follow_the_narrowest_width), T(gates_round_up_to_what_they_print))
+          T(integer_gates_follow_the_narrowest_width), T(gates_round_up_to_what_they_print), T(token_exp_and_log_within_two_ulps_of_libm))

@@ -1,4 +1,5 @@
 #include "metrics.h"
+#include "token_math.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -245,6 +246,30 @@ static inline void block_add(block_sum *s, double x) {
 
 static inline double block_total(const block_sum *s) { return s->total + s->block; }
 
+/* The per-token loops, compiled for AVX2 and the baseline ISA and picked at load time. */
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__) && !defined(__clang__)
+#define TOKEN_VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define TOKEN_VECTOR_CLONES
+#endif
+
+/* The terms of one block of (at most) 128 logits: e^(x - best) into p[], x - best into lp[]. */
+TOKEN_VECTOR_CLONES static void softmax_block(const float *x32, const double *x64, size_t n, double best, double *lp,
+                                              double *p) {
+  if (x64)
+    for (size_t v = 0; v < n; v++) lp[v] = x64[v] - best;
+  else
+    for (size_t v = 0; v < n; v++) lp[v] = (double)x32[v] - best;
+  for (size_t v = 0; v < n; v++) p[v] = token_exp_nonpositive(lp[v]);
+}
+
+TOKEN_VECTOR_CLONES static void softmax_normalize(double *lp, double *p, size_t vocab, double log_sum, double total) {
+  for (size_t v = 0; v < vocab; v++) {
+    lp[v] -= log_sum;
+    p[v] /= total;
+  }
+}
+
 /* lp of one token's logits (float32 or float64) into lp[] and p = exp(lp) into p[] (as exp(x - max)
  * / sum: the same value to an ulp, without a second exp); false when a logit is not finite. */
 static bool token_log_softmax(const float *x32, const double *x64, size_t vocab, double *lp, double *p) {
@@ -255,17 +280,35 @@ static bool token_log_softmax(const float *x32, const double *x64, size_t vocab,
     if (x > best) best = x;
   }
   block_sum sum = {0, 0, 0};
-  for (size_t v = 0; v < vocab; v++) {
-    lp[v] = (x64 ? x64[v] : (double)x32[v]) - best;
-    p[v] = exp(lp[v]);
-    block_add(&sum, p[v]);
+  for (size_t v0 = 0; v0 < vocab; v0 += 128) {
+    const size_t n = vocab - v0 < 128 ? vocab - v0 : 128;
+    softmax_block(x64 ? NULL : x32 + v0, x64 ? x64 + v0 : NULL, n, best, lp + v0, p + v0);
+    for (size_t v = v0; v < v0 + n; v++) block_add(&sum, p[v]);
   }
   const double total = block_total(&sum), log_sum = log(total);
-  for (size_t v = 0; v < vocab; v++) {
-    lp[v] -= log_sum;
-    p[v] /= total;
-  }
+  softmax_normalize(lp, p, vocab, log_sum, total);
   return true;
+}
+
+/* One block's terms of KL(p||q), KL(q||p) and the two halves of Jensen-Shannon: log m = log((p +
+ * q) / 2) from the larger side, lp + log((1 + q/p) / 2), which is lp itself where p = q (a JSD of
+ * exactly 0 for equal distributions, as NumPy's logaddexp gives); 0 where p (or q) is 0. */
+TOKEN_VECTOR_CLONES static void divergence_block(const double *restrict lp, const double *restrict lq,
+                                                 const double *restrict pp, const double *restrict pq, size_t n,
+                                                 double *restrict kl, double *restrict rkl, double *restrict jsd_p,
+                                                 double *restrict jsd_q) {
+  for (size_t v = 0; v < n; v++) {
+    const double p = pp[v], q = pq[v];
+    kl[v] = p * (lp[v] - lq[v]);
+    rkl[v] = q * (lq[v] - lp[v]);
+    /* The smaller over the larger (0 when both are 0), as selects and one division: the loop stays
+     * free of branches. */
+    const double larger = p >= q ? p : q, smaller = p >= q ? q : p, l_larger = p >= q ? lp[v] : lq[v];
+    const double ratio = smaller / (larger > 0 ? larger : 1.0);
+    const double lm = l_larger + token_log_half_to_one(0.5 * (1.0 + ratio));
+    jsd_p[v] = p * (lp[v] - lm);
+    jsd_q[v] = q * (lq[v] - lm);
+  }
 }
 
 static double label_rank(const double *lp, size_t vocab, size_t label) {
@@ -287,17 +330,18 @@ void precis_metrics_token_stats(const float *r32, const double *r64, const float
     if (!finite[t]) continue;
     block_sum kl = {0, 0, 0}, rkl = {0, 0, 0}, jsd_p = {0, 0, 0}, jsd_q = {0, 0, 0};
     top_list top_r = {.k = k}, top_q = {.k = k};
-    for (size_t v = 0; v < vocab; v++) {
-      const double p = pp[v], q = pq[v];
-      block_add(&kl, p * (lp[v] - lq[v]));
-      block_add(&rkl, q * (lq[v] - lp[v]));
-      /* log m = log((p + q) / 2), from the larger side: lp + log((1 + q/p) / 2), which is lp itself
-       * where p = q (a JSD of exactly 0 for equal distributions, as NumPy's logaddexp gives). */
-      if (p > 0 || q > 0) {
-        const double lm = p >= q ? lp[v] + log(0.5 * (1.0 + q / p)) : lq[v] + log(0.5 * (1.0 + p / q));
-        if (p > 0) block_add(&jsd_p, p * (lp[v] - lm));
-        if (q > 0) block_add(&jsd_q, q * (lq[v] - lm));
+    double t_kl[128], t_rkl[128], t_jp[128], t_jq[128];
+    for (size_t v0 = 0; v0 < vocab; v0 += 128) {
+      const size_t n = vocab - v0 < 128 ? vocab - v0 : 128;
+      divergence_block(lp + v0, lq + v0, pp + v0, pq + v0, n, t_kl, t_rkl, t_jp, t_jq);
+      for (size_t i = 0; i < n; i++) {
+        block_add(&kl, t_kl[i]);
+        block_add(&rkl, t_rkl[i]);
+        block_add(&jsd_p, t_jp[i]);
+        block_add(&jsd_q, t_jq[i]);
       }
+    }
+    for (size_t v = 0; v < vocab; v++) {
       top_insert(&top_r, lp[v], v);
       top_insert(&top_q, lq[v], v);
     }
