@@ -216,6 +216,18 @@ done:
   return result;
 }
 
+/* emulate_b_bytes(recipe, k, n, target or None) -> the host bytes emulate holds for a W [n, k] */
+static PyObject *py_emulate_b_bytes(PyObject *self, PyObject *args) {
+  (void)self;
+  const char *recipe, *target = NULL;
+  long long k, n;
+  if (!PyArg_ParseTuple(args, "sLL|z:emulate_b_bytes", &recipe, &k, &n, &target)) return NULL;
+  int64_t bytes = 0;
+  precis_status st = precis_emulate_b_bytes(recipe, k, n, target, &bytes);
+  if (st != PRECIS_OK) return raise_status(st);
+  return PyLong_FromLongLong((long long)bytes);
+}
+
 /* emulate_operands(recipe, a, b, a_out, b_out, batch, m, n, k, b_batched) -> alpha */
 static PyObject *py_emulate_operands(PyObject *self, PyObject *args) {
   const char *recipe;
@@ -1048,6 +1060,7 @@ static PyMethodDef methods[] = {
     {"cpu_support", py_cpu_support, METH_VARARGS, "(True, '') or (False, why) for the cpu backend."},
     {"out_dtype", py_out_dtype, METH_VARARGS, "'float64' for out=fp64 recipes, else 'float32'."},
     {"emulate", py_emulate, METH_VARARGS, "One batched GEMM exactly as the cpu backend computes it."},
+    {"emulate_b_bytes", py_emulate_b_bytes, METH_VARARGS, "Host bytes emulate holds for a W [n, k]."},
     {"emulate_operands", py_emulate_operands, METH_VARARGS, "The operands an fp32-accumulating recipe multiplies."},
     {"quantize", py_quantize, METH_VARARGS, "Codes, scales and values of one operand."},
     {"dataset_info", py_dataset_info, METH_VARARGS, "A dataset's attributes and workloads."},

@@ -60,6 +60,12 @@ precis_status precis_emulate(const char *recipe, const precis_gemm *gemm, void *
 precis_status precis_emulate_target(const char *recipe, const precis_gemm *gemm, void *c, precis_dtype c_dtype,
                                     const char *target, precis_emulate_info *info);
 
+/* The host bytes precis_emulate(_target) holds for B, beyond the caller's, when B is given as W
+ * [n, k] (b_transposed): its copies of B (codes, rounded values; a [k, n] copy where the recipe
+ * needs one), a block of columns' only where a head-sized W (64 MiB or more) is emulated a block at
+ * a time. For planning memory (verify's estimate); about, for the quantized block formats. */
+precis_status precis_emulate_b_bytes(const char *recipe, int64_t k, int64_t n, const char *target, int64_t *bytes);
+
 /* ---- arrays on a CUDA device (DLPack's world) ------------------------------------------------
  * NOT YET RUN ON A GPU: this entry was written, compiled and linked on machines without one; its
  * argument checks are tested there, and tests/gpu/test_device_gemm.c (ctest -L gpu) is what checks

@@ -160,13 +160,26 @@ def _process_baseline(model):
     return max(0, rss - resident)
 
 
+def _b_copies(recipe, k, n):
+    """The bytes the cpu backend holds for one layer's B while it emulates `recipe` on W [n, k]
+    (precis_emulate_b_bytes); 8 per weight without a recipe or when libprecis cannot say."""
+    from . import _precis
+
+    if recipe is None:
+        return k * n * 8
+    try:
+        return int(_precis.emulate_b_bytes(recipe, k, n, None)) or k * n * 8
+    except _precis.Error:  # a recipe verify refuses later, with its own message
+        return k * n * 8
+
+
 class MemoryEstimate:
     """peak ≈ the process's baseline (process_baseline) + weights as loaded (+ the float32 reference copy and the float64 model of --reference
     fp64 where made) + one layer's working set + one batch's activations, emulated GEMM outputs and
     final outputs. Every term in bytes; `total(batch)` for a batch of `batch` sequences."""
 
     def __init__(self, model, ref_copy, fp64, layers, modules, tokens, out_features, isolated, check_tokens=None,
-                 baseline=0):
+                 baseline=0, recipes=None):
         # Weights offloaded by accelerate (to the CPU's disk) are meta tensors here: not held.
         params = sum(p.numel() * p.element_size() for p in model.parameters() if p.device.type != "meta")
         params += sum(b.numel() * b.element_size() for b in model.buffers() if b.device.type != "meta")
@@ -180,10 +193,15 @@ class MemoryEstimate:
         self.out_features = out_features
         self.fp64 = fp64
         shapes = []
+        # The cpu backend's copies of each planned layer's B (libprecis's figure for its recipe and
+        # shape: codes or rounded values, a head's a block of columns at a time where the recipe
+        # allows); without the recipes, a [k, n] copy and one quantized copy (8 bytes per weight).
+        self.b_copies = 0
         for name in layers:
             module, in_major = modules[name]
             k, n = (module.weight.shape if in_major else module.weight.shape[::-1])
             shapes.append((int(k), int(n)))
+            self.b_copies = max(self.b_copies, _b_copies(recipes.get(name) if recipes else None, int(k), int(n)))
         self.sum_n = sum(n for _, n in shapes)
         self.max_kn = max((k * n for k, n in shapes), default=0)
         self.max_n = max((n for _, n in shapes), default=0)
@@ -197,13 +215,12 @@ class MemoryEstimate:
         return self.baseline + self.weights + self.reference_copy + self.fp64_model
 
     def layer(self, batch):
-        """One layer at a time: its weights transposed to [k, n] float32 (the emulation's and the check's
-        b) and the emulation's quantized copy (float32 codes or rounded values), the float64 copy of
-        one block of at most 4096 of its columns (the reference dgemm, data/generate.h), the isolated
-        output and its quantized inputs, and the reference of one block of 256 rows (c_ref and
-        ab_abs, float64)."""
+        """One layer at a time: the emulation's copies of its B (b_copies: libprecis's figure; W itself
+        is read as the layer holds it), the float64 copy of one block of at most 4096 of its columns
+        (the reference dgemm, data/generate.h), the isolated output and its quantized inputs, and the
+        reference of one block of 256 rows (c_ref and ab_abs, float64)."""
         rows = batch * self.check_tokens
-        per_weight = self.max_kn * (4 + 4) + self.max_k * min(self.max_n, REFERENCE_BLOCK_COLS) * 8
+        per_weight = self.b_copies + self.max_k * min(self.max_n, REFERENCE_BLOCK_COLS) * 8
         iso = rows * self.max_n * 4 * 2 if self.isolated else 0
         ref = max(256, self.tokens) * self.max_n * 16
         if self.check_tokens != self.tokens:  # whole 256-row blocks of the samples' rows (api_layer_check.c)
@@ -611,7 +628,7 @@ def verify(model, plan, inputs, *, tokenizer=None, out=None, require=(), alpha=0
     positions = layer_rows_positions(layer_rows, len(ids), ids.shape[1])
     estimate = MemoryEstimate(model, ref_copy, reference == "fp64", layers, modules, ids.shape[1], out_features,
                               compute_isolated, check_tokens=None if positions is None else len(positions),
-                              baseline=process_baseline(model))
+                              baseline=process_baseline(model), recipes=chosen)
     batch_size = choose_batch(estimate, len(ids), batch_size, max_memory, budget=VERIFY_BATCH_BUDGET)
     n_batches = (len(ids) + batch_size - 1) // batch_size
     progress = Progress(quiet, n_batches, int(ids.size))

@@ -177,6 +177,20 @@ done:
   return st;
 }
 
+precis_status precis_emulate_b_bytes(const char *recipe_text, int64_t k, int64_t n, const char *target_name,
+                                     int64_t *bytes) {
+  if (!recipe_text || !bytes) return precis_fail(PRECIS_E_USAGE, "precis_emulate_b_bytes: recipe and bytes are required");
+  if (k < 1 || n < 1) return precis_fail(PRECIS_E_USAGE, "k=%lld, n=%lld: each at least 1", (long long)k, (long long)n);
+  precis_target target = PRECIS_TARGET_DEFAULT;
+  if (target_name && !precis_target_parse(target_name, &target))
+    return precis_fail(PRECIS_E_USAGE, "target %s: expected one of %s", target_name, PRECIS_TARGET_NAMES);
+  precis_recipe recipe;
+  precis_status st = precis_recipe_parse(recipe_text, &recipe);
+  if (st != PRECIS_OK) return st;
+  *bytes = (int64_t)precis_cpu_emulate_b_bytes(&recipe.spec, k, n, target);
+  return PRECIS_OK;
+}
+
 precis_status precis_emulate_operands(const char *recipe_text, const precis_gemm *g, float *a_out, float *b_out,
                                       float *alpha) {
   float *a_owned = NULL, *b_owned = NULL, *a_units = NULL, *b_units = NULL;

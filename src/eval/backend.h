@@ -118,6 +118,11 @@ precis_status precis_cpu_emulate(const precis_spec *spec, const precis_workload_
 /* The same under a --target's arithmetic (PRECIS_TARGET_DEFAULT: sm_90, as precis_cpu_emulate). */
 precis_status precis_cpu_emulate_target(const precis_spec *spec, const precis_workload_info *w,
                                         const precis_workload_data *d, precis_target target, precis_case_output *out);
+/* Host bytes the cpu backend holds for B beyond the caller's while it emulates this spec on a
+ * GEMM given W [n, k] (workload data b_nk): its copies of B (codes, rounded values, a [k, n] copy
+ * for the routes that need one), a block of columns' for a head-sized W whose output columns are
+ * computed independently. About, for the quantized block formats; 0 when the spec does not run. */
+size_t precis_cpu_emulate_b_bytes(const precis_spec *spec, int64_t k, int64_t n, precis_target target);
 /* The cuda backend is declared by kernels/cuda_api.h (precis_backend_cuda), above this layer. */
 
 #endif

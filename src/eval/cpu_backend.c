@@ -67,6 +67,7 @@ typedef struct cpu_case {
   float *a_scales, *b_scales; /* int8: per row of A (batch*m), per column of B (b_matrices*n) */
   float tensor_scale_a, tensor_scale_b; /* scaled float operands: per-tensor scales (1 when unscaled) */
   size_t clipped;
+  size_t clipped_a;         /* int8: of clipped, A's inputs (the column blocks of a wide W count A once) */
   float *c;                 /* output, float32 */
   precis_float_split fsplit;  /* CPU_GEMM_SPLIT_F32 */
   float *a_terms, *b_terms;   /* split terms: fsplit.terms arrays of a_count / b_count */
@@ -351,6 +352,7 @@ static precis_status prepare_int8(cpu_case *cc, precis_kv_list *details) {
   }
   st = quantize_int8_a(cc, a_q, details);
   if (st != PRECIS_OK) goto done;
+  cc->clipped_a = cc->clipped;
   for (size_t g = 0; g < cc->b_matrices; g++) {
     const float *b = d->b + g * k * n;
     if (d->b_nk) {
@@ -1021,8 +1023,10 @@ static precis_status b_as_kn(const precis_workload_info *w, const precis_workloa
   return PRECIS_OK;
 }
 
-precis_status precis_cpu_emulate_target(const precis_spec *spec, const precis_workload_info *w,
-                                        const precis_workload_data *d, precis_target target, precis_case_output *out) {
+/* One emulation (precis_cpu_emulate_target without the column blocks); *clipped_a and *clipped the
+ * case's clipped counts (A's, and A's and B's). */
+static void emulate_case(const precis_spec *spec, const precis_workload_info *w, const precis_workload_data *d,
+                         precis_target target, precis_case_output *out, size_t *clipped_a, size_t *clipped) {
   precis_case_options o;
   precis_case_options_default(&o);
   cpu_case cc;
@@ -1035,15 +1039,13 @@ precis_status precis_cpu_emulate_target(const precis_spec *spec, const precis_wo
   cpu_gemm route;
   char why[8];
   if (d->b_nk && !(cpu_route(spec, &route, why, sizeof why) && route_reads_nk(route))) {
-    precis_status st = b_as_kn(w, d, &layout, &kn, &b32_kn, &b64_kn);
-    if (st != PRECIS_OK) {
-      precis_tracked_free(&layout, b32_kn, b_count * sizeof *b32_kn);
-      precis_tracked_free(&layout, b64_kn, b_count * sizeof *b64_kn);
-      return st;
+    if (b_as_kn(w, d, &layout, &kn, &b32_kn, &b64_kn) != PRECIS_OK) {
+      out->status = PRECIS_ROW_DOES_NOT_FIT;
+      snprintf(out->reason, sizeof out->reason, "%s", precis_last_error());
+      goto done;
     }
     d = &kn;
   }
-  if (target == PRECIS_TARGET_DEFAULT) target = PRECIS_TARGET_CPU_DEFAULT;
   if (case_begin(&cc, spec, w, d, &o, out, &f16_acc_row, target)) {
     precis_status st = prepare_inputs(&cc, &out->details);
     if (st != PRECIS_OK && cc.status == PRECIS_ROW_OK) {
@@ -1057,9 +1059,131 @@ precis_status precis_cpu_emulate_target(const precis_spec *spec, const precis_wo
   }
   out->memory.tensor_bytes = precis_spec_tensor_bytes(spec, w->m, w->n, w->k, w->batch, w->b_batched);
   out->memory.tracked_peak_bytes = cc.tracker.peak + layout.peak;
+  *clipped_a = cc.clipped_a;
+  *clipped = cc.clipped;
   case_end(&cc, out, f16_acc_row);
+done:
   precis_tracked_free(&layout, b32_kn, b_count * sizeof *b32_kn);
   precis_tracked_free(&layout, b64_kn, b_count * sizeof *b64_kn);
+}
+
+/* B's float32 bytes from which a GEMM given W [n, k] is emulated a block of columns at a time, and
+ * the bytes of W per block. */
+#define COLUMN_BLOCKS_FROM_BYTES PRECIS_LARGE_B_BYTES
+#define COLUMN_BLOCK_BYTES ((size_t)16 << 20)
+
+/* Columns of B per block: W's rows of COLUMN_BLOCK_BYTES, a multiple of 64 (at least 64). */
+static size_t column_block(size_t k) {
+  size_t block = COLUMN_BLOCK_BYTES / (k * sizeof(float));
+  return block < 64 ? 64 : block - block % 64;
+}
+
+/* Whether every output column of this spec's emulation depends only on A and its own column of B
+ * (and so a block of columns computes the bits the whole does): the exact integer GEMM (per-column
+ * scales of B; A's scales are A's own), and the accumulator models run per output element (the
+ * tensor cores' fused dot-adds, fp16 accumulation) on unscaled operands. Not OpenBLAS's sgemm,
+ * whose sums may change with the call's shape, nor a B scaled per tensor. */
+static bool columns_independent(const precis_spec *spec, precis_target target) {
+  cpu_gemm route;
+  char why[8];
+  if (!cpu_route(spec, &route, why, sizeof why)) return false;
+  if (route == CPU_GEMM_INT_EXACT) return true;
+  if (precis_operand_is_scaled(&spec->a) || precis_operand_is_scaled(&spec->b)) return false;
+  if (route == CPU_GEMM_F16_ACC) return true;
+  precis_target_plan plan;
+  precis_target_plan_of(spec, target, &plan);
+  return route == CPU_GEMM_SGEMM && plan.model.fraction_bits > 0 &&
+         (plan.model.family == PRECIS_MMA_F16 || plan.model.family == PRECIS_MMA_TF32);
+}
+
+/* A head-sized GEMM given as W [n, k] (a model's lm_head: 49152 or 128256 outputs), a block of W's
+ * rows (B's columns) at a time: the cpu backend's copies of B (its codes or rounded values) are a
+ * block's, not the whole head's (at 1B parameters, 1.05 GB of integer-valued floats). A is
+ * quantized again per block (the same scales: A's own). The blocks' outputs fill out->c. */
+static void emulate_column_blocks(const precis_spec *spec, const precis_workload_info *w, const precis_workload_data *d,
+                                  precis_target target, precis_case_output *out) {
+  const size_t k = (size_t)w->k, n = (size_t)w->n, rows = (size_t)(w->batch * w->m), block = column_block(k);
+  out->c = malloc(rows * n * sizeof *out->c);
+  if (!out->c) {
+    out->status = PRECIS_ROW_DOES_NOT_FIT;
+    snprintf(out->reason, sizeof out->reason, "out of host memory for the output (%.3g GiB)",
+             (double)(rows * n * sizeof(float)) / 1073741824.0);
+    return;
+  }
+  size_t clipped_a = 0, clipped_b = 0;
+  long long peak = 0;
+  for (size_t j0 = 0; j0 < n; j0 += block) {
+    const size_t cols = n - j0 < block ? n - j0 : block;
+    precis_workload_info part_w = *w;
+    part_w.n = (int64_t)cols;
+    precis_workload_data part_d = *d;
+    part_d.b = d->b + j0 * k;
+    part_d.b64 = d->b64 ? d->b64 + j0 * k : NULL;
+    precis_case_output part;
+    precis_case_output_init(&part);
+    size_t part_clipped_a = 0, part_clipped = 0;
+    emulate_case(spec, &part_w, &part_d, target, &part, &part_clipped_a, &part_clipped);
+    if (part.status != PRECIS_ROW_OK || !part.c) {
+      out->status = part.status == PRECIS_ROW_OK ? PRECIS_ROW_FAILED : part.status;
+      snprintf(out->reason, sizeof out->reason, "%s", part.reason[0] ? part.reason : "the backend returned no output");
+      free(out->c);
+      out->c = NULL;
+      precis_case_output_free(&part);
+      return;
+    }
+    for (size_t i = 0; i < rows; i++) memcpy(out->c + i * n + j0, part.c + i * cols, cols * sizeof(float));
+    clipped_a = part_clipped_a;
+    clipped_b += part_clipped - part_clipped_a;
+    if (part.memory.tracked_peak_bytes > peak) peak = part.memory.tracked_peak_bytes;
+    if (j0 == 0) {
+      out->details = part.details;
+      memset(&part.details, 0, sizeof part.details);
+    }
+    precis_case_output_free(&part);
+  }
+  out->status = PRECIS_ROW_OK;
+  if (spec_is_scaled(spec))
+    out->clipped_fraction = (double)(clipped_a + clipped_b) / (double)(rows * k + n * k);
+  out->memory.tensor_bytes = precis_spec_tensor_bytes(spec, w->m, w->n, w->k, w->batch, w->b_batched);
+  out->memory.tracked_peak_bytes = peak + (long long)(rows * n * sizeof(float));
+}
+
+size_t precis_cpu_emulate_b_bytes(const precis_spec *spec, int64_t k, int64_t n, precis_target target) {
+  if (target == PRECIS_TARGET_DEFAULT) target = PRECIS_TARGET_CPU_DEFAULT;
+  cpu_gemm route;
+  char why[8];
+  if (k < 1 || n < 1 || !cpu_route(spec, &route, why, sizeof why)) return 0;
+  size_t cols = (size_t)n;
+  if ((size_t)k * (size_t)n * sizeof(float) >= COLUMN_BLOCKS_FROM_BYTES && columns_independent(spec, target) &&
+      column_block((size_t)k) < cols)
+    cols = column_block((size_t)k);
+  const size_t e = (size_t)k * cols, split = (size_t)spec->split_terms;
+  precis_float_split fsplit;
+  precis_float_split_of(spec->split, &fsplit);
+  switch (route) {
+  case CPU_GEMM_INT_EXACT: return e * 5; /* codes, and the integer-valued floats the sgemm reads */
+  case CPU_GEMM_SGEMM:
+  case CPU_GEMM_F16_ACC:
+  case CPU_GEMM_MMA: return e * (4 + (precis_operand_is_scaled(&spec->b) ? 1 : 0)); /* rounded (or fp8 codes) */
+  case CPU_GEMM_SPLIT_F32: return e * 4 * (1 + (size_t)fsplit.terms); /* [k, n] copy, its terms */
+  case CPU_GEMM_DGEMM: return e * (4 + 8);
+  case CPU_GEMM_OZAKI: return e * (4 + 8 + 8 * split);
+  case CPU_GEMM_CRT: return e * (4 + 8 + split + 8);
+  case CPU_GEMM_QUANTIZED: return e * (4 + 4 + 1); /* [k, n] copy, decoded values, codes: about */
+  }
+  return e * 8;
+}
+
+precis_status precis_cpu_emulate_target(const precis_spec *spec, const precis_workload_info *w,
+                                        const precis_workload_data *d, precis_target target, precis_case_output *out) {
+  if (target == PRECIS_TARGET_DEFAULT) target = PRECIS_TARGET_CPU_DEFAULT;
+  if (d->b_nk && !w->b_batched && (size_t)w->k * (size_t)w->n * sizeof(float) >= COLUMN_BLOCKS_FROM_BYTES &&
+      columns_independent(spec, target)) {
+    emulate_column_blocks(spec, w, d, target, out);
+    return PRECIS_OK;
+  }
+  size_t clipped_a, clipped;
+  emulate_case(spec, w, d, target, out, &clipped_a, &clipped);
   return PRECIS_OK;
 }
 

@@ -141,6 +141,33 @@ def test_transposed_weights_with_special_values():
         precis.emulate(a, w[:, :69].copy(), "int8", b_transposed=True)
 
 
+def test_head_sized_weights_in_column_blocks():
+    """A W [n, k] of 64 MiB or more (a head) is emulated a block of its rows at a time where each output
+    column is its own (int8, the accumulator models): the bits and the clipped fraction of the whole, on
+    odd n, with rows of W that saturate; the other recipes as before."""
+    from precis import _precis
+
+    rng = np.random.default_rng(7)
+    k, n = 200, 84037  # 67 MB of float32: over the 64 MiB threshold; n not a multiple of the blocks
+    a = rng.standard_normal((2, 5, k)).astype(np.float32)
+    a[1, 2, 7] = 40.0  # a token's outlier
+    a[0, 1, 5] = -np.inf  # saturates in int8: A's clipped inputs count once, not once per block
+    w = rng.standard_normal((n, k)).astype(np.float32)
+    w[n - 1, 3] = np.inf
+    w[n // 2, 0] = np.nan
+    b = np.ascontiguousarray(w.T)
+    for recipe, target in (("int8", None), ("bf16", None), ("fp16", "sm_80"), ("fp16acc16", None), ("fp8", None)):
+        got, want = np.empty((2, 5, n), np.float32), np.empty((2, 5, n), np.float32)
+        info_t = _precis.emulate(recipe, a, w, got, 2, 5, n, k, False, None, 0, target, True)
+        info = _precis.emulate(recipe, a, b, want, 2, 5, n, k, False, None, 0, target, False)
+        mismatch = np.flatnonzero(bits(got) != bits(want))
+        assert mismatch.size == 0, f"{recipe}: {mismatch.size} elements differ, first {mismatch[:5]}"
+        same = {key: info_t[key] == info[key] or (info_t[key] != info_t[key] and info[key] != info[key]) for key in info}
+        assert all(same.values()) and info_t.keys() == info.keys(), (recipe, info_t, info)
+        if recipe == "int8":
+            assert info["clipped_fraction"] > 0, info  # the inf (and the outlier's row) saturate
+
+
 def test_layer_check_takes_the_weights_as_held():
     """precis_layer_check_add_weights (W [n, k]) gives precis_layer_check_add's rows (b = Wᵀ) exactly."""
     from precis import _precis
