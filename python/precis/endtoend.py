@@ -187,7 +187,8 @@ class Outputs:
                 r, c = r[None], c[None]
             keep = np.ones(r.shape[0], bool) if mask is None else np.asarray(mask[i], bool)[: r.shape[0]]
             lab = None if labels is None else np.asarray(labels[i])[: r.shape[0]][keep]
-            r, c = r[keep], c[keep]
+            if not keep.all():  # a copy of the kept rows only where the mask drops some
+                r, c = r[keep], c[keep]
             if kind == "logits" and score == "second-half":
                 first = r.shape[0] // 2  # llama.cpp kl_divergence(): first = n_ctx/2
                 r, c = r[first:], c[first:]

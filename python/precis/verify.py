@@ -231,18 +231,20 @@ class MemoryEstimate:
         """One batch: the emulated model's GEMM outputs of every planned layer (float32, kept until
         the reference pass reaches the layer; of the stated tokens only with --layer-rows), the widest
         one's working set while it is computed, both models' final outputs (+ float64 ones), the
-        forward's own activations (hidden states, attention scores) and the float64 log-softmax
-        temporaries of the end-to-end metrics (a piece of tokens per thread)."""
+        forward's own activations (hidden states, attention scores) and the end-to-end metrics'
+        temporaries (four float64 rows of the vocabulary per thread, one sample's kept rows)."""
         rows = batch * self.tokens
         recorded = batch * self.check_tokens * self.sum_n * 4  # --layer-rows: only the stated tokens are kept
         # The widest planned GEMM of the emulated model (the head's): the cpu backend's output and
-        # its accumulators beside the output handed back (counted in finals).
+        # its accumulators beside the output handed back (counted in finals); a head emulated a
+        # block of columns at a time writes the output handed back (int8: no int32 accumulators
+        # for k <= 1024), so this bounds it.
         emulated = rows * self.max_n * 8
         finals = rows * self.out_features * (4 + 4 + (8 if self.fp64 else 0))
         forward = rows * self.hidden * 4 * 8 + batch * self.heads * self.tokens * self.tokens * 4 * 2
-        # endtoend.logit_token_stats: a piece of ROWS_PER_PIECE tokens per worker in flight.
-        metric_rows = min(self.tokens, endtoend.ROWS_PER_PIECE * endtoend.workers())
-        metrics = metric_rows * self.out_features * 8 * 6
+        # endtoend.logit_token_stats: libprecis's four float64 rows of the vocabulary per worker in
+        # flight, and one sample's kept rows of both outputs where a mask drops tokens (a copy).
+        metrics = endtoend.workers() * 4 * self.out_features * 8 + self.tokens * self.out_features * 8
         return recorded + emulated + finals + forward + metrics
 
     def total(self, batch):

@@ -149,16 +149,22 @@ precis_status precis_emulate_target(const char *recipe_text, const precis_gemm *
   size_t c_count = elements(g->batch, g->m, g->n);
 
   precis_clear_error();
-  if ((st = precis_cpu_emulate_target(&recipe.spec, &w, &d, target, &out)) != PRECIS_OK) goto done;
+  /* A float32 output may be written in place (a head emulated a block of columns at a time). */
+  if ((st = precis_cpu_emulate_into(&recipe.spec, &w, &d, target, &out, c_dtype == PRECIS_DTYPE_F32 ? c : NULL)) !=
+      PRECIS_OK)
+    goto done;
   if ((st = row_status_error(recipe_text, &out)) != PRECIS_OK) goto done;
-  if (!out.c) {
+  const bool in_place = !out.c && c_dtype == PRECIS_DTYPE_F32;
+  if (!out.c && !in_place) {
     st = precis_fail(PRECIS_E_RUNTIME, "%s: the cpu backend returned no output", recipe_text);
     goto done;
   }
   /* A head's operand copies (its B as integers or rounded values) would otherwise stay cached while
    * the output is copied out: with the caller's B and both outputs, the peak of a verify. */
   if ((double)g->k * (double)g->n * 4.0 >= (double)PRECIS_LARGE_B_BYTES) precis_tracked_cache_release();
-  if (c_dtype == PRECIS_DTYPE_F32) memcpy(c, out.c, c_count * sizeof(float));
+  if (in_place) {
+    /* written by the backend */
+  } else if (c_dtype == PRECIS_DTYPE_F32) memcpy(c, out.c, c_count * sizeof(float));
   else if (out.c64) memcpy(c, out.c64, c_count * sizeof(double));
   else
     for (size_t i = 0; i < c_count; i++) ((double *)c)[i] = out.c[i];

@@ -118,6 +118,12 @@ precis_status precis_cpu_emulate(const precis_spec *spec, const precis_workload_
 /* The same under a --target's arithmetic (PRECIS_TARGET_DEFAULT: sm_90, as precis_cpu_emulate). */
 precis_status precis_cpu_emulate_target(const precis_spec *spec, const precis_workload_info *w,
                                         const precis_workload_data *d, precis_target target, precis_case_output *out);
+/* The same, with c_dest (batch*m*n float32, or NULL): where the output may be written instead of
+ * out->c. When it was (a head-sized W emulated a block of columns at a time), out->c is NULL with
+ * status ok: no second copy of a head's output. */
+precis_status precis_cpu_emulate_into(const precis_spec *spec, const precis_workload_info *w,
+                                      const precis_workload_data *d, precis_target target, precis_case_output *out,
+                                      float *c_dest);
 /* Host bytes the cpu backend holds for B beyond the caller's while it emulates this spec on a
  * GEMM given W [n, k] (workload data b_nk): its copies of B (codes, rounded values, a [k, n] copy
  * for the routes that need one), a block of columns' for a head-sized W whose output columns are

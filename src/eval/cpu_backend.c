@@ -1099,12 +1099,13 @@ static bool columns_independent(const precis_spec *spec, precis_target target) {
 /* A head-sized GEMM given as W [n, k] (a model's lm_head: 49152 or 128256 outputs), a block of W's
  * rows (B's columns) at a time: the cpu backend's copies of B (its codes or rounded values) are a
  * block's, not the whole head's (at 1B parameters, 1.05 GB of integer-valued floats). A is
- * quantized again per block (the same scales: A's own). The blocks' outputs fill out->c. */
+ * quantized again per block (the same scales: A's own). The blocks' outputs fill c_dest when given
+ * (out->c stays NULL), else out->c. */
 static void emulate_column_blocks(const precis_spec *spec, const precis_workload_info *w, const precis_workload_data *d,
-                                  precis_target target, precis_case_output *out) {
+                                  precis_target target, precis_case_output *out, float *c_dest) {
   const size_t k = (size_t)w->k, n = (size_t)w->n, rows = (size_t)(w->batch * w->m), block = column_block(k);
-  out->c = malloc(rows * n * sizeof *out->c);
-  if (!out->c) {
+  float *c = c_dest ? c_dest : malloc(rows * n * sizeof *c);
+  if (!c) {
     out->status = PRECIS_ROW_DOES_NOT_FIT;
     snprintf(out->reason, sizeof out->reason, "out of host memory for the output (%.3g GiB)",
              (double)(rows * n * sizeof(float)) / 1073741824.0);
@@ -1126,12 +1127,11 @@ static void emulate_column_blocks(const precis_spec *spec, const precis_workload
     if (part.status != PRECIS_ROW_OK || !part.c) {
       out->status = part.status == PRECIS_ROW_OK ? PRECIS_ROW_FAILED : part.status;
       snprintf(out->reason, sizeof out->reason, "%s", part.reason[0] ? part.reason : "the backend returned no output");
-      free(out->c);
-      out->c = NULL;
+      if (!c_dest) free(c);
       precis_case_output_free(&part);
       return;
     }
-    for (size_t i = 0; i < rows; i++) memcpy(out->c + i * n + j0, part.c + i * cols, cols * sizeof(float));
+    for (size_t i = 0; i < rows; i++) memcpy(c + i * n + j0, part.c + i * cols, cols * sizeof(float));
     clipped_a = part_clipped_a;
     clipped_b += part_clipped - part_clipped_a;
     if (part.memory.tracked_peak_bytes > peak) peak = part.memory.tracked_peak_bytes;
@@ -1142,10 +1142,11 @@ static void emulate_column_blocks(const precis_spec *spec, const precis_workload
     precis_case_output_free(&part);
   }
   out->status = PRECIS_ROW_OK;
+  out->c = c_dest ? NULL : c;
   if (spec_is_scaled(spec))
     out->clipped_fraction = (double)(clipped_a + clipped_b) / (double)(rows * k + n * k);
   out->memory.tensor_bytes = precis_spec_tensor_bytes(spec, w->m, w->n, w->k, w->batch, w->b_batched);
-  out->memory.tracked_peak_bytes = peak + (long long)(rows * n * sizeof(float));
+  out->memory.tracked_peak_bytes = peak + (c_dest ? 0 : (long long)(rows * n * sizeof(float)));
 }
 
 size_t precis_cpu_emulate_b_bytes(const precis_spec *spec, int64_t k, int64_t n, precis_target target) {
@@ -1176,10 +1177,16 @@ size_t precis_cpu_emulate_b_bytes(const precis_spec *spec, int64_t k, int64_t n,
 
 precis_status precis_cpu_emulate_target(const precis_spec *spec, const precis_workload_info *w,
                                         const precis_workload_data *d, precis_target target, precis_case_output *out) {
+  return precis_cpu_emulate_into(spec, w, d, target, out, NULL);
+}
+
+precis_status precis_cpu_emulate_into(const precis_spec *spec, const precis_workload_info *w,
+                                      const precis_workload_data *d, precis_target target, precis_case_output *out,
+                                      float *c_dest) {
   if (target == PRECIS_TARGET_DEFAULT) target = PRECIS_TARGET_CPU_DEFAULT;
   if (d->b_nk && !w->b_batched && (size_t)w->k * (size_t)w->n * sizeof(float) >= COLUMN_BLOCKS_FROM_BYTES &&
       columns_independent(spec, target)) {
-    emulate_column_blocks(spec, w, d, target, out);
+    emulate_column_blocks(spec, w, d, target, out, c_dest);
     return PRECIS_OK;
   }
   size_t clipped_a, clipped;

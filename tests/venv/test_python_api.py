@@ -166,6 +166,9 @@ def test_head_sized_weights_in_column_blocks():
         assert all(same.values()) and info_t.keys() == info.keys(), (recipe, info_t, info)
         if recipe == "int8":
             assert info["clipped_fraction"] > 0, info  # the inf (and the outlier's row) saturate
+    # A float64 output is not written in place: the blocks' float32 output, widened.
+    wide = precis.emulate(a[0], w, "int8", b_transposed=True, out_dtype=np.float64)
+    assert wide.dtype == np.float64 and np.array_equal(wide, precis.emulate(a[0], b, "int8").astype(np.float64))
 
 
 def test_layer_check_takes_the_weights_as_held():
