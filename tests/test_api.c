@@ -333,7 +333,47 @@ TEST(the_cli_as_a_function) {
   CHECK_EQ_INT(precis_main(2, v), 0);
 }
 
-RUN_TESTS(T(status_and_version), T(specs_and_presets), T(emulate_exact_cases), T(emulate_operands),
+TEST(emulate_weights_as_held) {
+  /* B given as W [n, k] (b_transposed): the bits of B itself, float64 inputs included; the bytes
+   * precis_emulate_b_bytes states: int8's codes and floats (5 per weight), a head's a block of
+   * 16 MiB of W (at least 64 columns), fp32's rounded copy whole; refusals name the argument. */
+  enum { S = 2, M = 3, K = 7, N = 5 };
+  float a[S * M * K], b[K * N], w[N * K], c[S * M * N], c_w[S * M * N];
+  double w64[N * K], b64[K * N], d[S * M * N], d_w[S * M * N];
+  for (int i = 0; i < S * M * K; i++) a[i] = (float)((i * 37) % 23 - 11) * 0.37f;
+  for (int p = 0; p < K; p++)
+    for (int j = 0; j < N; j++) b[p * N + j] = w[j * K + p] = (float)((p * 13 + j * 7) % 17 - 8) * 0.61f;
+  for (int i = 0; i < K * N; i++) b64[i] = (double)b[i] + 0x1p-40, w64[(i % N) * K + i / N] = b64[i];
+  precis_gemm g = {.batch = S, .m = M, .n = N, .k = K, .a = a, .a_dtype = PRECIS_DTYPE_F32, .b = b,
+                   .b_dtype = PRECIS_DTYPE_F32};
+  precis_gemm gw = g;
+  gw.b = w, gw.b_transposed = 1;
+  static const char *recipes[] = {"int8", "bf16", "fp32", "fp8", "w4a16", "bf16x3"};
+  for (size_t r = 0; r < sizeof recipes / sizeof recipes[0]; r++) {
+    CHECK_OK(precis_emulate(recipes[r], &g, c, PRECIS_DTYPE_F32, NULL));
+    CHECK_OK(precis_emulate(recipes[r], &gw, c_w, PRECIS_DTYPE_F32, NULL));
+    CHECK_MSG(memcmp(c, c_w, sizeof c) == 0, "%s: b_transposed changed the output", recipes[r]);
+  }
+  precis_gemm g64 = g, gw64 = gw;
+  g64.b = b64, g64.b_dtype = PRECIS_DTYPE_F64, gw64.b = w64, gw64.b_dtype = PRECIS_DTYPE_F64;
+  CHECK_OK(precis_emulate("fp64", &g64, d, PRECIS_DTYPE_F64, NULL));
+  CHECK_OK(precis_emulate("fp64", &gw64, d_w, PRECIS_DTYPE_F64, NULL));
+  CHECK(memcmp(d, d_w, sizeof d) == 0);
+  int64_t bytes = 0;
+  CHECK_OK(precis_emulate_b_bytes("int8", 576, 1536, NULL, &bytes));
+  CHECK(bytes == 576LL * 1536 * 5);
+  CHECK_OK(precis_emulate_b_bytes("int8", 576, 49152, NULL, &bytes));
+  CHECK(bytes == 576LL * 7232 * 5); /* 16 MiB / (576 * 4) = 7281 columns, a multiple of 64 below */
+  CHECK_OK(precis_emulate_b_bytes("fp32", 576, 49152, NULL, &bytes));
+  CHECK(bytes == 576LL * 49152 * 4);
+  CHECK_EQ_INT(precis_emulate_b_bytes("nope", 5, 5, NULL, &bytes), PRECIS_E_USAGE);
+  CHECK_EQ_INT(precis_emulate_b_bytes("int8", 0, 5, NULL, &bytes), PRECIS_E_USAGE);
+  float ao[S * M * K], bo[K * N], alpha;
+  CHECK_EQ_INT(precis_emulate_operands("bf16", &gw, ao, bo, &alpha), PRECIS_E_USAGE);
+  CHECK(strstr(precis_last_error(), "b_transposed") != NULL);
+}
+
+RUN_TESTS(T(status_and_version), T(specs_and_presets), T(emulate_exact_cases), T(emulate_weights_as_held), T(emulate_operands),
           T(emulate_device_refusals),
           T(emulate_refuses_bad_arguments),
           T(quantize_operands), T(datasets_and_reports_refuse_what_is_missing),
