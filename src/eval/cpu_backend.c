@@ -723,6 +723,13 @@ static bool cpu_route(const precis_spec *s, cpu_gemm *gemm, char *why, size_t le
   return true;
 }
 
+/* Whether an sgemm route runs as the target's tensor-core fused dot-adds instead (fp16, bf16, tf32
+ * under a target whose accumulator truncates: CPU_GEMM_MMA). */
+static bool runs_on_mma(cpu_gemm route, const precis_target_plan *plan) {
+  return route == CPU_GEMM_SGEMM && plan->model.fraction_bits > 0 &&
+         (plan->model.family == PRECIS_MMA_F16 || plan->model.family == PRECIS_MMA_TF32);
+}
+
 /* Evicts the caches by streaming through a buffer larger than any last-level cache. The buffer is
  * the case's own (concurrent workers of precis accept each have theirs) and is not tracked: it is
  * measurement apparatus, not part of the workload. */
@@ -834,8 +841,7 @@ static bool case_begin(cpu_case *cc, const precis_spec *spec, const precis_workl
     cc->status = PRECIS_ROW_UNSUPPORTED;
     return false;
   }
-  if (cc->gemm == CPU_GEMM_SGEMM && cc->target.model.fraction_bits > 0 &&
-      (cc->target.model.family == PRECIS_MMA_F16 || cc->target.model.family == PRECIS_MMA_TF32)) {
+  if (runs_on_mma(cc->gemm, &cc->target)) {
     cc->gemm = CPU_GEMM_MMA;
     cc->mma = (precis_mma_shape){.fraction_bits = cc->target.model.fraction_bits, .block = cc->target.model.block,
                                  .emin_a = spec->a.fmt == PRECIS_FMT_F16 ? -14 : -126,
@@ -995,10 +1001,11 @@ precis_status precis_cpu_emulate(const precis_spec *spec, const precis_workload_
   return precis_cpu_emulate_target(spec, w, d, PRECIS_TARGET_DEFAULT, out);
 }
 
-/* Whether a route reads B as [n, k] itself (workload data b_nk): the exact integer GEMM (W's rows
- * quantized in place) and the rounded-float GEMMs (W transposed into their rounded copy). */
+/* Whether a route (cpu_route's: the tensor-core model is an sgemm route until case_begin) reads B as
+ * [n, k] itself (workload data b_nk): the exact integer GEMM (W's rows quantized in place) and the
+ * rounded-float GEMMs (W transposed into their rounded copy, prepare_inputs). */
 static bool route_reads_nk(cpu_gemm route) {
-  return route == CPU_GEMM_INT_EXACT || route == CPU_GEMM_SGEMM || route == CPU_GEMM_F16_ACC || route == CPU_GEMM_MMA;
+  return route == CPU_GEMM_INT_EXACT || route == CPU_GEMM_SGEMM || route == CPU_GEMM_F16_ACC;
 }
 
 /* Workload data whose B is [n, k] (b_nk), for the routes that do not read it so: each B transposed
@@ -1092,8 +1099,7 @@ static bool columns_independent(const precis_spec *spec, precis_target target) {
   if (route == CPU_GEMM_F16_ACC) return true;
   precis_target_plan plan;
   precis_target_plan_of(spec, target, &plan);
-  return route == CPU_GEMM_SGEMM && plan.model.fraction_bits > 0 &&
-         (plan.model.family == PRECIS_MMA_F16 || plan.model.family == PRECIS_MMA_TF32);
+  return runs_on_mma(route, &plan);
 }
 
 /* A head-sized GEMM given as W [n, k] (a model's lm_head: 49152 or 128256 outputs), a block of W's

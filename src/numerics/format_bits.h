@@ -39,6 +39,26 @@ PRECIS_BITS_FN float precis_f32_of_bits(uint32_t u) {
 #endif
 }
 
+PRECIS_BITS_FN uint64_t precis_bits_of_f64(double x) {
+#if defined(__CUDA_ARCH__)
+  return (uint64_t)__double_as_longlong(x);
+#else
+  uint64_t u;
+  memcpy(&u, &x, sizeof u);
+  return u;
+#endif
+}
+
+PRECIS_BITS_FN double precis_f64_of_bits(uint64_t u) {
+#if defined(__CUDA_ARCH__)
+  return __longlong_as_double((long long)u);
+#else
+  double x;
+  memcpy(&x, &u, sizeof x);
+  return x;
+#endif
+}
+
 /* IEEE operations spelled so that nvcc can neither contract nor approximate them. */
 PRECIS_BITS_FN float precis_div_rn(float a, float b) {
 #if defined(__CUDA_ARCH__)

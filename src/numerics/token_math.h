@@ -1,35 +1,24 @@
 /* e^x and log y on the ranges verify's per-token sums need (numerics/metrics.c), as branch-free
  * inline functions that GCC vectorizes in a loop (with -fno-trapping-math, src/CMakeLists.txt).
- * tests/test_metrics.c holds them to about 1 ulp of libm over their ranges. */
+ * tests/test_metrics.c holds them within 2 ulps of libm over their ranges. */
 #ifndef PRECIS_TOKEN_MATH_H
 #define PRECIS_TOKEN_MATH_H
 
 #include <stdint.h>
-#include <string.h>
+
+#include "format_bits.h"
 
 /* glibc's exp and log, called per element, were two thirds of these sums' time (a verify computes
  * three per logit of both models). Cody-Waite reduction and a Taylor polynomial of degree 13 for
  * e^x, the atanh series of degree 21 for log. */
 
-static inline uint64_t token_f64_bits(double x) {
-  uint64_t u;
-  memcpy(&u, &x, sizeof u);
-  return u;
-}
-
-static inline double token_f64_of_bits(uint64_t u) {
-  double x;
-  memcpy(&x, &u, sizeof x);
-  return x;
-}
-
-/* 1.5 * 2^52: x + TOKEN_ROUNDER - TOKEN_ROUNDER is x rounded to an integer, and the low bits of x + TOKEN_ROUNDER are
- * that integer (two's complement), for |x| < 2^51. */
+/* 1.5 * 2^52: x + TOKEN_ROUNDER - TOKEN_ROUNDER is x rounded to an integer, and the low bits of
+ * x + TOKEN_ROUNDER are that integer (two's complement), for |x| < 2^51. */
 #define TOKEN_ROUNDER 0x1.8p52
 
 /* 2^n for an integer-valued n in [-1022, 1023]. */
 static inline double token_pow2_int(double n) {
-  return token_f64_of_bits((token_f64_bits(n + TOKEN_ROUNDER) - token_f64_bits(TOKEN_ROUNDER) + 1023u) << 52);
+  return precis_f64_of_bits((precis_bits_of_f64(n + TOKEN_ROUNDER) - precis_bits_of_f64(TOKEN_ROUNDER) + 1023u) << 52);
 }
 
 /* e^x for x <= 0 (x below -1075 gives 0): x = n ln2 + r, |r| <= ln2 / 2, ln2 in two parts so that

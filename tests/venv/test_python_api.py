@@ -148,7 +148,9 @@ def test_head_sized_weights_in_column_blocks():
     from precis import _precis
 
     rng = np.random.default_rng(7)
-    k, n = 200, 84037  # 67 MB of float32: over the 64 MiB threshold; n not a multiple of the blocks
+    # A real head's shape (SmolLM-135M's tied lm_head: hidden 576, vocabulary 49152): 113 MB of float32,
+    # over the 64 MiB threshold; 7232 columns a block, so the last block is a partial one.
+    k, n = 576, 49152
     a = rng.standard_normal((2, 5, k)).astype(np.float32)
     a[1, 2, 7] = 40.0  # a token's outlier
     a[0, 1, 5] = -np.inf  # saturates in int8: A's clipped inputs count once, not once per block
