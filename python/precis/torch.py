@@ -990,3 +990,39 @@ def tapped(modules, tap):
     finally:
         for restore in reversed(undo):
             restore()
+
+
+class _Held:
+    """What a deferred module's one call left: its input and the placeholder it returned."""
+
+    def __init__(self):
+        self.input, self.output, self.calls = None, None, 0
+
+    def returned_as_is(self, y):
+        """Whether y, the model's final output, is the placeholder itself: the module's output went
+        out of the model unchanged (no soft-capping, no cast, no copy), so that computing the module
+        later on the held input gives the model's final output."""
+        p = self.output
+        return (self.calls == 1 and torch.is_tensor(y) and y.data_ptr() == p.data_ptr() and y.shape == p.shape
+                and y.stride() == p.stride() and y.dtype == p.dtype)
+
+
+@contextlib.contextmanager
+def deferred(module, out_features):
+    """Within the block, the module computes nothing: its call keeps its input x and returns a
+    placeholder of the output's shape [..., out_features] that holds no memory (one zero, expanded),
+    so that a model runs to its end without its widest output (a large vocabulary's logits, which
+    verify computes afterwards a few sequences at a time). Yields the _Held record. Under
+    accelerate the hook's wrapper stays in front, as for emulate."""
+    held = _Held()
+
+    def forward(x, *args, **kwargs):
+        held.calls += 1
+        held.input = x
+        held.output = x.new_zeros(()).expand(*x.shape[:-1], int(out_features))
+        return held.output
+    undo = _replace_forward(module, forward)
+    try:
+        yield held
+    finally:
+        undo()

@@ -179,7 +179,7 @@ class MemoryEstimate:
     final outputs. Every term in bytes; `total(batch)` for a batch of `batch` sequences."""
 
     def __init__(self, model, ref_copy, fp64, layers, modules, tokens, out_features, isolated, check_tokens=None,
-                 baseline=0, recipes=None):
+                 baseline=0, recipes=None, head=None, alternatives=0):
         # Weights offloaded by accelerate (to the CPU's disk) are meta tensors here: not held.
         params = sum(p.numel() * p.element_size() for p in model.parameters() if p.device.type != "meta")
         params += sum(b.numel() * b.element_size() for b in model.buffers() if b.device.type != "meta")
@@ -206,6 +206,13 @@ class MemoryEstimate:
         self.max_kn = max((k * n for k, n in shapes), default=0)
         self.max_n = max((n for _, n in shapes), default=0)
         self.max_k = max((k for k, _ in shapes), default=0)
+        # head: the logits layer verify computes a chunk of sequences at a time (verify's
+        # _head_in_chunks), None when the whole batch's outputs are made at once.
+        self.head = head
+        self.head_n = _weight_shape(modules[head])[1] if head is not None else 0
+        self.body_max_n = max((n for name, (_, n) in zip(layers, shapes) if name != head), default=0)
+        self.alternatives = alternatives  # the noise floor's emulated alternatives: a held hidden state each
+        self.max_chunk = None  # sequences per head chunk: choose_batch sets it (None: the whole batch)
         self.isolated = isolated
         config = getattr(model, "config", None)
         self.hidden = int(getattr(config, "hidden_size", 0) or self.max_k)
@@ -227,14 +234,39 @@ class MemoryEstimate:
             ref = min(rows, math.lcm(self.check_tokens, 256)) * self.max_n * 16
         return per_weight + iso + ref + rows * self.max_k * 8
 
+    def chunk(self, batch):
+        """Sequences per head chunk for a batch of `batch`: the whole batch unless the head is chunked."""
+        if self.head is None or self.max_chunk is None:
+            return batch
+        return min(batch, self.max_chunk)
+
+    def head_bytes(self, chunk):
+        """One head chunk of `chunk` sequences: the head's emulated output and its accumulators, both
+        models' final outputs of the chunk (+ float64 ones) and the end-to-end metrics' temporaries
+        (four float64 rows of the vocabulary per thread, one sample's kept rows)."""
+        if chunk <= 0:
+            return 0
+        rows = chunk * self.tokens
+        emulated = rows * self.head_n * 8
+        finals = rows * self.out_features * (4 + 4 + (8 if self.fp64 else 0))
+        metrics = endtoend.workers() * 4 * self.out_features * 8 + self.tokens * self.out_features * 8
+        return emulated + finals + metrics
+
     def per_batch(self, batch):
         """One batch: the emulated model's GEMM outputs of every planned layer (float32, kept until
         the reference pass reaches the layer; of the stated tokens only with --layer-rows), the widest
         one's working set while it is computed, both models' final outputs (+ float64 ones), the
         forward's own activations (hidden states, attention scores) and the end-to-end metrics'
-        temporaries (four float64 rows of the vocabulary per thread, one sample's kept rows)."""
+        temporaries (four float64 rows of the vocabulary per thread, one sample's kept rows). With
+        the head in chunks: the body's forward, or the held hidden states (one per model) and one head
+        chunk (head_bytes), whichever is larger, beside the recorded outputs."""
         rows = batch * self.tokens
         recorded = batch * self.check_tokens * self.sum_n * 4  # --layer-rows: only the stated tokens are kept
+        if self.head is not None and self.max_chunk is not None and batch > 0:
+            forward = rows * self.hidden * 4 * 8 + batch * self.heads * self.tokens * self.tokens * 4 * 2
+            body = forward + rows * self.body_max_n * 8
+            held = rows * self.hidden * 4 * (2 + self.alternatives)  # the head's input of each model
+            return recorded + held + max(body, self.head_bytes(self.chunk(batch)))
         # The widest planned GEMM of the emulated model (the head's): the cpu backend's output and
         # its accumulators beside the output handed back (counted in finals); a head emulated a
         # block of columns at a time writes the output handed back (int8: no int32 accumulators
@@ -257,13 +289,15 @@ class MemoryEstimate:
         if self.fp64_model:
             parts.append(f"float64 model {_fmt_bytes(self.fp64_model)}")
         parts.append(f"one layer {_fmt_bytes(self.layer(batch))}")
-        parts.append(f"one batch of {batch} x {self.tokens} tokens {_fmt_bytes(self.per_batch(batch))}")
+        chunk = self.chunk(batch)
+        parts.append(f"one batch of {batch} x {self.tokens} tokens" + (f" (the head {chunk} at a time)" if chunk < batch else "")
+                     + f" {_fmt_bytes(self.per_batch(batch))}")
         return f"peak memory ≈ {_fmt_bytes(self.total(batch))} (" + " + ".join(parts) + ")"
 
     def as_dict(self, batch):
         return {"bytes": int(self.total(batch)), "baseline": int(self.baseline), "weights": int(self.weights), "reference_copy": int(self.reference_copy),
                 "fp64_model": int(self.fp64_model), "layer": int(self.layer(batch)), "batch": int(self.per_batch(batch)),
-                "batch_size": int(batch), "formula": "the process's baseline + weights + one layer's working set + one batch's GEMM outputs, "
+                "batch_size": int(batch), "head_chunk": int(self.chunk(batch)), "formula": "the process's baseline + weights + one layer's working set + one batch's GEMM outputs, "
                                                      "final outputs and activations (docs/verify.md)"}
 
 
@@ -275,6 +309,15 @@ def choose_batch(estimate, samples, batch_size=None, max_memory=None, budget=DEF
         if max_memory is not None:
             return estimate.total(b) <= max_memory
         return estimate.total(b) - estimate.total(0) <= budget
+    if getattr(estimate, "head", None) is not None:
+        # The head's outputs a chunk of sequences at a time: as many as fit half of what a batch
+        # may add (at least one), so that the body's batch, whose GEMMs repeat their work on the
+        # weights once per batch, can be large (docs/decisions.md, "the head in chunks").
+        room = budget if max_memory is None else max_memory - estimate.total(0)
+        chunk = 1
+        while chunk < samples and estimate.head_bytes(chunk + 1) <= room / 2:
+            chunk += 1
+        estimate.max_chunk = chunk
     if batch_size is not None:
         if batch_size < 1:
             raise VerifyError(f"--batch-size {batch_size}: expected at least 1")
@@ -515,6 +558,30 @@ class _TokenList(list):
         list.append(self, np.ascontiguousarray(c[:, self.positions]) if c.shape[1] == self.tokens else c)
 
 
+def _reference_tap(records, checks, modules, batch, positions, progress, index, order):
+    """The reference pass's tap: each planned layer's input handed to its check with the emulated
+    output of the same call (records), which is dropped once measured."""
+    seen = {}
+    tokens = batch["input_ids"].shape[1]
+
+    def tap(name, module, x):
+        k = _weight_shape(modules[name])[0]
+        a = _as_samples(x, k)
+        call = seen.get(name, 0)
+        seen[name] = call + 1
+        calls = records.get(name, [])
+        other = calls[call] if call < len(calls) else None
+        if call < len(calls):
+            calls[call] = None  # measured: its memory goes now
+        if positions is not None and a.shape[1] == tokens:  # --layer-rows: the stated tokens
+            a = a[:, positions]  # (other was recorded at them: _TokenRecords)
+        progress.layer(index, order.index(name), len(order), name)
+        if name == checks.logits_layer:
+            _release_memory()  # the peak of a verify: the head's check; the reference pass's freed memory goes first
+        checks.add(name, a, other)
+    return tap
+
+
 def _run_batch(ref_model, m64, batch, chosen, modules, prefix, checks, isolated, progress, index, kv_ctx=None,
                saved_out=None, positions=None):
     """One batch: the emulated model first (its GEMM outputs recorded per layer and call), then the
@@ -535,31 +602,116 @@ def _run_batch(ref_model, m64, batch, chosen, modules, prefix, checks, isolated,
         _release_memory()  # the emulation's cached blocks of the widest layer (the head's) go before the reference pass
         if saved_out is not None:  # a reference read from --reference FILE: no reference pass, no layer checks
             return saved_out, q_out, kind
-        seen = {}
-        order = list(chosen)
-
-        def tap(name, module, x):
-            k = _weight_shape(modules[name])[0]
-            a = _as_samples(x, k)
-            call = seen.get(name, 0)
-            seen[name] = call + 1
-            calls = records.get(name, [])
-            other = calls[call] if call < len(calls) else None
-            if call < len(calls):
-                calls[call] = None  # measured: its memory goes now
-            if positions is not None and a.shape[1] == batch["input_ids"].shape[1]:  # --layer-rows: the stated tokens
-                a = a[:, positions]  # (other was recorded at them: _TokenRecords)
-            progress.layer(index, order.index(name), len(order), name)
-            if name == checks.logits_layer:
-                _release_memory()  # the peak of a verify: the head's check; the reference pass's freed memory goes first
-            checks.add(name, a, other)
-
+        tap = _reference_tap(records, checks, modules, batch, positions, progress, index, list(chosen))
         with pt.tapped({name: modules[name][0] for name in chosen}, tap):
             ref_out, ref_kind = pt.final_output(ref_model(**kwargs))
         ref_out = ref_out.detach().float().cpu().numpy()
         if m64 is not None:
             ref_out = _final64(m64, batch)
     return ref_out, q_out, ref_kind
+
+
+# ----------------------------------------------------------------------------------------------
+# The head in chunks: a batch's body at once, its logits a few sequences at a time
+
+
+def _head_in_chunks(model, head, modules, ids):
+    """Whether verify may compute the logits layer `head` apart from the model's forward: a forward of
+    one sequence's first tokens with the head deferred (precis.torch.deferred) returns the head's
+    output unchanged as the model's logits. A model that transforms them after the head (soft-capping,
+    a cast, a copy) is run whole, batch by batch, as before."""
+    import torch
+
+    from . import torch as pt
+
+    if head is None:
+        return False
+    module = modules[head][0]
+    probe = {"input_ids": torch.from_numpy(np.ascontiguousarray(ids[:1, :min(2, ids.shape[1])]))}
+    with torch.no_grad(), pt.deferred(module, _weight_shape(modules[head])[1]) as held:
+        out = model(**probe)
+    y, kind = pt.final_output(out)
+    return kind == "logits" and held.returned_as_is(y)
+
+
+def _body(model, kwargs, module, n_out):
+    """The model's forward with its head deferred: the head's input (its last hidden states)."""
+    from . import torch as pt
+
+    with pt.deferred(module, n_out) as held:
+        out = model(**kwargs)
+    y, _ = pt.final_output(out)
+    if not held.returned_as_is(y):  # the probe (_head_in_chunks) said otherwise: a model that changes per call
+        raise VerifyError("the model's logits are not its head's output as computed by the head alone; "
+                          "rerun with --batch-size 1")
+    return held.input
+
+
+def _chunked_batch(ref_model, m64, batch, chosen, modules, prefix, checks, progress, index, head, chunk,
+                   saved_out=None, positions=None, alternatives=()):
+    """One batch with its head in chunks: the emulated model's body (every planned layer but the head
+    emulated, their outputs recorded), the noise floor's emulated alternatives' bodies, then the
+    reference body (its layers' checks as in _run_batch); then, `chunk` sequences at a time, the head
+    on each model's held last hidden states. Yields (lo, hi, reference outputs, emulated outputs,
+    {alternative: its outputs}) per chunk; the head's own check, on the batch's rows, after the last."""
+    import torch
+
+    from . import torch as pt
+
+    kwargs = pt.as_batch(batch)
+    ids = batch["input_ids"]
+    sequences, tokens = ids.shape[0], ids.shape[1]
+    records = {} if positions is None else _TokenRecords(positions, tokens)
+    module = modules[head][0]
+    k, n_out = _weight_shape(modules[head])
+    head_recipe = chosen.get(head)
+    body_layers = {name: r for name, r in chosen.items() if name != head}
+    _release_memory()  # what the batch before freed (docs/verify.md, "Memory")
+    with torch.no_grad():
+        with pt.emulate(ref_model, chosen, prefix=prefix, record=records):
+            h_q = _body(ref_model, kwargs, module, n_out)
+        h_alt = {}
+        for key, (target, gemm) in alternatives:
+            with pt.emulate(ref_model, chosen, prefix=prefix, target=target, gemm=gemm):
+                h_alt[key] = _body(ref_model, kwargs, module, n_out)
+        _release_memory()
+        h_ref = None
+        if saved_out is None:
+            tap = _reference_tap(records, checks, modules, batch, positions, progress, index, list(chosen))
+            with pt.tapped({name: modules[name][0] for name in body_layers}, tap):
+                h_ref = _body(ref_model, kwargs, module, n_out)
+
+        def emulated_head(h, lo, hi, target=None, gemm=None, record=None):
+            if head_recipe is None:
+                return module(h[lo:hi])
+            with pt.emulate(ref_model, {head: head_recipe}, prefix=prefix, target=target, gemm=gemm, record=record):
+                return module(h[lo:hi])
+
+        head_rows = []  # the reference head's inputs at the checked tokens: its check runs once per batch
+        for lo in range(0, sequences, chunk):
+            hi = min(sequences, lo + chunk)
+            q = emulated_head(h_q, lo, hi, record=records).detach().float().cpu().numpy()
+            alts = {key: emulated_head(h_alt[key], lo, hi, target, gemm).detach().float().cpu().numpy()
+                    for key, (target, gemm) in alternatives}
+            if saved_out is not None:
+                ref = saved_out[lo:hi]
+            else:
+                if head_recipe is not None:
+                    a = _as_samples(h_ref[lo:hi], k)
+                    head_rows.append(np.ascontiguousarray(a[:, positions]) if positions is not None else a)
+                ref = module(h_ref[lo:hi]).detach().float().cpu().numpy()
+                if m64 is not None:  # the float64 model's whole forward on the chunk's sequences
+                    ref = _final64(m64, {"input_ids": ids[lo:hi]})
+            yield lo, hi, ref, q, alts
+            del ref, q, alts
+        del h_q, h_alt, h_ref
+        if head_rows:
+            calls = records.get(head, [])
+            other = np.concatenate(calls) if calls else None
+            records.pop(head, None)
+            progress.layer(index, list(chosen).index(head), len(chosen), head)
+            _release_memory()  # the peak of a verify: the head's check
+            checks.add(head, np.concatenate(head_rows), other)
 
 
 def verify(model, plan, inputs, *, tokenizer=None, out=None, require=(), alpha=0.05, layer_threshold=0.01, tokens=64,
@@ -628,13 +780,24 @@ def verify(model, plan, inputs, *, tokenizer=None, out=None, require=(), alpha=0
     if isinstance(layer_rows, str):
         layer_rows = parse_layer_rows(layer_rows)
     positions = layer_rows_positions(layer_rows, len(ids), ids.shape[1])
+    # The logits layer apart from the forward, a chunk of sequences at a time, where the model returns
+    # its output unchanged (docs/decisions.md, "the head in chunks"); with --kv or --attention the
+    # model runs whole, batch by batch (their records follow one forward's calls).
+    noise_emulated = sum(1 for t in noise or () if not t.startswith("reference="))
+    baseline = process_baseline(model)  # before the probe's forward reads in weights mapped from their file
+    chunk_head = (logits_layer if not (kv or attention) and _head_in_chunks(model, logits_layer, modules, ids)
+                  else None)
     estimate = MemoryEstimate(model, ref_copy, reference == "fp64", layers, modules, ids.shape[1], out_features,
                               compute_isolated, check_tokens=None if positions is None else len(positions),
-                              baseline=process_baseline(model), recipes=chosen)
+                              baseline=baseline, recipes=chosen, head=chunk_head,
+                              alternatives=noise_emulated)
     batch_size = choose_batch(estimate, len(ids), batch_size, max_memory, budget=VERIFY_BATCH_BUDGET)
+    head_chunk = estimate.chunk(batch_size) if chunk_head is not None else None
     n_batches = (len(ids) + batch_size - 1) // batch_size
     progress = Progress(quiet, n_batches, int(ids.size))
-    progress.say(f"{len(ids)} samples x {ids.shape[1]} tokens in {n_batches} batches of {batch_size}; {len(layers)} planned "
+    progress.say(f"{len(ids)} samples x {ids.shape[1]} tokens in {n_batches} batches of {batch_size}"
+                 + ("" if head_chunk is None or head_chunk >= batch_size else f" (the head {head_chunk} at a time)")
+                 + f"; {len(layers)} planned "
                  f"layers" + ("" if positions is None else f", their rows on {len(ids) * len(positions)} of {ids.size} token "
                               f"rows (--layer-rows {layer_rows})") + f"; {estimate.describe(batch_size)}")
     ref_model = model if not ref_copy else copy.deepcopy(model).float()
@@ -657,36 +820,54 @@ def verify(model, plan, inputs, *, tokenizer=None, out=None, require=(), alpha=0
     if any(k == "reference" for k, _ in noise_alts):
         m64_noise = m64 if m64 is not None else copy.deepcopy(ref_model).double()
     parts, kind, kept, to_save = [], None, ([], []), []
-    for index, batch in enumerate(_batches(ids, batch_size)):
-        lo = index * batch_size
-        saved_b = None if saved is None else np.asarray(saved.outputs[lo:lo + len(batch["input_ids"])])
-        att_emulated.clear()
-        ref_b, q_b, kind = _run_batch(ref_model, m64, batch, chosen, modules, prefix, checks, compute_isolated, progress,
-                                      index, kv_ctx, saved_b, positions)
-        if att_checks is not None:  # the emulated pass recorded its attention calls into att_emulated
-            att_checks.add(att_checks.reference_records(ref_model, batch, {n: modules[n][0] for n in chosen}), att_emulated)
-            att_emulated.clear()
+
+    def take(ref_c, q_c, ids_c, kind, alt_of):
+        """One batch's or head chunk's outputs into the end-to-end figures, the noise floor's, and what
+        is kept or saved; alt_of(key) gives an emulated alternative's outputs of the same sequences."""
         lab = None
         if kind == "logits":
-            b_ids = batch["input_ids"].numpy()
-            lab = np.full(b_ids.shape, -100, np.int64)
-            lab[:, :-1] = b_ids[:, 1:]
-        parts.append(endtoend.Outputs.compare(ref_b, q_b, labels=lab, kind=kind, score=score))
+            lab = np.full(ids_c.shape, -100, np.int64)
+            lab[:, :-1] = ids_c[:, 1:]
+        parts.append(endtoend.Outputs.compare(ref_c, q_c, labels=lab, kind=kind, score=score))
         for k, v in noise_alts:
             if k != "reference":
-                alt_q = _emulated_outputs(ref_model, batch, chosen, prefix, kv_ctx, target=v if k == "target" else None,
-                                          gemm=alt_gemms.get(f"{k}={v}"))
-                alt = endtoend.Outputs.compare(ref_b, alt_q, labels=lab, kind=kind, score=score)
+                alt = endtoend.Outputs.compare(ref_c, alt_of(f"{k}={v}"), labels=lab, kind=kind, score=score)
             else:
-                alt = endtoend.Outputs.compare(_final64(m64_noise, batch), q_b, labels=lab, kind=kind, score=score)
+                alt = endtoend.Outputs.compare(_final64(m64_noise, {"input_ids": torch.from_numpy(np.ascontiguousarray(ids_c))}),
+                                               q_c, labels=lab, kind=kind, score=score)
             alt_parts[f"{k}={v}"].append(alt)
         if save_reference:
-            to_save.append(ref_b)  # the one part of verify that holds every batch's outputs: asked for
+            to_save.append(ref_c)  # the one part of verify that holds every batch's outputs: asked for
         if keep_outputs:
-            kept[0].append(np.asarray(ref_b, np.float32))
-            kept[1].append(q_b)
-        del ref_b, q_b
-        progress.batch_done(index, int(batch["input_ids"].numel()))
+            kept[0].append(np.asarray(ref_c, np.float32))
+            kept[1].append(q_c)
+
+    # The emulated alternatives of the noise floor, computed as the plan is (precis.noise).
+    alternatives = [(f"{k}={v}", (v if k == "target" else None, alt_gemms.get(f"{k}={v}")))
+                    for k, v in noise_alts if k != "reference"]
+    for index, batch in enumerate(_batches(ids, batch_size)):
+        lo = index * batch_size
+        b_ids = batch["input_ids"].numpy()
+        saved_b = None if saved is None else np.asarray(saved.outputs[lo:lo + len(b_ids)])
+        if head_chunk is not None:
+            for c_lo, c_hi, ref_c, q_c, alts in _chunked_batch(ref_model, m64, batch, chosen, modules, prefix, checks,
+                                                               progress, index, logits_layer, head_chunk, saved_b,
+                                                               positions, alternatives):
+                kind = "logits"
+                take(ref_c, q_c, b_ids[c_lo:c_hi], kind, alts.__getitem__)
+                del ref_c, q_c, alts
+        else:
+            att_emulated.clear()
+            ref_b, q_b, kind = _run_batch(ref_model, m64, batch, chosen, modules, prefix, checks, compute_isolated,
+                                          progress, index, kv_ctx, saved_b, positions)
+            if att_checks is not None:  # the emulated pass recorded its attention calls into att_emulated
+                att_checks.add(att_checks.reference_records(ref_model, batch, {n: modules[n][0] for n in chosen}),
+                               att_emulated)
+                att_emulated.clear()
+            take(ref_b, q_b, b_ids, kind,
+                 lambda key, batch=batch: _emulated_outputs(ref_model, batch, chosen, prefix, kv_ctx, *dict(alternatives)[key]))
+            del ref_b, q_b
+        progress.batch_done(index, int(b_ids.size))
     del m64, m64_noise
     outputs = endtoend.Outputs(kind, [st for p in parts for st in p.stats], parts[0].score)
     if save_reference:
@@ -736,6 +917,7 @@ def verify(model, plan, inputs, *, tokenizer=None, out=None, require=(), alpha=0
     report["verify"] = {"model": model_name or type(model).__name__, "plan": plan_name,
                         "inputs": inputs_name, "samples": int(ids.shape[0]), "tokens": int(ids.shape[1]),
                         "batch_size": int(batch_size),
+                        "head_chunk": None if head_chunk is None else int(head_chunk),
                         "layer_rows": _layer_rows_setting(layer_rows, positions, len(ids), int(ids.shape[1])),
                         "isolated": ("computed in the reference pass" if compute_isolated else
                                      f"taken from {os.fspath(from_report)}" if from_report else "skipped"),
