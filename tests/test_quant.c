@@ -79,6 +79,34 @@ TEST(int8_scales_rows_cols_and_zero_rows) {
   CHECK(precis_int8_scale_from_amax(0.0f) == 0.0f);
 }
 
+/* A layer's W (2^20 elements and more: its rows over the CPUs) gives the scales, codes and clipped
+ * count of quantizing each row alone; a row of one tensor scale is precis_int8_quantize_tensor. */
+TEST(int8_rows_of_a_large_matrix) {
+  enum { R = 2053, C = 577 };
+  float *x = malloc(sizeof(float) * R * C), *rs = malloc(sizeof(float) * R);
+  int8_t *q = malloc(R * C), *row = malloc(C);
+  CHECK(x && rs && q && row);
+  if (!(x && rs && q && row)) goto done;
+  for (size_t i = 0; i < (size_t)R * C; i++) x[i] = (float)((i * 7919) % 2003) / 7.0f - 143.0f;
+  for (size_t i = 0; i < R; i += 97) x[i * C + i % C] = i % 2 ? INFINITY : NAN; /* clipped, and amax ignores them */
+  precis_int8_row_scales(x, R, C, rs);
+  size_t clipped = precis_int8_quantize_rows(x, R, C, rs, q), want_clipped = 0;
+  int bad_scales = 0, bad_codes = 0;
+  for (size_t i = 0; i < R; i++) {
+    bad_scales += rs[i] != precis_int8_scale_from_amax(precis_absmax(x + i * C, C));
+    want_clipped += precis_int8_quantize_tensor(x + i * C, C, rs[i], row);
+    bad_codes += memcmp(row, q + i * C, C) != 0;
+  }
+  CHECK_EQ_INT(bad_scales, 0);
+  CHECK_EQ_INT(bad_codes, 0);
+  CHECK_MSG(clipped == want_clipped && clipped == (R + 96) / 97, "clipped %zu, want %zu", clipped, want_clipped);
+done:
+  free(x);
+  free(rs);
+  free(q);
+  free(row);
+}
+
 TEST(absmax_ignores_nonfinite) {
   static const float x[] = {-0.0f, -3.0f, NAN, INFINITY, -INFINITY, 2.0f, -FLT_MAX};
   CHECK(precis_absmax(x, 6) == 3.0f);
@@ -346,6 +374,6 @@ done:
 }
 
 RUN_TESTS(T(int8_rounding_is_ties_to_even), T(int8_saturation_and_nonfinite), T(int8_scales_rows_cols_and_zero_rows),
-          T(absmax_ignores_nonfinite), T(dequantize_order_is_scale_product_first), T(calib_method_names),
+          T(int8_rows_of_a_large_matrix), T(absmax_ignores_nonfinite), T(dequantize_order_is_scale_product_first), T(calib_method_names),
           T(percentile_nearest_rank), T(percentile_of_uniform_data), T(mse_clips_outliers), T(fp8_per_tensor),
           T(quantizers_match_reference))

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "base/parallel.h"
 #include "numerics/transpose.h"
 
 static float value(uint32_t i) {
@@ -23,7 +24,9 @@ static float value(uint32_t i) {
 
 TEST(transposes_are_moves) {
   static const size_t shapes[][2] = {{1, 1}, {1, 9}, {7, 1}, {8, 8}, {9, 17}, {31, 33}, {32, 32}, {33, 31},
-                                     {40, 8}, {64, 72}, {100, 3}, {3, 100}, {65, 129}, {576, 192}};
+                                     {40, 8}, {64, 72}, {100, 3}, {3, 100}, {65, 129}, {576, 192},
+                                     /* 2^20 elements and more: over the CPUs (base/parallel.h) */
+                                     {1031, 1029}, {2048, 577}, {129, 8200}};
   for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
     const size_t rows = shapes[s][0], cols = shapes[s][1], in_stride = cols + (s % 3) * 5, out_stride = rows + (s % 2) * 3;
     float *in = malloc(rows * in_stride * sizeof *in), *out = malloc(cols * out_stride * sizeof *out);
@@ -70,4 +73,26 @@ TEST(transposes_are_moves) {
   }
 }
 
-RUN_TESTS(T(transposes_are_moves))
+/* Each index of [0, items) in exactly one range, whatever the sizes. */
+static void count_range(void *ctx, size_t first, size_t last) {
+  unsigned char *seen = ctx;
+  for (size_t i = first; i < last; i++) seen[i]++;
+}
+
+TEST(parallel_ranges_cover_each_item_once) {
+  static const size_t cases[][2] = {{0, 1}, {1, 1}, {7, 1}, {7, 100}, {1000, 1}, {1000, 333}, {(1u << 21) + 3, 1u << 18}};
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    const size_t items = cases[c][0];
+    unsigned char *seen = calloc(items + 1, 1);
+    CHECK(seen != NULL);
+    if (!seen) return;
+    precis_parallel_ranges(items, cases[c][1], count_range, seen);
+    size_t wrong = 0;
+    for (size_t i = 0; i < items; i++) wrong += seen[i] != 1;
+    CHECK_MSG(wrong == 0 && seen[items] == 0, "%zu items (at least %zu a range): %zu not seen once", items, cases[c][1],
+              wrong);
+    free(seen);
+  }
+}
+
+RUN_TESTS(T(transposes_are_moves), T(parallel_ranges_cover_each_item_once))

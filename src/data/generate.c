@@ -18,6 +18,7 @@
 #include "hdf5_guard.h"
 #include "precis_version.h"
 #include "base/escape.h"
+#include "base/parallel.h"
 #include "numerics/transpose.h"
 #include "rng.h"
 #include "file_kind.h"
@@ -44,6 +45,12 @@ static void widen_abs(const float *in, double *out, uint64_t count) {
 
 /* count values of x (float32 x32, or float64 x64 when x32 is NULL) from offset into the float64
  * scratch, as |x| for ab_abs: exact either way. */
+/* |b| in place over the CPUs: the block of b widened for c_ref's pass, for ab_abs's. */
+static void absolute_range(void *ctx, size_t first, size_t last) {
+  double *b64 = ctx;
+  for (size_t i = first; i < last; i++) b64[i] = fabs(b64[i]);
+}
+
 static void load_f64(const float *x32, const double *x64, uint64_t offset, double *out, uint64_t count, bool absolute) {
   if (x32) {
     (absolute ? widen_abs : widen)(x32 + offset, out, count);
@@ -116,7 +123,7 @@ static precis_status reference_compute(const float *a32, const float *b32, const
         /* |b| from the block c_ref's pass loaded (the same values: widening is exact): b, or W
          * transposed, is read once per block. */
         if (absolute)
-          for (uint64_t i = 0; i < block; i++) b64[i] = fabs(b64[i]);
+          precis_parallel_ranges(block, (size_t)1 << 19, absolute_range, b64);
         else if (b_nk)
           precis_transpose_widen(b32 + (uint64_t)s * kn + (uint64_t)c0 * (uint64_t)k, (size_t)k, (size_t)cols,
                                  (size_t)k, b64, (size_t)cols, false);

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "format_bits.h"
+#include "base/parallel.h"
 
 #if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__) && !defined(__clang__)
 #define PRECIS_VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
@@ -182,8 +183,26 @@ int8_t precis_int8_quantize_one(float x, float scale) {
   return precis_bits_int8_quantize(x, scale, &clipped);
 }
 
+/* Rows over the CPUs from 2^20 elements (W of a layer; not a few tokens' A), at least 2^19 a thread. */
+static size_t parallel_min_rows(size_t cols) { return ((size_t)1 << 19) / (cols ? cols : 1) + 1; }
+
+typedef struct {
+  const float *x;
+  size_t cols;
+  float *scales;
+  const float *row_scales;
+  int8_t *q;
+  _Atomic size_t clipped;
+} rows_job;
+
+static void row_scales_range(void *ctx, size_t first, size_t last) {
+  rows_job *j = ctx;
+  for (size_t i = first; i < last; i++) j->scales[i] = precis_int8_scale_from_amax(precis_absmax(j->x + i * j->cols, j->cols));
+}
+
 void precis_int8_row_scales(const float *x, size_t rows, size_t cols, float *scales) {
-  for (size_t i = 0; i < rows; i++) scales[i] = precis_int8_scale_from_amax(precis_absmax(x + i * cols, cols));
+  rows_job job = {.x = x, .cols = cols, .scales = scales};
+  precis_parallel_ranges(rows, parallel_min_rows(cols), row_scales_range, &job);
 }
 
 /* Column maxima as bit patterns, a block of columns at a time so that each pass reads whole row
@@ -220,10 +239,17 @@ PRECIS_VECTOR_CLONES static size_t quantize_span(const float *x, size_t n, float
   return clipped_total;
 }
 
-size_t precis_int8_quantize_rows(const float *x, size_t rows, size_t cols, const float *row_scales, int8_t *q) {
+static void quantize_rows_range(void *ctx, size_t first, size_t last) {
+  rows_job *j = ctx;
   size_t clipped = 0;
-  for (size_t i = 0; i < rows; i++) clipped += quantize_span(x + i * cols, cols, row_scales[i], q + i * cols);
-  return clipped;
+  for (size_t i = first; i < last; i++) clipped += quantize_span(j->x + i * j->cols, j->cols, j->row_scales[i], j->q + i * j->cols);
+  j->clipped += clipped;
+}
+
+size_t precis_int8_quantize_rows(const float *x, size_t rows, size_t cols, const float *row_scales, int8_t *q) {
+  rows_job job = {.x = x, .cols = cols, .row_scales = row_scales, .q = q, .clipped = 0};
+  precis_parallel_ranges(rows, parallel_min_rows(cols), quantize_rows_range, &job);
+  return job.clipped;
 }
 
 /* One row of B against its column scales. A function of its own with restrict pointers: written as

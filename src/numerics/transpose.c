@@ -8,6 +8,8 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "base/parallel.h"
+
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define PRECIS_AVX2_TRANSPOSE 1
 #include <immintrin.h>
@@ -79,8 +81,8 @@ __attribute__((target("avx2"))) static void transpose_avx2(const float *in, size
 }
 #endif
 
-static void transpose(const float *in, size_t in_stride, size_t rows, size_t cols, void *out, size_t out_stride,
-                      transposed_as as) {
+static void transpose_serial(const float *in, size_t in_stride, size_t rows, size_t cols, void *out,
+                             size_t out_stride, transposed_as as) {
 #if PRECIS_AVX2_TRANSPOSE
   if (__builtin_cpu_supports("avx2")) {
     transpose_avx2(in, in_stride, rows, cols, out, out_stride, as);
@@ -88,6 +90,35 @@ static void transpose(const float *in, size_t in_stride, size_t rows, size_t col
   }
 #endif
   scalar_part(in, in_stride, 0, rows, 0, cols, out, out_stride, as);
+}
+
+/* Transposes of 2^20 elements and more over the CPUs (at least 2^19 a thread), each thread a band of
+ * the input's columns in groups of 8 (the output's rows: each thread writes whole rows of its own). */
+enum { COLUMN_GROUP = 8, PARALLEL_MIN_ELEMENTS = 1 << 19 };
+
+typedef struct {
+  const float *in;
+  size_t in_stride, rows, cols;
+  void *out;
+  size_t out_stride;
+  transposed_as as;
+} transpose_job;
+
+static void transpose_columns(void *ctx, size_t first, size_t last) {
+  const transpose_job *j = ctx;
+  const size_t c0 = first * COLUMN_GROUP, c1 = last * COLUMN_GROUP < j->cols ? last * COLUMN_GROUP : j->cols;
+  const size_t element = j->as == AS_F32 ? sizeof(float) : sizeof(double);
+  transpose_serial(j->in + c0, j->in_stride, j->rows, c1 - c0, (char *)j->out + c0 * j->out_stride * element,
+                   j->out_stride, j->as);
+}
+
+static void transpose(const float *in, size_t in_stride, size_t rows, size_t cols, void *out, size_t out_stride,
+                      transposed_as as) {
+  if (rows == 0 || cols == 0) return;
+  transpose_job job = {in, in_stride, rows, cols, out, out_stride, as};
+  const size_t groups = (cols + COLUMN_GROUP - 1) / COLUMN_GROUP;
+  const size_t min_groups = PARALLEL_MIN_ELEMENTS / (rows * COLUMN_GROUP) + 1;
+  precis_parallel_ranges(groups, min_groups, transpose_columns, &job);
 }
 
 void precis_transpose_f32(const float *in, size_t in_stride, size_t rows, size_t cols, float *out, size_t out_stride) {
