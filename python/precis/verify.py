@@ -641,9 +641,10 @@ def _body(model, kwargs, module, n_out):
     with pt.deferred(module, n_out) as held:
         out = model(**kwargs)
     y, _ = pt.final_output(out)
-    if not held.returned_as_is(y):  # the probe (_head_in_chunks) said otherwise: a model that changes per call
-        raise VerifyError("the model's logits are not its head's output as computed by the head alone; "
-                          "rerun with --batch-size 1")
+    if not held.returned_as_is(y):  # the probe (_head_in_chunks) found them so: a forward that differs per input
+        raise VerifyError(f"the model's logits for {kwargs['input_ids'].shape[0]} sequences are not its head's output "
+                          "unchanged, as they were for the probe of one sequence's first tokens: verify cannot compute "
+                          "this model's head apart from its forward (its logits a chunk of sequences at a time)")
     return held.input
 
 

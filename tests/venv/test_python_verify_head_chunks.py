@@ -11,7 +11,8 @@ time. The figures must be those of the whole model run batch by batch, bit for b
 - the same with --reference fp64, with a reference read from --save-reference's file, and with the
   noise floor's emulated alternative (target=sm_89, sum=fp64) and float64 reference;
 - a model that transforms its logits after the head (soft-capping, as Gemma 2 does) is not chunked:
-  the probe says so, report.json's verify.head_chunk is null, and its figures are its own.
+  the probe says so, report.json's verify.head_chunk is null, and its figures are its own; one that
+  does so only past the probe's one sequence is refused, saying why (no wrong figure).
 """
 import os
 import sys
@@ -48,6 +49,15 @@ class SoftCapped(transformers.LlamaForCausalLM):
         out = super().forward(*args, **kwargs)
         out.logits = 30.0 * torch.tanh(out.logits / 30.0)
         return out
+
+
+class CapsBatches(SoftCapped):
+    """Soft-caps only a batch of more than one sequence: the probe's one sequence passes."""
+
+    def forward(self, *args, **kwargs):
+        ids = kwargs.get("input_ids", args[0] if args else None)
+        return super().forward(*args, **kwargs) if ids.shape[0] > 1 else transformers.LlamaForCausalLM.forward(
+            self, *args, **kwargs)
 
 
 def run(model, ids, chunk, **kw):
@@ -128,6 +138,15 @@ def main():
         check(res.report["verify"]["head_chunk"] is None and res.report["verify"]["memory_estimate"]["head_chunk"] == 6,
               "a soft-capped model runs whole, batch by batch")
         check(res.end_to_end["metrics"] != whole.end_to_end["metrics"], "and its figures are its own (the cap changes them)")
+
+        tricky = CapsBatches(model.config).eval()
+        tricky.load_state_dict(model.state_dict())
+        try:
+            verify.verify(tricky, PLAN, ids, batch_size=6)
+            check(False, "a model that changes its logits past the probe is refused")
+        except verify.VerifyError as e:
+            check("are not its head's output unchanged" in str(e) and "6 sequences" in str(e),
+                  f"a model that changes its logits past the probe is refused, saying why: {e}")
     finally:
         scratch.remove()
     return 1 if FAILURES else 0
