@@ -15,6 +15,7 @@ report.html) so that `precis compare` reads it.
 import argparse
 import contextlib
 import copy
+import functools
 import html
 import json
 import math
@@ -243,12 +244,13 @@ class MemoryEstimate:
     def head_bytes(self, chunk):
         """One head chunk of `chunk` sequences: the head's emulated output and its accumulators, both
         models' final outputs of the chunk (+ float64 ones) and the end-to-end metrics' temporaries
-        (four float64 rows of the vocabulary per thread, one sample's kept rows)."""
+        (four float64 rows of the vocabulary per thread, one sample's kept rows), and one noise-floor
+        alternative's outputs at a time."""
         if chunk <= 0:
             return 0
         rows = chunk * self.tokens
         emulated = rows * self.head_n * 8
-        finals = rows * self.out_features * (4 + 4 + (8 if self.fp64 else 0))
+        finals = rows * self.out_features * (4 + 4 + (8 if self.fp64 else 0) + (4 if self.alternatives else 0))
         metrics = endtoend.workers() * 4 * self.out_features * 8 + self.tokens * self.out_features * 8
         return emulated + finals + metrics
 
@@ -265,7 +267,8 @@ class MemoryEstimate:
         if self.head is not None and self.max_chunk is not None and batch > 0:
             forward = rows * self.hidden * 4 * 8 + batch * self.heads * self.tokens * self.tokens * 4 * 2
             body = forward + rows * self.body_max_n * 8
-            held = rows * self.hidden * 4 * (2 + self.alternatives)  # the head's input of each model
+            # the head's input of each model run (the float64 model's: twice the bytes)
+            held = rows * self.hidden * 4 * (2 + self.alternatives + (2 if self.fp64 else 0))
             return recorded + held + max(body, self.head_bytes(self.chunk(batch)))
         # The widest planned GEMM of the emulated model (the head's): the cpu backend's output and
         # its accumulators beside the output handed back (counted in finals); a head emulated a
@@ -628,10 +631,14 @@ def _head_in_chunks(model, head, modules, ids):
         return False
     module = modules[head][0]
     probe = {"input_ids": torch.from_numpy(np.ascontiguousarray(ids[:1, :min(2, ids.shape[1])]))}
-    with torch.no_grad(), pt.deferred(module, _weight_shape(modules[head])[1]) as held:
-        out = model(**probe)
-    y, kind = pt.final_output(out)
-    return kind == "logits" and held.returned_as_is(y)
+    try:
+        with torch.no_grad(), pt.deferred(module, _weight_shape(modules[head])[1]) as held:
+            out = model(**probe)
+        y, kind = pt.final_output(out)
+    except Exception:  # e.g. an in-place op on the logits, which the placeholder refuses: run whole
+        return False
+    return (kind == "logits" and held.returned_as_is(y) and held.input.dim() == 3
+            and tuple(held.input.shape[:2]) == tuple(probe["input_ids"].shape))
 
 
 def _body(model, kwargs, module, n_out):
@@ -641,7 +648,7 @@ def _body(model, kwargs, module, n_out):
     with pt.deferred(module, n_out) as held:
         out = model(**kwargs)
     y, _ = pt.final_output(out)
-    if not held.returned_as_is(y):  # the probe (_head_in_chunks) found them so: a forward that differs per input
+    if not held.returned_as_is(y) or tuple(held.input.shape[:2]) != tuple(kwargs["input_ids"].shape):  # the probe (_head_in_chunks) found them so: a forward that differs per input
         raise VerifyError(f"the model's logits for {kwargs['input_ids'].shape[0]} sequences are not its head's output "
                           "unchanged, as they were for the probe of one sequence's first tokens: verify cannot compute "
                           "this model's head apart from its forward (its logits a chunk of sequences at a time)")
@@ -652,9 +659,10 @@ def _chunked_batch(ref_model, m64, batch, chosen, modules, prefix, checks, progr
                    saved_out=None, positions=None, alternatives=()):
     """One batch with its head in chunks: the emulated model's body (every planned layer but the head
     emulated, their outputs recorded), the noise floor's emulated alternatives' bodies, then the
-    reference body (its layers' checks as in _run_batch); then, `chunk` sequences at a time, the head
-    on each model's held last hidden states. Yields (lo, hi, reference outputs, emulated outputs,
-    {alternative: its outputs}) per chunk; the head's own check, on the batch's rows, after the last."""
+    reference body (its layers' checks as in _run_batch) and the float64 model's; then, `chunk`
+    sequences at a time, the head on each model's held last hidden states. Yields (lo, hi, reference
+    outputs, emulated outputs, alt_of) per chunk, alt_of(key) computing an alternative's outputs of
+    the chunk when asked; the head's own check, on the batch's rows, after the last chunk."""
     import torch
 
     from . import torch as pt
@@ -662,7 +670,8 @@ def _chunked_batch(ref_model, m64, batch, chosen, modules, prefix, checks, progr
     kwargs = pt.as_batch(batch)
     ids = batch["input_ids"]
     sequences, tokens = ids.shape[0], ids.shape[1]
-    records = {} if positions is None else _TokenRecords(positions, tokens)
+    # The emulated outputs the checks measure; none with a saved reference (no checks then).
+    records = None if saved_out is not None else {} if positions is None else _TokenRecords(positions, tokens)
     module = modules[head][0]
     k, n_out = _weight_shape(modules[head])
     head_recipe = chosen.get(head)
@@ -676,11 +685,17 @@ def _chunked_batch(ref_model, m64, batch, chosen, modules, prefix, checks, progr
             with pt.emulate(ref_model, chosen, prefix=prefix, target=target, gemm=gemm):
                 h_alt[key] = _body(ref_model, kwargs, module, n_out)
         _release_memory()
-        h_ref = None
+        h_ref = h64 = head64 = None
         if saved_out is None:
             tap = _reference_tap(records, checks, modules, batch, positions, progress, index, list(chosen))
             with pt.tapped({name: modules[name][0] for name in body_layers}, tap):
                 h_ref = _body(ref_model, kwargs, module, n_out)
+            if m64 is not None:  # the float64 model's body too, where it returns its head's output unchanged
+                head64 = {n: m for n, m, _ in pt.linear_layers(m64, prefix)}[head]
+                try:
+                    h64 = _body(m64, kwargs, head64, n_out)
+                except VerifyError:  # (a cast of float64 logits, say): its whole forward per chunk
+                    h64 = None
 
         def emulated_head(h, lo, hi, target=None, gemm=None, record=None):
             if head_recipe is None:
@@ -688,12 +703,14 @@ def _chunked_batch(ref_model, m64, batch, chosen, modules, prefix, checks, progr
             with pt.emulate(ref_model, {head: head_recipe}, prefix=prefix, target=target, gemm=gemm, record=record):
                 return module(h[lo:hi])
 
+        def alternative(key, lo, hi):
+            target, gemm = dict(alternatives)[key]
+            return emulated_head(h_alt[key], lo, hi, target, gemm).detach().float().cpu().numpy()
+
         head_rows = []  # the reference head's inputs at the checked tokens: its check runs once per batch
         for lo in range(0, sequences, chunk):
             hi = min(sequences, lo + chunk)
             q = emulated_head(h_q, lo, hi, record=records).detach().float().cpu().numpy()
-            alts = {key: emulated_head(h_alt[key], lo, hi, target, gemm).detach().float().cpu().numpy()
-                    for key, (target, gemm) in alternatives}
             if saved_out is not None:
                 ref = saved_out[lo:hi]
             else:
@@ -701,18 +718,22 @@ def _chunked_batch(ref_model, m64, batch, chosen, modules, prefix, checks, progr
                     a = _as_samples(h_ref[lo:hi], k)
                     head_rows.append(np.ascontiguousarray(a[:, positions]) if positions is not None else a)
                 ref = module(h_ref[lo:hi]).detach().float().cpu().numpy()
-                if m64 is not None:  # the float64 model's whole forward on the chunk's sequences
+                if h64 is not None:
+                    ref = head64(h64[lo:hi]).numpy()
+                elif m64 is not None:
                     ref = _final64(m64, {"input_ids": ids[lo:hi]})
-            yield lo, hi, ref, q, alts
-            del ref, q, alts
-        del h_q, h_alt, h_ref
+            yield lo, hi, ref, q, functools.partial(alternative, lo=lo, hi=hi)
+            del ref, q
+        del h_q, h_alt, h_ref, h64
         if head_rows:
-            calls = records.get(head, [])
-            other = np.concatenate(calls) if calls else None
-            records.pop(head, None)
+            a = np.concatenate(head_rows)
+            del head_rows
+            recorded = records.pop(head, None)
+            other = np.concatenate(recorded) if recorded else None
+            del recorded  # the chunks' arrays go; only their concatenation is measured
             progress.layer(index, list(chosen).index(head), len(chosen), head)
             _release_memory()  # the peak of a verify: the head's check
-            checks.add(head, np.concatenate(head_rows), other)
+            checks.add(head, a, other)
 
 
 def verify(model, plan, inputs, *, tokenizer=None, out=None, require=(), alpha=0.05, layer_threshold=0.01, tokens=64,
@@ -802,6 +823,8 @@ def verify(model, plan, inputs, *, tokenizer=None, out=None, require=(), alpha=0
                  f"layers" + ("" if positions is None else f", their rows on {len(ids) * len(positions)} of {ids.size} token "
                               f"rows (--layer-rows {layer_rows})") + f"; {estimate.describe(batch_size)}")
     ref_model = model if not ref_copy else copy.deepcopy(model).float()
+    if ref_model is not model:  # the modules that run: the float32 copy's (hooks on the original's would never fire)
+        modules = {n: (m, im) for n, m, im in pt.linear_layers(ref_model, prefix)}
     m64 = copy.deepcopy(ref_model).double() if reference == "fp64" and saved is None else None
     checks = _LayerChecks(chosen, modules, compute_isolated, logits_layer)
     kv_ctx, att_emulated = None, []
@@ -851,12 +874,12 @@ def verify(model, plan, inputs, *, tokenizer=None, out=None, require=(), alpha=0
         b_ids = batch["input_ids"].numpy()
         saved_b = None if saved is None else np.asarray(saved.outputs[lo:lo + len(b_ids)])
         if head_chunk is not None:
-            for c_lo, c_hi, ref_c, q_c, alts in _chunked_batch(ref_model, m64, batch, chosen, modules, prefix, checks,
-                                                               progress, index, logits_layer, head_chunk, saved_b,
-                                                               positions, alternatives):
+            for c_lo, c_hi, ref_c, q_c, alt_of in _chunked_batch(ref_model, m64, batch, chosen, modules, prefix, checks,
+                                                                 progress, index, logits_layer, head_chunk, saved_b,
+                                                                 positions, alternatives):
                 kind = "logits"
-                take(ref_c, q_c, b_ids[c_lo:c_hi], kind, alts.__getitem__)
-                del ref_c, q_c, alts
+                take(ref_c, q_c, b_ids[c_lo:c_hi], kind, alt_of)
+                del ref_c, q_c
         else:
             att_emulated.clear()
             ref_b, q_b, kind = _run_batch(ref_model, m64, batch, chosen, modules, prefix, checks, compute_isolated,

@@ -43,14 +43,14 @@ static void widen_abs(const float *in, double *out, uint64_t count) {
   for (uint64_t i = 0; i < count; i++) out[i] = fabs((double)in[i]);
 }
 
-/* count values of x (float32 x32, or float64 x64 when x32 is NULL) from offset into the float64
- * scratch, as |x| for ab_abs: exact either way. */
 /* |b| in place over the CPUs: the block of b widened for c_ref's pass, for ab_abs's. */
 static void absolute_range(void *ctx, size_t first, size_t last) {
   double *b64 = ctx;
   for (size_t i = first; i < last; i++) b64[i] = fabs(b64[i]);
 }
 
+/* count values of x (float32 x32, or float64 x64 when x32 is NULL) from offset into the float64
+ * scratch, as |x| for ab_abs: exact either way. */
 static void load_f64(const float *x32, const double *x64, uint64_t offset, double *out, uint64_t count, bool absolute) {
   if (x32) {
     (absolute ? widen_abs : widen)(x32 + offset, out, count);

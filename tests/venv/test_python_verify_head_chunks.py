@@ -7,9 +7,13 @@ time. The figures must be those of the whole model run batch by batch, bit for b
   a 32000-word head) under a plan mixing int8 (row scales), fp8 (a tensor scale over the batch), bf16,
   its head in int8: the end-to-end metrics and per-sample figures, every per-layer row (isolated and
   cumulative, the head's measured once per batch on the rows of all its chunks) and both models'
-  outputs equal those of the whole-model path (the probe made to say no), with chunks of 2 and of 1;
-- the same with --reference fp64, with a reference read from --save-reference's file, and with the
-  noise floor's emulated alternative (target=sm_89, sum=fp64) and float64 reference;
+  outputs equal those of the whole-model path (the probe made to say no), with chunks of 2 and of 1,
+  with every row and with a subsample of rows over two batches, with the head left out of the plan,
+  and for the same model in bf16 (verify's float32 copy runs: its layers are the ones checked);
+- the same with --reference fp64 (also of a model that casts its logits to float32, as older
+  transformers did: its float64 model runs whole per chunk), with a reference read from
+  --save-reference's file, and with the noise floor's alternatives (target=sm_89, sum=fp64) and
+  float64 reference;
 - a model that transforms its logits after the head (soft-capping, as Gemma 2 does) is not chunked:
   the probe says so, report.json's verify.head_chunk is null, and its figures are its own; one that
   does so only past the probe's one sequence is refused, saying why (no wrong figure).
@@ -48,6 +52,16 @@ class SoftCapped(transformers.LlamaForCausalLM):
     def forward(self, *args, **kwargs):
         out = super().forward(*args, **kwargs)
         out.logits = 30.0 * torch.tanh(out.logits / 30.0)
+        return out
+
+
+class CastsToFloat(transformers.LlamaForCausalLM):
+    """Logits cast to float32 after the head, as older transformers' Llama did: the same tensor for
+    the float32 model, a new one for the float64 model of --reference fp64."""
+
+    def forward(self, *args, **kwargs):
+        out = super().forward(*args, **kwargs)
+        out.logits = out.logits.float()
         return out
 
 
@@ -111,8 +125,27 @@ def main():
             check(got.report["verify"]["head_chunk"] == chunk, f"the head {chunk} sequences at a time")
             same(got, whole, f"head chunks of {chunk}")
         same(run(model, ids, 4, layer_rows="all"), run(model, ids, None, layer_rows="all"), "every row, chunks of 4 of 6")
+        # The per-layer rows on a subsample (4 tokens of each window), batches of 4 and 2, chunks of 3.
+        sub = run(model, ids, 3, batch_size=4, layer_rows=24)
+        check(sub.report["verify"]["layer_rows"]["positions"] != "all" and sub.report["verify"]["batch_size"] == 4,
+              "a subsample of rows, two batches")
+        same(sub, run(model, ids, None, batch_size=4, layer_rows=24), "--layer-rows 24, batches of 4, chunks of 3")
+        # The head left out of the plan: computed by torch on both models' hidden states, apart all the same.
+        no_head = {"lm_head": None, "*.self_attn.q_proj": "fp8", "*": "int8"}
+        same(run(model, ids, 2, plan=no_head), run(model, ids, None, plan=no_head), "the head not planned")
+        # A bf16 model: verify's float32 copy runs, and its layers are the ones checked.
+        half = llama().to(torch.bfloat16)
+        got, want = run(half, ids, 2), run(half, ids, None)
+        check(len(got.report["rows"]) == len(pt.resolve_plan(half, PLAN)) and all(e.get("called") for e in got.per_layer),
+              f"a bf16 model: a row per planned layer ({len(got.report['rows'])})")
+        same(got, want, "a bf16 model")
 
         same(run(model, ids, 2, reference="fp64"), run(model, ids, None, reference="fp64"), "--reference fp64")
+        # A float64 model whose forward casts its logits: its whole forward per chunk instead.
+        casts = CastsToFloat(model.config).eval()
+        casts.load_state_dict(model.state_dict())
+        same(run(casts, ids, 2, reference="fp64"), run(casts, ids, None, reference="fp64"),
+             "--reference fp64 of a model that casts its logits")
         saved = os.path.join(tmp, "reference.h5")
         run(model, ids, None, save_reference=saved)
         same(run(model, ids, 4, reference=saved), run(model, ids, None, reference=saved), "a saved reference")
@@ -123,12 +156,12 @@ def main():
              "the noise floor's alternatives")
 
         # The default: as many sequences per chunk as fit half of a batch's budget.
-        default = verify.verify(model, PLAN, ids)
+        default = verify.verify(model, PLAN, ids, batch_size=6)
         v = default.report["verify"]
         check(v["head_chunk"] is not None and 1 <= v["head_chunk"] <= v["batch_size"]
               and v["memory_estimate"]["head_chunk"] == v["head_chunk"], f"by default the head is chunked: {v['head_chunk']}")
-        check(default.end_to_end["metrics"] == whole.end_to_end["metrics"] or v["batch_size"] != 6,
-              "the default's figures are the whole path's at the same batch")
+        check(default.end_to_end["metrics"] == whole.end_to_end["metrics"] and default.report["per_layer"] == whole.report["per_layer"],
+              "the default's figures are the whole path's")
 
         capped = SoftCapped(model.config).eval()
         capped.load_state_dict(model.state_dict())
