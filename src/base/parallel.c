@@ -18,7 +18,7 @@ static void *range_main(void *arg) {
   return NULL;
 }
 
-static size_t online_cpus(void) {
+size_t precis_online_cpus(void) {
   static _Atomic size_t cached;
   size_t cpus = cached;
   if (cpus == 0) {
@@ -31,7 +31,7 @@ static size_t online_cpus(void) {
 void precis_parallel_ranges(size_t items, size_t min_items, precis_range_fn fn, void *ctx) {
   if (items == 0) return;
   if (min_items < 1) min_items = 1;
-  size_t threads = online_cpus();
+  size_t threads = precis_online_cpus();
   if (threads > PARALLEL_MAX_THREADS) threads = PARALLEL_MAX_THREADS;
   if (threads > items / min_items) threads = items / min_items;
   if (threads <= 1) {

@@ -7,6 +7,10 @@
 
 #include <stddef.h>
 
+/* The online CPUs (at least 1), asked once per process: sysconf reads /sys, tens of microseconds,
+ * more than a small GEMM or a row's metrics. The threaded CPU paths split their work over these. */
+size_t precis_online_cpus(void);
+
 /* fn(ctx, first, last) for disjoint contiguous ranges covering [0, items). */
 typedef void (*precis_range_fn)(void *ctx, size_t first, size_t last);
 

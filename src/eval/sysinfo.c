@@ -15,16 +15,6 @@ char *openblas_get_config(void);
 char *openblas_get_corename(void);
 int openblas_get_num_threads(void);
 
-size_t precis_online_cpus(void) {
-  static _Atomic size_t cached;
-  size_t cpus = cached;
-  if (cpus == 0) {
-    long online = sysconf(_SC_NPROCESSORS_ONLN);
-    cached = cpus = online < 1 ? 1 : (size_t)online;
-  }
-  return cpus;
-}
-
 void precis_utc_now(char *buf, size_t len) {
   time_t now = time(NULL);
   struct tm tm;
