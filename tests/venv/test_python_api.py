@@ -120,6 +120,19 @@ def test_two_dimensional_a_is_one_sample(work):
     assert np.array_equal(bits(c2), bits(c3[1]))
 
 
+def test_emulating_loads_no_cublas():
+    """Importing precis and emulating on the cpu backend leave cuBLAS and cuBLASLt out of the process
+    (kernels/cublas_lazy.c loads them on their first call: 150 MiB of resident memory that a verify's
+    peak counted); a fresh interpreter, so that nothing else has loaded them."""
+    code = ("import numpy as np, precis\n"
+            "a = np.ones((4, 8), np.float32); b = np.ones((8, 3), np.float32)\n"
+            "for r in ('bf16', 'int8', 'fp8'): precis.emulate(a, b, r)\n"
+            "print(sorted({l.split()[-1] for l in open('/proc/self/maps') if 'libcublas' in l}))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=dict(os.environ, PYTHONPATH=str(STAGE)), check=True).stdout
+    assert out.strip() == "[]", out
+
+
 def test_transposed_weights_with_special_values():
     """W [n, k] with rows of zeros, infinities, NaN and huge values: its rows quantized in place give the
     codes and clipping of B's columns (int8), and every other path its transposed copy."""
