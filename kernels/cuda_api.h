@@ -33,6 +33,7 @@ typedef struct precis_cuda_inventory {
   int runtime_version;    /* cudaRuntimeGetVersion */
   int cublas_version;     /* cublasGetVersion (needs no device); 0 when unknown */
   long long cublaslt_version; /* cublasLtGetVersion */
+  char cublas_error[512]; /* why cuBLAS or cuBLASLt could not be loaded (kernels/cublas_lazy.c); "" when they were */
   char error[256];        /* when no device is usable: the CUDA error name and string */
   int device_count;
   precis_device_info *devices; /* malloc'ed, device_count entries */

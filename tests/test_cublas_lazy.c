@@ -57,6 +57,7 @@ TEST(first_call_loads_and_answers) {
    * CUDA 13's or later (0: the library did not load) */
   CHECK(inv.cublas_version >= 130000);
   CHECK(inv.cublaslt_version >= 130000);
+  CHECK(inv.cublas_error[0] == '\0'); /* loaded: no reason to give */
   precis_cuda_inventory_free(&inv);
   CHECK(mapped("libcublasLt.so"));
   CHECK(mapped("libcublas.so"));

@@ -42,6 +42,8 @@ static int print_json(const precis_kv_list *host, const precis_cuda_inventory *i
   else cJSON_AddNullToObject(cuda, "cublas_version");
   if (inv->cublaslt_version) cJSON_AddNumberToObject(cuda, "cublaslt_version", (double)inv->cublaslt_version);
   else cJSON_AddNullToObject(cuda, "cublaslt_version");
+  if (inv->cublas_error[0]) cJSON_AddStringToObject(cuda, "cublas_error", inv->cublas_error);
+  else cJSON_AddNullToObject(cuda, "cublas_error");
   cJSON_AddNumberToObject(cuda, "device_count", inv->device_count);
   if (inv->error[0]) cJSON_AddStringToObject(cuda, "error", inv->error);
   else cJSON_AddNullToObject(cuda, "error");
@@ -94,6 +96,7 @@ static int print_text(const precis_kv_list *host, const precis_cuda_inventory *i
     printf("  driver       %s\n  runtime      %s\n", inv->driver_version ? drv : "none (no driver found)", rt);
     if (inv->cublas_version) printf("  cuBLAS       %d\n", inv->cublas_version);
     if (inv->cublaslt_version) printf("  cuBLASLt     %lld\n", inv->cublaslt_version);
+    if (inv->cublas_error[0]) printf("  cuBLAS       not loaded: %s\n", inv->cublas_error);
   }
   if (inv->device_count == 0) {
     printf("CUDA devices   none: %s\n", inv->error[0] ? inv->error : "no device found");
