@@ -21,16 +21,9 @@ precis_status precis_cuda_inventory_get(precis_cuda_inventory *out) {
   if (blas == CUBLAS_STATUS_SUCCESS && cublasGetProperty(MINOR_VERSION, &minor) == CUBLAS_STATUS_SUCCESS &&
       cublasGetProperty(PATCH_LEVEL, &patch) == CUBLAS_STATUS_SUCCESS)
     out->cublas_version = major * 10000 + minor * 100 + patch;
-  else if (blas == CUBLAS_STATUS_NOT_INITIALIZED) /* the library is not there: the loader's reason */
+  else if (blas == CUBLAS_STATUS_NOT_INITIALIZED) /* not loaded (cuBLASLt missing too: cuBLAS needs it) */
     snprintf(out->cublas_error, sizeof out->cublas_error, "%s", cublasLtGetStatusString(blas));
   out->cublaslt_version = (long long)cublasLtGetVersion();
-  if (!out->cublaslt_version && !out->cublas_error[0]) {
-    cublasLtHandle_t probe = NULL; /* cublasLtGetVersion says 0 without a reason: a call that gives one */
-    cublasStatus_t lt = cublasLtCreate(&probe);
-    if (lt == CUBLAS_STATUS_SUCCESS) cublasLtDestroy(probe);
-    else if (lt == CUBLAS_STATUS_NOT_INITIALIZED)
-      snprintf(out->cublas_error, sizeof out->cublas_error, "%s", cublasLtGetStatusString(lt));
-  }
 
   int count = 0;
   cudaError_t err = cudaGetDeviceCount(&count);
