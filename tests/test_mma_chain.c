@@ -301,6 +301,111 @@ TEST(zeros_next_to_a_wide_spread) {
   }
 }
 
+TEST(cancellation_then_a_block_of_zeros) {
+  /* A block whose products cancel to far below its own grid's top leaves d' with a small exponent
+   * field (here 2^-7 of the products, their exponents at the bottom of the fp32 kernel's range: one
+   * 2^97 product in the other column sets the scale); the next block's products are all zero, so
+   * its maximum exponent is d's and the result's power of two, 2^(emax - fb), lies below fp32's
+   * normal range although the result does not. The AVX2 fp32 kernel once clamped that power to
+   * 2^-126 and returned 2^-1 for 2^-7. Two columns (the AVX2 kernel) and 35 (AVX-512 too). */
+  enum { K = 16, COLS = 35 };
+  static const int widths[][2] = {{24, 8}, {25, 8}, {24, 4}};
+  for (size_t w = 0; w < 3; w++)
+    for (int cols = 2; cols <= COLS; cols += COLS - 2)
+      for (int neg = 0; neg < 2; neg++) {
+        float a[K] = {0}, b[K * COLS] = {0};
+        a[0] = neg ? -1.0f : 1.0f;
+        a[1] = -a[0];
+        a[2] = 1.0f;
+        for (int j = 0; j + 1 < cols; j++) {
+          b[0 * cols + j] = 1.0f + 0x1p-7f;
+          b[1 * cols + j] = 1.0f;
+        }
+        b[2 * cols + cols - 1] = 0x1p97f;
+        precis_mma_shape s = {.fraction_bits = widths[w][0], .block = widths[w][1], .emin_a = -126, .emin_b = -126};
+        float ref[COLS];
+        precis_gemm_mma_reference(a, b, ref, 1, (size_t)cols, K, &s);
+        CHECK_MSG(ref[0] == (neg ? -0x1p-7f : 0x1p-7f), "reference %a", (double)ref[0]);
+        precis_mma_path taken[CAPS] = {PRECIS_MMA_PATH_SCALAR, PRECIS_MMA_PATH_SCALAR, PRECIS_MMA_PATH_SCALAR};
+        CHECK_MSG(same_bits_ab(a, b, 1, (size_t)cols, K, &s, "cancellation", taken), "%d columns", cols);
+        if (have_f32()) CHECK_EQ_INT(taken[1], PRECIS_MMA_PATH_AVX2_F32);
+      }
+}
+
+TEST(a_sum_below_fp32s_range_keeps_its_sign) {
+  /* A product below fp32's smallest subnormal truncates toward zero to a zero of its own sign (the
+   * reference, as IEEE's round toward zero); a sum that is exactly zero is +0. The fp32 kernel
+   * declines these operands (f32_safe); the double kernel once turned every zero into +0. Then a
+   * block of zero products after it: +0. */
+  const float a[3] = {-0x1.8p-50f, 0x1p-50f, 0.0f}, b[3] = {0x1p-103f, 0x1p-103f, 1.0f};
+  precis_mma_shape s = {.fraction_bits = 24, .block = 1, .emin_a = -126, .emin_b = -126};
+  for (size_t k = 1; k <= 3; k++) {
+    float ref = 1.0f;
+    precis_gemm_mma_reference(a, b, &ref, 1, 1, k, &s);
+    CHECK_MSG(ref == 0.0f && (signbit(ref) != 0) == (k == 1), "k %zu: reference %a", k, (double)ref);
+    CHECK_MSG(same_bits_ab(a, b, 1, 1, k, &s, "underflow", NULL), "k %zu", k);
+  }
+  /* the same within one block of 8 (the products' sum underflows): negative, and +0 when it is 0 */
+  const float a2[2] = {-0x1.8p-50f, 0x1.8p-50f};
+  precis_mma_shape s8 = {.fraction_bits = 24, .block = 8, .emin_a = -126, .emin_b = -126};
+  CHECK(same_bits_ab(a2, b, 1, 1, 1, &s8, "underflow", NULL));
+  CHECK(same_bits_ab(a2, b, 1, 1, 2, &s8, "cancelled", NULL));
+  /* -0 from the first block, then a block whose only product is -1·0 = -0: every term a -0, the
+   * reference's +0 */
+  const float a3[2] = {-0x1.8p-50f, -1.0f}, b3[2] = {0x1p-103f, 0.0f};
+  float ref = -1.0f;
+  precis_gemm_mma_reference(a3, b3, &ref, 1, 1, 2, &s);
+  CHECK_MSG(ref == 0.0f && !signbit(ref), "reference %a", (double)ref);
+  CHECK(same_bits_ab(a3, b3, 1, 1, 2, &s, "negative zeros", NULL));
+}
+
+TEST(random_cancellations_and_blocks_of_zeros) {
+  /* Random small calls built to reach the corners above: operands with zeros in runs, an A value
+   * often the negation of the one before it and B's rows often a copy of the row before (scaled by
+   * 1 or 1 + 2^-7), so that blocks cancel to small accumulators and whole blocks are zero; half
+   * the calls with one large B value that puts the rest near the bottom of the fp32 kernel's
+   * exponent range, some with sums below fp32's subnormals. Before the two fixes above, 8 of these
+   * 10,000 calls differed from the reference. */
+  size_t calls = 0, differ = 0;
+  for (int trial = 0; trial < 10000; trial++) {
+    size_t m = 1 + next_u64() % 6, n = 1 + next_u64() % 40, k = 1 + next_u64() % 40;
+    float *a = malloc(m * k * sizeof *a), *b = malloc(k * n * sizeof *b);
+    if (!a || !b) {
+      free(a), free(b);
+      CHECK(0);
+      return;
+    }
+    int spread = (int)(next_u64() % 110), zeros = (int)(next_u64() % 90);
+    for (size_t i = 0; i < m * k; i++)
+      a[i] = (int)(next_u64() % 100) < zeros ? 0.0f : ldexpf((float)(uniform() - 0.5), -(int)(next_u64() % (spread / 2 + 1)));
+    for (size_t i = 0; i < k * n; i++)
+      b[i] = (int)(next_u64() % 100) < zeros ? 0.0f : ldexpf((float)(uniform() - 0.5), -(int)(next_u64() % (spread / 2 + 1)));
+    for (size_t i = 1; i < m * k; i++)
+      if (next_u64() % 5 == 0) a[i] = -a[i - 1];
+    if (next_u64() % 2)
+      for (size_t p = 1; p < k; p++)
+        if (next_u64() % 2)
+          for (size_t j = 0; j < n; j++) b[p * n + j] = b[(p - 1) * n + j] * (next_u64() % 2 ? 1.0f + 0x1p-7f : 1.0f);
+    if (next_u64() % 2) {
+      int big = 70 + (int)(next_u64() % 30);
+      for (size_t i = 0; i < k * n; i++) b[i] = ldexpf(b[i], -big / 2);
+      b[next_u64() % (k * n)] = ldexpf(1.0f, big / 2);
+      for (size_t i = 0; i < m * k; i++)
+        if (next_u64() % 2) a[i] = 0.0f;
+    }
+    for (size_t i = 0; i < m * k; i++) a[i] = precis_round_bf16(a[i]);
+    for (size_t i = 0; i < k * n; i++) b[i] = precis_round_bf16(b[i]);
+    static const int widths[][2] = {{25, 16}, {24, 8}, {24, 4}};
+    const int *w = widths[next_u64() % 3];
+    precis_mma_shape s = {.fraction_bits = w[0], .block = w[1], .emin_a = -126, .emin_b = -126};
+    calls++;
+    if (!same_bits_ab(a, b, m, n, k, &s, "random cancellations", NULL)) differ++;
+    free(a);
+    free(b);
+  }
+  CHECK_MSG(differ == 0, "%zu of %zu calls differ from the reference", differ, calls);
+}
+
 TEST(specials_take_the_reference) {
   float a[3] = {1.0f, INFINITY, 2.0f}, b[3] = {1.0f, 1.0f, 1.0f};
   precis_mma_shape s = {.fraction_bits = 25, .block = 2, .emin_a = -126, .emin_b = -126};
@@ -339,4 +444,6 @@ TEST(the_widths_differ_from_fp32_sums_and_each_other) {
 
 RUN_TESTS(T(the_reference_follows_the_rule), T(vector_path_matches_the_reference), T(random_shapes_and_threads),
           T(subnormal_a_decides_the_block), T(block_sum_and_accumulator_past_two_to_the_31), T(zeros_next_to_a_wide_spread),
+          T(cancellation_then_a_block_of_zeros), T(a_sum_below_fp32s_range_keeps_its_sign),
+          T(random_cancellations_and_blocks_of_zeros),
           T(specials_take_the_reference), T(the_widths_differ_from_fp32_sums_and_each_other))

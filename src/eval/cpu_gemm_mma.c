@@ -175,8 +175,12 @@ block_avx2(const double *ap, const double *bp, const double *pb, size_t bstride,
         s[r][1] = _mm256_add_pd(s[r][1], _mm256_round_pd(t1, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC));
       }
     }
+    /* s + 0: a sum that is exactly zero is +0 (-0 + +0 under round to nearest), as in the reference;
+     * a nonzero one below fp32's smallest subnormal truncates to a zero of its own sign */
     for (int r = 0; r < nr; r++)
-      for (int v = 0; v < 2; v++) d[r][v] = rz_f32_avx2(_mm256_mul_pd(s[r][v], _mm256_mul_pd(m[r][v], inv_fb)));
+      for (int v = 0; v < 2; v++)
+        d[r][v] = rz_f32_avx2(
+            _mm256_mul_pd(_mm256_add_pd(s[r][v], _mm256_setzero_pd()), _mm256_mul_pd(m[r][v], inv_fb)));
   }
   for (int r = 0; r < nr; r++)
     for (int v = 0; v < 2; v++) _mm256_storeu_pd(dp + (size_t)r * dstride + (size_t)v * 4, d[r][v]);
@@ -254,10 +258,10 @@ static TARGET_AVX2 void cols_avx2(const mma_job *job, double *bp, double *pb) {
       }
     }
   }
-  /* +0 for a zero sum (d + 0 turns -0 into +0); every d is an fp32 value. */
+  /* every d is an fp32 value, its zero signed as the reference's (block_avx2) */
   size_t end = job->col1 < n ? job->col1 : n;
   for (size_t i = 0; i < rows; i++)
-    for (size_t j = job->col0; j < end; j++) job->c[i * n + j] = (float)(job->dstate[i * np + j] + 0.0);
+    for (size_t j = job->col0; j < end; j++) job->c[i * n + j] = (float)job->dstate[i * np + j];
 }
 
 static void *mma_thread(void *arg) {
@@ -429,9 +433,12 @@ static inline TARGET_F32 __m256 block_end_avx2(__m256 d, __m256i s, __m256i emax
   } else { /* S + D below 2^31 (f32_safe): one conversion, rounded toward zero */
     t = _mm256_cvtepi32_ps(_mm256_add_epi32(s, dterm));
   }
-  __m256i pw = _mm256_slli_epi32(_mm256_max_epi32(_mm256_sub_epi32(emax_f, _mm256_set1_epi32(fb)),
-                                                  _mm256_set1_epi32(1)), 23);
-  return _mm256_mul_ps(t, _mm256_castsi256_ps(pw));
+  /* times 2^(emax_f - fb - 127) in two exact steps: that power itself may lie below fp32's normal
+   * range (a block whose products are all zero after one that cancelled to a small d': emax_f is
+   * d's field) although the result, a normal, does not; 2^-64 and 2^(emax_f + 64 - fb - 127) are
+   * both normal, and t·2^-64 is exact (t an integer below 2^32) */
+  __m256i pw = _mm256_slli_epi32(_mm256_add_epi32(emax_f, _mm256_set1_epi32(64 - fb)), 23);
+  return _mm256_mul_ps(_mm256_mul_ps(t, _mm256_set1_ps(0x1p-64f)), _mm256_castsi256_ps(pw));
 }
 
 /* `nr` (1..F32_ROWS) rows by one tile of 16 columns over `len` products of k (a multiple of the
