@@ -10,7 +10,10 @@
 /* C[rows,n] = A[rows,k] · B[k,n] (row-major, contiguous) where each output starts at +0 and, for
  * p = 0..k-1 in order, acc = fp16_rne(acc + a[i,p]·b[p,j]) with overflow to ±inf; a result of
  * zero is +0. A and B must hold fp16 values (what the recipe rounds its inputs to; ±inf and NaN
- * included): then every product is exact and the result does not depend on the path taken.
+ * included): then every product is exact and the result does not depend on the path taken, but for
+ * one thing: where two NaNs meet (two NaN operands, or a NaN product and a NaN sum), which one's
+ * payload and sign the result carries depends on the path (x86 returns the first operand's, and the
+ * compiler orders the operands); a NaN stays a NaN on every path. Datasets refuse NaN inputs.
  * `scratch` holds n doubles; only the scalar path uses it. */
 void precis_gemm_fp16acc(const float *a, const float *b, float *c, size_t rows, size_t n, size_t k, double *scratch);
 

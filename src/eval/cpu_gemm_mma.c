@@ -384,22 +384,27 @@ static bool mma_vector(const float *a, const float *b, float *c, size_t rows, si
  *   field of an fp32; emax_f = max(d's exponent field, max_p of the sums), exact integers.
  * - The term. trunc(a·b·2^(fb - emax)) = trunc(t·2^kf), kf = fb + 127 - emax_f. Multiplying by
  *   2^kf is an integer add of kf << 23 to t's bits (t normal, the result normal: kf >= 0 and
- *   t·2^kf < 2^(fb+2)). kf is clamped to [0, 126] (the AVX-512 form: to 126 only, as f32_safe's
- *   bound on k, |d'| < k/4 < 2^fb, keeps kf >= 1): below 0 both the true term (< 2^-2) and t itself
- *   truncate to 0; above 126 only when every product of the block is zero (f32_safe: Pmax - Pmin
- *   <= 122 - fb, so every nonzero E' >= fb - 126), and a zero t becomes ±2^(kf-127) < 1, which
- *   truncates to 0. vcvttps2dq truncates toward zero exactly (|term| < 2^(fb+2) <= 2^31/blk).
- * - The accumulator. Every nonzero d is a multiple of 2^(emax - fb) of some block, so at least
- *   2^(Pmin - fb) >= 2^-126 (checked): d is an fp32 normal (its rounding never meets fp32's
- *   subnormal grid) and d' >= 2^(Pmin - Pmax - 4 - fb) >= 2^-126 is one too. Its term
- *   D = trunc(d'·2^kf) (kf unclamped; the product lies in [2^-126, 2^(fb+1)); d' = 0 masked) is an
- *   int32.
+ *   t·2^kf < 2^(fb+2)). kf >= 1: f32_safe's bound on k keeps |d'| < k/4 < 2^fb. kf <= 126: the
+ *   maximum starts from fb + 1, which only a block whose products are all zero does not pass
+ *   (f32_safe: Pmax - Pmin <= 122 - fb, so every nonzero E' + 127 >= fb + 1) — the clamp below —
+ *   and a zero t becomes ±2^(kf-127) < 1, which truncates to 0. vcvttps2dq truncates toward zero
+ *   exactly (|term| < 2^(fb+2) <= 2^31/blk).
+ * - The accumulator. Every nonzero d' is a multiple of the grid 2^(emax' - fb) of the block that
+ *   made it, and every such grid is at least 2^-126 (every nonzero E' >= fb - 126, checked): d' is a
+ *   multiple of 2^-126, so an fp32 normal (its rounding never meets fp32's subnormal grid). Its term
+ *   D = trunc(d'·2^kf) is an int32 (below 2^(fb+1)), with the same clamped kf as the products': the
+ *   clamp acts only on a block whose products are all zero, where it puts the grid at 2^-126, of
+ *   which d' is a multiple, so D = d'·2^kf exactly, as at the finer grid 2^(e_d - fb) the model
+ *   takes, and the block leaves d' as it was. A d' of 0 gives 2^(kf-127) < 1 as a zero t does,
+ *   truncated to 0. One shift, kf << 23, serves the products, D and the result's power 2^-kf
+ *   (normal: kf <= 126), the last as the bits (127 - kf) << 23. Where S + D fits int32 the sum starts
+ *   from D.
  * - The sum. The block's products' terms, each below 2^(fb+2) in magnitude, sum exactly in int32
  *   when blk·2^(fb+2) <= 2^31 (checked: 16·2^27 for sm_90's 25 bits). T = S + D may need 33 bits:
  *   it is split into Th·256 + Tl, Th = (S >> 8) + (D >> 8) (below 2^24: an exact fp32),
  *   Tl = (S & 255) + (D & 255), and one fma under round-toward-zero (MXCSR, set for the call and
- *   restored) gives RZ_f32(T) exactly; times 2^(emax' - fb) (a normal result: exact) it is the new
- *   d', MMA-Sim's normalisation. T = 0 gives +0, as the reference does. */
+ *   restored) gives RZ_f32(T) exactly; times 2^-kf (a normal result: exact) it is the new d',
+ *   MMA-Sim's normalisation. T = 0 gives +0, as the reference does. */
 
 #define TARGET_F32 __attribute__((target("avx2,fma")))
 #define F32_TILE 16 /* columns per tile: two vectors of eight floats, one of sixteen int16 */
@@ -417,28 +422,26 @@ typedef struct f32_params {
   bool split; /* S + D may reach 2^31: summed as Th·256 + Tl */
 } f32_params;
 
-/* d' (8 fp32 accumulators, scaled) after one block: s the int32 sum of the products' terms, emax_f
- * the block's biased exponent, kf = fb + 127 - emax_f unclamped; MXCSR rounds toward zero. */
-static inline TARGET_F32 __m256 block_end_avx2(__m256 d, __m256i s, __m256i emax_f, __m256i kf, int fb, bool split) {
-  __m256i dbits = _mm256_castps_si256(d);
-  __m256i dzero = _mm256_cmpeq_epi32(dbits, _mm256_setzero_si256());
-  __m256i dshift = _mm256_andnot_si256(dzero, _mm256_slli_epi32(kf, 23));
-  __m256i dterm = _mm256_cvttps_epi32(_mm256_castsi256_ps(_mm256_add_epi32(dbits, dshift)));
+/* D = trunc(d'·2^kf): d's bits plus kf << 23 (the comment above), truncated. */
+static inline TARGET_F32 __m256i acc_term_avx2(__m256 d, __m256i shift) {
+  return _mm256_cvttps_epi32(_mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(d), shift)));
+}
+
+/* d' (8 fp32 accumulators, scaled) after one block, shift its kf << 23; MXCSR rounds toward zero.
+ * split: s is S, the products' terms, and D is added here; else s is S + D already (the sum
+ * started from D). */
+static inline TARGET_F32 __m256 block_end_avx2(__m256 d, __m256i s, __m256i shift, bool split) {
   __m256 t;
   if (split) { /* S + D may need 33 bits */
-    const __m256i low8 = _mm256_set1_epi32(255);
+    const __m256i low8 = _mm256_set1_epi32(255), dterm = acc_term_avx2(d, shift);
     __m256i th = _mm256_add_epi32(_mm256_srai_epi32(s, 8), _mm256_srai_epi32(dterm, 8));
     __m256i tl = _mm256_add_epi32(_mm256_and_si256(s, low8), _mm256_and_si256(dterm, low8));
     t = _mm256_fmadd_ps(_mm256_cvtepi32_ps(th), _mm256_set1_ps(256.0f), _mm256_cvtepi32_ps(tl));
   } else { /* S + D below 2^31 (f32_safe): one conversion, rounded toward zero */
-    t = _mm256_cvtepi32_ps(_mm256_add_epi32(s, dterm));
+    t = _mm256_cvtepi32_ps(s);
   }
-  /* times 2^(emax_f - fb - 127) in two exact steps: that power itself may lie below fp32's normal
-   * range (a block whose products are all zero after one that cancelled to a small d': emax_f is
-   * d's field) although the result, a normal, does not; 2^-64 and 2^(emax_f + 64 - fb - 127) are
-   * both normal, and t·2^-64 is exact (t an integer below 2^32) */
-  __m256i pw = _mm256_slli_epi32(_mm256_add_epi32(emax_f, _mm256_set1_epi32(64 - fb)), 23);
-  return _mm256_mul_ps(_mm256_mul_ps(t, _mm256_set1_ps(0x1p-64f)), _mm256_castsi256_ps(pw));
+  /* times 2^-kf, a normal (kf <= 126): exact, the result a normal or +0 */
+  return _mm256_mul_ps(t, _mm256_castsi256_ps(_mm256_sub_epi32(_mm256_set1_epi32(127 << 23), shift)));
 }
 
 /* `nr` (1..F32_ROWS) rows by one tile of 16 columns over `len` products of k (a multiple of the
@@ -450,24 +453,25 @@ block_f32(const float *av, const int16_t *ae, const float *bv, const int16_t *be
   __m256 d[F32_ROWS][2];
   for (int r = 0; r < nr; r++)
     for (int v = 0; v < 2; v++) d[r][v] = _mm256_loadu_ps(dp + (size_t)r * dstride + (size_t)v * 8);
-  const __m256i kconst = _mm256_set1_epi32(prm->fb + 127), k_lo = _mm256_setzero_si256(), k_hi = _mm256_set1_epi32(126);
+  const __m256i kconst = _mm256_set1_epi32((prm->fb + 127) << 23), exp_mask = _mm256_set1_epi32(0x7f800000);
   for (size_t p0 = 0; p0 < len; p0 += blk) {
     __m256i m[F32_ROWS];
-    for (int r = 0; r < nr; r++) m[r] = _mm256_set1_epi16(EXP_ZERO);
+    /* from fb + 1, the smallest sum of nonzero operands (f32_safe), not EXP_ZERO: the same maximum
+     * wherever a product is nonzero, and kf <= 126 where none is (the clamp of the comment above) */
+    for (int r = 0; r < nr; r++) m[r] = _mm256_set1_epi16((int16_t)(prm->fb + 1));
     for (size_t p = p0; p < p0 + blk; p++) {
       __m256i eb = _mm256_loadu_si256((const __m256i *)(be + p * F32_TILE));
       for (int r = 0; r < nr; r++)
         m[r] = _mm256_max_epi16(m[r], _mm256_add_epi16(_mm256_set1_epi16(ae[p * (size_t)nr + (size_t)r]), eb));
     }
-    __m256i emax[F32_ROWS][2], kf[F32_ROWS][2], shift[F32_ROWS][2], s[F32_ROWS][2];
+    /* exponents as fields << 23, as d's bits hold its own: kf << 23 = (fb + 127) << 23 - emax_f << 23 */
+    __m256i shift[F32_ROWS][2], s[F32_ROWS][2];
     for (int r = 0; r < nr; r++)
       for (int v = 0; v < 2; v++) {
         __m256i mp = _mm256_cvtepi16_epi32(v ? _mm256_extracti128_si256(m[r], 1) : _mm256_castsi256_si128(m[r]));
-        __m256i dfield = _mm256_srli_epi32(_mm256_slli_epi32(_mm256_castps_si256(d[r][v]), 1), 24);
-        emax[r][v] = _mm256_max_epi32(mp, dfield);
-        kf[r][v] = _mm256_sub_epi32(kconst, emax[r][v]);
-        shift[r][v] = _mm256_slli_epi32(_mm256_min_epi32(_mm256_max_epi32(kf[r][v], k_lo), k_hi), 23);
-        s[r][v] = _mm256_setzero_si256();
+        __m256i emax = _mm256_max_epi32(_mm256_slli_epi32(mp, 23), _mm256_and_si256(_mm256_castps_si256(d[r][v]), exp_mask));
+        shift[r][v] = _mm256_sub_epi32(kconst, emax); /* kf in [1, 126]: the floor above, f32_safe's bound on k */
+        s[r][v] = split ? _mm256_setzero_si256() : acc_term_avx2(d[r][v], shift[r][v]);
       }
     for (size_t p = p0; p < p0 + blk; p++) {
       __m256 b0 = _mm256_loadu_ps(bv + p * F32_TILE), b1 = _mm256_loadu_ps(bv + p * F32_TILE + 8);
@@ -480,7 +484,7 @@ block_f32(const float *av, const int16_t *ae, const float *bv, const int16_t *be
       }
     }
     for (int r = 0; r < nr; r++)
-      for (int v = 0; v < 2; v++) d[r][v] = block_end_avx2(d[r][v], s[r][v], emax[r][v], kf[r][v], prm->fb, split);
+      for (int v = 0; v < 2; v++) d[r][v] = block_end_avx2(d[r][v], s[r][v], shift[r][v], split);
   }
   for (int r = 0; r < nr; r++)
     for (int v = 0; v < 2; v++) _mm256_storeu_ps(dp + (size_t)r * dstride + (size_t)v * 8, d[r][v]);
@@ -566,25 +570,21 @@ static TARGET_F32 void block_f32_dispatch(const float *av, const int16_t *ae, co
 /* ---- The same kernel in AVX-512 (F and BW): 32 columns per tile, two vectors of sixteen floats
  * and, for two rows at once, one of 64 int8 exponents, so that a pair of rows' exponent maximum is
  * one saturating byte add and one byte max per p, and the 4 rows x 2 vectors of accumulators, sums
- * and shifts (24 registers) stay in the 32 zmm registers. The arithmetic is block_f32's, with three
+ * and shifts (24 registers) stay in the 32 zmm registers. The arithmetic is block_f32's, with two
  * changes that give the same values in fewer operations: the exponents in int8 (block_f32_512 says
- * why they fit); kf's lower clamp dropped (f32_safe bounds k, so kf >= 1); S + D past 2^31 summed
- * modulo 2^32 and its sign taken from the operands' (block_end_512), not split in two. The roundings
- * toward zero are embedded in the instructions, the result's power of two is applied by vscalefps,
- * the zero-accumulator test is a mask. */
+ * why they fit); S + D past 2^31 summed modulo 2^32 and its sign taken from the operands'
+ * (block_end_512), not split in two. The roundings toward zero are embedded in the instructions. */
 #define TARGET_F32_512 __attribute__((target("avx512f,avx512bw,avx2,fma")))
 
-/* d' after one block, as block_end_avx2 but with -kf = emax_f - kconst: the accumulator's term is
- * trunc of d's bits less -kf << 23 (d' = 0 masked), and the result is RZ_f32(T)·2^-kf by vscalefps
- * (exact: the result is a normal, f32_safe). */
-static inline TARGET_F32_512 __m512 block_end_512(__m512 d, __m512i s, __m512i emax_f, __m512i kconst, bool split) {
-  __m512i neg_kf = _mm512_sub_epi32(emax_f, kconst); /* recomputed: 8 registers fewer live over the products */
-  __m512i dbits = _mm512_castps_si512(d);
-  __mmask16 dnonzero = _mm512_test_epi32_mask(dbits, dbits);
-  __m512i dterm = _mm512_cvttps_epi32(
-      _mm512_castsi512_ps(_mm512_mask_sub_epi32(dbits, dnonzero, dbits, _mm512_slli_epi32(neg_kf, 23))));
+static inline TARGET_F32_512 __m512i acc_term_512(__m512 d, __m512i shift) {
+  return _mm512_cvttps_epi32(_mm512_castsi512_ps(_mm512_add_epi32(_mm512_castps_si512(d), shift)));
+}
+
+/* d' after one block, as block_end_avx2. */
+static inline TARGET_F32_512 __m512 block_end_512(__m512 d, __m512i s, __m512i shift, bool split) {
   __m512 t;
   if (split) {
+    __m512i dterm = acc_term_512(d, shift);
     /* S + D may need 33 bits, but its magnitude fits 32: the wrapped int32 sum T32 is T modulo 2^32,
      * T's sign is the majority of S's, D's and T32's (equal signs of S and D decide it; unequal ones
      * cannot overflow), |T| = ±T32 modulo 2^32, converted unsigned under RZ, the sign put back. */
@@ -596,9 +596,9 @@ static inline TARGET_F32_512 __m512 block_end_512(__m512 d, __m512i s, __m512i e
     t = _mm512_castsi512_ps(_mm512_ternarylogic_epi32(_mm512_castps_si512(m), sign_of_t,
                                                       _mm512_set1_epi32((int)0x80000000u), 0xf8));
   } else {
-    t = _mm512_cvt_roundepi32_ps(_mm512_add_epi32(s, dterm), _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    t = _mm512_cvt_roundepi32_ps(s, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
   }
-  return _mm512_scalef_ps(t, _mm512_cvtepi32_ps(neg_kf));
+  return _mm512_mul_ps(t, _mm512_castsi512_ps(_mm512_sub_epi32(_mm512_set1_epi32(127 << 23), shift)));
 }
 
 /* block_f32 on a tile of 32 columns (bv: 32 per p), the exponents in int8, two rows a vector: be
@@ -615,10 +615,10 @@ block_f32_512(const float *av, const int8_t *ae8, const float *bv, const int16_t
   __m512 d[F32_ROWS][2];
   for (int r = 0; r < nr; r++)
     for (int v = 0; v < 2; v++) d[r][v] = _mm512_loadu_ps(dp + (size_t)r * dstride + (size_t)v * 16);
-  const __m512i kconst = _mm512_set1_epi32(prm->fb + 127), k_hi = _mm512_set1_epi32(126);
+  const __m512i kconst = _mm512_set1_epi32((prm->fb + 127) << 23), exp_mask = _mm512_set1_epi32(0x7f800000);
   for (size_t p0 = 0; p0 < len; p0 += blk) {
     __m512i m[F32_ROWS / 2];
-    for (int q = 0; q < pairs; q++) m[q] = _mm512_set1_epi8(EXP_ZERO8);
+    for (int q = 0; q < pairs; q++) m[q] = _mm512_set1_epi8((char)(prm->fb + 1)); /* as block_f32's */
     for (size_t p = p0; p < p0 + blk; p++) {
       __m512i eb = _mm512_loadu_si512((const void *)(be + p * F32_TILE_512));
       for (int q = 0; q < pairs; q++) {
@@ -627,17 +627,15 @@ block_f32_512(const float *av, const int8_t *ae8, const float *bv, const int16_t
         m[q] = _mm512_max_epi8(m[q], _mm512_adds_epi8(_mm512_set1_epi16(pair), eb));
       }
     }
-    __m512i emax[F32_ROWS][2], shift[F32_ROWS][2], s[F32_ROWS][2];
+    __m512i shift[F32_ROWS][2], s[F32_ROWS][2];
     for (int r = 0; r < nr; r++) {
       /* row r's bytes, sign-extended to int16 in column order */
       __m512i mr = r % 2 ? _mm512_srai_epi16(m[r / 2], 8) : _mm512_srai_epi16(_mm512_slli_epi16(m[r / 2], 8), 8);
       for (int v = 0; v < 2; v++) {
         __m512i mp = _mm512_cvtepi16_epi32(v ? _mm512_extracti64x4_epi64(mr, 1) : _mm512_castsi512_si256(mr));
-        __m512i dfield = _mm512_srli_epi32(_mm512_slli_epi32(_mm512_castps_si512(d[r][v]), 1), 24);
-        emax[r][v] = _mm512_max_epi32(mp, dfield);
-        __m512i kf = _mm512_sub_epi32(kconst, emax[r][v]);
-        shift[r][v] = _mm512_slli_epi32(_mm512_min_epi32(kf, k_hi), 23); /* kf >= 1 (f32_safe's bound on k) */
-        s[r][v] = _mm512_setzero_si512();
+        __m512i emax = _mm512_max_epi32(_mm512_slli_epi32(mp, 23), _mm512_and_si512(_mm512_castps_si512(d[r][v]), exp_mask));
+        shift[r][v] = _mm512_sub_epi32(kconst, emax);
+        s[r][v] = split ? _mm512_setzero_si512() : acc_term_512(d[r][v], shift[r][v]);
       }
     }
 #pragma GCC unroll 2
@@ -652,7 +650,7 @@ block_f32_512(const float *av, const int8_t *ae8, const float *bv, const int16_t
       }
     }
     for (int r = 0; r < nr; r++)
-      for (int v = 0; v < 2; v++) d[r][v] = block_end_512(d[r][v], s[r][v], emax[r][v], kconst, split);
+      for (int v = 0; v < 2; v++) d[r][v] = block_end_512(d[r][v], s[r][v], shift[r][v], split);
   }
   for (int r = 0; r < nr; r++)
     for (int v = 0; v < 2; v++) _mm512_storeu_ps(dp + (size_t)r * dstride + (size_t)v * 16, d[r][v]);
