@@ -495,7 +495,8 @@ typedef struct f32_job {
   const float *av;    /* a' per block of F32_ROWS rows, p-major, kp per row */
   const int16_t *ae;  /* EA, laid out as av */
   const float *b;
-  float *c, *dstate;  /* dstate: rows x np accumulators */
+  float *c;           /* the accumulators d' between k-chunks, then the result */
+  float *tail;        /* rows x tile accumulators of a last tile that n cuts short, else NULL */
   size_t rows, col0, col1, n, np, k, kp, kc;
   float b_scale;      /* 2^sB */
   int emin_b, eb_bias; /* EB' = EB + eb_bias */
@@ -679,13 +680,17 @@ static TARGET_F32_512 void block_f32_512_dispatch(const float *av, const int8_t 
 /* Blocked as a BLAS micro-kernel's caller: rows in chunks of F32_MC (A's chunk, F32_MC x kc, stays
  * in L2), k in chunks of kc, the job's columns in groups of F32_GROUP packed once per (rows, k)
  * chunk (F32_GROUP x kc, in L2; one tile of it, 16 or 32 x kc, near L1 while the rows go by). The
- * accumulators wait in dstate between k-chunks. */
+ * accumulators d' wait in C itself between k-chunks (those of a last tile that n cuts short in
+ * job->tail), scaled to d at the end: no buffer the size of C (an lm_head's C is rows x 4 x its
+ * vocabulary in bytes). */
 static TARGET_F32 void f32_cols(const f32_job *job, float *bv, int16_t *be) {
   const unsigned csr = _mm_getcsr();
   /* round toward zero (bits 13-14), no flush-to-zero (15) or denormals-are-zero (6) */
   _mm_setcsr((csr & ~0xe040u) | 0x6000u);
-  const size_t np = job->np, kp = job->kp, rows = job->rows;
-  for (size_t i = 0; i < rows; i++) memset(job->dstate + i * np + job->col0, 0, (job->col1 - job->col0) * sizeof(float));
+  const size_t n = job->n, kp = job->kp, rows = job->rows, tile = job->tile;
+  const size_t end = job->col1 < n ? job->col1 : n, full_end = n / tile * tile; /* columns of whole tiles */
+  for (size_t i = 0; i < rows; i++) memset(job->c + i * n + job->col0, 0, (end - job->col0) * sizeof(float));
+  if (job->col1 > full_end) memset(job->tail, 0, rows * tile * sizeof(float));
   for (size_t i0 = 0; i0 < rows; i0 += F32_MC) {
     size_t i1 = rows - i0 < F32_MC ? rows : i0 + F32_MC;
     for (size_t p0 = 0; p0 < kp; p0 += job->kc) {
@@ -698,12 +703,15 @@ static TARGET_F32 void f32_cols(const f32_job *job, float *bv, int16_t *be) {
           for (size_t i = i0; i < i1; i += F32_ROWS) {
             int nr = rows - i >= F32_ROWS ? F32_ROWS : (int)(rows - i);
             const float *av = job->av + i * kp + p0 * (size_t)nr;
-            float *dp = job->dstate + i * np + col;
+            const bool whole = col < full_end;
+            float *dp = whole ? job->c + i * n + col : job->tail + i * tile;
+            const size_t stride = whole ? n : tile;
             if (job->tile == F32_TILE_512) {
               const int8_t *ae8 = (const int8_t *)job->ae + i * kp + p0 * (size_t)((nr + 1) & ~1);
-              block_f32_512_dispatch(av, ae8, bv + off, be + off, dp, np, len, &job->prm, nr);
+              block_f32_512_dispatch(av, ae8, bv + off, be + off, dp, stride, len, &job->prm, nr);
             } else {
-              block_f32_dispatch(av, job->ae + i * kp + p0 * (size_t)nr, bv + off, be + off, dp, np, len, &job->prm, nr);
+              block_f32_dispatch(av, job->ae + i * kp + p0 * (size_t)nr, bv + off, be + off, dp, stride, len, &job->prm,
+                                 nr);
             }
           }
         }
@@ -711,10 +719,11 @@ static TARGET_F32 void f32_cols(const f32_job *job, float *bv, int16_t *be) {
     }
   }
   _mm_setcsr(csr);
-  size_t end = job->col1 < job->n ? job->col1 : job->n;
-  for (size_t i = 0; i < rows; i++)
+  for (size_t i = 0; i < rows; i++) {
+    float *row = job->c + i * n;
     for (size_t j = job->col0; j < end; j++)
-      job->c[i * job->n + j] = (float)((double)job->dstate[i * np + j] * job->out_scale);
+      row[j] = (float)((double)(j < full_end ? row[j] : job->tail[i * tile + (j - full_end)]) * job->out_scale);
+  }
 }
 
 static void *f32_thread(void *arg) {
@@ -887,13 +896,13 @@ static bool mma_vector_f32(const float *a, const float *b, float *c, size_t rows
   if (kp > SIZE_MAX / (rows * 8 + 1)) return false;
   size_t np = (n + tile - 1) / tile * tile;
   /* small calls: the packed A and the accumulators on the stack */
-  float av_small[F32_SMALL_CALL], dstate_small[F32_SMALL_CALL];
+  float av_small[F32_SMALL_CALL], tail_small[F32_SMALL_CALL];
   int16_t ae_small[F32_SMALL_CALL];
-  bool small = rows * kp <= F32_SMALL_CALL && rows * np <= F32_SMALL_CALL;
+  bool small = rows * kp <= F32_SMALL_CALL && rows * tile <= F32_SMALL_CALL;
   float *av = small ? av_small : malloc(rows * kp * sizeof *av);
-  float *dstate = small ? dstate_small : malloc(rows * np * sizeof *dstate);
+  float *tail = n % tile == 0 ? NULL : small ? tail_small : malloc(rows * tile * sizeof *tail);
   int16_t *ae = small ? ae_small : malloc(rows * kp * sizeof *ae);
-  bool ok = av && dstate && ae;
+  bool ok = av && (tail || n % tile == 0) && ae;
   if (ok) {
     f32_pack_rows(a, rows, k, kp, shape->emin_a, &plan, avx512, av, ae);
     size_t threads = online_cpus();
@@ -913,7 +922,7 @@ static bool mma_vector_f32(const float *a, const float *b, float *c, size_t rows
     void *failed[MMA_MAX_THREADS];
     for (size_t t = 0; t < threads; t++) {
       size_t first = tiles * t / threads, last = tiles * (t + 1) / threads;
-      jobs[t] = (f32_job){av,         ae,  b,    c,     dstate, rows, first * tile, last * tile, n, np, k, kp, kc,
+      jobs[t] = (f32_job){av,         ae,  b,    c,     tail, rows, first * tile, last * tile, n, np, k, kp, kc,
                           ldexpf(1.0f, plan.sb), shape->emin_b, avx512 ? plan.sb + 64 : plan.eb_bias, ldexp(1.0, -(plan.sa + plan.sb)), plan.prm,
                           tile};
       started[t] = t > 0 && pthread_create(&ids[t], NULL, f32_thread, &jobs[t]) == 0;
@@ -927,7 +936,7 @@ static bool mma_vector_f32(const float *a, const float *b, float *c, size_t rows
   if (!small) {
     free(av);
     free(ae);
-    free(dstate);
+    free(tail);
   }
   return ok;
 }

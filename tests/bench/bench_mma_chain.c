@@ -3,9 +3,11 @@
  * alternating, medians of the repetitions), OpenBLAS sgemm of the same shape (what these recipes
  * cost without the accumulator model: plain fp32 sums) and the kernel the library takes, and the
  * ratio kernel / sgemm, twice:
- *   - wall: both on every core (sgemm's threads, the kernel's), wall-clock time;
- *   - cpu: the work, CPU time of the process: sgemm on one thread (OpenBLAS's idle workers spin,
- *     which would count), the kernel as it runs (its threads do not spin).
+ *   - wall: both on every core (sgemm's threads, the kernel's), wall-clock time, the kernel first
+ *     after a pause (OpenBLAS's idle workers spin for a while after each threaded call: below);
+ *   - cpu: the work, CPU time of the process: sgemm on one thread, the kernel as it runs (its
+ *     threads do not spin), both timed after the wall-clock pass's OpenBLAS workers have stopped
+ *     spinning (a pause of 0.2 s: their spin would count).
  * Goal: the cpu ratio <= 4x for every shape (wide outputs like an lm_head, m = 1, k that is odd or
  * not a multiple of the block, small shapes). The goal is on the work because on a shared,
  * oversubscribed machine the wall clock penalises the longer call (a 1 ms sgemm runs within one
@@ -17,7 +19,7 @@
  *
  *   bench_mma_chain [--report-only] [--quick] [M N K]
  *
- * Without a shape: the list below (about a minute here). --quick: the smaller half. The operands
+ * Without a shape: the list below (about two minutes here). --quick: the smaller half. The operands
  * are bf16 (and fp16 for one shape) of a seeded uniform draw; sm_90's width (25 bits, 16 products
  * per dot-add) and sm_80's (24 bits, 8). --report-only: an unmet ratio does not set the exit status
  * (tests/bench/bench_verdict.h). */
@@ -63,6 +65,10 @@ static double cpu_ms(void) {
   struct timespec t;
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
   return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
+}
+
+static void pause_for_openblas_spin(void) {
+  nanosleep(&(struct timespec){.tv_sec = 0, .tv_nsec = 200 * 1000 * 1000}, NULL);
 }
 
 static double median(double *t, int count) {
@@ -126,18 +132,26 @@ static int bench_one(bench_verdict *v, long m, long n, long k, const char *why, 
     double ts[MAX_REPS], tk[MAX_REPS], cs[MAX_REPS], ck[MAX_REPS], c2[MAX_REPS];
     int same2 = 1;
     int reps = flops > 5e10 ? 1 : flops > 2e10 ? 3 : MAX_REPS;
+    /* OpenBLAS's workers spin (sched_yield) for about 2^28 time-stamp cycles after a threaded call
+     * before they sleep: on the cores the kernel's threads want, and in the process's CPU time (it
+     * once doubled a single-threaded sgemm's). So the kernel runs first in each wall-clock pair,
+     * after a pause that outlasts the spin, and the CPU-time pass, one OpenBLAS thread, after one. */
+    openblas_set_num_threads(0); /* every core */
     for (int r = 0; r < reps; r++) {
-      openblas_set_num_threads(0); /* every core */
+      pause_for_openblas_spin();
       double t0 = precis_now_ms();
+      for (int i = 0; i < batch; i++) precis_gemm_mma(a, b, c, (size_t)m, (size_t)n, (size_t)k, &widths[w]);
+      tk[r] = (precis_now_ms() - t0) / batch;
+      t0 = precis_now_ms();
       for (int i = 0; i < batch; i++)
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)n, (int)k, 1.0f, a, (int)k, b, (int)n, 0.0f,
                     c32, (int)n);
       ts[r] = (precis_now_ms() - t0) / batch;
-      t0 = precis_now_ms();
-      for (int i = 0; i < batch; i++) precis_gemm_mma(a, b, c, (size_t)m, (size_t)n, (size_t)k, &widths[w]);
-      tk[r] = (precis_now_ms() - t0) / batch;
-      openblas_set_num_threads(1);
-      t0 = cpu_ms();
+    }
+    openblas_set_num_threads(1);
+    pause_for_openblas_spin();
+    for (int r = 0; r < reps; r++) {
+      double t0 = cpu_ms();
       for (int i = 0; i < batch; i++)
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)n, (int)k, 1.0f, a, (int)k, b, (int)n, 0.0f,
                     c32, (int)n);
