@@ -639,15 +639,49 @@ block_f32_512(const float *av, const int8_t *ae8, const float *bv, const int16_t
         s[r][v] = split ? _mm512_setzero_si512() : acc_term_512(d[r][v], shift[r][v]);
       }
     }
+#if defined(__x86_64__)
+    if (nr == F32_ROWS) { /* the common block, written out: GCC's loop copied every sum once a step */
+      const float *bp = bv + p0 * F32_TILE_512, *ap = av + p0 * (size_t)F32_ROWS;
+      const float *const bend = bp + blk * F32_TILE_512;
+      /* zmm27, 28: the step's B; zmm29: a broadcast; zmm30, 31: the two terms */
+#define MMA_ROW_STEP(R, OFF)                                                                                   \
+  "vbroadcastss " OFF "(%[ap]), %%zmm29\n\t"                                                                  \
+  "vmulps %%zmm27, %%zmm29, %%zmm30\n\t"                                                                      \
+  "vmulps %%zmm28, %%zmm29, %%zmm31\n\t"                                                                      \
+  "vpaddd %[h" R "0], %%zmm30, %%zmm30\n\t"                                                                   \
+  "vpaddd %[h" R "1], %%zmm31, %%zmm31\n\t"                                                                   \
+  "vcvttps2dq %%zmm30, %%zmm30\n\t"                                                                           \
+  "vcvttps2dq %%zmm31, %%zmm31\n\t"                                                                           \
+  "vpaddd %%zmm30, %[s" R "0], %[s" R "0]\n\t"                                                                \
+  "vpaddd %%zmm31, %[s" R "1], %[s" R "1]\n\t"
+      __asm__("1:\n\t"
+              "vmovups (%[bp]), %%zmm27\n\t"
+              "vmovups 64(%[bp]), %%zmm28\n\t" MMA_ROW_STEP("0", "0") MMA_ROW_STEP("1", "4") MMA_ROW_STEP("2", "8")
+                  MMA_ROW_STEP("3", "12") "add $128, %[bp]\n\t"
+              "add $16, %[ap]\n\t"
+              "cmp %[bend], %[bp]\n\t"
+              "jne 1b"
+              : [s00] "+v"(s[0][0]), [s01] "+v"(s[0][1]), [s10] "+v"(s[1][0]), [s11] "+v"(s[1][1]),
+                [s20] "+v"(s[2][0]), [s21] "+v"(s[2][1]), [s30] "+v"(s[3][0]), [s31] "+v"(s[3][1]), [bp] "+r"(bp),
+                [ap] "+r"(ap)
+              : [h00] "v"(shift[0][0]), [h01] "v"(shift[0][1]), [h10] "v"(shift[1][0]), [h11] "v"(shift[1][1]),
+                [h20] "v"(shift[2][0]), [h21] "v"(shift[2][1]), [h30] "v"(shift[3][0]), [h31] "v"(shift[3][1]),
+                [bend] "r"(bend)
+              : "memory", "cc", "xmm27", "xmm28", "xmm29", "xmm30", "xmm31");
+#undef MMA_ROW_STEP
+    } else
+#endif
+    {
 #pragma GCC unroll 2
-    for (size_t p = p0; p < p0 + blk; p++) {
-      __m512 b0 = _mm512_loadu_ps(bv + p * F32_TILE_512), b1 = _mm512_loadu_ps(bv + p * F32_TILE_512 + 16);
-      for (int r = 0; r < nr; r++) {
-        __m512 a = _mm512_set1_ps(av[p * (size_t)nr + (size_t)r]);
-        __m512i t0 = _mm512_add_epi32(_mm512_castps_si512(_mm512_mul_ps(a, b0)), shift[r][0]);
-        __m512i t1 = _mm512_add_epi32(_mm512_castps_si512(_mm512_mul_ps(a, b1)), shift[r][1]);
-        s[r][0] = _mm512_add_epi32(s[r][0], _mm512_cvttps_epi32(_mm512_castsi512_ps(t0)));
-        s[r][1] = _mm512_add_epi32(s[r][1], _mm512_cvttps_epi32(_mm512_castsi512_ps(t1)));
+      for (size_t p = p0; p < p0 + blk; p++) {
+        __m512 b0 = _mm512_loadu_ps(bv + p * F32_TILE_512), b1 = _mm512_loadu_ps(bv + p * F32_TILE_512 + 16);
+        for (int r = 0; r < nr; r++) {
+          __m512 a = _mm512_set1_ps(av[p * (size_t)nr + (size_t)r]);
+          __m512i t0 = _mm512_add_epi32(_mm512_castps_si512(_mm512_mul_ps(a, b0)), shift[r][0]);
+          __m512i t1 = _mm512_add_epi32(_mm512_castps_si512(_mm512_mul_ps(a, b1)), shift[r][1]);
+          s[r][0] = _mm512_add_epi32(s[r][0], _mm512_cvttps_epi32(_mm512_castsi512_ps(t0)));
+          s[r][1] = _mm512_add_epi32(s[r][1], _mm512_cvttps_epi32(_mm512_castsi512_ps(t1)));
+        }
       }
     }
     for (int r = 0; r < nr; r++)
