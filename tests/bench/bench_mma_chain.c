@@ -4,7 +4,8 @@
  * cost without the accumulator model: plain fp32 sums) and the kernel the library takes, and the
  * ratio kernel / sgemm, twice:
  *   - wall: both on every core (sgemm's threads, the kernel's), wall-clock time, the kernel first
- *     after a pause (OpenBLAS's idle workers spin for a while after each threaded call: below);
+ *     after a pause (OpenBLAS's idle workers spin for a while after each threaded call: below) and
+ *     an untimed call;
  *   - cpu: the work, CPU time of the process: sgemm on one thread, the kernel as it runs (its
  *     threads do not spin), both timed after the wall-clock pass's OpenBLAS workers have stopped
  *     spinning (a pause of 0.2 s: their spin would count).
@@ -139,6 +140,8 @@ static int bench_one(bench_verdict *v, long m, long n, long k, const char *why, 
     openblas_set_num_threads(0); /* every core */
     for (int r = 0; r < reps; r++) {
       pause_for_openblas_spin();
+      /* once untimed: the first call after an idle pause ran at half speed (cores idle, caches cold) */
+      precis_gemm_mma(a, b, c, (size_t)m, (size_t)n, (size_t)k, &widths[w]);
       double t0 = precis_now_ms();
       for (int i = 0; i < batch; i++) precis_gemm_mma(a, b, c, (size_t)m, (size_t)n, (size_t)k, &widths[w]);
       tk[r] = (precis_now_ms() - t0) / batch;
