@@ -52,43 +52,45 @@ static double rz_f32(double v) {
   return trunc(v / q) * q;
 }
 
-void precis_gemm_mma_reference(const float *a, const float *b, float *c, size_t rows, size_t n, size_t k,
-                               const precis_mma_shape *shape) {
+/* One output's chain: row a_row (k values) against the column of B at b_col, `b_stride` apart. */
+static float mma_chain_one(const float *a_row, const float *b_col, size_t b_stride, size_t k,
+                           const precis_mma_shape *shape) {
   const int fb = shape->fraction_bits;
   const size_t blk = shape->block > 0 ? (size_t)shape->block : 1;
-  for (size_t i = 0; i < rows; i++) {
-    const float *ai = a + i * k;
-    for (size_t j = 0; j < n; j++) {
-      float d = 0.0f;
-      for (size_t p0 = 0; p0 < k; p0 += blk) {
-        size_t p1 = k - p0 < blk ? k : p0 + blk;
-        double fsum = d;
-        int emax = INT_MIN;
-        if (d != 0) emax = align_exp(d, -126);
-        for (size_t p = p0; p < p1; p++) {
-          double x = ai[p], y = b[p * n + j];
-          fsum += x * y;
-          if (x != 0 && y != 0) {
-            int e = align_exp(x, shape->emin_a) + align_exp(y, shape->emin_b);
-            if (e > emax) emax = e;
-          }
-        }
-        if (!isfinite(fsum)) { /* inf or NaN operands: the fp64 sum, as MMA-Sim returns it */
-          d = (float)fsum;
-          continue;
-        }
-        if (emax == INT_MIN) { /* every term zero */
-          d = 0.0f;
-          continue;
-        }
-        double scale = ldexp(1.0, fb - emax);
-        double s = trunc((double)d * scale);
-        for (size_t p = p0; p < p1; p++) s += trunc((double)ai[p] * (double)b[p * n + j] * scale);
-        d = (float)rz_f32(s / scale); /* beyond fp32's range: inf */
+  float d = 0.0f;
+  for (size_t p0 = 0; p0 < k; p0 += blk) {
+    size_t p1 = k - p0 < blk ? k : p0 + blk;
+    double fsum = d;
+    int emax = INT_MIN;
+    if (d != 0) emax = align_exp(d, -126);
+    for (size_t p = p0; p < p1; p++) {
+      double x = a_row[p], y = b_col[p * b_stride];
+      fsum += x * y;
+      if (x != 0 && y != 0) {
+        int e = align_exp(x, shape->emin_a) + align_exp(y, shape->emin_b);
+        if (e > emax) emax = e;
       }
-      c[i * n + j] = d;
     }
+    if (!isfinite(fsum)) { /* inf or NaN operands: the fp64 sum, as MMA-Sim returns it */
+      d = (float)fsum;
+      continue;
+    }
+    if (emax == INT_MIN) { /* every term zero */
+      d = 0.0f;
+      continue;
+    }
+    double scale = ldexp(1.0, fb - emax);
+    double s = trunc((double)d * scale);
+    for (size_t p = p0; p < p1; p++) s += trunc((double)a_row[p] * (double)b_col[p * b_stride] * scale);
+    d = (float)rz_f32(s / scale); /* beyond fp32's range: inf */
   }
+  return d;
+}
+
+void precis_gemm_mma_reference(const float *a, const float *b, float *c, size_t rows, size_t n, size_t k,
+                               const precis_mma_shape *shape) {
+  for (size_t i = 0; i < rows; i++)
+    for (size_t j = 0; j < n; j++) c[i * n + j] = mma_chain_one(a + i * k, b + j, n, k, shape);
 }
 
 #if PRECIS_MMA_X86
@@ -269,16 +271,11 @@ static void *mma_thread(void *arg) {
   size_t count = job->kc * (job->col1 - job->col0);
   double *bp = malloc(count * 2 * sizeof(double));
   if (bp) cols_avx2(job, bp, bp + count);
-  else { /* no memory for the chunk: the reference on these columns, same bits */
+  else { /* no memory for the chunk: the reference on these columns, same bits, none needed */
     size_t end = job->col1 < job->n ? job->col1 : job->n;
     for (size_t i = 0; i < job->rows; i++)
-      for (size_t j = job->col0; j < end; j++) {
-        float *col = malloc(job->k * sizeof *col);
-        if (!col) continue;
-        for (size_t p = 0; p < job->k; p++) col[p] = job->b[p * job->n + j];
-        precis_gemm_mma_reference(job->a + i * job->k, col, job->c + i * job->n + j, 1, 1, job->k, job->shape);
-        free(col);
-      }
+      for (size_t j = job->col0; j < end; j++)
+        job->c[i * job->n + j] = mma_chain_one(job->a + i * job->k, job->b + j, job->n, job->k, job->shape);
   }
   free(bp);
   return NULL;
