@@ -20,10 +20,10 @@
  *
  *   bench_mma_chain [--report-only] [--quick] [M N K]
  *
- * Without a shape: the list below (about 1.5 minutes here). --quick: the smaller half (about 40 s). The operands
- * are bf16 (and fp16 for one shape) of a seeded uniform draw; sm_90's width (25 bits, 16 products
- * per dot-add) and sm_80's (24 bits, 8). --report-only: an unmet ratio does not set the exit status
- * (tests/bench/bench_verdict.h). */
+ * Without a shape: the list below (about 1.5 minutes here). --quick: the smaller half (about 40 s).
+ * The operands are bf16 (and fp16 for one shape) of a seeded uniform draw; sm_90's width (25 bits,
+ * 16 products per dot-add) and sm_80's (24 bits, 8). --report-only: an unmet ratio does not set the
+ * exit status (tests/bench/bench_verdict.h). */
 #include <cblas.h>
 #include <stdint.h>
 #include <time.h>
