@@ -494,7 +494,7 @@ typedef struct f32_job {
   const float *b;
   float *c;           /* the accumulators d' between k-chunks, then the result */
   float *tail;        /* rows x tile accumulators of a last tile that n cuts short, else NULL */
-  size_t rows, col0, col1, n, np, k, kp, kc;
+  size_t rows, col0, col1, n, k, kp, kc;
   float b_scale;      /* 2^sB */
   int emin_b, eb_bias; /* EB' = EB + eb_bias */
   double out_scale;   /* 2^-(sA + sB): d = d'·out_scale */
@@ -574,6 +574,7 @@ static TARGET_F32 void block_f32_dispatch(const float *av, const int16_t *ae, co
  * (block_end_512), not split in two. The roundings toward zero are embedded in the instructions. */
 #define TARGET_F32_512 __attribute__((target("avx512f,avx512bw,avx2,fma")))
 
+/* D, as acc_term_avx2. */
 static inline TARGET_F32_512 __m512i acc_term_512(__m512 d, __m512i shift) {
   return _mm512_cvttps_epi32(_mm512_castsi512_ps(_mm512_add_epi32(_mm512_castps_si512(d), shift)));
 }
@@ -953,7 +954,7 @@ static bool mma_vector_f32(const float *a, const float *b, float *c, size_t rows
     void *failed[MMA_MAX_THREADS];
     for (size_t t = 0; t < threads; t++) {
       size_t first = tiles * t / threads, last = tiles * (t + 1) / threads;
-      jobs[t] = (f32_job){av,         ae,  b,    c,     tail, rows, first * tile, last * tile, n, np, k, kp, kc,
+      jobs[t] = (f32_job){av,         ae,  b,    c,     tail, rows, first * tile, last * tile, n, k, kp, kc,
                           ldexpf(1.0f, plan.sb), shape->emin_b, avx512 ? plan.sb + 64 : plan.eb_bias, ldexp(1.0, -(plan.sa + plan.sb)), plan.prm,
                           tile};
       started[t] = t > 0 && pthread_create(&ids[t], NULL, f32_thread, &jobs[t]) == 0;
